@@ -1,0 +1,517 @@
+"""SiteConfig: the one schema of a site stack, read from `fab-platform:site` (DESIGN section 4, "Config first").
+
+Everything a component needs comes from here, validated before any resource is registered. Field
+rules live on the models; rules that span fields (overlapping ranges, duplicate ids, GPU clusters
+that would be exposed, flows naming unknown clusters) are checked once the whole site is parsed.
+A user mistake becomes a `ConfigError` whose lines each name the key path, the value and the fix.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterator, Mapping
+from ipaddress import IPv4Address, IPv4Network
+from itertools import combinations
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+PROJECT = "fab-platform"
+CONFIG_KEY = "site"
+"""The stack config key, `fab-platform:site`, that holds the whole site object."""
+
+Role = Literal["storage", "compute", "gpu", "gpu-train"]
+GPU_ROLES: frozenset[str] = frozenset({"gpu", "gpu-train"})
+WORLD = "world"
+"""A flow source meaning "outside every cluster of the site" (users, instruments, vendors)."""
+
+RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+CILIUM_CLUSTER_NAME_MAX = 32
+"""Cilium refuses cluster names longer than this (ClusterMesh identity and etcd key limits)."""
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def _dns_label(value: str) -> str:
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise ValueError("must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters")
+    return value
+
+
+def _dns_name(value: str) -> str:
+    if not _DNS_NAME.match(value):
+        raise ValueError("must be a lowercase DNS name such as site-a.fab.internal")
+    return value
+
+
+def _labels(value: dict[str, str]) -> dict[str, str]:
+    for key, val in value.items():
+        if not _LABEL_KEY.match(key):
+            raise ValueError(f"label key {key!r} is not a valid Kubernetes label key")
+        if not _LABEL_VALUE.match(val):
+            raise ValueError(f"label value {val!r} of {key!r} is not a valid Kubernetes label value")
+    return value
+
+
+DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+DnsName = Annotated[str, AfterValidator(_dns_name)]
+Labels = Annotated[dict[str, str], AfterValidator(_labels)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+Asn = Annotated[int, Field(ge=1, le=4_294_967_294)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class BgpPeer(_Model):
+    """A BGP neighbour of every node of the cluster, usually a top-of-rack switch."""
+
+    address: IPv4Address = Field(description="Peer IPv4 address.")
+    asn: Asn = Field(description="Peer autonomous system number.")
+    kind: Literal["private", "public"] = Field(
+        "private",
+        description="private peers receive Pod CIDRs and internal LoadBalancer IPs; public peers receive external "
+        "LoadBalancer IPs only. Defaults to private.",
+    )
+
+
+class LbPool(_Model):
+    """A Cilium LB-IPAM pool; a Service takes addresses from it by the label `lb.fab.internal/pool: <name>`."""
+
+    cidrs: list[IPv4Network] = Field(min_length=1, description="Address blocks of the pool.")
+    visibility: Literal["internal", "external"] = Field(
+        "internal",
+        description="internal pools must be RFC1918 and are advertised to private peers only; external pools are "
+        "advertised to public peers only and are not allowed on GPU clusters. Defaults to internal.",
+    )
+
+
+class CiliumSettings(_Model):
+    """How Cilium itself is handled on a cluster."""
+
+    managed: bool = Field(
+        True,
+        description="Install and upgrade Cilium with its pinned Helm chart. Set false where Cilium is already "
+        "installed: only its BGP, LB-IPAM and policy objects are then managed. Defaults to true.",
+    )
+    operator_replicas: int = Field(2, ge=1, le=5, description="cilium-operator replicas. Defaults to 2.")
+    hubble_ui: bool = Field(True, description="Deploy the Hubble UI next to Hubble Relay. Defaults to true.")
+
+
+class ClusterConfig(_Model):
+    """One Kubernetes cluster of the site."""
+
+    role: Role = Field(description="What runs on the cluster: storage, compute, gpu (inference and training) or gpu-train.")
+    kubeconfig_context: str | None = Field(
+        None, min_length=1, description="kubeconfig context of the cluster. Defaults to `<site>-<cluster key>`."
+    )
+    cluster_id: int = Field(ge=1, le=255, description="Cilium ClusterMesh id, unique in the site.")
+    pod_cidr: IPv4Network = Field(description="Pod range, routed natively and advertised over BGP.")
+    node_cidr: IPv4Network = Field(description="Node addresses; remote clusters' agents reach ClusterMesh from here.")
+    api_server: IPv4Address = Field(
+        description="kube-apiserver VIP. An address, not a name: Cilium's kube-proxy replacement needs it before DNS works."
+    )
+    api_server_port: Port = Field(6443, description="kube-apiserver port. Defaults to 6443.")
+    bgp_asn: Asn = Field(description="Local autonomous system number of the cluster's nodes, unique in the site.")
+    bgp_peers: dict[DnsLabel, BgpPeer] = Field(min_length=1, description="BGP peers by name.")
+    lb_pools: dict[DnsLabel, LbPool] = Field(min_length=1, description="LB-IPAM pools by name.")
+    clustermesh_pool: DnsLabel = Field(
+        "internal", description="Internal pool that exposes the ClusterMesh API server. Defaults to `internal`."
+    )
+    clustermesh_vip: IPv4Address = Field(
+        description="Fixed address of the ClusterMesh API server in `clustermesh_pool`; the other clusters dial it."
+    )
+    host_network_namespaces: list[DnsLabel] = Field(
+        default_factory=list,
+        description="Namespaces allowed to run host-network or privileged pods (operators, RDMA). Such pods are "
+        "invisible to Cilium policy, so they are named here. Defaults to none.",
+    )
+    cilium: CiliumSettings = Field(default_factory=CiliumSettings, description="Cilium installation settings.")
+
+
+class Flow(_Model):
+    """One allowed cross-cluster flow. Everything between clusters that is not a flow is denied."""
+
+    description: str = Field("", description="Why the flow exists, shown on the generated policy.")
+    sources: list[str] = Field(
+        alias="from", min_length=1, description=f"Source cluster keys, or `{WORLD}` for clients outside the site's clusters."
+    )
+    to: list[str] = Field(min_length=1, description="Destination cluster keys.")
+    port: Port = Field(description="Service port the clients dial.")
+    target_port: Port | None = Field(
+        None,
+        description="Port of the pods behind the Service, which is what Cilium policy sees after load balancing. "
+        "Defaults to `port`.",
+    )
+    protocol: Literal["TCP", "UDP"] = Field("TCP", description="Transport protocol. Defaults to TCP.")
+    target: Literal["pods", "kube-apiserver"] = Field(
+        "pods",
+        description="pods: an ingress rule on the destination's pods in `to_namespace`. kube-apiserver: the "
+        "destination's API server VIP, enforced as an egress rule on the source pods in `from_namespace`, "
+        "since the API server is not a Cilium endpoint. Defaults to pods.",
+    )
+    to_namespace: DnsLabel | None = Field(None, description="Destination namespace (pods flows).")
+    to_labels: Labels = Field(default_factory=dict, description="Destination pod labels (pods flows). Defaults to every pod of the namespace.")
+    from_namespace: DnsLabel | None = Field(
+        None, description="Source namespace: optional for pods flows, required for kube-apiserver flows."
+    )
+    from_labels: Labels = Field(default_factory=dict, description="Source pod labels. Defaults to every pod of the namespace.")
+
+    @property
+    def pod_port(self) -> int:
+        return self.target_port or self.port
+
+
+class MinioEndpoint(_Model):
+    """Admin endpoint of the site's AIStor (MinIO) object store, used by the minio provider."""
+
+    server: str = Field(min_length=1, description="host:port of the S3/admin API, for example `s3-admin.storage.site-a.fab.internal:9000`.")
+    ssl: bool = Field(True, description="Use TLS. Defaults to true.")
+    region: str = Field("us-east-1", min_length=1, description="S3 region name. Defaults to us-east-1.")
+
+
+class KeycloakEndpoint(_Model):
+    """The site's existing Keycloak, used by the keycloak provider."""
+
+    url: str = Field(pattern=r"^https://", description="Base URL, https only, for example `https://keycloak.site-a.fab.internal`.")
+    admin_realm: DnsLabel = Field("master", description="Realm of the provider's service-account client. Defaults to master.")
+    client_id: str = Field("fab-platform-pulumi", min_length=1, description="Client id the provider signs in with. Defaults to fab-platform-pulumi.")
+
+
+class SiteConfig(_Model):
+    """One fab site: its clusters, how they are connected and which flows may cross between them."""
+
+    name: DnsLabel = Field(description="Site name, for example site-a; prefixes every cluster name.")
+    domain: DnsName = Field(description="Internal DNS domain of the site, for example site-a.fab.internal.")
+    minio: MinioEndpoint
+    keycloak: KeycloakEndpoint
+    clusters: dict[DnsLabel, ClusterConfig] = Field(min_length=1, description="Clusters by key (storage, compute, gpu, ...).")
+    flows: dict[DnsLabel, Flow] | None = Field(
+        None,
+        description="The cross-cluster flow table by name. Defaults to the design's four flows: S3 and Polaris REST "
+        "from compute and GPU clusters to storage, the inference gateway from compute to gpu clusters, and the "
+        "MultiKueue manager on compute to every GPU cluster's API server.",
+    )
+
+    def cluster_name(self, key: str) -> str:
+        """Cilium cluster name and provider name of a cluster: `<site>-<key>`."""
+        return f"{self.name}-{key}"
+
+    def kubeconfig_context(self, key: str) -> str:
+        return self.clusters[key].kubeconfig_context or self.cluster_name(key)
+
+    def keys_with_role(self, *roles: str) -> list[str]:
+        return sorted(key for key, cluster in self.clusters.items() if cluster.role in roles)
+
+    def flow_table(self) -> dict[str, Flow]:
+        """The configured flows, or the design's defaults when the stack sets none."""
+        return dict(self.flows) if self.flows is not None else default_flows(self)
+
+    @model_validator(mode="after")
+    def _site_rules(self) -> SiteConfig:
+        problems = [*_role_problems(self), *_cluster_problems(self), *_overlap_problems(self), *_flow_problems(self)]
+        if problems:
+            raise SiteRuleError(problems)
+        return self
+
+
+def default_flows(site: SiteConfig) -> dict[str, Flow]:
+    """The design's four flows for the site's clusters (DESIGN section 2, network rules)."""
+    storage = site.keys_with_role("storage")
+    compute = site.keys_with_role("compute")
+    gpus = site.keys_with_role(*GPU_ROLES)
+    return {
+        "s3": Flow(
+            description="Compute and GPU pods read and write AIStor over its internal S3 endpoint.",
+            sources=compute + gpus, to=storage, port=9000, to_namespace="aistor",
+        ),
+        "polaris": Flow(
+            description="Compute and GPU pods use the Polaris Iceberg REST catalog.",
+            sources=compute + gpus, to=storage, port=8181, to_namespace="polaris",
+        ),
+        "inference": Flow(
+            # Envoy Gateway runs the proxy unprivileged and maps listener ports below 1024 to port + 10000.
+            description="Compute apps call the inference gateway (OpenAI-compatible, JWT).",
+            sources=compute, to=site.keys_with_role("gpu"), port=443, target_port=10443,
+            to_namespace="envoy-gateway-system", to_labels={"app.kubernetes.io/name": "envoy"},
+        ),
+        "multikueue": Flow(
+            description="The MultiKueue manager on compute dispatches workloads to the GPU clusters' API servers.",
+            sources=compute, to=gpus, port=6443, target="kube-apiserver",
+            from_namespace="kueue-system", from_labels={"control-plane": "controller-manager"},
+        ),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Cross-field rules. Each yields (key path, message); the message names the value and the fix.
+
+Problem = tuple[tuple[str | int, ...], str]
+
+
+class SiteRuleError(ValueError):
+    """Raised by the model when cross-field rules fail; carries every problem with its key path."""
+
+    def __init__(self, problems: list[Problem]):
+        super().__init__("; ".join(msg for _, msg in problems))
+        self.problems = problems
+
+
+def _role_problems(site: SiteConfig) -> Iterator[Problem]:
+    for role in ("storage", "compute"):
+        keys = site.keys_with_role(role)
+        if len(keys) != 1:
+            found = ", ".join(keys) if keys else "none"
+            yield ("clusters",), f"a site needs exactly one {role} cluster, found {found}"
+    if not site.keys_with_role("gpu"):
+        yield ("clusters",), "a site needs at least one cluster with role gpu (inference runs there), found none"
+
+
+def _cluster_problems(site: SiteConfig) -> Iterator[Problem]:
+    ids: dict[int, str] = {}
+    asns: dict[int, str] = {}
+    for key, cluster in site.clusters.items():
+        name = site.cluster_name(key)
+        if len(name) > CILIUM_CLUSTER_NAME_MAX:
+            yield ("clusters", key), (
+                f"cluster name {name!r} (site name + '-' + key) has {len(name)} characters; Cilium allows at most "
+                f"{CILIUM_CLUSTER_NAME_MAX}: use a shorter key"
+            )
+        if cluster.cluster_id in ids:
+            yield ("clusters", key, "cluster_id"), (
+                f"{cluster.cluster_id} is already the cluster_id of clusters.{ids[cluster.cluster_id]}; "
+                "every cluster of a ClusterMesh needs its own id 1-255"
+            )
+        ids.setdefault(cluster.cluster_id, key)
+        if cluster.bgp_asn in asns:
+            yield ("clusters", key, "bgp_asn"), (
+                f"{cluster.bgp_asn} is already the bgp_asn of clusters.{asns[cluster.bgp_asn]}; "
+                "give every cluster its own ASN so that routes between clusters are not dropped as loops"
+            )
+        asns.setdefault(cluster.bgp_asn, key)
+        yield from _pool_problems(key, cluster)
+        if cluster.role in GPU_ROLES:
+            for peer_name, peer in cluster.bgp_peers.items():
+                if peer.kind == "public":
+                    yield ("clusters", key, "bgp_peers", peer_name, "kind"), (
+                        f"'public' is not allowed on {cluster.role} cluster {key}: GPU clusters peer only with "
+                        "private ToRs; use kind 'private'"
+                    )
+
+
+def _pool_problems(key: str, cluster: ClusterConfig) -> Iterator[Problem]:
+    for pool_name, pool in cluster.lb_pools.items():
+        path = ("clusters", key, "lb_pools", pool_name)
+        if pool.visibility == "external" and cluster.role in GPU_ROLES:
+            yield (*path, "visibility"), (
+                f"'external' is not allowed on {cluster.role} cluster {key}: nothing on a GPU cluster is exposed "
+                "outside the site; use visibility 'internal' with an RFC1918 range"
+            )
+        if pool.visibility == "internal":
+            for i, cidr in enumerate(pool.cidrs):
+                if not any(cidr.subnet_of(block) for block in RFC1918):
+                    yield (*path, "cidrs", i), (
+                        f"{cidr} is not in RFC1918 (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16) but the pool is "
+                        "internal; use a private range or make the pool external"
+                    )
+        if pool.visibility == "external" and not any(p.kind == "public" for p in cluster.bgp_peers.values()):
+            yield (*path, "visibility"), (
+                f"'external' pool {pool_name!r} would never be advertised: clusters.{key} has no bgp peer of kind "
+                "'public'; add one or make the pool internal"
+            )
+    mesh_path = ("clusters", key, "clustermesh_pool")
+    mesh_pool = cluster.lb_pools.get(cluster.clustermesh_pool)
+    if mesh_pool is None:
+        yield mesh_path, (
+            f"{cluster.clustermesh_pool!r} is not a pool of clusters.{key}; pools: {', '.join(sorted(cluster.lb_pools))}"
+        )
+    elif mesh_pool.visibility != "internal":
+        yield mesh_path, f"{cluster.clustermesh_pool!r} is an external pool; the ClusterMesh API server needs an internal one"
+    elif not any(cluster.clustermesh_vip in cidr for cidr in mesh_pool.cidrs):
+        yield ("clusters", key, "clustermesh_vip"), (
+            f"{cluster.clustermesh_vip} is not in pool {cluster.clustermesh_pool!r} "
+            f"({', '.join(map(str, mesh_pool.cidrs))}); pick an address of that pool"
+        )
+
+
+def _site_ranges(site: SiteConfig) -> Iterator[tuple[tuple[str | int, ...], IPv4Network]]:
+    for key, cluster in site.clusters.items():
+        yield ("clusters", key, "pod_cidr"), cluster.pod_cidr
+        yield ("clusters", key, "node_cidr"), cluster.node_cidr
+        for pool_name, pool in cluster.lb_pools.items():
+            for i, cidr in enumerate(pool.cidrs):
+                yield ("clusters", key, "lb_pools", pool_name, "cidrs", i), cidr
+
+
+def _overlap_problems(site: SiteConfig) -> Iterator[Problem]:
+    for (path_a, net_a), (path_b, net_b) in combinations(list(_site_ranges(site)), 2):
+        if net_a.overlaps(net_b):
+            yield path_b, (
+                f"{net_b} overlaps {format_path(path_a)} ({net_a}); every pod, node and pool range of a site "
+                "must be disjoint"
+            )
+
+
+def _flow_problems(site: SiteConfig) -> Iterator[Problem]:
+    known = ", ".join(sorted(site.clusters))
+    for name, flow in (site.flows or {}).items():
+        path = ("flows", name)
+        for i, source in enumerate(flow.sources):
+            if source != WORLD and source not in site.clusters:
+                yield (*path, "from", i), f"{source!r} is not a cluster of this site; known clusters: {known}, or {WORLD}"
+        for i, dest in enumerate(flow.to):
+            if dest not in site.clusters:
+                yield (*path, "to", i), f"{dest!r} is not a cluster of this site; known clusters: {known}"
+            elif dest in flow.sources:
+                yield (*path, "to", i), f"{dest!r} is also a source; a flow crosses clusters, traffic inside a cluster is not a flow"
+            elif WORLD in flow.sources and site.clusters[dest].role in GPU_ROLES:
+                yield (*path, "to", i), (
+                    f"{dest!r} is a GPU cluster and the flow comes from {WORLD}; nothing on a GPU cluster is exposed "
+                    "outside the site: route outside users through the compute cluster's ingress"
+                )
+        if flow.target == "pods" and flow.to_namespace is None:
+            yield (*path, "to_namespace"), "is required for a pods flow: name the namespace of the destination pods"
+        if flow.target == "kube-apiserver":
+            for i, dest in enumerate(flow.to):
+                cluster = site.clusters.get(dest)
+                if cluster is not None and cluster.api_server_port != flow.pod_port:
+                    yield (*path, "port"), (
+                        f"{flow.pod_port} is not the API server port of clusters.{dest} ({cluster.api_server_port}); "
+                        "a kube-apiserver flow uses the destination's api_server_port"
+                    )
+            if flow.from_namespace is None:
+                yield (*path, "from_namespace"), "is required for a kube-apiserver flow: name the namespace of the client pods"
+            if WORLD in flow.sources:
+                yield (*path, "from"), f"{WORLD} cannot reach a cluster's API server through a flow; name the client clusters"
+            if flow.to_namespace is not None or flow.to_labels:
+                yield (*path, "to_namespace"), "is not used by a kube-apiserver flow: the destination is the API server VIP"
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading and error reporting.
+
+
+class ConfigError(Exception):
+    """A site config that cannot be used; `lines` are one problem each, ready to print."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+def format_path(loc: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _unwrap(tp: Any) -> Any:
+    """Strip Optional[...] and Annotated[...] from a field type."""
+    while True:
+        origin = get_origin(tp)
+        if origin is Annotated:
+            tp = get_args(tp)[0]
+        elif origin in (Union, UnionType):
+            tp = next(a for a in get_args(tp) if a is not type(None))
+        else:
+            return tp
+
+
+def _allowed_keys(loc: tuple[str | int, ...]) -> list[str]:
+    """The keys the model accepts at the mapping that holds `loc`'s last key."""
+    tp: Any = SiteConfig
+    for part in loc[:-1]:
+        tp = _unwrap(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            field = next((f for n, f in tp.model_fields.items() if (f.alias or n) == part), None)
+            tp = field.annotation if field else None
+        elif get_origin(tp) in (dict, list):
+            tp = get_args(tp)[-1]
+        else:
+            return []
+    tp = _unwrap(tp)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return sorted(f.alias or n for n, f in tp.model_fields.items())
+    return []
+
+
+def _error_lines(exc: ValidationError) -> list[str]:
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        error = err.get("ctx", {}).get("error")
+        if isinstance(error, SiteRuleError):
+            lines += [f"{PROJECT}:{CONFIG_KEY}.{format_path(p)}: {msg}" for p, msg in error.problems]
+            continue
+        where = f"{PROJECT}:{CONFIG_KEY}" + (f".{format_path(loc)}" if loc else "")
+        if err["type"] == "extra_forbidden":
+            allowed = _allowed_keys(loc)
+            hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
+            lines.append(f"{where}: unknown key{hint}")
+        elif err["type"] == "missing":
+            lines.append(f"{where}: required key is missing")
+        else:
+            msg = str(error) if isinstance(error, ValueError) else err["msg"]
+            lines.append(f"{where}: {msg} (got {_show(err['input'])})")
+    return lines
+
+
+def _show(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def parse_site(raw: Any) -> SiteConfig:
+    """Validate the raw `fab-platform:site` object; raises ConfigError with one line per problem."""
+    if raw is None:
+        raise ConfigError([f"{PROJECT}:{CONFIG_KEY}: not set; add it to Pulumi.<stack>.yaml (see docs/configuration.md)"])
+    if not isinstance(raw, Mapping):
+        raise ConfigError([f"{PROJECT}:{CONFIG_KEY}: must be a mapping of site settings (got {type(raw).__name__})"])
+    try:
+        return SiteConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_error_lines(exc)) from None
+
+
+def load_site() -> SiteConfig:
+    """Read and validate `fab-platform:site` from the running stack's config.
+
+    A user mistake ends the program with `pulumi.RunError`: the Pulumi CLI prints its lines and no traceback.
+    """
+    import pulumi
+
+    try:
+        raw = pulumi.Config(PROJECT).get_object(CONFIG_KEY)
+    except pulumi.ConfigTypeError as exc:  # the CLI hands structured config over as JSON
+        raise pulumi.RunError(f"{PROJECT}:{CONFIG_KEY}: not a valid structured value ({exc})") from None
+    try:
+        return parse_site(raw)
+    except ConfigError as exc:
+        raise pulumi.RunError(str(exc)) from None
+
+
+def stack_file_schema() -> dict[str, Any]:
+    """JSON Schema of a `Pulumi.<stack>.yaml` file whose `fab-platform:site` follows SiteConfig."""
+    site = SiteConfig.model_json_schema(by_alias=True)
+    defs = site.pop("$defs", {})
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "fab-platform stack file",
+        "type": "object",
+        "properties": {
+            "config": {
+                "type": "object",
+                "properties": {f"{PROJECT}:{CONFIG_KEY}": site},
+                "required": [f"{PROJECT}:{CONFIG_KEY}"],
+            },
+        },
+        "required": ["config"],
+        "$defs": defs,
+    }

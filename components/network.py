@@ -1,0 +1,397 @@
+"""CrossClusterNetwork: Cilium native routing, BGP, LB-IPAM, ClusterMesh and default-deny flows (DESIGN section 2).
+
+Per cluster: the pinned Cilium release (unless Cilium is pre-installed), LB-IPAM pools, the BGP
+control plane objects that advertise Pod CIDRs and internal VIPs to private peers only and external
+VIPs to public peers only, and the cross-cluster policy: remote clusters are denied by default and
+each flow of the site's flow table is allowed by one rule. This is the only component that spans
+clusters, so every child names its cluster's provider explicitly.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_tls as tls
+
+from components import versions
+from components.config import WORLD, ClusterConfig, Flow, SiteConfig
+from components.providers import SiteProviders
+
+POOL_LABEL = "lb.fab.internal/pool"
+"""Service label that picks the LB-IPAM pool (and so the BGP advertisement) of a LoadBalancer Service."""
+ADVERTISE_LABEL = "bgp.fab.internal/advertise"
+"""CiliumBGPAdvertisement label that a CiliumBGPPeerConfig selects: private or public."""
+RULE_LABEL = "fab.internal/rule"
+"""Label on every generated Cilium policy: default-deny, flow or clustermesh."""
+FLOW_LABEL = "fab.internal/flow"
+
+CILIUM_NAMESPACE = "kube-system"
+CLUSTERMESH_PORT = 2379
+CLUSTER_LABEL = "io.cilium.k8s.policy.cluster"
+NAMESPACE_LABEL = "k8s:io.kubernetes.pod.namespace"
+DEFAULT_DENY_NAME = "fab-default-deny-remote"
+CLUSTERMESH_RULE_NAME = "fab-clustermesh-apiserver"
+LOCAL_ENTITIES = ["host", "health", "kube-apiserver", "ingress"]
+"""What a pod accepts besides its own cluster's pods: its node (kubelet probes), cilium-health, the
+API server (webhooks) and Cilium's own ingress. `remote-node` is left out on purpose: in a
+ClusterMesh it covers every node of every remote cluster, including their host-network pods."""
+
+
+@dataclass(frozen=True)
+class CrossClusterNetworkArgs:
+    site: SiteConfig
+    providers: SiteProviders
+
+
+class CrossClusterNetwork(pulumi.ComponentResource):
+    """The site's network: Cilium on every cluster, BGP, LB-IPAM pools, ClusterMesh and cross-cluster policy."""
+
+    clusters: pulumi.Output[dict[str, Any]]
+    """Per cluster key: its pools, BGP peers and the flows allowed into and out of it."""
+    flows: pulumi.Output[dict[str, Any]]
+    """The flow table in force, by flow name."""
+
+    def __init__(self, name: str, args: CrossClusterNetworkArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("fab:network:CrossClusterNetwork", name, None, opts)
+        self._site = args.site
+        site = args.site
+        flows = site.flow_table()
+        ca_cert, ca_key = self._clustermesh_ca(name)
+
+        self.cilium_releases: dict[str, k8s.helm.v3.Release] = {}
+        for key in sorted(site.clusters):
+            cluster = site.clusters[key]
+            opts_k = pulumi.ResourceOptions(parent=self, provider=args.providers.for_cluster(key))
+            prefix = f"{name}-{key}"
+            if cluster.cilium.managed:
+                self.cilium_releases[key] = k8s.helm.v3.Release(
+                    f"{prefix}-cilium",
+                    name="cilium",
+                    chart=versions.CILIUM.chart,
+                    version=versions.CILIUM.version,
+                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.CILIUM.repo),
+                    namespace=CILIUM_NAMESPACE,
+                    values=cilium_values(site, key, ca_cert, ca_key),
+                    max_history=10,
+                    timeout=900,
+                    opts=opts_k,
+                )
+            # The operator registers Cilium's CRDs when it starts, so the objects wait for the release.
+            release = self.cilium_releases.get(key)
+            crs = pulumi.ResourceOptions.merge(opts_k, pulumi.ResourceOptions(depends_on=[release] if release else []))
+            for obj in cluster_objects(site, key, flows):
+                kind = obj["kind"]
+                k8s.apiextensions.CustomResource(
+                    f"{prefix}-{_logical_suffix(obj)}",
+                    api_version=obj["apiVersion"],
+                    kind=kind,
+                    metadata=obj["metadata"],
+                    spec=obj["spec"],
+                    opts=crs,
+                )
+
+        self.clusters = pulumi.Output.from_input({key: cluster_summary(site, key, flows) for key in sorted(site.clusters)})
+        self.flows = pulumi.Output.from_input({n: f.model_dump(by_alias=True, exclude_defaults=True) for n, f in sorted(flows.items())})
+        self.register_outputs({"clusters": self.clusters, "flows": self.flows})
+
+    def lb_service_labels(self, cluster_key: str, pool: str) -> dict[str, str]:
+        """Labels that give a LoadBalancer Service an address from `pool` of `cluster_key` (and its BGP route)."""
+        cluster = self._site.clusters[cluster_key]
+        if pool not in cluster.lb_pools:
+            raise ValueError(f"cluster {cluster_key!r} has no LB pool {pool!r}; pools: {', '.join(sorted(cluster.lb_pools))}")
+        return {POOL_LABEL: pool}
+
+    def _clustermesh_ca(self, name: str) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
+        """One CA per site so that every cluster's ClusterMesh certificates trust each other; its key is a Pulumi secret."""
+        key = tls.PrivateKey(f"{name}-clustermesh-ca", algorithm="RSA", rsa_bits=4096, opts=pulumi.ResourceOptions(parent=self))
+        cert = tls.SelfSignedCert(
+            f"{name}-clustermesh-ca",
+            private_key_pem=key.private_key_pem,
+            is_ca_certificate=True,
+            subject=tls.SelfSignedCertSubjectArgs(common_name=f"Cilium ClusterMesh CA {self._site.name}", organization="fab-platform"),
+            validity_period_hours=10 * 365 * 24,
+            early_renewal_hours=365 * 24,
+            allowed_uses=["cert_signing", "crl_signing", "digital_signature", "key_encipherment"],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return cert.cert_pem, pulumi.Output.secret(key.private_key_pem)
+
+
+def _logical_suffix(obj: dict[str, Any]) -> str:
+    """Logical-name suffix of a Cilium object, derived from its kind and metadata.name (never a position)."""
+    short = {
+        "CiliumLoadBalancerIPPool": "pool",
+        "CiliumBGPClusterConfig": "bgp",
+        "CiliumBGPPeerConfig": "bgp-peer",
+        "CiliumBGPAdvertisement": "bgp-adv",
+        "CiliumClusterwideNetworkPolicy": "policy",
+    }[obj["kind"]]
+    return f"{short}-{obj['metadata']['name']}"
+
+
+def _b64(text: pulumi.Input[str]) -> pulumi.Output[str]:
+    return pulumi.Output.from_input(text).apply(lambda pem: base64.b64encode(pem.encode()).decode())
+
+
+def cilium_values(site: SiteConfig, key: str, ca_cert: pulumi.Input[str], ca_key: pulumi.Input[str]) -> dict[str, Any]:
+    """Helm values of the Cilium 1.18 chart for one cluster of the site."""
+    cluster = site.clusters[key]
+    peers = [
+        {"name": site.cluster_name(other), "port": CLUSTERMESH_PORT, "ips": [str(site.clusters[other].clustermesh_vip)]}
+        for other in sorted(site.clusters)
+        if other != key
+    ]
+    return {
+        "cluster": {"name": site.cluster_name(key), "id": cluster.cluster_id},
+        "routingMode": "native",
+        # Pod ranges are advertised over BGP, so pods are routable and keep their source address across
+        # clusters: that is what lets a remote pod's identity (and so the flow rules) apply.
+        "ipv4NativeRoutingCIDR": str(cluster.pod_cidr),
+        "enableIPv4Masquerade": False,
+        "autoDirectNodeRoutes": False,
+        "kubeProxyReplacement": True,
+        "k8sServiceHost": str(cluster.api_server),
+        "k8sServicePort": cluster.api_server_port,
+        "ipam": {"mode": "cluster-pool", "operator": {"clusterPoolIPv4PodCIDRList": [str(cluster.pod_cidr)]}},
+        "bgpControlPlane": {"enabled": True},
+        "operator": {"replicas": cluster.cilium.operator_replicas},
+        "tls": {"ca": {"cert": _b64(ca_cert), "key": _b64(ca_key)}},
+        "clustermesh": {
+            "useAPIServer": True,
+            # Selectors without a cluster label match this cluster only; remote peers must be named.
+            "policyDefaultLocalCluster": True,
+            "apiserver": {
+                "service": {
+                    "type": "LoadBalancer",
+                    "labels": {POOL_LABEL: cluster.clustermesh_pool},
+                    "annotations": {"lbipam.cilium.io/ips": str(cluster.clustermesh_vip)},
+                    # Local keeps the remote agents' node addresses, which the clustermesh rule allows.
+                    "externalTrafficPolicy": "Local",
+                },
+                "tls": {"auto": {"enabled": True, "method": "helm"}},
+            },
+            "config": {"enabled": True, "clusters": peers},
+        },
+        "hubble": {
+            "enabled": True,
+            "tls": {"auto": {"enabled": True, "method": "helm"}},
+            "relay": {"enabled": True},
+            "ui": {"enabled": cluster.cilium.hubble_ui},
+        },
+    }
+
+
+def _meta(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if labels:
+        meta["labels"] = labels
+    return meta
+
+
+def _cr(kind: str, name: str, spec: dict[str, Any], labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": versions.CILIUM_API, "kind": kind, "metadata": _meta(name, labels), "spec": spec}
+
+
+def pool_objects(cluster: ClusterConfig) -> list[dict[str, Any]]:
+    return [
+        _cr(
+            "CiliumLoadBalancerIPPool",
+            pool_name,
+            {"blocks": [{"cidr": str(cidr)} for cidr in pool.cidrs], "serviceSelector": {"matchLabels": {POOL_LABEL: pool_name}}},
+            labels={ADVERTISE_LABEL: _advertise_class(pool.visibility)},
+        )
+        for pool_name, pool in sorted(cluster.lb_pools.items())
+    ]
+
+
+def _advertise_class(visibility: str) -> str:
+    return "private" if visibility == "internal" else "public"
+
+
+def bgp_objects(site: SiteConfig, key: str) -> list[dict[str, Any]]:
+    """BGP control plane objects: one instance, a peer config and an advertisement per peer class in use."""
+    cluster = site.clusters[key]
+    pools_by_class: dict[str, list[str]] = {"private": [], "public": []}
+    for pool_name, pool in sorted(cluster.lb_pools.items()):
+        pools_by_class[_advertise_class(pool.visibility)].append(pool_name)
+    classes = sorted({peer.kind for peer in cluster.bgp_peers.values()})
+    objects = []
+    for cls in classes:
+        adverts: list[dict[str, Any]] = [{"advertisementType": "PodCIDR"}] if cls == "private" else []
+        if pools_by_class[cls]:
+            adverts.append(
+                {
+                    "advertisementType": "Service",
+                    "service": {"addresses": ["LoadBalancerIP"]},
+                    "selector": {"matchExpressions": [{"key": POOL_LABEL, "operator": "In", "values": pools_by_class[cls]}]},
+                }
+            )
+        objects.append(_cr("CiliumBGPAdvertisement", f"fab-{cls}", {"advertisements": adverts}, labels={ADVERTISE_LABEL: cls}))
+        objects.append(
+            _cr(
+                "CiliumBGPPeerConfig",
+                f"fab-{cls}",
+                {
+                    "gracefulRestart": {"enabled": True},
+                    "families": [{"afi": "ipv4", "safi": "unicast", "advertisements": {"matchLabels": {ADVERTISE_LABEL: cls}}}],
+                },
+            )
+        )
+    objects.append(
+        _cr(
+            "CiliumBGPClusterConfig",
+            "fab-bgp",
+            {
+                "bgpInstances": [
+                    {
+                        "name": site.cluster_name(key),
+                        "localASN": cluster.bgp_asn,
+                        "peers": [
+                            {
+                                "name": peer_name,
+                                "peerAddress": str(peer.address),
+                                "peerASN": peer.asn,
+                                "peerConfigRef": {"name": f"fab-{peer.kind}"},
+                            }
+                            for peer_name, peer in sorted(cluster.bgp_peers.items())
+                        ],
+                    }
+                ]
+            },
+        )
+    )
+    return objects
+
+
+def _pod_selector(namespace: str | None, labels: dict[str, str], cluster_name: str | None = None) -> dict[str, Any]:
+    match = dict(labels)
+    if namespace:
+        match[NAMESPACE_LABEL] = namespace
+    if cluster_name:
+        match[CLUSTER_LABEL] = cluster_name
+    return {"matchLabels": match}
+
+
+def _ports(port: int, protocol: str) -> list[dict[str, Any]]:
+    return [{"ports": [{"port": str(port), "protocol": protocol}]}]
+
+
+def default_deny_policy(site: SiteConfig, key: str) -> dict[str, Any]:
+    return _cr(
+        "CiliumClusterwideNetworkPolicy",
+        DEFAULT_DENY_NAME,
+        {
+            "description": "Default deny from remote clusters and outside the site: pods accept their own cluster's "
+            "pods and local infrastructure only; every cross-cluster flow is allowed by a fab-flow-* rule.",
+            "endpointSelector": {},
+            "ingress": [
+                {"fromEndpoints": [{"matchLabels": {CLUSTER_LABEL: site.cluster_name(key)}}]},
+                {"fromEntities": list(LOCAL_ENTITIES)},
+            ],
+        },
+        labels={RULE_LABEL: "default-deny"},
+    )
+
+
+def clustermesh_policy(site: SiteConfig, key: str) -> dict[str, Any]:
+    """Let the other clusters' agents reach this cluster's ClusterMesh API server, and nothing else of it."""
+    others = [other for other in sorted(site.clusters) if other != key]
+    return _cr(
+        "CiliumClusterwideNetworkPolicy",
+        CLUSTERMESH_RULE_NAME,
+        {
+            "description": "ClusterMesh: remote cluster agents (by node range until the mesh knows them, then as "
+            "remote nodes) reach the clustermesh-apiserver etcd port.",
+            "endpointSelector": _pod_selector(CILIUM_NAMESPACE, {"k8s-app": "clustermesh-apiserver"}),
+            "ingress": [
+                {
+                    "fromCIDRSet": [{"cidr": str(site.clusters[other].node_cidr)} for other in others],
+                    "toPorts": _ports(CLUSTERMESH_PORT, "TCP"),
+                },
+                {"fromEntities": ["remote-node"], "toPorts": _ports(CLUSTERMESH_PORT, "TCP")},
+            ],
+        },
+        labels={RULE_LABEL: "clustermesh"},
+    )
+
+
+def flow_ingress_policy(site: SiteConfig, name: str, flow: Flow) -> dict[str, Any]:
+    """A pods flow, enforced on the destination cluster's pods."""
+    ingress: list[dict[str, Any]] = []
+    clusters = [source for source in flow.sources if source != WORLD]
+    if clusters:
+        ingress.append(
+            {
+                "fromEndpoints": [
+                    _pod_selector(flow.from_namespace, flow.from_labels, site.cluster_name(source)) for source in clusters
+                ],
+                "toPorts": _ports(flow.pod_port, flow.protocol),
+            }
+        )
+    if WORLD in flow.sources:
+        ingress.append({"fromEntities": [WORLD], "toPorts": _ports(flow.pod_port, flow.protocol)})
+    return _cr(
+        "CiliumClusterwideNetworkPolicy",
+        f"fab-flow-{name}",
+        {
+            "description": flow.description or f"Allowed cross-cluster flow {name}.",
+            "endpointSelector": _pod_selector(flow.to_namespace, flow.to_labels),
+            "ingress": ingress,
+        },
+        labels={RULE_LABEL: "flow", FLOW_LABEL: name},
+    )
+
+
+def flow_apiserver_policy(site: SiteConfig, name: str, flow: Flow) -> dict[str, Any]:
+    """A kube-apiserver flow, enforced as egress on the client pods: the remote API server is not a Cilium endpoint.
+
+    The client pods then reach only their own API server, cluster DNS and the destinations' API VIPs.
+    """
+    return _cr(
+        "CiliumClusterwideNetworkPolicy",
+        f"fab-flow-{name}",
+        {
+            "description": flow.description or f"Allowed cross-cluster flow {name}.",
+            "endpointSelector": _pod_selector(flow.from_namespace, flow.from_labels),
+            "egress": [
+                {"toEntities": ["kube-apiserver"]},
+                {
+                    "toEndpoints": [_pod_selector(CILIUM_NAMESPACE, {"k8s-app": "kube-dns"})],
+                    "toPorts": [{"ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "protocol": "TCP"}]}],
+                },
+                {
+                    "toCIDR": [f"{site.clusters[dest].api_server}/32" for dest in flow.to],
+                    "toPorts": _ports(flow.pod_port, flow.protocol),
+                },
+            ],
+        },
+        labels={RULE_LABEL: "flow", FLOW_LABEL: name},
+    )
+
+
+def cluster_objects(site: SiteConfig, key: str, flows: dict[str, Flow]) -> list[dict[str, Any]]:
+    """Every Cilium object of one cluster, in a stable order."""
+    cluster = site.clusters[key]
+    objects = [*pool_objects(cluster), *bgp_objects(site, key), default_deny_policy(site, key), clustermesh_policy(site, key)]
+    for name, flow in sorted(flows.items()):
+        if flow.target == "pods" and key in flow.to:
+            objects.append(flow_ingress_policy(site, name, flow))
+        elif flow.target == "kube-apiserver" and key in flow.sources:
+            objects.append(flow_apiserver_policy(site, name, flow))
+    return objects
+
+
+def cluster_summary(site: SiteConfig, key: str, flows: dict[str, Flow]) -> dict[str, Any]:
+    cluster = site.clusters[key]
+    return {
+        "cluster_name": site.cluster_name(key),
+        "pools": {n: {"cidrs": [str(c) for c in p.cidrs], "visibility": p.visibility} for n, p in sorted(cluster.lb_pools.items())},
+        "peers": {n: {"address": str(p.address), "asn": p.asn, "kind": p.kind} for n, p in sorted(cluster.bgp_peers.items())},
+        "flows_in": sorted(n for n, f in flows.items() if key in f.to),
+        "flows_out": sorted(n for n, f in flows.items() if key in f.sources),
+        "host_network_namespaces": list(cluster.host_network_namespaces),
+    }

@@ -1,0 +1,56 @@
+"""Providers of a site (DESIGN section 4, "Providers"): one kubernetes Provider per cluster, MinIO and Keycloak.
+
+Credentials never come from config: kubeconfig contexts hold the cluster credentials, and the MinIO
+and Keycloak providers read theirs from their standard environment variables (MINIO_USER and
+MINIO_PASSWORD; KEYCLOAK_CLIENT_SECRET), so the stack files stay secret-free and render offline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_keycloak as keycloak
+import pulumi_kubernetes as k8s
+import pulumi_minio as minio
+
+from components.config import SiteConfig
+
+
+@dataclass(frozen=True)
+class SiteProviders:
+    """The providers of one site, by cluster key for Kubernetes."""
+
+    kubernetes: dict[str, k8s.Provider]
+    minio: minio.Provider
+    keycloak: keycloak.Provider
+
+    def for_cluster(self, key: str) -> k8s.Provider:
+        return self.kubernetes[key]
+
+
+def site_providers(site: SiteConfig) -> SiteProviders:
+    """Create every provider of the site; logical names are `<site>-<cluster>`, `<site>-minio`, `<site>-keycloak`."""
+    clusters = {
+        key: k8s.Provider(
+            site.cluster_name(key),
+            context=site.kubeconfig_context(key),
+            # Server-side apply lets operators (Cilium, GPU Operator) co-own objects without fights.
+            enable_server_side_apply=True,
+        )
+        for key in sorted(site.clusters)
+    }
+    object_store = minio.Provider(
+        f"{site.name}-minio",
+        minio_server=site.minio.server,
+        minio_ssl=site.minio.ssl,
+        minio_region=site.minio.region,
+    )
+    identity = keycloak.Provider(
+        f"{site.name}-keycloak",
+        url=site.keycloak.url,
+        realm=site.keycloak.admin_realm,
+        client_id=site.keycloak.client_id,
+    )
+    return SiteProviders(kubernetes=clusters, minio=object_store, keycloak=identity)
+

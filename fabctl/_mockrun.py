@@ -1,0 +1,169 @@
+"""Child process of the renderer: runs the Pulumi program under the SDK's official mocks (DESIGN section 5.1).
+
+Reads a JSON request on stdin ({"project_dir", "stack", "config", "secret_keys"}), runs `__main__.py`
+with `preview=False`, and writes one JSON document on stdout: every registered resource with its
+type, logical name, URN, parent, provider, inputs (secrets redacted), dependencies and options, the
+stack outputs, and either no error, a user error (the program's `pulumi.RunError`) or a crash.
+
+`Mocks.new_resource` is not told the parent, dependencies or options, so the monitor records the
+`RegisterResource` request itself before handing it to the stock mock monitor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+import traceback
+from typing import Any
+
+SECRET = "[secret]"
+UNKNOWN_VALUE = "[unknown]"
+
+# Computed outputs the program reads from resources whose provider would compute them. Values are
+# obviously fake and never written anywhere but the offline render.
+_MOCK_OUTPUTS: dict[str, dict[str, Any]] = {
+    "tls:index/privateKey:PrivateKey": {
+        "private_key_pem": "-----BEGIN RSA PRIVATE KEY-----\nMOCK\n-----END RSA PRIVATE KEY-----\n",
+        "public_key_pem": "-----BEGIN PUBLIC KEY-----\nMOCK\n-----END PUBLIC KEY-----\n",
+    },
+    "tls:index/selfSignedCert:SelfSignedCert": {
+        "cert_pem": "-----BEGIN CERTIFICATE-----\nMOCK\n-----END CERTIFICATE-----\n",
+    },
+}
+
+
+def _plain(value: Any) -> Any:
+    """A protobuf Struct value as plain JSON, with secrets redacted and resource references as URNs."""
+    from pulumi.runtime import rpc
+
+    if isinstance(value, dict):
+        sig = value.get(rpc._special_sig_key)
+        if sig == rpc._special_secret_sig:
+            return SECRET
+        if sig == rpc._special_resource_sig:
+            return value.get("urn")
+        if sig == rpc._special_output_value_sig:
+            return SECRET if value.get("secret") else _plain(value.get("value", UNKNOWN_VALUE))
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if value == rpc.UNKNOWN:
+        return UNKNOWN_VALUE
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # protobuf Struct numbers are doubles; schemas want integers back
+    return value
+
+
+def _secret_paths(value: Any, path: str = "") -> list[str]:
+    from pulumi.runtime import rpc
+
+    if isinstance(value, dict):
+        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+            return [path or "."]
+        return [p for k, v in value.items() for p in _secret_paths(v, f"{path}.{k}" if path else k)]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _secret_paths(v, f"{path}[{i}]")]
+    return []
+
+
+def main() -> int:
+    request = json.load(sys.stdin)
+    project_dir = request["project_dir"]
+    os.environ["PULUMI_CONFIG"] = json.dumps(request["config"])
+    os.environ["PULUMI_CONFIG_SECRET_KEYS"] = json.dumps(request.get("secret_keys", []))
+    os.chdir(project_dir)
+    sys.path.insert(0, project_dir)
+
+    import pulumi
+    from google.protobuf import json_format
+    from pulumi.runtime import mocks, settings
+    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.sync_await import _sync_await
+
+    records: list[dict[str, Any]] = []
+
+    class Mocks(mocks.Mocks):
+        def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict]:
+            return f"{args.name}-id", {**args.inputs, **_MOCK_OUTPUTS.get(args.typ, {})}
+
+        def call(self, args: mocks.MockCallArgs) -> tuple[dict, None]:
+            raise RuntimeError(f"invoke {args.token} cannot run offline; compute the value in the program instead")
+
+    class RecordingMonitor(mocks.MockMonitor):
+        def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+            response = super().RegisterResource(request)
+            if request.type != "pulumi:pulumi:Stack":
+                raw = json_format.MessageToDict(request.object, preserving_proto_field_name=True)
+                records.append(
+                    {
+                        "urn": response.urn,
+                        "type": request.type,
+                        "name": request.name,
+                        "custom": request.custom,
+                        "parent": request.parent or None,
+                        "provider": request.provider.rsplit("::", 1)[0] if request.provider else None,
+                        "inputs": _plain(raw),
+                        "secret_inputs": _secret_paths(raw),
+                        "dependencies": sorted(set(request.dependencies)),
+                        "property_dependencies": {
+                            k: sorted(v.urns) for k, v in sorted(request.propertyDependencies.items()) if v.urns
+                        },
+                        "protect": request.protect if request.HasField("protect") else False,
+                        "retain_on_delete": request.retainOnDelete if request.HasField("retainOnDelete") else False,
+                        "delete_before_replace": request.deleteBeforeReplace,
+                        "ignore_changes": list(request.ignoreChanges),
+                        "replace_on_changes": list(request.replaceOnChanges),
+                        "aliases": [json_format.MessageToDict(a) for a in request.aliases],
+                        "additional_secret_outputs": list(request.additionalSecretOutputs),
+                    }
+                )
+            return response
+
+    mocks.set_mocks(
+        Mocks(),
+        project=request["project"],
+        stack=request["stack"],
+        preview=False,
+        monitor=RecordingMonitor(Mocks()),
+    )
+
+    result: dict[str, Any] = {"error": None, "resources": records, "outputs": {}}
+    try:
+        _sync_await(run_pulumi_func(lambda: runpy.run_path(os.path.join(project_dir, "__main__.py"), run_name="__main__")))
+    except pulumi.RunError as exc:
+        result["error"] = {"kind": "user", "message": str(exc)}
+    except Exception:  # a crash of the program is a bug: keep the whole traceback for the developer
+        result["error"] = {"kind": "crash", "message": traceback.format_exc()}
+
+    if result["error"] is None:
+        result["outputs"] = _stack_outputs(settings.get_root_resource(), _sync_await)
+    json.dump(result, sys.stdout)
+    return 0
+
+
+def _stack_outputs(root: Any, sync_await: Any) -> dict[str, Any]:
+    """Resolve the root stack's outputs: under mocks the Stack finishes before `pulumi.export` runs."""
+    import pulumi
+
+    out: dict[str, Any] = {}
+    for name, value in sorted(getattr(root, "outputs", {}).items()):
+        output = pulumi.Output.from_input(value)
+        resolved = sync_await(output.future())
+        out[name] = SECRET if sync_await(output.is_secret()) else _jsonable(resolved)
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""`python -m fabctl`: offline tooling for site stacks.
+
+    plan --stack STACK [--out DIR]   render the stack under mocks, print a tree, write manifests and plan.json
+    schema [--check]                 write (or check) schema/stack.schema.json from the config model
+
+Exit status: 0 success, 1 the stack's config is wrong (one line per problem), 2 bad usage or stack
+file, 3 the program crashed (a bug: the traceback is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.tree import Tree
+
+from components.config import stack_file_schema
+from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, Plan, RenderError, render
+from fabctl.stackfile import StackFileError
+
+SCHEMA_PATH = PROJECT_DIR / "schema" / "stack.schema.json"
+EXIT_CONFIG, EXIT_USAGE, EXIT_CRASH = 1, 2, 3
+SITE_WIDE = "(site-wide)"
+
+
+def _kind(resource: dict[str, Any]) -> str:
+    inputs = resource["inputs"]
+    if resource["type"] == HELM_RELEASE_TYPE:
+        return f"HelmRelease {inputs.get('chart')} {inputs.get('version')}"
+    if resource["type"].startswith("pulumi:providers:"):
+        return f"Provider {resource['type'].rsplit(':', 1)[-1]}"
+    return str(inputs.get("kind") or resource["type"].rsplit(":", 1)[-1])
+
+
+def plan_tree(plan: Plan) -> Tree:
+    """Resources per cluster, then per top-level component, then per kind, with counts and a total."""
+    groups: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+    components = 0
+    for resource in plan.resources:
+        if not resource["custom"]:
+            components += 1
+            continue
+        cluster = plan.cluster(resource) or SITE_WIDE
+        top = plan.component(resource)
+        owner = f"{top['name']} ({top['type']})" if top else "stack"
+        groups[cluster][owner][_kind(resource)] += 1
+    total = sum(sum(c.values()) for owners in groups.values() for c in owners.values())
+    clusters = sorted(k for k in groups if k != SITE_WIDE)
+    tree = Tree(f"[bold]{plan.stack}[/]: {total} resources on {len(clusters)} clusters and site-wide, in {components} components")
+    for cluster in [SITE_WIDE, *clusters] if SITE_WIDE in groups else clusters:
+        owners = groups[cluster]
+        branch = tree.add(f"[cyan]{cluster}[/]: {sum(sum(c.values()) for c in owners.values())}")
+        for owner, kinds in sorted(owners.items()):
+            sub = branch.add(f"{owner}: {sum(kinds.values())}")
+            for kind, count in sorted(kinds.items()):
+                sub.add(f"{kind} x{count}")
+    return tree
+
+
+def _manifest_filename(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata", {})
+    namespace = meta.get("namespace")
+    name = meta.get("name", "unnamed")
+    return f"{obj['kind'].lower()}-{namespace + '-' if namespace else ''}{name}.yaml"
+
+
+def write_plan(plan: Plan, out_dir: Path) -> Path:
+    """Write manifests per cluster, Helm releases per cluster and plan.json under `out_dir/<stack>/`."""
+    root = out_dir / plan.stack
+    for generated in ("manifests", "releases"):
+        shutil.rmtree(root / generated, ignore_errors=True)
+    for cluster, obj, _ in plan.manifests():
+        path = root / "manifests" / cluster / _manifest_filename(obj)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(obj, sort_keys=False))
+    for release in plan.of_type(HELM_RELEASE_TYPE):
+        path = root / "releases" / (plan.cluster(release) or SITE_WIDE) / f"{release['inputs'].get('name', release['name'])}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(release["inputs"], sort_keys=False))
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "plan.json").write_text(json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n")
+    return root
+
+
+def cmd_plan(args: argparse.Namespace, console: Console, err: Console) -> int:
+    try:
+        plan = render(args.stack)
+    except StackFileError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        return EXIT_USAGE
+    except RenderError as exc:
+        if not exc.user:
+            err.print(f"error: the program crashed rendering {args.stack} (a bug, not your config):\n{exc}", markup=False)
+            return EXIT_CRASH
+        for line in str(exc).splitlines():
+            err.print(f"error: {line}", markup=False, highlight=False)
+        return EXIT_CONFIG
+    console.print(plan_tree(plan))
+    root = write_plan(plan, Path(args.out))
+    providers = len(plan.of_type(K8S_PROVIDER_TYPE))
+    console.print(f"{len(plan.manifests())} Kubernetes objects on {providers} clusters written to {root}", highlight=False)
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace, console: Console, err: Console) -> int:
+    text = json.dumps(stack_file_schema(), indent=2, sort_keys=True) + "\n"
+    if args.check:
+        if not SCHEMA_PATH.is_file() or SCHEMA_PATH.read_text() != text:
+            err.print(f"error: {SCHEMA_PATH.relative_to(PROJECT_DIR)} is out of date; run: python -m fabctl schema", markup=False)
+            return EXIT_CONFIG
+        console.print(f"{SCHEMA_PATH.relative_to(PROJECT_DIR)} is up to date", highlight=False)
+        return 0
+    SCHEMA_PATH.parent.mkdir(parents=True, exist_ok=True)
+    SCHEMA_PATH.write_text(text)
+    console.print(f"wrote {SCHEMA_PATH.relative_to(PROJECT_DIR)}", highlight=False)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m fabctl", description="Offline tooling for fab-platform site stacks.")
+    sub = p.add_subparsers(dest="command", required=True)
+    plan = sub.add_parser("plan", help="render a stack offline under Pulumi mocks")
+    plan.add_argument("--stack", required=True, help="stack name, e.g. site-a (reads Pulumi.<stack>.yaml)")
+    plan.add_argument("--out", default=str(PROJECT_DIR / "out"), help="output folder (default: out/)")
+    plan.set_defaults(func=cmd_plan)
+    schema = sub.add_parser("schema", help="write the stack file JSON Schema for editor completion")
+    schema.add_argument("--check", action="store_true", help="only check that the committed schema is current")
+    schema.set_defaults(func=cmd_schema)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    # soft_wrap: an error line stays one line, whatever the terminal width.
+    console, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
+    return args.func(args, console, err)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""The one renderer shared by `fabctl` and the tests (DESIGN section 5.1).
+
+`render()` runs the Pulumi program for a stack under the SDK's mocks in a fresh subprocess (so that
+Pulumi's global runtime state never leaks between renders) and returns a `Plan`: every resource with
+its cluster, inputs, dependencies and options, plus the stack outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from components.config import PROJECT
+from fabctl.stackfile import pulumi_config_env, read_stack_config, stack_file
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+K8S_PROVIDER_TYPE = "pulumi:providers:kubernetes"
+HELM_RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
+
+
+class RenderError(Exception):
+    """The program did not render. `user` is True for a user mistake (a config error), False for a crash."""
+
+    def __init__(self, message: str, user: bool):
+        super().__init__(message)
+        self.user = user
+
+
+@dataclass
+class Plan:
+    """Everything a render registered, in registration order."""
+
+    stack: str
+    resources: list[dict[str, Any]]
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def by_urn(self) -> dict[str, dict[str, Any]]:
+        return {r["urn"]: r for r in self.resources}
+
+    @cached_property
+    def cluster_of_provider(self) -> dict[str, str]:
+        """Kubernetes provider URN -> provider logical name (`<site>-<cluster>`)."""
+        return {r["urn"]: r["name"] for r in self.resources if r["type"] == K8S_PROVIDER_TYPE}
+
+    def cluster(self, resource: dict[str, Any]) -> str | None:
+        """The cluster (kubernetes provider name) a resource is applied to, if any."""
+        return self.cluster_of_provider.get(resource.get("provider") or "")
+
+    def of_type(self, type_: str) -> list[dict[str, Any]]:
+        return [r for r in self.resources if r["type"] == type_]
+
+    def component(self, resource: dict[str, Any]) -> dict[str, Any] | None:
+        """The top-level component a resource belongs to (its outermost non-stack ancestor)."""
+        top = None
+        parent = resource.get("parent")
+        while parent in self.by_urn:
+            top = self.by_urn[parent]
+            parent = top.get("parent")
+        return top
+
+    def manifests(self) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+        """(cluster, Kubernetes object, resource) for every Kubernetes object the program applies."""
+        out = []
+        for r in self.resources:
+            if r["custom"] and r["type"].startswith("kubernetes:") and r["type"] != HELM_RELEASE_TYPE:
+                inputs = r["inputs"]
+                if "apiVersion" in inputs and "kind" in inputs:
+                    out.append((self.cluster(r) or "", inputs, r))
+        return out
+
+    def objects(self, kind: str, cluster: str | None = None) -> list[dict[str, Any]]:
+        return [obj for c, obj, _ in self.manifests() if obj["kind"] == kind and (cluster is None or c == cluster)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"project": PROJECT, "stack": self.stack, "resources": self.resources, "outputs": self.outputs}
+
+
+def render_config(stack: str, config: dict[str, Any], project_dir: Path = PROJECT_DIR) -> Plan:
+    """Render the program with the given stack `config:` mapping (keys as in a stack file)."""
+    env, secret_keys = pulumi_config_env(config)
+    request = {"project_dir": str(project_dir), "project": PROJECT, "stack": stack, "config": env, "secret_keys": secret_keys}
+    proc = subprocess.run(
+        [sys.executable, "-m", "fabctl._mockrun"],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        cwd=str(project_dir),
+        check=False,
+    )
+    try:
+        result = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise RenderError(f"the renderer failed (exit {proc.returncode}):\n{proc.stderr.strip()}", user=False) from None
+    error = result.get("error")
+    if error:
+        raise RenderError(error["message"], user=error["kind"] == "user")
+    return Plan(stack=stack, resources=result["resources"], outputs=result["outputs"])
+
+
+def render(stack: str, project_dir: Path = PROJECT_DIR) -> Plan:
+    """Render `Pulumi.<stack>.yaml` of the project."""
+    return render_config(stack, read_stack_config(stack_file(project_dir, stack)), project_dir)

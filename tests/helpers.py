@@ -1,0 +1,40 @@
+"""Helpers shared by tests: stack configs to mutate, renders with changed config, one render per stack."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from fabctl.render import PROJECT_DIR, Plan, render, render_config
+from fabctl.stackfile import SITE_KEY, read_stack_config, stack_file
+
+STACKS = ("site-a", "site-b")
+
+
+def stack_config(stack: str) -> dict[str, Any]:
+    """A fresh, mutable copy of a stack file's `config:` mapping."""
+    return copy.deepcopy(read_stack_config(stack_file(PROJECT_DIR, stack)))
+
+
+def site_raw(stack: str) -> dict[str, Any]:
+    """A fresh, mutable copy of a stack file's `fab-platform:site` object."""
+    return stack_config(stack)[SITE_KEY]
+
+
+def render_site(stack: str, site: dict[str, Any]) -> Plan:
+    """Render the program with a modified site object."""
+    config = stack_config(stack)
+    config[SITE_KEY] = site
+    return render_config(stack, config)
+
+
+_PLANS: dict[str, Plan] = {}
+
+
+def rendered(stack: str) -> Plan:
+    """The render of a checked-in stack file, done once per test session."""
+    if stack not in _PLANS:
+        _PLANS[stack] = render(stack)
+    return _PLANS[stack]
+
+

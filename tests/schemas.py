@@ -1,0 +1,96 @@
+"""Validation of rendered Kubernetes objects against real schemas (DESIGN section 5.2).
+
+Built-in kinds: kubernetes-validate for the target Kubernetes version, strict (unknown fields fail).
+Custom resources: the upstream CRD's openAPIV3Schema for the served version, adapted for jsonschema
+and made strict the way `kubectl --validate=strict` is: a typed object that does not preserve unknown
+fields rejects fields it does not declare.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import yaml
+
+from components.versions import KUBERNETES_VERSION
+
+_GO_ONLY_PRINTABLE = r"\PC"  # RE2 "not a control character"; Python's re has no \p classes
+
+
+def _adapt(node: dict[str, Any]) -> dict[str, Any]:
+    """Turn one OpenAPI v3 (Kubernetes flavour) schema node into strict JSON Schema, in place."""
+    if node.get("nullable") and "type" in node:
+        node["type"] = [node["type"], "null"]
+    if "pattern" in node:
+        pattern = node["pattern"].replace(_GO_ONLY_PRINTABLE, r"[^\x00-\x1f\x7f-\x9f]")
+        if "(?i)" in pattern:  # RE2 accepts an inline flag mid-pattern; Python wants it first
+            pattern = "(?i)" + pattern.replace("(?i)", "")
+        node["pattern"] = pattern
+    if node.get("type") == "object" and "properties" in node and not node.get("x-kubernetes-preserve-unknown-fields"):
+        node.setdefault("additionalProperties", False)
+    children = [*node.get("properties", {}).values(), node.get("items"), node.get("additionalProperties"), node.get("not")]
+    children += [*node.get("allOf", []), *node.get("anyOf", []), *node.get("oneOf", [])]
+    for child in children:
+        if isinstance(child, dict):
+            _adapt(child)
+    return node
+
+
+class CrdSchemas:
+    """The upstream CRDs of `../shared/crds`, looked up by apiVersion and kind."""
+
+    def __init__(self, crd_dir: Path):
+        self.crd_dir = crd_dir
+        self.index: dict[str, str] = json.loads((crd_dir / "index.json").read_text())
+        self.index = {k: v for k, v in self.index.items() if k.count("/") == 2}
+
+    def knows(self, api_version: str, kind: str) -> bool:
+        return f"{api_version}/{kind}" in self.index
+
+    def deprecated(self, api_version: str, kind: str) -> bool:
+        return bool(self._version(api_version, kind).get("deprecated"))
+
+    def _version(self, api_version: str, kind: str) -> dict[str, Any]:
+        crd = _load_yaml(self.crd_dir / self.index[f"{api_version}/{kind}"])
+        version = api_version.rsplit("/", 1)[1]
+        return next(v for v in crd["spec"]["versions"] if v["name"] == version)
+
+    @cache  # noqa: B019 (one instance per session)
+    def validator(self, api_version: str, kind: str) -> jsonschema.Draft4Validator:
+        schema = json.loads(json.dumps(self._version(api_version, kind)["schema"]["openAPIV3Schema"]))
+        return jsonschema.Draft4Validator(_adapt(schema))
+
+    def errors(self, obj: dict[str, Any]) -> list[str]:
+        validator = self.validator(obj["apiVersion"], obj["kind"])
+        return sorted(
+            f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in validator.iter_errors(obj)
+        )
+
+
+@cache
+def _load_yaml(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def builtin_errors(obj: dict[str, Any]) -> list[str]:
+    """kubernetes-validate errors for a built-in kind, strict, for the target Kubernetes version."""
+    try:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        return [f"{'.'.join(map(str, exc.path)) or '<root>'}: {exc.message}"]
+    return []
+
+
+def schema_errors(obj: dict[str, Any], crds: CrdSchemas) -> list[str]:
+    """Errors of one object: against its upstream CRD when it is a custom resource, else as a built-in kind."""
+    if crds.knows(obj["apiVersion"], obj["kind"]):
+        return crds.errors(obj)
+    try:
+        return builtin_errors(obj)
+    except kubernetes_validate.SchemaNotFoundError:
+        return [f"<root>: no schema for {obj['apiVersion']} {obj['kind']}: neither a Kubernetes {KUBERNETES_VERSION} kind nor an upstream CRD"]

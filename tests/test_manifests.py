@@ -1,0 +1,64 @@
+"""Every Kubernetes object of both stacks validates strictly against its real schema (DESIGN section 5.2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from components import versions
+from fabctl.render import HELM_RELEASE_TYPE
+from schemas import CrdSchemas, schema_errors
+
+
+@pytest.fixture(scope="session")
+def crds(crd_dir) -> CrdSchemas:
+    return CrdSchemas(crd_dir)
+
+
+def test_every_kubernetes_object_validates_strictly(plan, crds):
+    errors = {
+        f"{cluster}/{obj['kind']}/{obj['metadata']['name']}": errs
+        for cluster, obj, _ in plan.manifests()
+        if (errs := schema_errors(obj, crds))
+    }
+    assert plan.manifests(), "the stack renders no Kubernetes object"
+    assert errors == {}
+
+
+def test_no_object_uses_a_deprecated_api_version(plan, crds):
+    deprecated = sorted(
+        f"{obj['apiVersion']} {obj['kind']}"
+        for _, obj, _ in plan.manifests()
+        if crds.knows(obj["apiVersion"], obj["kind"]) and crds.deprecated(obj["apiVersion"], obj["kind"])
+    )
+    assert deprecated == []
+
+
+def test_every_helm_release_is_pinned_to_the_versions_table(plan):
+    pinned = {(c.chart, c.version, c.repo) for c in vars(versions).values() if isinstance(c, versions.HelmChart)}
+    releases = plan.of_type(HELM_RELEASE_TYPE)
+    assert releases
+    for release in releases:
+        inputs = release["inputs"]
+        assert (inputs["chart"], inputs["version"], inputs["repositoryOpts"]["repo"]) in pinned
+
+
+def test_fails_when_a_custom_resource_has_an_unknown_field(crds):
+    pool = {
+        "apiVersion": "cilium.io/v2",
+        "kind": "CiliumLoadBalancerIPPool",
+        "metadata": {"name": "internal"},
+        "spec": {"blocks": [{"cidr": "10.0.0.0/24"}], "serviceSelectr": {}},
+    }
+    assert schema_errors(pool, crds) == ["spec: Additional properties are not allowed ('serviceSelectr' was unexpected)"]
+
+
+def test_fails_when_a_builtin_object_has_an_unknown_field(crds):
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labelz": {}}}
+    assert schema_errors(namespace, crds) == ["metadata: Additional properties are not allowed ('labelz' was unexpected)"]
+
+
+def test_fails_when_a_kind_has_no_schema(crds):
+    obj = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "x"}}
+    assert schema_errors(obj, crds) == [
+        "<root>: no schema for example.com/v1 Widget: neither a Kubernetes 1.34 kind nor an upstream CRD"
+    ]
