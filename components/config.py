@@ -38,22 +38,22 @@ _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
 def _dns_label(value: str) -> str:
-    if len(value) > 63 or not _DNS_LABEL.match(value):
+    if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         raise ValueError("must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters")
     return value
 
 
 def _dns_name(value: str) -> str:
-    if not _DNS_NAME.match(value):
+    if not _DNS_NAME.fullmatch(value):
         raise ValueError("must be a lowercase DNS name such as site-a.fab.internal")
     return value
 
 
 def _labels(value: dict[str, str]) -> dict[str, str]:
     for key, val in value.items():
-        if not _LABEL_KEY.match(key):
+        if not _LABEL_KEY.fullmatch(key):
             raise ValueError(f"label key {key!r} is not a valid Kubernetes label key")
-        if not _LABEL_VALUE.match(val):
+        if not _LABEL_VALUE.fullmatch(val):
             raise ValueError(f"label value {val!r} of {key!r} is not a valid Kubernetes label value")
     return value
 
@@ -405,10 +405,17 @@ class ConfigError(Exception):
         self.lines = lines
 
 
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
 def format_path(loc: tuple[str | int, ...]) -> str:
+    """`clusters.gpu.lb_pools.internal.cidrs[0]`; keys that are not plain words are quoted: `to_labels['a.b/c']`."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int) or not _PLAIN_KEY.fullmatch(part):
+            out += f"[{part!r}]" if isinstance(part, str) else f"[{part}]"
+        else:
+            out += f".{part}" if out else part
     return out
 
 
@@ -442,15 +449,22 @@ def _allowed_keys(loc: tuple[str | int, ...]) -> list[str]:
     return []
 
 
+def _where(loc: tuple[str | int, ...]) -> str:
+    path = format_path(loc)
+    return f"{PROJECT}:{CONFIG_KEY}" + ("" if not path else path if path.startswith("[") else f".{path}")
+
+
 def _error_lines(exc: ValidationError) -> list[str]:
     lines = []
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
         error = err.get("ctx", {}).get("error")
         if isinstance(error, SiteRuleError):
-            lines += [f"{PROJECT}:{CONFIG_KEY}.{format_path(p)}: {msg}" for p, msg in error.problems]
+            lines += [f"{_where(p)}: {msg}" for p, msg in error.problems]
             continue
-        where = f"{PROJECT}:{CONFIG_KEY}" + (f".{format_path(loc)}" if loc else "")
+        is_key = bool(loc) and loc[-1] == "[key]"  # pydantic's marker for a bad mapping key
+        loc = loc[:-1] if is_key else loc
+        where = _where(loc)
         if err["type"] == "extra_forbidden":
             allowed = _allowed_keys(loc)
             hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
@@ -459,6 +473,7 @@ def _error_lines(exc: ValidationError) -> list[str]:
             lines.append(f"{where}: required key is missing")
         else:
             msg = str(error) if isinstance(error, ValueError) else err["msg"]
+            msg = f"the key {msg}" if is_key else msg
             lines.append(f"{where}: {msg} (got {_show(err['input'])})")
     return lines
 

@@ -100,10 +100,7 @@ class CrossClusterNetwork(pulumi.ComponentResource):
 
     def lb_service_labels(self, cluster_key: str, pool: str) -> dict[str, str]:
         """Labels that give a LoadBalancer Service an address from `pool` of `cluster_key` (and its BGP route)."""
-        cluster = self._site.clusters[cluster_key]
-        if pool not in cluster.lb_pools:
-            raise ValueError(f"cluster {cluster_key!r} has no LB pool {pool!r}; pools: {', '.join(sorted(cluster.lb_pools))}")
-        return {POOL_LABEL: pool}
+        return lb_service_labels(self._site, cluster_key, pool)
 
     def _clustermesh_ca(self, name: str) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
         """One CA per site so that every cluster's ClusterMesh certificates trust each other; its key is a Pulumi secret."""
@@ -119,6 +116,13 @@ class CrossClusterNetwork(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         return cert.cert_pem, pulumi.Output.secret(key.private_key_pem)
+
+
+def lb_service_labels(site: SiteConfig, cluster_key: str, pool: str) -> dict[str, str]:
+    cluster = site.clusters[cluster_key]
+    if pool not in cluster.lb_pools:
+        raise ValueError(f"cluster {cluster_key!r} has no LB pool {pool!r}; pools: {', '.join(sorted(cluster.lb_pools))}")
+    return {POOL_LABEL: pool}
 
 
 def _logical_suffix(obj: dict[str, Any]) -> str:

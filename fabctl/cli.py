@@ -91,7 +91,7 @@ def write_plan(plan: Plan, out_dir: Path) -> Path:
 
 def cmd_plan(args: argparse.Namespace, console: Console, err: Console) -> int:
     try:
-        plan = render(args.stack)
+        plan = render(args.stack, Path(args.project_dir))
     except StackFileError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         return EXIT_USAGE
@@ -129,6 +129,9 @@ def parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="render a stack offline under Pulumi mocks")
     plan.add_argument("--stack", required=True, help="stack name, e.g. site-a (reads Pulumi.<stack>.yaml)")
     plan.add_argument("--out", default=str(PROJECT_DIR / "out"), help="output folder (default: out/)")
+    plan.add_argument(
+        "--project-dir", default=str(PROJECT_DIR), help="checkout holding __main__.py and the stack files (default: this one)"
+    )
     plan.set_defaults(func=cmd_plan)
     schema = sub.add_parser("schema", help="write the stack file JSON Schema for editor completion")
     schema.add_argument("--check", action="store_true", help="only check that the committed schema is current")

@@ -18,7 +18,9 @@ from typing import Any
 from components.config import PROJECT
 from fabctl.stackfile import pulumi_config_env, read_stack_config, stack_file
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+FABCTL_HOME = Path(__file__).resolve().parent.parent
+PROJECT_DIR = FABCTL_HOME
+"""The checkout whose program and stack files are rendered unless another is named."""
 K8S_PROVIDER_TYPE = "pulumi:providers:kubernetes"
 HELM_RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
 
@@ -90,7 +92,7 @@ def render_config(stack: str, config: dict[str, Any], project_dir: Path = PROJEC
         input=json.dumps(request),
         capture_output=True,
         text=True,
-        cwd=str(project_dir),
+        cwd=str(FABCTL_HOME),  # the child imports fabctl from here and the program from project_dir
         check=False,
     )
     try:

@@ -1,0 +1,27 @@
+# Two commands for a new user: `make plan` (set up, then render site-a offline) and `make test`.
+PYTHON ?= python3
+VENV ?= venv
+PY := $(VENV)/bin/python
+STACK ?= site-a
+
+.PHONY: setup plan test schema clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+plan: setup
+	$(PY) -m fabctl plan --stack $(STACK)
+
+test: setup
+	$(PY) -m pytest
+
+schema: setup
+	$(PY) -m fabctl schema
+
+clean:
+	rm -rf out .pytest_cache .hypothesis

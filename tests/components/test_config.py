@@ -1,0 +1,296 @@
+"""SiteConfig: each rule rejects bad input with one exact line naming the key path, the value and the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.config import ConfigError, SiteConfig, default_flows, parse_site
+from helpers import site_raw
+
+
+def errors_of(raw) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_site(raw)
+    return info.value.lines
+
+
+@pytest.mark.parametrize("stack", ["site-a", "site-b"])
+def test_stack_files_parse(stack):
+    assert isinstance(parse_site(site_raw(stack)), SiteConfig)
+
+
+def test_site_b_gets_the_design_flows_by_default():
+    site = parse_site(site_raw("site-b"))
+    assert site.flows is None
+    table = site.flow_table()
+    assert {name: (f.sources, f.to, f.port, f.target) for name, f in table.items()} == {
+        "s3": (["compute", "gpu"], ["storage"], 9000, "pods"),
+        "polaris": (["compute", "gpu"], ["storage"], 8181, "pods"),
+        "inference": (["compute"], ["gpu"], 443, "pods"),
+        "multikueue": (["compute"], ["gpu"], 6443, "kube-apiserver"),
+    }
+
+
+def test_default_flows_include_every_gpu_cluster():
+    site = parse_site(site_raw("site-a"))
+    assert default_flows(site)["multikueue"].to == ["gpu", "gpu-train"]
+    assert default_flows(site)["inference"].to == ["gpu"]
+
+
+def test_kubeconfig_context_defaults_to_the_cluster_name():
+    site = parse_site(site_raw("site-b"))
+    assert site.kubeconfig_context("gpu") == "site-b-gpu"
+
+
+def test_kubeconfig_context_can_be_set():
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu"]["kubeconfig_context"] = "admin@gpu-b"
+    assert parse_site(raw).kubeconfig_context("gpu") == "admin@gpu-b"
+
+
+def test_fails_when_pod_cidrs_overlap():
+    raw = site_raw("site-a")
+    raw["clusters"]["gpu"]["pod_cidr"] = "10.65.0.0/16"
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.gpu.pod_cidr: 10.65.0.0/16 overlaps clusters.compute.pod_cidr (10.65.0.0/16); "
+        "every pod, node and pool range of a site must be disjoint"
+    ]
+
+
+def test_fails_when_a_pool_overlaps_another_clusters_node_cidr():
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu"]["lb_pools"]["internal"]["cidrs"] = ["10.20.1.128/27"]
+    raw["clusters"]["gpu"]["clustermesh_vip"] = "10.20.1.130"
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.gpu.lb_pools.internal.cidrs[0]: 10.20.1.128/27 overlaps clusters.storage.node_cidr "
+        "(10.20.1.0/24); every pod, node and pool range of a site must be disjoint"
+    ]
+
+
+def test_fails_when_cluster_ids_repeat():
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu"]["cluster_id"] = 1
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.gpu.cluster_id: 1 is already the cluster_id of clusters.storage; "
+        "every cluster of a ClusterMesh needs its own id 1-255"
+    ]
+
+
+def test_fails_when_bgp_asns_repeat():
+    raw = site_raw("site-b")
+    raw["clusters"]["compute"]["bgp_asn"] = 65201
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.compute.bgp_asn: 65201 is already the bgp_asn of clusters.storage; "
+        "give every cluster its own ASN so that routes between clusters are not dropped as loops"
+    ]
+
+
+@pytest.mark.parametrize("cluster_id", [0, 256])
+def test_fails_when_a_cluster_id_is_out_of_range(cluster_id):
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu"]["cluster_id"] = cluster_id
+    bound = "greater than or equal to 1" if cluster_id == 0 else "less than or equal to 255"
+    assert errors_of(raw) == [f"fab-platform:site.clusters.gpu.cluster_id: Input should be {bound} (got {cluster_id})"]
+
+
+def test_fails_when_a_gpu_cluster_has_an_external_pool():
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu"]["lb_pools"]["public"] = {"cidrs": ["198.51.100.0/28"], "visibility": "external"}
+    raw["clusters"]["gpu"]["bgp_peers"]["edge"] = {"address": "10.20.3.254", "asn": 65299, "kind": "public"}
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.gpu.lb_pools.public.visibility: 'external' is not allowed on gpu cluster gpu: "
+        "nothing on a GPU cluster is exposed outside the site; use visibility 'internal' with an RFC1918 range",
+        "fab-platform:site.clusters.gpu.bgp_peers.edge.kind: 'public' is not allowed on gpu cluster gpu: GPU clusters "
+        "peer only with private ToRs; use kind 'private'",
+    ]
+
+
+def test_fails_when_a_gpu_train_cluster_has_a_public_peer():
+    raw = site_raw("site-a")
+    raw["clusters"]["gpu-train"]["bgp_peers"]["tor-2"]["kind"] = "public"
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.gpu-train.bgp_peers.tor-2.kind: 'public' is not allowed on gpu-train cluster "
+        "gpu-train: GPU clusters peer only with private ToRs; use kind 'private'"
+    ]
+
+
+def test_fails_when_an_internal_pool_is_outside_rfc1918():
+    raw = site_raw("site-b")
+    raw["clusters"]["storage"]["lb_pools"]["vendor"] = {"cidrs": ["100.64.0.0/28"]}
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.storage.lb_pools.vendor.cidrs[0]: 100.64.0.0/28 is not in RFC1918 (10.0.0.0/8, "
+        "172.16.0.0/12, 192.168.0.0/16) but the pool is internal; use a private range or make the pool external"
+    ]
+
+
+def test_fails_when_an_external_pool_has_no_public_peer():
+    raw = site_raw("site-b")
+    raw["clusters"]["storage"]["lb_pools"]["external"] = {"cidrs": ["198.51.100.0/28"], "visibility": "external"}
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.storage.lb_pools.external.visibility: 'external' pool 'external' would never be "
+        "advertised: clusters.storage has no bgp peer of kind 'public'; add one or make the pool internal"
+    ]
+
+
+def test_fails_when_the_clustermesh_vip_is_outside_its_pool():
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu"]["clustermesh_vip"] = "10.20.102.2"
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.gpu.clustermesh_vip: 10.20.102.2 is not in pool 'internal' (10.20.103.0/27); "
+        "pick an address of that pool"
+    ]
+
+
+def test_fails_when_the_clustermesh_pool_does_not_exist():
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu"]["clustermesh_pool"] = "mesh"
+    assert errors_of(raw) == ["fab-platform:site.clusters.gpu.clustermesh_pool: 'mesh' is not a pool of clusters.gpu; pools: internal"]
+
+
+def test_fails_when_the_clustermesh_pool_is_external():
+    raw = site_raw("site-b")
+    raw["clusters"]["compute"]["clustermesh_pool"] = "external"
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.compute.clustermesh_pool: 'external' is an external pool; the ClusterMesh API "
+        "server needs an internal one"
+    ]
+
+
+def test_fails_when_a_flow_names_an_unknown_source_cluster():
+    raw = site_raw("site-a")
+    raw["flows"]["s3"]["from"].append("gpu-b")
+    assert errors_of(raw) == [
+        "fab-platform:site.flows.s3.from[3]: 'gpu-b' is not a cluster of this site; known clusters: compute, gpu, "
+        "gpu-train, storage, or world"
+    ]
+
+
+def test_fails_when_a_flow_names_an_unknown_destination_cluster():
+    raw = site_raw("site-a")
+    raw["flows"]["polaris"]["to"] = ["storage-2"]
+    assert errors_of(raw) == [
+        "fab-platform:site.flows.polaris.to[0]: 'storage-2' is not a cluster of this site; known clusters: compute, "
+        "gpu, gpu-train, storage"
+    ]
+
+
+def test_fails_when_a_flow_stays_inside_one_cluster():
+    raw = site_raw("site-a")
+    raw["flows"]["s3"]["to"] = ["gpu"]
+    assert errors_of(raw) == [
+        "fab-platform:site.flows.s3.to[0]: 'gpu' is also a source; a flow crosses clusters, traffic inside a "
+        "cluster is not a flow"
+    ]
+
+
+def test_fails_when_the_world_flows_to_a_gpu_cluster():
+    raw = site_raw("site-a")
+    raw["flows"]["inference"]["from"] = ["world"]
+    assert errors_of(raw) == [
+        "fab-platform:site.flows.inference.to[0]: 'gpu' is a GPU cluster and the flow comes from world; nothing on a "
+        "GPU cluster is exposed outside the site: route outside users through the compute cluster's ingress"
+    ]
+
+
+@pytest.mark.parametrize(("port", "bound"), [(0, "greater than or equal to 1"), (70000, "less than or equal to 65535")])
+def test_fails_when_a_port_is_out_of_range(port, bound):
+    raw = site_raw("site-a")
+    raw["flows"]["polaris"]["port"] = port
+    assert errors_of(raw) == [f"fab-platform:site.flows.polaris.port: Input should be {bound} (got {port})"]
+
+
+def test_fails_when_a_pods_flow_has_no_destination_namespace():
+    raw = site_raw("site-a")
+    del raw["flows"]["polaris"]["to_namespace"]
+    assert errors_of(raw) == [
+        "fab-platform:site.flows.polaris.to_namespace: is required for a pods flow: name the namespace of the "
+        "destination pods"
+    ]
+
+
+def test_fails_when_a_kube_apiserver_flow_has_no_source_namespace():
+    raw = site_raw("site-a")
+    del raw["flows"]["multikueue"]["from_namespace"]
+    assert errors_of(raw) == [
+        "fab-platform:site.flows.multikueue.from_namespace: is required for a kube-apiserver flow: name the "
+        "namespace of the client pods"
+    ]
+
+
+def test_fails_when_a_kube_apiserver_flow_port_is_not_the_api_server_port():
+    raw = site_raw("site-a")
+    raw["clusters"]["gpu-train"]["api_server_port"] = 443
+    assert errors_of(raw) == [
+        "fab-platform:site.flows.multikueue.port: 6443 is not the API server port of clusters.gpu-train (443); "
+        "a kube-apiserver flow uses the destination's api_server_port"
+    ]
+
+
+def test_fails_when_a_site_has_two_storage_clusters():
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu"]["role"] = "storage"
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters: a site needs exactly one storage cluster, found gpu, storage",
+        "fab-platform:site.clusters: a site needs at least one cluster with role gpu (inference runs there), found none",
+    ]
+
+
+def test_fails_when_a_cluster_name_is_too_long_for_cilium():
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu-inference-and-training"] = raw["clusters"].pop("gpu")
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.gpu-inference-and-training: cluster name 'site-b-gpu-inference-and-training' "
+        "(site name + '-' + key) has 33 characters; Cilium allows at most 32: use a shorter key"
+    ]
+
+
+def test_fails_when_a_role_is_unknown():
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu"]["role"] = "inference"
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.gpu.role: Input should be 'storage', 'compute', 'gpu' or 'gpu-train' (got 'inference')"
+    ]
+
+
+def test_fails_when_a_cidr_is_malformed():
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu"]["pod_cidr"] = "10.82.0.0/33"
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.gpu.pod_cidr: Input is not a valid IPv4 network (got '10.82.0.0/33')"
+    ]
+
+
+def test_fails_when_a_key_is_unknown():
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu"]["bgp_peer"] = {}
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.gpu.bgp_peer: unknown key; allowed keys: api_server, api_server_port, bgp_asn, "
+        "bgp_peers, cilium, cluster_id, clustermesh_pool, clustermesh_vip, host_network_namespaces, kubeconfig_context, "
+        "lb_pools, node_cidr, pod_cidr, role"
+    ]
+
+
+def test_fails_when_a_required_key_is_missing():
+    raw = site_raw("site-b")
+    del raw["clusters"]["gpu"]["bgp_asn"]
+    assert errors_of(raw) == ["fab-platform:site.clusters.gpu.bgp_asn: required key is missing"]
+
+
+def test_fails_when_a_name_is_not_a_dns_label():
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu"]["lb_pools"]["Internal_VIPs"] = raw["clusters"]["gpu"]["lb_pools"].pop("internal")
+    raw["clusters"]["gpu"]["clustermesh_pool"] = "Internal_VIPs"
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.gpu.lb_pools.Internal_VIPs: the key must be a DNS label: lowercase letters, digits "
+        "and '-', starting and ending with a letter or digit, at most 63 characters (got 'Internal_VIPs')",
+        "fab-platform:site.clusters.gpu.clustermesh_pool: must be a DNS label: lowercase letters, digits and '-', "
+        "starting and ending with a letter or digit, at most 63 characters (got 'Internal_VIPs')",
+    ]
+
+
+def test_fails_when_the_site_is_not_set():
+    assert errors_of(None) == ["fab-platform:site: not set; add it to Pulumi.<stack>.yaml (see docs/configuration.md)"]
+
+
+def test_fails_when_the_site_is_not_a_mapping():
+    assert errors_of(["site-a"]) == ["fab-platform:site: must be a mapping of site settings (got list)"]

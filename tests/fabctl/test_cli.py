@@ -1,0 +1,123 @@
+"""`python -m fabctl` as a user runs it: exit statuses, messages, the tree and the files it writes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fabctl.render import PROJECT_DIR
+from helpers import stack_config
+
+
+def fabctl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fabctl", *args], cwd=PROJECT_DIR, capture_output=True, text=True, check=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A copy of the program (not its stack files), to render stack files written by a test."""
+    for name in ("__main__.py", "Pulumi.yaml"):
+        shutil.copy(PROJECT_DIR / name, tmp_path / name)
+    shutil.copytree(PROJECT_DIR / "components", tmp_path / "components", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def write_stack(project: Path, stack: str, config: dict) -> None:
+    (project / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
+
+
+@pytest.fixture(scope="module")
+def site_a_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    out = tmp_path_factory.mktemp("out")
+    return fabctl("plan", "--stack", "site-a", "--out", str(out)), out
+
+
+def test_plan_renders_site_a(site_a_run):
+    run, _ = site_a_run
+    assert (run.returncode, run.stderr) == (0, "")
+
+
+def test_plan_prints_a_tree_with_a_total_and_every_cluster(site_a_run):
+    run, _ = site_a_run
+    lines = run.stdout.splitlines()
+    assert lines[0] == "site-a: 47 resources on 4 clusters and site-wide, in 1 components"
+    for cluster in ("site-a-storage", "site-a-compute", "site-a-gpu", "site-a-gpu-train"):
+        assert any(line.endswith(f"{cluster}: {n}") for line in lines for n in range(1, 100)), cluster
+    assert lines[-1].startswith("35 Kubernetes objects on 4 clusters written to ")
+
+
+def test_plan_writes_manifests_per_cluster(site_a_run):
+    _, out = site_a_run
+    manifests = out / "site-a" / "manifests"
+    assert sorted(p.name for p in manifests.iterdir()) == ["site-a-compute", "site-a-gpu", "site-a-gpu-train", "site-a-storage"]
+    deny = yaml.safe_load((manifests / "site-a-gpu" / "ciliumclusterwidenetworkpolicy-fab-default-deny-remote.yaml").read_text())
+    assert (deny["apiVersion"], deny["kind"]) == ("cilium.io/v2", "CiliumClusterwideNetworkPolicy")
+    assert len(list(manifests.rglob("*.yaml"))) == 35
+
+
+def test_plan_json_records_every_resource_with_secrets_redacted(site_a_run):
+    _, out = site_a_run
+    text = (out / "site-a" / "plan.json").read_text()
+    plan = json.loads(text)
+    assert len(plan["resources"]) == 48  # 47 resources and the CrossClusterNetwork component
+    assert {"urn", "type", "name", "parent", "provider", "inputs", "dependencies", "protect", "retain_on_delete"} <= set(plan["resources"][0])
+    assert "PRIVATE KEY" not in text
+
+
+def test_plan_writes_the_helm_values_of_each_release(site_a_run):
+    _, out = site_a_run
+    values = yaml.safe_load((out / "site-a" / "releases" / "site-a-gpu" / "cilium.yaml").read_text())
+    assert (values["chart"], values["version"]) == ("cilium", "1.18.3")
+    assert values["values"]["tls"]["ca"]["key"] == "[secret]"
+
+
+def test_fails_when_a_stack_file_has_overlapping_pod_cidrs(project, tmp_path):
+    config = stack_config("site-a")
+    config["fab-platform:site"]["clusters"]["gpu"]["pod_cidr"] = "10.65.0.0/16"
+    write_stack(project, "overlap", config)
+    run = fabctl("plan", "--stack", "overlap", "--project-dir", str(project), "--out", str(tmp_path / "out"))
+    assert run.returncode == 1
+    assert run.stderr.splitlines() == [
+        "error: fab-platform:site.clusters.gpu.pod_cidr: 10.65.0.0/16 overlaps clusters.compute.pod_cidr "
+        "(10.65.0.0/16); every pod, node and pool range of a site must be disjoint"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+def test_fails_when_the_stack_file_does_not_exist():
+    run = fabctl("plan", "--stack", "site-z")
+    assert run.returncode == 2
+    assert run.stderr == f"error: no stack file Pulumi.site-z.yaml in {PROJECT_DIR}; stacks: site-a, site-b\n"
+
+
+def test_fails_when_a_stack_file_repeats_a_key(project):
+    text = (PROJECT_DIR / "Pulumi.site-b.yaml").read_text().replace("        cluster_id: 3\n", "        cluster_id: 3\n        cluster_id: 4\n")
+    (project / "Pulumi.dup.yaml").write_text(text)
+    run = fabctl("plan", "--stack", "dup", "--project-dir", str(project))
+    assert run.returncode == 2
+    assert run.stderr == "error: Pulumi.dup.yaml:44: duplicate key 'cluster_id'; each key may appear once\n"
+
+
+def test_fails_when_a_stack_file_is_not_yaml(project):
+    (project / "Pulumi.broken.yaml").write_text("config:\n  fab-platform:site: [unclosed\n")
+    run = fabctl("plan", "--stack", "broken", "--project-dir", str(project))
+    assert run.returncode == 2
+    assert run.stderr.startswith("error: Pulumi.broken.yaml:3: not valid YAML")
+
+
+def test_fails_when_the_site_key_is_missing(project):
+    write_stack(project, "empty", {"kubernetes:enableServerSideApply": True})
+    run = fabctl("plan", "--stack", "empty", "--project-dir", str(project))
+    assert run.returncode == 1
+    assert run.stderr == "error: fab-platform:site: not set; add it to Pulumi.<stack>.yaml (see docs/configuration.md)\n"
+
+
+def test_schema_check_passes_for_the_committed_schema():
+    run = fabctl("schema", "--check")
+    assert (run.returncode, run.stdout) == (0, "schema/stack.schema.json is up to date\n")
