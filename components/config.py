@@ -189,8 +189,8 @@ class SiteConfig(_Model):
 
     name: DnsLabel = Field(description="Site name, for example site-a; prefixes every cluster name.")
     domain: DnsName = Field(description="Internal DNS domain of the site, for example site-a.fab.internal.")
-    minio: MinioEndpoint
-    keycloak: KeycloakEndpoint
+    minio: MinioEndpoint = Field(description="The object store's admin endpoint for the minio provider.")
+    keycloak: KeycloakEndpoint = Field(description="The site's Keycloak for the keycloak provider.")
     clusters: dict[DnsLabel, ClusterConfig] = Field(min_length=1, description="Clusters by key (storage, compute, gpu, ...).")
     flows: dict[DnsLabel, Flow] | None = Field(
         None,

@@ -1,7 +1,7 @@
 """`python -m fabctl`: offline tooling for site stacks.
 
     plan --stack STACK [--out DIR]   render the stack under mocks, print a tree, write manifests and plan.json
-    schema [--check]                 write (or check) schema/stack.schema.json from the config model
+    schema [--check]                 write (or check) schema/stack.schema.json and docs/configuration.md tables
 
 Exit status: 0 success, 1 the stack's config is wrong (one line per problem), 2 bad usage or stack
 file, 3 the program crashed (a bug: the traceback is printed).
@@ -22,10 +22,12 @@ from rich.console import Console
 from rich.tree import Tree
 
 from components.config import stack_file_schema
+from fabctl.reference import with_reference
 from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, Plan, RenderError, render
 from fabctl.stackfile import StackFileError
 
 SCHEMA_PATH = PROJECT_DIR / "schema" / "stack.schema.json"
+REFERENCE_PATH = PROJECT_DIR / "docs" / "configuration.md"
 EXIT_CONFIG, EXIT_USAGE, EXIT_CRASH = 1, 2, 3
 SITE_WIDE = "(site-wide)"
 
@@ -110,16 +112,22 @@ def cmd_plan(args: argparse.Namespace, console: Console, err: Console) -> int:
 
 
 def cmd_schema(args: argparse.Namespace, console: Console, err: Console) -> int:
-    text = json.dumps(stack_file_schema(), indent=2, sort_keys=True) + "\n"
+    """Write, or check, every file generated from the config model: the JSON Schema and the reference tables."""
+    generated = {
+        SCHEMA_PATH: json.dumps(stack_file_schema(), indent=2, sort_keys=True) + "\n",
+        REFERENCE_PATH: with_reference(REFERENCE_PATH.read_text()),
+    }
+    stale = [path for path, text in generated.items() if not path.is_file() or path.read_text() != text]
     if args.check:
-        if not SCHEMA_PATH.is_file() or SCHEMA_PATH.read_text() != text:
-            err.print(f"error: {SCHEMA_PATH.relative_to(PROJECT_DIR)} is out of date; run: python -m fabctl schema", markup=False)
-            return EXIT_CONFIG
-        console.print(f"{SCHEMA_PATH.relative_to(PROJECT_DIR)} is up to date", highlight=False)
-        return 0
-    SCHEMA_PATH.parent.mkdir(parents=True, exist_ok=True)
-    SCHEMA_PATH.write_text(text)
-    console.print(f"wrote {SCHEMA_PATH.relative_to(PROJECT_DIR)}", highlight=False)
+        for path in stale:
+            err.print(f"error: {path.relative_to(PROJECT_DIR)} is out of date; run: python -m fabctl schema", markup=False)
+        if not stale:
+            console.print("schema and configuration reference are up to date", highlight=False)
+        return EXIT_CONFIG if stale else 0
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(generated[path])
+        console.print(f"wrote {path.relative_to(PROJECT_DIR)}", highlight=False)
     return 0
 
 
@@ -133,7 +141,7 @@ def parser() -> argparse.ArgumentParser:
         "--project-dir", default=str(PROJECT_DIR), help="checkout holding __main__.py and the stack files (default: this one)"
     )
     plan.set_defaults(func=cmd_plan)
-    schema = sub.add_parser("schema", help="write the stack file JSON Schema for editor completion")
+    schema = sub.add_parser("schema", help="write the stack file JSON Schema and the configuration reference tables")
     schema.add_argument("--check", action="store_true", help="only check that the committed schema is current")
     schema.set_defaults(func=cmd_schema)
     return p

@@ -120,4 +120,4 @@ def test_fails_when_the_site_key_is_missing(project):
 
 def test_schema_check_passes_for_the_committed_schema():
     run = fabctl("schema", "--check")
-    assert (run.returncode, run.stdout) == (0, "schema/stack.schema.json is up to date\n")
+    assert (run.returncode, run.stdout) == (0, "schema and configuration reference are up to date\n")
