@@ -16,7 +16,7 @@ from itertools import combinations
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 PROJECT = "fab-platform"
 CONFIG_KEY = "site"
@@ -35,6 +35,13 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def _text(value: Any) -> Any:
+    """Addresses and ranges must be written as text: YAML `1` or `true` is not a network."""
+    if not isinstance(value, str):
+        raise ValueError(f"must be written as a string such as '10.0.0.0/16' or '10.0.0.1', not a {type(value).__name__}")
+    return value
 
 
 def _dns_label(value: str) -> str:
@@ -61,8 +68,22 @@ def _labels(value: dict[str, str]) -> dict[str, str]:
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 DnsName = Annotated[str, AfterValidator(_dns_name)]
 Labels = Annotated[dict[str, str], AfterValidator(_labels)]
-Port = Annotated[int, Field(ge=1, le=65535)]
-Asn = Annotated[int, Field(ge=1, le=4_294_967_294)]
+Port = Annotated[int, Field(ge=1, le=65535, strict=True)]
+Asn = Annotated[int, Field(ge=1, le=4_294_967_294, strict=True)]
+def _cidr(value: Any) -> Any:
+    value = _text(value)
+    try:
+        ipaddress.IPv4Network(value)
+    except ValueError as exc:
+        if "host bits set" in str(exc):
+            raise ValueError(f"has host bits set; the range is {ipaddress.IPv4Network(value, strict=False)}") from None
+        raise ValueError("must be an IPv4 range such as 10.64.0.0/16") from None
+    return value
+
+
+Cidr = Annotated[IPv4Network, BeforeValidator(_cidr)]
+Address = Annotated[IPv4Address, BeforeValidator(_text)]
+Flag = Annotated[bool, Field(strict=True)]
 
 
 class _Model(BaseModel):
@@ -72,7 +93,7 @@ class _Model(BaseModel):
 class BgpPeer(_Model):
     """A BGP neighbour of every node of the cluster, usually a top-of-rack switch."""
 
-    address: IPv4Address = Field(description="Peer IPv4 address.")
+    address: Address = Field(description="Peer IPv4 address.")
     asn: Asn = Field(description="Peer autonomous system number.")
     kind: Literal["private", "public"] = Field(
         "private",
@@ -84,7 +105,7 @@ class BgpPeer(_Model):
 class LbPool(_Model):
     """A Cilium LB-IPAM pool; a Service takes addresses from it by the label `lb.fab.internal/pool: <name>`."""
 
-    cidrs: list[IPv4Network] = Field(min_length=1, description="Address blocks of the pool.")
+    cidrs: list[Cidr] = Field(min_length=1, description="Address blocks of the pool.")
     visibility: Literal["internal", "external"] = Field(
         "internal",
         description="internal pools must be RFC1918 and are advertised to private peers only; external pools are "
@@ -95,13 +116,13 @@ class LbPool(_Model):
 class CiliumSettings(_Model):
     """How Cilium itself is handled on a cluster."""
 
-    managed: bool = Field(
+    managed: Flag = Field(
         True,
         description="Install and upgrade Cilium with its pinned Helm chart. Set false where Cilium is already "
         "installed: only its BGP, LB-IPAM and policy objects are then managed. Defaults to true.",
     )
-    operator_replicas: int = Field(2, ge=1, le=5, description="cilium-operator replicas. Defaults to 2.")
-    hubble_ui: bool = Field(True, description="Deploy the Hubble UI next to Hubble Relay. Defaults to true.")
+    operator_replicas: int = Field(2, ge=1, le=5, strict=True, description="cilium-operator replicas. Defaults to 2.")
+    hubble_ui: Flag = Field(True, description="Deploy the Hubble UI next to Hubble Relay. Defaults to true.")
 
 
 class ClusterConfig(_Model):
@@ -111,10 +132,10 @@ class ClusterConfig(_Model):
     kubeconfig_context: str | None = Field(
         None, min_length=1, description="kubeconfig context of the cluster. Defaults to `<site>-<cluster key>`."
     )
-    cluster_id: int = Field(ge=1, le=255, description="Cilium ClusterMesh id, unique in the site.")
-    pod_cidr: IPv4Network = Field(description="Pod range, routed natively and advertised over BGP.")
-    node_cidr: IPv4Network = Field(description="Node addresses; remote clusters' agents reach ClusterMesh from here.")
-    api_server: IPv4Address = Field(
+    cluster_id: int = Field(ge=1, le=255, strict=True, description="Cilium ClusterMesh id, unique in the site.")
+    pod_cidr: Cidr = Field(description="Pod range, routed natively and advertised over BGP.")
+    node_cidr: Cidr = Field(description="Node addresses; remote clusters' agents reach ClusterMesh from here.")
+    api_server: Address = Field(
         description="kube-apiserver VIP. An address, not a name: Cilium's kube-proxy replacement needs it before DNS works."
     )
     api_server_port: Port = Field(6443, description="kube-apiserver port. Defaults to 6443.")
@@ -124,7 +145,7 @@ class ClusterConfig(_Model):
     clustermesh_pool: DnsLabel = Field(
         "internal", description="Internal pool that exposes the ClusterMesh API server. Defaults to `internal`."
     )
-    clustermesh_vip: IPv4Address = Field(
+    clustermesh_vip: Address = Field(
         description="Fixed address of the ClusterMesh API server in `clustermesh_pool`; the other clusters dial it."
     )
     host_network_namespaces: list[DnsLabel] = Field(
@@ -172,7 +193,7 @@ class MinioEndpoint(_Model):
     """Admin endpoint of the site's AIStor (MinIO) object store, used by the minio provider."""
 
     server: str = Field(min_length=1, description="host:port of the S3/admin API, for example `s3-admin.storage.site-a.fab.internal:9000`.")
-    ssl: bool = Field(True, description="Use TLS. Defaults to true.")
+    ssl: Flag = Field(True, description="Use TLS. Defaults to true.")
     region: str = Field("us-east-1", min_length=1, description="S3 region name. Defaults to us-east-1.")
 
 

@@ -256,7 +256,7 @@ def test_fails_when_a_cidr_is_malformed():
     raw = site_raw("site-b")
     raw["clusters"]["gpu"]["pod_cidr"] = "10.82.0.0/33"
     assert errors_of(raw) == [
-        "fab-platform:site.clusters.gpu.pod_cidr: Input is not a valid IPv4 network (got '10.82.0.0/33')"
+        "fab-platform:site.clusters.gpu.pod_cidr: must be an IPv4 range such as 10.64.0.0/16 (got '10.82.0.0/33')"
     ]
 
 
@@ -294,3 +294,32 @@ def test_fails_when_the_site_is_not_set():
 
 def test_fails_when_the_site_is_not_a_mapping():
     assert errors_of(["site-a"]) == ["fab-platform:site: must be a mapping of site settings (got list)"]
+
+
+def test_fails_when_a_range_is_not_written_as_text():
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu"]["pod_cidr"] = 1
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.gpu.pod_cidr: must be written as a string such as '10.0.0.0/16' or '10.0.0.1', "
+        "not a int (got 1)"
+    ]
+
+
+def test_fails_when_a_cluster_id_is_quoted():
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu"]["cluster_id"] = "3"
+    assert errors_of(raw) == ["fab-platform:site.clusters.gpu.cluster_id: Input should be a valid integer (got '3')"]
+
+
+def test_fails_when_a_flag_is_not_a_boolean():
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu"]["cilium"] = {"managed": "no"}
+    assert errors_of(raw) == ["fab-platform:site.clusters.gpu.cilium.managed: Input should be a valid boolean (got 'no')"]
+
+
+def test_fails_when_a_range_has_host_bits_set():
+    raw = site_raw("site-b")
+    raw["clusters"]["gpu"]["pod_cidr"] = "10.82.0.1/16"
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.gpu.pod_cidr: has host bits set; the range is 10.82.0.0/16 (got '10.82.0.1/16')"
+    ]
