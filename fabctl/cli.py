@@ -55,7 +55,8 @@ def plan_tree(plan: Plan) -> Tree:
         groups[cluster][owner][_kind(resource)] += 1
     total = sum(sum(c.values()) for owners in groups.values() for c in owners.values())
     clusters = sorted(k for k in groups if k != SITE_WIDE)
-    tree = Tree(f"[bold]{plan.stack}[/]: {total} resources on {len(clusters)} clusters and site-wide, in {components} components")
+    noun = "component" if components == 1 else "components"
+    tree = Tree(f"[bold]{plan.stack}[/]: {total} resources on {len(clusters)} clusters and site-wide, {components} {noun}")
     for cluster in [SITE_WIDE, *clusters] if SITE_WIDE in groups else clusters:
         owners = groups[cluster]
         branch = tree.add(f"[cyan]{cluster}[/]: {sum(sum(c.values()) for c in owners.values())}")

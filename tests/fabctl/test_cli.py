@@ -46,7 +46,7 @@ def test_plan_renders_site_a(site_a_run):
 def test_plan_prints_a_tree_with_a_total_and_every_cluster(site_a_run):
     run, _ = site_a_run
     lines = run.stdout.splitlines()
-    assert lines[0] == "site-a: 47 resources on 4 clusters and site-wide, in 1 components"
+    assert lines[0] == "site-a: 47 resources on 4 clusters and site-wide, 1 component"
     for cluster in ("site-a-storage", "site-a-compute", "site-a-gpu", "site-a-gpu-train"):
         assert any(line.endswith(f"{cluster}: {n}") for line in lines for n in range(1, 100)), cluster
     assert lines[-1].startswith("35 Kubernetes objects on 4 clusters written to ")
