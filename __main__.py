@@ -2,14 +2,34 @@
 
 import pulumi
 
-from components.config import load_site
+from components.config import load_secrets, load_site
+from components.identity import SiteIdentity, SiteIdentityArgs
 from components.network import CrossClusterNetwork, CrossClusterNetworkArgs
 from components.providers import site_providers
+from components.storage import StorageCluster, StorageClusterArgs
 
 site = load_site()
+secrets = load_secrets(site)
 providers = site_providers(site)
 
 network = CrossClusterNetwork("network", CrossClusterNetworkArgs(site=site, providers=providers))
+identity = SiteIdentity(
+    "identity", SiteIdentityArgs(site=site), pulumi.ResourceOptions(providers=[providers.keycloak])
+)
+storage = StorageCluster(
+    "storage",
+    StorageClusterArgs(
+        site=site,
+        providers=providers,
+        network=network,
+        aistor_license=secrets.aistor_license,
+        aistor_root_password=secrets.aistor_root_password,
+    ),
+)
 
 pulumi.export("site", {"name": site.name, "domain": site.domain})
 pulumi.export("network", {"clusters": network.clusters, "flows": network.flows})
+pulumi.export("identity", {"realm": identity.realm_id, "issuer_url": identity.issuer_url, "team_groups": identity.team_groups})
+pulumi.export("data", storage.data)
+pulumi.export("artifacts", storage.artifacts)
+pulumi.export("dns_records", storage.dns_records)

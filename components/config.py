@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from itertools import combinations
 from types import UnionType
@@ -205,6 +206,138 @@ class KeycloakEndpoint(_Model):
     client_id: str = Field("fab-platform-pulumi", min_length=1, description="Client id the provider signs in with. Defaults to fab-platform-pulumi.")
 
 
+# --------------------------------------------------------------------------------------------------
+# Teams, identity and storage (StorageCluster, SiteIdentity).
+
+DataClass = Literal["raw", "warehouse", "datasets", "models", "checkpoints", "gold", "backups"]
+VERSIONED_CLASSES: frozenset[str] = frozenset({"warehouse", "models", "checkpoints"})
+"""Classes whose buckets are always versioned: table data, model weights and checkpoints must survive a bad write."""
+REPLICABLE_CLASSES: frozenset[str] = frozenset({"gold"})
+"""The only class that may be copied to another site (data residency, export control)."""
+NO_EXPIRY_CLASSES: frozenset[str] = frozenset({"warehouse", "models", "gold"})
+"""Classes whose current objects never expire by lifecycle: Iceberg files are removed by snapshot expiry, not ILM."""
+CONTRACT_CLASSES = ("warehouse", "models", "checkpoints")
+"""Classes with exactly one bucket per site: their names are part of the stack's contracts."""
+
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+
+
+def _bucket_name(value: str) -> str:
+    if not _BUCKET.fullmatch(value):
+        raise ValueError("must be an S3 bucket name: 3-63 lowercase letters, digits and '-', starting and ending with a letter or digit")
+    return value
+
+
+BucketName = Annotated[str, AfterValidator(_bucket_name)]
+
+
+class Team(_Model):
+    """A team of the fab that owns quotas, namespaces and a Keycloak group."""
+
+    description: str = Field("", description="What the team does, shown on its Keycloak group.")
+
+
+class IdentityConfig(_Model):
+    """The site's Keycloak realm and what the platform declares in it."""
+
+    realm: DnsLabel = Field("fab", description="Realm of the platform's users, groups and clients. Defaults to fab.")
+    create_realm: Flag = Field(
+        False,
+        description="Create the realm (protected from deletion). Defaults to false: the realm exists and is referenced.",
+    )
+
+
+class Bucket(_Model):
+    """One bucket of the object store."""
+
+    data_class: DataClass = Field(
+        alias="class",
+        description="raw (FDC traces, STDF, images; site-local), warehouse (Iceberg data and metadata), datasets, "
+        "models, checkpoints, gold (summary tables; the only class that may replicate), backups (Postgres).",
+    )
+    retention_days: int | None = Field(
+        None, ge=1, strict=True,
+        description="Expire current objects after this many days. Not allowed on warehouse, models and gold. Defaults to keeping them.",
+    )
+    noncurrent_expiry_days: int | None = Field(
+        None, ge=1, strict=True,
+        description="Expire noncurrent versions after this many days (versioned classes only). Defaults to keeping them.",
+    )
+
+    @property
+    def versioned(self) -> bool:
+        return self.data_class in VERSIONED_CLASSES
+
+
+class ObjectStoreConfig(_Model):
+    """The AIStor object store on the storage cluster."""
+
+    install: Flag = Field(
+        False,
+        description="Install AIStor with the vendor's pinned Helm charts (needs the secret config `aistorLicense`). "
+        "Defaults to false: the existing deployment is adopted and only buckets and access are managed.",
+    )
+    namespace: DnsLabel = Field("aistor", description="Namespace of the object store. Defaults to aistor.")
+    name: DnsLabel = Field("aistor", description="Name of the object store. Defaults to aistor.")
+    pod_labels: Labels = Field(
+        default_factory=dict,
+        description="Labels of the object store's S3 pods, which the S3 Services select. Defaults to the labels the "
+        "AIStor operator sets for `name`.",
+    )
+    root_user: str = Field("fab-admin", min_length=3, description="Root user of an installed object store; its password is the secret config `aistorRootPassword`. Defaults to fab-admin.")
+    s3_port: Port = Field(9000, description="S3 API port of the pods and of both endpoints. Defaults to 9000.")
+    tls: Flag = Field(True, description="The S3 API serves TLS (AIStor's default). Defaults to true.")
+    table_catalog: Flag = Field(
+        False,
+        description="AIStor's built-in Iceberg table catalog. Must stay false: Polaris is the only catalog authority.",
+    )
+    servers: int = Field(4, ge=1, strict=True, description="Servers of the pool when installing. Defaults to 4.")
+    volumes_per_server: int = Field(4, ge=1, strict=True, description="Drives per server when installing. Defaults to 4.")
+    volume_size_gib: int = Field(1024, ge=1, strict=True, description="Size of each drive when installing. Defaults to 1024.")
+    storage_class: str | None = Field(None, min_length=1, description="StorageClass of the drives when installing. Defaults to the cluster's default.")
+
+
+class S3Endpoints(_Model):
+    """The two S3 VIPs: internal for compute and GPU clusters, external (optional) for users outside the clusters."""
+
+    internal_pool: DnsLabel = Field("internal", description="Internal pool of the storage cluster. Defaults to internal.")
+    internal_vip: Address = Field(description="Fixed address of the internal S3 endpoint in `internal_pool`.")
+    external_pool: DnsLabel | None = Field(None, description="External pool of the storage cluster. Defaults to no external endpoint.")
+    external_vip: Address | None = Field(None, description="Fixed address of the external S3 endpoint in `external_pool`.")
+
+
+class PostgresConfig(_Model):
+    """The CloudNativePG cluster behind Polaris."""
+
+    instances: int = Field(3, ge=1, le=9, strict=True, description="Postgres instances (one primary, the rest replicas). Defaults to 3.")
+    storage_gib: int = Field(20, ge=1, strict=True, description="Volume size of each instance. Defaults to 20.")
+    storage_class: str | None = Field(None, min_length=1, description="StorageClass of the volumes. Defaults to the cluster's default.")
+    backup_bucket: BucketName = Field(description="Bucket of class backups that receives base backups and WAL.")
+    backup_retention_days: int = Field(30, ge=1, strict=True, description="Recovery window kept in the backup bucket. Defaults to 30.")
+
+
+class PolarisConfig(_Model):
+    """Apache Polaris, the site's only Iceberg REST catalog."""
+
+    namespace: DnsLabel = Field("polaris", description="Namespace of Polaris and its database. Defaults to polaris.")
+    realm: DnsLabel = Field("fab", description="Polaris realm. Defaults to fab.")
+    catalog: DnsLabel = Field("fab", description="Catalog (warehouse) name over the warehouse bucket. Defaults to fab.")
+    pool: DnsLabel = Field("internal", description="Internal pool of the storage cluster for the REST endpoint. Defaults to internal.")
+    vip: Address = Field(description="Fixed address of the Polaris REST endpoint in `pool`.")
+    port: Port = Field(8181, description="Polaris REST port. Defaults to 8181.")
+    replicas: int = Field(2, ge=1, le=10, strict=True, description="Polaris server replicas. Defaults to 2.")
+    postgres: PostgresConfig
+
+
+class StorageConfig(_Model):
+    """What runs on the storage cluster: the object store, its buckets and access, and Polaris."""
+
+    object_store: ObjectStoreConfig = Field(default_factory=ObjectStoreConfig, description="The AIStor object store.")
+    s3: S3Endpoints
+    buckets: dict[BucketName, Bucket] = Field(min_length=1, description="Buckets by name.")
+    polaris: PolarisConfig
+
+
 class SiteConfig(_Model):
     """One fab site: its clusters, how they are connected and which flows may cross between them."""
 
@@ -213,6 +346,9 @@ class SiteConfig(_Model):
     minio: MinioEndpoint = Field(description="The object store's admin endpoint for the minio provider.")
     keycloak: KeycloakEndpoint = Field(description="The site's Keycloak for the keycloak provider.")
     clusters: dict[DnsLabel, ClusterConfig] = Field(min_length=1, description="Clusters by key (storage, compute, gpu, ...).")
+    teams: dict[DnsLabel, Team] = Field(min_length=1, description="Teams by name (yield, fdc, wafermap, ...).")
+    identity: IdentityConfig = Field(default_factory=IdentityConfig, description="Keycloak realm objects of the platform.")
+    storage: StorageConfig
     flows: dict[DnsLabel, Flow] | None = Field(
         None,
         description="The cross-cluster flow table by name. Defaults to the design's four flows: S3 and Polaris REST "
@@ -236,7 +372,14 @@ class SiteConfig(_Model):
 
     @model_validator(mode="after")
     def _site_rules(self) -> SiteConfig:
-        problems = [*_role_problems(self), *_cluster_problems(self), *_overlap_problems(self), *_flow_problems(self)]
+        problems = [
+            *_role_problems(self),
+            *_cluster_problems(self),
+            *_overlap_problems(self),
+            *_flow_problems(self),
+            *_storage_problems(self),
+            *_vip_problems(self),
+        ]
         if problems:
             raise SiteRuleError(problems)
         return self
@@ -247,14 +390,15 @@ def default_flows(site: SiteConfig) -> dict[str, Flow]:
     storage = site.keys_with_role("storage")
     compute = site.keys_with_role("compute")
     gpus = site.keys_with_role(*GPU_ROLES)
+    store, polaris = site.storage.object_store, site.storage.polaris
     return {
         "s3": Flow(
             description="Compute and GPU pods read and write AIStor over its internal S3 endpoint.",
-            sources=compute + gpus, to=storage, port=9000, to_namespace="aistor",
+            sources=compute + gpus, to=storage, port=store.s3_port, to_namespace=store.namespace,
         ),
         "polaris": Flow(
             description="Compute and GPU pods use the Polaris Iceberg REST catalog.",
-            sources=compute + gpus, to=storage, port=8181, to_namespace="polaris",
+            sources=compute + gpus, to=storage, port=polaris.port, to_namespace=polaris.namespace,
         ),
         "inference": Flow(
             # Envoy Gateway runs the proxy unprivileged and maps listener ports below 1024 to port + 10000.
@@ -414,6 +558,84 @@ def _flow_problems(site: SiteConfig) -> Iterator[Problem]:
                 yield (*path, "to_namespace"), "is not used by a kube-apiserver flow: the destination is the API server VIP"
 
 
+def _pool_vip_problems(site: SiteConfig, path: tuple[str | int, ...], pool_name: str | None, vip: Any, visibility: str) -> Iterator[Problem]:
+    """A VIP of the storage cluster must lie in a pool of the right visibility."""
+    storage_keys = site.keys_with_role("storage")
+    if len(storage_keys) != 1 or pool_name is None:
+        return
+    cluster = site.clusters[storage_keys[0]]
+    pool = cluster.lb_pools.get(pool_name)
+    pool_path = (*path[:-1], path[-1].replace("vip", "pool"))
+    if pool is None:
+        yield pool_path, f"{pool_name!r} is not a pool of the storage cluster; pools: {', '.join(sorted(cluster.lb_pools))}"
+    elif pool.visibility != visibility:
+        yield pool_path, f"{pool_name!r} is an {pool.visibility} pool; this endpoint needs an {visibility} one"
+    elif vip is None:
+        yield path, f"is required with {pool_path[-1]}: the endpoint's address is a contract"
+    elif not any(vip in cidr for cidr in pool.cidrs):
+        yield path, f"{vip} is not in pool {pool_name!r} ({', '.join(map(str, pool.cidrs))}); pick an address of that pool"
+
+
+def _storage_problems(site: SiteConfig) -> Iterator[Problem]:
+    storage = site.storage
+    store = storage.object_store
+    if store.table_catalog:
+        yield ("storage", "object_store", "table_catalog"), (
+            "true is not allowed: Polaris is the only Iceberg catalog authority, so AIStor's table catalog stays off"
+        )
+    for data_class in CONTRACT_CLASSES:
+        names = sorted(n for n, b in storage.buckets.items() if b.data_class == data_class)
+        if len(names) != 1:
+            yield ("storage", "buckets"), (
+                f"a site needs exactly one bucket of class {data_class}, found {', '.join(names) if names else 'none'}"
+            )
+    for name, bucket in storage.buckets.items():
+        path = ("storage", "buckets", name)
+        if bucket.retention_days is not None and bucket.data_class in NO_EXPIRY_CLASSES:
+            yield (*path, "retention_days"), (
+                f"is not allowed on class {bucket.data_class}: "
+                + ("Iceberg removes table files through snapshot expiry; lifecycle expiry would corrupt tables"
+                   if bucket.data_class == "warehouse" else "its objects are kept until deleted on purpose")
+            )
+        if bucket.noncurrent_expiry_days is not None and not bucket.versioned:
+            yield (*path, "noncurrent_expiry_days"), (
+                f"is only for versioned buckets (classes {', '.join(sorted(VERSIONED_CLASSES))}); class {bucket.data_class} is not versioned"
+            )
+    backup = storage.polaris.postgres.backup_bucket
+    if backup not in storage.buckets:
+        yield ("storage", "polaris", "postgres", "backup_bucket"), f"{backup!r} is not a bucket of storage.buckets"
+    elif storage.buckets[backup].data_class != "backups":
+        yield ("storage", "polaris", "postgres", "backup_bucket"), (
+            f"{backup!r} has class {storage.buckets[backup].data_class}; Postgres backups go to a bucket of class backups"
+        )
+    s3 = storage.s3
+    yield from _pool_vip_problems(site, ("storage", "s3", "internal_vip"), s3.internal_pool, s3.internal_vip, "internal")
+    if s3.external_pool is None and s3.external_vip is not None:
+        yield ("storage", "s3", "external_pool"), "is required with external_vip: name the external pool that holds it"
+    yield from _pool_vip_problems(site, ("storage", "s3", "external_vip"), s3.external_pool, s3.external_vip, "external")
+    polaris = storage.polaris
+    yield from _pool_vip_problems(site, ("storage", "polaris", "vip"), polaris.pool, polaris.vip, "internal")
+
+
+def _vip_problems(site: SiteConfig) -> Iterator[Problem]:
+    """Every fixed VIP is used once: LB-IPAM hands an address to one Service unless told to share it."""
+    vips: list[tuple[tuple[str | int, ...], Any]] = [
+        (("clusters", key, "clustermesh_vip"), cluster.clustermesh_vip) for key, cluster in site.clusters.items()
+    ]
+    vips += [
+        (("storage", "s3", "internal_vip"), site.storage.s3.internal_vip),
+        (("storage", "s3", "external_vip"), site.storage.s3.external_vip),
+        (("storage", "polaris", "vip"), site.storage.polaris.vip),
+    ]
+    seen: dict[Any, tuple[str | int, ...]] = {}
+    for path, vip in vips:
+        if vip is None:
+            continue
+        if vip in seen:
+            yield path, f"{vip} is already used by {format_path(seen[vip])}; every endpoint needs its own address"
+        seen.setdefault(vip, path)
+
+
 # --------------------------------------------------------------------------------------------------
 # Loading and error reporting.
 
@@ -531,6 +753,32 @@ def load_site() -> SiteConfig:
         return parse_site(raw)
     except ConfigError as exc:
         raise pulumi.RunError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class SiteSecrets:
+    """Secrets the program needs beyond the stack file, from `pulumi config set --secret`."""
+
+    aistor_license: Any = None
+    aistor_root_password: Any = None
+
+
+def load_secrets(site: SiteConfig) -> SiteSecrets:
+    """The secret config values the site needs; a missing one ends the program with the command that sets it."""
+    import pulumi
+
+    if not site.storage.object_store.install:
+        return SiteSecrets()
+    config = pulumi.Config(PROJECT)
+    values = {key: config.get_secret(key) for key in ("aistorLicense", "aistorRootPassword")}
+    missing = [key for key, value in values.items() if value is None]
+    if missing:
+        raise pulumi.RunError("\n".join(
+            f"{PROJECT}:{key}: required because storage.object_store.install is true; set it with: "
+            f"pulumi config set --secret {key} <value>"
+            for key in missing
+        ))
+    return SiteSecrets(aistor_license=values["aistorLicense"], aistor_root_password=values["aistorRootPassword"])
 
 
 def stack_file_schema() -> dict[str, Any]:

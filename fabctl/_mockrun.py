@@ -41,7 +41,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         sig = value.get(rpc._special_sig_key)
         if sig == rpc._special_secret_sig:
-            return SECRET
+            return _redacted(value.get("value"))
         if sig == rpc._special_resource_sig:
             return value.get("urn")
         if sig == rpc._special_output_value_sig:
@@ -54,6 +54,13 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)  # protobuf Struct numbers are doubles; schemas want integers back
     return value
+
+
+def _redacted(value: Any) -> Any:
+    """A secret's shape without its content: a map keeps its keys (Secret data stays checkable), values go."""
+    if isinstance(value, dict):
+        return {k: SECRET for k in value}
+    return SECRET
 
 
 def _secret_paths(value: Any, path: str = "") -> list[str]:

@@ -41,30 +41,33 @@ def _kind(resource: dict[str, Any]) -> str:
     return str(inputs.get("kind") or resource["type"].rsplit(":", 1)[-1])
 
 
-def plan_tree(plan: Plan) -> Tree:
-    """Resources per cluster, then per top-level component, then per kind, with counts and a total."""
+def plan_tree(plan: Plan) -> tuple[str, Tree]:
+    """A one-line total, and a tree of resources per target (cluster or provider), component and kind."""
     groups: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
     components = 0
     for resource in plan.resources:
         if not resource["custom"]:
             components += 1
             continue
-        cluster = plan.cluster(resource) or SITE_WIDE
+        cluster = plan.target(resource) or SITE_WIDE
         top = plan.component(resource)
         owner = f"{top['name']} ({top['type']})" if top else "stack"
         groups[cluster][owner][_kind(resource)] += 1
     total = sum(sum(c.values()) for owners in groups.values() for c in owners.values())
-    clusters = sorted(k for k in groups if k != SITE_WIDE)
+    clusters = sorted(k for k in groups if k != SITE_WIDE and k in plan.cluster_of_provider.values())
+    targets = sorted(k for k in groups if k != SITE_WIDE)
     noun = "component" if components == 1 else "components"
-    tree = Tree(f"[bold]{plan.stack}[/]: {total} resources on {len(clusters)} clusters and site-wide, {components} {noun}")
-    for cluster in [SITE_WIDE, *clusters] if SITE_WIDE in groups else clusters:
+    others = len(targets) - len(clusters)
+    header = f"{plan.stack}: {total} resources on {len(clusters)} clusters, {others} other providers and site-wide; {components} {noun}"
+    tree = Tree(plan.stack, hide_root=True)
+    for cluster in [SITE_WIDE, *targets] if SITE_WIDE in groups else targets:
         owners = groups[cluster]
         branch = tree.add(f"[cyan]{cluster}[/]: {sum(sum(c.values()) for c in owners.values())}")
         for owner, kinds in sorted(owners.items()):
             sub = branch.add(f"{owner}: {sum(kinds.values())}")
             for kind, count in sorted(kinds.items()):
                 sub.add(f"{kind} x{count}")
-    return tree
+    return header, tree
 
 
 def _manifest_filename(obj: dict[str, Any]) -> str:
@@ -105,7 +108,9 @@ def cmd_plan(args: argparse.Namespace, console: Console, err: Console) -> int:
         for line in str(exc).splitlines():
             err.print(f"error: {line}", markup=False, highlight=False)
         return EXIT_CONFIG
-    console.print(plan_tree(plan))
+    header, tree = plan_tree(plan)
+    console.print(header, highlight=False, markup=False)
+    console.print(tree)
     root = write_plan(plan, Path(args.out))
     providers = len(plan.of_type(K8S_PROVIDER_TYPE))
     console.print(f"{len(plan.manifests())} Kubernetes objects on {providers} clusters written to {root}", highlight=False)

@@ -19,6 +19,14 @@ END = "<!-- END GENERATED -->"
 
 MODELS: list[type[BaseModel]] = [
     config.SiteConfig,
+    config.Team,
+    config.IdentityConfig,
+    config.StorageConfig,
+    config.ObjectStoreConfig,
+    config.S3Endpoints,
+    config.Bucket,
+    config.PolarisConfig,
+    config.PostgresConfig,
     config.MinioEndpoint,
     config.KeycloakEndpoint,
     config.ClusterConfig,
@@ -28,7 +36,12 @@ MODELS: list[type[BaseModel]] = [
     config.Flow,
 ]
 
-_VALIDATOR_NAMES = {config._dns_label: "DNS label", config._dns_name: "DNS name", config._labels: "labels"}
+_VALIDATOR_NAMES = {
+    config._dns_label: "DNS label",
+    config._dns_name: "DNS name",
+    config._labels: "labels",
+    config._bucket_name: "bucket name",
+}
 
 
 def _named(metadata: list[Any]) -> str | None:

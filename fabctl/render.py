@@ -50,9 +50,18 @@ class Plan:
         """Kubernetes provider URN -> provider logical name (`<site>-<cluster>`)."""
         return {r["urn"]: r["name"] for r in self.resources if r["type"] == K8S_PROVIDER_TYPE}
 
+    @cached_property
+    def provider_names(self) -> dict[str, str]:
+        """Any provider URN -> its logical name (`site-a-gpu`, `site-a-minio`, ...)."""
+        return {r["urn"]: r["name"] for r in self.resources if r["type"].startswith("pulumi:providers:")}
+
     def cluster(self, resource: dict[str, Any]) -> str | None:
         """The cluster (kubernetes provider name) a resource is applied to, if any."""
         return self.cluster_of_provider.get(resource.get("provider") or "")
+
+    def target(self, resource: dict[str, Any]) -> str | None:
+        """What a resource is applied to: a cluster, the object store or Keycloak (by provider name)."""
+        return self.provider_names.get(resource.get("provider") or "")
 
     def of_type(self, type_: str) -> list[dict[str, Any]]:
         return [r for r in self.resources if r["type"] == type_]

@@ -38,3 +38,10 @@ def rendered(stack: str) -> Plan:
     return _PLANS[stack]
 
 
+
+
+def render_config(stack: str, config: dict[str, Any]) -> Plan:
+    """Render the program with a whole modified `config:` mapping (secrets as `{secure: ...}`)."""
+    from fabctl.render import render_config as _render
+
+    return _render(stack, config)

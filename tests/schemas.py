@@ -86,6 +86,17 @@ def builtin_errors(obj: dict[str, Any]) -> list[str]:
     return []
 
 
+def has_schema(obj: dict[str, Any], crds: CrdSchemas) -> bool:
+    """Whether an object's kind has a schema here: an upstream CRD or a built-in Kubernetes kind."""
+    if crds.knows(obj["apiVersion"], obj["kind"]):
+        return True
+    try:
+        builtin_errors(obj)
+    except kubernetes_validate.SchemaNotFoundError:
+        return False
+    return True
+
+
 def schema_errors(obj: dict[str, Any], crds: CrdSchemas) -> list[str]:
     """Errors of one object: against its upstream CRD when it is a custom resource, else as a built-in kind."""
     if crds.knows(obj["apiVersion"], obj["kind"]):

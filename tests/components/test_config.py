@@ -134,9 +134,9 @@ def test_fails_when_an_external_pool_has_no_public_peer():
 
 def test_fails_when_the_clustermesh_vip_is_outside_its_pool():
     raw = site_raw("site-b")
-    raw["clusters"]["gpu"]["clustermesh_vip"] = "10.20.102.2"
+    raw["clusters"]["gpu"]["clustermesh_vip"] = "10.20.102.9"
     assert errors_of(raw) == [
-        "fab-platform:site.clusters.gpu.clustermesh_vip: 10.20.102.2 is not in pool 'internal' (10.20.103.0/27); "
+        "fab-platform:site.clusters.gpu.clustermesh_vip: 10.20.102.9 is not in pool 'internal' (10.20.103.0/27); "
         "pick an address of that pool"
     ]
 
@@ -322,4 +322,101 @@ def test_fails_when_a_range_has_host_bits_set():
     raw["clusters"]["gpu"]["pod_cidr"] = "10.82.0.1/16"
     assert errors_of(raw) == [
         "fab-platform:site.clusters.gpu.pod_cidr: has host bits set; the range is 10.82.0.0/16 (got '10.82.0.1/16')"
+    ]
+
+
+def test_fails_when_the_object_stores_table_catalog_is_enabled():
+    raw = site_raw("site-b")
+    raw["storage"]["object_store"] = {"table_catalog": True}
+    assert errors_of(raw) == [
+        "fab-platform:site.storage.object_store.table_catalog: true is not allowed: Polaris is the only Iceberg "
+        "catalog authority, so AIStor's table catalog stays off"
+    ]
+
+
+def test_fails_when_a_contract_class_has_two_buckets():
+    raw = site_raw("site-b")
+    raw["storage"]["buckets"]["site-b-warehouse-2"] = {"class": "warehouse"}
+    assert errors_of(raw) == [
+        "fab-platform:site.storage.buckets: a site needs exactly one bucket of class warehouse, found site-b-warehouse, "
+        "site-b-warehouse-2"
+    ]
+
+
+def test_fails_when_a_warehouse_bucket_expires_objects():
+    raw = site_raw("site-b")
+    raw["storage"]["buckets"]["site-b-warehouse"]["retention_days"] = 30
+    assert errors_of(raw) == [
+        "fab-platform:site.storage.buckets.site-b-warehouse.retention_days: is not allowed on class warehouse: Iceberg "
+        "removes table files through snapshot expiry; lifecycle expiry would corrupt tables"
+    ]
+
+
+def test_fails_when_an_unversioned_bucket_expires_noncurrent_versions():
+    raw = site_raw("site-b")
+    raw["storage"]["buckets"]["site-b-gold"]["noncurrent_expiry_days"] = 7
+    assert errors_of(raw) == [
+        "fab-platform:site.storage.buckets.site-b-gold.noncurrent_expiry_days: is only for versioned buckets (classes "
+        "checkpoints, models, warehouse); class gold is not versioned"
+    ]
+
+
+def test_fails_when_postgres_backups_go_to_a_bucket_of_another_class():
+    raw = site_raw("site-b")
+    raw["storage"]["polaris"]["postgres"]["backup_bucket"] = "site-b-gold"
+    assert errors_of(raw) == [
+        "fab-platform:site.storage.polaris.postgres.backup_bucket: 'site-b-gold' has class gold; Postgres backups go "
+        "to a bucket of class backups"
+    ]
+
+
+def test_fails_when_the_backup_bucket_does_not_exist():
+    raw = site_raw("site-b")
+    raw["storage"]["polaris"]["postgres"]["backup_bucket"] = "site-b-backups"
+    assert errors_of(raw) == [
+        "fab-platform:site.storage.polaris.postgres.backup_bucket: 'site-b-backups' is not a bucket of storage.buckets"
+    ]
+
+
+def test_fails_when_the_internal_s3_vip_is_outside_its_pool():
+    raw = site_raw("site-b")
+    raw["storage"]["s3"]["internal_vip"] = "10.20.102.10"
+    assert errors_of(raw) == [
+        "fab-platform:site.storage.s3.internal_vip: 10.20.102.10 is not in pool 'internal' (10.20.101.0/27); pick an "
+        "address of that pool"
+    ]
+
+
+def test_fails_when_the_external_s3_endpoint_uses_an_internal_pool():
+    raw = site_raw("site-b")
+    raw["storage"]["s3"].update({"external_pool": "internal", "external_vip": "10.20.101.20"})
+    assert errors_of(raw) == [
+        "fab-platform:site.storage.s3.external_pool: 'internal' is an internal pool; this endpoint needs an external one"
+    ]
+
+
+def test_fails_when_two_endpoints_share_a_vip():
+    raw = site_raw("site-b")
+    raw["storage"]["polaris"]["vip"] = "10.20.101.10"
+    assert errors_of(raw) == [
+        "fab-platform:site.storage.polaris.vip: 10.20.101.10 is already used by storage.s3.internal_vip; every "
+        "endpoint needs its own address"
+    ]
+
+
+def test_fails_when_a_bucket_name_is_not_valid_for_s3():
+    raw = site_raw("site-b")
+    raw["storage"]["buckets"]["Gold_Tables"] = {"class": "raw"}
+    assert errors_of(raw) == [
+        "fab-platform:site.storage.buckets.Gold_Tables: the key must be an S3 bucket name: 3-63 lowercase letters, "
+        "digits and '-', starting and ending with a letter or digit (got 'Gold_Tables')"
+    ]
+
+
+def test_fails_when_a_bucket_class_is_unknown():
+    raw = site_raw("site-b")
+    raw["storage"]["buckets"]["site-b-gold"]["class"] = "silver"
+    assert errors_of(raw) == [
+        "fab-platform:site.storage.buckets.site-b-gold.class: Input should be 'raw', 'warehouse', 'datasets', "
+        "'models', 'checkpoints', 'gold' or 'backups' (got 'silver')"
     ]

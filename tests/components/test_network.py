@@ -18,8 +18,12 @@ def policy(plan, cluster: str, name: str) -> dict:
     return matches[0]
 
 
+def cilium_releases(plan) -> list[dict]:
+    return [r for r in plan.of_type(HELM_RELEASE_TYPE) if r["inputs"]["chart"] == "cilium"]
+
+
 def cilium_values(plan, cluster: str) -> dict:
-    (release,) = [r for r in plan.of_type(HELM_RELEASE_TYPE) if plan.cluster(r) == cluster]
+    (release,) = [r for r in cilium_releases(plan) if plan.cluster(r) == cluster]
     return release["inputs"]["values"]
 
 
@@ -205,22 +209,23 @@ def test_clustermesh_connects_every_other_cluster_by_its_vip(plan_b):
 
 
 def test_the_shared_clustermesh_ca_key_is_a_secret(plan_b):
-    for release in plan_b.of_type(HELM_RELEASE_TYPE):
+    for release in cilium_releases(plan_b):
         assert "values.tls.ca.key" in release["secret_inputs"]
         assert release["inputs"]["values"]["tls"]["ca"]["key"] == "[secret]"
 
 
 def test_cilium_objects_wait_for_the_cilium_release(plan_b):
-    releases = {plan_b.cluster(r): r["urn"] for r in plan_b.of_type(HELM_RELEASE_TYPE)}
-    for cluster, _, resource in plan_b.manifests():
-        assert releases[cluster] in resource["dependencies"]
+    releases = {plan_b.cluster(r): r["urn"] for r in cilium_releases(plan_b)}
+    for cluster, obj, resource in plan_b.manifests():
+        if obj["apiVersion"] == "cilium.io/v2":
+            assert releases[cluster] in resource["dependencies"]
 
 
 def test_unmanaged_cilium_keeps_its_objects_without_a_release():
     raw = site_raw("site-b")
     raw["clusters"]["gpu"]["cilium"] = {"managed": False}
     plan = render_site("site-b", raw)
-    assert sorted(plan.cluster(r) for r in plan.of_type(HELM_RELEASE_TYPE)) == ["site-b-compute", "site-b-storage"]
+    assert sorted(plan.cluster(r) for r in cilium_releases(plan)) == ["site-b-compute", "site-b-storage"]
     gpu_objects = [resource for cluster, _, resource in plan.manifests() if cluster == "site-b-gpu"]
     assert len(gpu_objects) == 7
     assert all(resource["dependencies"] == [] for resource in gpu_objects)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from fabctl.render import PROJECT_DIR
-from helpers import stack_config
+from helpers import rendered, stack_config
 
 
 def fabctl(*args: str) -> subprocess.CompletedProcess:
@@ -45,11 +45,17 @@ def test_plan_renders_site_a(site_a_run):
 
 def test_plan_prints_a_tree_with_a_total_and_every_cluster(site_a_run):
     run, _ = site_a_run
+    plan = rendered("site-a")
+    custom = [r for r in plan.resources if r["custom"]]
+    components = len(plan.resources) - len(custom)
     lines = run.stdout.splitlines()
-    assert lines[0] == "site-a: 47 resources on 4 clusters and site-wide, 1 component"
-    for cluster in ("site-a-storage", "site-a-compute", "site-a-gpu", "site-a-gpu-train"):
-        assert any(line.endswith(f"{cluster}: {n}") for line in lines for n in range(1, 100)), cluster
-    assert lines[-1].startswith("35 Kubernetes objects on 4 clusters written to ")
+    assert lines[0] == (
+        f"site-a: {len(custom)} resources on 4 clusters, 2 other providers and site-wide; {components} components"
+    )
+    for target in ("site-a-storage", "site-a-compute", "site-a-gpu", "site-a-gpu-train", "site-a-minio", "site-a-keycloak"):
+        count = sum(1 for r in custom if plan.target(r) == target)
+        assert any(line.endswith(f"{target}: {count}") for line in lines), target
+    assert lines[-1].startswith(f"{len(plan.manifests())} Kubernetes objects on 4 clusters written to ")
 
 
 def test_plan_writes_manifests_per_cluster(site_a_run):
@@ -58,14 +64,14 @@ def test_plan_writes_manifests_per_cluster(site_a_run):
     assert sorted(p.name for p in manifests.iterdir()) == ["site-a-compute", "site-a-gpu", "site-a-gpu-train", "site-a-storage"]
     deny = yaml.safe_load((manifests / "site-a-gpu" / "ciliumclusterwidenetworkpolicy-fab-default-deny-remote.yaml").read_text())
     assert (deny["apiVersion"], deny["kind"]) == ("cilium.io/v2", "CiliumClusterwideNetworkPolicy")
-    assert len(list(manifests.rglob("*.yaml"))) == 35
+    assert len(list(manifests.rglob("*.yaml"))) == len(rendered("site-a").manifests())
 
 
 def test_plan_json_records_every_resource_with_secrets_redacted(site_a_run):
     _, out = site_a_run
     text = (out / "site-a" / "plan.json").read_text()
     plan = json.loads(text)
-    assert len(plan["resources"]) == 48  # 47 resources and the CrossClusterNetwork component
+    assert len(plan["resources"]) == len(rendered("site-a").resources)
     assert {"urn", "type", "name", "parent", "provider", "inputs", "dependencies", "protect", "retain_on_delete"} <= set(plan["resources"][0])
     assert "PRIVATE KEY" not in text
 
@@ -97,11 +103,13 @@ def test_fails_when_the_stack_file_does_not_exist():
 
 
 def test_fails_when_a_stack_file_repeats_a_key(project):
-    text = (PROJECT_DIR / "Pulumi.site-b.yaml").read_text().replace("        cluster_id: 3\n", "        cluster_id: 3\n        cluster_id: 4\n")
-    (project / "Pulumi.dup.yaml").write_text(text)
+    lines = (PROJECT_DIR / "Pulumi.site-b.yaml").read_text().splitlines()
+    at = lines.index("        cluster_id: 3") + 1
+    lines.insert(at, "        cluster_id: 4")
+    (project / "Pulumi.dup.yaml").write_text("\n".join(lines))
     run = fabctl("plan", "--stack", "dup", "--project-dir", str(project))
     assert run.returncode == 2
-    assert run.stderr == "error: Pulumi.dup.yaml:44: duplicate key 'cluster_id'; each key may appear once\n"
+    assert run.stderr == f"error: Pulumi.dup.yaml:{at + 1}: duplicate key 'cluster_id'; each key may appear once\n"
 
 
 def test_fails_when_a_stack_file_is_not_yaml(project):

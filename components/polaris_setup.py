@@ -1,0 +1,126 @@
+"""Idempotent setup of Polaris' catalog, principals and roles; run by the `polaris-setup` Job (StorageCluster).
+
+This file is shipped as-is into a ConfigMap and run with the pinned Python image, so it uses the
+standard library only. Its input is the desired state as JSON (the `PLAN` file) and credentials
+from the environment:
+
+    POLARIS_URL              e.g. http://polaris.polaris.svc:8181
+    POLARIS_REALM            the realm to configure
+    ROOT_CLIENT_ID/SECRET    the bootstrap (root) principal's credentials
+    <NAME>_CLIENT_ID/SECRET  each principal's desired credentials, by the names given in the plan
+
+Every step reads or tolerates what exists (409 on create is success), and each principal's
+credentials are reset to the ones Pulumi generated, so running it twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+MANAGEMENT = "/api/management/v1"
+
+
+class Polaris:
+    def __init__(self, url: str, realm: str, client_id: str, client_secret: str):
+        self.url = url.rstrip("/")
+        self.realm = realm
+        self.token = self._token(client_id, client_secret)
+
+    def _token(self, client_id: str, client_secret: str) -> str:
+        body = urllib.parse.urlencode({"grant_type": "client_credentials", "scope": "PRINCIPAL_ROLE:ALL"}).encode()
+        basic = base64.b64encode(f"{client_id}:{client_secret}".encode()).decode()
+        request = urllib.request.Request(
+            f"{self.url}/api/catalog/v1/oauth/tokens",
+            data=body,
+            method="POST",
+            headers={
+                "Authorization": f"Basic {basic}",
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Polaris-Realm": self.realm,
+            },
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (URL from the plan)
+            return json.load(response)["access_token"]
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None, ok: tuple[int, ...] = ()) -> int:
+        """Send one request; statuses in `ok` (besides 2xx) count as success, anything else raises."""
+        request = urllib.request.Request(
+            f"{self.url}{path}",
+            data=json.dumps(body).encode() if body is not None else None,
+            method=method,
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Content-Type": "application/json",
+                "Polaris-Realm": self.realm,
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+                return response.status
+        except urllib.error.HTTPError as exc:
+            if exc.code in ok:
+                return exc.code
+            raise RuntimeError(f"{method} {path}: HTTP {exc.code} {exc.read().decode(errors='replace')[:500]}") from None
+
+
+def apply(polaris: Polaris, plan: dict[str, Any], env: dict[str, str]) -> list[str]:
+    """Bring Polaris to the plan; returns the steps taken, for the Job's log."""
+    steps = []
+    catalog = plan["catalog"]
+    name = catalog["name"]
+    polaris.call("POST", f"{MANAGEMENT}/catalogs", {"catalog": catalog}, ok=(409,))
+    steps.append(f"catalog {name}")
+
+    for namespace in plan.get("namespaces", []):
+        body = {"namespace": namespace["name"], "properties": namespace.get("properties", {})}
+        polaris.call("POST", f"/api/catalog/v1/{name}/namespaces", body, ok=(409,))
+        steps.append(f"namespace {'.'.join(namespace['name'])}")
+
+    for role, grants in sorted(plan["catalog_roles"].items()):
+        polaris.call("POST", f"{MANAGEMENT}/catalogs/{name}/catalog-roles", {"catalogRole": {"name": role}}, ok=(409,))
+        for grant in grants:
+            polaris.call("PUT", f"{MANAGEMENT}/catalogs/{name}/catalog-roles/{role}/grants", {"grant": grant})
+        steps.append(f"catalog role {role} ({len(grants)} grants)")
+
+    for principal in plan["principals"]:
+        who, role = principal["name"], principal["principal_role"]
+        polaris.call("POST", f"{MANAGEMENT}/principal-roles", {"principalRole": {"name": role}}, ok=(409,))
+        for catalog_role in principal["catalog_roles"]:
+            polaris.call(
+                "PUT",
+                f"{MANAGEMENT}/principal-roles/{role}/catalog-roles/{name}",
+                {"catalogRole": {"name": catalog_role}},
+            )
+        polaris.call(
+            "POST",
+            f"{MANAGEMENT}/principals",
+            {"principal": {"name": who, "properties": {}}, "credentialRotationRequired": False},
+            ok=(409,),
+        )
+        prefix = principal["credentials_env"]
+        credentials = {"clientId": env[f"{prefix}_CLIENT_ID"], "clientSecret": env[f"{prefix}_CLIENT_SECRET"]}
+        polaris.call("POST", f"{MANAGEMENT}/principals/{who}/reset", credentials)
+        polaris.call("PUT", f"{MANAGEMENT}/principals/{who}/principal-roles", {"principalRole": {"name": role}})
+        steps.append(f"principal {who} -> {role} -> {', '.join(principal['catalog_roles'])}")
+    return steps
+
+
+def main() -> int:
+    env = dict(os.environ)
+    with open(env.get("PLAN", "/etc/polaris-setup/plan.json"), encoding="utf-8") as handle:
+        plan = json.load(handle)
+    polaris = Polaris(env["POLARIS_URL"], env["POLARIS_REALM"], env["ROOT_CLIENT_ID"], env["ROOT_CLIENT_SECRET"])
+    for step in apply(polaris, plan, env):
+        print(f"ok: {step}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,750 @@
+"""StorageCluster: AIStor buckets and least-privilege access, and Polaris on Postgres as the one catalog (DESIGN 1, 2).
+
+On the storage cluster: the object store (adopted by default, or installed from the vendor's pinned
+charts), its internal and external S3 VIPs, the buckets of the site with their class, versioning,
+lifecycle and tags, one MinIO policy, user and service account per engine, and Apache Polaris
+backed by a CloudNativePG cluster that backs up to AIStor. Other components never copy endpoint
+strings or keys: they call `grant()` / `catalog_grant()` for a Secret in their namespace and read
+`catalog_uri`, `s3_endpoint_internal` and the bucket outputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_minio as minio
+import pulumi_random as random
+import pulumi_tls as tls
+
+from components import versions
+from components.bucket_tags import BucketTags
+from components.config import REPLICABLE_CLASSES, SiteConfig
+from components.network import CrossClusterNetwork
+from components.providers import SiteProviders
+
+# --------------------------------------------------------------------------------------------------
+# Who may do what. One row per engine; the test of least privilege reads these same tables.
+
+
+@dataclass(frozen=True)
+class EngineAccess:
+    """Bucket classes an engine may read, and classes it may read and write."""
+
+    read: tuple[str, ...] = ()
+    read_write: tuple[str, ...] = ()
+    description: str = ""
+
+
+ENGINE_ACCESS: dict[str, EngineAccess] = {
+    "spark": EngineAccess(read_write=("raw", "warehouse"), description="Spark ingest and ETL"),
+    "trino": EngineAccess(read=("gold", "warehouse"), description="Trino queries"),
+    "starrocks": EngineAccess(read=("gold", "warehouse"), description="StarRocks external catalog"),
+    # Polaris writes table metadata and vends scoped credentials for every table location it serves,
+    # and gold tables live in the gold bucket (so that only gold replicates), hence gold as well.
+    "polaris": EngineAccess(read_write=("gold", "warehouse"), description="Polaris catalog"),
+    # Training resumes from its own checkpoints, so "write" there includes reading them back.
+    "training": EngineAccess(read=("datasets", "warehouse"), read_write=("checkpoints", "models"), description="GPU training"),
+    "inference": EngineAccess(read=("models",), description="vLLM weight loading"),
+    "sharing": EngineAccess(read=("gold",), description="external sharing with equipment vendors"),
+    "postgres-backup": EngineAccess(read_write=("backups",), description="CloudNativePG base backups and WAL"),
+}
+
+READ_ACTIONS = ("s3:GetObject", "s3:GetObjectVersion")
+WRITE_ACTIONS = ("s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts")
+BUCKET_READ_ACTIONS = ("s3:GetBucketLocation", "s3:ListBucket")
+BUCKET_WRITE_ACTIONS = ("s3:ListBucketMultipartUploads",)
+
+CATALOG_ROLES: dict[str, list[dict[str, Any]]] = {
+    "writer": [{"type": "catalog", "privilege": "CATALOG_MANAGE_CONTENT"}],
+    "reader": [
+        {"type": "catalog", "privilege": p}
+        for p in ("NAMESPACE_LIST", "NAMESPACE_READ_PROPERTIES", "TABLE_LIST", "TABLE_READ_PROPERTIES", "TABLE_READ_DATA")
+    ],
+    "gold-reader": [
+        {"type": "namespace", "namespace": ["gold"], "privilege": p}
+        for p in ("NAMESPACE_READ_PROPERTIES", "TABLE_LIST", "TABLE_READ_PROPERTIES", "TABLE_READ_DATA")
+    ],
+}
+CATALOG_ACCESS: dict[str, str] = {
+    "spark": "writer",
+    "trino": "reader",
+    "starrocks": "reader",
+    "training": "reader",
+    "sharing": "gold-reader",
+}
+"""Polaris principal of each engine and the one catalog role it gets."""
+
+AISTOR_POD_LABEL = "aistor.min.io/objectStore"
+POLARIS_POD_LABELS = {"app.kubernetes.io/name": "polaris", "app.kubernetes.io/instance": "polaris"}
+POLARIS_DB = "polaris-db"
+CNPG_NAMESPACE = "cnpg-system"
+AISTOR_OPERATOR_NAMESPACE = "aistor-operator"
+GOLD_NAMESPACE = "gold"
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+    "pod-security.kubernetes.io/warn": "restricted",
+}
+
+
+def bucket_arn(bucket: str, objects: bool = False) -> str:
+    return f"arn:aws:s3:::{bucket}/*" if objects else f"arn:aws:s3:::{bucket}"
+
+
+def policy_document(read: list[str], read_write: list[str]) -> dict[str, Any]:
+    """A MinIO policy granting exactly these buckets; AIStor's table catalog is denied on them."""
+    every = sorted({*read, *read_write})
+    statements: list[dict[str, Any]] = [
+        {"Sid": "ListBuckets", "Effect": "Allow", "Action": list(BUCKET_READ_ACTIONS), "Resource": [bucket_arn(b) for b in every]},
+        {"Sid": "ReadObjects", "Effect": "Allow", "Action": list(READ_ACTIONS), "Resource": [bucket_arn(b, True) for b in every]},
+    ]
+    if read_write:
+        rw = sorted(read_write)
+        statements += [
+            {"Sid": "ListUploads", "Effect": "Allow", "Action": list(BUCKET_WRITE_ACTIONS), "Resource": [bucket_arn(b) for b in rw]},
+            {"Sid": "WriteObjects", "Effect": "Allow", "Action": list(WRITE_ACTIONS), "Resource": [bucket_arn(b, True) for b in rw]},
+        ]
+    statements.append(
+        {
+            "Sid": "NoTableCatalog",
+            "Effect": "Deny",
+            "Action": ["s3tables:*"],
+            "Resource": [r for b in every for r in (f"arn:aws:s3tables:::bucket/{b}", f"arn:aws:s3tables:::bucket/{b}/*")],
+        }
+    )
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def engine_buckets(site: SiteConfig, engine: str) -> tuple[list[str], list[str]]:
+    """(read-only buckets, read-write buckets) of an engine on this site."""
+    access = ENGINE_ACCESS[engine]
+    by_class = lambda classes: sorted(n for n, b in site.storage.buckets.items() if b.data_class in classes)  # noqa: E731
+    return by_class(access.read), by_class(access.read_write)
+
+
+def bucket_tags(site: SiteConfig, bucket: str) -> dict[str, str]:
+    data_class = site.storage.buckets[bucket].data_class
+    residency = "replicable" if data_class in REPLICABLE_CLASSES else "site-local"
+    return {"fab.internal/class": data_class, "fab.internal/residency": residency, "fab.internal/site": site.name}
+
+
+def lifecycle_rules(site: SiteConfig, bucket: str) -> list[minio.IlmPolicyRuleArgs]:
+    spec = site.storage.buckets[bucket]
+    rules = []
+    if spec.retention_days is not None:
+        rules.append(minio.IlmPolicyRuleArgs(id="retention", expiration=f"{spec.retention_days}d"))
+    if spec.noncurrent_expiry_days is not None:
+        rules.append(minio.IlmPolicyRuleArgs(id="noncurrent-expiry", noncurrent_version_expiration_days=spec.noncurrent_expiry_days))
+    return rules
+
+
+def s3_endpoint_internal(site: SiteConfig) -> str:
+    store = site.storage.object_store
+    return f"{'https' if store.tls else 'http'}://s3.{site.domain}:{store.s3_port}"
+
+
+def catalog_uri(site: SiteConfig) -> str:
+    return f"http://polaris.{site.domain}:{site.storage.polaris.port}/api/catalog"
+
+
+def polaris_setup_plan(site: SiteConfig) -> dict[str, Any]:
+    """The catalog, namespaces, roles and principals that the setup Job applies (desired state, no secrets)."""
+    polaris = site.storage.polaris
+    (warehouse,) = sorted(n for n, b in site.storage.buckets.items() if b.data_class == "warehouse")
+    gold = sorted(n for n, b in site.storage.buckets.items() if b.data_class == "gold")
+    return {
+        "catalog": {
+            "type": "INTERNAL",
+            "name": polaris.catalog,
+            "properties": {"default-base-location": f"s3://{warehouse}/"},
+            "storageConfigInfo": {
+                "storageType": "S3",
+                "allowedLocations": [f"s3://{warehouse}/", *(f"s3://{b}/" for b in gold)],
+                "endpoint": s3_endpoint_internal(site),
+                "pathStyleAccess": True,
+                "region": site.minio.region,
+            },
+        },
+        "namespaces": [{"name": [GOLD_NAMESPACE], "properties": {"location": f"s3://{gold[0]}/{GOLD_NAMESPACE}/"}}] if gold else [],
+        "catalog_roles": CATALOG_ROLES,
+        "principals": [
+            {
+                "name": f"fab-{engine}",
+                "principal_role": f"fab-{engine}",
+                "catalog_roles": [CATALOG_ACCESS[engine]],
+                "credentials_env": engine.upper().replace("-", "_"),
+            }
+            for engine in sorted(CATALOG_ACCESS)
+        ],
+    }
+
+
+def _secure_container(name: str, image: str, user: int, **extra: Any) -> dict[str, Any]:
+    """A container spec that meets Pod Security "restricted", with requests and limits."""
+    return {
+        "name": name,
+        "image": image,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": user,
+            "runAsGroup": user,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        **extra,
+    }
+
+
+def _secret_env(env_name: str, secret: str, key: str) -> dict[str, Any]:
+    return {"name": env_name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+@dataclass(frozen=True)
+class StorageClusterArgs:
+    site: SiteConfig
+    providers: SiteProviders
+    network: CrossClusterNetwork
+    aistor_license: pulumi.Input[str] | None = None
+    """The AIStor license (a Pulumi secret); required when the object store is installed."""
+    aistor_root_password: pulumi.Input[str] | None = None
+    """The object store's root password (a Pulumi secret); required when the object store is installed."""
+
+
+@dataclass
+class _Credentials:
+    access_key: pulumi.Output[str]
+    secret_key: pulumi.Output[str]
+
+
+@dataclass
+class _Principal:
+    client_id: pulumi.Output[str]
+    client_secret: pulumi.Output[str]
+    grants: dict[tuple[str, str], k8s.core.v1.Secret] = field(default_factory=dict)
+
+
+class StorageCluster(pulumi.ComponentResource):
+    """The site's data plane: the object store, its buckets and access, and the Polaris catalog."""
+
+    s3_endpoint_internal: pulumi.Output[str]
+    """S3 URL for compute and GPU clusters (internal VIP, DNS name in the site's domain)."""
+    s3_endpoint_external: pulumi.Output[str | None]
+    """S3 URL for users outside the clusters, when an external pool is configured."""
+    catalog_uri: pulumi.Output[str]
+    """Polaris Iceberg REST URI."""
+    warehouse: pulumi.Output[str]
+    """The Polaris catalog (warehouse) name."""
+    data: pulumi.Output[dict[str, Any]]
+    """The data contract: Polaris URI and warehouse, S3 endpoints, warehouse and gold buckets."""
+    artifacts: pulumi.Output[dict[str, str]]
+    """The artifacts contract: model and checkpoint buckets."""
+    dns_records: pulumi.Output[dict[str, str]]
+    """A records the site's DNS must hold for the endpoints above: name -> VIP."""
+
+    def __init__(self, name: str, args: StorageClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        site = args.site
+        self._site, self._name, self._site_providers = site, name, args.providers
+        (self._cluster_key,) = site.keys_with_role("storage")
+        k8s_provider = args.providers.for_cluster(self._cluster_key)
+        super().__init__(
+            "fab:storage:StorageCluster",
+            name,
+            None,
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[k8s_provider, args.providers.minio])),
+        )
+        storage = site.storage
+        store = storage.object_store
+        scheme = "https" if store.tls else "http"
+        self._s3_internal = s3_endpoint_internal(site)
+        self._catalog_uri = catalog_uri(site)
+        self._credentials: dict[str, _Credentials] = {}
+        self._principals: dict[str, _Principal] = {}
+        self._grants: dict[tuple[str, str, str], k8s.core.v1.Secret] = {}
+
+        self.object_store = self._object_store(args)
+        self._s3_services(args.network)
+        self.bucket_resources = self._buckets(args)
+        self._engine_access()
+        self._polaris(args.network)
+
+        s3 = storage.s3
+        records = {f"s3.{site.domain}": str(s3.internal_vip), f"polaris.{site.domain}": str(storage.polaris.vip)}
+        external = None
+        if s3.external_pool is not None:
+            external = f"{scheme}://s3-external.{site.domain}:{store.s3_port}"
+            records[f"s3-external.{site.domain}"] = str(s3.external_vip)
+        self.s3_endpoint_internal = pulumi.Output.from_input(self._s3_internal)
+        self.s3_endpoint_external = pulumi.Output.from_input(external)
+        self.catalog_uri = pulumi.Output.from_input(self._catalog_uri)
+        self.warehouse = pulumi.Output.from_input(storage.polaris.catalog)
+        self.data = pulumi.Output.from_input(
+            {
+                "catalog_uri": self._catalog_uri,
+                "warehouse": storage.polaris.catalog,
+                "s3_endpoint_internal": self._s3_internal,
+                "s3_endpoint_external": external,
+                "warehouse_bucket": self.bucket_of("warehouse"),
+                "gold_buckets": self._buckets_of("gold"),
+            }
+        )
+        self.artifacts = pulumi.Output.from_input(
+            {"models_bucket": self.bucket_of("models"), "checkpoints_bucket": self.bucket_of("checkpoints")}
+        )
+        self.dns_records = pulumi.Output.from_input(records)
+        self.register_outputs(
+            {
+                "s3_endpoint_internal": self.s3_endpoint_internal,
+                "s3_endpoint_external": self.s3_endpoint_external,
+                "catalog_uri": self.catalog_uri,
+                "warehouse": self.warehouse,
+                "data": self.data,
+                "artifacts": self.artifacts,
+                "dns_records": self.dns_records,
+            }
+        )
+
+    # ---------------------------------------------------------------------------------------------
+    # Public methods for other components.
+
+    def bucket_of(self, data_class: str) -> str:
+        """The bucket of a contract class: warehouse, models or checkpoints (exactly one each, by config rule)."""
+        (name,) = self._buckets_of(data_class)
+        return name
+
+    def grant(self, engine: str, cluster: str, namespace: str, depends_on: list[pulumi.Resource] | None = None) -> k8s.core.v1.Secret:
+        """The Secret `s3-<engine>` in `namespace` of `cluster`, holding the engine's S3 keys and endpoint."""
+        if engine not in ENGINE_ACCESS:
+            raise ValueError(f"unknown engine {engine!r}; engines: {', '.join(sorted(ENGINE_ACCESS))}")
+        key = (engine, cluster, namespace)
+        if key not in self._grants:
+            creds = self._credentials[engine]
+            self._grants[key] = k8s.core.v1.Secret(
+                f"{self._name}-s3-{engine}-{cluster}-{namespace}",
+                metadata={"name": f"s3-{engine}", "namespace": namespace, "labels": {"fab.internal/engine": engine}},
+                type="Opaque",
+                string_data={
+                    "AWS_ACCESS_KEY_ID": creds.access_key,
+                    "AWS_SECRET_ACCESS_KEY": creds.secret_key,
+                    "AWS_ENDPOINT_URL_S3": self._s3_internal,
+                    "AWS_REGION": self._site.minio.region,
+                },
+                opts=pulumi.ResourceOptions(
+                    parent=self, provider=self._site_providers.for_cluster(cluster), depends_on=depends_on or []
+                ),
+            )
+        return self._grants[key]
+
+    def catalog_grant(self, engine: str, cluster: str, namespace: str, depends_on: list[pulumi.Resource] | None = None) -> k8s.core.v1.Secret:
+        """The Secret `polaris-<engine>` in `namespace` of `cluster`: the engine's Polaris principal and the catalog."""
+        if engine not in CATALOG_ACCESS:
+            raise ValueError(f"engine {engine!r} has no Polaris principal; principals: {', '.join(sorted(CATALOG_ACCESS))}")
+        principal = self._principals[engine]
+        key = (cluster, namespace)
+        if key not in principal.grants:
+            principal.grants[key] = k8s.core.v1.Secret(
+                f"{self._name}-polaris-{engine}-{cluster}-{namespace}",
+                metadata={"name": f"polaris-{engine}", "namespace": namespace, "labels": {"fab.internal/engine": engine}},
+                type="Opaque",
+                string_data={
+                    "POLARIS_CLIENT_ID": principal.client_id,
+                    "POLARIS_CLIENT_SECRET": principal.client_secret,
+                    "POLARIS_URI": self._catalog_uri,
+                    "POLARIS_WAREHOUSE": self._site.storage.polaris.catalog,
+                    "POLARIS_SCOPE": "PRINCIPAL_ROLE:ALL",
+                },
+                opts=pulumi.ResourceOptions(
+                    parent=self, provider=self._site_providers.for_cluster(cluster), depends_on=depends_on or []
+                ),
+            )
+        return principal.grants[key]
+
+    # ---------------------------------------------------------------------------------------------
+    # Object store.
+
+    def _buckets_of(self, data_class: str) -> list[str]:
+        return sorted(n for n, b in self._site.storage.buckets.items() if b.data_class == data_class)
+
+    def _object_store(self, args: StorageClusterArgs) -> list[k8s.helm.v3.Release]:
+        """Nothing by default (the existing AIStor is adopted); the vendor's operator and object store when asked."""
+        store = self._site.storage.object_store
+        if not store.install:
+            return []
+        if args.aistor_license is None or args.aistor_root_password is None:
+            raise ValueError("installing the object store needs the AIStor license and root password secrets")
+        child = pulumi.ResourceOptions(parent=self)
+        namespaces = [
+            self._namespace(AISTOR_OPERATOR_NAMESPACE, privileged=False),
+            self._namespace(store.namespace, privileged=False),
+        ]
+        operator = k8s.helm.v3.Release(
+            f"{self._name}-aistor-operator",
+            name="aistor-operator",
+            chart=versions.AISTOR_OPERATOR.chart,
+            version=versions.AISTOR_OPERATOR.version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.AISTOR_OPERATOR.repo),
+            namespace=AISTOR_OPERATOR_NAMESPACE,
+            values={"license": args.aistor_license},
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=namespaces)),
+        )
+        pool = {
+            "name": "pool-0",
+            "servers": store.servers,
+            "volumesPerServer": store.volumes_per_server,
+            "size": f"{store.volume_size_gib}Gi",
+            "securityContext": {
+                "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000, "runAsNonRoot": True,
+                "fsGroupChangePolicy": "OnRootMismatch", "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containerSecurityContext": {
+                "runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True, "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"},
+            },
+        }
+        if store.storage_class:
+            pool["storageClassName"] = store.storage_class
+        objectstore = k8s.helm.v3.Release(
+            f"{self._name}-aistor-objectstore",
+            name=store.name,
+            chart=versions.AISTOR_OBJECTSTORE.chart,
+            version=versions.AISTOR_OBJECTSTORE.version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.AISTOR_OBJECTSTORE.repo),
+            namespace=store.namespace,
+            values={
+                "objectStore": {"name": store.name, "pools": [pool], "services": {"minio": {"name": f"{store.name}-s3"}}},
+                "secrets": {"name": f"{store.name}-env", "accessKey": store.root_user, "secretKey": args.aistor_root_password},
+            },
+            # The object store holds every byte of the site: never uninstalled by a stack change.
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(depends_on=[operator], protect=True, retain_on_delete=True)
+            ),
+        )
+        return [operator, objectstore]
+
+    def _namespace(self, name: str, privileged: bool, cluster: str | None = None) -> k8s.core.v1.Namespace:
+        labels = {"app.kubernetes.io/managed-by": "fab-platform"}
+        labels.update(RESTRICTED if not privileged else {"pod-security.kubernetes.io/enforce": "privileged"})
+        return k8s.core.v1.Namespace(
+            f"{self._name}-ns-{name}", metadata={"name": name, "labels": labels}, opts=pulumi.ResourceOptions(parent=self)
+        )
+
+    def _lb_service(self, network: CrossClusterNetwork, name: str, namespace: str, pool: str, vip: Any,
+                    port: int, selector: dict[str, str], depends_on: list[pulumi.Resource]) -> k8s.core.v1.Service:
+        return k8s.core.v1.Service(
+            f"{self._name}-svc-{name}",
+            metadata={
+                "name": name,
+                "namespace": namespace,
+                "labels": network.lb_service_labels(self._cluster_key, pool),
+                "annotations": {"lbipam.cilium.io/ips": str(vip)},
+            },
+            spec={
+                "type": "LoadBalancer",
+                # Keeps the client address, which the cross-cluster flow rules match on.
+                "externalTrafficPolicy": "Local",
+                "selector": selector,
+                "ports": [{"name": name, "port": port, "targetPort": port, "protocol": "TCP"}],
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
+        )
+
+    def _s3_services(self, network: CrossClusterNetwork) -> None:
+        store, s3 = self._site.storage.object_store, self._site.storage.s3
+        selector = dict(store.pod_labels) or {AISTOR_POD_LABEL: store.name}
+        self._lb_service(network, "s3-internal", store.namespace, s3.internal_pool, s3.internal_vip, store.s3_port,
+                         selector, self.object_store)
+        if s3.external_pool is not None:
+            self._lb_service(network, "s3-external", store.namespace, s3.external_pool, s3.external_vip, store.s3_port,
+                             selector, self.object_store)
+
+    def _buckets(self, args: StorageClusterArgs) -> dict[str, minio.S3Bucket]:
+        site = self._site
+        resources = {}
+        for bucket, spec in sorted(site.storage.buckets.items()):
+            prefix = f"{self._name}-bucket-{bucket}"
+            resources[bucket] = minio.S3Bucket(
+                prefix,
+                bucket=bucket,
+                acl="private",
+                force_destroy=False,
+                # Buckets hold the fab's data: protected, and kept if ever removed from the stack.
+                opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True, depends_on=self.object_store),
+            )
+            child = pulumi.ResourceOptions(parent=self, depends_on=[resources[bucket]])
+            if spec.versioned:
+                minio.S3BucketVersioning(
+                    f"{prefix}-versioning",
+                    bucket=bucket,
+                    versioning_configuration=minio.S3BucketVersioningVersioningConfigurationArgs(status="Enabled"),
+                    opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)),
+                )
+            rules = lifecycle_rules(site, bucket)
+            if rules:
+                minio.IlmPolicy(f"{prefix}-lifecycle", bucket=bucket, rules=rules, opts=child)
+            BucketTags(
+                f"{prefix}-tags",
+                bucket=bucket,
+                tags=bucket_tags(site, bucket),
+                server=site.minio.server,
+                ssl=site.minio.ssl,
+                region=site.minio.region,
+                opts=child,
+            )
+        return resources
+
+    def _engine_access(self) -> None:
+        """Per engine: a policy with exactly its buckets, a user holding it, and a service account for its keys."""
+        for engine in sorted(ENGINE_ACCESS):
+            read, read_write = engine_buckets(self._site, engine)
+            read = [b for b in read if b not in read_write]
+            prefix = f"{self._name}-{engine}"
+            buckets = [self.bucket_resources[b] for b in sorted({*read, *read_write})]
+            child = pulumi.ResourceOptions(parent=self, depends_on=buckets)
+            policy = minio.IamPolicy(
+                f"{prefix}-policy", name=f"fab-{engine}", policy=json.dumps(policy_document(read, read_write), sort_keys=True), opts=child
+            )
+            user = minio.IamUser(
+                f"{prefix}-user",
+                name=f"fab-{engine}",
+                tags={"fab.internal/engine": engine, "fab.internal/site": self._site.name},
+                opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=["secret"]),
+            )
+            attachment = minio.IamUserPolicyAttachment(
+                f"{prefix}-policy-attachment", user_name=user.name, policy_name=policy.name, opts=child
+            )
+            account = minio.IamServiceAccount(
+                f"{prefix}-keys",
+                target_user=user.name,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment], additional_secret_outputs=["secret_key"]),
+            )
+            self._credentials[engine] = _Credentials(access_key=account.access_key, secret_key=pulumi.Output.secret(account.secret_key))
+
+    # ---------------------------------------------------------------------------------------------
+    # Polaris on CloudNativePG.
+
+    def _random_secret(self, name: str) -> pulumi.Output[str]:
+        password = random.RandomPassword(f"{self._name}-{name}", length=40, special=False, opts=pulumi.ResourceOptions(parent=self))
+        return pulumi.Output.secret(password.result)
+
+    def _random_id(self, name: str) -> pulumi.Output[str]:
+        return random.RandomId(f"{self._name}-{name}", byte_length=8, opts=pulumi.ResourceOptions(parent=self)).hex
+
+    def _opaque_secret(self, name: str, namespace: str, data: dict[str, pulumi.Input[str]],
+                       depends_on: list[pulumi.Resource]) -> k8s.core.v1.Secret:
+        return k8s.core.v1.Secret(
+            f"{self._name}-secret-{name}",
+            metadata={"name": name, "namespace": namespace},
+            type="Opaque",
+            string_data=data,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
+        )
+
+    def _polaris(self, network: CrossClusterNetwork) -> None:
+        site, polaris = self._site, self._site.storage.polaris
+        ns = polaris.namespace
+        namespace = self._namespace(ns, privileged=False)
+        cnpg_ns = self._namespace(CNPG_NAMESPACE, privileged=False)
+        operator = k8s.helm.v3.Release(
+            f"{self._name}-cnpg",
+            name="cnpg",
+            chart=versions.CLOUDNATIVE_PG.chart,
+            version=versions.CLOUDNATIVE_PG.version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.CLOUDNATIVE_PG.repo),
+            namespace=CNPG_NAMESPACE,
+            values={"replicaCount": 2},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[cnpg_ns]),
+        )
+        backup_creds = self.grant("postgres-backup", self._cluster_key, ns, depends_on=[namespace])
+        database = self._postgres_cluster(ns, backup_creds, [operator, namespace])
+
+        root_id, root_secret = self._random_id("polaris-root-id"), self._random_secret("polaris-root-secret")
+        root = self._opaque_secret("polaris-root", ns, {"client-id": root_id, "client-secret": root_secret}, [namespace])
+        signing_key = tls.PrivateKey(f"{self._name}-polaris-token-key", algorithm="RSA", rsa_bits=4096, opts=pulumi.ResourceOptions(parent=self))
+        token_broker = self._opaque_secret(
+            "polaris-token-broker", ns,
+            {"private.pem": pulumi.Output.secret(signing_key.private_key_pem_pkcs8), "public.pem": signing_key.public_key_pem},
+            [namespace],
+        )
+        storage_creds = self.grant("polaris", self._cluster_key, ns, depends_on=[namespace])
+        bootstrap = self._polaris_bootstrap_job(ns, root, database)
+
+        release = k8s.helm.v3.Release(
+            f"{self._name}-polaris",
+            name="polaris",
+            chart=versions.POLARIS.chart,
+            version=versions.POLARIS.version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.POLARIS.repo),
+            namespace=ns,
+            values=self._polaris_values(),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[bootstrap, token_broker, storage_creds]),
+        )
+        self._lb_service(network, "polaris", ns, polaris.pool, polaris.vip, polaris.port, POLARIS_POD_LABELS, [release])
+
+        for engine in sorted(CATALOG_ACCESS):
+            self._principals[engine] = _Principal(
+                client_id=self._random_id(f"polaris-{engine}-id"), client_secret=self._random_secret(f"polaris-{engine}-secret")
+            )
+        self._polaris_setup_job(ns, root, release)
+
+    def _postgres_cluster(self, ns: str, backup_creds: k8s.core.v1.Secret, depends_on: list[pulumi.Resource]) -> k8s.apiextensions.CustomResource:
+        postgres = self._site.storage.polaris.postgres
+        storage: dict[str, Any] = {"size": f"{postgres.storage_gib}Gi"}
+        if postgres.storage_class:
+            storage["storageClass"] = postgres.storage_class
+        s3_key = lambda key: {"name": "s3-postgres-backup", "key": key}  # noqa: E731
+        cluster = k8s.apiextensions.CustomResource(
+            f"{self._name}-{POLARIS_DB}",
+            api_version=versions.CNPG_API,
+            kind="Cluster",
+            metadata={"name": POLARIS_DB, "namespace": ns},
+            spec={
+                "description": "Polaris metastore",
+                "instances": postgres.instances,
+                "primaryUpdateStrategy": "unsupervised",
+                "enableSuperuserAccess": False,
+                "bootstrap": {"initdb": {"database": "polaris", "owner": "polaris"}},
+                "storage": storage,
+                "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
+                "affinity": {"enablePodAntiAffinity": True, "topologyKey": "kubernetes.io/hostname"},
+                "backup": {
+                    "retentionPolicy": f"{postgres.backup_retention_days}d",
+                    "barmanObjectStore": {
+                        "destinationPath": f"s3://{postgres.backup_bucket}/{POLARIS_DB}",
+                        "endpointURL": self._s3_internal,
+                        "s3Credentials": {
+                            "accessKeyId": s3_key("AWS_ACCESS_KEY_ID"),
+                            "secretAccessKey": s3_key("AWS_SECRET_ACCESS_KEY"),
+                            "region": s3_key("AWS_REGION"),
+                        },
+                        "wal": {"compression": "gzip"},
+                        "data": {"compression": "gzip"},
+                    },
+                },
+            },
+            # The catalog's database: protected, and its data kept even if the resource leaves the stack.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on, backup_creds], protect=True, retain_on_delete=True),
+        )
+        k8s.apiextensions.CustomResource(
+            f"{self._name}-{POLARIS_DB}-daily",
+            api_version=versions.CNPG_API,
+            kind="ScheduledBackup",
+            metadata={"name": f"{POLARIS_DB}-daily", "namespace": ns},
+            spec={"schedule": "0 0 2 * * *", "backupOwnerReference": "self", "cluster": {"name": POLARIS_DB}, "immediate": True},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
+        )
+        return cluster
+
+    def _db_env(self) -> list[dict[str, Any]]:
+        app = f"{POLARIS_DB}-app"  # the Secret CloudNativePG creates for the database owner
+        return [
+            {"name": "POLARIS_PERSISTENCE_TYPE", "value": "relational-jdbc"},
+            _secret_env("QUARKUS_DATASOURCE_USERNAME", app, "username"),
+            _secret_env("QUARKUS_DATASOURCE_PASSWORD", app, "password"),
+            _secret_env("QUARKUS_DATASOURCE_JDBC_URL", app, "jdbc-uri"),
+        ]
+
+    def _polaris_bootstrap_job(self, ns: str, root: k8s.core.v1.Secret, database: pulumi.Resource) -> k8s.batch.v1.Job:
+        """Creates the realm's schema and root principal once; the admin tool's bootstrap is idempotent."""
+        realm = self._site.storage.polaris.realm
+        env = [*self._db_env(), _secret_env("ROOT_CLIENT_ID", "polaris-root", "client-id"),
+               _secret_env("ROOT_CLIENT_SECRET", "polaris-root", "client-secret")]
+        container = _secure_container(
+            "bootstrap", versions.POLARIS_ADMIN_TOOL_IMAGE, 10000,
+            args=["bootstrap", "--realm", realm, "--credential", f"{realm},$(ROOT_CLIENT_ID),$(ROOT_CLIENT_SECRET)"],
+            env=env, volumeMounts=[{"name": "tmp", "mountPath": "/tmp"}],
+        )
+        return self._job("polaris-bootstrap", "polaris-bootstrap", ns, container, [{"name": "tmp", "emptyDir": {}}], [root, database])
+
+    def _job(self, role: str, name: str, ns: str, container: dict[str, Any], volumes: list[dict[str, Any]],
+             depends_on: list[pulumi.Resource]) -> k8s.batch.v1.Job:
+        """A run-to-completion Job; `role` names it in the stack, `name` in the cluster (Jobs are immutable)."""
+        return k8s.batch.v1.Job(
+            f"{self._name}-job-{role}",
+            metadata={"name": name, "namespace": ns},
+            spec={
+                "backoffLimit": 6,
+                "template": {
+                    "metadata": {"labels": {"app.kubernetes.io/name": role, "app.kubernetes.io/part-of": "polaris"}},
+                    "spec": {
+                        "restartPolicy": "OnFailure",
+                        "automountServiceAccountToken": False,
+                        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                        "containers": [container],
+                        "volumes": volumes,
+                    },
+                },
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on, delete_before_replace=True),
+        )
+
+    def _polaris_values(self) -> dict[str, Any]:
+        site, polaris = self._site, self._site.storage.polaris
+        image, tag = versions.POLARIS_SERVER_IMAGE.rsplit(":", 1)
+        return {
+            "replicaCount": polaris.replicas,
+            "image": {"repository": image, "tag": tag},
+            "realmContext": {"realms": [polaris.realm]},
+            "persistence": {
+                "type": "relational-jdbc",
+                "relationalJdbc": {"secret": {"name": f"{POLARIS_DB}-app", "username": "username", "password": "password", "jdbcUrl": "jdbc-uri"}},
+            },
+            "authentication": {
+                "type": "internal",
+                # One signing key for every replica: tokens issued by one pod verify on the others.
+                "tokenBroker": {
+                    "type": "rsa-key-pair",
+                    "secret": {"name": "polaris-token-broker", "rsaKeyPair": {"publicKey": "public.pem", "privateKey": "private.pem"}},
+                },
+            },
+            "storage": {"secret": {"name": "s3-polaris", "awsAccessKeyId": "AWS_ACCESS_KEY_ID", "awsSecretAccessKey": "AWS_SECRET_ACCESS_KEY"}},
+            "features": {"SUPPORTED_CATALOG_STORAGE_TYPES": ["S3"]},
+            "extraEnv": [{"name": "AWS_REGION", "value": site.minio.region}],
+            "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
+            "serviceMonitor": {"enabled": False},
+        }
+
+    def _polaris_setup_job(self, ns: str, root: k8s.core.v1.Secret, release: pulumi.Resource) -> None:
+        """Applies `setup_plan()` through the management API; a changed plan or script is a new Job."""
+        plan = json.dumps(polaris_setup_plan(self._site), indent=2, sort_keys=True)
+        script = Path(__file__).with_name("polaris_setup.py").read_text()
+        digest = hashlib.sha256((plan + script).encode()).hexdigest()[:10]
+        config = k8s.core.v1.ConfigMap(
+            f"{self._name}-polaris-setup",
+            metadata={"name": "polaris-setup", "namespace": ns},
+            data={"plan.json": plan, "polaris_setup.py": script},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        principals = self._opaque_secret(
+            "polaris-principals", ns,
+            {
+                f"{engine.upper().replace('-', '_')}_{part}": value
+                for engine, principal in sorted(self._principals.items())
+                for part, value in (("CLIENT_ID", principal.client_id), ("CLIENT_SECRET", principal.client_secret))
+            },
+            [root],
+        )
+        polaris = self._site.storage.polaris
+        container = _secure_container(
+            "setup", versions.SETUP_IMAGE, 65532,
+            command=["python", "/etc/polaris-setup/polaris_setup.py"],
+            env=[
+                {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+                {"name": "PLAN", "value": "/etc/polaris-setup/plan.json"},
+                {"name": "POLARIS_URL", "value": f"http://polaris.{ns}.svc:{polaris.port}"},
+                {"name": "POLARIS_REALM", "value": polaris.realm},
+                _secret_env("ROOT_CLIENT_ID", "polaris-root", "client-id"),
+                _secret_env("ROOT_CLIENT_SECRET", "polaris-root", "client-secret"),
+            ],
+            envFrom=[{"secretRef": {"name": "polaris-principals"}}],
+            volumeMounts=[{"name": "setup", "mountPath": "/etc/polaris-setup", "readOnly": True}],
+        )
+        self._job("polaris-setup", f"polaris-setup-{digest}", ns, container,
+                  [{"name": "setup", "configMap": {"name": "polaris-setup"}}], [config, principals, release])

@@ -1,0 +1,163 @@
+"""The Polaris setup script against a fake Polaris management API on loopback: it converges and is idempotent."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from components import polaris_setup
+from components.config import parse_site
+from components.storage import CATALOG_ACCESS, polaris_setup_plan
+from helpers import site_raw
+
+ROOT = ("root-id", "root-secret")
+
+
+class FakePolaris:
+    """Just enough of the management API: creates answer 409 when the thing exists, grants are sets."""
+
+    def __init__(self) -> None:
+        self.catalogs: dict[str, dict] = {}
+        self.namespaces: set[tuple[str, ...]] = set()
+        self.catalog_roles: dict[str, set[str]] = {}
+        self.principal_roles: dict[str, set[str]] = {}
+        self.principals: dict[str, dict[str, Any]] = {}
+        self.requests: list[tuple[str, str]] = []
+
+    def handle(self, method: str, path: str, body: dict[str, Any], headers: Any) -> tuple[int, dict]:
+        self.requests.append((method, path))
+        if path == "/api/catalog/v1/oauth/tokens":
+            return (200, {"access_token": "token"}) if headers["Authorization"] else (401, {})
+        if headers.get("Authorization") != "Bearer token" or headers.get("Polaris-Realm") != "fab":
+            return 401, {}
+        parts = path.strip("/").split("/")
+        if path == "/api/management/v1/catalogs" and method == "POST":
+            name = body["catalog"]["name"]
+            if name in self.catalogs:
+                return 409, {}
+            self.catalogs[name] = body["catalog"]
+            return 201, {}
+        if parts[:3] == ["api", "catalog", "v1"] and parts[-1] == "namespaces":
+            key = tuple(body["namespace"])
+            if key in self.namespaces:
+                return 409, {}
+            self.namespaces.add(key)
+            return 200, {}
+        if parts[-1] == "catalog-roles" and method == "POST":
+            role = body["catalogRole"]["name"]
+            if role in self.catalog_roles:
+                return 409, {}
+            self.catalog_roles[role] = set()
+            return 201, {}
+        if parts[-1] == "grants" and method == "PUT":
+            self.catalog_roles[parts[-2]].add(json.dumps(body["grant"], sort_keys=True))
+            return 201, {}
+        if path == "/api/management/v1/principal-roles" and method == "POST":
+            role = body["principalRole"]["name"]
+            if role in self.principal_roles:
+                return 409, {}
+            self.principal_roles[role] = set()
+            return 201, {}
+        if parts[-4] == "principal-roles" and parts[-2] == "catalog-roles" and method == "PUT":
+            self.principal_roles[parts[-3]].add(f"{parts[-1]}/{body['catalogRole']['name']}")
+            return 201, {}
+        if path == "/api/management/v1/principals" and method == "POST":
+            name = body["principal"]["name"]
+            if name in self.principals:
+                return 409, {}
+            self.principals[name] = {"roles": set(), "credentials": None}
+            return 201, {"credentials": {"clientId": "generated", "clientSecret": "generated"}}
+        if parts[-1] == "reset" and method == "POST":
+            self.principals[parts[-2]]["credentials"] = (body["clientId"], body["clientSecret"])
+            return 200, {}
+        if parts[-1] == "principal-roles" and method == "PUT":
+            self.principals[parts[-2]]["roles"].add(body["principalRole"]["name"])
+            return 201, {}
+        return 404, {"path": path}
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "catalogs": sorted(self.catalogs),
+            "namespaces": sorted(self.namespaces),
+            "catalog_roles": {k: sorted(v) for k, v in sorted(self.catalog_roles.items())},
+            "principal_roles": {k: sorted(v) for k, v in sorted(self.principal_roles.items())},
+            "principals": {k: (sorted(v["roles"]), v["credentials"]) for k, v in sorted(self.principals.items())},
+        }
+
+
+@pytest.fixture
+def fake_polaris():
+    fake = FakePolaris()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            body = json.loads(raw) if raw and self.headers.get("Content-Type") == "application/json" else {}
+            status, payload = fake.handle(self.command, self.path, body, self.headers)
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = _serve
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield fake, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def desired_plan() -> dict[str, Any]:
+    return polaris_setup_plan(parse_site(site_raw("site-a")))
+
+
+def credentials_env() -> dict[str, str]:
+    env = {}
+    for engine in CATALOG_ACCESS:
+        prefix = engine.upper().replace("-", "_")
+        env[f"{prefix}_CLIENT_ID"], env[f"{prefix}_CLIENT_SECRET"] = f"{engine}-id", f"{engine}-secret"
+    return env
+
+
+def test_setup_creates_the_catalog_roles_and_principals(fake_polaris):
+    fake, url = fake_polaris
+    polaris_setup.apply(polaris_setup.Polaris(url, "fab", *ROOT), desired_plan(), credentials_env())
+    state = fake.state()
+    assert state["catalogs"] == ["fab"]
+    assert state["namespaces"] == [("gold",)]
+    assert state["principal_roles"] == {f"fab-{e}": [f"fab/{CATALOG_ACCESS[e]}"] for e in sorted(CATALOG_ACCESS)}
+    assert state["principals"] == {f"fab-{e}": ([f"fab-{e}"], (f"{e}-id", f"{e}-secret")) for e in sorted(CATALOG_ACCESS)}
+    assert {k: len(v) for k, v in state["catalog_roles"].items()} == {"gold-reader": 4, "reader": 5, "writer": 1}
+
+
+def test_setup_run_twice_changes_nothing(fake_polaris):
+    fake, url = fake_polaris
+    plan, env = desired_plan(), credentials_env()
+    polaris_setup.apply(polaris_setup.Polaris(url, "fab", *ROOT), plan, env)
+    first = fake.state()
+    steps = polaris_setup.apply(polaris_setup.Polaris(url, "fab", *ROOT), plan, env)
+    assert fake.state() == first
+    assert steps[0] == "catalog fab"
+
+
+def test_fails_when_polaris_rejects_a_request(fake_polaris):
+    fake, url = fake_polaris
+    plan = desired_plan()
+    plan["catalog_roles"] = {"reader": [{"type": "catalog", "privilege": "TABLE_READ_DATA"}]}
+    fake.catalog_roles = {}
+    polaris = polaris_setup.Polaris(url, "fab", *ROOT)
+    polaris.token = "expired"
+    with pytest.raises(RuntimeError, match=r"^POST /api/management/v1/catalogs: HTTP 401"):
+        polaris_setup.apply(polaris, plan, credentials_env())

@@ -1,0 +1,13 @@
+"""A test program: SiteIdentity with one browser and one service client, rendered by tests/components/test_identity.py."""
+
+import pulumi
+
+from components.config import load_site
+from components.identity import SiteIdentity, SiteIdentityArgs
+from components.providers import site_providers
+
+site = load_site()
+identity = SiteIdentity("identity", SiteIdentityArgs(site=site), pulumi.ResourceOptions(providers=[site_providers(site).keycloak]))
+superset = identity.oidc_client("superset", "browser", ["https://superset.site-b.fab.internal/oauth-authorized/keycloak"])
+airflow = identity.oidc_client("airflow-gpu-submitter", "service")
+pulumi.export("secret", superset.client_secret)
