@@ -437,7 +437,9 @@ class StorageCluster(pulumi.ComponentResource):
         )
 
     def _lb_service(self, network: CrossClusterNetwork, name: str, namespace: str, pool: str, vip: Any,
-                    port: int, selector: dict[str, str], depends_on: list[pulumi.Resource]) -> k8s.core.v1.Service:
+                    port: tuple[str, int], selector: dict[str, str], depends_on: list[pulumi.Resource]) -> k8s.core.v1.Service:
+        """A LoadBalancer Service at a fixed VIP of `pool`; `port` is (port name, number), pods listen on the same."""
+        port_name, number = port
         return k8s.core.v1.Service(
             f"{self._name}-svc-{name}",
             metadata={
@@ -451,7 +453,7 @@ class StorageCluster(pulumi.ComponentResource):
                 # Keeps the client address, which the cross-cluster flow rules match on.
                 "externalTrafficPolicy": "Local",
                 "selector": selector,
-                "ports": [{"name": name, "port": port, "targetPort": port, "protocol": "TCP"}],
+                "ports": [{"name": port_name, "port": number, "targetPort": number, "protocol": "TCP"}],
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
         )
@@ -459,11 +461,10 @@ class StorageCluster(pulumi.ComponentResource):
     def _s3_services(self, network: CrossClusterNetwork) -> None:
         store, s3 = self._site.storage.object_store, self._site.storage.s3
         selector = dict(store.pod_labels) or {AISTOR_POD_LABEL: store.name}
-        self._lb_service(network, "s3-internal", store.namespace, s3.internal_pool, s3.internal_vip, store.s3_port,
-                         selector, self.object_store)
+        port = ("s3", store.s3_port)
+        self._lb_service(network, "s3-internal", store.namespace, s3.internal_pool, s3.internal_vip, port, selector, self.object_store)
         if s3.external_pool is not None:
-            self._lb_service(network, "s3-external", store.namespace, s3.external_pool, s3.external_vip, store.s3_port,
-                             selector, self.object_store)
+            self._lb_service(network, "s3-external", store.namespace, s3.external_pool, s3.external_vip, port, selector, self.object_store)
 
     def _buckets(self, args: StorageClusterArgs) -> dict[str, minio.S3Bucket]:
         site = self._site
@@ -586,7 +587,8 @@ class StorageCluster(pulumi.ComponentResource):
             values=self._polaris_values(),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[bootstrap, token_broker, storage_creds]),
         )
-        self._lb_service(network, "polaris", ns, polaris.pool, polaris.vip, polaris.port, POLARIS_POD_LABELS, [release])
+        # The chart's own ClusterIP Service is `polaris`; this is the cross-cluster endpoint.
+        self._lb_service(network, "polaris-rest", ns, polaris.pool, polaris.vip, ("rest", polaris.port), POLARIS_POD_LABELS, [release])
 
         for engine in sorted(CATALOG_ACCESS):
             self._principals[engine] = _Principal(
@@ -658,7 +660,7 @@ class StorageCluster(pulumi.ComponentResource):
                _secret_env("ROOT_CLIENT_SECRET", "polaris-root", "client-secret")]
         container = _secure_container(
             "bootstrap", versions.POLARIS_ADMIN_TOOL_IMAGE, 10000,
-            args=["bootstrap", "--realm", realm, "--credential", f"{realm},$(ROOT_CLIENT_ID),$(ROOT_CLIENT_SECRET)"],
+            args=["bootstrap", "-r", realm, "-c", f"{realm},$(ROOT_CLIENT_ID),$(ROOT_CLIENT_SECRET)"],
             env=env, volumeMounts=[{"name": "tmp", "mountPath": "/tmp"}],
         )
         return self._job("polaris-bootstrap", "polaris-bootstrap", ns, container, [{"name": "tmp", "emptyDir": {}}], [root, database])

@@ -143,7 +143,7 @@ def test_s3_endpoints_are_separate_local_vips_on_their_pools(plan_a):
 
 
 def test_site_b_has_no_external_s3_endpoint(plan_b):
-    assert [s["metadata"]["name"] for s in plan_b.objects("Service", "site-b-storage")] == ["s3-internal", "polaris"]
+    assert [s["metadata"]["name"] for s in plan_b.objects("Service", "site-b-storage")] == ["s3-internal", "polaris-rest"]
     assert plan_b.outputs["data"]["s3_endpoint_external"] is None
 
 
@@ -176,10 +176,10 @@ def test_polaris_runs_on_the_cnpg_database_with_one_signing_key(plan_a):
 
 
 def test_polaris_rest_endpoint_is_an_internal_local_vip(plan_a):
-    service = named(storage_objects(plan_a, "Service"), "polaris")
+    service = named(storage_objects(plan_a, "Service"), "polaris-rest")
     assert service["metadata"]["labels"] == {"lb.fab.internal/pool": "internal"}
     assert service["metadata"]["annotations"] == {"lbipam.cilium.io/ips": "10.10.101.11"}
-    assert service["spec"]["ports"] == [{"name": "polaris", "port": 8181, "targetPort": 8181, "protocol": "TCP"}]
+    assert service["spec"]["ports"] == [{"name": "rest", "port": 8181, "targetPort": 8181, "protocol": "TCP"}]
     assert service["spec"]["externalTrafficPolicy"] == "Local"
 
 
