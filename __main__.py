@@ -3,7 +3,9 @@
 import pulumi
 
 from components.config import load_secrets, load_site
+from components.gpu import GpuCluster, GpuClusterArgs
 from components.identity import SiteIdentity, SiteIdentityArgs
+from components.inference import InferencePool, InferencePoolArgs
 from components.network import CrossClusterNetwork, CrossClusterNetworkArgs
 from components.providers import site_providers
 from components.storage import StorageCluster, StorageClusterArgs
@@ -27,9 +29,25 @@ storage = StorageCluster(
     ),
 )
 
+gpus = {key: GpuCluster(f"gpu-{key}", GpuClusterArgs(site=site, cluster=key, providers=providers)) for key in sorted(site.gpu)}
+inference = InferencePool(
+    "inference",
+    InferencePoolArgs(
+        site=site,
+        providers=providers,
+        network=network,
+        storage=storage,
+        identity=identity,
+        gpu=gpus[site.inference.cluster],
+    ),
+)
+
 pulumi.export("site", {"name": site.name, "domain": site.domain})
 pulumi.export("network", {"clusters": network.clusters, "flows": network.flows})
 pulumi.export("identity", {"realm": identity.realm_id, "issuer_url": identity.issuer_url, "team_groups": identity.team_groups})
 pulumi.export("data", storage.data)
 pulumi.export("artifacts", storage.artifacts)
-pulumi.export("dns_records", storage.dns_records)
+pulumi.export("serving", inference.serving)
+pulumi.export("capacity", inference.capacity)
+pulumi.export("gpu_pools", {key: gpu.pools for key, gpu in gpus.items()})
+pulumi.export("dns_records", pulumi.Output.all(storage.dns_records, inference.dns_records).apply(lambda r: {**r[0], **r[1]}))

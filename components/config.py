@@ -338,6 +338,105 @@ class StorageConfig(_Model):
     polaris: PolarisConfig
 
 
+# --------------------------------------------------------------------------------------------------
+# GPU clusters and inference (GpuCluster, InferencePool).
+
+NodeName = Annotated[str, AfterValidator(_dns_name)]
+ModelName = DnsLabel
+
+
+class GpuType(_Model):
+    """A GPU model: its memory as the driver reports it, and the product label GPU feature discovery sets."""
+
+    memory_mib: int = Field(ge=1024, strict=True, description="Memory per GPU in MiB, as nvidia-smi reports it.")
+    product: str = Field(min_length=1, description="Value of the node label nvidia.com/gpu.product.")
+
+
+DEFAULT_GPU_TYPES: dict[str, GpuType] = {
+    "h100": GpuType(memory_mib=81559, product="NVIDIA-H100-80GB-HBM3"),
+    "h200": GpuType(memory_mib=143771, product="NVIDIA-H200"),
+}
+
+
+class GpuNode(_Model):
+    """One GPU node and the pool it serves."""
+
+    gpu_type: DnsLabel = Field(description="Key of `gpu_types` (h100, h200, ...).")
+    gpus: int = Field(ge=1, le=16, strict=True, description="GPUs in the node.")
+    pool: Literal["inference", "training"] = Field(description="inference (serving, high priority) or training (Kueue, preemptible).")
+
+
+class InfinibandConfig(_Model):
+    """How InfiniBand is used: NCCL on training nodes; weight loading too on inference nodes."""
+
+    rdma_hca_max: int = Field(63, ge=1, le=1000, strict=True, description="Pods sharing one HCA through the RDMA shared device plugin. Defaults to 63.")
+    inference_weights_over_ib: Flag = Field(
+        True, description="Give inference pods an IPoIB interface to load weights over InfiniBand. Defaults to true."
+    )
+    ipoib_range: Cidr | None = Field(None, description="Addresses of the IPoIB network for inference pods; required when weights load over IB.")
+    ipoib_master: str = Field("ib0", min_length=1, description="Host IPoIB interface the inference pods' IPoIB network sits on. Defaults to ib0.")
+    storage_qos_service_level: int | None = Field(
+        None, ge=0, le=15, strict=True,
+        description="InfiniBand service level for storage traffic of training nodes. Unset: training storage traffic stays on the Ethernet bond.",
+    )
+
+
+class GpuClusterConfig(_Model):
+    """What the GPU and Network Operators manage on one gpu or gpu-train cluster."""
+
+    mig_strategy: Literal["none", "single", "mixed"] = Field("none", description="GPU Operator MIG strategy. Defaults to none.")
+    nodes: dict[NodeName, GpuNode] = Field(min_length=1, description="GPU nodes by Kubernetes node name.")
+    infiniband: InfinibandConfig = Field(default_factory=InfinibandConfig, description="InfiniBand roles.")
+    nvme_provisioner: str = Field(
+        "rancher.io/local-path", min_length=1,
+        description="Provisioner of the local NVMe StorageClass (cache and scratch only). Defaults to rancher.io/local-path.",
+    )
+
+
+class InferenceModelConfig(_Model):
+    """A served model: its profile for GPU sizing and where its weights are."""
+
+    source: str = Field(min_length=1, description="Path of the weights inside the models bucket, for example meta/llama-3.3-70b-instruct/.")
+    served_name: str | None = Field(None, min_length=1, description="Model name in the OpenAI API. Defaults to the key.")
+    params_billion: float = Field(gt=0, le=10000, description="Parameters, in billions.")
+    layers: int = Field(ge=1, strict=True, description="Transformer layers.")
+    kv_heads: int = Field(ge=1, strict=True, description="Key-value heads (GQA groups).")
+    head_dim: int = Field(ge=1, strict=True, description="Head dimension.")
+    dtype: Literal["bf16", "fp16", "fp8"] = Field("bf16", description="Weight dtype. Defaults to bf16.")
+    max_context: int = Field(ge=1, strict=True, description="Longest sequence served (vLLM --max-model-len).")
+    mean_context: int | None = Field(
+        None, ge=1, strict=True,
+        description="Typical sequence length, used to size replicas for the concurrency target. Defaults to max_context (conservative).",
+    )
+    concurrent_sequences: int = Field(ge=1, strict=True, description="Sequences served at once across replicas.")
+    min_replicas: int = Field(2, ge=1, le=64, strict=True, description="Replicas kept whatever the sizing says, for availability. Defaults to 2.")
+
+
+class GatewayConfig(_Model):
+    """The one inference gateway: a fixed internal VIP and DNS name."""
+
+    pool: DnsLabel = Field("internal", description="Internal pool of the inference cluster. Defaults to internal.")
+    vip: Address = Field(description="Fixed address of the gateway in `pool`.")
+    hostname: DnsName | None = Field(None, description="DNS name of the serving URL. Defaults to llm.<domain>.")
+    tls_secret: DnsLabel = Field(
+        "llm-gateway-tls",
+        description="kubernetes.io/tls Secret with the gateway's certificate, issued by the site's PKI into "
+        "envoy-gateway-system. Defaults to llm-gateway-tls.",
+    )
+
+
+class InferenceConfig(_Model):
+    """Online inference: vLLM per model behind one authenticated, rate-limited gateway."""
+
+    cluster: DnsLabel = Field(description="The gpu cluster that serves (role gpu).")
+    gpu_memory_utilization: float = Field(0.9, ge=0.5, le=0.98, description="vLLM's share of GPU memory. Defaults to 0.9.")
+    reserve_gib: float = Field(2.0, ge=0, le=32, description="Memory per GPU kept for activations and CUDA graphs. Defaults to 2.")
+    gateway: GatewayConfig
+    models: dict[ModelName, InferenceModelConfig] = Field(min_length=1, description="Served models by name.")
+    requests_per_minute: int = Field(600, ge=1, strict=True, description="Default rate limit per team. Defaults to 600.")
+    team_requests_per_minute: dict[DnsLabel, int] = Field(default_factory=dict, description="Rate limit per team where it differs from the default.")
+
+
 class SiteConfig(_Model):
     """One fab site: its clusters, how they are connected and which flows may cross between them."""
 
@@ -349,6 +448,11 @@ class SiteConfig(_Model):
     teams: dict[DnsLabel, Team] = Field(min_length=1, description="Teams by name (yield, fdc, wafermap, ...).")
     identity: IdentityConfig = Field(default_factory=IdentityConfig, description="Keycloak realm objects of the platform.")
     storage: StorageConfig
+    gpu_types: dict[DnsLabel, GpuType] = Field(
+        default_factory=dict, description="GPU models by key, added to (or replacing) the built-in h100 and h200."
+    )
+    gpu: dict[DnsLabel, GpuClusterConfig] = Field(description="GPU nodes and operators per gpu or gpu-train cluster key.")
+    inference: InferenceConfig
     flows: dict[DnsLabel, Flow] | None = Field(
         None,
         description="The cross-cluster flow table by name. Defaults to the design's four flows: S3 and Polaris REST "
@@ -366,6 +470,36 @@ class SiteConfig(_Model):
     def keys_with_role(self, *roles: str) -> list[str]:
         return sorted(key for key, cluster in self.clusters.items() if cluster.role in roles)
 
+    def all_gpu_types(self) -> dict[str, GpuType]:
+        return {**DEFAULT_GPU_TYPES, **self.gpu_types}
+
+    def pool_nodes(self, cluster: str, pool: str) -> dict[str, GpuNode]:
+        """Nodes of a GPU cluster that serve `pool` (inference or training)."""
+        spec = self.gpu.get(cluster)
+        return {name: node for name, node in sorted(spec.nodes.items()) if node.pool == pool} if spec else {}
+
+    def model_capacity(self) -> dict[str, Any]:
+        """GPU sizing of every served model (components.capacity); raises CapacityError when one cannot be served."""
+        from components import capacity
+
+        inference = self.inference
+        nodes = self.pool_nodes(inference.cluster, "inference")
+        first = next(iter(nodes.values()))
+        gpu_type = self.all_gpu_types()[first.gpu_type]
+        gpu = capacity.GpuType(name=first.gpu_type.upper(), memory_mib=gpu_type.memory_mib)
+        sized = {}
+        for name, model in sorted(inference.models.items()):
+            profile = capacity.ModelProfile(
+                name=name, params_billion=model.params_billion, layers=model.layers, kv_heads=model.kv_heads,
+                head_dim=model.head_dim, dtype=model.dtype, max_context=model.max_context,
+                mean_context=model.mean_context, concurrent_sequences=model.concurrent_sequences,
+            )
+            sized[name] = capacity.size_model(
+                profile, gpu, first.gpus, inference.gpu_memory_utilization, inference.reserve_gib, model.min_replicas
+            )
+        capacity.check_pool(list(sized.values()), sum(n.gpus for n in nodes.values()), f"{inference.cluster}/inference")
+        return sized
+
     def flow_table(self) -> dict[str, Flow]:
         """The configured flows, or the design's defaults when the stack sets none."""
         return dict(self.flows) if self.flows is not None else default_flows(self)
@@ -378,6 +512,7 @@ class SiteConfig(_Model):
             *_overlap_problems(self),
             *_flow_problems(self),
             *_storage_problems(self),
+            *_gpu_problems(self),
             *_vip_problems(self),
         ]
         if problems:
@@ -512,6 +647,9 @@ def _site_ranges(site: SiteConfig) -> Iterator[tuple[tuple[str | int, ...], IPv4
         for pool_name, pool in cluster.lb_pools.items():
             for i, cidr in enumerate(pool.cidrs):
                 yield ("clusters", key, "lb_pools", pool_name, "cidrs", i), cidr
+    for key, spec in site.gpu.items():
+        if spec.infiniband.ipoib_range is not None:
+            yield ("gpu", key, "infiniband", "ipoib_range"), spec.infiniband.ipoib_range
 
 
 def _overlap_problems(site: SiteConfig) -> Iterator[Problem]:
@@ -617,6 +755,82 @@ def _storage_problems(site: SiteConfig) -> Iterator[Problem]:
     yield from _pool_vip_problems(site, ("storage", "polaris", "vip"), polaris.pool, polaris.vip, "internal")
 
 
+def _gpu_problems(site: SiteConfig) -> Iterator[Problem]:
+    gpu_keys = set(site.keys_with_role(*GPU_ROLES))
+    for key in sorted(set(site.gpu) - gpu_keys):
+        role = site.clusters[key].role if key in site.clusters else None
+        yield ("gpu", key), (
+            f"{key!r} is {'a ' + role + ' cluster' if role else 'not a cluster of this site'}; gpu sections are for "
+            f"gpu and gpu-train clusters: {', '.join(sorted(gpu_keys))}"
+        )
+    for key in sorted(gpu_keys - set(site.gpu)):
+        yield ("gpu",), f"cluster {key!r} has role {site.clusters[key].role} but no gpu section: list its GPU nodes"
+    types = site.all_gpu_types()
+    for key, spec in sorted(site.gpu.items()):
+        for node_name, node in spec.nodes.items():
+            if node.gpu_type not in types:
+                yield ("gpu", key, "nodes", node_name, "gpu_type"), (
+                    f"{node.gpu_type!r} is not a GPU type; known: {', '.join(sorted(types))} (add it under gpu_types)"
+                )
+        if key in site.clusters and site.clusters[key].role == "gpu-train":
+            for node_name, node in spec.nodes.items():
+                if node.pool == "inference":
+                    yield ("gpu", key, "nodes", node_name, "pool"), (
+                        f"'inference' is not allowed on gpu-train cluster {key}: it trains only; serve from a gpu cluster"
+                    )
+        ib = spec.infiniband
+        if ib.inference_weights_over_ib and ib.ipoib_range is None and any(n.pool == "inference" for n in spec.nodes.values()):
+            yield ("gpu", key, "infiniband", "ipoib_range"), (
+                "is required while inference_weights_over_ib is true: give the IPoIB network an address range"
+            )
+    yield from _inference_problems(site)
+
+
+def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
+    from components.capacity import CapacityError
+
+    inference = site.inference
+    path = ("inference",)
+    cluster = site.clusters.get(inference.cluster)
+    if cluster is None or cluster.role != "gpu":
+        yield (*path, "cluster"), (
+            f"{inference.cluster!r} is not a gpu cluster of this site; gpu clusters: {', '.join(site.keys_with_role('gpu'))}"
+        )
+        return
+    for team in sorted(set(inference.team_requests_per_minute) - set(site.teams)):
+        yield (*path, "team_requests_per_minute", team), f"{team!r} is not a team; teams: {', '.join(sorted(site.teams))}"
+    bad_models = False
+    for name, model in sorted(inference.models.items()):
+        if model.mean_context is not None and model.mean_context > model.max_context:
+            bad_models = True
+            yield (*path, "models", name, "mean_context"), f"{model.mean_context} is longer than max_context {model.max_context}"
+    gateway = inference.gateway
+    pool = cluster.lb_pools.get(gateway.pool)
+    if pool is None or pool.visibility != "internal":
+        yield (*path, "gateway", "pool"), f"{gateway.pool!r} is not an internal pool of clusters.{inference.cluster}"
+    elif not any(gateway.vip in cidr for cidr in pool.cidrs):
+        yield (*path, "gateway", "vip"), (
+            f"{gateway.vip} is not in pool {gateway.pool!r} ({', '.join(map(str, pool.cidrs))}); pick an address of that pool"
+        )
+    nodes = site.pool_nodes(inference.cluster, "inference")
+    shapes = {(n.gpu_type, n.gpus) for n in nodes.values()}
+    if not nodes:
+        yield ("gpu", inference.cluster, "nodes"), "has no node in pool inference: the models need somewhere to run"
+        return
+    if len(shapes) > 1:
+        yield ("gpu", inference.cluster, "nodes"), (
+            "inference nodes must share one GPU type and count, found "
+            + ", ".join(f"{t} x{g}" for t, g in sorted(shapes))
+        )
+        return
+    if bad_models or any(n.gpu_type not in site.all_gpu_types() for n in nodes.values()):
+        return
+    try:
+        site.model_capacity()
+    except CapacityError as exc:
+        yield (*path, "models"), str(exc)
+
+
 def _vip_problems(site: SiteConfig) -> Iterator[Problem]:
     """Every fixed VIP is used once: LB-IPAM hands an address to one Service unless told to share it."""
     vips: list[tuple[tuple[str | int, ...], Any]] = [
@@ -626,6 +840,7 @@ def _vip_problems(site: SiteConfig) -> Iterator[Problem]:
         (("storage", "s3", "internal_vip"), site.storage.s3.internal_vip),
         (("storage", "s3", "external_vip"), site.storage.s3.external_vip),
         (("storage", "polaris", "vip"), site.storage.polaris.vip),
+        (("inference", "gateway", "vip"), site.inference.gateway.vip),
     ]
     seen: dict[Any, tuple[str | int, ...]] = {}
     for path, vip in vips:

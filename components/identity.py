@@ -68,6 +68,8 @@ class SiteIdentity(pulumi.ComponentResource):
         self._name = name
         site = args.site
         self._issuer = f"{site.keycloak.url.rstrip('/')}/realms/{site.identity.realm}"
+        self.issuer = self._issuer
+        """The realm's OIDC issuer as a plain string, for configuration that needs it at render time."""
         child = pulumi.ResourceOptions(parent=self)
 
         if site.identity.create_realm:
@@ -127,8 +129,14 @@ class SiteIdentity(pulumi.ComponentResource):
         kind: Literal["browser", "service"],
         redirect_uris: list[str] | None = None,
         description: str = "",
+        audience: str | None = None,
+        claims: dict[str, str] | None = None,
     ) -> OidcClient:
-        """A confidential OIDC client named `key`: browser sign-in (PKCE, exact redirect URIs) or service (client credentials)."""
+        """A confidential OIDC client named `key`: browser sign-in (PKCE, exact redirect URIs) or service (client credentials).
+
+        `audience` adds that audience to its access tokens (so a token for one service cannot be replayed at
+        another); `claims` adds fixed claims, such as the team a service client acts for.
+        """
         uris = list(redirect_uris or [])
         if kind == "browser":
             check_redirect_uris(key, uris)
@@ -162,6 +170,32 @@ class SiteIdentity(pulumi.ComponentResource):
             default_scopes=[*BASE_SCOPES, GROUPS_SCOPE],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.groups_scope]),
         )
+        mapper_opts = pulumi.ResourceOptions(parent=self)
+        if audience:
+            keycloak.openid.AudienceProtocolMapper(
+                f"{self._name}-client-{key}-audience",
+                realm_id=self._realm_id,
+                client_id=client.id,
+                name=f"audience-{audience}",
+                included_custom_audience=audience,
+                add_to_access_token=True,
+                add_to_id_token=False,
+                opts=mapper_opts,
+            )
+        for claim, value in sorted((claims or {}).items()):
+            keycloak.openid.HardcodedClaimProtocolMapper(
+                f"{self._name}-client-{key}-claim-{claim}",
+                realm_id=self._realm_id,
+                client_id=client.id,
+                name=f"claim-{claim}",
+                claim_name=claim,
+                claim_value=value,
+                claim_value_type="String",
+                add_to_access_token=True,
+                add_to_id_token=False,
+                add_to_userinfo=False,
+                opts=mapper_opts,
+            )
         return OidcClient(
             client=client,
             client_id=client.client_id,

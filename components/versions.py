@@ -39,3 +39,51 @@ SETUP_IMAGE = "python:3.13.9-slim-bookworm"
 """Runs the idempotent Polaris setup script (standard library only)."""
 
 CNPG_API = "postgresql.cnpg.io/v1"
+
+GPU_OPERATOR = HelmChart(chart="gpu-operator", version="v25.10.1", repo="https://helm.ngc.nvidia.com/nvidia")
+NETWORK_OPERATOR = HelmChart(chart="network-operator", version="26.4.1", repo="https://helm.ngc.nvidia.com/nvidia")
+ENVOY_GATEWAY = HelmChart(chart="gateway-helm", version="v1.9.0", repo="oci://docker.io/envoyproxy")
+"""Envoy Gateway; the chart also installs the Gateway API CRDs it was built with."""
+
+
+@dataclass(frozen=True)
+class Image:
+    """A container image split the way operator CRs want it: repository, image name, version."""
+
+    repository: str
+    image: str
+    version: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.repository}/{self.image}:{self.version}"
+
+    def fields(self) -> dict[str, str]:
+        return {"repository": self.repository, "image": self.image, "version": self.version}
+
+
+# Operands of the GPU Operator v25.10.1 ClusterPolicy (its chart's defaults at that tag).
+GPU_DRIVER = Image("nvcr.io/nvidia", "driver", "580.105.08")
+GPU_TOOLKIT = Image("nvcr.io/nvidia/k8s", "container-toolkit", "v1.18.1")
+GPU_DEVICE_PLUGIN = Image("nvcr.io/nvidia", "k8s-device-plugin", "v0.18.1")
+GPU_DCGM_EXPORTER = Image("nvcr.io/nvidia/k8s", "dcgm-exporter", "4.4.2-4.7.0-distroless")
+GPU_MIG_MANAGER = Image("nvcr.io/nvidia/cloud-native", "k8s-mig-manager", "v0.13.1")
+GPU_VALIDATOR = Image("nvcr.io/nvidia/cloud-native", "gpu-operator-validator", "v25.10.1")
+
+# Operands of the Network Operator v26.4.1 NicClusterPolicy (its release manifest).
+NIC_OFED_DRIVER = Image("nvcr.io/nvidia/mellanox", "doca-driver", "doca3.4.1-26.04-1.1.0.0-1")
+NIC_RDMA_SHARED_DP = Image("nvcr.io/nvidia/mellanox", "k8s-rdma-shared-dev-plugin", "network-operator-v26.4.1")
+NIC_NV_IPAM = Image("nvcr.io/nvidia/mellanox", "nvidia-k8s-ipam", "network-operator-v26.4.1")
+NIC_CNI_PLUGINS = Image("nvcr.io/nvidia/mellanox", "plugins", "network-operator-v26.4.1")
+NIC_MULTUS = Image("nvcr.io/nvidia/mellanox", "multus-cni", "network-operator-v26.4.1")
+NIC_IPOIB = Image("nvcr.io/nvidia/mellanox", "ipoib-cni", "network-operator-v26.4.1")
+
+VLLM_IMAGE = "vllm/vllm-openai:v0.31.0"
+WEIGHTS_SYNC_IMAGE = "quay.io/minio/mc:RELEASE.2025-08-13T08-35-41Z"
+"""Copies weights from the models bucket to the node's NVMe cache before vLLM starts."""
+
+NV_IPAM_API = "nv-ipam.nvidia.com/v1alpha1"
+MELLANOX_API = "mellanox.com/v1alpha1"
+NVIDIA_API = "nvidia.com/v1"
+GATEWAY_API = "gateway.networking.k8s.io/v1"
+ENVOY_GATEWAY_API = "gateway.envoyproxy.io/v1alpha1"

@@ -59,10 +59,10 @@ def test_fails_when_pod_cidrs_overlap():
 
 def test_fails_when_a_pool_overlaps_another_clusters_node_cidr():
     raw = site_raw("site-b")
-    raw["clusters"]["gpu"]["lb_pools"]["internal"]["cidrs"] = ["10.20.1.128/27"]
-    raw["clusters"]["gpu"]["clustermesh_vip"] = "10.20.1.130"
+    raw["clusters"]["compute"]["lb_pools"]["internal"]["cidrs"] = ["10.20.1.128/27"]
+    raw["clusters"]["compute"]["clustermesh_vip"] = "10.20.1.130"
     assert errors_of(raw) == [
-        "fab-platform:site.clusters.gpu.lb_pools.internal.cidrs[0]: 10.20.1.128/27 overlaps clusters.storage.node_cidr "
+        "fab-platform:site.clusters.compute.lb_pools.internal.cidrs[0]: 10.20.1.128/27 overlaps clusters.storage.node_cidr "
         "(10.20.1.0/24); every pod, node and pool range of a site must be disjoint"
     ]
 
@@ -228,18 +228,21 @@ def test_fails_when_a_kube_apiserver_flow_port_is_not_the_api_server_port():
 
 def test_fails_when_a_site_has_two_storage_clusters():
     raw = site_raw("site-b")
-    raw["clusters"]["gpu"]["role"] = "storage"
-    assert errors_of(raw) == [
-        "fab-platform:site.clusters: a site needs exactly one storage cluster, found gpu, storage",
-        "fab-platform:site.clusters: a site needs at least one cluster with role gpu (inference runs there), found none",
-    ]
+    raw["clusters"]["compute"]["role"] = "storage"
+    assert "fab-platform:site.clusters: a site needs exactly one storage cluster, found compute, storage" in errors_of(raw)
+
+
+def test_fails_when_a_site_has_no_compute_cluster():
+    raw = site_raw("site-b")
+    raw["clusters"]["compute"]["role"] = "storage"
+    assert "fab-platform:site.clusters: a site needs exactly one compute cluster, found none" in errors_of(raw)
 
 
 def test_fails_when_a_cluster_name_is_too_long_for_cilium():
     raw = site_raw("site-b")
-    raw["clusters"]["gpu-inference-and-training"] = raw["clusters"].pop("gpu")
+    raw["clusters"]["compute-and-analytics-plat"] = raw["clusters"].pop("compute")
     assert errors_of(raw) == [
-        "fab-platform:site.clusters.gpu-inference-and-training: cluster name 'site-b-gpu-inference-and-training' "
+        "fab-platform:site.clusters.compute-and-analytics-plat: cluster name 'site-b-compute-and-analytics-plat' "
         "(site name + '-' + key) has 33 characters; Cilium allows at most 32: use a shorter key"
     ]
 
@@ -420,3 +423,106 @@ def test_fails_when_a_bucket_class_is_unknown():
         "fab-platform:site.storage.buckets.site-b-gold.class: Input should be 'raw', 'warehouse', 'datasets', "
         "'models', 'checkpoints', 'gold' or 'backups' (got 'silver')"
     ]
+
+
+def test_fails_when_a_model_does_not_fit_the_inference_gpus():
+    raw = site_raw("site-b")
+    raw["inference"]["models"]["llama-405b"] = {
+        "source": "meta/llama-3.1-405b/", "params_billion": 405, "layers": 126, "kv_heads": 8, "head_dim": 128,
+        "max_context": 131072, "concurrent_sequences": 16,
+    }
+    assert errors_of(raw) == [
+        "fab-platform:site.inference.models: model llama-405b does not fit: it needs 102.2 GiB per GPU (weights and one "
+        "131072-token sequence at tensor parallel 8) but a H100 offers 69.7 GiB (gpu_memory_utilization 0.9, 2 GiB "
+        "reserved); use more GPUs per node, a smaller dtype or a shorter max_context"
+    ]
+
+
+def test_fails_when_the_models_need_more_gpus_than_the_inference_pool():
+    raw = site_raw("site-b")
+    raw["inference"]["models"]["qwen3-8b"]["concurrent_sequences"] = 4000
+    assert errors_of(raw) == [
+        "fab-platform:site.inference.models: the models need 21 GPUs (qwen3-8b 21 x TP1 = 21) but inference pool "
+        "gpu/inference has 16"
+    ]
+
+
+def test_fails_when_inference_nodes_differ():
+    raw = site_raw("site-b")
+    raw["gpu"]["gpu"]["nodes"]["gpu-b-inf-02"]["gpu_type"] = "h200"
+    assert errors_of(raw) == [
+        "fab-platform:site.gpu.gpu.nodes: inference nodes must share one GPU type and count, found h100 x8, h200 x8"
+    ]
+
+
+def test_fails_when_inference_runs_on_a_non_gpu_cluster():
+    raw = site_raw("site-b")
+    raw["inference"]["cluster"] = "compute"
+    assert errors_of(raw) == ["fab-platform:site.inference.cluster: 'compute' is not a gpu cluster of this site; gpu clusters: gpu"]
+
+
+def test_fails_when_a_node_has_an_unknown_gpu_type():
+    raw = site_raw("site-b")
+    raw["gpu"]["gpu"]["nodes"]["gpu-b-trn-01"]["gpu_type"] = "b200"
+    assert errors_of(raw) == [
+        "fab-platform:site.gpu.gpu.nodes.gpu-b-trn-01.gpu_type: 'b200' is not a GPU type; known: h100, h200 (add it under gpu_types)"
+    ]
+
+
+def test_a_gpu_type_can_be_added():
+    raw = site_raw("site-b")
+    raw["gpu_types"] = {"b200": {"memory_mib": 183359, "product": "NVIDIA-B200"}}
+    raw["gpu"]["gpu"]["nodes"]["gpu-b-trn-01"]["gpu_type"] = "b200"
+    assert parse_site(raw).all_gpu_types()["b200"].memory_mib == 183359
+
+
+def test_fails_when_a_gpu_cluster_has_no_gpu_section():
+    raw = site_raw("site-a")
+    del raw["gpu"]["gpu-train"]
+    assert errors_of(raw) == ["fab-platform:site.gpu: cluster 'gpu-train' has role gpu-train but no gpu section: list its GPU nodes"]
+
+
+def test_fails_when_a_gpu_section_names_a_compute_cluster():
+    raw = site_raw("site-b")
+    raw["gpu"]["compute"] = {"nodes": {"cpu-01": {"gpu_type": "h100", "gpus": 1, "pool": "training"}}}
+    assert errors_of(raw) == [
+        "fab-platform:site.gpu.compute: 'compute' is a compute cluster; gpu sections are for gpu and gpu-train clusters: gpu"
+    ]
+
+
+def test_fails_when_a_training_only_cluster_has_inference_nodes():
+    raw = site_raw("site-a")
+    raw["gpu"]["gpu-train"]["nodes"]["gpu-t-01"]["pool"] = "inference"
+    assert errors_of(raw) == [
+        "fab-platform:site.gpu.gpu-train.nodes.gpu-t-01.pool: 'inference' is not allowed on gpu-train cluster gpu-train: "
+        "it trains only; serve from a gpu cluster"
+    ]
+
+
+def test_fails_when_ipoib_has_no_address_range():
+    raw = site_raw("site-b")
+    del raw["gpu"]["gpu"]["infiniband"]["ipoib_range"]
+    assert errors_of(raw) == [
+        "fab-platform:site.gpu.gpu.infiniband.ipoib_range: is required while inference_weights_over_ib is true: give the "
+        "IPoIB network an address range"
+    ]
+
+
+def test_fails_when_a_rate_limit_names_an_unknown_team():
+    raw = site_raw("site-b")
+    raw["inference"]["team_requests_per_minute"] = {"litho": 100}
+    assert errors_of(raw) == ["fab-platform:site.inference.team_requests_per_minute.litho: 'litho' is not a team; teams: fdc, llm-apps, yield"]
+
+
+def test_fails_when_the_gateway_vip_is_outside_its_pool():
+    raw = site_raw("site-b")
+    raw["inference"]["gateway"]["vip"] = "10.20.101.20"
+    assert errors_of(raw) == [
+        "fab-platform:site.inference.gateway.vip: 10.20.101.20 is not in pool 'internal' (10.20.103.0/27); pick an address of that pool"
+    ]
+
+
+def test_fails_when_the_mean_context_exceeds_the_max():
+    raw = site_raw("site-b")
+    raw["inference"]["models"]["qwen3-8b"]["mean_context"] = 65536
+    assert errors_of(raw) == ["fab-platform:site.inference.models.qwen3-8b.mean_context: 65536 is longer than max_context 32768"]

@@ -226,7 +226,7 @@ def test_unmanaged_cilium_keeps_its_objects_without_a_release():
     raw["clusters"]["gpu"]["cilium"] = {"managed": False}
     plan = render_site("site-b", raw)
     assert sorted(plan.cluster(r) for r in cilium_releases(plan)) == ["site-b-compute", "site-b-storage"]
-    gpu_objects = [resource for cluster, _, resource in plan.manifests() if cluster == "site-b-gpu"]
+    gpu_objects = [r for cluster, obj, r in plan.manifests() if cluster == "site-b-gpu" and obj["apiVersion"] == "cilium.io/v2"]
     assert len(gpu_objects) == 7
     assert all(resource["dependencies"] == [] for resource in gpu_objects)
 
@@ -245,6 +245,7 @@ def test_adding_a_gpu_cluster_keeps_every_existing_resource():
         "lb_pools": {"internal": {"cidrs": ["10.20.104.0/27"]}},
         "clustermesh_vip": "10.20.104.2",
     }
+    raw["gpu"]["gpu-2"] = {"nodes": {"gpu-b2-trn-01": {"gpu_type": "h100", "gpus": 8, "pool": "training"}}}
     after = render_site("site-b", raw)
     assert {(r["urn"], r["type"]) for r in before.resources} <= {(r["urn"], r["type"]) for r in after.resources}
     added = {r["name"] for r in after.resources} - {r["name"] for r in before.resources}

@@ -151,7 +151,13 @@ def test_storage_lives_on_the_storage_cluster_and_the_object_store(plan_a):
     for resource in plan_a.resources:
         top = plan_a.component(resource)
         if resource["custom"] and top and top["name"] == "storage" and resource["provider"]:
-            assert plan_a.target(resource) in ("site-a-storage", "site-a-minio"), resource["name"]
+            delivered = resource["type"] == "kubernetes:core/v1:Secret" and resource["inputs"]["metadata"]["name"].startswith("s3-")
+            assert delivered or plan_a.target(resource) in ("site-a-storage", "site-a-minio"), resource["name"]
+
+
+def test_credentials_are_delivered_into_the_consuming_cluster(plan_a):
+    (secret,) = [r for r in plan_a.of_type("kubernetes:core/v1:Secret") if r["inputs"]["metadata"]["name"] == "s3-inference"]
+    assert (plan_a.target(secret), secret["inputs"]["metadata"]["namespace"]) == ("site-a-gpu", "inference")
 
 
 def test_polaris_database_is_a_three_instance_cnpg_cluster_backed_up_to_aistor(plan_a):
@@ -237,12 +243,15 @@ def test_outputs_carry_the_data_and_artifacts_contracts(plan_a):
         "s3.site-a.fab.internal": "10.10.101.10",
         "polaris.site-a.fab.internal": "10.10.101.11",
         "s3-external.site-a.fab.internal": "198.51.100.10",
+        "llm.site-a.fab.internal": "10.10.103.10",
     }
 
 
 def test_the_existing_object_store_is_adopted_by_default(plan_a):
-    charts = sorted(r["inputs"]["chart"] for r in plan_a.of_type("kubernetes:helm.sh/v3:Release"))
-    assert charts == ["cilium", "cilium", "cilium", "cilium", "cloudnative-pg", "polaris"]
+    charts = sorted(
+        r["inputs"]["chart"] for r in plan_a.of_type("kubernetes:helm.sh/v3:Release") if plan_a.component(r)["name"] == "storage"
+    )
+    assert charts == ["cloudnative-pg", "polaris"]
 
 
 def test_installing_the_object_store_uses_the_pinned_vendor_charts_and_protects_it():

@@ -1,0 +1,462 @@
+"""InferencePool: vLLM per model behind one authenticated, rate-limited gateway VIP (DESIGN sections 1 and 2).
+
+On the inference (gpu) cluster: per model a vLLM Deployment sized by `components.capacity`, scheduled
+only on inference nodes at serving priority, its weights copied from the models bucket to the node's
+NVMe cache with inference's read-only keys, a PodDisruptionBudget and a Service. In front, one Envoy
+Gateway at a fixed internal VIP (`externalTrafficPolicy: Local`), TLS, one HTTPRoute per model, each
+covered by a Keycloak JWT SecurityPolicy and a per-team rate limit. Each consuming team gets a
+client-credentials client whose tokens carry its team.
+
+Routing is by path (`/models/<model>/v1/...`, rewritten to `/v1/...`): Gateway API cannot match on the
+request body, where the OpenAI API names the model. Body-based routing on one `/v1` needs Envoy AI
+Gateway with an InferencePool endpoint picker, which Envoy Gateway alone does not provide.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import versions
+from components.capacity import GIB, ModelCapacity
+from components.config import SiteConfig
+from components.gpu import (
+    INFERENCE_NAMESPACE,
+    IPOIB_NETWORK,
+    NVME_STORAGE_CLASS,
+    POOL_LABEL,
+    RDMA_RESOURCE,
+    SERVING_PRIORITY,
+    GpuCluster,
+    ipoib_enabled,
+    toleration,
+)
+from components.identity import SiteIdentity
+from components.network import CrossClusterNetwork
+from components.providers import SiteProviders
+from components.storage import StorageCluster
+
+GATEWAY_NAMESPACE = "envoy-gateway-system"
+GATEWAY_NAME = "llm"
+GATEWAY_CLASS = "fab-llm"
+VLLM_PORT = 8000
+TEAM_CLAIM = "team"
+TEAM_HEADER = "x-fab-team"
+AUDIENCE = "llm-gateway"
+JWT_PROVIDER = "keycloak"
+MODEL_LABEL = "fab.internal/model"
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+    "pod-security.kubernetes.io/warn": "restricted",
+}
+VLLM_USER = 2000
+"""The vllm user the official image carries; the image defaults to root."""
+
+
+def model_path(model: str) -> str:
+    return f"/models/{model}"
+
+
+def route_prefix(model: str) -> str:
+    return f"/models/{model}/v1"
+
+
+def _security_context(user: int) -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": user,
+        "runAsGroup": user,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def cache_size_gib(weights_gib: float) -> int:
+    """NVMe cache per pod: the weights plus a fifth for tokenizer files and safety."""
+    return max(10, math.ceil(weights_gib * 1.2))
+
+
+@dataclass(frozen=True)
+class InferencePoolArgs:
+    site: SiteConfig
+    providers: SiteProviders
+    network: CrossClusterNetwork
+    storage: StorageCluster
+    identity: SiteIdentity
+    gpu: GpuCluster
+    """The GpuCluster of the inference cluster (priority classes, NVMe class, IPoIB)."""
+
+
+class InferencePool(pulumi.ComponentResource):
+    """Served models and the one gateway in front of them."""
+
+    serving: pulumi.Output[dict[str, Any]]
+    """The serving URL contract: gateway URL, DNS name, VIP and each model's base URL."""
+    capacity: pulumi.Output[dict[str, Any]]
+    """Per model: tensor parallel size, replicas, GPUs, weights and KV cache per GPU."""
+    dns_records: pulumi.Output[dict[str, str]]
+    """The A record the site's DNS must hold for the serving URL."""
+
+    def __init__(self, name: str, args: InferencePoolArgs, opts: pulumi.ResourceOptions | None = None):
+        site = args.site
+        inference = site.inference
+        self._name, self._site = name, site
+        self._cluster = inference.cluster
+        provider = args.providers.for_cluster(self._cluster)
+        super().__init__(
+            "fab:inference:InferencePool", name, None, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[provider]))
+        )
+        hostname = inference.gateway.hostname or f"llm.{site.domain}"
+        sized = site.model_capacity()
+
+        namespace = self._namespace(INFERENCE_NAMESPACE)
+        s3 = args.storage.grant("inference", self._cluster, INFERENCE_NAMESPACE, depends_on=[namespace])
+        ipoib = ipoib_enabled(site, self._cluster)
+        self.deployments = {
+            model: self._model(model, sized[model], s3, [namespace, args.gpu], ipoib) for model in sorted(inference.models)
+        }
+
+        gateway = self._gateway(args.network, hostname)
+        team_clients = self._team_clients(args.identity)
+        for model in sorted(inference.models):
+            route = self._route(model, hostname, gateway)
+            self._policies(model, route, args.identity)
+
+        base = f"https://{hostname}"
+        self.serving = pulumi.Output.from_input(
+            {
+                "url": base,
+                "hostname": hostname,
+                "vip": str(inference.gateway.vip),
+                "models": {
+                    model: {"base_url": f"{base}{route_prefix(model)}", "served_name": spec.served_name or model}
+                    for model, spec in sorted(inference.models.items())
+                },
+                "token_url": f"{args.identity.issuer}/protocol/openid-connect/token",
+                "team_clients": {team: f"inference-{team}" for team in sorted(team_clients)},
+            }
+        )
+        self.capacity = pulumi.Output.from_input(
+            {
+                model: {
+                    "tensor_parallel": c.tensor_parallel,
+                    "replicas": c.replicas,
+                    "gpus": c.gpus,
+                    "weights_per_gpu_gib": round(c.weights_per_gpu_gib, 1),
+                    "kv_cache_per_gpu_gib": round(c.kv_budget_per_gpu_gib, 1),
+                    "kv_bytes_per_token": c.kv_bytes_per_token,
+                    "max_context_sequences_per_replica": c.max_context_sequences,
+                    "sequences_per_replica": c.sequences_per_replica,
+                }
+                for model, c in sorted(sized.items())
+            }
+        )
+        self.dns_records = pulumi.Output.from_input({hostname: str(inference.gateway.vip)})
+        self.register_outputs({"serving": self.serving, "capacity": self.capacity, "dns_records": self.dns_records})
+
+    def _namespace(self, name: str) -> k8s.core.v1.Namespace:
+        return k8s.core.v1.Namespace(
+            f"{self._name}-ns-{name}",
+            metadata={"name": name, "labels": {"app.kubernetes.io/managed-by": "fab-platform", **RESTRICTED}},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    # ---------------------------------------------------------------------------------------------
+    # Models.
+
+    def _model(self, model: str, size: ModelCapacity, s3: k8s.core.v1.Secret, depends_on: list[pulumi.Resource],
+               ipoib: bool) -> k8s.apps.v1.Deployment:
+        site = self._site
+        spec = site.inference.models[model]
+        labels = {"app.kubernetes.io/name": "vllm", MODEL_LABEL: model}
+        tp = size.tensor_parallel
+        weights_gib = size.weights_per_gpu_gib * tp
+        bucket = site.storage.buckets
+        (models_bucket,) = sorted(n for n, b in bucket.items() if b.data_class == "models")
+        mc_env = [
+            {"name": "MC_CONFIG_DIR", "value": "/work/.mc"},
+            *({"name": key, "valueFrom": {"secretKeyRef": {"name": "s3-inference", "key": key}}}
+              for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_S3")),
+        ]
+        small = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}}
+        init = [
+            {
+                "name": "weights-alias",
+                "image": versions.WEIGHTS_SYNC_IMAGE,
+                "args": ["alias", "set", "models", "$(AWS_ENDPOINT_URL_S3)", "$(AWS_ACCESS_KEY_ID)", "$(AWS_SECRET_ACCESS_KEY)"],
+                "env": mc_env,
+                "securityContext": _security_context(VLLM_USER),
+                "resources": small,
+                "volumeMounts": [{"name": "work", "mountPath": "/work"}],
+            },
+            {
+                "name": "weights-sync",
+                "image": versions.WEIGHTS_SYNC_IMAGE,
+                "args": ["mirror", "--overwrite", "--remove", f"models/{models_bucket}/{spec.source.strip('/')}", model_path(model)],
+                "env": mc_env,
+                "securityContext": _security_context(VLLM_USER),
+                "resources": small,
+                "volumeMounts": [{"name": "work", "mountPath": "/work"}, {"name": "model-cache", "mountPath": "/models"}],
+            },
+        ]
+        gpu_resources: dict[str, Any] = {"nvidia.com/gpu": str(tp)}
+        if ipoib:
+            gpu_resources[RDMA_RESOURCE] = "1"
+        host_memory = f"{math.ceil(weights_gib) + 32}Gi"
+        container = {
+            "name": "vllm",
+            "image": versions.VLLM_IMAGE,
+            "args": [
+                "--model", model_path(model),
+                "--served-model-name", spec.served_name or model,
+                "--tensor-parallel-size", str(tp),
+                "--gpu-memory-utilization", str(site.inference.gpu_memory_utilization),
+                "--max-model-len", str(spec.max_context),
+                "--port", str(VLLM_PORT),
+            ],
+            "env": [{"name": "HOME", "value": "/home/vllm"}, {"name": "HF_HUB_OFFLINE", "value": "1"}],
+            "ports": [{"name": "http", "containerPort": VLLM_PORT, "protocol": "TCP"}],
+            "resources": {
+                "requests": {"cpu": str(4 * tp), "memory": host_memory, **gpu_resources},
+                "limits": {"cpu": str(8 * tp), "memory": host_memory, **gpu_resources},
+            },
+            "securityContext": _security_context(VLLM_USER),
+            "startupProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "failureThreshold": 180},
+            "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5, "failureThreshold": 3},
+            "livenessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "failureThreshold": 6},
+            "volumeMounts": [
+                {"name": "model-cache", "mountPath": "/models", "readOnly": True},
+                {"name": "home", "mountPath": "/home/vllm"},
+                {"name": "tmp", "mountPath": "/tmp"},
+                {"name": "shm", "mountPath": "/dev/shm"},
+            ],
+        }
+        annotations = {"k8s.v1.cni.cncf.io/networks": f"{IPOIB_NETWORK}@ib0"} if ipoib else {}
+        cache = {
+            "ephemeral": {
+                "volumeClaimTemplate": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "storageClassName": NVME_STORAGE_CLASS,
+                        "resources": {"requests": {"storage": f"{cache_size_gib(weights_gib)}Gi"}},
+                    },
+                }
+            }
+        }
+        deployment = k8s.apps.v1.Deployment(
+            f"{self._name}-vllm-{model}",
+            metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE, "labels": labels},
+            spec={
+                "replicas": size.replicas,
+                "selector": {"matchLabels": labels},
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+                "template": {
+                    "metadata": {"labels": labels, "annotations": annotations},
+                    "spec": {
+                        "priorityClassName": SERVING_PRIORITY,
+                        "nodeSelector": {POOL_LABEL: "inference"},
+                        "tolerations": [toleration("inference")],
+                        "automountServiceAccountToken": False,
+                        "securityContext": {"runAsNonRoot": True, "fsGroup": VLLM_USER, "seccompProfile": {"type": "RuntimeDefault"}},
+                        "initContainers": init,
+                        "containers": [container],
+                        "volumes": [
+                            {"name": "model-cache", **cache},
+                            {"name": "work", "emptyDir": {"sizeLimit": "64Mi"}},
+                            {"name": "home", "emptyDir": {"sizeLimit": "8Gi"}},
+                            {"name": "tmp", "emptyDir": {"sizeLimit": "8Gi"}},
+                            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
+                        ],
+                        "terminationGracePeriodSeconds": 120,
+                    },
+                },
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on, s3]),
+        )
+        k8s.policy.v1.PodDisruptionBudget(
+            f"{self._name}-vllm-{model}-pdb",
+            metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE},
+            spec={"maxUnavailable": 1, "selector": {"matchLabels": labels}},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
+        )
+        k8s.core.v1.Service(
+            f"{self._name}-vllm-{model}-svc",
+            metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE, "labels": labels},
+            spec={"type": "ClusterIP", "selector": labels, "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http", "protocol": "TCP"}]},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
+        )
+        return deployment
+
+    # ---------------------------------------------------------------------------------------------
+    # Gateway.
+
+    def _gateway(self, network: CrossClusterNetwork, hostname: str) -> k8s.apiextensions.CustomResource:
+        gateway_cfg = self._site.inference.gateway
+        ns = self._namespace(GATEWAY_NAMESPACE)
+        chart = versions.ENVOY_GATEWAY
+        controller = k8s.helm.v3.Release(
+            f"{self._name}-envoy-gateway",
+            name="envoy-gateway",
+            chart=f"{chart.repo}/{chart.chart}",
+            version=chart.version,
+            namespace=GATEWAY_NAMESPACE,
+            values={"deployment": {"replicas": 2}},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]),
+        )
+        after = pulumi.ResourceOptions(parent=self, depends_on=[controller])
+        cr = lambda logical, api, kind, meta, spec: k8s.apiextensions.CustomResource(  # noqa: E731
+            f"{self._name}-{logical}", api_version=api, kind=kind, metadata=meta, spec=spec, opts=after
+        )
+        cr(
+            "envoy-proxy", versions.ENVOY_GATEWAY_API, "EnvoyProxy",
+            {"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE},
+            {
+                "provider": {
+                    "type": "Kubernetes",
+                    "kubernetes": {
+                        "envoyDeployment": {"replicas": 2},
+                        "envoyService": {
+                            "type": "LoadBalancer",
+                            # Keeps the caller's address, which the inference flow rule matches on.
+                            "externalTrafficPolicy": "Local",
+                            "labels": network.lb_service_labels(self._cluster, gateway_cfg.pool),
+                            "annotations": {"lbipam.cilium.io/ips": str(gateway_cfg.vip)},
+                        },
+                    },
+                }
+            },
+        )
+        cr(
+            "gateway-class", versions.GATEWAY_API, "GatewayClass", {"name": GATEWAY_CLASS},
+            {"controllerName": "gateway.envoyproxy.io/gatewayclass-controller", "description": "The site's inference gateway."},
+        )
+        gateway = cr(
+            "gateway", versions.GATEWAY_API, "Gateway", {"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE},
+            {
+                "gatewayClassName": GATEWAY_CLASS,
+                "infrastructure": {"parametersRef": {"group": "gateway.envoyproxy.io", "kind": "EnvoyProxy", "name": GATEWAY_NAME}},
+                "listeners": [
+                    {
+                        "name": "https",
+                        "protocol": "HTTPS",
+                        "port": 443,
+                        "hostname": hostname,
+                        "tls": {"mode": "Terminate", "certificateRefs": [{"kind": "Secret", "name": gateway_cfg.tls_secret}]},
+                        "allowedRoutes": {
+                            "namespaces": {"from": "Selector", "selector": {"matchLabels": {"kubernetes.io/metadata.name": INFERENCE_NAMESPACE}}}
+                        },
+                    }
+                ],
+            },
+        )
+        # The team header is only ever set from a verified token: strip whatever the client sent.
+        cr(
+            "client-headers", versions.ENVOY_GATEWAY_API, "ClientTrafficPolicy",
+            {"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE},
+            {
+                "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY_NAME}],
+                "headers": {"earlyRequestHeaders": {"remove": [TEAM_HEADER]}},
+            },
+        )
+        return gateway
+
+    def _route(self, model: str, hostname: str, gateway: pulumi.Resource) -> k8s.apiextensions.CustomResource:
+        return k8s.apiextensions.CustomResource(
+            f"{self._name}-route-{model}",
+            api_version=versions.GATEWAY_API,
+            kind="HTTPRoute",
+            metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE},
+            spec={
+                "parentRefs": [{"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE, "sectionName": "https"}],
+                "hostnames": [hostname],
+                "rules": [
+                    {
+                        "matches": [{"path": {"type": "PathPrefix", "value": route_prefix(model)}}],
+                        "filters": [
+                            {"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v1"}}}
+                        ],
+                        "backendRefs": [{"name": f"vllm-{model}", "port": VLLM_PORT}],
+                    }
+                ],
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway, self.deployments[model]]),
+        )
+
+    def _policies(self, model: str, route: pulumi.Resource, identity: SiteIdentity) -> None:
+        """Every route: a Keycloak JWT for this gateway from a known team, and that team's rate limit."""
+        site = self._site
+        teams = sorted(site.teams)
+        target = [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": f"vllm-{model}"}]
+        opts = pulumi.ResourceOptions(parent=self, depends_on=[route])
+        issuer = identity.issuer
+        k8s.apiextensions.CustomResource(
+            f"{self._name}-jwt-{model}",
+            api_version=versions.ENVOY_GATEWAY_API,
+            kind="SecurityPolicy",
+            metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE},
+            spec={
+                "targetRefs": target,
+                "jwt": {
+                    "providers": [
+                        {
+                            "name": JWT_PROVIDER,
+                            "issuer": issuer,
+                            "audiences": [AUDIENCE],
+                            "remoteJWKS": {"uri": f"{issuer}/protocol/openid-connect/certs"},
+                            "claimToHeaders": [{"header": TEAM_HEADER, "claim": TEAM_CLAIM}],
+                        }
+                    ]
+                },
+                "authorization": {
+                    "defaultAction": "Deny",
+                    "rules": [
+                        {
+                            "name": "known-teams",
+                            "action": "Allow",
+                            "principal": {"jwt": {"provider": JWT_PROVIDER, "claims": [{"name": TEAM_CLAIM, "values": teams}]}},
+                        }
+                    ],
+                },
+            },
+            opts=opts,
+        )
+        limits = site.inference.team_requests_per_minute
+        k8s.apiextensions.CustomResource(
+            f"{self._name}-ratelimit-{model}",
+            api_version=versions.ENVOY_GATEWAY_API,
+            kind="BackendTrafficPolicy",
+            metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE},
+            spec={
+                "targetRefs": target,
+                "rateLimit": {
+                    "local": {
+                        "rules": [
+                            {
+                                "clientSelectors": [{"headers": [{"name": TEAM_HEADER, "type": "Exact", "value": team}]}],
+                                "limit": {"requests": limits.get(team, site.inference.requests_per_minute), "unit": "Minute"},
+                            }
+                            for team in teams
+                        ]
+                    }
+                },
+            },
+            opts=opts,
+        )
+
+    def _team_clients(self, identity: SiteIdentity) -> dict[str, Any]:
+        """A client-credentials client per team whose tokens carry `team` and the gateway's audience."""
+        return {
+            team: identity.oidc_client(
+                f"inference-{team}", "service", description=f"Inference gateway client of team {team}",
+                audience=AUDIENCE, claims={TEAM_CLAIM: team},
+            )
+            for team in sorted(self._site.teams)
+        }

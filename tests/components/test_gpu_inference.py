@@ -1,0 +1,228 @@
+"""GpuCluster and InferencePool behaviour, read from renders of the stack files."""
+
+from __future__ import annotations
+
+import importlib.util
+import ipaddress
+import json
+
+import pytest
+
+from components.config import parse_site
+from components.gpu import POSTRENDER
+from fabctl.render import PROJECT_DIR
+from helpers import site_raw
+
+WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod")
+
+
+def pod_specs(obj: dict) -> list[dict]:
+    spec = obj.get("spec", {})
+    if obj["kind"] == "Pod":
+        return [spec]
+    if obj["kind"] == "CronJob":
+        return [spec["jobTemplate"]["spec"]["template"]["spec"]]
+    return [spec["template"]["spec"]]
+
+
+def containers(pod: dict) -> list[dict]:
+    return [*pod.get("initContainers", []), *pod.get("containers", [])]
+
+
+def vllm_deployments(plan) -> list[dict]:
+    return [d for d in plan.objects("Deployment") if d["metadata"]["name"].startswith("vllm-")]
+
+
+def test_nothing_outside_gpu_clusters_requests_gpus(plan):
+    gpu_clusters = {f"{plan.stack}-{k}" for k in parse_site(site_raw(plan.stack)).gpu}
+    offenders = [
+        (cluster, obj["metadata"]["name"])
+        for cluster, obj, _ in plan.manifests()
+        if obj["kind"] in WORKLOADS and cluster not in gpu_clusters
+        for pod in pod_specs(obj)
+        for c in containers(pod)
+        if "nvidia.com/gpu" in {**c.get("resources", {}).get("requests", {}), **c.get("resources", {}).get("limits", {})}
+    ]
+    assert offenders == []
+
+
+def test_every_vllm_pod_runs_only_on_inference_nodes(plan):
+    deployments = vllm_deployments(plan)
+    assert deployments
+    for deployment in deployments:
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"fab.internal/gpu-pool": "inference"}
+        assert pod["tolerations"] == [{"key": "fab.internal/gpu-pool", "operator": "Equal", "value": "inference", "effect": "NoSchedule"}]
+        assert pod["priorityClassName"] == "fab-serving"
+
+
+def test_vllm_is_sized_by_the_capacity_math(plan_a):
+    capacity = plan_a.outputs["capacity"]
+    for deployment in vllm_deployments(plan_a):
+        model = deployment["metadata"]["labels"]["fab.internal/model"]
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        args = dict(zip(container["args"][::2], container["args"][1::2]))
+        assert deployment["spec"]["replicas"] == capacity[model]["replicas"]
+        assert args["--tensor-parallel-size"] == str(capacity[model]["tensor_parallel"])
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == str(capacity[model]["tensor_parallel"])
+
+
+def test_site_a_serves_a_large_and_a_small_model_on_h200(plan_a):
+    assert plan_a.outputs["capacity"] == {
+        "llama-3-3-70b": {
+            "tensor_parallel": 2, "replicas": 3, "gpus": 6, "weights_per_gpu_gib": 65.8, "kv_cache_per_gpu_gib": 58.6,
+            "kv_bytes_per_token": 163840, "max_context_sequences_per_replica": 11, "sequences_per_replica": 93,
+        },
+        "qwen3-8b": {
+            "tensor_parallel": 1, "replicas": 2, "gpus": 2, "weights_per_gpu_gib": 15.3, "kv_cache_per_gpu_gib": 109.1,
+            "kv_bytes_per_token": 147456, "max_context_sequences_per_replica": 24, "sequences_per_replica": 387,
+        },
+    }
+
+
+def test_weights_are_copied_with_inference_read_only_keys(plan_a):
+    (deployment,) = [d for d in vllm_deployments(plan_a) if d["metadata"]["name"] == "vllm-qwen3-8b"]
+    pod = deployment["spec"]["template"]["spec"]
+    sync = pod["initContainers"][1]
+    assert sync["args"] == ["mirror", "--overwrite", "--remove", "models/site-a-models/qwen/qwen3-8b", "/models/qwen3-8b"]
+    secrets = {e["valueFrom"]["secretKeyRef"]["name"] for e in sync["env"] if "valueFrom" in e}
+    assert secrets == {"s3-inference"}
+    cache = next(v for v in pod["volumes"] if v["name"] == "model-cache")
+    assert cache["ephemeral"]["volumeClaimTemplate"]["spec"]["storageClassName"] == "local-nvme-cache"
+
+
+def test_every_model_has_a_disruption_budget_and_a_service(plan_a):
+    names = {d["metadata"]["name"] for d in vllm_deployments(plan_a)}
+    assert {p["metadata"]["name"] for p in plan_a.objects("PodDisruptionBudget", "site-a-gpu")} == names
+    assert {s["metadata"]["name"] for s in plan_a.objects("Service", "site-a-gpu")} == names
+
+
+def test_the_gateway_service_is_a_private_local_vip(plan):
+    (proxy,) = plan.objects("EnvoyProxy")
+    service = proxy["spec"]["provider"]["kubernetes"]["envoyService"]
+    vip = ipaddress.ip_address(service["annotations"]["lbipam.cilium.io/ips"])
+    assert (service["type"], service["externalTrafficPolicy"]) == ("LoadBalancer", "Local")
+    assert vip.is_private
+    assert service["labels"] == {"lb.fab.internal/pool": "internal"}
+
+
+def test_the_gateway_is_on_the_inference_cluster_only(plan):
+    clusters = {c for c, obj, _ in plan.manifests() if obj["kind"] in ("Gateway", "EnvoyProxy", "HTTPRoute")}
+    assert clusters == {f"{plan.stack}-gpu"}
+
+
+def test_every_route_has_a_jwt_policy_and_a_rate_limit(plan):
+    routes = {r["metadata"]["name"] for r in plan.objects("HTTPRoute")}
+    covered = lambda kind: {t["name"] for p in plan.objects(kind) for t in p["spec"]["targetRefs"] if t["kind"] == "HTTPRoute"}  # noqa: E731
+    assert routes
+    assert covered("SecurityPolicy") == routes
+    assert covered("BackendTrafficPolicy") == routes
+    for policy in plan.objects("SecurityPolicy"):
+        assert policy["spec"]["authorization"]["defaultAction"] == "Deny"
+        assert policy["spec"]["jwt"]["providers"][0]["audiences"] == ["llm-gateway"]
+
+
+def test_rate_limits_are_per_team_with_overrides(plan_a):
+    (policy,) = [p for p in plan_a.objects("BackendTrafficPolicy") if p["metadata"]["name"] == "vllm-qwen3-8b"]
+    limits = {r["clientSelectors"][0]["headers"][0]["value"]: r["limit"]["requests"] for r in policy["spec"]["rateLimit"]["local"]["rules"]}
+    assert limits == {"defect-vision": 600, "fdc": 600, "llm-apps": 3000, "vm-pdm": 600, "wafermap": 600, "yield": 600}
+
+
+def test_clients_cannot_forge_the_team_header(plan_a):
+    (policy,) = plan_a.objects("ClientTrafficPolicy")
+    assert policy["spec"]["headers"]["earlyRequestHeaders"]["remove"] == ["x-fab-team"]
+
+
+def test_every_team_gets_a_gateway_client_with_its_team_claim(plan_a):
+    clients = {r["inputs"]["clientId"]: r["inputs"] for r in plan_a.of_type("keycloak:openid/client:Client")}
+    claims = {r["inputs"]["claimValue"] for r in plan_a.of_type("keycloak:openid/hardcodedClaimProtocolMapper:HardcodedClaimProtocolMapper")}
+    teams = sorted(parse_site(site_raw("site-a")).teams)
+    assert sorted(clients) == [f"inference-{t}" for t in teams]
+    assert all(c["serviceAccountsEnabled"] and not c["standardFlowEnabled"] for c in clients.values())
+    assert sorted(claims) == teams
+
+
+def test_serving_contract_is_exported(plan_a):
+    serving = plan_a.outputs["serving"]
+    assert (serving["url"], serving["vip"]) == ("https://llm.site-a.fab.internal", "10.10.103.10")
+    assert serving["models"]["qwen3-8b"] == {"base_url": "https://llm.site-a.fab.internal/models/qwen3-8b/v1", "served_name": "qwen3-8b"}
+
+
+def test_routes_rewrite_the_model_prefix_to_the_openai_path(plan_a):
+    (route,) = [r for r in plan_a.objects("HTTPRoute") if r["metadata"]["name"] == "vllm-qwen3-8b"]
+    (rule,) = route["spec"]["rules"]
+    assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/models/qwen3-8b/v1"}}]
+    assert rule["filters"][0]["urlRewrite"]["path"] == {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v1"}
+
+
+def test_cluster_policy_runs_the_operands_the_platform_needs(plan_a):
+    (policy,) = plan_a.objects("ClusterPolicy", "site-a-gpu")
+    spec = policy["spec"]
+    assert policy["metadata"]["name"] == "cluster-policy"
+    assert all(spec[k]["enabled"] for k in ("driver", "toolkit", "devicePlugin", "gfd", "dcgmExporter"))
+    assert spec["dcgmExporter"]["serviceMonitor"]["enabled"] is True
+    assert spec["driver"]["rdma"] == {"enabled": True, "useHostMofed": False}
+    assert (spec["mig"], spec["migManager"]["enabled"]) == ({"strategy": "single"}, False)
+
+
+def test_the_chart_cluster_policy_is_removed_by_the_post_renderer(plan_a):
+    releases = [r for r in plan_a.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["chart"] == "gpu-operator"]
+    assert {r["inputs"]["postrender"] for r in releases} == {POSTRENDER}
+    assert (PROJECT_DIR / POSTRENDER).stat().st_mode & 0o111
+
+
+def test_post_renderer_drops_only_the_cluster_policy():
+    spec = importlib.util.spec_from_file_location("drop", PROJECT_DIR / POSTRENDER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rendered = (
+        "---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: gpu-operator}\n"
+        "---\napiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata: {name: cluster-policy}\n"
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: gpu-operator}\n"
+    )
+    out = module.drop_cluster_policy(rendered)
+    assert "ClusterPolicy" not in out
+    assert out.count("kind:") == 2
+
+
+def test_nic_cluster_policy_shares_rdma_and_runs_ipoib(plan_a):
+    (policy,) = plan_a.objects("NicClusterPolicy", "site-a-gpu")
+    assert policy["metadata"]["name"] == "nic-cluster-policy"
+    config = json.loads(policy["spec"]["rdmaSharedDevicePlugin"]["config"])
+    assert config["configList"][0]["resourceName"] == "rdma_shared_ib"
+    assert set(policy["spec"]["secondaryNetwork"]) == {"cniPlugins", "multus", "ipoib"}
+
+
+def test_only_inference_nodes_get_the_ipoib_weights_network(plan_a):
+    assert [n["spec"]["networkNamespace"] for n in plan_a.objects("IPoIBNetwork", "site-a-gpu")] == ["inference"]
+    assert plan_a.objects("IPoIBNetwork", "site-a-gpu-train") == []
+
+
+def test_node_pools_are_labels_and_taints_on_the_listed_nodes(plan_a):
+    patches = {
+        r["inputs"]["metadata"]["name"]: r["inputs"]
+        for r in plan_a.of_type("kubernetes:core/v1:NodePatch")
+        if plan_a.target(r) == "site-a-gpu"
+    }
+    assert len(patches) == 8
+    assert patches["gpu-a-inf-01"]["metadata"]["labels"] == {"fab.internal/gpu-pool": "inference", "fab.internal/gpu-type": "h200"}
+    assert patches["gpu-a-trn-01"]["spec"]["taints"] == [{"key": "fab.internal/gpu-pool", "value": "training", "effect": "NoSchedule"}]
+
+
+def test_serving_outranks_training_which_never_preempts(plan_a):
+    classes = {p["metadata"]["name"]: p for p in plan_a.objects("PriorityClass", "site-a-gpu")}
+    assert classes["fab-serving"]["value"] > classes["fab-training"]["value"]
+    assert classes["fab-training"]["preemptionPolicy"] == "Never"
+
+
+def test_local_nvme_is_marked_as_cache(plan_a):
+    (storage_class,) = plan_a.objects("StorageClass", "site-a-gpu")
+    assert storage_class["metadata"]["labels"] == {"fab.internal/durability": "cache"}
+    assert (storage_class["reclaimPolicy"], storage_class["volumeBindingMode"]) == ("Delete", "WaitForFirstConsumer")
+
+
+@pytest.mark.parametrize("namespace", ["gpu-operator", "nvidia-network-operator"])
+def test_operator_namespaces_are_privileged_with_a_reason(plan_a, namespace):
+    (ns,) = [n for n in plan_a.objects("Namespace", "site-a-gpu") if n["metadata"]["name"] == namespace]
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert ns["metadata"]["annotations"]["fab.internal/privileged-reason"]
