@@ -9,6 +9,7 @@ from components.inference import InferencePool, InferencePoolArgs
 from components.network import CrossClusterNetwork, CrossClusterNetworkArgs
 from components.providers import site_providers
 from components.storage import StorageCluster, StorageClusterArgs
+from components.training import TrainingPool, TrainingPoolArgs
 
 site = load_site()
 secrets = load_secrets(site)
@@ -41,6 +42,7 @@ inference = InferencePool(
         gpu=gpus[site.inference.cluster],
     ),
 )
+training = TrainingPool("training", TrainingPoolArgs(site=site, providers=providers, storage=storage))
 
 pulumi.export("site", {"name": site.name, "domain": site.domain})
 pulumi.export("network", {"clusters": network.clusters, "flows": network.flows})
@@ -49,5 +51,6 @@ pulumi.export("data", storage.data)
 pulumi.export("artifacts", storage.artifacts)
 pulumi.export("serving", inference.serving)
 pulumi.export("capacity", inference.capacity)
+pulumi.export("training", {"submission": training.submission, "example_job": training.example_job, "profile": site.active_profile})
 pulumi.export("gpu_pools", {key: gpu.pools for key, gpu in gpus.items()})
 pulumi.export("dns_records", pulumi.Output.all(storage.dns_records, inference.dns_records).apply(lambda r: {**r[0], **r[1]}))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterator, Mapping
+import dataclasses
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from itertools import combinations
@@ -437,6 +438,71 @@ class InferenceConfig(_Model):
     team_requests_per_minute: dict[DnsLabel, int] = Field(default_factory=dict, description="Rate limit per team where it differs from the default.")
 
 
+# --------------------------------------------------------------------------------------------------
+# Training (TrainingPool) and day/night profiles.
+
+
+class TeamQuota(_Model):
+    """A team's guaranteed share of one GPU cluster's training pool, as Kueue quotas."""
+
+    gpus: int = Field(ge=0, strict=True, description="Nominal nvidia.com/gpu quota.")
+    cpu: int | None = Field(None, ge=0, strict=True, description="Nominal CPU cores. Defaults to 16 per GPU.")
+    memory_gib: int | None = Field(None, ge=0, strict=True, description="Nominal memory. Defaults to 128 GiB per GPU.")
+    borrowing_limit_gpus: int | None = Field(
+        None, ge=0, strict=True, description="GPUs the team may borrow from the cohort on top. Defaults to no limit."
+    )
+    lending_limit_gpus: int | None = Field(
+        None, ge=0, strict=True, description="GPUs of its quota the team lends to the cohort at most. Defaults to all unused."
+    )
+
+    @property
+    def cpu_cores(self) -> int:
+        return self.cpu if self.cpu is not None else 16 * self.gpus
+
+    @property
+    def memory(self) -> int:
+        return self.memory_gib if self.memory_gib is not None else 128 * self.gpus
+
+
+class MultiKueueConfig(_Model):
+    """MultiKueue: the compute cluster as manager, dispatching to GPU worker clusters."""
+
+    enabled: Flag = Field(False, description="Make the compute cluster a MultiKueue manager. Defaults to false.")
+    manager: DnsLabel | None = Field(None, description="Manager cluster key. Defaults to the compute cluster.")
+    workers: list[DnsLabel] = Field(default_factory=list, description="Worker cluster keys (gpu or gpu-train).")
+
+
+class TrainingConfig(_Model):
+    """Kueue on every GPU cluster: team quotas, topology-aware placement, optional MultiKueue."""
+
+    topology_levels: list[str] = Field(
+        default_factory=lambda: ["fab.internal/block", "fab.internal/rack", "kubernetes.io/hostname"],
+        min_length=1,
+        description="Node labels from the widest to the narrowest topology domain, for topology-aware scheduling. "
+        "Defaults to fab.internal/block, fab.internal/rack, kubernetes.io/hostname.",
+    )
+    group_prefix: str = Field(
+        "oidc:", description="Prefix the API servers' OIDC authenticator puts on group names. Defaults to oidc:."
+    )
+    multikueue: MultiKueueConfig = Field(default_factory=MultiKueueConfig, description="MultiKueue dispatch.")
+    quotas: dict[DnsLabel, dict[DnsLabel, TeamQuota]] = Field(
+        default_factory=dict, description="Team -> GPU cluster -> quota. A team without quota on a cluster gets none there."
+    )
+
+
+class Profile(_Model):
+    """A named state of the GPU fleet (for example day and night); only what differs from the base config."""
+
+    description: str = Field("", description="When the profile is used.")
+    node_pools: dict[DnsLabel, dict[NodeName, Literal["inference", "training"]]] = Field(
+        default_factory=dict, description="GPU cluster -> node -> pool, overriding the nodes' `pool`."
+    )
+    replicas: dict[ModelName, int] = Field(default_factory=dict, description="vLLM replicas per model, overriding the sizing.")
+    quotas: dict[DnsLabel, dict[DnsLabel, TeamQuota]] = Field(
+        default_factory=dict, description="Team -> GPU cluster -> quota, overriding `training.quotas`."
+    )
+
+
 class SiteConfig(_Model):
     """One fab site: its clusters, how they are connected and which flows may cross between them."""
 
@@ -453,6 +519,11 @@ class SiteConfig(_Model):
     )
     gpu: dict[DnsLabel, GpuClusterConfig] = Field(description="GPU nodes and operators per gpu or gpu-train cluster key.")
     inference: InferenceConfig
+    training: TrainingConfig = Field(default_factory=TrainingConfig, description="Kueue quotas and MultiKueue.")
+    profiles: dict[DnsLabel, Profile] = Field(default_factory=dict, description="Named fleet profiles (day, night, ...).")
+    active_profile: DnsLabel | None = Field(
+        None, description="The profile in force; switching is a config change and `pulumi up`. Defaults to the base config."
+    )
     flows: dict[DnsLabel, Flow] | None = Field(
         None,
         description="The cross-cluster flow table by name. Defaults to the design's four flows: S3 and Polaris REST "
@@ -473,36 +544,73 @@ class SiteConfig(_Model):
     def all_gpu_types(self) -> dict[str, GpuType]:
         return {**DEFAULT_GPU_TYPES, **self.gpu_types}
 
-    def pool_nodes(self, cluster: str, pool: str) -> dict[str, GpuNode]:
-        """Nodes of a GPU cluster that serve `pool` (inference or training)."""
-        spec = self.gpu.get(cluster)
-        return {name: node for name, node in sorted(spec.nodes.items()) if node.pool == pool} if spec else {}
+    def profile(self, name: str | None = ...) -> Profile:  # type: ignore[assignment]
+        """A profile by name; the active one by default, and an empty profile for the base config."""
+        name = self.active_profile if name is ... else name
+        # An unknown name is reported by its own rule; the other rules then judge the base config.
+        return self.profiles.get(name, Profile()) if name else Profile()
 
-    def model_capacity(self) -> dict[str, Any]:
+    def node_pool(self, cluster: str, node: str, profile: str | None = ...) -> str:  # type: ignore[assignment]
+        """The pool a node serves under a profile (the active one by default)."""
+        override = self.profile(profile).node_pools.get(cluster, {}).get(node)
+        return override or self.gpu[cluster].nodes[node].pool
+
+    def pool_nodes(self, cluster: str, pool: str, profile: str | None = ...) -> dict[str, GpuNode]:  # type: ignore[assignment]
+        """Nodes of a GPU cluster that serve `pool` (inference or training) under a profile."""
+        spec = self.gpu.get(cluster)
+        if spec is None:
+            return {}
+        return {name: node for name, node in sorted(spec.nodes.items()) if self.node_pool(cluster, name, profile) == pool}
+
+    def team_quotas(self, profile: str | None = ...) -> dict[str, dict[str, TeamQuota]]:  # type: ignore[assignment]
+        """Team -> GPU cluster -> quota under a profile."""
+        merged = {team: dict(clusters) for team, clusters in self.training.quotas.items()}
+        for team, clusters in self.profile(profile).quotas.items():
+            merged.setdefault(team, {}).update(clusters)
+        return {team: dict(sorted(clusters.items())) for team, clusters in sorted(merged.items())}
+
+    def kueue_clusters(self) -> list[str]:
+        """Clusters running Kueue: every GPU cluster, and the MultiKueue manager when enabled."""
+        return sorted({*self.keys_with_role(*GPU_ROLES), *([self.multikueue_manager()] if self.training.multikueue.enabled else [])})
+
+    def multikueue_manager(self) -> str:
+        (compute,) = self.keys_with_role("compute")
+        return self.training.multikueue.manager or compute
+
+    def model_capacity(self, profile: str | None = ...) -> dict[str, Any]:  # type: ignore[assignment]
         """GPU sizing of every served model (components.capacity); raises CapacityError when one cannot be served."""
         from components import capacity
 
         inference = self.inference
-        nodes = self.pool_nodes(inference.cluster, "inference")
+        nodes = self.pool_nodes(inference.cluster, "inference", profile)
+        replicas = self.profile(profile).replicas
         first = next(iter(nodes.values()))
         gpu_type = self.all_gpu_types()[first.gpu_type]
         gpu = capacity.GpuType(name=first.gpu_type.upper(), memory_mib=gpu_type.memory_mib)
         sized = {}
         for name, model in sorted(inference.models.items()):
-            profile = capacity.ModelProfile(
+            model_profile = capacity.ModelProfile(
                 name=name, params_billion=model.params_billion, layers=model.layers, kv_heads=model.kv_heads,
                 head_dim=model.head_dim, dtype=model.dtype, max_context=model.max_context,
                 mean_context=model.mean_context, concurrent_sequences=model.concurrent_sequences,
             )
-            sized[name] = capacity.size_model(
-                profile, gpu, first.gpus, inference.gpu_memory_utilization, inference.reserve_gib, model.min_replicas
+            size = capacity.size_model(
+                model_profile, gpu, first.gpus, inference.gpu_memory_utilization, inference.reserve_gib, model.min_replicas
             )
+            sized[name] = dataclasses.replace(size, replicas=replicas[name]) if name in replicas else size
         capacity.check_pool(list(sized.values()), sum(n.gpus for n in nodes.values()), f"{inference.cluster}/inference")
         return sized
 
     def flow_table(self) -> dict[str, Flow]:
-        """The configured flows, or the design's defaults when the stack sets none."""
-        return dict(self.flows) if self.flows is not None else default_flows(self)
+        """The configured flows, or the design's defaults when the stack sets none.
+
+        With MultiKueue on, the manager-to-worker API flow is part of the table even where the stack's
+        own table leaves it out.
+        """
+        table = dict(self.flows) if self.flows is not None else default_flows(self)
+        if self.training.multikueue.enabled and MULTIKUEUE_FLOW not in table:
+            table[MULTIKUEUE_FLOW] = multikueue_flow(self)
+        return table
 
     @model_validator(mode="after")
     def _site_rules(self) -> SiteConfig:
@@ -513,6 +621,7 @@ class SiteConfig(_Model):
             *_flow_problems(self),
             *_storage_problems(self),
             *_gpu_problems(self),
+            *_training_problems(self),
             *_vip_problems(self),
         ]
         if problems:
@@ -541,12 +650,26 @@ def default_flows(site: SiteConfig) -> dict[str, Flow]:
             sources=compute, to=site.keys_with_role("gpu"), port=443, target_port=10443,
             to_namespace="envoy-gateway-system", to_labels={"app.kubernetes.io/name": "envoy"},
         ),
-        "multikueue": Flow(
+        MULTIKUEUE_FLOW: Flow(
             description="The MultiKueue manager on compute dispatches workloads to the GPU clusters' API servers.",
             sources=compute, to=gpus, port=6443, target="kube-apiserver",
             from_namespace="kueue-system", from_labels={"control-plane": "controller-manager"},
         ),
     }
+
+
+MULTIKUEUE_FLOW = "multikueue"
+
+
+def multikueue_flow(site: SiteConfig) -> Flow:
+    """The manager's Kueue controller to every worker's API server."""
+    workers = sorted(site.training.multikueue.workers)
+    ports = {site.clusters[w].api_server_port for w in workers if w in site.clusters} or {6443}
+    return Flow(
+        description="The MultiKueue manager dispatches workloads to its workers' API servers.",
+        sources=[site.multikueue_manager()], to=workers, port=min(ports), target="kube-apiserver",
+        from_namespace="kueue-system", from_labels={"control-plane": "controller-manager"},
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -779,7 +902,7 @@ def _gpu_problems(site: SiteConfig) -> Iterator[Problem]:
                         f"'inference' is not allowed on gpu-train cluster {key}: it trains only; serve from a gpu cluster"
                     )
         ib = spec.infiniband
-        if ib.inference_weights_over_ib and ib.ipoib_range is None and any(n.pool == "inference" for n in spec.nodes.values()):
+        if ib.inference_weights_over_ib and ib.ipoib_range is None and key == site.inference.cluster:
             yield ("gpu", key, "infiniband", "ipoib_range"), (
                 "is required while inference_weights_over_ib is true: give the IPoIB network an address range"
             )
@@ -825,10 +948,112 @@ def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
         return
     if bad_models or any(n.gpu_type not in site.all_gpu_types() for n in nodes.values()):
         return
-    try:
-        site.model_capacity()
-    except CapacityError as exc:
-        yield (*path, "models"), str(exc)
+    for profile in [None, *sorted(p for p in site.profiles if not _profile_problems_exist(site, p))]:
+        where = (*path, "models") if profile is None else ("profiles", profile)
+        suffix = "" if profile is None else f" (profile {profile})"
+        try:
+            site.model_capacity(profile)
+        except CapacityError as exc:
+            yield where, f"{exc}{suffix}"
+        except StopIteration:
+            yield ("profiles", profile or "", "node_pools"), f"leaves no inference node on {inference.cluster}{suffix}"
+
+
+def _profile_problems_exist(site: SiteConfig, profile: str) -> bool:
+    return any(True for _ in _profile_problems(site, profile))
+
+
+def _profile_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
+    profile = site.profiles[name]
+    path = ("profiles", name)
+    for cluster, nodes in sorted(profile.node_pools.items()):
+        if cluster not in site.gpu:
+            yield (*path, "node_pools", cluster), f"{cluster!r} is not a GPU cluster with a gpu section; known: {', '.join(sorted(site.gpu))}"
+            continue
+        for node, pool in sorted(nodes.items()):
+            if node not in site.gpu[cluster].nodes:
+                yield (*path, "node_pools", cluster, node), f"{node!r} is not a node of gpu.{cluster}; nodes: {', '.join(sorted(site.gpu[cluster].nodes))}"
+            elif pool == "inference" and site.clusters.get(cluster) and site.clusters[cluster].role == "gpu-train":
+                yield (*path, "node_pools", cluster, node), f"'inference' is not allowed on gpu-train cluster {cluster}: it trains only"
+    for model, replicas in sorted(profile.replicas.items()):
+        if model not in site.inference.models:
+            yield (*path, "replicas", model), f"{model!r} is not a served model; models: {', '.join(sorted(site.inference.models))}"
+        elif replicas < 1:
+            yield (*path, "replicas", model), f"{replicas} replicas; a served model keeps at least one"
+    yield from _quota_key_problems(site, profile.quotas, (*path, "quotas"))
+
+
+def _quota_key_problems(site: SiteConfig, quotas: dict[str, dict[str, TeamQuota]], path: tuple[str | int, ...]) -> Iterator[Problem]:
+    for team, clusters in sorted(quotas.items()):
+        if team not in site.teams:
+            yield (*path, team), f"{team!r} is not a team; teams: {', '.join(sorted(site.teams))}"
+        for cluster in sorted(clusters):
+            if cluster not in site.gpu:
+                yield (*path, team, cluster), f"{cluster!r} is not a GPU cluster with a gpu section; known: {', '.join(sorted(site.gpu))}"
+
+
+def _training_problems(site: SiteConfig) -> Iterator[Problem]:
+    training = site.training
+    if site.active_profile is not None and site.active_profile not in site.profiles:
+        known = ", ".join(sorted(site.profiles)) or "none"
+        yield ("active_profile",), f"{site.active_profile!r} is not a profile; profiles: {known}"
+    for name in sorted(site.profiles):
+        yield from _profile_problems(site, name)
+    key_problems = list(_quota_key_problems(site, training.quotas, ("training", "quotas")))
+    yield from key_problems
+    mk = training.multikueue
+    if mk.enabled:
+        manager = mk.manager or (site.keys_with_role("compute") or [None])[0]
+        if not mk.workers:
+            yield ("training", "multikueue", "workers"), "is empty: MultiKueue needs at least one GPU worker cluster"
+        for i, worker in enumerate(mk.workers):
+            if worker == manager:
+                yield ("training", "multikueue", "workers", i), (
+                    f"{worker!r} is the MultiKueue manager; a manager is never its own worker"
+                )
+            elif worker not in site.clusters or site.clusters[worker].role not in GPU_ROLES:
+                yield ("training", "multikueue", "workers", i), (
+                    f"{worker!r} is not a gpu or gpu-train cluster; workers: {', '.join(site.keys_with_role(*GPU_ROLES))}"
+                )
+        if mk.manager is not None and mk.manager not in site.clusters:
+            yield ("training", "multikueue", "manager"), f"{mk.manager!r} is not a cluster of this site"
+        flow = (site.flows or {}).get(MULTIKUEUE_FLOW)
+        if flow is not None:
+            workers = {w for w in mk.workers if w != manager and w in site.clusters and site.clusters[w].role in GPU_ROLES}
+            missing = sorted(workers - set(flow.to))
+            if missing or flow.target != "kube-apiserver" or manager not in flow.sources:
+                yield ("flows", MULTIKUEUE_FLOW), (
+                    f"must be a kube-apiserver flow from {manager} to every MultiKueue worker; "
+                    f"{'missing: ' + ', '.join(missing) if missing else 'fix its target or sources'}"
+                )
+    types = site.all_gpu_types()
+    unknown_types = any(n.gpu_type not in types for spec in site.gpu.values() for n in spec.nodes.values())
+    if key_problems or unknown_types or any(_profile_problems_exist(site, p) for p in site.profiles):
+        return
+    for profile in [None, *sorted(site.profiles)]:
+        yield from _quota_capacity_problems(site, profile)
+
+
+def _quota_capacity_problems(site: SiteConfig, profile: str | None) -> Iterator[Problem]:
+    """Nominal GPU quotas must fit the training pool of each cluster; borrowing only moves unused quota around."""
+    quotas = site.team_quotas(profile)
+    suffix = "" if profile is None else f" (profile {profile})"
+    where = ("training", "quotas") if profile is None else ("profiles", profile, "quotas")
+    for cluster in sorted(site.gpu):
+        nodes = site.pool_nodes(cluster, "training", profile)
+        shapes = {n.gpu_type for n in nodes.values()}
+        if len(shapes) > 1:
+            yield ("gpu", cluster, "nodes"), f"training nodes must share one GPU type, found {', '.join(sorted(shapes))}{suffix}"
+            continue
+        pool_gpus = sum(n.gpus for n in nodes.values())
+        teams = {team: q[cluster].gpus for team, q in quotas.items() if cluster in q and q[cluster].gpus}
+        total = sum(teams.values())
+        if total > pool_gpus:
+            detail = ", ".join(f"{team} {gpus}" for team, gpus in sorted(teams.items()))
+            yield where, (
+                f"teams' GPU quotas on {cluster} add up to {total} ({detail}) but its training pool has {pool_gpus} "
+                f"GPUs{suffix}; lower nominal quotas and let teams borrow instead"
+            )
 
 
 def _vip_problems(site: SiteConfig) -> Iterator[Problem]:

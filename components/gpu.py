@@ -100,7 +100,10 @@ class GpuCluster(pulumi.ComponentResource):
             allow_volume_expansion=False,
             opts=child,
         )
-        self.node_patches = [self._node_patch(node_name, node.pool, node.gpu_type) for node_name, node in sorted(spec.nodes.items())]
+        # Pools follow the active profile: switching profiles re-labels and re-taints nodes, nothing else here.
+        self.node_patches = [
+            self._node_patch(node_name, site.node_pool(key, node_name), node.gpu_type) for node_name, node in sorted(spec.nodes.items())
+        ]
 
         gpu_ns = self._privileged_namespace(GPU_OPERATOR_NAMESPACE)
         self.gpu_operator = k8s.helm.v3.Release(
@@ -212,8 +215,8 @@ class GpuCluster(pulumi.ComponentResource):
 
 
 def ipoib_enabled(site: SiteConfig, key: str) -> bool:
-    spec = site.gpu[key]
-    return spec.infiniband.inference_weights_over_ib and bool(site.pool_nodes(key, "inference"))
+    """Whether the cluster's inference pods load weights over IPoIB (independent of the profile in force)."""
+    return site.gpu[key].infiniband.inference_weights_over_ib and key == site.inference.cluster
 
 
 def cluster_policy_spec(site: SiteConfig, key: str) -> dict[str, Any]:

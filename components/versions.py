@@ -87,3 +87,6 @@ MELLANOX_API = "mellanox.com/v1alpha1"
 NVIDIA_API = "nvidia.com/v1"
 GATEWAY_API = "gateway.networking.k8s.io/v1"
 ENVOY_GATEWAY_API = "gateway.envoyproxy.io/v1alpha1"
+
+KUEUE = HelmChart(chart="kueue", version="0.19.2", repo="oci://registry.k8s.io/kueue/charts")
+KUEUE_API = "kueue.x-k8s.io/v1beta2"

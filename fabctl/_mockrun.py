@@ -11,6 +11,7 @@ stack outputs, and either no error, a user error (the program's `pulumi.RunError
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import runpy
@@ -93,7 +94,10 @@ def main() -> int:
 
     class Mocks(mocks.Mocks):
         def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict]:
-            return f"{args.name}-id", {**args.inputs, **_MOCK_OUTPUTS.get(args.typ, {})}
+            outputs = dict(_MOCK_OUTPUTS.get(args.typ, {}))
+            if args.typ == "kubernetes:core/v1:Secret" and args.inputs.get("type") == "kubernetes.io/service-account-token":
+                outputs["data"] = {"token": base64.b64encode(b"mock-token").decode(), "ca.crt": base64.b64encode(b"MOCK CA").decode()}
+            return f"{args.name}-id", {**args.inputs, **outputs}
 
         def call(self, args: mocks.MockCallArgs) -> tuple[dict, None]:
             raise RuntimeError(f"invoke {args.token} cannot run offline; compute the value in the program instead")

@@ -100,3 +100,15 @@ def test_cluster_ids_are_accepted_exactly_from_1_to_255(cluster_id):
         assert not accepted
     else:
         assert accepted
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=12), st.dictionaries(st.text(max_size=8), st.dictionaries(st.text(max_size=8), json_values, max_size=2), max_size=2))
+def test_any_profile_choice_renders_or_fails_cleanly(active, profiles):
+    raw = copy.deepcopy(SITES["site-a"])
+    raw["active_profile"] = active
+    raw["profiles"].update(profiles)
+    try:
+        parse_site(raw)
+    except ConfigError as exc:
+        assert all(line.startswith("fab-platform:site") and "\n" not in line for line in exc.lines)

@@ -1,0 +1,477 @@
+"""TrainingPool: Kueue quotas and preemption, topology-aware placement, MultiKueue dispatch (DESIGN sections 1, 2).
+
+Kueue (`kueue.x-k8s.io/v1beta2` objects only) on every GPU cluster and, with MultiKueue, on the compute
+cluster as manager. Per team: a namespace with a LocalQueue and a RoleBinding for the team's Keycloak
+group on every Kueue cluster, and a ClusterQueue in the site's cohort whose GPU quota comes from
+config; the manager's quotas are the sum of its workers' (computed, never typed twice). Resident
+inference is not Kueue-managed: training flavors select training nodes only. Airflow on compute
+submits through a ServiceAccount per GPU cluster that may only create, watch and delete jobs in team
+namespaces; its kubeconfig arrives as a Secret in compute's `airflow` namespace.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components import versions
+from components.config import GPU_ROLES, SiteConfig, TeamQuota
+from components.kube import FlatCustomResource
+from components.gpu import GPU_TYPE_LABEL, POOL_LABEL, TRAINING_PRIORITY, toleration
+from components.providers import SiteProviders
+from components.storage import StorageCluster, catalog_uri
+
+KUEUE_NAMESPACE = "kueue-system"
+ACCESS_NAMESPACE = "fab-access"
+"""Where the ServiceAccounts that other clusters act as live, with their tokens."""
+AIRFLOW_NAMESPACE = "airflow"
+TOPOLOGY = "fab-topology"
+LOCAL_QUEUE = "training"
+ADMISSION_CHECK = "multikueue"
+MULTIKUEUE_CONFIG = "fab"
+TEAM_ROLE = "fab-team-member"
+SUBMITTER = "airflow-submitter"
+MULTIKUEUE_SA = "multikueue"
+MANAGED_LABEL = "fab.internal/kueue-managed"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITIES = {"training-normal": 100, "training-urgent": 1000}
+FRAMEWORKS = [
+    "batch/job",
+    "jobset.x-k8s.io/jobset",
+    "kubeflow.org/pytorchjob",
+    "kubeflow.org/mpijob",
+    "trainer.kubeflow.org/trainjob",
+    "ray.io/rayjob",
+    "ray.io/raycluster",
+    "pod",
+]
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+    "pod-security.kubernetes.io/warn": "restricted",
+}
+
+TEAM_RULES = [
+    {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["create", "delete", "get", "list", "watch", "patch", "update"]},
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "delete", "get", "list", "watch", "patch", "update"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayclusters"], "verbs": ["create", "delete", "get", "list", "watch", "patch", "update"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods", "pods/log", "events"], "verbs": ["get", "list", "watch"]},
+]
+"""What a team member may do in the team's namespace: run and watch batch work; no Secrets, no RBAC."""
+
+SUBMITTER_RULES = [
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "delete", "get", "list", "watch"]},
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "delete", "get", "list", "watch"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["create", "delete", "get", "list", "watch"]},
+]
+"""Airflow's method B: create, watch and delete Jobs, JobSets and RayJobs, in team namespaces only."""
+
+_RW = ["create", "delete", "get", "list", "watch", "update", "patch"]
+MULTIKUEUE_RULES = [
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _RW},
+    {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": _RW},
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"]},
+    {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "mpijobs"], "verbs": _RW},
+    {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs/status", "mpijobs/status"], "verbs": ["get"]},
+    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": _RW},
+    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs/status"], "verbs": ["get"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayclusters"], "verbs": _RW},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs/status", "rayclusters/status"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": _RW},
+    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": _RW},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": ["get", "list", "watch"]},
+]
+"""What the MultiKueue manager needs on a worker (Kueue's setup guide, with TrainJob and pods/status added)."""
+
+
+def team_namespace(team: str) -> str:
+    return f"team-{team}"
+
+
+def flavor_name(gpu_type: str) -> str:
+    return f"training-{gpu_type}"
+
+
+def kueue_config(multikueue: bool) -> str:
+    """The Kueue manager Configuration: the chart's defaults, our integrations, team namespaces only."""
+    config: dict[str, Any] = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {
+            "groupKindConcurrency": {
+                "Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 10, "LocalQueue.kueue.x-k8s.io": 5,
+                "ClusterQueue.kueue.x-k8s.io": 5, "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
+        "clientConnection": {"qps": 300, "burst": 500},
+        "manageJobsWithoutQueueName": False,
+        # Only team namespaces are Kueue's: resident inference and system pods are never gated.
+        "managedJobsNamespaceSelector": {"matchLabels": {MANAGED_LABEL: "true"}},
+        "integrations": {"frameworks": FRAMEWORKS},
+    }
+    if multikueue:
+        config["multiKueue"] = {"gcInterval": "1m", "origin": "multikueue", "workerLostTimeout": "15m"}
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def kubeconfig(cluster: str, server: str, ca_b64: str, token: str, namespace: str) -> str:
+    """A kubeconfig for one ServiceAccount token (the shape Kueue's MultiKueue guide generates)."""
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": cluster, "cluster": {"server": server, "certificate-authority-data": ca_b64}}],
+            "users": [{"name": cluster, "user": {"token": token}}],
+            "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": cluster, "namespace": namespace}}],
+            "current-context": cluster,
+        },
+        sort_keys=False,
+    )
+
+
+def summed_quota(quotas: dict[str, TeamQuota], clusters: list[str]) -> TeamQuota:
+    """The manager's quota of a team: the sum of its quotas on `clusters` (limits summed where all are set)."""
+    parts = [quotas[c] for c in clusters if c in quotas]
+
+    def total(field: str) -> int | None:
+        values = [getattr(q, field) for q in parts]
+        return None if not values or any(v is None for v in values) else sum(values)
+
+    return TeamQuota(
+        gpus=sum(q.gpus for q in parts),
+        cpu=sum(q.cpu_cores for q in parts),
+        memory_gib=sum(q.memory for q in parts),
+        borrowing_limit_gpus=total("borrowing_limit_gpus"),
+        lending_limit_gpus=total("lending_limit_gpus"),
+    )
+
+
+def _quantity(value: int, unit: str = "") -> str:
+    return f"{value}{unit}"
+
+
+@dataclass(frozen=True)
+class TrainingPoolArgs:
+    site: SiteConfig
+    providers: SiteProviders
+    storage: StorageCluster
+
+
+class TrainingPool(pulumi.ComponentResource):
+    """Kueue on every GPU cluster (and the MultiKueue manager), team quotas and job submission."""
+
+    submission: pulumi.Output[dict[str, Any]]
+    """The training-submission contract, per team: cluster, namespace and LocalQueue."""
+    example_job: pulumi.Output[str]
+    """A suspended Job that pins an Iceberg table and snapshot id, labelled for its LocalQueue."""
+
+    def __init__(self, name: str, args: TrainingPoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("fab:training:TrainingPool", name, None, opts)
+        site = args.site
+        self._name, self._site, self._site_providers, self._storage = name, site, args.providers, args.storage
+        self._access_namespaces: dict[str, k8s.core.v1.Namespace] = {}
+        mk = site.training.multikueue
+        self._manager = site.multikueue_manager() if mk.enabled else None
+        quotas = site.team_quotas()
+
+        self.kueue: dict[str, k8s.helm.v3.Release] = {}
+        for cluster in site.kueue_clusters():
+            self.kueue[cluster] = self._kueue(cluster)
+            self._queues(cluster, quotas)
+
+        (compute,) = site.keys_with_role("compute")
+        airflow_ns = k8s.core.v1.Namespace(
+            f"{name}-{compute}-ns-{AIRFLOW_NAMESPACE}",
+            metadata={"name": AIRFLOW_NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "fab-platform", **RESTRICTED}},
+            opts=self._on(compute),
+        )
+        for cluster in site.keys_with_role(*GPU_ROLES):
+            self._submitter(cluster, compute, airflow_ns)
+        if mk.enabled:
+            self._multikueue(self._manager, mk.workers)
+
+        submit_cluster = self._manager or site.keys_with_role("gpu")[0]
+        self.submission = pulumi.Output.from_input(
+            {
+                team: {"cluster": site.cluster_name(submit_cluster), "namespace": team_namespace(team), "local_queue": LOCAL_QUEUE}
+                for team in sorted(site.teams)
+            }
+        )
+        self.example_job = pulumi.Output.from_input(yaml.safe_dump(example_job(site, args.storage), sort_keys=False))
+        self.register_outputs({"submission": self.submission, "example_job": self.example_job})
+
+    def _on(self, cluster: str, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, provider=self._site_providers.for_cluster(cluster), depends_on=depends_on or [])
+
+    def _kueue(self, cluster: str) -> k8s.helm.v3.Release:
+        ns = k8s.core.v1.Namespace(
+            f"{self._name}-{cluster}-ns-{KUEUE_NAMESPACE}",
+            metadata={"name": KUEUE_NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "fab-platform", **RESTRICTED}},
+            opts=self._on(cluster),
+        )
+        chart = versions.KUEUE
+        return k8s.helm.v3.Release(
+            f"{self._name}-{cluster}-kueue",
+            name="kueue",
+            chart=f"{chart.repo}/{chart.chart}",
+            version=chart.version,
+            namespace=KUEUE_NAMESPACE,
+            values={"managerConfig": {"controllerManagerConfigYaml": kueue_config(cluster == self._manager)}},
+            opts=self._on(cluster, [ns]),
+        )
+
+    def _cr(self, cluster: str, logical: str, kind: str, metadata: dict[str, Any], spec: dict[str, Any],
+            depends_on: list[pulumi.Resource] | None = None) -> k8s.apiextensions.CustomResource:
+        """A Kueue object on `cluster`, applied once Kueue (and its CRDs) is installed there."""
+        return k8s.apiextensions.CustomResource(
+            f"{self._name}-{cluster}-{logical}",
+            api_version=versions.KUEUE_API,
+            kind=kind,
+            metadata=metadata,
+            spec=spec,
+            opts=self._on(cluster, [self.kueue[cluster], *(depends_on or [])]),
+        )
+
+    def _flavors(self, cluster: str) -> list[str]:
+        """Training flavors of a cluster; the manager carries its workers' flavors."""
+        site = self._site
+        members = self._site.training.multikueue.workers if cluster == self._manager else [cluster]
+        return sorted({flavor_name(n.gpu_type) for member in members for n in site.gpu[member].nodes.values()})
+
+    def _queues(self, cluster: str, quotas: dict[str, dict[str, TeamQuota]]) -> None:
+        site = self._site
+        is_manager = cluster == self._manager
+        for wpc, value in PRIORITIES.items():
+            FlatCustomResource(
+                f"{self._name}-{cluster}-priority-{wpc}", versions.KUEUE_API, "WorkloadPriorityClass", {"name": wpc},
+                {"value": value, "description": f"{wpc.split('-')[1].capitalize()} training work."},
+                opts=self._on(cluster, [self.kueue[cluster]]),
+            )
+        if not is_manager:
+            self._cr(cluster, "topology", "Topology", {"name": TOPOLOGY},
+                     {"levels": [{"nodeLabel": label} for label in site.training.topology_levels]})
+        flavors = self._flavors(cluster)
+        for flavor in flavors:
+            spec: dict[str, Any] = {}
+            if not is_manager:
+                spec = {
+                    "nodeLabels": {POOL_LABEL: "training", GPU_TYPE_LABEL: flavor.removeprefix("training-")},
+                    "tolerations": [toleration("training")],
+                    "topologyName": TOPOLOGY,
+                }
+            self._cr(cluster, f"flavor-{flavor}", "ResourceFlavor", {"name": flavor}, spec)
+        self._cr(cluster, "cohort", "Cohort", {"name": site.name}, {})
+        k8s.rbac.v1.ClusterRole(
+            f"{self._name}-{cluster}-team-role", metadata={"name": TEAM_ROLE}, rules=TEAM_RULES, opts=self._on(cluster)
+        )
+        for team in sorted(site.teams):
+            ns_name = team_namespace(team)
+            ns = k8s.core.v1.Namespace(
+                f"{self._name}-{cluster}-ns-{ns_name}",
+                metadata={"name": ns_name, "labels": {
+                    "app.kubernetes.io/managed-by": "fab-platform", "fab.internal/team": team, MANAGED_LABEL: "true", **RESTRICTED,
+                }},
+                opts=self._on(cluster),
+            )
+            k8s.rbac.v1.RoleBinding(
+                f"{self._name}-{cluster}-{ns_name}-members",
+                metadata={"name": "team-members", "namespace": ns_name},
+                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": TEAM_ROLE},
+                subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"{site.training.group_prefix}team-{team}"}],
+                opts=self._on(cluster, [ns]),
+            )
+            team_quotas = quotas.get(team, {})
+            quota = summed_quota(team_quotas, site.training.multikueue.workers) if is_manager else team_quotas.get(cluster, TeamQuota(gpus=0))
+            queue_spec: dict[str, Any] = {
+                "cohortName": site.name,
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns_name}},
+                "queueingStrategy": "BestEffortFIFO",
+                "preemption": {
+                    "reclaimWithinCohort": "Any",
+                    "withinClusterQueue": "LowerPriority",
+                    "borrowWithinCohort": {"policy": "Never"},
+                },
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                        "flavors": [self._flavor_quota(flavor, cluster, team_quotas, quota) for flavor in flavors],
+                    }
+                ],
+            }
+            if is_manager:
+                queue_spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": ADMISSION_CHECK}]}
+            self._cr(cluster, f"queue-{team}", "ClusterQueue", {"name": ns_name}, queue_spec)
+            self._cr(cluster, f"localqueue-{team}", "LocalQueue", {"name": LOCAL_QUEUE, "namespace": ns_name},
+                     {"clusterQueue": ns_name}, depends_on=[ns])
+            if not is_manager:  # pods run on workers: data by reference, read with the training keys
+                self._storage.grant("training", cluster, ns_name, depends_on=[ns])
+                self._storage.catalog_grant("training", cluster, ns_name, depends_on=[ns])
+
+    def _flavor_quota(self, flavor: str, cluster: str, team_quotas: dict[str, TeamQuota], quota: TeamQuota) -> dict[str, Any]:
+        """One flavor's quotas; on the manager, each flavor gets the sum over the workers that have it."""
+        if cluster == self._manager:
+            workers = [w for w in self._site.training.multikueue.workers if flavor in self._flavors(w)]
+            quota = summed_quota(team_quotas, workers)
+        gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominalQuota": _quantity(quota.gpus)}
+        if quota.borrowing_limit_gpus is not None:
+            gpu["borrowingLimit"] = _quantity(quota.borrowing_limit_gpus)
+        if quota.lending_limit_gpus is not None:
+            gpu["lendingLimit"] = _quantity(quota.lending_limit_gpus)
+        return {
+            "name": flavor,
+            "resources": [
+                {"name": "cpu", "nominalQuota": _quantity(quota.cpu_cores)},
+                {"name": "memory", "nominalQuota": _quantity(quota.memory, "Gi")},
+                gpu,
+            ],
+        }
+
+    def _access_namespace(self, cluster: str) -> k8s.core.v1.Namespace:
+        if cluster not in self._access_namespaces:
+            self._access_namespaces[cluster] = k8s.core.v1.Namespace(
+                f"{self._name}-{cluster}-ns-{ACCESS_NAMESPACE}",
+                metadata={"name": ACCESS_NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "fab-platform", **RESTRICTED}},
+                opts=self._on(cluster),
+            )
+        return self._access_namespaces[cluster]
+
+    def _service_account(self, cluster: str, account: str, rules: list[dict[str, Any]], team_scoped: bool) -> k8s.core.v1.Secret:
+        """A ServiceAccount on `cluster` with exactly `rules` (per team namespace, or cluster-wide), and its token Secret."""
+        site = self._site
+        ns = self._access_namespace(cluster)
+        sa = k8s.core.v1.ServiceAccount(
+            f"{self._name}-{cluster}-sa-{account}",
+            metadata={"name": account, "namespace": ACCESS_NAMESPACE},
+            automount_service_account_token=False,
+            opts=self._on(cluster, [ns]),
+        )
+        role = k8s.rbac.v1.ClusterRole(
+            f"{self._name}-{cluster}-role-{account}", metadata={"name": f"fab-{account}"}, rules=rules, opts=self._on(cluster)
+        )
+        subject = [{"kind": "ServiceAccount", "name": account, "namespace": ACCESS_NAMESPACE}]
+        role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"fab-{account}"}
+        if team_scoped:
+            for team in sorted(site.teams):
+                k8s.rbac.v1.RoleBinding(
+                    f"{self._name}-{cluster}-{team_namespace(team)}-{account}",
+                    metadata={"name": account, "namespace": team_namespace(team)},
+                    role_ref=role_ref, subjects=subject, opts=self._on(cluster, [role, sa]),
+                )
+        else:
+            k8s.rbac.v1.ClusterRoleBinding(
+                f"{self._name}-{cluster}-binding-{account}", metadata={"name": f"fab-{account}"},
+                role_ref=role_ref, subjects=subject, opts=self._on(cluster, [role, sa]),
+            )
+        return k8s.core.v1.Secret(
+            f"{self._name}-{cluster}-token-{account}",
+            metadata={"name": f"{account}-token", "namespace": ACCESS_NAMESPACE, "annotations": {"kubernetes.io/service-account.name": account}},
+            type="kubernetes.io/service-account-token",
+            opts=pulumi.ResourceOptions.merge(self._on(cluster, [sa]), pulumi.ResourceOptions(additional_secret_outputs=["data"])),
+        )
+
+    def _kubeconfig_secret(self, logical: str, target: str, token: k8s.core.v1.Secret, into: str, namespace: str,
+                           secret_name: str, key: str, depends_on: list[pulumi.Resource], default_ns: str) -> k8s.core.v1.Secret:
+        """The kubeconfig of a ServiceAccount of `target`, as a Secret on cluster `into` (a Pulumi secret throughout)."""
+        cluster = self._site.clusters[target]
+        server = f"https://{cluster.api_server}:{cluster.api_server_port}"
+        content = pulumi.Output.secret(token.data).apply(
+            lambda data: kubeconfig(self._site.cluster_name(target), server, data["ca.crt"], base64.b64decode(data["token"]).decode(), default_ns)
+        )
+        return k8s.core.v1.Secret(
+            f"{self._name}-{logical}",
+            metadata={"name": secret_name, "namespace": namespace},
+            type="Opaque",
+            string_data={key: content},
+            opts=self._on(into, depends_on),
+        )
+
+    def _submitter(self, cluster: str, compute: str, airflow_ns: k8s.core.v1.Namespace) -> None:
+        token = self._service_account(cluster, SUBMITTER, SUBMITTER_RULES, team_scoped=True)
+        self._kubeconfig_secret(
+            f"{compute}-airflow-kubeconfig-{cluster}", cluster, token, compute, AIRFLOW_NAMESPACE,
+            f"gpu-{cluster}-kubeconfig", "kubeconfig", [airflow_ns], team_namespace(sorted(self._site.teams)[0]),
+        )
+
+    def _multikueue(self, manager: str, workers: list[str]) -> None:
+        clusters = []
+        for worker in workers:
+            token = self._service_account(worker, MULTIKUEUE_SA, MULTIKUEUE_RULES, team_scoped=False)
+            secret = self._kubeconfig_secret(
+                f"{manager}-multikueue-kubeconfig-{worker}", worker, token, manager, KUEUE_NAMESPACE,
+                f"multikueue-{worker}", "kubeconfig", [self.kueue[manager]], "default",
+            )
+            clusters.append(
+                self._cr(manager, f"multikueue-cluster-{worker}", "MultiKueueCluster", {"name": worker},
+                         {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": f"multikueue-{worker}"}}},
+                         depends_on=[secret])
+            )
+        config = self._cr(manager, "multikueue-config", "MultiKueueConfig", {"name": MULTIKUEUE_CONFIG},
+                          {"clusters": sorted(workers)}, depends_on=clusters)
+        self._cr(manager, "admission-check", "AdmissionCheck", {"name": ADMISSION_CHECK},
+                 {"controllerName": "kueue.x-k8s.io/multikueue",
+                  "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": MULTIKUEUE_CONFIG}},
+                 depends_on=[config])
+
+
+def example_job(site: SiteConfig, storage: StorageCluster) -> dict[str, Any]:
+    """A training Job as Airflow submits it: suspended for Kueue, labelled for the team's LocalQueue, data by reference."""
+    team = sorted(site.teams)[0]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "generateName": f"{team}-train-",
+            "namespace": team_namespace(team),
+            "labels": {QUEUE_LABEL: LOCAL_QUEUE, "kueue.x-k8s.io/priority-class": "training-normal"},
+        },
+        "spec": {
+            "suspend": True,
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "priorityClassName": TRAINING_PRIORITY,
+                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [
+                        {
+                            "name": "train",
+                            "image": "registry.site.fab.internal/ml/train:1.0.0",
+                            "args": ["--table", "$(ICEBERG_TABLE)", "--snapshot-id", "$(ICEBERG_SNAPSHOT_ID)"],
+                            "env": [
+                                {"name": "ICEBERG_CATALOG_URI", "value": catalog_uri(site)},
+                                {"name": "ICEBERG_WAREHOUSE", "value": site.storage.polaris.catalog},
+                                {"name": "ICEBERG_TABLE", "value": "fab.yield.wafer_features"},
+                                {"name": "ICEBERG_SNAPSHOT_ID", "value": "4187342123553412345"},
+                                {"name": "CHECKPOINT_URI", "value": f"s3://{storage.bucket_of('checkpoints')}/{team}/"},
+                            ],
+                            "envFrom": [{"secretRef": {"name": "s3-training"}}],
+                            "resources": {
+                                "requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "1"},
+                                "limits": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "1"},
+                            },
+                            "securityContext": {
+                                "runAsNonRoot": True,
+                                "runAsUser": 1000,
+                                "allowPrivilegeEscalation": False,
+                                "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
+                        }
+                    ],
+                }
+            },
+        },
+    }
