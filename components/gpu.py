@@ -17,6 +17,7 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.config import SiteConfig
+from components.kube import namespace
 from components.providers import SiteProviders
 
 POOL_LABEL = "fab.internal/gpu-pool"
@@ -185,20 +186,8 @@ class GpuCluster(pulumi.ComponentResource):
         )
         self.register_outputs({"pools": self.pools})
 
-    def _privileged_namespace(self, namespace: str) -> k8s.core.v1.Namespace:
-        return k8s.core.v1.Namespace(
-            f"{self._name}-ns-{namespace}",
-            metadata={
-                "name": namespace,
-                "labels": {
-                    "app.kubernetes.io/managed-by": "fab-platform",
-                    "pod-security.kubernetes.io/enforce": "privileged",
-                    "pod-security.kubernetes.io/warn": "privileged",
-                },
-                "annotations": {"fab.internal/privileged-reason": PRIVILEGED_REASON},
-            },
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+    def _privileged_namespace(self, name: str) -> k8s.core.v1.Namespace:
+        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), privileged_reason=PRIVILEGED_REASON)
 
     def _node_patch(self, node: str, pool: str, gpu_type: str) -> k8s.core.v1.NodePatch:
         """Labels and the pool taint of one node.

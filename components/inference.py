@@ -36,6 +36,7 @@ from components.gpu import (
     toleration,
 )
 from components.identity import SiteIdentity
+from components.kube import namespace, restricted_security_context
 from components.network import CrossClusterNetwork
 from components.providers import SiteProviders
 from components.storage import StorageCluster
@@ -49,11 +50,6 @@ TEAM_HEADER = "x-fab-team"
 AUDIENCE = "llm-gateway"
 JWT_PROVIDER = "keycloak"
 MODEL_LABEL = "fab.internal/model"
-RESTRICTED = {
-    "pod-security.kubernetes.io/enforce": "restricted",
-    "pod-security.kubernetes.io/audit": "restricted",
-    "pod-security.kubernetes.io/warn": "restricted",
-}
 VLLM_USER = 2000
 """The vllm user the official image carries; the image defaults to root."""
 
@@ -64,18 +60,6 @@ def model_path(model: str) -> str:
 
 def route_prefix(model: str) -> str:
     return f"/models/{model}/v1"
-
-
-def _security_context(user: int) -> dict[str, Any]:
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": user,
-        "runAsGroup": user,
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
 
 
 def cache_size_gib(weights_gib: float) -> int:
@@ -162,11 +146,7 @@ class InferencePool(pulumi.ComponentResource):
         self.register_outputs({"serving": self.serving, "capacity": self.capacity, "dns_records": self.dns_records})
 
     def _namespace(self, name: str) -> k8s.core.v1.Namespace:
-        return k8s.core.v1.Namespace(
-            f"{self._name}-ns-{name}",
-            metadata={"name": name, "labels": {"app.kubernetes.io/managed-by": "fab-platform", **RESTRICTED}},
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self))
 
     # ---------------------------------------------------------------------------------------------
     # Models.
@@ -192,7 +172,7 @@ class InferencePool(pulumi.ComponentResource):
                 "image": versions.WEIGHTS_SYNC_IMAGE,
                 "args": ["alias", "set", "models", "$(AWS_ENDPOINT_URL_S3)", "$(AWS_ACCESS_KEY_ID)", "$(AWS_SECRET_ACCESS_KEY)"],
                 "env": mc_env,
-                "securityContext": _security_context(VLLM_USER),
+                "securityContext": restricted_security_context(VLLM_USER),
                 "resources": small,
                 "volumeMounts": [{"name": "work", "mountPath": "/work"}],
             },
@@ -201,7 +181,7 @@ class InferencePool(pulumi.ComponentResource):
                 "image": versions.WEIGHTS_SYNC_IMAGE,
                 "args": ["mirror", "--overwrite", "--remove", f"models/{models_bucket}/{spec.source.strip('/')}", model_path(model)],
                 "env": mc_env,
-                "securityContext": _security_context(VLLM_USER),
+                "securityContext": restricted_security_context(VLLM_USER),
                 "resources": small,
                 "volumeMounts": [{"name": "work", "mountPath": "/work"}, {"name": "model-cache", "mountPath": "/models"}],
             },
@@ -227,7 +207,7 @@ class InferencePool(pulumi.ComponentResource):
                 "requests": {"cpu": str(4 * tp), "memory": host_memory, **gpu_resources},
                 "limits": {"cpu": str(8 * tp), "memory": host_memory, **gpu_resources},
             },
-            "securityContext": _security_context(VLLM_USER),
+            "securityContext": restricted_security_context(VLLM_USER),
             "startupProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "failureThreshold": 180},
             "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5, "failureThreshold": 3},
             "livenessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "failureThreshold": 6},

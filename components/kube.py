@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 from pulumi_kubernetes import _utilities
 
 
@@ -20,3 +21,38 @@ class FlatCustomResource(pulumi.CustomResource):
         props = {"apiVersion": api_version, "kind": kind, "metadata": metadata, **fields}
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_utilities.get_version()))
         super().__init__(f"kubernetes:{api_version}:{kind}", name, props, opts)
+
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "fab-platform"}
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+    "pod-security.kubernetes.io/warn": "restricted",
+}
+"""Pod Security admission labels of every namespace the platform creates, unless an operator needs more."""
+
+
+def namespace(logical: str, name: str, opts: pulumi.ResourceOptions, labels: dict[str, str] | None = None,
+              privileged_reason: str | None = None) -> k8s.core.v1.Namespace:
+    """A namespace at Pod Security `restricted`, or `privileged` with the reason recorded on it."""
+    pss = RESTRICTED if privileged_reason is None else {
+        "pod-security.kubernetes.io/enforce": "privileged",
+        "pod-security.kubernetes.io/warn": "privileged",
+    }
+    metadata: dict[str, Any] = {"name": name, "labels": {**MANAGED_BY, **(labels or {}), **pss}}
+    if privileged_reason is not None:
+        metadata["annotations"] = {"fab.internal/privileged-reason": privileged_reason}
+    return k8s.core.v1.Namespace(logical, metadata=metadata, opts=opts)
+
+
+def restricted_security_context(user: int) -> dict[str, Any]:
+    """A container securityContext that meets Pod Security `restricted`, with a read-only root filesystem."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": user,
+        "runAsGroup": user,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import pulumi_tls as tls
 
 from components import versions
 from components.bucket_tags import BucketTags
+from components.kube import namespace, restricted_security_context
 from components.config import REPLICABLE_CLASSES, SiteConfig
 from components.network import CrossClusterNetwork
 from components.providers import SiteProviders
@@ -86,11 +87,6 @@ POLARIS_DB = "polaris-db"
 CNPG_NAMESPACE = "cnpg-system"
 AISTOR_OPERATOR_NAMESPACE = "aistor-operator"
 GOLD_NAMESPACE = "gold"
-RESTRICTED = {
-    "pod-security.kubernetes.io/enforce": "restricted",
-    "pod-security.kubernetes.io/audit": "restricted",
-    "pod-security.kubernetes.io/warn": "restricted",
-}
 
 
 def bucket_arn(bucket: str, objects: bool = False) -> str:
@@ -190,15 +186,7 @@ def _secure_container(name: str, image: str, user: int, **extra: Any) -> dict[st
     return {
         "name": name,
         "image": image,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": user,
-            "runAsGroup": user,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_security_context(user),
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
         **extra,
     }
@@ -229,7 +217,6 @@ class _Credentials:
 class _Principal:
     client_id: pulumi.Output[str]
     client_secret: pulumi.Output[str]
-    grants: dict[tuple[str, str], k8s.core.v1.Secret] = field(default_factory=dict)
 
 
 class StorageCluster(pulumi.ComponentResource):
@@ -324,48 +311,42 @@ class StorageCluster(pulumi.ComponentResource):
         """The Secret `s3-<engine>` in `namespace` of `cluster`, holding the engine's S3 keys and endpoint."""
         if engine not in ENGINE_ACCESS:
             raise ValueError(f"unknown engine {engine!r}; engines: {', '.join(sorted(ENGINE_ACCESS))}")
-        key = (engine, cluster, namespace)
-        if key not in self._grants:
-            creds = self._credentials[engine]
-            self._grants[key] = k8s.core.v1.Secret(
-                f"{self._name}-s3-{engine}-{cluster}-{namespace}",
-                metadata={"name": f"s3-{engine}", "namespace": namespace, "labels": {"fab.internal/engine": engine}},
-                type="Opaque",
-                string_data={
-                    "AWS_ACCESS_KEY_ID": creds.access_key,
-                    "AWS_SECRET_ACCESS_KEY": creds.secret_key,
-                    "AWS_ENDPOINT_URL_S3": self._s3_internal,
-                    "AWS_REGION": self._site.minio.region,
-                },
-                opts=pulumi.ResourceOptions(
-                    parent=self, provider=self._site_providers.for_cluster(cluster), depends_on=depends_on or []
-                ),
-            )
-        return self._grants[key]
+        creds = self._credentials[engine]
+        return self._delivered(f"s3-{engine}", engine, cluster, namespace, depends_on, {
+            "AWS_ACCESS_KEY_ID": creds.access_key,
+            "AWS_SECRET_ACCESS_KEY": creds.secret_key,
+            "AWS_ENDPOINT_URL_S3": self._s3_internal,
+            "AWS_REGION": self._site.minio.region,
+        })
 
     def catalog_grant(self, engine: str, cluster: str, namespace: str, depends_on: list[pulumi.Resource] | None = None) -> k8s.core.v1.Secret:
         """The Secret `polaris-<engine>` in `namespace` of `cluster`: the engine's Polaris principal and the catalog."""
         if engine not in CATALOG_ACCESS:
             raise ValueError(f"engine {engine!r} has no Polaris principal; principals: {', '.join(sorted(CATALOG_ACCESS))}")
         principal = self._principals[engine]
-        key = (cluster, namespace)
-        if key not in principal.grants:
-            principal.grants[key] = k8s.core.v1.Secret(
-                f"{self._name}-polaris-{engine}-{cluster}-{namespace}",
-                metadata={"name": f"polaris-{engine}", "namespace": namespace, "labels": {"fab.internal/engine": engine}},
+        return self._delivered(f"polaris-{engine}", engine, cluster, namespace, depends_on, {
+            "POLARIS_CLIENT_ID": principal.client_id,
+            "POLARIS_CLIENT_SECRET": principal.client_secret,
+            "POLARIS_URI": self._catalog_uri,
+            "POLARIS_WAREHOUSE": self._site.storage.polaris.catalog,
+            "POLARIS_SCOPE": "PRINCIPAL_ROLE:ALL",
+        })
+
+    def _delivered(self, name: str, engine: str, cluster: str, namespace: str, depends_on: list[pulumi.Resource] | None,
+                   data: dict[str, pulumi.Input[str]]) -> k8s.core.v1.Secret:
+        """One credentials Secret per (name, cluster, namespace), however often it is asked for."""
+        key = (name, cluster, namespace)
+        if key not in self._grants:
+            self._grants[key] = k8s.core.v1.Secret(
+                f"{self._name}-{name}-{cluster}-{namespace}",
+                metadata={"name": name, "namespace": namespace, "labels": {"fab.internal/engine": engine}},
                 type="Opaque",
-                string_data={
-                    "POLARIS_CLIENT_ID": principal.client_id,
-                    "POLARIS_CLIENT_SECRET": principal.client_secret,
-                    "POLARIS_URI": self._catalog_uri,
-                    "POLARIS_WAREHOUSE": self._site.storage.polaris.catalog,
-                    "POLARIS_SCOPE": "PRINCIPAL_ROLE:ALL",
-                },
+                string_data=data,
                 opts=pulumi.ResourceOptions(
                     parent=self, provider=self._site_providers.for_cluster(cluster), depends_on=depends_on or []
                 ),
             )
-        return principal.grants[key]
+        return self._grants[key]
 
     # ---------------------------------------------------------------------------------------------
     # Object store.
@@ -382,8 +363,8 @@ class StorageCluster(pulumi.ComponentResource):
             raise ValueError("installing the object store needs the AIStor license and root password secrets")
         child = pulumi.ResourceOptions(parent=self)
         namespaces = [
-            self._namespace(AISTOR_OPERATOR_NAMESPACE, privileged=False),
-            self._namespace(store.namespace, privileged=False),
+            self._namespace(AISTOR_OPERATOR_NAMESPACE),
+            self._namespace(store.namespace),
         ]
         operator = k8s.helm.v3.Release(
             f"{self._name}-aistor-operator",
@@ -429,12 +410,8 @@ class StorageCluster(pulumi.ComponentResource):
         )
         return [operator, objectstore]
 
-    def _namespace(self, name: str, privileged: bool, cluster: str | None = None) -> k8s.core.v1.Namespace:
-        labels = {"app.kubernetes.io/managed-by": "fab-platform"}
-        labels.update(RESTRICTED if not privileged else {"pod-security.kubernetes.io/enforce": "privileged"})
-        return k8s.core.v1.Namespace(
-            f"{self._name}-ns-{name}", metadata={"name": name, "labels": labels}, opts=pulumi.ResourceOptions(parent=self)
-        )
+    def _namespace(self, name: str) -> k8s.core.v1.Namespace:
+        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self))
 
     def _lb_service(self, network: CrossClusterNetwork, name: str, namespace: str, pool: str, vip: Any,
                     port: tuple[str, int], selector: dict[str, str], depends_on: list[pulumi.Resource]) -> k8s.core.v1.Service:
@@ -551,8 +528,8 @@ class StorageCluster(pulumi.ComponentResource):
     def _polaris(self, network: CrossClusterNetwork) -> None:
         site, polaris = self._site, self._site.storage.polaris
         ns = polaris.namespace
-        namespace = self._namespace(ns, privileged=False)
-        cnpg_ns = self._namespace(CNPG_NAMESPACE, privileged=False)
+        ns_resource = self._namespace(ns)
+        cnpg_ns = self._namespace(CNPG_NAMESPACE)
         operator = k8s.helm.v3.Release(
             f"{self._name}-cnpg",
             name="cnpg",
@@ -563,18 +540,18 @@ class StorageCluster(pulumi.ComponentResource):
             values={"replicaCount": 2},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[cnpg_ns]),
         )
-        backup_creds = self.grant("postgres-backup", self._cluster_key, ns, depends_on=[namespace])
-        database = self._postgres_cluster(ns, backup_creds, [operator, namespace])
+        backup_creds = self.grant("postgres-backup", self._cluster_key, ns, depends_on=[ns_resource])
+        database = self._postgres_cluster(ns, backup_creds, [operator, ns_resource])
 
         root_id, root_secret = self._random_id("polaris-root-id"), self._random_secret("polaris-root-secret")
-        root = self._opaque_secret("polaris-root", ns, {"client-id": root_id, "client-secret": root_secret}, [namespace])
+        root = self._opaque_secret("polaris-root", ns, {"client-id": root_id, "client-secret": root_secret}, [ns_resource])
         signing_key = tls.PrivateKey(f"{self._name}-polaris-token-key", algorithm="RSA", rsa_bits=4096, opts=pulumi.ResourceOptions(parent=self))
         token_broker = self._opaque_secret(
             "polaris-token-broker", ns,
             {"private.pem": pulumi.Output.secret(signing_key.private_key_pem_pkcs8), "public.pem": signing_key.public_key_pem},
-            [namespace],
+            [ns_resource],
         )
-        storage_creds = self.grant("polaris", self._cluster_key, ns, depends_on=[namespace])
+        storage_creds = self.grant("polaris", self._cluster_key, ns, depends_on=[ns_resource])
         bootstrap = self._polaris_bootstrap_job(ns, root, database)
 
         release = k8s.helm.v3.Release(

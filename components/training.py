@@ -21,7 +21,7 @@ import yaml
 
 from components import versions
 from components.config import GPU_ROLES, SiteConfig, TeamQuota
-from components.kube import FlatCustomResource
+from components.kube import FlatCustomResource, namespace
 from components.gpu import GPU_TYPE_LABEL, POOL_LABEL, TRAINING_PRIORITY, toleration
 from components.providers import SiteProviders
 from components.storage import StorageCluster, catalog_uri
@@ -50,11 +50,6 @@ FRAMEWORKS = [
     "ray.io/raycluster",
     "pod",
 ]
-RESTRICTED = {
-    "pod-security.kubernetes.io/enforce": "restricted",
-    "pod-security.kubernetes.io/audit": "restricted",
-    "pod-security.kubernetes.io/warn": "restricted",
-}
 
 TEAM_RULES = [
     {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["create", "delete", "get", "list", "watch", "patch", "update"]},
@@ -193,11 +188,7 @@ class TrainingPool(pulumi.ComponentResource):
             self._queues(cluster, quotas)
 
         (compute,) = site.keys_with_role("compute")
-        airflow_ns = k8s.core.v1.Namespace(
-            f"{name}-{compute}-ns-{AIRFLOW_NAMESPACE}",
-            metadata={"name": AIRFLOW_NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "fab-platform", **RESTRICTED}},
-            opts=self._on(compute),
-        )
+        airflow_ns = namespace(f"{name}-{compute}-ns-{AIRFLOW_NAMESPACE}", AIRFLOW_NAMESPACE, self._on(compute))
         for cluster in site.keys_with_role(*GPU_ROLES):
             self._submitter(cluster, compute, airflow_ns)
         if mk.enabled:
@@ -217,11 +208,7 @@ class TrainingPool(pulumi.ComponentResource):
         return pulumi.ResourceOptions(parent=self, provider=self._site_providers.for_cluster(cluster), depends_on=depends_on or [])
 
     def _kueue(self, cluster: str) -> k8s.helm.v3.Release:
-        ns = k8s.core.v1.Namespace(
-            f"{self._name}-{cluster}-ns-{KUEUE_NAMESPACE}",
-            metadata={"name": KUEUE_NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "fab-platform", **RESTRICTED}},
-            opts=self._on(cluster),
-        )
+        ns = namespace(f"{self._name}-{cluster}-ns-{KUEUE_NAMESPACE}", KUEUE_NAMESPACE, self._on(cluster))
         chart = versions.KUEUE
         return k8s.helm.v3.Release(
             f"{self._name}-{cluster}-kueue",
@@ -279,12 +266,9 @@ class TrainingPool(pulumi.ComponentResource):
         )
         for team in sorted(site.teams):
             ns_name = team_namespace(team)
-            ns = k8s.core.v1.Namespace(
-                f"{self._name}-{cluster}-ns-{ns_name}",
-                metadata={"name": ns_name, "labels": {
-                    "app.kubernetes.io/managed-by": "fab-platform", "fab.internal/team": team, MANAGED_LABEL: "true", **RESTRICTED,
-                }},
-                opts=self._on(cluster),
+            ns = namespace(
+                f"{self._name}-{cluster}-ns-{ns_name}", ns_name, self._on(cluster),
+                labels={"fab.internal/team": team, MANAGED_LABEL: "true"},
             )
             k8s.rbac.v1.RoleBinding(
                 f"{self._name}-{cluster}-{ns_name}-members",
@@ -341,10 +325,8 @@ class TrainingPool(pulumi.ComponentResource):
 
     def _access_namespace(self, cluster: str) -> k8s.core.v1.Namespace:
         if cluster not in self._access_namespaces:
-            self._access_namespaces[cluster] = k8s.core.v1.Namespace(
-                f"{self._name}-{cluster}-ns-{ACCESS_NAMESPACE}",
-                metadata={"name": ACCESS_NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "fab-platform", **RESTRICTED}},
-                opts=self._on(cluster),
+            self._access_namespaces[cluster] = namespace(
+                f"{self._name}-{cluster}-ns-{ACCESS_NAMESPACE}", ACCESS_NAMESPACE, self._on(cluster)
             )
         return self._access_namespaces[cluster]
 
