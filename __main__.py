@@ -2,6 +2,7 @@
 
 import pulumi
 
+from components.compute import ComputeCluster, ComputeClusterArgs
 from components.config import load_secrets, load_site
 from components.gpu import GpuCluster, GpuClusterArgs
 from components.identity import SiteIdentity, SiteIdentityArgs
@@ -42,7 +43,14 @@ inference = InferencePool(
         gpu=gpus[site.inference.cluster],
     ),
 )
-training = TrainingPool("training", TrainingPoolArgs(site=site, providers=providers, storage=storage))
+compute = ComputeCluster(
+    "compute",
+    ComputeClusterArgs(site=site, providers=providers, network=network, storage=storage, identity=identity),
+)
+training = TrainingPool(
+    "training",
+    TrainingPoolArgs(site=site, providers=providers, storage=storage, airflow_namespace=compute.airflow_namespace),
+)
 
 pulumi.export("site", {"name": site.name, "domain": site.domain})
 pulumi.export("network", {"clusters": network.clusters, "flows": network.flows})
@@ -53,4 +61,7 @@ pulumi.export("serving", inference.serving)
 pulumi.export("capacity", inference.capacity)
 pulumi.export("training", {"submission": training.submission, "example_job": training.example_job, "profile": site.active_profile})
 pulumi.export("gpu_pools", {key: gpu.pools for key, gpu in gpus.items()})
-pulumi.export("dns_records", pulumi.Output.all(storage.dns_records, inference.dns_records).apply(lambda r: {**r[0], **r[1]}))
+pulumi.export("ui_urls", compute.ui_urls)
+pulumi.export("dns_records", pulumi.Output.all(storage.dns_records, inference.dns_records, compute.dns_records).apply(
+    lambda records: {name: vip for part in records for name, vip in part.items()}
+))

@@ -210,7 +210,7 @@ class KeycloakEndpoint(_Model):
 # --------------------------------------------------------------------------------------------------
 # Teams, identity and storage (StorageCluster, SiteIdentity).
 
-DataClass = Literal["raw", "warehouse", "datasets", "models", "checkpoints", "gold", "backups"]
+DataClass = Literal["raw", "warehouse", "datasets", "models", "checkpoints", "gold", "backups", "olap"]
 VERSIONED_CLASSES: frozenset[str] = frozenset({"warehouse", "models", "checkpoints"})
 """Classes whose buckets are always versioned: table data, model weights and checkpoints must survive a bad write."""
 REPLICABLE_CLASSES: frozenset[str] = frozenset({"gold"})
@@ -254,7 +254,8 @@ class Bucket(_Model):
     data_class: DataClass = Field(
         alias="class",
         description="raw (FDC traces, STDF, images; site-local), warehouse (Iceberg data and metadata), datasets, "
-        "models, checkpoints, gold (summary tables; the only class that may replicate), backups (Postgres).",
+        "models, checkpoints, gold (summary tables; the only class that may replicate), backups (Postgres), "
+        "olap (StarRocks shared-data storage of its own tables and materialized views).",
     )
     retention_days: int | None = Field(
         None, ge=1, strict=True,
@@ -503,6 +504,96 @@ class Profile(_Model):
     )
 
 
+# --------------------------------------------------------------------------------------------------
+# Compute cluster (ComputeCluster).
+
+
+class YuniKornQueue(_Model):
+    """Guaranteed and maximum resources of a YuniKorn queue."""
+
+    guaranteed_vcores: int = Field(ge=0, strict=True, description="Guaranteed CPU cores.")
+    guaranteed_memory_gib: int = Field(ge=0, strict=True, description="Guaranteed memory.")
+    max_vcores: int = Field(ge=1, strict=True, description="Maximum CPU cores.")
+    max_memory_gib: int = Field(ge=1, strict=True, description="Maximum memory.")
+
+
+class SparkConfig(_Model):
+    """Spark operator with Apache YuniKorn as its batch scheduler."""
+
+    enabled: Flag = Field(True, description="Deploy it. Defaults to true.")
+    batch: YuniKornQueue = Field(description="The batch queue (scheduled Spark jobs).")
+    interactive: YuniKornQueue = Field(description="The interactive queue (Spark Connect, notebooks).")
+
+
+class ServiceToggle(_Model):
+    """A compute service that can be switched off."""
+
+    enabled: Flag = Field(True, description="Deploy it. Defaults to true.")
+
+
+class TrinoConfig(_Model):
+    """Trino on Polaris, signing in through Keycloak."""
+
+    enabled: Flag = Field(True, description="Deploy it. Defaults to true.")
+    workers: int = Field(3, ge=1, le=200, strict=True, description="Trino workers. Defaults to 3.")
+
+
+class StarRocksConfig(_Model):
+    """StarRocks: three FE, stateless CN with autoscaling and a local NVMe data cache."""
+
+    enabled: Flag = Field(True, description="Deploy it. Defaults to true.")
+    cn_min_replicas: int = Field(2, ge=1, strict=True, description="Fewest compute nodes. Defaults to 2.")
+    cn_max_replicas: int = Field(8, ge=1, strict=True, description="Most compute nodes. Defaults to 8.")
+    cache_storage_class: str = Field("local-nvme-cache", min_length=1, description="StorageClass of the CN data cache. Defaults to local-nvme-cache.")
+    cache_size_gib: int = Field(500, ge=10, strict=True, description="Data cache per CN. Defaults to 500.")
+
+
+class JupyterProfile(_Model):
+    """A CPU notebook size offered by JupyterHub."""
+
+    description: str = Field("", description="Shown in the spawner.")
+    cpu: float = Field(gt=0, le=64, description="CPU limit (and guarantee) in cores.")
+    memory_gib: int = Field(ge=1, le=512, strict=True, description="Memory limit (and guarantee).")
+
+
+class JupyterConfig(_Model):
+    """JupyterHub with CPU notebook profiles; GPU notebooks run on the GPU cluster, not here."""
+
+    enabled: Flag = Field(True, description="Deploy it. Defaults to true.")
+    profiles: dict[DnsLabel, JupyterProfile] = Field(
+        default_factory=lambda: {
+            "small": JupyterProfile(description="2 CPU, 8 GiB", cpu=2, memory_gib=8),
+            "large": JupyterProfile(description="8 CPU, 64 GiB", cpu=8, memory_gib=64),
+        },
+        min_length=1, description="Notebook sizes by name. Defaults to small (2 CPU, 8 GiB) and large (8 CPU, 64 GiB).",
+    )
+
+
+class ComputeIngressConfig(_Model):
+    """The only entry for outside users: one gateway on an external pool of the compute cluster."""
+
+    pool: DnsLabel = Field("external", description="External pool of the compute cluster. Defaults to external.")
+    vip: Address = Field(description="Fixed address of the ingress in `pool`.")
+    tls_secret: DnsLabel = Field(
+        "compute-ingress-tls",
+        description="kubernetes.io/tls Secret in envoy-gateway-system covering every UI host name, issued by the site's PKI. "
+        "Defaults to compute-ingress-tls.",
+    )
+
+
+class ComputeConfig(_Model):
+    """What runs on the compute cluster; each service can be switched off."""
+
+    batch_nodes: list[NodeName] = Field(default_factory=list, description="Nodes of the batch pool (labelled and tainted for batch only).")
+    ingress: ComputeIngressConfig
+    spark: SparkConfig
+    airflow: ServiceToggle = Field(default_factory=ServiceToggle, description="Apache Airflow.")
+    trino: TrinoConfig = Field(default_factory=TrinoConfig, description="Trino.")
+    starrocks: StarRocksConfig = Field(default_factory=StarRocksConfig, description="StarRocks.")
+    superset: ServiceToggle = Field(default_factory=ServiceToggle, description="Apache Superset.")
+    jupyterhub: JupyterConfig = Field(default_factory=JupyterConfig, description="JupyterHub.")
+
+
 class SiteConfig(_Model):
     """One fab site: its clusters, how they are connected and which flows may cross between them."""
 
@@ -520,6 +611,7 @@ class SiteConfig(_Model):
     gpu: dict[DnsLabel, GpuClusterConfig] = Field(description="GPU nodes and operators per gpu or gpu-train cluster key.")
     inference: InferenceConfig
     training: TrainingConfig = Field(default_factory=TrainingConfig, description="Kueue quotas and MultiKueue.")
+    compute: ComputeConfig
     profiles: dict[DnsLabel, Profile] = Field(default_factory=dict, description="Named fleet profiles (day, night, ...).")
     active_profile: DnsLabel | None = Field(
         None, description="The profile in force; switching is a config change and `pulumi up`. Defaults to the base config."
@@ -610,6 +702,12 @@ class SiteConfig(_Model):
         table = dict(self.flows) if self.flows is not None else default_flows(self)
         if self.training.multikueue.enabled and MULTIKUEUE_FLOW not in table:
             table[MULTIKUEUE_FLOW] = multikueue_flow(self)
+        if INGRESS_FLOW not in table:
+            table[INGRESS_FLOW] = Flow(
+                description="Outside users reach the UIs through the compute cluster's ingress, the only entry into the site.",
+                sources=[WORLD], to=self.keys_with_role("compute"), port=443, target_port=10443,
+                to_namespace="envoy-gateway-system", to_labels={"app.kubernetes.io/name": "envoy"},
+            )
         return table
 
     @model_validator(mode="after")
@@ -622,6 +720,7 @@ class SiteConfig(_Model):
             *_storage_problems(self),
             *_gpu_problems(self),
             *_training_problems(self),
+            *_compute_problems(self),
             *_vip_problems(self),
         ]
         if problems:
@@ -659,6 +758,7 @@ def default_flows(site: SiteConfig) -> dict[str, Flow]:
 
 
 MULTIKUEUE_FLOW = "multikueue"
+INGRESS_FLOW = "compute-ingress"
 
 
 def multikueue_flow(site: SiteConfig) -> Flow:
@@ -862,6 +962,8 @@ def _storage_problems(site: SiteConfig) -> Iterator[Problem]:
             yield (*path, "noncurrent_expiry_days"), (
                 f"is only for versioned buckets (classes {', '.join(sorted(VERSIONED_CLASSES))}); class {bucket.data_class} is not versioned"
             )
+    if site.compute.starrocks.enabled and not any(b.data_class == "olap" for b in storage.buckets.values()):
+        yield ("storage", "buckets"), "StarRocks is enabled but no bucket has class olap: its shared-data storage needs one"
     backup = storage.polaris.postgres.backup_bucket
     if backup not in storage.buckets:
         yield ("storage", "polaris", "postgres", "backup_bucket"), f"{backup!r} is not a bucket of storage.buckets"
@@ -1056,6 +1158,26 @@ def _quota_capacity_problems(site: SiteConfig, profile: str | None) -> Iterator[
             )
 
 
+def _compute_problems(site: SiteConfig) -> Iterator[Problem]:
+    compute = site.keys_with_role("compute")
+    if len(compute) != 1:
+        return
+    cluster = site.clusters[compute[0]]
+    ingress = site.compute.ingress
+    pool = cluster.lb_pools.get(ingress.pool)
+    if pool is None or pool.visibility != "external":
+        yield ("compute", "ingress", "pool"), f"{ingress.pool!r} is not an external pool of clusters.{compute[0]}"
+    elif not any(ingress.vip in cidr for cidr in pool.cidrs):
+        yield ("compute", "ingress", "vip"), (
+            f"{ingress.vip} is not in pool {ingress.pool!r} ({', '.join(map(str, pool.cidrs))}); pick an address of that pool"
+        )
+    starrocks = site.compute.starrocks
+    if starrocks.cn_min_replicas > starrocks.cn_max_replicas:
+        yield ("compute", "starrocks", "cn_min_replicas"), (
+            f"{starrocks.cn_min_replicas} is more than cn_max_replicas {starrocks.cn_max_replicas}"
+        )
+
+
 def _vip_problems(site: SiteConfig) -> Iterator[Problem]:
     """Every fixed VIP is used once: LB-IPAM hands an address to one Service unless told to share it."""
     vips: list[tuple[tuple[str | int, ...], Any]] = [
@@ -1066,6 +1188,7 @@ def _vip_problems(site: SiteConfig) -> Iterator[Problem]:
         (("storage", "s3", "external_vip"), site.storage.s3.external_vip),
         (("storage", "polaris", "vip"), site.storage.polaris.vip),
         (("inference", "gateway", "vip"), site.inference.gateway.vip),
+        (("compute", "ingress", "vip"), site.compute.ingress.vip),
     ]
     seen: dict[Any, tuple[str | int, ...]] = {}
     for path, vip in vips:

@@ -35,13 +35,13 @@ from components.gpu import (
     ipoib_enabled,
     toleration,
 )
+from components.gateway import GATEWAY_NAMESPACE, ROUTES_LABEL, envoy_gateway, http_route, https_listener
 from components.identity import SiteIdentity
 from components.kube import namespace, restricted_security_context
 from components.network import CrossClusterNetwork
 from components.providers import SiteProviders
 from components.storage import StorageCluster
 
-GATEWAY_NAMESPACE = "envoy-gateway-system"
 GATEWAY_NAME = "llm"
 GATEWAY_CLASS = "fab-llm"
 VLLM_PORT = 8000
@@ -146,7 +146,7 @@ class InferencePool(pulumi.ComponentResource):
         self.register_outputs({"serving": self.serving, "capacity": self.capacity, "dns_records": self.dns_records})
 
     def _namespace(self, name: str) -> k8s.core.v1.Namespace:
-        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self))
+        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), labels={ROUTES_LABEL: GATEWAY_NAME})
 
     # ---------------------------------------------------------------------------------------------
     # Models.
@@ -280,94 +280,44 @@ class InferencePool(pulumi.ComponentResource):
 
     def _gateway(self, network: CrossClusterNetwork, hostname: str) -> k8s.apiextensions.CustomResource:
         gateway_cfg = self._site.inference.gateway
-        ns = self._namespace(GATEWAY_NAMESPACE)
-        chart = versions.ENVOY_GATEWAY
-        controller = k8s.helm.v3.Release(
-            f"{self._name}-envoy-gateway",
-            name="envoy-gateway",
-            chart=f"{chart.repo}/{chart.chart}",
-            version=chart.version,
-            namespace=GATEWAY_NAMESPACE,
-            values={"deployment": {"replicas": 2}},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]),
-        )
-        after = pulumi.ResourceOptions(parent=self, depends_on=[controller])
-        cr = lambda logical, api, kind, meta, spec: k8s.apiextensions.CustomResource(  # noqa: E731
-            f"{self._name}-{logical}", api_version=api, kind=kind, metadata=meta, spec=spec, opts=after
-        )
-        cr(
-            "envoy-proxy", versions.ENVOY_GATEWAY_API, "EnvoyProxy",
-            {"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE},
-            {
-                "provider": {
-                    "type": "Kubernetes",
-                    "kubernetes": {
-                        "envoyDeployment": {"replicas": 2},
-                        "envoyService": {
-                            "type": "LoadBalancer",
-                            # Keeps the caller's address, which the inference flow rule matches on.
-                            "externalTrafficPolicy": "Local",
-                            "labels": network.lb_service_labels(self._cluster, gateway_cfg.pool),
-                            "annotations": {"lbipam.cilium.io/ips": str(gateway_cfg.vip)},
-                        },
-                    },
-                }
-            },
-        )
-        cr(
-            "gateway-class", versions.GATEWAY_API, "GatewayClass", {"name": GATEWAY_CLASS},
-            {"controllerName": "gateway.envoyproxy.io/gatewayclass-controller", "description": "The site's inference gateway."},
-        )
-        gateway = cr(
-            "gateway", versions.GATEWAY_API, "Gateway", {"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE},
-            {
-                "gatewayClassName": GATEWAY_CLASS,
-                "infrastructure": {"parametersRef": {"group": "gateway.envoyproxy.io", "kind": "EnvoyProxy", "name": GATEWAY_NAME}},
-                "listeners": [
-                    {
-                        "name": "https",
-                        "protocol": "HTTPS",
-                        "port": 443,
-                        "hostname": hostname,
-                        "tls": {"mode": "Terminate", "certificateRefs": [{"kind": "Secret", "name": gateway_cfg.tls_secret}]},
-                        "allowedRoutes": {
-                            "namespaces": {"from": "Selector", "selector": {"matchLabels": {"kubernetes.io/metadata.name": INFERENCE_NAMESPACE}}}
-                        },
-                    }
-                ],
-            },
+        opts = pulumi.ResourceOptions(parent=self)
+        gateway = envoy_gateway(
+            self._name, opts,
+            gateway=GATEWAY_NAME,
+            gateway_class=GATEWAY_CLASS,
+            description="The site's inference gateway.",
+            service_labels=network.lb_service_labels(self._cluster, gateway_cfg.pool),
+            vip=str(gateway_cfg.vip),
+            listeners=[https_listener("https", hostname, gateway_cfg.tls_secret, GATEWAY_NAME)],
         )
         # The team header is only ever set from a verified token: strip whatever the client sent.
-        cr(
-            "client-headers", versions.ENVOY_GATEWAY_API, "ClientTrafficPolicy",
-            {"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE},
-            {
+        k8s.apiextensions.CustomResource(
+            f"{self._name}-client-headers",
+            api_version=versions.ENVOY_GATEWAY_API,
+            kind="ClientTrafficPolicy",
+            metadata={"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE},
+            spec={
                 "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY_NAME}],
                 "headers": {"earlyRequestHeaders": {"remove": [TEAM_HEADER]}},
             },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
         )
         return gateway
 
     def _route(self, model: str, hostname: str, gateway: pulumi.Resource) -> k8s.apiextensions.CustomResource:
-        return k8s.apiextensions.CustomResource(
+        return http_route(
             f"{self._name}-route-{model}",
-            api_version=versions.GATEWAY_API,
-            kind="HTTPRoute",
-            metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE},
-            spec={
-                "parentRefs": [{"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE, "sectionName": "https"}],
-                "hostnames": [hostname],
-                "rules": [
-                    {
-                        "matches": [{"path": {"type": "PathPrefix", "value": route_prefix(model)}}],
-                        "filters": [
-                            {"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v1"}}}
-                        ],
-                        "backendRefs": [{"name": f"vllm-{model}", "port": VLLM_PORT}],
-                    }
-                ],
-            },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway, self.deployments[model]]),
+            pulumi.ResourceOptions(parent=self, depends_on=[gateway, self.deployments[model]]),
+            name=f"vllm-{model}", namespace_=INFERENCE_NAMESPACE, gateway=GATEWAY_NAME, listener="https", hostname=hostname,
+            rules=[
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": route_prefix(model)}}],
+                    "filters": [
+                        {"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v1"}}}
+                    ],
+                    "backendRefs": [{"name": f"vllm-{model}", "port": VLLM_PORT}],
+                }
+            ],
         )
 
     def _policies(self, model: str, route: pulumi.Resource, identity: SiteIdentity) -> None:

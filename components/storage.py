@@ -45,7 +45,8 @@ class EngineAccess:
 ENGINE_ACCESS: dict[str, EngineAccess] = {
     "spark": EngineAccess(read_write=("raw", "warehouse"), description="Spark ingest and ETL"),
     "trino": EngineAccess(read=("gold", "warehouse"), description="Trino queries"),
-    "starrocks": EngineAccess(read=("gold", "warehouse"), description="StarRocks external catalog"),
+    # StarRocks reads the lakehouse and keeps its own tables and materialized views in its shared-data bucket.
+    "starrocks": EngineAccess(read=("gold", "warehouse"), read_write=("olap",), description="StarRocks"),
     # Polaris writes table metadata and vends scoped credentials for every table location it serves,
     # and gold tables live in the gold bucket (so that only gold replicates), hence gold as well.
     "polaris": EngineAccess(read_write=("gold", "warehouse"), description="Polaris catalog"),

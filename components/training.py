@@ -163,6 +163,8 @@ class TrainingPoolArgs:
     site: SiteConfig
     providers: SiteProviders
     storage: StorageCluster
+    airflow_namespace: k8s.core.v1.Namespace
+    """Compute's Airflow namespace (ComputeCluster's), which receives the submitter kubeconfigs."""
 
 
 class TrainingPool(pulumi.ComponentResource):
@@ -188,7 +190,7 @@ class TrainingPool(pulumi.ComponentResource):
             self._queues(cluster, quotas)
 
         (compute,) = site.keys_with_role("compute")
-        airflow_ns = namespace(f"{name}-{compute}-ns-{AIRFLOW_NAMESPACE}", AIRFLOW_NAMESPACE, self._on(compute))
+        airflow_ns = args.airflow_namespace
         for cluster in site.keys_with_role(*GPU_ROLES):
             self._submitter(cluster, compute, airflow_ns)
         if mk.enabled:

@@ -90,3 +90,18 @@ ENVOY_GATEWAY_API = "gateway.envoyproxy.io/v1alpha1"
 
 KUEUE = HelmChart(chart="kueue", version="0.19.2", repo="oci://registry.k8s.io/kueue/charts")
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
+
+SPARK_OPERATOR = HelmChart(chart="spark-operator", version="2.5.2", repo="https://kubeflow.github.io/spark-operator")
+YUNIKORN = HelmChart(chart="yunikorn", version="1.8.0", repo="https://apache.github.io/yunikorn-release")
+"""1.8.0 is the release that supports Kubernetes 1.33 and 1.34."""
+AIRFLOW = HelmChart(chart="airflow", version="1.22.0", repo="https://airflow.apache.org")
+TRINO = HelmChart(chart="trino", version="1.42.2", repo="https://trinodb.github.io/charts/")
+STARROCKS_OPERATOR = HelmChart(chart="operator", version="1.11.5", repo="https://starrocks.github.io/starrocks-kubernetes-operator")
+SUPERSET = HelmChart(chart="superset", version="0.22.4", repo="https://apache.github.io/superset")
+JUPYTERHUB = HelmChart(chart="jupyterhub", version="4.4.0", repo="https://hub.jupyter.org/helm-chart/")
+
+STARROCKS_FE_IMAGE = "starrocks/fe-ubuntu:4.1.1"
+STARROCKS_CN_IMAGE = "starrocks/cn-ubuntu:4.1.1"
+MYSQL_CLIENT_IMAGE = "mysql:8.4.6"
+"""Runs the StarRocks setup SQL (storage volume, Polaris catalog, root password) with the mysql client."""
+STARROCKS_API = "starrocks.com/v1"

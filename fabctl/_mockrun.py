@@ -32,6 +32,10 @@ _MOCK_OUTPUTS: dict[str, dict[str, Any]] = {
     "tls:index/selfSignedCert:SelfSignedCert": {
         "cert_pem": "-----BEGIN CERTIFICATE-----\nMOCK\n-----END CERTIFICATE-----\n",
     },
+    "random:index/randomPassword:RandomPassword": {"result": "mock-random-password"},
+    "random:index/randomId:RandomId": {"hex": "0123456789abcdef"},
+    "minio:index/iamServiceAccount:IamServiceAccount": {"access_key": "MOCKACCESSKEY", "secret_key": "mock-secret-key"},
+    "keycloak:openid/client:Client": {"client_secret": "mock-client-secret"},
 }
 
 

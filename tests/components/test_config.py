@@ -28,6 +28,7 @@ def test_site_b_gets_the_design_flows_by_default():
         "polaris": (["compute", "gpu"], ["storage"], 8181, "pods"),
         "inference": (["compute"], ["gpu"], 443, "pods"),
         "multikueue": (["compute"], ["gpu"], 6443, "kube-apiserver"),
+        "compute-ingress": (["world"], ["compute"], 443, "pods"),
     }
 
 
@@ -421,7 +422,7 @@ def test_fails_when_a_bucket_class_is_unknown():
     raw["storage"]["buckets"]["site-b-gold"]["class"] = "silver"
     assert errors_of(raw) == [
         "fab-platform:site.storage.buckets.site-b-gold.class: Input should be 'raw', 'warehouse', 'datasets', "
-        "'models', 'checkpoints', 'gold' or 'backups' (got 'silver')"
+        "'models', 'checkpoints', 'gold', 'backups' or 'olap' (got 'silver')"
     ]
 
 

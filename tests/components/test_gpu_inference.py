@@ -98,7 +98,7 @@ def test_every_model_has_a_disruption_budget_and_a_service(plan_a):
 
 
 def test_the_gateway_service_is_a_private_local_vip(plan):
-    (proxy,) = plan.objects("EnvoyProxy")
+    (proxy,) = plan.objects("EnvoyProxy", f"{plan.stack}-gpu")
     service = proxy["spec"]["provider"]["kubernetes"]["envoyService"]
     vip = ipaddress.ip_address(service["annotations"]["lbipam.cilium.io/ips"])
     assert (service["type"], service["externalTrafficPolicy"]) == ("LoadBalancer", "Local")
@@ -106,13 +106,14 @@ def test_the_gateway_service_is_a_private_local_vip(plan):
     assert service["labels"] == {"lb.fab.internal/pool": "internal"}
 
 
-def test_the_gateway_is_on_the_inference_cluster_only(plan):
-    clusters = {c for c, obj, _ in plan.manifests() if obj["kind"] in ("Gateway", "EnvoyProxy", "HTTPRoute")}
-    assert clusters == {f"{plan.stack}-gpu"}
+def test_the_inference_gateway_and_routes_are_on_the_inference_cluster(plan):
+    placed = {(obj["kind"], c) for c, obj, _ in plan.manifests() if obj["metadata"]["name"] == "llm" or obj["metadata"]["name"].startswith("vllm-")}
+    assert {c for _, c in placed} == {f"{plan.stack}-gpu"}
+    assert {"Gateway", "EnvoyProxy", "HTTPRoute"} <= {kind for kind, _ in placed}
 
 
 def test_every_route_has_a_jwt_policy_and_a_rate_limit(plan):
-    routes = {r["metadata"]["name"] for r in plan.objects("HTTPRoute")}
+    routes = {r["metadata"]["name"] for r in plan.objects("HTTPRoute", f"{plan.stack}-gpu")}
     covered = lambda kind: {t["name"] for p in plan.objects(kind) for t in p["spec"]["targetRefs"] if t["kind"] == "HTTPRoute"}  # noqa: E731
     assert routes
     assert covered("SecurityPolicy") == routes
@@ -134,7 +135,10 @@ def test_clients_cannot_forge_the_team_header(plan_a):
 
 
 def test_every_team_gets_a_gateway_client_with_its_team_claim(plan_a):
-    clients = {r["inputs"]["clientId"]: r["inputs"] for r in plan_a.of_type("keycloak:openid/client:Client")}
+    clients = {
+        r["inputs"]["clientId"]: r["inputs"] for r in plan_a.of_type("keycloak:openid/client:Client")
+        if r["inputs"]["clientId"].startswith("inference-")
+    }
     claims = {r["inputs"]["claimValue"] for r in plan_a.of_type("keycloak:openid/hardcodedClaimProtocolMapper:HardcodedClaimProtocolMapper")}
     teams = sorted(parse_site(site_raw("site-a")).teams)
     assert sorted(clients) == [f"inference-{t}" for t in teams]

@@ -134,6 +134,7 @@ def test_one_rule_per_flow_in_each_enforcing_cluster(plan_a):
         if obj["kind"] == CCNP and obj["metadata"]["labels"]["fab.internal/rule"] == "flow"
     )
     assert flow_rules == [
+        ("site-a-compute", "fab-flow-compute-ingress"),
         ("site-a-compute", "fab-flow-multikueue"),
         ("site-a-gpu", "fab-flow-inference"),
         ("site-a-storage", "fab-flow-polaris"),

@@ -18,7 +18,7 @@ WRITE = READ | {"s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s
 EXPECTED_CLASSES = {
     "spark": {"raw": WRITE, "warehouse": WRITE},
     "trino": {"warehouse": READ, "gold": READ},
-    "starrocks": {"warehouse": READ, "gold": READ},
+    "starrocks": {"warehouse": READ, "gold": READ, "olap": WRITE},
     "polaris": {"warehouse": WRITE, "gold": WRITE},
     "training": {"datasets": READ, "warehouse": READ, "checkpoints": WRITE, "models": WRITE},
     "inference": {"models": READ},
@@ -100,7 +100,7 @@ def test_stateful_resources_are_protected_or_retained(plan_a):
         or (r["type"].endswith("v1:PersistentVolumeClaim"))
     )
     unprotected = [r["name"] for r in plan_a.resources if (r["type"], r["name"]) in stateful and not (r["protect"] or r["retain_on_delete"])]
-    assert len(stateful) == 10  # nine buckets and the Polaris database
+    assert len(stateful) == 13  # ten buckets, and the Polaris, Airflow and Superset databases
     assert unprotected == []
 
 
@@ -121,7 +121,7 @@ def test_lifecycle_rules_come_from_config(plan_a):
 
 def test_every_bucket_is_tagged_with_its_class_and_residency(plan_a):
     tags = {r["inputs"]["bucket"]: r["inputs"]["tags"] for r in plan_a.of_type("pulumi-python:dynamic/storage:BucketTags")}
-    assert len(tags) == 9
+    assert len(tags) == 10
     assert tags["site-a-gold"] == {"fab.internal/class": "gold", "fab.internal/residency": "replicable", "fab.internal/site": "site-a"}
     assert tags["site-a-raw-stdf"] == {"fab.internal/class": "raw", "fab.internal/residency": "site-local", "fab.internal/site": "site-a"}
     assert [b for b, t in tags.items() if t["fab.internal/residency"] == "replicable"] == ["site-a-gold"]
@@ -244,6 +244,10 @@ def test_outputs_carry_the_data_and_artifacts_contracts(plan_a):
         "polaris.site-a.fab.internal": "10.10.101.11",
         "s3-external.site-a.fab.internal": "198.51.100.10",
         "llm.site-a.fab.internal": "10.10.103.10",
+        "airflow.site-a.fab.internal": "203.0.113.10",
+        "trino.site-a.fab.internal": "203.0.113.10",
+        "superset.site-a.fab.internal": "203.0.113.10",
+        "jupyter.site-a.fab.internal": "203.0.113.10",
     }
 
 

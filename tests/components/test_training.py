@@ -138,6 +138,7 @@ def test_airflow_gets_a_kubeconfig_per_gpu_cluster(plan_a):
     secrets = [
         r["inputs"]["metadata"] for r in plan_a.of_type("kubernetes:core/v1:Secret")
         if plan_a.target(r) == "site-a-compute" and r["inputs"]["metadata"].get("namespace") == "airflow"
+        and r["inputs"]["metadata"]["name"].endswith("-kubeconfig")
     ]
     assert sorted(m["name"] for m in secrets) == ["gpu-gpu-kubeconfig", "gpu-gpu-train-kubeconfig"]
 
