@@ -1,10 +1,11 @@
 """`python -m fabctl`: offline tooling for site stacks.
 
-    plan --stack STACK [--out DIR]   render the stack under mocks, print a tree, write manifests and plan.json
+    plan --stack STACK [--out DIR]   render the stack under mocks, print a tree, write manifests and plan.json,
+                                     and run the policy pack on it (--no-policies skips it)
     schema [--check]                 write (or check) schema/stack.schema.json and docs/configuration.md tables
 
 Exit status: 0 success, 1 the stack's config is wrong (one line per problem), 2 bad usage or stack
-file, 3 the program crashed (a bug: the traceback is printed).
+file, 3 the program crashed (a bug: the traceback is printed), 4 a mandatory policy is violated.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from rich.console import Console
 from rich.tree import Tree
 
 from components.config import stack_file_schema
+from fabctl.policy import PolicyPackError, analyze
 from fabctl.reference import with_reference
 from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, Plan, RenderError, render
 from fabctl.stackfile import StackFileError
 
 SCHEMA_PATH = PROJECT_DIR / "schema" / "stack.schema.json"
 REFERENCE_PATH = PROJECT_DIR / "docs" / "configuration.md"
-EXIT_CONFIG, EXIT_USAGE, EXIT_CRASH = 1, 2, 3
+EXIT_CONFIG, EXIT_USAGE, EXIT_CRASH, EXIT_POLICY = 1, 2, 3, 4
 SITE_WIDE = "(site-wide)"
 
 
@@ -114,7 +116,21 @@ def cmd_plan(args: argparse.Namespace, console: Console, err: Console) -> int:
     root = write_plan(plan, Path(args.out))
     providers = len(plan.of_type(K8S_PROVIDER_TYPE))
     console.print(f"{len(plan.manifests())} Kubernetes objects on {providers} clusters written to {root}", highlight=False)
-    return 0
+    if args.no_policies:
+        return 0
+    try:
+        violations = analyze(plan)
+    except PolicyPackError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        return EXIT_CRASH
+    mandatory = [v for v in violations if v.mandatory]
+    for v in violations:
+        stream = err if v.mandatory else console
+        stream.print(f"{v.level} {v.policy}: {v.message.splitlines()[-1]} ({v.urn.rsplit('::', 1)[-1]})", markup=False, highlight=False)
+    console.print(
+        f"policies: {len(mandatory)} mandatory and {len(violations) - len(mandatory)} advisory violations", highlight=False
+    )
+    return EXIT_POLICY if mandatory else 0
 
 
 def cmd_schema(args: argparse.Namespace, console: Console, err: Console) -> int:
@@ -146,6 +162,7 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--project-dir", default=str(PROJECT_DIR), help="checkout holding __main__.py and the stack files (default: this one)"
     )
+    plan.add_argument("--no-policies", action="store_true", help="skip the policy pack (it runs by default)")
     plan.set_defaults(func=cmd_plan)
     schema = sub.add_parser("schema", help="write the stack file JSON Schema and the configuration reference tables")
     schema.add_argument("--check", action="store_true", help="only check that the committed schema is current")

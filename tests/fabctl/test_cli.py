@@ -55,7 +55,8 @@ def test_plan_prints_a_tree_with_a_total_and_every_cluster(site_a_run):
     for target in ("site-a-storage", "site-a-compute", "site-a-gpu", "site-a-gpu-train", "site-a-minio", "site-a-keycloak"):
         count = sum(1 for r in custom if plan.target(r) == target)
         assert any(line.endswith(f"{target}: {count}") for line in lines), target
-    assert lines[-1].startswith(f"{len(plan.manifests())} Kubernetes objects on 4 clusters written to ")
+    assert lines[-2].startswith(f"{len(plan.manifests())} Kubernetes objects on 4 clusters written to ")
+    assert lines[-1] == "policies: 0 mandatory and 0 advisory violations"
 
 
 def test_plan_writes_manifests_per_cluster(site_a_run):
@@ -129,3 +130,24 @@ def test_fails_when_the_site_key_is_missing(project):
 def test_schema_check_passes_for_the_committed_schema():
     run = fabctl("schema", "--check")
     assert (run.returncode, run.stdout) == (0, "schema and configuration reference are up to date\n")
+
+
+def test_fails_when_the_stack_violates_a_mandatory_policy(project, tmp_path):
+    config = stack_config("site-a")
+    config["fab-platform:site"]["flows"]["postgres"] = {"from": ["compute"], "to": ["storage"], "port": 5432, "to_namespace": "polaris"}
+    write_stack(project, "open-port", config)
+    run = fabctl("plan", "--stack", "open-port", "--project-dir", str(project), "--out", str(tmp_path / "out"))
+    assert run.returncode == 4
+    assert run.stderr.splitlines() == [
+        "mandatory fab-cross-cluster-default-deny: CiliumClusterwideNetworkPolicy fab-flow-postgres on site-a-storage allows "
+        "port 5432, which is not an approved cross-cluster port (53, 2379, 6443, 8181, 9000, 10443) (network-storage-policy-fab-flow-postgres)"
+    ]
+    assert run.stdout.splitlines()[-1] == "policies: 1 mandatory and 0 advisory violations"
+
+
+def test_plan_can_skip_the_policy_pack(project, tmp_path):
+    config = stack_config("site-b")
+    write_stack(project, "quick", config)
+    run = fabctl("plan", "--stack", "quick", "--project-dir", str(project), "--out", str(tmp_path / "out"), "--no-policies")
+    assert run.returncode == 0
+    assert "policies:" not in run.stdout

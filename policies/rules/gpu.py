@@ -1,0 +1,148 @@
+"""Rules on GPU clusters: GPUs stay there, nothing there is exposed, serving outranks training."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from rules._k8s import containers, gpu_providers, is_private, k8s_object, label, name_of, namespace_of, objects, pod_spec, provider_name
+
+GPU = "nvidia.com/gpu"
+SERVING_PRIORITY = "fab-serving"
+TRAINING_KINDS = {"Job", "JobSet", "RayJob", "RayCluster", "PyTorchJob", "MPIJob", "TrainJob"}
+
+
+def requests_gpus(obj: dict[str, Any]) -> bool:
+    pod = pod_spec(obj)
+    if pod is None:
+        return False
+    for container in containers(pod):
+        resources = container.get("resources") or {}
+        if GPU in (resources.get("requests") or {}) or GPU in (resources.get("limits") or {}):
+            return True
+    return False
+
+
+def _no_gpu_outside(args: StackValidationArgs, report: ReportViolation) -> None:
+    gpu = gpu_providers(args.resources)
+    for resource, obj in objects(args.resources):
+        if provider_name(resource) not in gpu and requests_gpus(obj):
+            report(f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)} requests {GPU} on {provider_name(resource) or 'an unknown cluster'}, "
+                   "which is not a GPU cluster", resource.urn)
+
+
+no_gpu_outside_gpu_clusters = StackValidationPolicy(
+    name="fab-no-gpu-outside-gpu-clusters",
+    description="No workload on a storage or compute cluster requests nvidia.com/gpu.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_no_gpu_outside,
+)
+
+
+def _lb_private_only(args: StackValidationArgs, report: ReportViolation) -> None:
+    gpu = gpu_providers(args.resources)
+    for resource, obj in objects(args.resources):
+        if provider_name(resource) not in gpu:
+            continue
+        kind, spec = obj["kind"], obj.get("spec") or {}
+        where = f"{kind} {name_of(obj)} on {provider_name(resource)}"
+        if kind == "CiliumLoadBalancerIPPool":
+            for block in spec.get("blocks") or []:
+                if "cidr" in block and not is_private(block["cidr"]):
+                    report(f"{where} has the public block {block['cidr']}; GPU clusters use RFC1918 addresses only", resource.urn)
+        addresses = []
+        if kind == "Service" and spec.get("type") == "LoadBalancer":
+            addresses = ((obj.get("metadata") or {}).get("annotations") or {}).get("lbipam.cilium.io/ips", "").split(",")
+        if kind == "EnvoyProxy":
+            service = ((spec.get("provider") or {}).get("kubernetes") or {}).get("envoyService") or {}
+            addresses = (service.get("annotations") or {}).get("lbipam.cilium.io/ips", "").split(",")
+        for address in filter(None, (a.strip() for a in addresses)):
+            if not is_private(address):
+                report(f"{where} asks for the public address {address}; GPU clusters use RFC1918 addresses only", resource.urn)
+        if kind == "CiliumBGPClusterConfig":
+            for instance in spec.get("bgpInstances") or []:
+                for peer in instance.get("peers") or []:
+                    if (peer.get("peerConfigRef") or {}).get("name") == "fab-public" or not is_private(peer.get("peerAddress", "")):
+                        report(f"{where} peers with {peer.get('name')} ({peer.get('peerAddress')}) as a public peer; GPU clusters peer "
+                               "only with private ToRs", resource.urn)
+
+
+gpu_lb_private_only = StackValidationPolicy(
+    name="fab-gpu-lb-private-only",
+    description="LoadBalancer Services and LB pools on GPU clusters use RFC1918 addresses; GPU clusters peer only with private peers.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_lb_private_only,
+)
+
+
+def _serving_priority(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    obj = k8s_object(args.resource_type, args.props)
+    if obj is None:
+        return
+    pod = pod_spec(obj)
+    if obj["kind"] == "Deployment" and label(obj, "app.kubernetes.io/name") == "vllm":
+        if (pod or {}).get("priorityClassName") != SERVING_PRIORITY:
+            report(f"vLLM Deployment {name_of(obj)} must use the PriorityClass {SERVING_PRIORITY}, got {(pod or {}).get('priorityClassName')!r}")
+    elif obj["kind"] in TRAINING_KINDS and pod is not None and pod.get("priorityClassName") == SERVING_PRIORITY:
+        report(f"training {obj['kind']} {name_of(obj)} must not use the serving PriorityClass {SERVING_PRIORITY}")
+
+
+serving_not_preemptible = ResourceValidationPolicy(
+    name="fab-serving-not-preemptible",
+    description="vLLM pods use the serving PriorityClass; training workloads never do.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_serving_priority,
+)
+
+
+def _training_queued(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    obj = k8s_object(args.resource_type, args.props)
+    if obj is None or obj["kind"] not in TRAINING_KINDS or not namespace_of(obj).startswith("team-"):
+        return
+    if not label(obj, "kueue.x-k8s.io/queue-name"):
+        report(f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)} has no kueue.x-k8s.io/queue-name label; training is admitted by Kueue")
+
+
+training_kueue_managed = ResourceValidationPolicy(
+    name="fab-training-kueue-managed",
+    description="Training Jobs on GPU clusters carry a LocalQueue label.",
+    enforcement_level=EnforcementLevel.ADVISORY,
+    validate=_training_queued,
+)
+
+
+def _ib_nccl_only(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    obj = k8s_object(args.resource_type, args.props)
+    if obj is None:
+        return
+    level = args.get_config().get("storageQosServiceLevel")
+    spec = obj.get("spec") or {}
+    if obj["kind"] == "IPoIBNetwork" and str(spec.get("networkNamespace", "")).startswith("team-") and level is None:
+        report(f"IPoIBNetwork {name_of(obj)} gives training namespace {spec['networkNamespace']} storage traffic over "
+               "InfiniBand; set an IB QoS service level or keep training storage on the Ethernet bond")
+    if obj["kind"] == "IPPool" and level is None:
+        terms = ((spec.get("nodeSelector") or {}).get("nodeSelectorTerms") or [])
+        for term in terms:
+            for expression in term.get("matchExpressions") or []:
+                if expression.get("key") == "fab.internal/gpu-pool" and "training" in (expression.get("values") or []):
+                    report(f"IPPool {name_of(obj)} hands IPoIB addresses to training nodes; InfiniBand on training nodes is for NCCL only")
+
+
+training_ib_nccl_only = ResourceValidationPolicy(
+    name="fab-training-ib-nccl-only",
+    description="Storage RDMA is not configured on training nodes unless an IB QoS service level is set.",
+    enforcement_level=EnforcementLevel.ADVISORY,
+    validate=_ib_nccl_only,
+    config_schema=PolicyConfigSchema(
+        properties={"storageQosServiceLevel": {"type": "integer", "minimum": 0, "maximum": 15, "description": "IB service level of storage traffic"}}
+    ),
+)

@@ -1,0 +1,64 @@
+"""Rules on MultiKueue: a manager never dispatches to itself, and its quotas are its workers' sum."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
+
+from rules._k8s import name_of, objects, provider_name
+
+
+def _not_own_worker(args: StackValidationArgs, report: ReportViolation) -> None:
+    for resource, obj in objects(args.resources):
+        if obj["kind"] == "MultiKueueCluster" and provider_name(resource).endswith(f"-{name_of(obj)}"):
+            report(f"MultiKueueCluster {name_of(obj)} on {provider_name(resource)} points at its own manager; a manager is "
+                   "never its own worker", resource.urn)
+
+
+multikueue_not_own_worker = StackValidationPolicy(
+    name="fab-multikueue-not-own-worker",
+    description="A MultiKueue manager is never its own worker.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_not_own_worker,
+)
+
+
+def _gpu_quotas(obj: dict) -> dict[str, int]:
+    out = {}
+    for group in (obj.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for resource in flavor.get("resources") or []:
+                if resource.get("name") == "nvidia.com/gpu":
+                    out[flavor["name"]] = int(resource.get("nominalQuota", 0))
+    return out
+
+
+def _quota_sum(args: StackValidationArgs, report: ReportViolation) -> None:
+    workers: dict[str, set[str]] = defaultdict(set)  # manager provider -> worker cluster keys
+    queues: dict[str, dict[str, tuple[object, dict]]] = defaultdict(dict)  # provider -> queue name -> (resource, obj)
+    for resource, obj in objects(args.resources):
+        if obj["kind"] == "MultiKueueCluster":
+            workers[provider_name(resource)].add(name_of(obj))
+        if obj["kind"] == "ClusterQueue":
+            queues[provider_name(resource)][name_of(obj)] = (resource, obj)
+    for manager, keys in workers.items():
+        worker_providers = [p for p in queues if any(p.endswith(f"-{k}") for k in keys)]
+        for name, (resource, obj) in queues[manager].items():
+            expected: dict[str, int] = defaultdict(int)
+            for provider in worker_providers:
+                if name in queues[provider]:
+                    for flavor, gpus in _gpu_quotas(queues[provider][name][1]).items():
+                        expected[flavor] += gpus
+            actual = _gpu_quotas(obj)
+            if actual != dict(expected):
+                report(f"manager ClusterQueue {name} on {manager} has GPU quotas {actual}, but its workers' add up to {dict(expected)}",
+                       resource.urn)
+
+
+multikueue_quota_sum = StackValidationPolicy(
+    name="fab-multikueue-quota-sum",
+    description="Manager quotas equal the sum of worker quotas.",
+    enforcement_level=EnforcementLevel.ADVISORY,
+    validate=_quota_sum,
+)

@@ -1,0 +1,103 @@
+"""Rules on cross-cluster traffic: default deny everywhere, allow rules only on approved ports, local traffic policy."""
+
+from __future__ import annotations
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from rules._k8s import k8s_object, label, name_of, objects, provider_name
+
+APPROVED_PORTS = [9000, 8181, 10443, 6443, 2379, 53]
+"""S3, Polaris REST, Envoy's 443 listener, kube-apiserver, ClusterMesh etcd, cluster DNS."""
+K8S_PROVIDER = "pulumi:providers:kubernetes"
+
+
+def _default_deny(args: StackValidationArgs, report: ReportViolation) -> None:
+    approved = {str(p) for p in args.get_config().get("approvedPorts", APPROVED_PORTS)}
+    clusters = {r.name: r for r in args.resources if r.resource_type == K8S_PROVIDER}
+    denied = set()
+    for resource, obj in objects(args.resources):
+        if obj["kind"] != "CiliumClusterwideNetworkPolicy":
+            continue
+        spec = obj.get("spec") or {}
+        rule = label(obj, "fab.internal/rule")
+        if rule == "default-deny" and spec.get("endpointSelector") == {} and spec.get("ingress"):
+            denied.add(provider_name(resource))
+        for direction in ("ingress", "egress"):
+            for entry in spec.get(direction) or []:
+                for port_rule in entry.get("toPorts") or []:
+                    for port in port_rule.get("ports") or []:
+                        if str(port.get("port")) not in approved:
+                            report(f"CiliumClusterwideNetworkPolicy {name_of(obj)} on {provider_name(resource)} allows port "
+                                   f"{port.get('port')}, which is not an approved cross-cluster port ({', '.join(sorted(approved, key=int))})",
+                                   resource.urn)
+    for cluster in sorted(set(clusters) - denied):
+        report(f"cluster {cluster} has no default-deny rule for remote clusters (a CiliumClusterwideNetworkPolicy labelled "
+               "fab.internal/rule=default-deny selecting every endpoint)", clusters[cluster].urn)
+
+
+cross_cluster_default_deny = StackValidationPolicy(
+    name="fab-cross-cluster-default-deny",
+    description="Each cluster has the default-deny rule for remote clusters; every allow rule is on an approved port of the flow table.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_default_deny,
+    config_schema=PolicyConfigSchema(
+        properties={"approvedPorts": {"type": "array", "items": {"type": "integer"}, "default": APPROVED_PORTS}}
+    ),
+)
+
+
+def _local_traffic(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    obj = k8s_object(args.resource_type, args.props)
+    if obj is None or obj["kind"] != "EnvoyProxy":
+        return
+    service = (((obj.get("spec") or {}).get("provider") or {}).get("kubernetes") or {}).get("envoyService") or {}
+    if service.get("type", "LoadBalancer") == "LoadBalancer" and service.get("externalTrafficPolicy") != "Local":
+        report(f"EnvoyProxy {name_of(obj)}: the gateway Service must use externalTrafficPolicy Local (got "
+               f"{service.get('externalTrafficPolicy')!r}) so that flow rules see the caller's address")
+
+
+gateway_local_traffic = ResourceValidationPolicy(
+    name="fab-gateway-local-traffic",
+    description="The inference gateway Service uses externalTrafficPolicy: Local.",
+    enforcement_level=EnforcementLevel.ADVISORY,
+    validate=_local_traffic,
+)
+
+
+def _routes_authenticated(args: StackValidationArgs, report: ReportViolation) -> None:
+    from rules._k8s import gpu_providers, namespace_of
+
+    gpu = gpu_providers(args.resources)
+    routes, jwt, limited = [], set(), set()
+    for resource, obj in objects(args.resources):
+        key_ns = namespace_of(obj)
+        spec = obj.get("spec") or {}
+        if obj["kind"] == "HTTPRoute" and provider_name(resource) in gpu:
+            routes.append((resource, obj))
+        targets = {(key_ns, t.get("name")) for t in spec.get("targetRefs") or [] if t.get("kind") == "HTTPRoute"}
+        if obj["kind"] == "SecurityPolicy" and (spec.get("jwt") or {}).get("providers"):
+            jwt |= targets
+        if obj["kind"] == "BackendTrafficPolicy" and spec.get("rateLimit"):
+            limited |= targets
+    for resource, obj in routes:
+        key = (namespace_of(obj), name_of(obj))
+        if key not in jwt:
+            report(f"HTTPRoute {key[0]}/{key[1]} on {provider_name(resource)} has no JWT SecurityPolicy", resource.urn)
+        if key not in limited:
+            report(f"HTTPRoute {key[0]}/{key[1]} on {provider_name(resource)} has no rate limit (BackendTrafficPolicy)", resource.urn)
+
+
+routes_authenticated = StackValidationPolicy(
+    name="fab-routes-authenticated",
+    description="Every HTTPRoute on a GPU cluster is covered by a JWT SecurityPolicy and a rate limit.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_routes_authenticated,
+)

@@ -1,0 +1,153 @@
+"""Rules on data: one catalog authority, least-privilege bucket access, nothing lost, versioned artifacts, residency."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from rules._k8s import HELM_RELEASE, k8s_object, name_of, namespace_of, objects, plain
+
+IAM_POLICY = "minio:index/iamPolicy:IamPolicy"
+BUCKET = "minio:index/s3Bucket:S3Bucket"
+VERSIONING = "minio:index/s3BucketVersioning:S3BucketVersioning"
+BUCKET_TAGS = "pulumi-python:dynamic/storage:BucketTags"
+VERSIONED_CLASSES = {"models", "checkpoints", "warehouse"}
+CLASS_TAG, RESIDENCY_TAG = "fab.internal/class", "fab.internal/residency"
+OTHER_CATALOGS = re.compile(r"(iceberg\.catalog\.type\s*[=:]\s*[\"']?(hive|glue|jdbc|nessie|hadoop)|hive\.metastore\.uri)", re.I)
+
+
+def _single_catalog(args: StackValidationArgs, report: ReportViolation) -> None:
+    for resource in args.resources:
+        if resource.resource_type == HELM_RELEASE:
+            text = json.dumps(plain(resource.props))
+            if OTHER_CATALOGS.search(text):
+                report(f"Helm release {resource.name} configures an Iceberg catalog other than Polaris's REST catalog", resource.urn)
+        if resource.resource_type == IAM_POLICY:
+            document = json.loads(resource.props.get("policy") or "{}")
+            if not any(s.get("Effect") == "Deny" and "s3tables:*" in s.get("Action", []) for s in document.get("Statement", [])):
+                report(f"MinIO policy {resource.props.get('name')} does not deny s3tables:*: the object store's own table "
+                       "catalog must stay unreachable, Polaris is the only catalog", resource.urn)
+    for resource, obj in objects(args.resources):
+        if obj["kind"] == "ConfigMap" and OTHER_CATALOGS.search(json.dumps(obj.get("data") or {})):
+            report(f"ConfigMap {namespace_of(obj)}/{name_of(obj)} configures an Iceberg catalog other than Polaris", resource.urn)
+
+
+single_catalog_authority = StackValidationPolicy(
+    name="fab-single-catalog-authority",
+    description="Polaris is the only Iceberg catalog.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_single_catalog,
+)
+
+
+def _least_privilege(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != IAM_POLICY:
+        return
+    document = json.loads(args.props.get("policy") or "{}")
+    for statement in document.get("Statement", []):
+        if statement.get("Effect") != "Allow":
+            continue
+        actions = statement.get("Action", [])
+        actions = [actions] if isinstance(actions, str) else actions
+        resources = statement.get("Resource", [])
+        resources = [resources] if isinstance(resources, str) else resources
+        for action in actions:
+            if action in ("*", "s3:*"):
+                report(f"policy {args.props.get('name')} grants {action!r}; grant the actions the engine needs")
+        for arn in resources:
+            bucket = arn.removeprefix("arn:aws:s3:::").split("/", 1)[0]
+            if "*" in bucket:
+                report(f"policy {args.props.get('name')} grants the wildcard resource {arn!r}; name the buckets")
+
+
+bucket_least_privilege = ResourceValidationPolicy(
+    name="fab-bucket-least-privilege",
+    description="No storage policy grants s3:* or a wildcard bucket.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_least_privilege,
+)
+
+
+def _stateful_kind(args: ResourceValidationArgs) -> str | None:
+    if args.resource_type in (BUCKET, "keycloak:index/realm:Realm"):
+        return args.resource_type.rsplit(":", 1)[-1]
+    if args.resource_type == HELM_RELEASE and args.props.get("chart") == "aistor-objectstore":
+        return "object store"
+    obj = k8s_object(args.resource_type, args.props)
+    if obj is not None and (obj["kind"] == "PersistentVolumeClaim" or (obj["kind"] == "Cluster" and obj["apiVersion"].startswith("postgresql.cnpg.io/"))):
+        return obj["kind"]
+    return None
+
+
+def _protected(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    kind = _stateful_kind(args)
+    if kind is not None and not args.opts.protect:
+        report(f"{kind} {args.name} holds data and must be protected (and retained on delete)")
+
+
+stateful_protected = ResourceValidationPolicy(
+    name="fab-stateful-protected",
+    description="Buckets, Postgres clusters, PVCs and the object store are protected or retained on delete.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_protected,
+)
+
+
+def _bucket_classes(resources: list[Any]) -> dict[str, dict[str, str]]:
+    return {r.props.get("bucket"): plain(r.props.get("tags") or {}) for r in resources if r.resource_type == BUCKET_TAGS}
+
+
+def _versioned(args: StackValidationArgs, report: ReportViolation) -> None:
+    classes = _bucket_classes(args.resources)
+    versioned = {
+        r.props.get("bucket") for r in args.resources
+        if r.resource_type == VERSIONING and (r.props.get("versioningConfiguration") or {}).get("status") == "Enabled"
+    }
+    for resource in args.resources:
+        if resource.resource_type != BUCKET:
+            continue
+        bucket = resource.props.get("bucket")
+        data_class = classes.get(bucket, {}).get(CLASS_TAG)
+        if data_class in VERSIONED_CLASSES and bucket not in versioned:
+            report(f"bucket {bucket} holds {data_class} and must be versioned", resource.urn)
+
+
+versioned_artifacts = StackValidationPolicy(
+    name="fab-versioned-artifacts",
+    description="Model, checkpoint and warehouse buckets are versioned.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_versioned,
+)
+
+
+def _residency(args: StackValidationArgs, report: ReportViolation) -> None:
+    classes = _bucket_classes(args.resources)
+    for resource in args.resources:
+        if resource.resource_type == BUCKET_TAGS:
+            tags = plain(resource.props.get("tags") or {})
+            if tags.get(RESIDENCY_TAG) != "site-local" and tags.get(CLASS_TAG) != "gold":
+                report(f"bucket {resource.props.get('bucket')} of class {tags.get(CLASS_TAG)} is marked "
+                       f"{tags.get(RESIDENCY_TAG)!r}; only gold may leave the site", resource.urn)
+        if "replication" in resource.resource_type.lower():
+            bucket = resource.props.get("bucket")
+            if classes.get(bucket, {}).get(CLASS_TAG) != "gold":
+                report(f"{resource.name} replicates bucket {bucket}, which is not gold; raw and detailed data stay in their site",
+                       resource.urn)
+
+
+residency = StackValidationPolicy(
+    name="fab-residency",
+    description="Only gold-class buckets replicate to another site.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_residency,
+)

@@ -1,0 +1,163 @@
+"""Rules on what runs: host access only where allowed, pinned versions, Pod Security restricted, no plaintext secrets."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
+
+from rules._k8s import HELM_RELEASE, containers, k8s_object, name_of, namespace_of, plain, pod_spec
+
+HOST_NAMESPACES = ["kube-system", "gpu-operator", "nvidia-network-operator"]
+EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
+CREDENTIAL_KEY = re.compile(r"(password|passwd|secret|token|access[_-]?key|credential|license|private[_-]?key)", re.I)
+REFERENCE_KEY = re.compile(r"(name|ref|url|uri|path|file|env|key_?name)$", re.I)
+REFERENCE = re.compile(r"^(\$\{.+\}|\$\(.+\)|\$[A-Za-z_][A-Za-z0-9_]*|\[secret\]|[A-Z][A-Z0-9_]*)$")
+KNOWN_SECRETS = re.compile(
+    r"(-----BEGIN [A-Z ]*PRIVATE KEY-----|\bAKIA[0-9A-Z]{16}\b|\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\."
+    r"|\b(password|passwd|secret|token|secret_key|access_key)\s*[=:]\s*[\"'][^\"'$\s{}()]{8,}[\"'])",
+    re.I,
+)
+"""Credentials in text: private keys, AWS-style access keys, JWTs, and quoted literal password assignments."""
+
+
+def looks_secret(value: str) -> bool:
+    """A literal that could be a password or key: long, no spaces, not a name, path or reference, letters and digits."""
+    if REFERENCE.match(value) or len(value) < 12 or any(c.isspace() for c in value) or any(c in value for c in "/.:@"):
+        return False
+    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+
+
+ALLOWED_SECRET_PATHS = ["tls.ca.key", "tls.ca.cert", "license", "secrets.secretKey", "secrets.accessKey"]
+"""Helm values that are Pulumi secrets handed to a chart that stores them in its own Secret."""
+
+
+def _namespaces(args: ResourceValidationArgs) -> list[str]:
+    return list(args.get_config().get("allowedNamespaces", HOST_NAMESPACES))
+
+
+def _host_access(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    obj = k8s_object(args.resource_type, args.props)
+    if obj is None:
+        return
+    allowed = _namespaces(args)
+    if obj["kind"] == "Namespace":
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if labels.get("pod-security.kubernetes.io/enforce") == "privileged" and name_of(obj) not in allowed:
+            report(f"namespace {name_of(obj)} is privileged but not in the host-access allow-list ({', '.join(allowed)})")
+        return
+    pod = pod_spec(obj)
+    if pod is None or namespace_of(obj) in allowed:
+        return
+    if pod.get("hostNetwork") or pod.get("hostPID") or pod.get("hostIPC"):
+        report(f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)} uses the host's namespaces outside the allow-list")
+    for container in containers(pod):
+        if (container.get("securityContext") or {}).get("privileged"):
+            report(f"container {container.get('name')} of {obj['kind']} {namespace_of(obj)}/{name_of(obj)} is privileged outside the allow-list")
+
+
+host_network_allow_listed = ResourceValidationPolicy(
+    name="fab-host-network-allow-listed",
+    description="Host-network or privileged pods only in allow-listed namespaces.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_host_access,
+    config_schema=PolicyConfigSchema(properties={"allowedNamespaces": {"type": "array", "items": {"type": "string"}, "default": HOST_NAMESPACES}}),
+)
+
+
+def _pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type == HELM_RELEASE:
+        version = args.props.get("version") or ""
+        if not EXACT_VERSION.match(str(version)):
+            report(f"Helm release {args.name} must pin an exact chart version, got {version!r}")
+        return
+    obj = k8s_object(args.resource_type, args.props)
+    pod = pod_spec(obj) if obj else None
+    for container in containers(pod or {}):
+        image = container.get("image") or ""
+        tag = image.rsplit("/", 1)[-1].partition(":")[2] if "@" not in image else "digest"
+        if not tag or tag == "latest":
+            report(f"container {container.get('name')} of {obj['kind']} {name_of(obj)} uses the unpinned image {image!r}")
+
+
+pinned_versions = ResourceValidationPolicy(
+    name="fab-pinned-versions",
+    description="Every Helm chart has an exact version and no image uses latest.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_pinned,
+)
+
+
+def _pod_security(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    obj = k8s_object(args.resource_type, args.props)
+    pod = pod_spec(obj) if obj else None
+    if pod is None or namespace_of(obj) in _namespaces(args):
+        return
+    pod_context = pod.get("securityContext") or {}
+    for container in containers(pod):
+        context = container.get("securityContext") or {}
+        where = f"container {container.get('name')} of {obj['kind']} {namespace_of(obj)}/{name_of(obj)}"
+        if not (context.get("runAsNonRoot") or pod_context.get("runAsNonRoot")):
+            report(f"{where} must run as non-root")
+        if context.get("allowPrivilegeEscalation") is not False:
+            report(f"{where} must set allowPrivilegeEscalation: false")
+        if context.get("readOnlyRootFilesystem") is not True:
+            report(f"{where} must have a read-only root filesystem")
+        resources = container.get("resources") or {}
+        for part in ("requests", "limits"):
+            missing = [r for r in ("cpu", "memory") if r not in (resources.get(part) or {})]
+            if missing:
+                report(f"{where} must set {part} for {', '.join(missing)}")
+
+
+pod_security = ResourceValidationPolicy(
+    name="fab-pod-security",
+    description="Outside the allow-list, containers run as non-root, no privilege escalation, read-only root filesystem, with requests and limits.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_pod_security,
+    config_schema=PolicyConfigSchema(properties={"allowedNamespaces": {"type": "array", "items": {"type": "string"}, "default": HOST_NAMESPACES}}),
+)
+
+
+def _literal_credentials(value: Any, path: str = "") -> list[str]:
+    """Paths where a credential is written in clear: a credential-named key with a secret-looking literal, or a known form."""
+    found = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if (isinstance(item, str) and CREDENTIAL_KEY.search(str(key)) and not REFERENCE_KEY.search(str(key))
+                    and looks_secret(item)):
+                found.append(sub)
+            else:
+                found += _literal_credentials(item, sub)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += _literal_credentials(item, f"{path}[{i}]")
+    elif isinstance(value, str) and KNOWN_SECRETS.search(value):
+        found.append(path)
+    return found
+
+
+def _no_plaintext(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    allowed = set(args.get_config().get("allowedHelmSecretPaths", ALLOWED_SECRET_PATHS))
+    if args.resource_type == HELM_RELEASE:
+        for path in _literal_credentials(plain(args.props.get("values") or {})):
+            if path not in allowed:
+                report(f"Helm release {args.name} has a credential-looking value at {path}; read it from a Secret")
+        return
+    obj = k8s_object(args.resource_type, args.props)
+    if obj is not None and obj["kind"] == "ConfigMap":
+        for path in _literal_credentials(obj.get("data") or {}):
+            report(f"ConfigMap {namespace_of(obj)}/{name_of(obj)} has a credential-looking value at {path}; use a Secret")
+
+
+no_plaintext_secrets = ResourceValidationPolicy(
+    name="fab-no-plaintext-secrets",
+    description="No credential-looking value in ConfigMaps or Helm values; Secrets' data are Pulumi secrets.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_no_plaintext,
+    config_schema=PolicyConfigSchema(properties={"allowedHelmSecretPaths": {"type": "array", "items": {"type": "string"}, "default": ALLOWED_SECRET_PATHS}}),
+)
+
+
