@@ -2,16 +2,23 @@
 PYTHON ?= python3
 VENV ?= venv
 PY := $(VENV)/bin/python
+CHECKOV_VENV ?= .checkov-venv
 STACK ?= site-a
 
 .PHONY: setup plan test schema clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed $(CHECKOV_VENV)/.installed
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
 	touch $@
 
 plan: setup

@@ -26,7 +26,7 @@ from components import versions
 from components.config import SiteConfig
 from components.gateway import ROUTES_LABEL, envoy_gateway, http_route, https_listener
 from components.identity import SiteIdentity
-from components.kube import namespace, restricted_security_context
+from components.kube import WORKLOAD_SKIPS, checkov_skips, namespace, restricted_security_context
 from components.network import CrossClusterNetwork
 from components.providers import SiteProviders
 from components.storage import StorageCluster
@@ -188,7 +188,13 @@ class ComputeCluster(pulumi.ComponentResource):
                 opts=self._child,
             )
         uis = [ui for ui in ("airflow", "trino", "superset", "jupyterhub") if getattr(compute, ui).enabled]
-        self.airflow_namespace = self._namespace("airflow")
+        # The namespace was first created by TrainingPool (as `training-<compute>-ns-airflow`); the alias
+        # keeps a stack that deployed that version from deleting and re-creating it.
+        previous = pulumi.Alias(
+            name=f"training-{self._key}-ns-airflow",
+            parent=f"urn:pulumi:{pulumi.get_stack()}::{pulumi.get_project()}::fab:training:TrainingPool::training",
+        )
+        self.airflow_namespace = self._namespace("airflow", aliases=[previous])
         self._gateway(args.network, uis)
         self._cnpg = self._cnpg_operator() if compute.airflow.enabled or compute.superset.enabled else None
         if compute.spark.enabled:
@@ -221,11 +227,11 @@ class ComputeCluster(pulumi.ComponentResource):
             preemption_policy="Never", description="ETL and backfills: yield to interactive work.", opts=self._child,
         )
 
-    def _namespace(self, ns: str, ui: bool = True) -> k8s.core.v1.Namespace:
+    def _namespace(self, ns: str, ui: bool = True, aliases: list[pulumi.Alias] | None = None) -> k8s.core.v1.Namespace:
         """A namespace with a quota (CPU, memory, and zero GPUs: compute never requests one) and container defaults."""
         cpu, memory = NAMESPACE_QUOTAS[ns]
         resource = namespace(
-            f"{self._name}-ns-{ns}", ns, pulumi.ResourceOptions(parent=self),
+            f"{self._name}-ns-{ns}", ns, pulumi.ResourceOptions(parent=self, aliases=aliases),
             labels={ROUTES_LABEL: GATEWAY} if ui else None,
         )
         after = pulumi.ResourceOptions(parent=self, depends_on=[resource])
@@ -518,6 +524,7 @@ class ComputeCluster(pulumi.ComponentResource):
         container = {
             "name": "setup",
             "image": versions.MYSQL_CLIENT_IMAGE,
+            "imagePullPolicy": "Always",
             "command": ["bash", "/etc/starrocks-setup/setup.sh"],
             "env": [
                 {"name": "HOME", "value": "/tmp"},
@@ -526,13 +533,13 @@ class ComputeCluster(pulumi.ComponentResource):
                 {"name": "OLAP_LOCATION", "value": f"s3://{olap}/starrocks"},
             ],
             "envFrom": [{"secretRef": {"name": name}} for name in ("starrocks-root", "polaris-starrocks", "s3-starrocks")],
-            "securityContext": restricted_security_context(999),
+            "securityContext": restricted_security_context(10001),
             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
             "volumeMounts": [{"name": "setup", "mountPath": "/etc/starrocks-setup", "readOnly": True}, {"name": "tmp", "mountPath": "/tmp"}],
         }
         k8s.batch.v1.Job(
             f"{self._name}-starrocks-setup-job",
-            metadata={"name": "starrocks-setup", "namespace": ns},
+            metadata={"name": "starrocks-setup", "namespace": ns, "annotations": checkov_skips(*WORKLOAD_SKIPS)},
             spec={
                 "backoffLimit": 20,
                 "template": {"spec": {

@@ -843,7 +843,7 @@ def _pool_problems(key: str, cluster: ClusterConfig) -> Iterator[Problem]:
                         f"{cidr} is not in RFC1918 (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16) but the pool is "
                         "internal; use a private range or make the pool external"
                     )
-        if pool.visibility == "external" and not any(p.kind == "public" for p in cluster.bgp_peers.values()):
+        if pool.visibility == "external" and cluster.role not in GPU_ROLES and not any(p.kind == "public" for p in cluster.bgp_peers.values()):
             yield (*path, "visibility"), (
                 f"'external' pool {pool_name!r} would never be advertised: clusters.{key} has no bgp peer of kind "
                 "'public'; add one or make the pool internal"
@@ -1038,6 +1038,8 @@ def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
             f"{gateway.vip} is not in pool {gateway.pool!r} ({', '.join(map(str, pool.cidrs))}); pick an address of that pool"
         )
     nodes = site.pool_nodes(inference.cluster, "inference")
+    if any(n.gpu_type not in site.all_gpu_types() for n in nodes.values()):
+        return  # reported on the node itself
     shapes = {(n.gpu_type, n.gpus) for n in nodes.values()}
     if not nodes:
         yield ("gpu", inference.cluster, "nodes"), "has no node in pool inference: the models need somewhere to run"

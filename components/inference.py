@@ -37,7 +37,7 @@ from components.gpu import (
 )
 from components.gateway import GATEWAY_NAMESPACE, ROUTES_LABEL, envoy_gateway, http_route, https_listener
 from components.identity import SiteIdentity
-from components.kube import namespace, restricted_security_context
+from components.kube import WORKLOAD_SKIPS, checkov_skips, namespace, restricted_security_context
 from components.network import CrossClusterNetwork
 from components.providers import SiteProviders
 from components.storage import StorageCluster
@@ -50,8 +50,8 @@ TEAM_HEADER = "x-fab-team"
 AUDIENCE = "llm-gateway"
 JWT_PROVIDER = "keycloak"
 MODEL_LABEL = "fab.internal/model"
-VLLM_USER = 2000
-"""The vllm user the official image carries; the image defaults to root."""
+VLLM_USER = 10001
+"""vLLM runs unprivileged (the image defaults to root); its HOME and caches are emptyDirs, so any high UID works."""
 
 
 def model_path(model: str) -> str:
@@ -170,6 +170,7 @@ class InferencePool(pulumi.ComponentResource):
             {
                 "name": "weights-alias",
                 "image": versions.WEIGHTS_SYNC_IMAGE,
+                "imagePullPolicy": "Always",
                 "args": ["alias", "set", "models", "$(AWS_ENDPOINT_URL_S3)", "$(AWS_ACCESS_KEY_ID)", "$(AWS_SECRET_ACCESS_KEY)"],
                 "env": mc_env,
                 "securityContext": restricted_security_context(VLLM_USER),
@@ -179,6 +180,7 @@ class InferencePool(pulumi.ComponentResource):
             {
                 "name": "weights-sync",
                 "image": versions.WEIGHTS_SYNC_IMAGE,
+                "imagePullPolicy": "Always",
                 "args": ["mirror", "--overwrite", "--remove", f"models/{models_bucket}/{spec.source.strip('/')}", model_path(model)],
                 "env": mc_env,
                 "securityContext": restricted_security_context(VLLM_USER),
@@ -193,6 +195,7 @@ class InferencePool(pulumi.ComponentResource):
         container = {
             "name": "vllm",
             "image": versions.VLLM_IMAGE,
+            "imagePullPolicy": "Always",
             "args": [
                 "--model", model_path(model),
                 "--served-model-name", spec.served_name or model,
@@ -233,7 +236,8 @@ class InferencePool(pulumi.ComponentResource):
         }
         deployment = k8s.apps.v1.Deployment(
             f"{self._name}-vllm-{model}",
-            metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE, "labels": labels},
+            metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE, "labels": labels,
+                      "annotations": checkov_skips(*WORKLOAD_SKIPS)},
             spec={
                 "replicas": size.replicas,
                 "selector": {"matchLabels": labels},

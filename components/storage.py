@@ -24,7 +24,7 @@ import pulumi_tls as tls
 
 from components import versions
 from components.bucket_tags import BucketTags
-from components.kube import namespace, restricted_security_context
+from components.kube import WORKLOAD_SKIPS, checkov_skips, namespace, restricted_security_context
 from components.config import REPLICABLE_CLASSES, SiteConfig
 from components.network import CrossClusterNetwork
 from components.providers import SiteProviders
@@ -187,6 +187,7 @@ def _secure_container(name: str, image: str, user: int, **extra: Any) -> dict[st
     return {
         "name": name,
         "image": image,
+        "imagePullPolicy": "Always",
         "securityContext": restricted_security_context(user),
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
         **extra,
@@ -648,7 +649,7 @@ class StorageCluster(pulumi.ComponentResource):
         """A run-to-completion Job; `role` names it in the stack, `name` in the cluster (Jobs are immutable)."""
         return k8s.batch.v1.Job(
             f"{self._name}-job-{role}",
-            metadata={"name": name, "namespace": ns},
+            metadata={"name": name, "namespace": ns, "annotations": checkov_skips(*WORKLOAD_SKIPS)},
             spec={
                 "backoffLimit": 6,
                 "template": {

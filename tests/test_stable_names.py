@@ -1,0 +1,142 @@
+"""Growing a site never replaces anything: additive config changes keep every URN, type and replacement-forcing input."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from components.config import ConfigError, parse_site
+from fabctl.render import Plan, RenderError
+from helpers import render_site, rendered, site_raw
+
+names = st.from_regex(r"[a-z][a-z0-9]{2,7}", fullmatch=True)
+
+
+def add_team(site: dict[str, Any], name: str) -> None:
+    site["teams"][f"t-{name}"] = {"description": "added"}
+
+
+def add_model(site: dict[str, Any], name: str) -> None:
+    site["inference"]["models"][f"m-{name}"] = {
+        "source": f"acme/{name}/", "params_billion": 1.5, "layers": 28, "kv_heads": 2, "head_dim": 128,
+        "max_context": 8192, "concurrent_sequences": 16, "min_replicas": 1,
+    }
+
+
+def add_node(site: dict[str, Any], name: str) -> None:
+    nodes = site["gpu"]["gpu"]["nodes"]
+    gpu_type = next(n["gpu_type"] for n in nodes.values() if n["pool"] == "training")
+    nodes[f"gpu-n-{name}"] = {"gpu_type": gpu_type, "gpus": 8, "pool": "training"}
+
+
+def add_bucket(site: dict[str, Any], name: str) -> None:
+    # raw and datasets: a gold or warehouse bucket changes Polaris' setup Job, which is replaced by design.
+    site["storage"]["buckets"][f"{site['name']}-x-{name}"] = {"class": "datasets"}
+
+
+ADDITIONS = {"team": add_team, "model": add_model, "node": add_node, "bucket": add_bucket}
+REPLACE_KEYS = {
+    "minio:index/s3Bucket:S3Bucket": ("bucket",),
+    "minio:index/iamUser:IamUser": ("name",),
+    "minio:index/iamPolicy:IamPolicy": ("name",),
+    "keycloak:index/realm:Realm": ("realm",),
+    "keycloak:openid/client:Client": ("clientId",),
+}
+
+
+def replacement_inputs(record: dict[str, Any]) -> tuple:
+    """The inputs whose change makes the provider replace the resource."""
+    inputs = record["inputs"]
+    if record["type"].startswith("kubernetes:") and "metadata" in inputs and "kind" in inputs:
+        meta = inputs["metadata"]
+        return inputs["apiVersion"], inputs["kind"], meta.get("name"), meta.get("namespace")
+    return tuple(inputs.get(k) for k in REPLACE_KEYS.get(record["type"], ()))
+
+
+def replaced_or_removed(before: Plan, after: Plan) -> list[str]:
+    new = {r["urn"]: r for r in after.resources}
+    problems = []
+    for record in before.resources:
+        other = new.get(record["urn"])
+        if other is None or other["type"] != record["type"]:
+            problems.append(f"removed: {record['urn']}")
+        elif replacement_inputs(other) != replacement_inputs(record):
+            problems.append(f"replaced: {record['urn']}")
+    return problems
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(["site-a", "site-b"]), st.lists(st.tuples(st.sampled_from(sorted(ADDITIONS)), names), min_size=1, max_size=3, unique_by=lambda t: t[1]))
+def test_additive_changes_replace_and_remove_nothing(stack, changes):
+    site = site_raw(stack)
+    for kind, name in changes:
+        ADDITIONS[kind](site, name)
+    after = render_site(stack, site)
+    assert replaced_or_removed(rendered(stack), after) == []
+    assert len(after.resources) > len(rendered(stack).resources)
+
+
+def test_adding_a_gpu_cluster_replaces_and_removes_nothing():
+    site = site_raw("site-b")
+    site["clusters"]["gpu-2"] = {
+        **copy.deepcopy(site["clusters"]["gpu"]), "cluster_id": 4, "pod_cidr": "10.83.0.0/16", "node_cidr": "10.20.4.0/24",
+        "api_server": "10.20.4.10", "bgp_asn": 65204, "bgp_peers": {"tor-1": {"address": "10.20.4.1", "asn": 65200}},
+        "lb_pools": {"internal": {"cidrs": ["10.20.104.0/27"]}}, "clustermesh_vip": "10.20.104.2",
+    }
+    site["gpu"]["gpu-2"] = {"nodes": {"gpu-b2-trn-01": {"gpu_type": "h100", "gpus": 8, "pool": "training"}}}
+    assert replaced_or_removed(rendered("site-b"), render_site("site-b", site)) == []
+
+
+def test_fails_when_a_bucket_is_renamed():
+    site = site_raw("site-b")
+    site["storage"]["buckets"]["site-b-gold-2"] = site["storage"]["buckets"].pop("site-b-gold")
+    problems = replaced_or_removed(rendered("site-b"), render_site("site-b", site))
+    assert "removed: urn:pulumi:site-b::fab-platform::fab:storage:StorageCluster$minio:index/s3Bucket:S3Bucket::storage-bucket-site-b-gold" in problems
+
+
+def test_a_moved_resource_keeps_its_history_through_an_alias():
+    (namespace,) = [r for r in rendered("site-a").resources if r["name"] == "compute-ns-airflow"]
+    assert namespace["aliases"] == [{"spec": {
+        "name": "training-compute-ns-airflow", "parentUrn": "urn:pulumi:site-a::fab-platform::fab:training:TrainingPool::training",
+    }}]
+
+
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-5, 100000), st.text(max_size=12))
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["site-a", "site-b"]), st.data())
+def test_the_program_renders_or_fails_with_a_config_error(stack, data):
+    """A mutated stack goes through the real program: a render or a clean config error, never a crash."""
+    site = site_raw(stack)
+    paths = []
+
+    def walk(node: Any, path: tuple) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                paths.append((*path, key))
+                walk(value, (*path, key))
+
+    walk(site, ())
+    path = data.draw(st.sampled_from(paths))
+    parent = site
+    for part in path[:-1]:
+        parent = parent[part]
+    parent[path[-1]] = data.draw(json_leaf)
+    try:
+        parse_site(site)
+    except ConfigError:
+        expect_user_error = True
+    else:
+        expect_user_error = False
+    try:
+        render_site(stack, site)
+    except RenderError as exc:
+        assert exc.user, str(exc)
+        assert expect_user_error
+        assert all(line.startswith("fab-platform:") for line in str(exc).splitlines())
+    else:
+        assert not expect_user_error
