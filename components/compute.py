@@ -25,7 +25,7 @@ import yaml
 from components import versions
 from components.config import SiteConfig
 from components.gateway import ROUTES_LABEL, envoy_gateway, http_route, https_listener
-from components.identity import SiteIdentity
+from components.identity import PLATFORM_USERS, SiteIdentity
 from components.kube import WORKLOAD_SKIPS, checkov_skips, namespace, restricted_security_context
 from components.network import CrossClusterNetwork
 from components.providers import SiteProviders
@@ -618,7 +618,7 @@ class ComputeCluster(pulumi.ComponentResource):
                         "login_service": "Keycloak",
                         "manage_groups": True,
                         "auth_state_groups_key": "oauth_user.groups",
-                        "allowed_groups": [f"team-{team}" for team in sorted(site.teams)],
+                        "allowed_groups": [PLATFORM_USERS],
                     },
                 },
                 # OAuthenticator reads the client id and secret from these variables when config leaves them out.

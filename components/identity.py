@@ -18,6 +18,8 @@ import pulumi_keycloak as keycloak
 from components.config import SiteConfig
 
 GROUPS_SCOPE = "groups"
+PLATFORM_USERS = "platform-users"
+"""Everyone who may sign in to the interactive UIs (JupyterHub), independent of team membership."""
 BASE_SCOPES = ("basic", "profile", "email", "roles", "web-origins", "acr")
 """Keycloak's built-in default scopes that every platform client keeps."""
 
@@ -97,6 +99,13 @@ class SiteIdentity(pulumi.ComponentResource):
             )
             for team, spec in sorted(site.teams.items())
         }
+        self.platform_users = keycloak.Group(
+            f"{name}-group-{PLATFORM_USERS}",
+            realm_id=realm_id,
+            name=PLATFORM_USERS,
+            description="May sign in to the platform's interactive UIs.",
+            opts=child,
+        )
         self.groups_scope = keycloak.openid.ClientScope(
             f"{name}-scope-{GROUPS_SCOPE}",
             realm_id=realm_id,

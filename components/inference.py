@@ -46,6 +46,8 @@ GATEWAY_NAME = "llm"
 GATEWAY_CLASS = "fab-llm"
 VLLM_PORT = 8000
 TEAM_CLAIM = "team"
+ACCESS_CLAIM = "llm_access"
+"""A fixed claim only the teams' gateway clients carry: the gateway admits it without listing teams."""
 TEAM_HEADER = "x-fab-team"
 AUDIENCE = "llm-gateway"
 JWT_PROVIDER = "keycloak"
@@ -327,7 +329,6 @@ class InferencePool(pulumi.ComponentResource):
     def _policies(self, model: str, route: pulumi.Resource, identity: SiteIdentity) -> None:
         """Every route: a Keycloak JWT for this gateway from a known team, and that team's rate limit."""
         site = self._site
-        teams = sorted(site.teams)
         target = [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": f"vllm-{model}"}]
         opts = pulumi.ResourceOptions(parent=self, depends_on=[route])
         issuer = identity.issuer
@@ -353,16 +354,30 @@ class InferencePool(pulumi.ComponentResource):
                     "defaultAction": "Deny",
                     "rules": [
                         {
-                            "name": "known-teams",
+                            "name": "team-clients",
                             "action": "Allow",
-                            "principal": {"jwt": {"provider": JWT_PROVIDER, "claims": [{"name": TEAM_CLAIM, "values": teams}]}},
+                            "principal": {"jwt": {"provider": JWT_PROVIDER, "claims": [{"name": ACCESS_CLAIM, "values": ["true"]}]}},
                         }
                     ],
                 },
             },
             opts=opts,
         )
-        limits = site.inference.team_requests_per_minute
+        overrides = site.inference.team_requests_per_minute
+        team_header = lambda **match: {"name": TEAM_HEADER, **match}  # noqa: E731
+        # Every team gets its own bucket at the default limit (Distinct), except the teams with their own limit;
+        # so adding a team at the default changes nothing here.
+        default_rule = {
+            "clientSelectors": [{"headers": [
+                team_header(type="Distinct"),
+                *(team_header(type="Exact", value=team, invert=True) for team in sorted(overrides)),
+            ]}],
+            "limit": {"requests": site.inference.requests_per_minute, "unit": "Minute"},
+        }
+        override_rules = [
+            {"clientSelectors": [{"headers": [team_header(type="Exact", value=team)]}], "limit": {"requests": rpm, "unit": "Minute"}}
+            for team, rpm in sorted(overrides.items())
+        ]
         k8s.apiextensions.CustomResource(
             f"{self._name}-ratelimit-{model}",
             api_version=versions.ENVOY_GATEWAY_API,
@@ -370,17 +385,7 @@ class InferencePool(pulumi.ComponentResource):
             metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE},
             spec={
                 "targetRefs": target,
-                "rateLimit": {
-                    "local": {
-                        "rules": [
-                            {
-                                "clientSelectors": [{"headers": [{"name": TEAM_HEADER, "type": "Exact", "value": team}]}],
-                                "limit": {"requests": limits.get(team, site.inference.requests_per_minute), "unit": "Minute"},
-                            }
-                            for team in teams
-                        ]
-                    }
-                },
+                "rateLimit": {"local": {"rules": [default_rule, *override_rules]}},
             },
             opts=opts,
         )
@@ -390,7 +395,7 @@ class InferencePool(pulumi.ComponentResource):
         return {
             team: identity.oidc_client(
                 f"inference-{team}", "service", description=f"Inference gateway client of team {team}",
-                audience=AUDIENCE, claims={TEAM_CLAIM: team},
+                audience=AUDIENCE, claims={TEAM_CLAIM: team, ACCESS_CLAIM: "true"},
             )
             for team in sorted(self._site.teams)
         }

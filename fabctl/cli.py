@@ -2,10 +2,15 @@
 
     plan --stack STACK [--out DIR]   render the stack under mocks, print a tree, write manifests and plan.json,
                                      and run the policy pack on it (--no-policies skips it)
+    diff --stack STACK [--set PATH=VALUE ...] [--against PLAN_JSON]
+                                     what a change adds, removes, changes and replaces
+    graph --stack STACK [--out FILE] the site as a Mermaid diagram (default docs/graphs/<stack>.md)
+    flows --stack STACK              the cross-cluster flow matrix
     schema [--check]                 write (or check) schema/stack.schema.json and docs/configuration.md tables
 
 Exit status: 0 success, 1 the stack's config is wrong (one line per problem), 2 bad usage or stack
-file, 3 the program crashed (a bug: the traceback is printed), 4 a mandatory policy is violated.
+file, 3 the program crashed (a bug: the traceback is printed), 4 a mandatory policy is violated,
+5 (diff) a protected resource would be replaced or deleted.
 """
 
 from __future__ import annotations
@@ -20,17 +25,20 @@ from typing import Any
 
 import yaml
 from rich.console import Console
+from rich.table import Table
 from rich.tree import Tree
 
 from components.config import stack_file_schema
+from fabctl.diff import diff, set_path, unset_path
+from fabctl.graph import flow_rows, graph_page, with_readme_graph
 from fabctl.policy import PolicyPackError, analyze
 from fabctl.reference import with_reference
-from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, Plan, RenderError, render
-from fabctl.stackfile import StackFileError
+from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, Plan, RenderError, render, render_config
+from fabctl.stackfile import SITE_KEY, StackFileError, read_stack_config, stack_file
 
 SCHEMA_PATH = PROJECT_DIR / "schema" / "stack.schema.json"
 REFERENCE_PATH = PROJECT_DIR / "docs" / "configuration.md"
-EXIT_CONFIG, EXIT_USAGE, EXIT_CRASH, EXIT_POLICY = 1, 2, 3, 4
+EXIT_CONFIG, EXIT_USAGE, EXIT_CRASH, EXIT_POLICY, EXIT_DANGER = 1, 2, 3, 4, 5
 SITE_WIDE = "(site-wide)"
 
 
@@ -133,6 +141,101 @@ def cmd_plan(args: argparse.Namespace, console: Console, err: Console) -> int:
     return EXIT_POLICY if mandatory else 0
 
 
+def _render_or_report(stack: str, project_dir: Path, err: Console, config: dict[str, Any] | None = None) -> Plan | int:
+    """A render, or the exit status after printing why there is none."""
+    try:
+        return render_config(stack, config, project_dir) if config is not None else render(stack, project_dir)
+    except StackFileError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        return EXIT_USAGE
+    except RenderError as exc:
+        if not exc.user:
+            err.print(f"error: the program crashed rendering {stack} (a bug, not your config):\n{exc}", markup=False)
+            return EXIT_CRASH
+        for line in str(exc).splitlines():
+            err.print(f"error: {line}", markup=False, highlight=False)
+        return EXIT_CONFIG
+
+
+def cmd_diff(args: argparse.Namespace, console: Console, err: Console) -> int:
+    project = Path(args.project_dir)
+    if not args.set and not args.unset and not args.against:
+        err.print("error: give --set PATH=VALUE, --unset PATH or --against PLAN_JSON", markup=False)
+        return EXIT_USAGE
+    if args.against:
+        path = Path(args.against)
+        if not path.is_file():
+            err.print(f"error: no plan at {path}; write one with: python -m fabctl plan --stack {args.stack} --out DIR", markup=False)
+            return EXIT_USAGE
+        saved = json.loads(path.read_text())
+        before: Plan | int = Plan(stack=saved["stack"], resources=saved["resources"], outputs=saved.get("outputs", {}))
+    else:
+        before = _render_or_report(args.stack, project, err)
+    if isinstance(before, int):
+        return before
+    try:
+        config = read_stack_config(stack_file(project, args.stack))
+        for assignment in args.set or []:
+            set_path(config, assignment, SITE_KEY)
+        for path in args.unset or []:
+            unset_path(config, path, SITE_KEY)
+    except (StackFileError, ValueError) as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        return EXIT_USAGE
+    after = _render_or_report(args.stack, project, err, config)
+    if isinstance(after, int):
+        return after
+    result = diff(before, after)
+    short = lambda urn: urn.rsplit("::", 1)[-1]  # noqa: E731
+    for change in result.added:
+        console.print(f"+ {short(change.urn)} ({change.type})", markup=False, highlight=False)
+    for change in result.changed:
+        console.print(f"~ {short(change.urn)} ({change.type}): {', '.join(change.paths)}", markup=False, highlight=False)
+    for change in result.replaced:
+        mark = " PROTECTED" if change.protected else ""
+        console.print(f"+- {short(change.urn)} ({change.type}) replaced{mark}: {', '.join(change.paths)}", markup=False, highlight=False)
+    for change in result.removed:
+        mark = " PROTECTED" if change.protected else ""
+        hint = " (a rename deletes and re-creates: keep the key, or move it with an alias)" if change.protected else ""
+        console.print(f"- {short(change.urn)} ({change.type}) deleted{mark}{hint}", markup=False, highlight=False)
+    console.print(
+        f"{len(result.added)} to add, {len(result.changed)} to change, {len(result.replaced)} to replace, "
+        f"{len(result.removed)} to delete; {len(result.dangerous)} protected resources replaced or deleted",
+        highlight=False,
+    )
+    return EXIT_DANGER if result.dangerous else 0
+
+
+def cmd_graph(args: argparse.Namespace, console: Console, err: Console) -> int:
+    plan = _render_or_report(args.stack, Path(args.project_dir), err)
+    if isinstance(plan, int):
+        return plan
+    out = Path(args.out) if args.out else PROJECT_DIR / "docs" / "graphs" / f"{args.stack}.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(graph_page(plan))
+    console.print(f"wrote {out}", highlight=False)
+    if not args.out:  # the README embeds the diagrams of the checked-in stacks
+        readme = PROJECT_DIR / "README.md"
+        updated = with_readme_graph(readme.read_text(), plan)
+        if updated != readme.read_text():
+            readme.write_text(updated)
+            console.print(f"updated {readme}", highlight=False)
+    return 0
+
+
+def cmd_flows(args: argparse.Namespace, console: Console, err: Console) -> int:
+    plan = _render_or_report(args.stack, Path(args.project_dir), err)
+    if isinstance(plan, int):
+        return plan
+    table = Table(title=f"{args.stack}: allowed cross-cluster flows (everything else is denied)")
+    for column in ("flow", "from", "to", "port (pods)", "target", "why"):
+        table.add_column(column)
+    for row in flow_rows(plan):
+        table.add_row(*row)
+    console.print(table)
+    return 0
+
+
 def cmd_schema(args: argparse.Namespace, console: Console, err: Console) -> int:
     """Write, or check, every file generated from the config model: the JSON Schema and the reference tables."""
     generated = {
@@ -164,6 +267,21 @@ def parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--no-policies", action="store_true", help="skip the policy pack (it runs by default)")
     plan.set_defaults(func=cmd_plan)
+    for name, func, help_text in (
+        ("diff", cmd_diff, "what a config change (or a saved plan) changes in the stack"),
+        ("graph", cmd_graph, "write the site's Mermaid diagram"),
+        ("flows", cmd_flows, "print the cross-cluster flow matrix"),
+    ):
+        command = sub.add_parser(name, help=help_text)
+        command.add_argument("--stack", required=True, help="stack name, e.g. site-a")
+        command.add_argument("--project-dir", default=str(PROJECT_DIR), help="checkout holding __main__.py and the stack files")
+        if name == "diff":
+            command.add_argument("--set", action="append", metavar="PATH=VALUE", help="change the stack's config, e.g. site.teams.litho={}")
+            command.add_argument("--unset", action="append", metavar="PATH", help="remove a key from the stack's config, e.g. site.teams.fdc")
+            command.add_argument("--against", metavar="PLAN_JSON", help="compare with a saved plan.json instead of the stack as is")
+        if name == "graph":
+            command.add_argument("--out", help="file to write (default docs/graphs/<stack>.md)")
+        command.set_defaults(func=func)
     schema = sub.add_parser("schema", help="write the stack file JSON Schema and the configuration reference tables")
     schema.add_argument("--check", action="store_true", help="only check that the committed schema is current")
     schema.set_defaults(func=cmd_schema)

@@ -125,8 +125,23 @@ def test_every_route_has_a_jwt_policy_and_a_rate_limit(plan):
 
 def test_rate_limits_are_per_team_with_overrides(plan_a):
     (policy,) = [p for p in plan_a.objects("BackendTrafficPolicy") if p["metadata"]["name"] == "vllm-qwen3-8b"]
-    limits = {r["clientSelectors"][0]["headers"][0]["value"]: r["limit"]["requests"] for r in policy["spec"]["rateLimit"]["local"]["rules"]}
-    assert limits == {"defect-vision": 600, "fdc": 600, "llm-apps": 3000, "vm-pdm": 600, "wafermap": 600, "yield": 600}
+    default, override = policy["spec"]["rateLimit"]["local"]["rules"]
+    assert default == {
+        "clientSelectors": [{"headers": [
+            {"name": "x-fab-team", "type": "Distinct"},
+            {"name": "x-fab-team", "type": "Exact", "value": "llm-apps", "invert": True},
+        ]}],
+        "limit": {"requests": 600, "unit": "Minute"},
+    }
+    assert override == {
+        "clientSelectors": [{"headers": [{"name": "x-fab-team", "type": "Exact", "value": "llm-apps"}]}],
+        "limit": {"requests": 3000, "unit": "Minute"},
+    }
+
+
+def test_the_gateway_admits_team_clients_without_listing_teams(plan_a):
+    (policy,) = [p for p in plan_a.objects("SecurityPolicy") if p["metadata"]["name"] == "vllm-qwen3-8b"]
+    assert policy["spec"]["authorization"]["rules"][0]["principal"]["jwt"]["claims"] == [{"name": "llm_access", "values": ["true"]}]
 
 
 def test_clients_cannot_forge_the_team_header(plan_a):
@@ -139,7 +154,10 @@ def test_every_team_gets_a_gateway_client_with_its_team_claim(plan_a):
         r["inputs"]["clientId"]: r["inputs"] for r in plan_a.of_type("keycloak:openid/client:Client")
         if r["inputs"]["clientId"].startswith("inference-")
     }
-    claims = {r["inputs"]["claimValue"] for r in plan_a.of_type("keycloak:openid/hardcodedClaimProtocolMapper:HardcodedClaimProtocolMapper")}
+    claims = {
+        r["inputs"]["claimValue"] for r in plan_a.of_type("keycloak:openid/hardcodedClaimProtocolMapper:HardcodedClaimProtocolMapper")
+        if r["inputs"]["claimName"] == "team"
+    }
     teams = sorted(parse_site(site_raw("site-a")).teams)
     assert sorted(clients) == [f"inference-{t}" for t in teams]
     assert all(c["serviceAccountsEnabled"] and not c["standardFlowEnabled"] for c in clients.values())

@@ -24,7 +24,7 @@ def clients(plan) -> dict[str, dict]:
 
 def test_every_team_gets_a_group(plan_a):
     groups = sorted(r["inputs"]["name"] for r in plan_a.of_type("keycloak:index/group:Group"))
-    assert groups == ["team-defect-vision", "team-fdc", "team-llm-apps", "team-vm-pdm", "team-wafermap", "team-yield"]
+    assert groups == ["platform-users", "team-defect-vision", "team-fdc", "team-llm-apps", "team-vm-pdm", "team-wafermap", "team-yield"]
 
 
 def test_groups_claim_comes_from_one_client_scope(plan_a):

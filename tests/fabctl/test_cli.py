@@ -151,3 +151,70 @@ def test_plan_can_skip_the_policy_pack(project, tmp_path):
     run = fabctl("plan", "--stack", "quick", "--project-dir", str(project), "--out", str(tmp_path / "out"), "--no-policies")
     assert run.returncode == 0
     assert "policies:" not in run.stdout
+
+
+def test_diff_adding_a_team_lists_only_additions():
+    run = fabctl("diff", "--stack", "site-a", "--set", "site.teams.litho={description: Lithography}")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[-1].endswith("to add, 0 to change, 0 to replace, 0 to delete; 0 protected resources replaced or deleted")
+    assert all(line.startswith("+ ") for line in lines[:-1]) and len(lines) > 10
+
+
+def test_fails_when_a_diff_deletes_a_protected_bucket():
+    run = fabctl("diff", "--stack", "site-b", "--set", "site.storage.buckets.site-b-gold-v2={class: gold}",
+                 "--unset", "site.storage.buckets.site-b-gold")
+    assert run.returncode == 5
+    assert ("- storage-bucket-site-b-gold (minio:index/s3Bucket:S3Bucket) deleted PROTECTED (a rename deletes and re-creates: "
+            "keep the key, or move it with an alias)") in run.stdout.splitlines()
+
+
+def test_diff_against_a_saved_plan(site_a_run):
+    _, out = site_a_run
+    run = fabctl("diff", "--stack", "site-a", "--against", str(out / "site-a" / "plan.json"), "--set", "site.compute.trino.workers=8")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        "~ compute-trino (kubernetes:helm.sh/v3:Release): values.server.workers",
+        "0 to add, 1 to change, 0 to replace, 0 to delete; 0 protected resources replaced or deleted",
+    ]
+
+
+def test_fails_when_a_diff_gives_no_change():
+    run = fabctl("diff", "--stack", "site-a")
+    assert (run.returncode, run.stderr) == (2, "error: give --set PATH=VALUE, --unset PATH or --against PLAN_JSON\n")
+
+
+def test_graph_names_every_cluster_and_every_flow(tmp_path):
+    out = tmp_path / "site-a.md"
+    run = fabctl("graph", "--stack", "site-a", "--out", str(out))
+    assert run.returncode == 0, run.stderr
+    text = out.read_text()
+    for cluster in ("site_a_storage", "site_a_compute", "site_a_gpu", "site_a_gpu_train"):
+        assert f"subgraph {cluster}" in text
+    for edge in ('site_a_compute -- "inference 443/TCP" --> site_a_gpu', 'world -- "s3-external 9000/TCP" --> site_a_storage',
+                 'site_a_compute -- "multikueue 6443/TCP API" --> site_a_gpu_train', 'world -- "compute-ingress 443/TCP" --> site_a_compute'):
+        assert edge in text
+
+
+@pytest.mark.parametrize("stack", ["site-a", "site-b"])
+def test_the_committed_graphs_are_current(stack):
+    from fabctl.graph import graph_page
+
+    assert (PROJECT_DIR / "docs" / "graphs" / f"{stack}.md").read_text() == graph_page(rendered(stack))
+
+
+def test_flows_prints_the_flow_matrix():
+    run = subprocess.run([sys.executable, "-m", "fabctl", "flows", "--stack", "site-b"], cwd=PROJECT_DIR, capture_output=True,
+                         text=True, check=False, env={**__import__("os").environ, "COLUMNS": "200"})
+    assert run.returncode == 0
+    assert "site-b: allowed cross-cluster flows (everything else is denied)" in run.stdout
+    assert "multikueue" in run.stdout and "6443/TCP" in run.stdout
+
+
+@pytest.mark.parametrize("stack", ["site-a", "site-b"])
+def test_the_readme_embeds_the_current_diagram(stack):
+    from fabctl.graph import with_readme_graph
+
+    readme = (PROJECT_DIR / "README.md").read_text()
+    assert with_readme_graph(readme, rendered(stack)) == readme
+    assert f"subgraph {stack.replace('-', '_')}_storage" in readme
