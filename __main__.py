@@ -4,6 +4,7 @@ import pulumi
 
 from components.compute import ComputeCluster, ComputeClusterArgs
 from components.config import load_secrets, load_site
+from components.federation import SiteFederation, SiteFederationArgs
 from components.gpu import GpuCluster, GpuClusterArgs
 from components.identity import SiteIdentity, SiteIdentityArgs
 from components.inference import InferencePool, InferencePoolArgs
@@ -43,9 +44,10 @@ inference = InferencePool(
         gpu=gpus[site.inference.cluster],
     ),
 )
+federation = SiteFederation("federation", SiteFederationArgs(site=site, providers=providers, storage=storage))
 compute = ComputeCluster(
     "compute",
-    ComputeClusterArgs(site=site, providers=providers, network=network, storage=storage, identity=identity),
+    ComputeClusterArgs(site=site, providers=providers, network=network, storage=storage, identity=identity, federation=federation),
 )
 training = TrainingPool(
     "training",
@@ -62,6 +64,11 @@ pulumi.export("capacity", inference.capacity)
 pulumi.export("training", {"submission": training.submission, "example_job": training.example_job, "profile": site.active_profile})
 pulumi.export("gpu_pools", {key: gpu.pools for key, gpu in gpus.items()})
 pulumi.export("ui_urls", compute.ui_urls)
+pulumi.export("federation", federation.exports)
+pulumi.export("site_federation", {
+    "replicates_to": sorted(c for c, spec in site.federation.consumers.items() if spec.replicate_gold),
+    "reads_from": sorted(site.federation.peers),
+})
 pulumi.export("dns_records", pulumi.Output.all(storage.dns_records, inference.dns_records, compute.dns_records).apply(
     lambda records: {name: vip for part in records for name, vip in part.items()}
 ))

@@ -24,6 +24,7 @@ import yaml
 
 from components import versions
 from components.config import SiteConfig
+from components.federation import SiteFederation
 from components.gateway import ROUTES_LABEL, envoy_gateway, http_route, https_listener
 from components.identity import PLATFORM_USERS, SiteIdentity
 from components.kube import WORKLOAD_SKIPS, checkov_skips, namespace, restricted_security_context
@@ -118,19 +119,22 @@ def spark_defaults(site: SiteConfig, storage: StorageCluster) -> str:
     return "".join(f"{key} {value}\n" for key, value in conf.items())
 
 
-def trino_catalog(site: SiteConfig, storage: StorageCluster) -> str:
-    """The Trino Iceberg catalog on Polaris: REST with OAuth2 client credentials and vended S3 credentials."""
+def trino_catalog(prefix: str = "", s3_endpoint_env: str = "AWS_ENDPOINT_URL_S3") -> str:
+    """A Trino Iceberg catalog on a Polaris: REST with OAuth2 client credentials and vended S3 credentials.
+
+    `prefix` selects whose Polaris: none for this site's, `<PEER>_` for a federated peer's.
+    """
     props = {
         "connector.name": "iceberg",
         "iceberg.catalog.type": "rest",
-        "iceberg.rest-catalog.uri": "${ENV:POLARIS_URI}",
-        "iceberg.rest-catalog.warehouse": "${ENV:POLARIS_WAREHOUSE}",
+        "iceberg.rest-catalog.uri": f"${{ENV:{prefix}POLARIS_URI}}",
+        "iceberg.rest-catalog.warehouse": f"${{ENV:{prefix}POLARIS_WAREHOUSE}}",
         "iceberg.rest-catalog.security": "OAUTH2",
-        "iceberg.rest-catalog.oauth2.credential": "${ENV:POLARIS_CLIENT_ID}:${ENV:POLARIS_CLIENT_SECRET}",
+        "iceberg.rest-catalog.oauth2.credential": f"${{ENV:{prefix}POLARIS_CLIENT_ID}}:${{ENV:{prefix}POLARIS_CLIENT_SECRET}}",
         "iceberg.rest-catalog.oauth2.scope": "PRINCIPAL_ROLE:ALL",
         "iceberg.rest-catalog.vended-credentials-enabled": "true",
         "fs.native-s3.enabled": "true",
-        "s3.endpoint": "${ENV:AWS_ENDPOINT_URL_S3}",
+        "s3.endpoint": f"${{ENV:{s3_endpoint_env}}}",
         "s3.path-style-access": "true",
         "s3.region": "${ENV:AWS_REGION}",
     }
@@ -158,6 +162,8 @@ class ComputeClusterArgs:
     network: CrossClusterNetwork
     storage: StorageCluster
     identity: SiteIdentity
+    federation: SiteFederation | None = None
+    """Peers whose gold Trino reads through their own Polaris."""
 
 
 class ComputeCluster(pulumi.ComponentResource):
@@ -176,6 +182,7 @@ class ComputeCluster(pulumi.ComponentResource):
         provider = args.providers.for_cluster(self._key)
         super().__init__("fab:compute:ComputeCluster", name, None, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[provider])))
         self._name, self._site, self._storage, self._identity = name, site, args.storage, args.identity
+        self._federation = args.federation
         compute = site.compute
         self._child = pulumi.ResourceOptions(parent=self)
 
@@ -449,12 +456,38 @@ class ComputeCluster(pulumi.ComponentResource):
                 )),
             },
             "additionalConfigProperties": ["internal-communication.shared-secret=${ENV:TRINO_SHARED_SECRET}"],
-            "catalogs": {"fab": trino_catalog(site, self._storage)},
+            "catalogs": {"fab": trino_catalog()},
             "resourceGroups": {"type": "configmap", "resourceGroupsConfig": trino_resource_groups()},
             "envFrom": [{"secretRef": {"name": name}} for name in ("trino-oidc", "trino-internal", "polaris-trino", "s3-trino")],
         }
-        release = self._release("trino", versions.TRINO, ns, values, [oidc, shared, catalog, s3])
+        peers = self._peer_catalogs(ns, ns_resource, values)
+        release = self._release("trino", versions.TRINO, ns, values, [oidc, shared, catalog, s3, *peers])
         self._route("trino", ns, [release])
+
+    def _peer_catalogs(self, ns: str, ns_resource: pulumi.Resource, values: dict[str, Any]) -> list[pulumi.Resource]:
+        """One Iceberg catalog per federated peer: its Polaris, with the gold-only principal it created for this site."""
+        if self._federation is None:
+            return []
+        secrets = []
+        for peer in sorted(self._site.federation.peers):
+            prefix = peer.upper().replace("-", "_")
+            found = self._federation.peer_catalog(peer)
+            secrets.append(k8s.core.v1.Secret(
+                f"{self._name}-trino-peer-{peer}",
+                metadata={"name": f"polaris-peer-{peer}", "namespace": ns},
+                type="Opaque",
+                string_data={
+                    f"{prefix}_POLARIS_URI": found["uri"],
+                    f"{prefix}_POLARIS_WAREHOUSE": found["warehouse"],
+                    f"{prefix}_POLARIS_CLIENT_ID": found["client_id"],
+                    f"{prefix}_POLARIS_CLIENT_SECRET": found["client_secret"],
+                    f"{prefix}_S3_ENDPOINT": found["s3_endpoint"],
+                },
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[ns_resource]),
+            ))
+            values["catalogs"][peer.replace("-", "_")] = trino_catalog(prefix=f"{prefix}_", s3_endpoint_env=f"{prefix}_S3_ENDPOINT")
+            values["envFrom"].append({"secretRef": {"name": f"polaris-peer-{peer}"}})
+        return secrets
 
     def _starrocks(self) -> None:
         site, ns = self._site, "starrocks"

@@ -594,6 +594,37 @@ class ComputeConfig(_Model):
     jupyterhub: JupyterConfig = Field(default_factory=JupyterConfig, description="JupyterHub.")
 
 
+# --------------------------------------------------------------------------------------------------
+# Federation between sites (SiteFederation).
+
+
+class FederationConsumer(_Model):
+    """A site that reads this site's gold tables."""
+
+    replicate_gold: Flag = Field(True, description="Copy this site's gold buckets to the consumer. Defaults to true.")
+    remote_training_teams: list[DnsLabel] = Field(
+        default_factory=list,
+        description="Teams whose training may run on the consumer's GPU clusters; only on replicated data, so "
+        "replicate_gold must be on. Defaults to none.",
+    )
+
+
+class FederationPeer(_Model):
+    """A site whose gold tables this site reads (a Trino catalog) and keeps a replica of."""
+
+
+class FederationConfig(_Model):
+    """Cross-site federation; off while both maps are empty."""
+
+    organization: str = Field("organization", min_length=1, description="Pulumi organization of the site stacks. Defaults to organization.")
+    consumers: dict[DnsLabel, FederationConsumer] = Field(default_factory=dict, description="Sites reading this site's gold, by site name.")
+    peers: dict[DnsLabel, FederationPeer] = Field(default_factory=dict, description="Sites whose gold this site reads, by site name.")
+
+    def stack(self, site: str) -> str:
+        """The stack reference of a site: `<organization>/fab-platform/<site>`."""
+        return f"{self.organization}/fab-platform/{site}"
+
+
 class SiteConfig(_Model):
     """One fab site: its clusters, how they are connected and which flows may cross between them."""
 
@@ -612,6 +643,7 @@ class SiteConfig(_Model):
     inference: InferenceConfig
     training: TrainingConfig = Field(default_factory=TrainingConfig, description="Kueue quotas and MultiKueue.")
     compute: ComputeConfig
+    federation: FederationConfig = Field(default_factory=FederationConfig, description="Cross-site federation. Defaults to off.")
     profiles: dict[DnsLabel, Profile] = Field(default_factory=dict, description="Named fleet profiles (day, night, ...).")
     active_profile: DnsLabel | None = Field(
         None, description="The profile in force; switching is a config change and `pulumi up`. Defaults to the base config."
@@ -721,6 +753,7 @@ class SiteConfig(_Model):
             *_gpu_problems(self),
             *_training_problems(self),
             *_compute_problems(self),
+            *_federation_problems(self),
             *_vip_problems(self),
         ]
         if problems:
@@ -1178,6 +1211,22 @@ def _compute_problems(site: SiteConfig) -> Iterator[Problem]:
         yield ("compute", "starrocks", "cn_min_replicas"), (
             f"{starrocks.cn_min_replicas} is more than cn_max_replicas {starrocks.cn_max_replicas}"
         )
+
+
+def _federation_problems(site: SiteConfig) -> Iterator[Problem]:
+    federation = site.federation
+    for role, sites in (("consumers", federation.consumers), ("peers", federation.peers)):
+        if site.name in sites:
+            yield ("federation", role, site.name), f"{site.name!r} is this site; a site does not federate with itself"
+    for name, consumer in sorted(federation.consumers.items()):
+        for i, team in enumerate(consumer.remote_training_teams):
+            if team not in site.teams:
+                yield ("federation", "consumers", name, "remote_training_teams", i), f"{team!r} is not a team; teams: {', '.join(sorted(site.teams))}"
+            elif not consumer.replicate_gold:
+                yield ("federation", "consumers", name, "remote_training_teams", i), (
+                    f"team {team!r} cannot train on {name}'s GPUs: no data is replicated there; remote GPUs are used only "
+                    "for replicated (gold) data, so set replicate_gold"
+                )
 
 
 def _vip_problems(site: SiteConfig) -> Iterator[Problem]:

@@ -55,6 +55,8 @@ ENGINE_ACCESS: dict[str, EngineAccess] = {
     "inference": EngineAccess(read=("models",), description="vLLM weight loading"),
     "sharing": EngineAccess(read=("gold",), description="external sharing with equipment vendors"),
     "postgres-backup": EngineAccess(read_write=("backups",), description="CloudNativePG base backups and WAL"),
+    # Copies gold, and only gold, to federated sites (SiteFederation).
+    "replication": EngineAccess(read=("gold",), description="gold replication to other sites"),
 }
 
 READ_ACTIONS = ("s3:GetObject", "s3:GetObjectVersion")
@@ -174,12 +176,17 @@ def polaris_setup_plan(site: SiteConfig) -> dict[str, Any]:
             {
                 "name": f"fab-{engine}",
                 "principal_role": f"fab-{engine}",
-                "catalog_roles": [CATALOG_ACCESS[engine]],
+                "catalog_roles": [role],
                 "credentials_env": engine.upper().replace("-", "_"),
             }
-            for engine in sorted(CATALOG_ACCESS)
+            for engine, role in sorted(principal_engines(site).items())
         ],
     }
+
+
+def principal_engines(site: SiteConfig) -> dict[str, str]:
+    """Polaris principal -> catalog role: one per engine, and one per federated consumer site (gold only)."""
+    return {**CATALOG_ACCESS, **{f"federation-{consumer}": "gold-reader" for consumer in site.federation.consumers}}
 
 
 def _secure_container(name: str, image: str, user: int, **extra: Any) -> dict[str, Any]:
@@ -333,6 +340,11 @@ class StorageCluster(pulumi.ComponentResource):
             "POLARIS_WAREHOUSE": self._site.storage.polaris.catalog,
             "POLARIS_SCOPE": "PRINCIPAL_ROLE:ALL",
         })
+
+    def federation_principal(self, consumer: str) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
+        """Client id and secret of the gold-only Polaris principal of a consumer site."""
+        principal = self._principals[f"federation-{consumer}"]
+        return principal.client_id, principal.client_secret
 
     def _delivered(self, name: str, engine: str, cluster: str, namespace: str, depends_on: list[pulumi.Resource] | None,
                    data: dict[str, pulumi.Input[str]]) -> k8s.core.v1.Secret:
@@ -569,7 +581,7 @@ class StorageCluster(pulumi.ComponentResource):
         # The chart's own ClusterIP Service is `polaris`; this is the cross-cluster endpoint.
         self._lb_service(network, "polaris-rest", ns, polaris.pool, polaris.vip, ("rest", polaris.port), POLARIS_POD_LABELS, [release])
 
-        for engine in sorted(CATALOG_ACCESS):
+        for engine in sorted(principal_engines(self._site)):
             self._principals[engine] = _Principal(
                 client_id=self._random_id(f"polaris-{engine}-id"), client_secret=self._random_secret(f"polaris-{engine}-secret")
             )

@@ -95,10 +95,14 @@ def main() -> int:
     from pulumi.runtime.sync_await import _sync_await
 
     records: list[dict[str, Any]] = []
+    stack_references: dict[str, Any] = request.get("stack_references", {})
 
     class Mocks(mocks.Mocks):
         def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict]:
             outputs = dict(_MOCK_OUTPUTS.get(args.typ, {}))
+            if args.typ == "pulumi:pulumi:StackReference":
+                name = args.inputs.get("name")
+                return name, {"name": name, "outputs": stack_references.get(name, {}), "secretOutputNames": []}
             if args.typ == "kubernetes:core/v1:Secret" and args.inputs.get("type") == "kubernetes.io/service-account-token":
                 outputs["data"] = {"token": base64.b64encode(b"mock-token").decode(), "ca.crt": base64.b64encode(b"MOCK CA").decode()}
             return f"{args.name}-id", {**args.inputs, **outputs}
@@ -107,6 +111,19 @@ def main() -> int:
             raise RuntimeError(f"invoke {args.token} cannot run offline; compute the value in the program instead")
 
     class RecordingMonitor(mocks.MockMonitor):
+        def ReadResource(self, request):  # noqa: N802 (gRPC method name)
+            """Reads (StackReference) register nothing new; recorded so that tests and plan.json see them."""
+            response = super().ReadResource(request)
+            raw = json_format.MessageToDict(request.properties, preserving_proto_field_name=True)
+            records.append({
+                "urn": response.urn, "type": request.type, "name": request.name, "custom": True, "read": True,
+                "parent": request.parent or None, "provider": request.provider.rsplit("::", 1)[0] if request.provider else None,
+                "inputs": _plain(raw), "secret_inputs": _secret_paths(raw), "dependencies": sorted(set(request.dependencies)),
+                "property_dependencies": {}, "protect": False, "retain_on_delete": False, "delete_before_replace": False,
+                "ignore_changes": [], "replace_on_changes": [], "aliases": [], "additional_secret_outputs": [],
+            })
+            return response
+
         def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
             response = super().RegisterResource(request)
             if request.type != "pulumi:pulumi:Stack":

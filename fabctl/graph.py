@@ -28,6 +28,10 @@ def flows(plan: Plan) -> dict[str, dict[str, Any]]:
     return plan.outputs["network"]["flows"]
 
 
+def _cluster_named(network: dict[str, Any], key: str) -> str:
+    return network[key]["cluster_name"] if key in network else key
+
+
 def mermaid(plan: Plan) -> str:
     network = plan.outputs["network"]["clusters"]
     by_cluster = components_by_cluster(plan)
@@ -38,6 +42,11 @@ def mermaid(plan: Plan) -> str:
         for component in by_cluster.get(name, []):
             lines.append(f'    {_node(name)}_{component}["{component}"]')
         lines.append("  end")
+    federation = plan.outputs.get("site_federation") or {}
+    for consumer in federation.get("replicates_to", []):
+        lines.append(f'  {_node(_cluster_named(network, "storage"))} -. "gold replication" .-> {_node(consumer)}(["{consumer}"])')
+    for peer in federation.get("reads_from", []):
+        lines.append(f'  {_node(_cluster_named(network, "compute"))} -. "Trino catalog {peer.replace("-", "_")}" .-> {_node(peer)}(["{peer}"])')
     for flow_name, flow in sorted(flows(plan).items()):
         port = f"{flow['port']}/{flow.get('protocol', 'TCP')}"
         label = f"{flow_name} {port}" + (" API" if flow.get("target") == "kube-apiserver" else "")

@@ -47,6 +47,8 @@ MODELS: list[type[BaseModel]] = [
     config.JupyterConfig,
     config.JupyterProfile,
     config.ServiceToggle,
+    config.FederationConfig,
+    config.FederationConsumer,
     config.MinioEndpoint,
     config.KeycloakEndpoint,
     config.ClusterConfig,

@@ -92,10 +92,16 @@ class Plan:
         return {"project": PROJECT, "stack": self.stack, "resources": self.resources, "outputs": self.outputs}
 
 
-def render_config(stack: str, config: dict[str, Any], project_dir: Path = PROJECT_DIR) -> Plan:
-    """Render the program with the given stack `config:` mapping (keys as in a stack file)."""
+def render_config(stack: str, config: dict[str, Any], project_dir: Path = PROJECT_DIR,
+                  stack_references: dict[str, dict[str, Any]] | None = None) -> Plan:
+    """Render the program with the given stack `config:` mapping (keys as in a stack file).
+
+    `stack_references` supplies the outputs of other stacks (by `org/project/stack` name) that the
+    program reads through `pulumi.StackReference`; a stack not given has no outputs, as before its first update.
+    """
     env, secret_keys = pulumi_config_env(config)
-    request = {"project_dir": str(project_dir), "project": PROJECT, "stack": stack, "config": env, "secret_keys": secret_keys}
+    request = {"project_dir": str(project_dir), "project": PROJECT, "stack": stack, "config": env, "secret_keys": secret_keys,
+               "stack_references": stack_references or {}}
     proc = subprocess.run(
         [sys.executable, "-m", "fabctl._mockrun"],
         input=json.dumps(request),

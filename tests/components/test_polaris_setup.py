@@ -11,7 +11,7 @@ import pytest
 
 from components import polaris_setup
 from components.config import parse_site
-from components.storage import CATALOG_ACCESS, polaris_setup_plan
+from components.storage import principal_engines, polaris_setup_plan
 from helpers import site_raw
 
 ROOT = ("root-id", "root-secret")
@@ -123,9 +123,12 @@ def desired_plan() -> dict[str, Any]:
     return polaris_setup_plan(parse_site(site_raw("site-a")))
 
 
+ENGINES = principal_engines(parse_site(site_raw("site-a")))
+
+
 def credentials_env() -> dict[str, str]:
     env = {}
-    for engine in CATALOG_ACCESS:
+    for engine in ENGINES:
         prefix = engine.upper().replace("-", "_")
         env[f"{prefix}_CLIENT_ID"], env[f"{prefix}_CLIENT_SECRET"] = f"{engine}-id", f"{engine}-secret"
     return env
@@ -137,8 +140,9 @@ def test_setup_creates_the_catalog_roles_and_principals(fake_polaris):
     state = fake.state()
     assert state["catalogs"] == ["fab"]
     assert state["namespaces"] == [("gold",)]
-    assert state["principal_roles"] == {f"fab-{e}": [f"fab/{CATALOG_ACCESS[e]}"] for e in sorted(CATALOG_ACCESS)}
-    assert state["principals"] == {f"fab-{e}": ([f"fab-{e}"], (f"{e}-id", f"{e}-secret")) for e in sorted(CATALOG_ACCESS)}
+    assert state["principal_roles"] == {f"fab-{e}": [f"fab/{role}"] for e, role in sorted(ENGINES.items())}
+    assert state["principals"] == {f"fab-{e}": ([f"fab-{e}"], (f"{e}-id", f"{e}-secret")) for e in sorted(ENGINES)}
+    assert ENGINES["federation-site-b"] == "gold-reader"
     assert {k: len(v) for k, v in state["catalog_roles"].items()} == {"gold-reader": 4, "reader": 5, "writer": 1}
 
 

@@ -24,6 +24,7 @@ EXPECTED_CLASSES = {
     "inference": {"models": READ},
     "sharing": {"gold": READ},
     "postgres-backup": {"backups": WRITE},
+    "replication": {"gold": READ},
 }
 
 
@@ -40,7 +41,11 @@ def allowed(policy: dict) -> dict[str, set[str]]:
 
 
 def policies(plan) -> dict[str, dict]:
-    return {r["inputs"]["name"].removeprefix("fab-"): json.loads(r["inputs"]["policy"]) for r in plan.of_type("minio:index/iamPolicy:IamPolicy")}
+    """The storage engines' policies (the federation's replica writers have their own test)."""
+    return {
+        r["inputs"]["name"].removeprefix("fab-"): json.loads(r["inputs"]["policy"]) for r in plan.of_type("minio:index/iamPolicy:IamPolicy")
+        if plan.component(r)["name"] == "storage"
+    }
 
 
 def storage_objects(plan, kind: str) -> list[dict]:
@@ -67,8 +72,8 @@ def test_each_engine_gets_exactly_its_buckets_and_actions(plan_a, engine):
 def test_every_engine_has_a_policy_user_and_keys(plan_a):
     engines = sorted(ENGINE_ACCESS)
     assert sorted(policies(plan_a)) == engines
-    assert sorted(r["inputs"]["name"] for r in plan_a.of_type("minio:index/iamUser:IamUser")) == [f"fab-{e}" for e in engines]
-    assert len(plan_a.of_type("minio:index/iamServiceAccount:IamServiceAccount")) == len(engines)
+    users = [r for r in plan_a.of_type("minio:index/iamUser:IamUser") if plan_a.component(r)["name"] == "storage"]
+    assert sorted(r["inputs"]["name"] for r in users) == [f"fab-{e}" for e in engines]
 
 
 def test_no_policy_grants_s3_star_or_a_wildcard_bucket(plan):
@@ -100,7 +105,7 @@ def test_stateful_resources_are_protected_or_retained(plan_a):
         or (r["type"].endswith("v1:PersistentVolumeClaim"))
     )
     unprotected = [r["name"] for r in plan_a.resources if (r["type"], r["name"]) in stateful and not (r["protect"] or r["retain_on_delete"])]
-    assert len(stateful) == 13  # ten buckets, and the Polaris, Airflow and Superset databases
+    assert len(stateful) == 14  # ten buckets, the replica of site-b's gold, and the Polaris, Airflow and Superset databases
     assert unprotected == []
 
 
@@ -121,10 +126,12 @@ def test_lifecycle_rules_come_from_config(plan_a):
 
 def test_every_bucket_is_tagged_with_its_class_and_residency(plan_a):
     tags = {r["inputs"]["bucket"]: r["inputs"]["tags"] for r in plan_a.of_type("pulumi-python:dynamic/storage:BucketTags")}
-    assert len(tags) == 10
+    assert len(tags) == 11
+    assert tags["site-a-replica-site-b"]["fab.internal/residency"] == "replica"
     assert tags["site-a-gold"] == {"fab.internal/class": "gold", "fab.internal/residency": "replicable", "fab.internal/site": "site-a"}
     assert tags["site-a-raw-stdf"] == {"fab.internal/class": "raw", "fab.internal/residency": "site-local", "fab.internal/site": "site-a"}
     assert [b for b, t in tags.items() if t["fab.internal/residency"] == "replicable"] == ["site-a-gold"]
+    assert {t["fab.internal/class"] for t in tags.values() if t["fab.internal/residency"] != "site-local"} == {"gold"}
 
 
 def test_s3_endpoints_are_separate_local_vips_on_their_pools(plan_a):
@@ -206,6 +213,7 @@ def test_setup_plan_declares_the_catalog_roles_and_principals(plan_a):
         "fab-starrocks": ["reader"],
         "fab-training": ["reader"],
         "fab-trino": ["reader"],
+        "fab-federation-site-b": ["gold-reader"],
     }
     assert plan["catalog_roles"] == CATALOG_ROLES
 

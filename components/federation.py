@@ -1,0 +1,191 @@
+"""SiteFederation: what a site shares with other sites and reads from them (DESIGN section 2, cross-site).
+
+Peers' contract outputs are read through `pulumi.StackReference`, never copied into config. For each
+consumer site, this site creates a gold-only Polaris principal (exported, secret, for that consumer
+alone) and, when asked, copies its gold buckets, and nothing else, to the replica bucket the consumer
+exports. For each peer site, it keeps a replica bucket with a writer the peer uses, and gives Trino a
+catalog on the peer's Polaris through the principal the peer created for this site.
+
+Replication is a CronJob running the pinned MinIO client (`mc mirror`): object by object, so Iceberg
+metadata keeps the producer's absolute paths (see docs/federation.md for why the replica is read
+through the producer's catalog and how a local catalog over the replica would need path rewriting).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_minio as minio
+
+from components import versions
+from components.bucket_tags import BucketTags
+from components.config import SiteConfig
+from components.kube import WORKLOAD_SKIPS, checkov_skips, namespace, restricted_security_context
+from components.providers import SiteProviders
+from components.storage import StorageCluster, policy_document
+
+REPLICATION_NAMESPACE = "fab-replication"
+MIRROR_SCHEDULE = "*/15 * * * *"
+
+
+def replica_bucket(site: str, peer: str) -> str:
+    return f"{site}-replica-{peer}"
+
+
+@dataclass(frozen=True)
+class SiteFederationArgs:
+    site: SiteConfig
+    providers: SiteProviders
+    storage: StorageCluster
+
+
+class SiteFederation(pulumi.ComponentResource):
+    """Stack references to federated sites, gold replication out, replicas and catalogs in."""
+
+    exports: pulumi.Output[dict[str, Any]]
+    """What peers need of this site, and only that (the stack output `federation`)."""
+
+    def __init__(self, name: str, args: SiteFederationArgs, opts: pulumi.ResourceOptions | None = None):
+        site = args.site
+        (self._storage_key,) = site.keys_with_role("storage")
+        provider = args.providers.for_cluster(self._storage_key)
+        super().__init__(
+            "fab:federation:SiteFederation", name, None,
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[provider, args.providers.minio])),
+        )
+        self._name, self._site, self._storage = name, site, args.storage
+        federation = site.federation
+        others = sorted({*federation.consumers, *federation.peers})
+        self.references = {
+            other: pulumi.StackReference(f"{name}-{other}", stack_name=federation.stack(other), opts=pulumi.ResourceOptions(parent=self))
+            for other in others
+        }
+        replica_targets = {peer: self._replica(peer) for peer in sorted(federation.peers)}
+        if any(c.replicate_gold for c in federation.consumers.values()):
+            ns = namespace(f"{name}-ns-{REPLICATION_NAMESPACE}", REPLICATION_NAMESPACE, pulumi.ResourceOptions(parent=self))
+            local = args.storage.grant("replication", self._storage_key, REPLICATION_NAMESPACE, depends_on=[ns])
+            for consumer, spec in sorted(federation.consumers.items()):
+                if spec.replicate_gold:
+                    self._mirror(consumer, ns, local)
+
+        principals = {}
+        for consumer in sorted(federation.consumers):
+            client_id, client_secret = args.storage.federation_principal(consumer)
+            principals[consumer] = {"client_id": client_id, "client_secret": client_secret}
+        self.exports = pulumi.Output.secret({
+            "site": site.name,
+            "catalog_uri": args.storage.catalog_uri,
+            "warehouse": args.storage.warehouse,
+            "gold_namespace": "gold",
+            "s3_endpoint": args.storage.s3_endpoint_internal,
+            "principals": principals,
+            "replica_targets": replica_targets,
+        })
+        self.register_outputs({"exports": self.exports})
+
+    def peer_catalog(self, peer: str) -> dict[str, pulumi.Output[Any]]:
+        """What Trino needs to read a peer's gold: its catalog URI and warehouse, and the principal it made for us."""
+        exports = self.references[peer].get_output("federation")
+        # Before the peer has been deployed its outputs are absent: empty values, filled in by the next update.
+        pick = lambda *path: exports.apply(lambda e: _dig(e, path) or "")  # noqa: E731
+        return {
+            "uri": pick("catalog_uri"),
+            "warehouse": pick("warehouse"),
+            "s3_endpoint": pick("s3_endpoint"),
+            "client_id": pulumi.Output.secret(pick("principals", self._site.name, "client_id")),
+            "client_secret": pulumi.Output.secret(pick("principals", self._site.name, "client_secret")),
+        }
+
+    def _replica(self, peer: str) -> dict[str, Any]:
+        """The bucket this site keeps a peer's gold in, with a writer only the peer uses; exported for the peer."""
+        site = self._site
+        bucket_name = replica_bucket(site.name, peer)
+        child = pulumi.ResourceOptions(parent=self)
+        bucket = minio.S3Bucket(
+            f"{self._name}-replica-{peer}", bucket=bucket_name, acl="private", force_destroy=False,
+            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True),
+        )
+        BucketTags(
+            f"{self._name}-replica-{peer}-tags", bucket=bucket_name,
+            tags={"fab.internal/class": "gold", "fab.internal/residency": "replica", "fab.internal/site": site.name,
+                  "fab.internal/source-site": peer},
+            server=site.minio.server, ssl=site.minio.ssl, region=site.minio.region,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[bucket]),
+        )
+        policy = minio.IamPolicy(f"{self._name}-replica-{peer}-policy", name=f"fab-replica-{peer}",
+                                 policy=json.dumps(policy_document([], [bucket_name]), sort_keys=True),
+                                 opts=pulumi.ResourceOptions(parent=self, depends_on=[bucket]))
+        user = minio.IamUser(f"{self._name}-replica-{peer}-user", name=f"fab-replica-{peer}",
+                             tags={"fab.internal/engine": "replica-writer", "fab.internal/site": peer}, opts=child)
+        attachment = minio.IamUserPolicyAttachment(f"{self._name}-replica-{peer}-attachment", user_name=user.name,
+                                                   policy_name=policy.name, opts=child)
+        keys = minio.IamServiceAccount(f"{self._name}-replica-{peer}-keys", target_user=user.name,
+                                       opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment], additional_secret_outputs=["secret_key"]))
+        return {"endpoint": self._storage._s3_internal, "bucket": bucket_name, "access_key": keys.access_key,
+                "secret_key": pulumi.Output.secret(keys.secret_key)}
+
+    def _mirror(self, consumer: str, ns: k8s.core.v1.Namespace, local: k8s.core.v1.Secret) -> None:
+        """Every few minutes, copy each gold bucket into the consumer's replica of this site (and nothing else)."""
+        site = self._site
+        target = self.references[consumer].get_output("federation").apply(lambda e: _dig(e, ("replica_targets", site.name)) or {})
+        remote = k8s.core.v1.Secret(
+            f"{self._name}-target-{consumer}",
+            metadata={"name": f"replica-target-{consumer}", "namespace": REPLICATION_NAMESPACE},
+            type="Opaque",
+            string_data={
+                "REMOTE_ENDPOINT": target.apply(lambda t: t.get("endpoint") or ""),
+                "REMOTE_BUCKET": target.apply(lambda t: t.get("bucket") or ""),
+                "REMOTE_ACCESS_KEY": pulumi.Output.secret(target.apply(lambda t: t.get("access_key") or "")),
+                "REMOTE_SECRET_KEY": pulumi.Output.secret(target.apply(lambda t: t.get("secret_key") or "")),
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]),
+        )
+        gold = sorted(n for n, b in site.storage.buckets.items() if b.data_class == "gold")
+        env = [{"name": "MC_CONFIG_DIR", "value": "/work/.mc"}]
+        mounts = [{"name": "work", "mountPath": "/work"}]
+        small = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+
+        def mc(name: str, args: list[str], secret: str) -> dict[str, Any]:
+            return {"name": name, "image": versions.WEIGHTS_SYNC_IMAGE, "imagePullPolicy": "Always", "args": args,
+                    "env": env, "envFrom": [{"secretRef": {"name": secret}}], "securityContext": restricted_security_context(10001),
+                    "resources": small, "volumeMounts": mounts}
+
+        init = [
+            mc("alias-local", ["alias", "set", "local", "$(AWS_ENDPOINT_URL_S3)", "$(AWS_ACCESS_KEY_ID)", "$(AWS_SECRET_ACCESS_KEY)"], local.metadata["name"]),
+            mc("alias-remote", ["alias", "set", "remote", "$(REMOTE_ENDPOINT)", "$(REMOTE_ACCESS_KEY)", "$(REMOTE_SECRET_KEY)"], f"replica-target-{consumer}"),
+            *(mc(f"mirror-{i}", ["mirror", "--overwrite", f"local/{bucket}", f"remote/$(REMOTE_BUCKET)/{bucket}"], f"replica-target-{consumer}")
+              for i, bucket in enumerate(gold[:-1])),
+        ]
+        main = mc("mirror", ["mirror", "--overwrite", f"local/{gold[-1]}", f"remote/$(REMOTE_BUCKET)/{gold[-1]}"], f"replica-target-{consumer}")
+        k8s.batch.v1.CronJob(
+            f"{self._name}-mirror-{consumer}",
+            metadata={"name": f"gold-to-{consumer}", "namespace": REPLICATION_NAMESPACE, "annotations": checkov_skips(*WORKLOAD_SKIPS),
+                      "labels": {"fab.internal/replicates": "gold"}},
+            spec={
+                "schedule": MIRROR_SCHEDULE,
+                "concurrencyPolicy": "Forbid",
+                "successfulJobsHistoryLimit": 3,
+                "failedJobsHistoryLimit": 3,
+                "jobTemplate": {"spec": {"backoffLimit": 2, "template": {"spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "initContainers": init,
+                    "containers": [main],
+                    "volumes": [{"name": "work", "emptyDir": {"sizeLimit": "64Mi"}}],
+                }}}},
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[remote, local]),
+        )
+
+
+def _dig(value: Any, path: tuple) -> Any:
+    for part in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
