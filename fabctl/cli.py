@@ -106,18 +106,9 @@ def write_plan(plan: Plan, out_dir: Path) -> Path:
 
 
 def cmd_plan(args: argparse.Namespace, console: Console, err: Console) -> int:
-    try:
-        plan = render(args.stack, Path(args.project_dir))
-    except StackFileError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
-        return EXIT_USAGE
-    except RenderError as exc:
-        if not exc.user:
-            err.print(f"error: the program crashed rendering {args.stack} (a bug, not your config):\n{exc}", markup=False)
-            return EXIT_CRASH
-        for line in str(exc).splitlines():
-            err.print(f"error: {line}", markup=False, highlight=False)
-        return EXIT_CONFIG
+    plan = _render_or_report(args.stack, Path(args.project_dir), err)
+    if isinstance(plan, int):
+        return plan
     header, tree = plan_tree(plan)
     console.print(header, highlight=False, markup=False)
     console.print(tree)

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from components.config import ConfigError, parse_site
+from fabctl.diff import diff
 from fabctl.render import Plan, RenderError
 from helpers import render_site, rendered, site_raw
 
@@ -37,35 +38,21 @@ def add_bucket(site: dict[str, Any], name: str) -> None:
     site["storage"]["buckets"][f"{site['name']}-x-{name}"] = {"class": "datasets"}
 
 
-ADDITIONS = {"team": add_team, "model": add_model, "node": add_node, "bucket": add_bucket}
-REPLACE_KEYS = {
-    "minio:index/s3Bucket:S3Bucket": ("bucket",),
-    "minio:index/iamUser:IamUser": ("name",),
-    "minio:index/iamPolicy:IamPolicy": ("name",),
-    "keycloak:index/realm:Realm": ("realm",),
-    "keycloak:openid/client:Client": ("clientId",),
-}
+def add_peer(site: dict[str, Any], name: str) -> None:
+    site["federation"]["peers"][f"site-{name}"] = {}
+    site["federation"]["consumers"][f"site-{name}"] = {"replicate_gold": True}
 
 
-def replacement_inputs(record: dict[str, Any]) -> tuple:
-    """The inputs whose change makes the provider replace the resource."""
-    inputs = record["inputs"]
-    if record["type"].startswith("kubernetes:") and "metadata" in inputs and "kind" in inputs:
-        meta = inputs["metadata"]
-        return inputs["apiVersion"], inputs["kind"], meta.get("name"), meta.get("namespace")
-    return tuple(inputs.get(k) for k in REPLACE_KEYS.get(record["type"], ()))
+ADDITIONS = {"team": add_team, "model": add_model, "node": add_node, "bucket": add_bucket, "federated-site": add_peer}
+RERUN_BY_DESIGN = "kubernetes:batch/v1:Job"
+"""Setup Jobs carry a hash of what they apply in their name: a changed plan is a new run, not lost state."""
 
 
 def replaced_or_removed(before: Plan, after: Plan) -> list[str]:
-    new = {r["urn"]: r for r in after.resources}
-    problems = []
-    for record in before.resources:
-        other = new.get(record["urn"])
-        if other is None or other["type"] != record["type"]:
-            problems.append(f"removed: {record['urn']}")
-        elif replacement_inputs(other) != replacement_inputs(record):
-            problems.append(f"replaced: {record['urn']}")
-    return problems
+    result = diff(before, after)
+    return [f"removed: {c.urn}" for c in result.removed] + [
+        f"replaced: {c.urn}" for c in result.replaced if c.type != RERUN_BY_DESIGN
+    ]
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
