@@ -1,9 +1,11 @@
 """Child process of the renderer: runs the Pulumi program under the SDK's official mocks (DESIGN section 5.1).
 
-Reads a JSON request on stdin ({"project_dir", "stack", "config", "secret_keys"}), runs `__main__.py`
+Reads a JSON request on stdin ({"project_dir", "stack", "config", "secret_keys", "stack_references"}
+and optionally "program", a script run instead of the project's `__main__.py`), runs the program
 with `preview=False`, and writes one JSON document on stdout: every registered resource with its
 type, logical name, URN, parent, provider, inputs (secrets redacted), dependencies and options, the
-stack outputs, and either no error, a user error (the program's `pulumi.RunError`) or a crash.
+stack outputs, the process's peak resident memory, and either no error, a user error (the
+program's `pulumi.RunError`) or a crash.
 
 `Mocks.new_resource` is not told the parent, dependencies or options, so the monitor records the
 `RegisterResource` request itself before handing it to the stock mock monitor.
@@ -14,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import resource
 import runpy
 import sys
 import traceback
@@ -94,6 +97,7 @@ def main() -> int:
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
 
+    program = request.get("program") or os.path.join(project_dir, "__main__.py")
     records: list[dict[str, Any]] = []
     stack_references: dict[str, Any] = request.get("stack_references", {})
 
@@ -163,7 +167,7 @@ def main() -> int:
 
     result: dict[str, Any] = {"error": None, "resources": records, "outputs": {}}
     try:
-        _sync_await(run_pulumi_func(lambda: runpy.run_path(os.path.join(project_dir, "__main__.py"), run_name="__main__")))
+        _sync_await(run_pulumi_func(lambda: runpy.run_path(program, run_name="__main__")))
     except pulumi.RunError as exc:
         result["error"] = {"kind": "user", "message": str(exc)}
     except Exception:  # a crash of the program is a bug: keep the whole traceback for the developer
@@ -171,8 +175,27 @@ def main() -> int:
 
     if result["error"] is None:
         result["outputs"] = _stack_outputs(settings.get_root_resource(), _sync_await)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result["peak_rss_kib"] = _peak_rss_kib(usage)
+    result["cpu_seconds"] = usage.ru_utime + usage.ru_stime
     json.dump(result, sys.stdout)
     return 0
+
+
+def _peak_rss_kib(usage: resource.struct_rusage) -> int:
+    """This process's peak resident memory in KiB.
+
+    Linux's ru_maxrss keeps the high-water mark of the parent's copy that exec replaced, so a renderer
+    started by a large parent would report the parent's size; VmHWM belongs to this program's memory only.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return usage.ru_maxrss
 
 
 def _stack_outputs(root: Any, sync_await: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -33,6 +34,15 @@ class RenderError(Exception):
         self.user = user
 
 
+@dataclass(frozen=True)
+class RenderStats:
+    """What one render cost: the child process's wall time, CPU time and peak resident memory."""
+
+    seconds: float
+    peak_rss_mib: float
+    cpu_seconds: float = 0.0
+
+
 @dataclass
 class Plan:
     """Everything a render registered, in registration order."""
@@ -40,6 +50,7 @@ class Plan:
     stack: str
     resources: list[dict[str, Any]]
     outputs: dict[str, Any] = field(default_factory=dict)
+    stats: RenderStats | None = None
 
     @cached_property
     def by_urn(self) -> dict[str, dict[str, Any]]:
@@ -102,23 +113,31 @@ def render_config(stack: str, config: dict[str, Any], project_dir: Path = PROJEC
     env, secret_keys = pulumi_config_env(config)
     request = {"project_dir": str(project_dir), "project": PROJECT, "stack": stack, "config": env, "secret_keys": secret_keys,
                "stack_references": stack_references or {}}
-    proc = subprocess.run(
+    return run_renderer(stack, request)
+
+
+def run_renderer(stack: str, request: dict[str, Any]) -> Plan:
+    """Run the mock renderer child on a request (see `fabctl._mockrun`) and measure what it cost."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(
         [sys.executable, "-m", "fabctl._mockrun"],
-        input=json.dumps(request),
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         cwd=str(FABCTL_HOME),  # the child imports fabctl from here and the program from project_dir
-        check=False,
     )
+    stdout, stderr = proc.communicate(json.dumps(request))
+    seconds = time.perf_counter() - started
     try:
-        result = json.loads(proc.stdout)
+        result = json.loads(stdout)
     except json.JSONDecodeError:
-        raise RenderError(f"the renderer failed (exit {proc.returncode}):\n{proc.stderr.strip()}", user=False) from None
+        raise RenderError(f"the renderer failed (exit {proc.returncode}):\n{stderr.strip()}", user=False) from None
+    stats = RenderStats(seconds=seconds, peak_rss_mib=result.get("peak_rss_kib", 0) / 1024, cpu_seconds=result.get("cpu_seconds", 0.0))
     error = result.get("error")
     if error:
         raise RenderError(error["message"], user=error["kind"] == "user")
-    return Plan(stack=stack, resources=result["resources"], outputs=result["outputs"])
-
+    return Plan(stack=stack, resources=result["resources"], outputs=result["outputs"], stats=stats)
 
 def render(stack: str, project_dir: Path = PROJECT_DIR) -> Plan:
     """Render `Pulumi.<stack>.yaml` of the project."""
