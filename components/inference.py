@@ -112,8 +112,9 @@ class InferencePool(pulumi.ComponentResource):
         gateway = self._gateway(args.network, hostname)
         team_clients = self._team_clients(args.identity)
         for model in sorted(inference.models):
-            route = self._route(model, hostname, gateway)
-            self._policies(model, route, args.identity)
+            # Authentication and rate limits exist before the route: a route is never served without them.
+            policies = self._policies(model, gateway, args.identity)
+            self._route(model, hostname, [gateway, self.deployments[model], *policies])
 
         base = f"https://{hostname}"
         self.serving = pulumi.Output.from_input(
@@ -310,10 +311,10 @@ class InferencePool(pulumi.ComponentResource):
         )
         return gateway
 
-    def _route(self, model: str, hostname: str, gateway: pulumi.Resource) -> k8s.apiextensions.CustomResource:
+    def _route(self, model: str, hostname: str, after: list[pulumi.Resource]) -> k8s.apiextensions.CustomResource:
         return http_route(
             f"{self._name}-route-{model}",
-            pulumi.ResourceOptions(parent=self, depends_on=[gateway, self.deployments[model]]),
+            pulumi.ResourceOptions(parent=self, depends_on=after),
             name=f"vllm-{model}", namespace_=INFERENCE_NAMESPACE, gateway=GATEWAY_NAME, listener="https", hostname=hostname,
             rules=[
                 {
@@ -326,13 +327,16 @@ class InferencePool(pulumi.ComponentResource):
             ],
         )
 
-    def _policies(self, model: str, route: pulumi.Resource, identity: SiteIdentity) -> None:
-        """Every route: a Keycloak JWT for this gateway from a known team, and that team's rate limit."""
+    def _policies(self, model: str, gateway: pulumi.Resource, identity: SiteIdentity) -> list[pulumi.Resource]:
+        """Every route: a Keycloak JWT for this gateway from a known team, and that team's rate limit.
+
+        The policies name the route they attach to; Envoy Gateway attaches them when it appears.
+        """
         site = self._site
         target = [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": f"vllm-{model}"}]
-        opts = pulumi.ResourceOptions(parent=self, depends_on=[route])
+        opts = pulumi.ResourceOptions(parent=self, depends_on=[gateway])
         issuer = identity.issuer
-        k8s.apiextensions.CustomResource(
+        jwt = k8s.apiextensions.CustomResource(
             f"{self._name}-jwt-{model}",
             api_version=versions.ENVOY_GATEWAY_API,
             kind="SecurityPolicy",
@@ -378,7 +382,7 @@ class InferencePool(pulumi.ComponentResource):
             {"clientSelectors": [{"headers": [team_header(type="Exact", value=team)]}], "limit": {"requests": rpm, "unit": "Minute"}}
             for team, rpm in sorted(overrides.items())
         ]
-        k8s.apiextensions.CustomResource(
+        rate_limit = k8s.apiextensions.CustomResource(
             f"{self._name}-ratelimit-{model}",
             api_version=versions.ENVOY_GATEWAY_API,
             kind="BackendTrafficPolicy",
@@ -389,6 +393,7 @@ class InferencePool(pulumi.ComponentResource):
             },
             opts=opts,
         )
+        return [jwt, rate_limit]
 
     def _team_clients(self, identity: SiteIdentity) -> dict[str, Any]:
         """A client-credentials client per team whose tokens carry `team` and the gateway's audience."""

@@ -220,6 +220,8 @@ class StorageClusterArgs:
 class _Credentials:
     access_key: pulumi.Output[str]
     secret_key: pulumi.Output[str]
+    usable_after: list[pulumi.Resource]
+    """The keys work once these exist: the engine's policy attachment and its buckets."""
 
 
 @dataclass
@@ -321,7 +323,7 @@ class StorageCluster(pulumi.ComponentResource):
         if engine not in ENGINE_ACCESS:
             raise ValueError(f"unknown engine {engine!r}; engines: {', '.join(sorted(ENGINE_ACCESS))}")
         creds = self._credentials[engine]
-        return self._delivered(f"s3-{engine}", engine, cluster, namespace, depends_on, {
+        return self._delivered(f"s3-{engine}", engine, cluster, namespace, [*(depends_on or []), *creds.usable_after], {
             "AWS_ACCESS_KEY_ID": creds.access_key,
             "AWS_SECRET_ACCESS_KEY": creds.secret_key,
             "AWS_ENDPOINT_URL_S3": self._s3_internal,
@@ -499,7 +501,10 @@ class StorageCluster(pulumi.ComponentResource):
             read = [b for b in read if b not in read_write]
             prefix = f"{self._name}-{engine}"
             buckets = [self.bucket_resources[b] for b in sorted({*read, *read_write})]
-            child = pulumi.ResourceOptions(parent=self, depends_on=buckets)
+            # A policy is a document naming buckets by ARN; MinIO does not need them to exist. The user,
+            # its policy and its keys are created side by side, and the Secret that delivers the keys
+            # waits for the attachment and the buckets (grant()), so keys never reach a pod before they work.
+            child = pulumi.ResourceOptions(parent=self)
             policy = minio.IamPolicy(
                 f"{prefix}-policy", name=f"fab-{engine}", policy=json.dumps(policy_document(read, read_write), sort_keys=True), opts=child
             )
@@ -515,9 +520,11 @@ class StorageCluster(pulumi.ComponentResource):
             account = minio.IamServiceAccount(
                 f"{prefix}-keys",
                 target_user=user.name,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment], additional_secret_outputs=["secret_key"]),
+                opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=["secret_key"]),
             )
-            self._credentials[engine] = _Credentials(access_key=account.access_key, secret_key=pulumi.Output.secret(account.secret_key))
+            self._credentials[engine] = _Credentials(
+                access_key=account.access_key, secret_key=pulumi.Output.secret(account.secret_key), usable_after=[attachment, *buckets]
+            )
 
     # ---------------------------------------------------------------------------------------------
     # Polaris on CloudNativePG.

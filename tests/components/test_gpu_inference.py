@@ -248,3 +248,13 @@ def test_operator_namespaces_are_privileged_with_a_reason(plan_a, namespace):
     (ns,) = [n for n in plan_a.objects("Namespace", "site-a-gpu") if n["metadata"]["name"] == namespace]
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     assert ns["metadata"]["annotations"]["fab.internal/privileged-reason"]
+
+
+def test_a_model_route_waits_for_its_jwt_and_rate_limit_policies(plan):
+    """Envoy Gateway serves a route as soon as it exists: its authentication must be in place first."""
+    for route in (r for r in plan.resources if r["type"] == "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"
+                  and r["name"].startswith("inference-route-")):
+        model = route["name"].removeprefix("inference-route-")
+        policies = {r["urn"] for r in plan.resources if r["name"] in (f"inference-jwt-{model}", f"inference-ratelimit-{model}")}
+        assert len(policies) == 2
+        assert policies <= set(route["dependencies"]), route["name"]

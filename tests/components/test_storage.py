@@ -291,3 +291,13 @@ def test_fails_when_the_object_store_is_installed_without_its_secrets():
         "fab-platform:aistorRootPassword: required because storage.object_store.install is true; set it with: "
         "pulumi config set --secret aistorRootPassword <value>",
     ]
+
+
+def test_engine_keys_reach_a_cluster_only_once_their_policy_is_attached(plan_a):
+    """A MinIO service account inherits its user's policy: its keys are delivered after the attachment."""
+    by_name = {r["name"]: r for r in plan_a.resources if r["custom"]}
+    delivered = [r for r in plan_a.resources if r["type"] == "kubernetes:core/v1:Secret" and r["name"].startswith("storage-s3-")]
+    assert delivered
+    for secret in delivered:
+        engine = secret["inputs"]["metadata"]["labels"]["fab.internal/engine"]
+        assert by_name[f"storage-{engine}-policy-attachment"]["urn"] in secret["dependencies"], secret["name"]
