@@ -29,11 +29,9 @@ from rich.table import Table
 from benchmarks.critical_path import Path as Chain
 from benchmarks.critical_path import chain_exists, critical_path
 from benchmarks.scale import DIMENSIONS
-from components.config import PROJECT
-from fabctl.render import PROJECT_DIR, Plan, RenderStats, render_config, run_renderer
-from fabctl.stackfile import read_stack_config, stack_file, stack_names
+from fabctl.render import PROJECT_DIR, Plan, RenderStats, render_config
+from fabctl.stackfile import SITE_KEY, read_stack_config, stack_file, stack_names
 
-SITE_KEY = "fab-platform:site"
 FLOOR_PROGRAM = Path(__file__).resolve().parent / "floor.py"
 FLOOR_RATIO_LIMIT = 1.3
 GROWTH_LIMIT = 1.25
@@ -77,11 +75,9 @@ def floor_renderer(plan: Plan) -> Callable[[], Plan]:
         json.dump(plan.resources, handle)
     atexit.register(os.unlink, handle.name)
     os.environ["FAB_FLOOR_PLAN"] = handle.name  # inherited by the renderer's child process
-    request = {"project_dir": str(PROJECT_DIR), "project": PROJECT, "stack": plan.stack, "config": {}, "secret_keys": [],
-               "stack_references": {}, "program": str(FLOOR_PROGRAM)}
 
     def render_floor() -> Plan:
-        floor = run_renderer(plan.stack, request)
+        floor = render_config(plan.stack, {}, program=FLOOR_PROGRAM)
         if {r["urn"] for r in floor.resources} != {r["urn"] for r in plan.resources}:
             raise SystemExit(f"the floor of {plan.stack} did not register the program's resources: fix benchmarks/floor.py")
         return floor

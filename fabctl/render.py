@@ -104,20 +104,17 @@ class Plan:
 
 
 def render_config(stack: str, config: dict[str, Any], project_dir: Path = PROJECT_DIR,
-                  stack_references: dict[str, dict[str, Any]] | None = None) -> Plan:
+                  stack_references: dict[str, dict[str, Any]] | None = None, program: Path | None = None) -> Plan:
     """Render the program with the given stack `config:` mapping (keys as in a stack file).
 
     `stack_references` supplies the outputs of other stacks (by `org/project/stack` name) that the
     program reads through `pulumi.StackReference`; a stack not given has no outputs, as before its first update.
+    `program` runs another script in place of the project's `__main__.py` (the benchmarks' SDK floor).
+    The returned plan's `stats` say what the render cost (wall time, CPU time, peak memory).
     """
     env, secret_keys = pulumi_config_env(config)
     request = {"project_dir": str(project_dir), "project": PROJECT, "stack": stack, "config": env, "secret_keys": secret_keys,
-               "stack_references": stack_references or {}}
-    return run_renderer(stack, request)
-
-
-def run_renderer(stack: str, request: dict[str, Any]) -> Plan:
-    """Run the mock renderer child on a request (see `fabctl._mockrun`) and measure what it cost."""
+               "stack_references": stack_references or {}, "program": str(program) if program else None}
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "fabctl._mockrun"],

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.scale import with_gpu_clusters
 from components.config import ConfigError, parse_site
 from fabctl.diff import diff
 from fabctl.render import Plan, RenderError
@@ -67,13 +67,7 @@ def test_additive_changes_replace_and_remove_nothing(stack, changes):
 
 
 def test_adding_a_gpu_cluster_replaces_and_removes_nothing():
-    site = site_raw("site-b")
-    site["clusters"]["gpu-2"] = {
-        **copy.deepcopy(site["clusters"]["gpu"]), "cluster_id": 4, "pod_cidr": "10.83.0.0/16", "node_cidr": "10.20.4.0/24",
-        "api_server": "10.20.4.10", "bgp_asn": 65204, "bgp_peers": {"tor-1": {"address": "10.20.4.1", "asn": 65200}},
-        "lb_pools": {"internal": {"cidrs": ["10.20.104.0/27"]}}, "clustermesh_vip": "10.20.104.2",
-    }
-    site["gpu"]["gpu-2"] = {"nodes": {"gpu-b2-trn-01": {"gpu_type": "h100", "gpus": 8, "pool": "training"}}}
+    site = with_gpu_clusters(site_raw("site-b"), 2)
     assert replaced_or_removed(rendered("site-b"), render_site("site-b", site)) == []
 
 
