@@ -14,32 +14,19 @@ def crds(crd_dir) -> CrdSchemas:
     return CrdSchemas(crd_dir)
 
 
-UNVALIDATED_KINDS = {
-    # ../shared/crds carries CloudNativePG's Cluster only; base backups need a ScheduledBackup.
-    ("postgresql.cnpg.io/v1", "ScheduledBackup"),
-    # ../shared/crds carries the Network Operator's CRs but not nv-ipam's, which gives IPoIB its addresses.
-    ("nv-ipam.nvidia.com/v1alpha1", "IPPool"),
-}
-"""Kinds the program uses that have no upstream schema in ../shared/crds. Kept exact by a test below."""
-
-
-def _validated(plan):
-    return [(c, obj) for c, obj, _ in plan.manifests() if (obj["apiVersion"], obj["kind"]) not in UNVALIDATED_KINDS]
-
-
 def test_every_kubernetes_object_validates_strictly(plan, crds):
     errors = {
         f"{cluster}/{obj['kind']}/{obj['metadata']['name']}": errs
-        for cluster, obj in _validated(plan)
+        for cluster, obj, _ in plan.manifests()
         if (errs := schema_errors(obj, crds))
     }
     assert plan.manifests(), "the stack renders no Kubernetes object"
     assert errors == {}
 
 
-def test_only_the_listed_kinds_go_unvalidated(plan, crds):
+def test_every_kind_has_a_schema(plan, crds):
     unvalidated = {(obj["apiVersion"], obj["kind"]) for _, obj, _ in plan.manifests() if not has_schema(obj, crds)}
-    assert unvalidated == UNVALIDATED_KINDS
+    assert unvalidated == set()
 
 
 def test_no_object_uses_a_deprecated_api_version(plan, crds):
