@@ -113,7 +113,7 @@ class InferencePool(pulumi.ComponentResource):
         team_clients = self._team_clients(args.identity)
         for model in sorted(inference.models):
             # Authentication and rate limits exist before the route: a route is never served without them.
-            policies = self._policies(model, gateway, args.identity)
+            policies = self._policies(model, [gateway, namespace], args.identity)
             self._route(model, hostname, [gateway, self.deployments[model], *policies])
 
         base = f"https://{hostname}"
@@ -327,14 +327,14 @@ class InferencePool(pulumi.ComponentResource):
             ],
         )
 
-    def _policies(self, model: str, gateway: pulumi.Resource, identity: SiteIdentity) -> list[pulumi.Resource]:
+    def _policies(self, model: str, after: list[pulumi.Resource], identity: SiteIdentity) -> list[pulumi.Resource]:
         """Every route: a Keycloak JWT for this gateway from a known team, and that team's rate limit.
 
         The policies name the route they attach to; Envoy Gateway attaches them when it appears.
         """
         site = self._site
         target = [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": f"vllm-{model}"}]
-        opts = pulumi.ResourceOptions(parent=self, depends_on=[gateway])
+        opts = pulumi.ResourceOptions(parent=self, depends_on=after)
         issuer = identity.issuer
         jwt = k8s.apiextensions.CustomResource(
             f"{self._name}-jwt-{model}",

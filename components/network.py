@@ -31,6 +31,7 @@ FLOW_LABEL = "fab.internal/flow"
 
 CILIUM_NAMESPACE = "kube-system"
 CLUSTERMESH_PORT = 2379
+CLUSTERMESH_SERVICE = "clustermesh-apiserver-vip"
 CLUSTER_LABEL = "io.cilium.k8s.policy.cluster"
 NAMESPACE_LABEL = "k8s:io.kubernetes.pod.namespace"
 DEFAULT_DENY_NAME = "fab-default-deny-remote"
@@ -63,6 +64,7 @@ class CrossClusterNetwork(pulumi.ComponentResource):
         ca_cert, ca_key = self._clustermesh_ca(name)
 
         self.cilium_releases: dict[str, k8s.helm.v3.Release] = {}
+        self._pools: dict[tuple[str, str], k8s.apiextensions.CustomResource] = {}
         for key in sorted(site.clusters):
             cluster = site.clusters[key]
             opts_k = pulumi.ResourceOptions(parent=self, provider=args.providers.for_cluster(key))
@@ -84,15 +86,18 @@ class CrossClusterNetwork(pulumi.ComponentResource):
             release = self.cilium_releases.get(key)
             crs = pulumi.ResourceOptions.merge(opts_k, pulumi.ResourceOptions(depends_on=[release] if release else []))
             for obj in cluster_objects(site, key, flows):
-                kind = obj["kind"]
-                k8s.apiextensions.CustomResource(
+                resource = k8s.apiextensions.CustomResource(
                     f"{prefix}-{_logical_suffix(obj)}",
                     api_version=obj["apiVersion"],
-                    kind=kind,
+                    kind=obj["kind"],
                     metadata=obj["metadata"],
                     spec=obj["spec"],
                     opts=crs,
                 )
+                if obj["kind"] == "CiliumLoadBalancerIPPool":
+                    self._pools[key, obj["metadata"]["name"]] = resource
+            if release is not None:
+                self._clustermesh_service(prefix, key, opts_k, release)
 
         self.clusters = pulumi.Output.from_input({key: cluster_summary(site, key, flows) for key in sorted(site.clusters)})
         self.flows = pulumi.Output.from_input({n: f.model_dump(by_alias=True, exclude_defaults=True) for n, f in sorted(flows.items())})
@@ -101,6 +106,41 @@ class CrossClusterNetwork(pulumi.ComponentResource):
     def lb_service_labels(self, cluster_key: str, pool: str) -> dict[str, str]:
         """Labels that give a LoadBalancer Service an address from `pool` of `cluster_key` (and its BGP route)."""
         return lb_service_labels(self._site, cluster_key, pool)
+
+    def lb_pool(self, cluster_key: str, pool: str) -> k8s.apiextensions.CustomResource:
+        """The LB-IPAM pool object: a LoadBalancer Service that Pulumi waits on (for its address) depends on it."""
+        lb_service_labels(self._site, cluster_key, pool)  # the same error for an unknown pool
+        return self._pools[cluster_key, pool]
+
+    def _clustermesh_service(self, prefix: str, key: str, opts: pulumi.ResourceOptions, release: pulumi.Resource) -> None:
+        """The ClusterMesh API server at its fixed VIP, beside the chart's ClusterIP Service.
+
+        A Helm release waits until its LoadBalancer Services have an address, and the only pool that can
+        give this one its address is created after the release (Cilium registers the pool's CRD when it
+        starts): the chart's Service stays ClusterIP and this one waits for the release and the pool.
+        """
+        cluster = self._site.clusters[key]
+        k8s.core.v1.Service(
+            f"{prefix}-clustermesh-apiserver",
+            metadata={
+                "name": CLUSTERMESH_SERVICE,
+                "namespace": CILIUM_NAMESPACE,
+                "labels": self.lb_service_labels(key, cluster.clustermesh_pool),
+                "annotations": {"lbipam.cilium.io/ips": str(cluster.clustermesh_vip)},
+            },
+            spec={
+                "type": "LoadBalancer",
+                # Local keeps the remote agents' node addresses, which the clustermesh rule allows.
+                "externalTrafficPolicy": "Local",
+                # Each replica runs its own etcd: a client that changes replicas has to resync.
+                "sessionAffinity": "ClientIP",
+                "selector": {"k8s-app": "clustermesh-apiserver"},
+                "ports": [{"name": "etcd", "port": CLUSTERMESH_PORT, "targetPort": CLUSTERMESH_PORT, "protocol": "TCP"}],
+            },
+            opts=pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(depends_on=[release, self.lb_pool(key, cluster.clustermesh_pool)])
+            ),
+        )
 
     def _clustermesh_ca(self, name: str) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
         """One CA per site so that every cluster's ClusterMesh certificates trust each other; its key is a Pulumi secret."""
@@ -169,13 +209,9 @@ def cilium_values(site: SiteConfig, key: str, ca_cert: pulumi.Input[str], ca_key
             # Selectors without a cluster label match this cluster only; remote peers must be named.
             "policyDefaultLocalCluster": True,
             "apiserver": {
-                "service": {
-                    "type": "LoadBalancer",
-                    "labels": {POOL_LABEL: cluster.clustermesh_pool},
-                    "annotations": {"lbipam.cilium.io/ips": str(cluster.clustermesh_vip)},
-                    # Local keeps the remote agents' node addresses, which the clustermesh rule allows.
-                    "externalTrafficPolicy": "Local",
-                },
+                # In-cluster only: the fixed VIP is CrossClusterNetwork's own Service (see _clustermesh_service).
+                # null drops the chart's externalTrafficPolicy, which a ClusterIP Service may not carry.
+                "service": {"type": "ClusterIP", "externalTrafficPolicy": None},
                 "tls": {"auto": {"enabled": True, "method": "helm"}},
             },
             "config": {"enabled": True, "clusters": peers},

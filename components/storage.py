@@ -448,7 +448,8 @@ class StorageCluster(pulumi.ComponentResource):
                 "selector": selector,
                 "ports": [{"name": port_name, "port": number, "targetPort": number, "protocol": "TCP"}],
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
+            # Pulumi waits for the address, which only the pool can give.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on, network.lb_pool(self._cluster_key, pool)]),
         )
 
     def _s3_services(self, network: CrossClusterNetwork) -> None:
@@ -592,7 +593,7 @@ class StorageCluster(pulumi.ComponentResource):
             self._principals[engine] = _Principal(
                 client_id=self._random_id(f"polaris-{engine}-id"), client_secret=self._random_secret(f"polaris-{engine}-secret")
             )
-        self._polaris_setup_job(ns, root, release)
+        self._polaris_setup_job(ns, ns_resource, root, release)
 
     def _postgres_cluster(self, ns: str, backup_creds: k8s.core.v1.Secret, depends_on: list[pulumi.Resource]) -> k8s.apiextensions.CustomResource:
         postgres = self._site.storage.polaris.postgres
@@ -711,7 +712,7 @@ class StorageCluster(pulumi.ComponentResource):
             "serviceMonitor": {"enabled": False},
         }
 
-    def _polaris_setup_job(self, ns: str, root: k8s.core.v1.Secret, release: pulumi.Resource) -> None:
+    def _polaris_setup_job(self, ns: str, ns_resource: pulumi.Resource, root: k8s.core.v1.Secret, release: pulumi.Resource) -> None:
         """Applies `setup_plan()` through the management API; a changed plan or script is a new Job."""
         plan = json.dumps(polaris_setup_plan(self._site), indent=2, sort_keys=True)
         script = Path(__file__).with_name("polaris_setup.py").read_text()
@@ -720,7 +721,7 @@ class StorageCluster(pulumi.ComponentResource):
             f"{self._name}-polaris-setup",
             metadata={"name": "polaris-setup", "namespace": ns},
             data={"plan.json": plan, "polaris_setup.py": script},
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns_resource]),
         )
         principals = self._opaque_secret(
             "polaris-principals", ns,

@@ -180,6 +180,7 @@ class TrainingPool(pulumi.ComponentResource):
         site = args.site
         self._name, self._site, self._site_providers, self._storage = name, site, args.providers, args.storage
         self._access_namespaces: dict[str, k8s.core.v1.Namespace] = {}
+        self._team_namespaces: dict[tuple[str, str], k8s.core.v1.Namespace] = {}
         mk = site.training.multikueue
         self._manager = site.multikueue_manager() if mk.enabled else None
         quotas = site.team_quotas()
@@ -272,6 +273,7 @@ class TrainingPool(pulumi.ComponentResource):
                 f"{self._name}-{cluster}-ns-{ns_name}", ns_name, self._on(cluster),
                 labels={"fab.internal/team": team, MANAGED_LABEL: "true"},
             )
+            self._team_namespaces[cluster, team] = ns
             k8s.rbac.v1.RoleBinding(
                 f"{self._name}-{cluster}-{ns_name}-members",
                 metadata={"name": "team-members", "namespace": ns_name},
@@ -352,7 +354,7 @@ class TrainingPool(pulumi.ComponentResource):
                 k8s.rbac.v1.RoleBinding(
                     f"{self._name}-{cluster}-{team_namespace(team)}-{account}",
                     metadata={"name": account, "namespace": team_namespace(team)},
-                    role_ref=role_ref, subjects=subject, opts=self._on(cluster, [role, sa]),
+                    role_ref=role_ref, subjects=subject, opts=self._on(cluster, [role, sa, self._team_namespaces[cluster, team]]),
                 )
         else:
             k8s.rbac.v1.ClusterRoleBinding(

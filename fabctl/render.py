@@ -74,6 +74,20 @@ class Plan:
         """What a resource is applied to: a cluster, the object store or Keycloak (by provider name)."""
         return self.provider_names.get(resource.get("provider") or "")
 
+    def waits_for(self, resource: dict[str, Any]) -> set[str]:
+        """URNs the engine creates before `resource`: its dependencies (the SDK expands a component into
+        its children) and property dependencies, transitively."""
+        seen: set[str] = set()
+        todo = [resource]
+        while todo:
+            current = todo.pop()
+            direct = {*current.get("dependencies", []), *(u for urns in current.get("property_dependencies", {}).values() for u in urns)}
+            for urn in direct - seen:
+                seen.add(urn)
+                if urn in self.by_urn:
+                    todo.append(self.by_urn[urn])
+        return seen
+
     def of_type(self, type_: str) -> list[dict[str, Any]]:
         return [r for r in self.resources if r["type"] == type_]
 

@@ -1,7 +1,7 @@
 """Shared fixtures: the stack files' config, their renders (one per session), and the upstream CRDs.
 
-Tests that need `../shared/crds` find it beside the project (or through FAB_CRD_DIR) and skip with
-the reason where it is absent, as in a user's clone. CI sets FAB_REQUIRE_SHARED=1, which turns that
+Tests that need `../shared` (CRDs, chart packages, Helm) find it beside the project (or through
+FAB_CRD_DIR, FAB_CHART_DIR, FAB_HELM) and skip with the reason where it is absent, as in a user's clone. CI sets FAB_REQUIRE_SHARED=1, which turns that
 skip into a failure so that schema tests can never silently stop running.
 """
 
@@ -14,23 +14,49 @@ from typing import Any
 import pytest
 
 from fabctl.render import PROJECT_DIR, Plan
-from helpers import STACKS, rendered
+from helpers import STACKS, helm_rendered, rendered
+
+
+SHARED_DIR = PROJECT_DIR.parent / "shared"
+
+
+def shared_path(variable: str, relative: str, marker: str) -> Path | None:
+    """A folder or file of ../shared (or the one an environment variable names), if it holds `marker`."""
+    candidate = Path(os.environ.get(variable, SHARED_DIR / relative))
+    return candidate if (candidate / marker if marker else candidate).exists() else None
 
 
 def shared_crd_dir() -> Path | None:
-    candidate = Path(os.environ.get("FAB_CRD_DIR", PROJECT_DIR.parent / "shared" / "crds"))
-    return candidate if (candidate / "index.json").is_file() else None
+    return shared_path("FAB_CRD_DIR", "crds", "index.json")
+
+
+def _require(found: Path | None, reason: str) -> Path:
+    if found is None:
+        if os.environ.get("FAB_REQUIRE_SHARED") == "1":
+            pytest.fail(f"{reason}; FAB_REQUIRE_SHARED=1 forbids skipping these tests")
+        pytest.skip(reason)
+    return found
 
 
 @pytest.fixture(scope="session")
 def crd_dir() -> Path:
-    found = shared_crd_dir()
-    if found is None:
-        reason = "upstream CRDs not found at ../shared/crds (set FAB_CRD_DIR)"
-        if os.environ.get("FAB_REQUIRE_SHARED") == "1":
-            pytest.fail(f"{reason}; FAB_REQUIRE_SHARED=1 forbids skipping schema tests")
-        pytest.skip(reason)
-    return found
+    return _require(shared_crd_dir(), "upstream CRDs not found at ../shared/crds (set FAB_CRD_DIR)")
+
+
+@pytest.fixture(scope="session")
+def chart_dir() -> Path:
+    return _require(shared_path("FAB_CHART_DIR", "charts", "index.json"), "chart packages not found at ../shared/charts (set FAB_CHART_DIR)")
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    return _require(shared_path("FAB_HELM", "tools/helm", ""), "no helm at ../shared/tools/helm (set FAB_HELM)")
+
+
+@pytest.fixture(scope="session")
+def releases_of(chart_dir, helm):
+    """stack -> (every Helm release of its render through `helm template`, the charts ../shared/charts lacks)."""
+    return lambda stack: helm_rendered(stack, chart_dir, helm)
 
 
 @pytest.fixture(scope="session", params=STACKS)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
+
+from fabctl.helm import ChartPackages, ChartRef, RenderedRelease, render_releases
 
 from fabctl.render import PROJECT_DIR, Plan, render, render_config
 from fabctl.stackfile import SITE_KEY, read_stack_config, stack_file
@@ -38,6 +41,14 @@ def rendered(stack: str) -> Plan:
     return _PLANS[stack]
 
 
+_HELM: dict[str, tuple] = {}
+
+
+def helm_rendered(stack: str, chart_dir: Path, helm: Path) -> tuple[list[RenderedRelease], list[ChartRef]]:
+    """The Helm releases of a checked-in stack file through `helm template`, done once per test session."""
+    if stack not in _HELM:
+        _HELM[stack] = render_releases(rendered(stack), ChartPackages(chart_dir), helm, PROJECT_DIR)
+    return _HELM[stack]
 
 
 def render_config(stack: str, config: dict[str, Any]) -> Plan:

@@ -42,25 +42,38 @@ def _adapt(node: dict[str, Any]) -> dict[str, Any]:
 
 
 class CrdSchemas:
-    """The upstream CRDs of `../shared/crds`, looked up by apiVersion and kind."""
+    """Upstream CRDs, looked up by apiVersion and kind: those of `../shared/crds` and any given as objects.
 
-    def __init__(self, crd_dir: Path):
+    `extra` takes CustomResourceDefinition objects, such as the ones a site's Helm charts install, for
+    kinds `../shared/crds` does not carry; `../shared/crds` wins where both have a kind.
+    """
+
+    def __init__(self, crd_dir: Path, extra: list[dict[str, Any]] = ()):
         self.crd_dir = crd_dir
         self.index: dict[str, str] = json.loads((crd_dir / "index.json").read_text())
         self.index = {k: v for k, v in self.index.items() if k.count("/") == 2}
+        self.extra: dict[str, dict[str, Any]] = {
+            f"{crd['spec']['group']}/{version['name']}/{crd['spec']['names']['kind']}": version
+            for crd in extra
+            for version in crd["spec"]["versions"]
+            if f"{crd['spec']['group']}/{version['name']}/{crd['spec']['names']['kind']}" not in self.index
+        }
 
     def knows(self, api_version: str, kind: str) -> bool:
-        return f"{api_version}/{kind}" in self.index
+        return f"{api_version}/{kind}" in self.index or f"{api_version}/{kind}" in self.extra
 
     def deprecated(self, api_version: str, kind: str) -> bool:
         return bool(self._version(api_version, kind).get("deprecated"))
 
     def _version(self, api_version: str, kind: str) -> dict[str, Any]:
-        crd = _load_yaml(self.crd_dir / self.index[f"{api_version}/{kind}"])
+        key = f"{api_version}/{kind}"
+        if key in self.extra:
+            return self.extra[key]
+        crd = _load_yaml(self.crd_dir / self.index[key])
         version = api_version.rsplit("/", 1)[1]
         return next(v for v in crd["spec"]["versions"] if v["name"] == version)
 
-    @cache  # noqa: B019 (one instance per session)
+    @cache  # noqa: B019 (a few instances per session)
     def validator(self, api_version: str, kind: str) -> jsonschema.Draft4Validator:
         schema = json.loads(json.dumps(self._version(api_version, kind)["schema"]["openAPIV3Schema"]))
         return jsonschema.Draft4Validator(_adapt(schema))

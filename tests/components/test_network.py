@@ -205,8 +205,7 @@ def test_clustermesh_connects_every_other_cluster_by_its_vip(plan_b):
             {"name": "site-b-storage", "port": 2379, "ips": ["10.20.101.2"]},
         ],
     }
-    assert mesh["apiserver"]["service"]["labels"] == {"lb.fab.internal/pool": "internal"}
-    assert mesh["apiserver"]["service"]["annotations"] == {"lbipam.cilium.io/ips": "10.20.103.2"}
+    assert mesh["apiserver"]["service"] == {"type": "ClusterIP", "externalTrafficPolicy": None}
 
 
 def test_the_shared_clustermesh_ca_key_is_a_secret(plan_b):

@@ -150,7 +150,8 @@ def test_s3_endpoints_are_separate_local_vips_on_their_pools(plan_a):
 
 
 def test_site_b_has_no_external_s3_endpoint(plan_b):
-    assert [s["metadata"]["name"] for s in plan_b.objects("Service", "site-b-storage")] == ["s3-internal", "polaris-rest"]
+    services = [o["metadata"]["name"] for c, o, r in plan_b.manifests() if o["kind"] == "Service" and plan_b.component(r)["name"] == "storage"]
+    assert services == ["s3-internal", "polaris-rest"]
     assert plan_b.outputs["data"]["s3_endpoint_external"] is None
 
 
