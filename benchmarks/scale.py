@@ -46,7 +46,10 @@ def with_gpu_clusters(base: Site, count: int) -> Site:
             "api_server": f"10.20.{third}.10", "bgp_asn": 65203 + i, "bgp_peers": {"tor-1": {"address": f"10.20.{third}.1", "asn": 65200}},
             "lb_pools": {"internal": {"cidrs": [f"10.20.{100 + third}.0/27"]}}, "clustermesh_vip": f"10.20.{100 + third}.2",
         }
-        site["gpu"][f"gpu-{i + 1}"] = {"nodes": {f"gpu-gen-{i + 1}-trn-01": {"gpu_type": "h100", "gpus": 8, "pool": "training"}}}
+        site["gpu"][f"gpu-{i + 1}"] = {
+            "nodes": {f"gpu-gen-{i + 1}-trn-01": {"gpu_type": "h100", "gpus": 8, "pool": "training"}},
+            "system_nodes": [f"gpu-gen-{i + 1}-sys-01"],
+        }
     return site
 
 

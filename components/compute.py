@@ -187,11 +187,12 @@ class ComputeCluster(pulumi.ComponentResource):
         self._child = pulumi.ResourceOptions(parent=self)
 
         self._priorities()
+        # Labels only: a Node's taints are one list that the kubelet and the node lifecycle controller also
+        # write, so batch nodes register with their taint (docs/operations.md, "Node pools").
         for node in compute.batch_nodes:
             k8s.core.v1.NodePatch(
                 f"{name}-node-{node}",
                 metadata={"name": node, "labels": {POOL_LABEL: "batch"}},
-                spec={"taints": [{"key": POOL_LABEL, "value": "batch", "effect": "NoSchedule"}]},
                 opts=self._child,
             )
         uis = [ui for ui in ("airflow", "trino", "superset", "jupyterhub") if getattr(compute, ui).enabled]

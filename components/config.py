@@ -388,6 +388,12 @@ class GpuClusterConfig(_Model):
 
     mig_strategy: Literal["none", "single", "mixed"] = Field("none", description="GPU Operator MIG strategy. Defaults to none.")
     nodes: dict[NodeName, GpuNode] = Field(min_length=1, description="GPU nodes by Kubernetes node name.")
+    system_nodes: list[NodeName] = Field(
+        min_length=1,
+        description="Nodes without GPUs (and without taints) that run the cluster's system pods: Kueue, Envoy Gateway and "
+        "its proxies, Hubble Relay, the ClusterMesh API server, the operators' controllers. GPU nodes carry their pool's "
+        "taint, which those pods do not tolerate; control-plane nodes usually carry one too.",
+    )
     infiniband: InfinibandConfig = Field(default_factory=InfinibandConfig, description="InfiniBand roles.")
     nvme_provisioner: str = Field(
         "rancher.io/local-path", min_length=1,
@@ -1029,6 +1035,11 @@ def _gpu_problems(site: SiteConfig) -> Iterator[Problem]:
             if node.gpu_type not in types:
                 yield ("gpu", key, "nodes", node_name, "gpu_type"), (
                     f"{node.gpu_type!r} is not a GPU type; known: {', '.join(sorted(types))} (add it under gpu_types)"
+                )
+        for i, node_name in enumerate(spec.system_nodes):
+            if node_name in spec.nodes:
+                yield ("gpu", key, "system_nodes", i), (
+                    f"{node_name!r} is also a GPU node of gpu.{key}.nodes; system nodes are the untainted nodes without GPUs"
                 )
         if key in site.clusters and site.clusters[key].role == "gpu-train":
             for node_name, node in spec.nodes.items():

@@ -2,8 +2,10 @@
 
 One per gpu and gpu-train cluster. The operators run from their pinned charts; the program owns
 their custom resources (ClusterPolicy, NicClusterPolicy, IPoIBNetwork) so that every field is
-previewed and checked against the CRDs. Node pools are labels and taints patched onto the listed
-nodes; serving outranks training and is never preempted by it.
+previewed and checked against the CRDs. Node pools are labels and taints that node-feature-discovery
+(deployed by the GPU Operator) puts on the listed nodes from one NodeFeatureRule: no Node object is
+Pulumi's, so taints set by the kubelet, the node lifecycle controller or a drain are never touched.
+Every operand of both operators tolerates the pool taints; system pods run on the untainted system nodes.
 """
 
 from __future__ import annotations
@@ -38,12 +40,32 @@ POSTRENDER = "components/helm/drop_clusterpolicy.py"
 PRIVILEGED_REASON = "GPU and NIC drivers, device plugins and DCGM need host access (kernel modules, /dev, host PID)"
 
 
+POOLS = ("inference", "training")
+NODE_POOLS_RULE = "fab-gpu-pools"
+"""The NodeFeatureRule that labels and taints every GPU node with its pool and GPU type."""
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+"""The operators' own toleration, which a tolerations list of theirs replaces rather than extends."""
+NFD_WORKER_DEFAULT_TOLERATIONS = [
+    {"key": "node-role.kubernetes.io/master", "operator": "Equal", "value": "", "effect": "NoSchedule"},
+    {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"},
+    GPU_TOLERATION,
+]
+"""The GPU Operator chart's default tolerations of the node-feature-discovery worker (a list value replaces them)."""
+NICS_READY = "jsonpath={.status.appliedStates[?(@.name=='state-nv-ipam-cni')].state}=ready"
+"""Pulumi waits for this on the NicClusterPolicy: the Network Operator installs the nv-ipam CRDs in that state."""
+
+
 def taint(pool: str) -> dict[str, str]:
     return {"key": POOL_LABEL, "value": pool, "effect": "NoSchedule"}
 
 
 def toleration(pool: str) -> dict[str, str]:
     return {"key": POOL_LABEL, "operator": "Equal", "value": pool, "effect": "NoSchedule"}
+
+
+def pool_tolerations() -> list[dict[str, str]]:
+    """What a pod that must reach every GPU node (a node agent, a driver) tolerates: both pools."""
+    return [toleration(pool) for pool in POOLS]
 
 
 @dataclass(frozen=True)
@@ -101,11 +123,6 @@ class GpuCluster(pulumi.ComponentResource):
             allow_volume_expansion=False,
             opts=child,
         )
-        # Pools follow the active profile: switching profiles re-labels and re-taints nodes, nothing else here.
-        self.node_patches = [
-            self._node_patch(node_name, site.node_pool(key, node_name), node.gpu_type) for node_name, node in sorted(spec.nodes.items())
-        ]
-
         gpu_ns = self._privileged_namespace(GPU_OPERATOR_NAMESPACE)
         self.gpu_operator = k8s.helm.v3.Release(
             f"{name}-gpu-operator",
@@ -114,9 +131,19 @@ class GpuCluster(pulumi.ComponentResource):
             version=versions.GPU_OPERATOR.version,
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.GPU_OPERATOR.repo),
             namespace=GPU_OPERATOR_NAMESPACE,
-            values={"nfd": {"enabled": True}, "psa": {"enabled": False}},
+            values=gpu_operator_values(),
             postrender=POSTRENDER,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[gpu_ns]),
+        )
+        # Pools follow the active profile: switching profiles changes this rule, and NFD re-labels and
+        # re-taints the nodes that move. Its CRD comes with the GPU Operator chart's node-feature-discovery.
+        self.node_pools = k8s.apiextensions.CustomResource(
+            f"{name}-node-pools",
+            api_version=versions.NFD_API,
+            kind="NodeFeatureRule",
+            metadata={"name": NODE_POOLS_RULE},
+            spec=node_pools_rule_spec(site, key),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_operator]),
         )
         self.cluster_policy = k8s.apiextensions.CustomResource(
             f"{name}-cluster-policy",
@@ -139,13 +166,15 @@ class GpuCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[nic_ns, self.gpu_operator]),
         )
         nic_opts = pulumi.ResourceOptions(parent=self, depends_on=[self.network_operator])
-        k8s.apiextensions.CustomResource(
+        nic_policy = k8s.apiextensions.CustomResource(
             f"{name}-nic-cluster-policy",
             api_version=versions.MELLANOX_API,
             kind="NicClusterPolicy",
-            metadata={"name": "nic-cluster-policy"},
+            # The operator applies the nv-ipam CRDs only when it reconciles this policy: Pulumi waits for
+            # that state before the IPPool below is created.
+            metadata={"name": "nic-cluster-policy", "annotations": {"pulumi.com/waitFor": NICS_READY}},
             spec=nic_cluster_policy_spec(site, key),
-            opts=nic_opts,
+            opts=pulumi.ResourceOptions.merge(nic_opts, pulumi.ResourceOptions(custom_timeouts=pulumi.CustomTimeouts(create="30m"))),
         )
         if ipoib_enabled(site, key):
             k8s.apiextensions.CustomResource(
@@ -160,7 +189,7 @@ class GpuCluster(pulumi.ComponentResource):
                         {"key": POOL_LABEL, "operator": "In", "values": ["inference"]}
                     ]}]},
                 },
-                opts=nic_opts,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[nic_policy]),
             )
             k8s.apiextensions.CustomResource(
                 f"{name}-ipoib-network",
@@ -181,7 +210,7 @@ class GpuCluster(pulumi.ComponentResource):
                     "nodes": sorted(site.pool_nodes(key, pool)),
                     "gpus": sum(n.gpus for n in site.pool_nodes(key, pool).values()),
                 }
-                for pool in ("inference", "training")
+                for pool in POOLS
             }
         )
         self.register_outputs({"pools": self.pools})
@@ -189,23 +218,43 @@ class GpuCluster(pulumi.ComponentResource):
     def _privileged_namespace(self, name: str) -> k8s.core.v1.Namespace:
         return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), privileged_reason=PRIVILEGED_REASON)
 
-    def _node_patch(self, node: str, pool: str, gpu_type: str) -> k8s.core.v1.NodePatch:
-        """Labels and the pool taint of one node.
-
-        A Node's taints are one atomic list for server-side apply: the patch owns the whole list, and it
-        fails (rather than overwrite) while another manager, such as the node lifecycle controller, owns it.
-        """
-        return k8s.core.v1.NodePatch(
-            f"{self._name}-node-{node}",
-            metadata={"name": node, "labels": {POOL_LABEL: pool, GPU_TYPE_LABEL: gpu_type}},
-            spec={"taints": [taint(pool)]},
-            opts=pulumi.ResourceOptions(parent=self),
-        )
 
 
 def ipoib_enabled(site: SiteConfig, key: str) -> bool:
     """Whether the cluster's inference pods load weights over IPoIB (independent of the profile in force)."""
     return site.gpu[key].infiniband.inference_weights_over_ib and key == site.inference.cluster
+
+
+def gpu_operator_values() -> dict[str, Any]:
+    """GPU Operator chart values: its node-feature-discovery reaches every GPU node and may taint nodes."""
+    return {
+        "nfd": {"enabled": True},
+        "psa": {"enabled": False},
+        "node-feature-discovery": {
+            # nfd-master applies a NodeFeatureRule's taints only when told to (the pool taints).
+            "master": {"config": {"enableTaints": True}},
+            # The worker reports the features the rules match on, so it runs on every GPU node.
+            "worker": {"tolerations": [*NFD_WORKER_DEFAULT_TOLERATIONS, *pool_tolerations()]},
+        },
+    }
+
+
+def node_pools_rule_spec(site: SiteConfig, key: str) -> dict[str, Any]:
+    """One NFD rule per pool and GPU type: its nodes (by name) get the pool and type labels and the pool taint."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for node_name, node in sorted(site.gpu[key].nodes.items()):
+        groups.setdefault((site.node_pool(key, node_name), node.gpu_type), []).append(node_name)
+    return {
+        "rules": [
+            {
+                "name": f"fab {pool} pool {gpu_type}",
+                "labels": {POOL_LABEL: pool, GPU_TYPE_LABEL: gpu_type},
+                "taints": [taint(pool)],
+                "matchFeatures": [{"feature": "system.name", "matchExpressions": {"nodename": {"op": "In", "value": nodes}}}],
+            }
+            for (pool, gpu_type), nodes in sorted(groups.items())
+        ]
+    }
 
 
 def cluster_policy_spec(site: SiteConfig, key: str) -> dict[str, Any]:
@@ -215,7 +264,9 @@ def cluster_policy_spec(site: SiteConfig, key: str) -> dict[str, Any]:
         "operator": {"defaultRuntime": "containerd"},
         "daemonsets": {
             "priorityClassName": "system-node-critical",
-            "tolerations": [toleration("inference"), toleration("training"), {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            # Replaces every operand's own toleration list (driver, toolkit, device plugin, GFD, DCGM exporter,
+            # MIG manager, validator), hence the operators' nvidia.com/gpu toleration as well.
+            "tolerations": [*pool_tolerations(), GPU_TOLERATION],
         },
         # The Network Operator provides the NIC driver; the GPU driver loads nvidia-peermem against it for NCCL.
         "driver": {**versions.GPU_DRIVER.fields(), "enabled": True, "rdma": {"enabled": True, "useHostMofed": False}},
@@ -249,6 +300,9 @@ def nic_cluster_policy_spec(site: SiteConfig, key: str) -> dict[str, Any]:
         ]
     }
     return {
+        # Added to every operand DaemonSet (the operator appends nvidia.com/gpu); the NIC driver is only
+        # deployed to nodes whose taints are all tolerated.
+        "tolerations": pool_tolerations(),
         "ofedDriver": {
             **versions.NIC_OFED_DRIVER.fields(),
             "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1, "drain": {"enable": True, "force": True, "deleteEmptyDir": True, "timeoutSeconds": 300}},

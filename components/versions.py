@@ -83,6 +83,8 @@ WEIGHTS_SYNC_IMAGE = "quay.io/minio/mc:RELEASE.2025-08-13T08-35-41Z"
 """Copies weights from the models bucket to the node's NVMe cache before vLLM starts."""
 
 NV_IPAM_API = "nv-ipam.nvidia.com/v1alpha1"
+NFD_API = "nfd.k8s-sigs.io/v1alpha1"
+"""node-feature-discovery v0.18.2, bundled by the GPU Operator chart (its NodeFeatureRule CRD comes with it)."""
 MELLANOX_API = "mellanox.com/v1alpha1"
 NVIDIA_API = "nvidia.com/v1"
 GATEWAY_API = "gateway.networking.k8s.io/v1"

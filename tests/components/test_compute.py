@@ -116,10 +116,11 @@ def test_airflow_gets_one_kubernetes_connection_per_gpu_cluster(plan_a):
     }
 
 
-def test_batch_nodes_are_labelled_and_tainted(plan_b):
+def test_batch_nodes_are_labelled_and_their_taints_left_to_the_kubelet(plan_b):
     patches = {r["inputs"]["metadata"]["name"]: r["inputs"] for r in plan_b.of_type("kubernetes:core/v1:NodePatch") if plan_b.target(r) == "site-b-compute"}
     assert sorted(patches) == ["compute-b-batch-01", "compute-b-batch-02"]
-    assert patches["compute-b-batch-01"]["spec"]["taints"] == [{"key": "fab.internal/compute-pool", "value": "batch", "effect": "NoSchedule"}]
+    assert patches["compute-b-batch-01"]["metadata"]["labels"] == {"fab.internal/compute-pool": "batch"}
+    assert "spec" not in patches["compute-b-batch-01"]
 
 
 def test_ui_databases_are_protected(plan_a):

@@ -486,7 +486,7 @@ def test_fails_when_a_gpu_cluster_has_no_gpu_section():
 
 def test_fails_when_a_gpu_section_names_a_compute_cluster():
     raw = site_raw("site-b")
-    raw["gpu"]["compute"] = {"nodes": {"cpu-01": {"gpu_type": "h100", "gpus": 1, "pool": "training"}}}
+    raw["gpu"]["compute"] = {"nodes": {"cpu-01": {"gpu_type": "h100", "gpus": 1, "pool": "training"}}, "system_nodes": ["cpu-02"]}
     assert errors_of(raw) == [
         "fab-platform:site.gpu.compute: 'compute' is a compute cluster; gpu sections are for gpu and gpu-train clusters: gpu"
     ]

@@ -220,15 +220,31 @@ def test_only_inference_nodes_get_the_ipoib_weights_network(plan_a):
     assert plan_a.objects("IPoIBNetwork", "site-a-gpu-train") == []
 
 
-def test_node_pools_are_labels_and_taints_on_the_listed_nodes(plan_a):
-    patches = {
-        r["inputs"]["metadata"]["name"]: r["inputs"]
-        for r in plan_a.of_type("kubernetes:core/v1:NodePatch")
-        if plan_a.target(r) == "site-a-gpu"
+def test_node_pools_are_labels_and_taints_that_nfd_puts_on_the_listed_nodes(plan_a):
+    (rule,) = plan_a.objects("NodeFeatureRule", "site-a-gpu")
+    by_pool = {
+        (r["labels"]["fab.internal/gpu-pool"], r["labels"]["fab.internal/gpu-type"]): (
+            r["matchFeatures"][0]["matchExpressions"]["nodename"]["value"], r["taints"]
+        )
+        for r in rule["spec"]["rules"]
     }
-    assert len(patches) == 8
-    assert patches["gpu-a-inf-01"]["metadata"]["labels"] == {"fab.internal/gpu-pool": "inference", "fab.internal/gpu-type": "h200"}
-    assert patches["gpu-a-trn-01"]["spec"]["taints"] == [{"key": "fab.internal/gpu-pool", "value": "training", "effect": "NoSchedule"}]
+    assert by_pool == {
+        ("inference", "h200"): (["gpu-a-inf-01", "gpu-a-inf-02", "gpu-a-inf-03", "gpu-a-inf-04"],
+                                [{"key": "fab.internal/gpu-pool", "value": "inference", "effect": "NoSchedule"}]),
+        ("training", "h200"): (["gpu-a-trn-01", "gpu-a-trn-02", "gpu-a-trn-03", "gpu-a-trn-04"],
+                               [{"key": "fab.internal/gpu-pool", "value": "training", "effect": "NoSchedule"}]),
+    }
+
+
+def test_no_node_of_a_gpu_cluster_is_pulumis(plan_a):
+    assert [plan_a.target(r) for r in plan_a.of_type("kubernetes:core/v1:NodePatch") if plan_a.target(r).startswith("site-a-gpu")] == []
+
+
+def test_nfd_applies_the_pool_taints_and_its_worker_tolerates_them(plan_a):
+    (release,) = [r for r in plan_a.of_type("kubernetes:helm.sh/v3:Release") if r["name"] == "gpu-gpu-gpu-operator"]
+    nfd = release["inputs"]["values"]["node-feature-discovery"]
+    assert nfd["master"]["config"] == {"enableTaints": True}
+    assert {"key": "fab.internal/gpu-pool", "operator": "Equal", "value": "training", "effect": "NoSchedule"} in nfd["worker"]["tolerations"]
 
 
 def test_serving_outranks_training_which_never_preempts(plan_a):

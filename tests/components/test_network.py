@@ -245,7 +245,7 @@ def test_adding_a_gpu_cluster_keeps_every_existing_resource():
         "lb_pools": {"internal": {"cidrs": ["10.20.104.0/27"]}},
         "clustermesh_vip": "10.20.104.2",
     }
-    raw["gpu"]["gpu-2"] = {"nodes": {"gpu-b2-trn-01": {"gpu_type": "h100", "gpus": 8, "pool": "training"}}}
+    raw["gpu"]["gpu-2"] = {"nodes": {"gpu-b2-trn-01": {"gpu_type": "h100", "gpus": 8, "pool": "training"}}, "system_nodes": ["gpu-b2-sys-01"]}
     after = render_site("site-b", raw)
     assert {(r["urn"], r["type"]) for r in before.resources} <= {(r["urn"], r["type"]) for r in after.resources}
     added = {r["name"] for r in after.resources} - {r["name"] for r in before.resources}

@@ -173,7 +173,7 @@ def test_switching_profiles_changes_only_node_pools_quotas_and_replicas():
     after = {r["urn"]: r for r in night.resources}
     assert set(before) == set(after)
     changed = {before[u]["type"].rsplit(":", 1)[-1] for u in before if before[u]["inputs"] != after[u]["inputs"]}
-    assert changed == {"NodePatch", "ClusterQueue", "Deployment"}
+    assert changed == {"NodeFeatureRule", "ClusterQueue", "Deployment"}
     deployments = [u for u in before if before[u]["inputs"] != after[u]["inputs"] and before[u]["type"].endswith("Deployment")]
     assert deployments == ["urn:pulumi:site-a::fab-platform::fab:inference:InferencePool$kubernetes:apps/v1:Deployment::inference-vllm-llama-3-3-70b"]
     assert after[deployments[0]]["inputs"]["spec"]["replicas"] == 2
