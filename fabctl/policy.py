@@ -1,6 +1,7 @@
 """Run the CrossGuard policy pack the way the Pulumi CLI does (DESIGN section 5.3).
 
-The pack is started as `python -u -m pulumi.policy 127.0.0.1:0 .` in `policies/`; it prints the port
+The pack is started as `python -u -m pulumi.policy 127.0.0.1:0 .` in `policies/`, with the interpreter of
+the virtualenv its PulumiPolicy.yaml names (as the CLI starts it); it prints the port
 of its Analyzer gRPC service, which gets every resource of a render (`Analyze` per resource, then
 `AnalyzeStack` once). `fabctl plan`, CI and the tests share this one runner.
 """
@@ -8,12 +9,13 @@ of its Analyzer gRPC service, which gets every resource of a render (`Analyze` p
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from fabctl.render import FABCTL_HOME, Plan
 
@@ -37,14 +39,27 @@ class PolicyPackError(Exception):
     """The pack could not be started or answered with an error (a crash is a finding, never a pass)."""
 
 
+def pack_python(policies_dir: Path = POLICIES_DIR) -> Path:
+    """The interpreter the Pulumi CLI runs the pack with: `bin/python` of the virtualenv its PulumiPolicy.yaml names,
+    relative to the pack's folder (the CLI installs nothing for a local pack)."""
+    project = yaml.safe_load((policies_dir / "PulumiPolicy.yaml").read_text())
+    virtualenv = ((project.get("runtime") or {}).get("options") or {}).get("virtualenv")
+    if not virtualenv:
+        raise PolicyPackError(f"{policies_dir / 'PulumiPolicy.yaml'} names no virtualenv; the CLI would run the pack with no dependencies")
+    python = (policies_dir / virtualenv).resolve() / "bin" / "python"
+    if not python.is_file():
+        raise PolicyPackError(f"the policy pack's virtualenv {(policies_dir / virtualenv).resolve()} does not exist; create it with: make setup")
+    return python
+
+
 @contextmanager
 def analyzer(policies_dir: Path = POLICIES_DIR) -> Iterator[Any]:
-    """A started policy pack and a stub of its Analyzer service."""
+    """A started policy pack and a stub of its Analyzer service, run as the CLI runs it: in the pack's virtualenv."""
     import grpc
     from pulumi.runtime.proto import analyzer_pb2_grpc
 
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:0", "."],
+        [str(pack_python(policies_dir)), "-u", "-m", "pulumi.policy", "127.0.0.1:0", "."],
         cwd=policies_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
