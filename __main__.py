@@ -74,6 +74,7 @@ pulumi.export("federation", federation.exports)
 pulumi.export("site_federation", {
     "replicates_to": sorted(c for c, spec in site.federation.consumers.items() if spec.replicate_gold),
     "reads_from": sorted(site.federation.peers),
+    "linked": sorted(site.federation.linked),
 })
 pulumi.export("dns_records", pulumi.Output.all(storage.dns_records, inference.dns_records, compute.dns_records).apply(
     lambda records: {name: vip for part in records for name, vip in part.items()}

@@ -27,7 +27,7 @@ from components.config import SiteConfig
 from components.federation import SiteFederation
 from components.gateway import ROUTES_LABEL, envoy_gateway, http_route, https_listener
 from components.identity import PLATFORM_USERS, SiteIdentity
-from components.kube import WORKLOAD_SKIPS, checkov_skips, namespace, restricted_security_context
+from components.kube import WORKLOAD_SKIPS, checkov_skips, helm_release, namespace, restricted_security_context
 from components.network import CrossClusterNetwork
 from components.providers import SiteProviders
 from components.storage import StorageCluster
@@ -302,17 +302,8 @@ class ComputeCluster(pulumi.ComponentResource):
 
     def _release(self, logical: str, chart: versions.HelmChart, ns: str, values: dict[str, Any],
                  depends_on: list[pulumi.Resource], release: str | None = None) -> k8s.helm.v3.Release:
-        oci = chart.repo.startswith("oci://")
-        return k8s.helm.v3.Release(
-            f"{self._name}-{logical}",
-            name=release or logical,
-            chart=f"{chart.repo}/{chart.chart}" if oci else chart.chart,
-            version=chart.version,
-            repository_opts=None if oci else k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
-            namespace=ns,
-            values=values,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
-        )
+        return helm_release(f"{self._name}-{logical}", chart, name=release or logical, namespace=ns, values=values,
+                            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on))
 
     # ---------------------------------------------------------------------------------------------
     # Databases of the UIs (CloudNativePG, protected).
@@ -426,6 +417,10 @@ class ComputeCluster(pulumi.ComponentResource):
                 ],
             },
             "config": {"api": {"base_url": f"https://{ui_host(site, 'airflow')}"}},
+            # As Helm hooks these jobs would run after Helm's wait, which waits for pods that wait for the
+            # migration: a deadlock. As plain Jobs they run during the wait (the chart's advice for --wait).
+            "migrateDatabaseJob": {"useHelmHooks": False, "applyCustomEnv": False},
+            "createUserJob": {"useHelmHooks": False, "applyCustomEnv": False},
         }
         release = self._release("airflow", versions.AIRFLOW, ns, values, [oidc, keys, owner])
         self._route("airflow", ns, [release])
@@ -470,7 +465,7 @@ class ComputeCluster(pulumi.ComponentResource):
         if self._federation is None:
             return []
         secrets = []
-        for peer in sorted(self._site.federation.peers):
+        for peer in self._federation.linked_peers():
             prefix = peer.upper().replace("-", "_")
             found = self._federation.peer_catalog(peer)
             secrets.append(k8s.core.v1.Secret(
@@ -613,7 +608,10 @@ class ComputeCluster(pulumi.ComponentResource):
             "envFromSecrets": ["superset-oidc"],
             "postgresql": {"enabled": False},
             "redis": {"enabled": False},
-            "supersetWorker": {"replicaCount": 0},
+            # No Redis, so no Celery: the worker runs no pod (the chart reads replicas.replicaCount, not replicaCount).
+            "supersetWorker": {"replicas": {"enabled": True, "replicaCount": 0}},
+            # Sign-in is Keycloak's: no local admin with the chart's default password.
+            "init": {"createAdmin": False},
             "supersetCeleryBeat": {"enabled": False},
             "runAsUser": 1000,
             "configOverrides": {"fab": config},

@@ -163,7 +163,14 @@ class Flow(_Model):
 
     description: str = Field("", description="Why the flow exists, shown on the generated policy.")
     sources: list[str] = Field(
-        alias="from", min_length=1, description=f"Source cluster keys, or `{WORLD}` for clients outside the site's clusters."
+        default_factory=list, alias="from",
+        description=f"Source cluster keys, or `{WORLD}` for clients outside the site's clusters. A flow needs `from`, "
+        "`from_cidrs` or both.",
+    )
+    from_cidrs: list[Cidr] = Field(
+        default_factory=list,
+        description="Source ranges outside the site's clusters (another site's, for federation), admitted by address. "
+        "Defaults to none.",
     )
     to: list[str] = Field(min_length=1, description="Destination cluster keys.")
     port: Port = Field(description="Service port the clients dial.")
@@ -219,6 +226,9 @@ NO_EXPIRY_CLASSES: frozenset[str] = frozenset({"warehouse", "models", "gold"})
 """Classes whose current objects never expire by lifecycle: Iceberg files are removed by snapshot expiry, not ILM."""
 CONTRACT_CLASSES = ("warehouse", "models", "checkpoints")
 """Classes with exactly one bucket per site: their names are part of the stack's contracts."""
+
+AISTOR_POD_LABEL = "aistor.min.io/objectStore"
+"""The label the AIStor operator puts on an object store's pods, valued with the object store's name."""
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
 
@@ -286,6 +296,11 @@ class ObjectStoreConfig(_Model):
         description="Labels of the object store's S3 pods, which the S3 Services select. Defaults to the labels the "
         "AIStor operator sets for `name`.",
     )
+    @property
+    def s3_pod_labels(self) -> dict[str, str]:
+        """Labels of the object store's S3 pods: `pod_labels`, or what the AIStor operator sets for `name`."""
+        return dict(self.pod_labels) or {AISTOR_POD_LABEL: self.name}
+
     root_user: str = Field("fab-admin", min_length=3, description="Root user of an installed object store; its password is the secret config `aistorRootPassword`. Defaults to fab-admin.")
     s3_port: Port = Field(9000, description="S3 API port of the pods and of both endpoints. Defaults to 9000.")
     tls: Flag = Field(True, description="The S3 API serves TLS (AIStor's default). Defaults to true.")
@@ -622,13 +637,29 @@ class FederationPeer(_Model):
 class FederationConfig(_Model):
     """Cross-site federation; off while both maps are empty."""
 
-    organization: str = Field("organization", min_length=1, description="Pulumi organization of the site stacks. Defaults to organization.")
+    organization: str | None = Field(
+        None, min_length=1,
+        description="Pulumi organization of the other sites' stacks (`<organization>/fab-platform/<site>`): the Pulumi "
+        "Cloud organization, or `organization` on a self-managed (DIY) backend. Defaults to this stack's own organization.",
+    )
     consumers: dict[DnsLabel, FederationConsumer] = Field(default_factory=dict, description="Sites reading this site's gold, by site name.")
     peers: dict[DnsLabel, FederationPeer] = Field(default_factory=dict, description="Sites whose gold this site reads, by site name.")
+    linked: list[DnsLabel] = Field(
+        default_factory=list,
+        description="Federated sites whose stack is deployed and read through a StackReference. Until a site is listed "
+        "here only this side is set up (its principal, its replica bucket), so a site deploys before its peers exist; "
+        "listing it adds the gold copy job and the Trino catalog that need its outputs. Defaults to none.",
+    )
+    ranges: dict[DnsLabel, list[Cidr]] = Field(
+        default_factory=dict,
+        description="Per federated site, the source ranges its traffic arrives from (its clusters' pod and node ranges, "
+        "or what its edge translates them to). Each site's default-deny admits exactly these to the S3 and Polaris "
+        "endpoints federation uses. Required for every consumer and peer.",
+    )
 
-    def stack(self, site: str) -> str:
-        """The stack reference of a site: `<organization>/fab-platform/<site>`."""
-        return f"{self.organization}/fab-platform/{site}"
+    def sites(self) -> list[str]:
+        """Every federated site: consumers and peers."""
+        return sorted({*self.consumers, *self.peers})
 
 
 class SiteConfig(_Model):
@@ -740,6 +771,8 @@ class SiteConfig(_Model):
         table = dict(self.flows) if self.flows is not None else default_flows(self)
         if self.training.multikueue.enabled and MULTIKUEUE_FLOW not in table:
             table[MULTIKUEUE_FLOW] = multikueue_flow(self)
+        for name, flow in federation_flows(self).items():
+            table.setdefault(name, flow)
         if INGRESS_FLOW not in table:
             table[INGRESS_FLOW] = Flow(
                 description="Outside users reach the UIs through the compute cluster's ingress, the only entry into the site.",
@@ -798,6 +831,31 @@ def default_flows(site: SiteConfig) -> dict[str, Flow]:
 
 MULTIKUEUE_FLOW = "multikueue"
 INGRESS_FLOW = "compute-ingress"
+
+
+def federation_flows(site: SiteConfig) -> dict[str, Flow]:
+    """What other sites reach here, by their declared ranges: S3 (a consumer's Trino reads gold with vended
+    credentials; a peer's copy job writes its replica bucket) and Polaris REST (a consumer's Trino catalog)."""
+    federation, store, polaris = site.federation, site.storage.object_store, site.storage.polaris
+    storage = site.keys_with_role("storage")
+    flows: dict[str, Flow] = {}
+    for other in federation.sites():
+        ranges = federation.ranges.get(other, [])
+        if not ranges:
+            continue  # refused by its own rule
+        flows[f"federation-{other}-s3"] = Flow(
+            description=f"Federated site {other}: " + " and ".join(
+                part for part, on in (("its Trino reads our gold", other in federation.consumers),
+                                      ("its copy job writes its replica bucket", other in federation.peers)) if on
+            ) + " over the internal S3 endpoint.",
+            from_cidrs=[str(r) for r in ranges], to=storage, port=store.s3_port, to_namespace=store.namespace, to_labels=store.s3_pod_labels,
+        )
+        if other in federation.consumers:
+            flows[f"federation-{other}-polaris"] = Flow(
+                description=f"Federated site {other}: its Trino catalog on our Polaris (a gold-only principal).",
+                from_cidrs=[str(r) for r in ranges], to=storage, port=polaris.port, to_namespace=polaris.namespace,
+            )
+    return flows
 
 
 def multikueue_flow(site: SiteConfig) -> Flow:
@@ -927,6 +985,17 @@ def _flow_problems(site: SiteConfig) -> Iterator[Problem]:
     known = ", ".join(sorted(site.clusters))
     for name, flow in (site.flows or {}).items():
         path = ("flows", name)
+        if not flow.sources and not flow.from_cidrs:
+            yield (*path, "from"), "is empty and so is from_cidrs: name the source clusters or ranges"
+        if flow.from_cidrs and flow.target == "kube-apiserver":
+            yield (*path, "from_cidrs"), "is not allowed on a kube-apiserver flow; name the client clusters"
+        for i, cidr in enumerate(flow.from_cidrs):
+            for key, cluster in site.clusters.items():
+                if cidr.overlaps(cluster.pod_cidr) or cidr.overlaps(cluster.node_cidr):
+                    yield (*path, "from_cidrs", i), (
+                        f"{cidr} overlaps clusters.{key}; from_cidrs are for addresses outside the site's clusters, "
+                        "which are named by key in from"
+                    )
         for i, source in enumerate(flow.sources):
             if source != WORLD and source not in site.clusters:
                 yield (*path, "from", i), f"{source!r} is not a cluster of this site; known clusters: {known}, or {WORLD}"
@@ -935,9 +1004,10 @@ def _flow_problems(site: SiteConfig) -> Iterator[Problem]:
                 yield (*path, "to", i), f"{dest!r} is not a cluster of this site; known clusters: {known}"
             elif dest in flow.sources:
                 yield (*path, "to", i), f"{dest!r} is also a source; a flow crosses clusters, traffic inside a cluster is not a flow"
-            elif WORLD in flow.sources and site.clusters[dest].role in GPU_ROLES:
+            elif (WORLD in flow.sources or flow.from_cidrs) and site.clusters[dest].role in GPU_ROLES:
+                origin = WORLD if WORLD in flow.sources else "from_cidrs"
                 yield (*path, "to", i), (
-                    f"{dest!r} is a GPU cluster and the flow comes from {WORLD}; nothing on a GPU cluster is exposed "
+                    f"{dest!r} is a GPU cluster and the flow comes from {origin}; nothing on a GPU cluster is exposed "
                     "outside the site: route outside users through the compute cluster's ingress"
                 )
         if flow.target == "pods" and flow.to_namespace is None:
@@ -1229,6 +1299,24 @@ def _federation_problems(site: SiteConfig) -> Iterator[Problem]:
     for role, sites in (("consumers", federation.consumers), ("peers", federation.peers)):
         if site.name in sites:
             yield ("federation", role, site.name), f"{site.name!r} is this site; a site does not federate with itself"
+    others = ", ".join(federation.sites()) or "none"
+    for i, other in enumerate(federation.linked):
+        if other not in federation.sites():
+            yield ("federation", "linked", i), f"{other!r} is neither a consumer nor a peer; federated sites: {others}"
+    for other in sorted(federation.ranges):
+        if other not in federation.sites():
+            yield ("federation", "ranges", other), f"{other!r} is neither a consumer nor a peer; federated sites: {others}"
+    for other in federation.sites():
+        if other != site.name and not federation.ranges.get(other):
+            yield ("federation", "ranges"), (
+                f"has no ranges for {other!r}: its traffic arrives from outside this site's clusters and is denied "
+                "unless its source ranges are declared"
+            )
+    for other, ranges in sorted(federation.ranges.items()):
+        for i, cidr in enumerate(ranges):
+            for path, own in _site_ranges(site):
+                if cidr.overlaps(own):
+                    yield ("federation", "ranges", other, i), f"{cidr} overlaps {format_path(path)} ({own}) of this site"
     for name, consumer in sorted(federation.consumers.items()):
         for i, team in enumerate(consumer.remote_training_teams):
             if team not in site.teams:

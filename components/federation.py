@@ -1,10 +1,14 @@
 """SiteFederation: what a site shares with other sites and reads from them (DESIGN section 2, cross-site).
 
-Peers' contract outputs are read through `pulumi.StackReference`, never copied into config. For each
-consumer site, this site creates a gold-only Polaris principal (exported, secret, for that consumer
-alone) and, when asked, copies its gold buckets, and nothing else, to the replica bucket the consumer
-exports. For each peer site, it keeps a replica bucket with a writer the peer uses, and gives Trino a
-catalog on the peer's Polaris through the principal the peer created for this site.
+Peers' contract outputs are read through `pulumi.StackReference`, never copied into config, and only
+from the sites listed in `federation.linked`: referencing a stack that does not exist fails a
+preview, so each site deploys on its own first. For each consumer site, this site creates a
+gold-only Polaris principal (exported, secret, for that consumer alone) and, once linked and when
+asked, copies its gold buckets, and nothing else, to the replica bucket the consumer exports. For each
+peer site, it keeps a replica bucket with a writer the peer uses and, once linked, gives Trino a
+catalog on the peer's Polaris through the principal the peer created for this site. A linked site
+whose stack does not export what this site needs ends the program with the reason, never with empty
+values written into a Secret.
 
 Replication is a CronJob running the pinned MinIO client (`mc mirror`): object by object, so Iceberg
 metadata keeps the producer's absolute paths (see docs/federation.md for why the replica is read
@@ -23,7 +27,7 @@ import pulumi_minio as minio
 
 from components import versions
 from components.bucket_tags import BucketTags
-from components.config import SiteConfig
+from components.config import PROJECT, SiteConfig
 from components.kube import WORKLOAD_SKIPS, checkov_skips, namespace, restricted_security_context
 from components.providers import SiteProviders
 from components.storage import StorageCluster, policy_document
@@ -59,18 +63,17 @@ class SiteFederation(pulumi.ComponentResource):
         )
         self._name, self._site, self._storage = name, site, args.storage
         federation = site.federation
-        others = sorted({*federation.consumers, *federation.peers})
         self.references = {
-            other: pulumi.StackReference(f"{name}-{other}", stack_name=federation.stack(other), opts=pulumi.ResourceOptions(parent=self))
-            for other in others
+            other: pulumi.StackReference(f"{name}-{other}", stack_name=stack_name(site, other), opts=pulumi.ResourceOptions(parent=self))
+            for other in sorted(federation.linked)
         }
         replica_targets = {peer: self._replica(peer) for peer in sorted(federation.peers)}
-        if any(c.replicate_gold for c in federation.consumers.values()):
+        mirrored = sorted(c for c, spec in federation.consumers.items() if spec.replicate_gold and c in self.references)
+        if mirrored:
             ns = namespace(f"{name}-ns-{REPLICATION_NAMESPACE}", REPLICATION_NAMESPACE, pulumi.ResourceOptions(parent=self))
             local = args.storage.grant("replication", self._storage_key, REPLICATION_NAMESPACE, depends_on=[ns])
-            for consumer, spec in sorted(federation.consumers.items()):
-                if spec.replicate_gold:
-                    self._mirror(consumer, ns, local)
+            for consumer in mirrored:
+                self._mirror(consumer, ns, local)
 
         principals = {}
         for consumer in sorted(federation.consumers):
@@ -87,11 +90,13 @@ class SiteFederation(pulumi.ComponentResource):
         })
         self.register_outputs({"exports": self.exports})
 
+    def linked_peers(self) -> list[str]:
+        """The peers whose gold this site can read now: those whose stacks are linked."""
+        return sorted(p for p in self._site.federation.peers if p in self.references)
+
     def peer_catalog(self, peer: str) -> dict[str, pulumi.Output[Any]]:
-        """What Trino needs to read a peer's gold: its catalog URI and warehouse, and the principal it made for us."""
-        exports = self.references[peer].get_output("federation")
-        # Before the peer has been deployed its outputs are absent: empty values, filled in by the next update.
-        pick = lambda *path: exports.apply(lambda e: _dig(e, path) or "")  # noqa: E731
+        """What Trino needs to read a linked peer's gold: its catalog URI and warehouse, and the principal it made for us."""
+        pick = lambda *path: self._required(peer, path)  # noqa: E731
         return {
             "uri": pick("catalog_uri"),
             "warehouse": pick("warehouse"),
@@ -99,6 +104,22 @@ class SiteFederation(pulumi.ComponentResource):
             "client_id": pulumi.Output.secret(pick("principals", self._site.name, "client_id")),
             "client_secret": pulumi.Output.secret(pick("principals", self._site.name, "client_secret")),
         }
+
+    def _required(self, other: str, path: tuple[str, ...]) -> pulumi.Output[Any]:
+        """A value of a linked site's `federation` output; its absence ends the program with the reason and the fix."""
+        reference = self.references[other]
+
+        def dig(exports: Any) -> Any:
+            value = _dig(exports, path)
+            if value in (None, "", {}):
+                raise pulumi.RunError(
+                    f"fab-platform:site.federation.linked: the stack {stack_name(self._site, other)} does not export "
+                    f"federation.{'.'.join(path)}, which this site needs; deploy {other} with {self._site.name} in its "
+                    f"federation first, or remove {other} from federation.linked until then (docs/federation.md)"
+                )
+            return value
+
+        return reference.get_output("federation").apply(dig)
 
     def _replica(self, peer: str) -> dict[str, Any]:
         """The bucket this site keeps a peer's gold in, with a writer only the peer uses; exported for the peer."""
@@ -131,16 +152,16 @@ class SiteFederation(pulumi.ComponentResource):
     def _mirror(self, consumer: str, ns: k8s.core.v1.Namespace, local: k8s.core.v1.Secret) -> None:
         """Every few minutes, copy each gold bucket into the consumer's replica of this site (and nothing else)."""
         site = self._site
-        target = self.references[consumer].get_output("federation").apply(lambda e: _dig(e, ("replica_targets", site.name)) or {})
+        target = self._required(consumer, ("replica_targets", site.name))
         remote = k8s.core.v1.Secret(
             f"{self._name}-target-{consumer}",
             metadata={"name": f"replica-target-{consumer}", "namespace": REPLICATION_NAMESPACE},
             type="Opaque",
             string_data={
-                "REMOTE_ENDPOINT": target.apply(lambda t: t.get("endpoint") or ""),
-                "REMOTE_BUCKET": target.apply(lambda t: t.get("bucket") or ""),
-                "REMOTE_ACCESS_KEY": pulumi.Output.secret(target.apply(lambda t: t.get("access_key") or "")),
-                "REMOTE_SECRET_KEY": pulumi.Output.secret(target.apply(lambda t: t.get("secret_key") or "")),
+                "REMOTE_ENDPOINT": target.apply(lambda t: t["endpoint"]),
+                "REMOTE_BUCKET": target.apply(lambda t: t["bucket"]),
+                "REMOTE_ACCESS_KEY": pulumi.Output.secret(target.apply(lambda t: t["access_key"])),
+                "REMOTE_SECRET_KEY": pulumi.Output.secret(target.apply(lambda t: t["secret_key"])),
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]),
         )
@@ -181,6 +202,11 @@ class SiteFederation(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[remote, local]),
         )
+
+
+def stack_name(site: SiteConfig, other: str) -> str:
+    """The fully qualified stack of a federated site: `<organization>/fab-platform/<site>`, this stack's organization by default."""
+    return f"{site.federation.organization or pulumi.get_organization()}/{PROJECT}/{other}"
 
 
 def _dig(value: Any, path: tuple) -> Any:

@@ -14,7 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
-from components.kube import namespace
+from components.kube import helm_release, namespace
 
 GATEWAY_NAMESPACE = "envoy-gateway-system"
 ROUTES_LABEL = "fab.internal/gateway"
@@ -36,15 +36,9 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, gateway: str, ga
                   service_labels: dict[str, str], vip: str, listeners: list[dict[str, Any]]) -> k8s.apiextensions.CustomResource:
     """Envoy Gateway and one Gateway named `gateway` in envoy-gateway-system; returns the Gateway."""
     ns = namespace(f"{prefix}-ns-{GATEWAY_NAMESPACE}", GATEWAY_NAMESPACE, opts)
-    chart = versions.ENVOY_GATEWAY
-    controller = k8s.helm.v3.Release(
-        f"{prefix}-envoy-gateway",
-        name="envoy-gateway",
-        chart=f"{chart.repo}/{chart.chart}",
-        version=chart.version,
-        namespace=GATEWAY_NAMESPACE,
-        values={"deployment": {"replicas": 2}},
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns])),
+    controller = helm_release(
+        f"{prefix}-envoy-gateway", versions.ENVOY_GATEWAY, name="envoy-gateway", namespace=GATEWAY_NAMESPACE,
+        values={"deployment": {"replicas": 2}}, opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns])),
     )
     after = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[controller]))
 

@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.config import SiteConfig
-from components.kube import namespace
+from components.kube import helm_release, namespace
 from components.providers import SiteProviders
 
 POOL_LABEL = "fab.internal/gpu-pool"
@@ -124,16 +124,9 @@ class GpuCluster(pulumi.ComponentResource):
             opts=child,
         )
         gpu_ns = self._privileged_namespace(GPU_OPERATOR_NAMESPACE)
-        self.gpu_operator = k8s.helm.v3.Release(
-            f"{name}-gpu-operator",
-            name="gpu-operator",
-            chart=versions.GPU_OPERATOR.chart,
-            version=versions.GPU_OPERATOR.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.GPU_OPERATOR.repo),
-            namespace=GPU_OPERATOR_NAMESPACE,
-            values=gpu_operator_values(),
-            postrender=POSTRENDER,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[gpu_ns]),
+        self.gpu_operator = helm_release(
+            f"{name}-gpu-operator", versions.GPU_OPERATOR, name="gpu-operator", namespace=GPU_OPERATOR_NAMESPACE,
+            values=gpu_operator_values(), postrender=POSTRENDER, opts=pulumi.ResourceOptions(parent=self, depends_on=[gpu_ns]),
         )
         # Pools follow the active profile: switching profiles changes this rule, and NFD re-labels and
         # re-taints the nodes that move. Its CRD comes with the GPU Operator chart's node-feature-discovery.
@@ -155,13 +148,9 @@ class GpuCluster(pulumi.ComponentResource):
         )
 
         nic_ns = self._privileged_namespace(NETWORK_OPERATOR_NAMESPACE)
-        self.network_operator = k8s.helm.v3.Release(
-            f"{name}-network-operator",
-            name="network-operator",
-            chart=versions.NETWORK_OPERATOR.chart,
-            version=versions.NETWORK_OPERATOR.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.NETWORK_OPERATOR.repo),
-            namespace=NETWORK_OPERATOR_NAMESPACE,
+        # The chart's NodeFeatureRules (NIC labels) need the NFD CRDs the GPU Operator's chart installs.
+        self.network_operator = helm_release(
+            f"{name}-network-operator", versions.NETWORK_OPERATOR, name="network-operator", namespace=NETWORK_OPERATOR_NAMESPACE,
             values={"nfd": {"enabled": False}},  # the GPU Operator's node-feature-discovery serves both
             opts=pulumi.ResourceOptions(parent=self, depends_on=[nic_ns, self.gpu_operator]),
         )

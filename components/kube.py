@@ -1,4 +1,4 @@
-"""Small Kubernetes helpers shared by components."""
+"""The shared Kubernetes building blocks of the components: Helm releases, namespaces, security contexts."""
 
 from __future__ import annotations
 
@@ -7,6 +7,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes import _utilities
+
+from components.versions import HelmChart
+
+HELM_HISTORY = 10
+"""Release revisions Helm keeps (each is a Secret in the release's namespace); Pulumi's default keeps all."""
 
 
 class FlatCustomResource(pulumi.CustomResource):
@@ -21,6 +26,29 @@ class FlatCustomResource(pulumi.CustomResource):
         props = {"apiVersion": api_version, "kind": kind, "metadata": metadata, **fields}
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_utilities.get_version()))
         super().__init__(f"kubernetes:{api_version}:{kind}", name, props, opts)
+
+
+def helm_release(logical: str, chart: HelmChart, *, name: str, namespace: str, values: pulumi.Input[dict[str, Any]],
+                 opts: pulumi.ResourceOptions, postrender: str | None = None) -> k8s.helm.v3.Release:
+    """A Helm release of a pinned chart from its repository or OCI registry, with bounded history and the chart's timeout.
+
+    Pulumi waits (Helm's `--wait`) until the release's objects are ready, LoadBalancer Services included,
+    so nothing a release installs may need something created after it.
+    """
+    oci = chart.repo.startswith("oci://")
+    return k8s.helm.v3.Release(
+        logical,
+        name=name,
+        chart=f"{chart.repo}/{chart.chart}" if oci else chart.chart,
+        version=chart.version,
+        repository_opts=None if oci else k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
+        namespace=namespace,
+        values=values,
+        postrender=postrender,
+        max_history=HELM_HISTORY,
+        timeout=chart.timeout_sec,
+        opts=opts,
+    )
 
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "fab-platform"}

@@ -19,6 +19,7 @@ import pulumi_tls as tls
 
 from components import versions
 from components.config import WORLD, ClusterConfig, Flow, SiteConfig
+from components.kube import helm_release
 from components.providers import SiteProviders
 
 POOL_LABEL = "lb.fab.internal/pool"
@@ -70,17 +71,9 @@ class CrossClusterNetwork(pulumi.ComponentResource):
             opts_k = pulumi.ResourceOptions(parent=self, provider=args.providers.for_cluster(key))
             prefix = f"{name}-{key}"
             if cluster.cilium.managed:
-                self.cilium_releases[key] = k8s.helm.v3.Release(
-                    f"{prefix}-cilium",
-                    name="cilium",
-                    chart=versions.CILIUM.chart,
-                    version=versions.CILIUM.version,
-                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.CILIUM.repo),
-                    namespace=CILIUM_NAMESPACE,
-                    values=cilium_values(site, key, ca_cert, ca_key),
-                    max_history=10,
-                    timeout=900,
-                    opts=opts_k,
+                self.cilium_releases[key] = helm_release(
+                    f"{prefix}-cilium", versions.CILIUM, name="cilium", namespace=CILIUM_NAMESPACE,
+                    values=cilium_values(site, key, ca_cert, ca_key), opts=opts_k,
                 )
             # The operator registers Cilium's CRDs when it starts, so the objects wait for the release.
             release = self.cilium_releases.get(key)
@@ -100,7 +93,7 @@ class CrossClusterNetwork(pulumi.ComponentResource):
                 self._clustermesh_service(prefix, key, opts_k, release)
 
         self.clusters = pulumi.Output.from_input({key: cluster_summary(site, key, flows) for key in sorted(site.clusters)})
-        self.flows = pulumi.Output.from_input({n: f.model_dump(by_alias=True, exclude_defaults=True) for n, f in sorted(flows.items())})
+        self.flows = pulumi.Output.from_input({n: f.model_dump(mode="json", by_alias=True, exclude_defaults=True) for n, f in sorted(flows.items())})
         self.register_outputs({"clusters": self.clusters, "flows": self.flows})
 
     def lb_service_labels(self, cluster_key: str, pool: str) -> dict[str, str]:
@@ -374,6 +367,8 @@ def flow_ingress_policy(site: SiteConfig, name: str, flow: Flow) -> dict[str, An
         )
     if WORLD in flow.sources:
         ingress.append({"fromEntities": [WORLD], "toPorts": _ports(flow.pod_port, flow.protocol)})
+    if flow.from_cidrs:
+        ingress.append({"fromCIDRSet": [{"cidr": str(cidr)} for cidr in flow.from_cidrs], "toPorts": _ports(flow.pod_port, flow.protocol)})
     return _cr(
         "CiliumClusterwideNetworkPolicy",
         f"fab-flow-{name}",

@@ -24,7 +24,7 @@ import pulumi_tls as tls
 
 from components import versions
 from components.bucket_tags import BucketTags
-from components.kube import WORKLOAD_SKIPS, checkov_skips, namespace, restricted_security_context
+from components.kube import WORKLOAD_SKIPS, checkov_skips, helm_release, namespace, restricted_security_context
 from components.config import REPLICABLE_CLASSES, SiteConfig
 from components.network import CrossClusterNetwork
 from components.providers import SiteProviders
@@ -84,7 +84,6 @@ CATALOG_ACCESS: dict[str, str] = {
 }
 """Polaris principal of each engine and the one catalog role it gets."""
 
-AISTOR_POD_LABEL = "aistor.min.io/objectStore"
 POLARIS_POD_LABELS = {"app.kubernetes.io/name": "polaris", "app.kubernetes.io/instance": "polaris"}
 POLARIS_DB = "polaris-db"
 CNPG_NAMESPACE = "cnpg-system"
@@ -382,15 +381,9 @@ class StorageCluster(pulumi.ComponentResource):
             self._namespace(AISTOR_OPERATOR_NAMESPACE),
             self._namespace(store.namespace),
         ]
-        operator = k8s.helm.v3.Release(
-            f"{self._name}-aistor-operator",
-            name="aistor-operator",
-            chart=versions.AISTOR_OPERATOR.chart,
-            version=versions.AISTOR_OPERATOR.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.AISTOR_OPERATOR.repo),
-            namespace=AISTOR_OPERATOR_NAMESPACE,
-            values={"license": args.aistor_license},
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=namespaces)),
+        operator = helm_release(
+            f"{self._name}-aistor-operator", versions.AISTOR_OPERATOR, name="aistor-operator", namespace=AISTOR_OPERATOR_NAMESPACE,
+            values={"license": args.aistor_license}, opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=namespaces)),
         )
         pool = {
             "name": "pool-0",
@@ -408,13 +401,8 @@ class StorageCluster(pulumi.ComponentResource):
         }
         if store.storage_class:
             pool["storageClassName"] = store.storage_class
-        objectstore = k8s.helm.v3.Release(
-            f"{self._name}-aistor-objectstore",
-            name=store.name,
-            chart=versions.AISTOR_OBJECTSTORE.chart,
-            version=versions.AISTOR_OBJECTSTORE.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.AISTOR_OBJECTSTORE.repo),
-            namespace=store.namespace,
+        objectstore = helm_release(
+            f"{self._name}-aistor-objectstore", versions.AISTOR_OBJECTSTORE, name=store.name, namespace=store.namespace,
             values={
                 "objectStore": {"name": store.name, "pools": [pool], "services": {"minio": {"name": f"{store.name}-s3"}}},
                 "secrets": {"name": f"{store.name}-env", "accessKey": store.root_user, "secretKey": args.aistor_root_password},
@@ -454,7 +442,7 @@ class StorageCluster(pulumi.ComponentResource):
 
     def _s3_services(self, network: CrossClusterNetwork) -> None:
         store, s3 = self._site.storage.object_store, self._site.storage.s3
-        selector = dict(store.pod_labels) or {AISTOR_POD_LABEL: store.name}
+        selector = store.s3_pod_labels
         port = ("s3", store.s3_port)
         self._lb_service(network, "s3-internal", store.namespace, s3.internal_pool, s3.internal_vip, port, selector, self.object_store)
         if s3.external_pool is not None:
@@ -552,14 +540,8 @@ class StorageCluster(pulumi.ComponentResource):
         ns = polaris.namespace
         ns_resource = self._namespace(ns)
         cnpg_ns = self._namespace(CNPG_NAMESPACE)
-        operator = k8s.helm.v3.Release(
-            f"{self._name}-cnpg",
-            name="cnpg",
-            chart=versions.CLOUDNATIVE_PG.chart,
-            version=versions.CLOUDNATIVE_PG.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.CLOUDNATIVE_PG.repo),
-            namespace=CNPG_NAMESPACE,
-            values={"replicaCount": 2},
+        operator = helm_release(
+            f"{self._name}-cnpg", versions.CLOUDNATIVE_PG, name="cnpg", namespace=CNPG_NAMESPACE, values={"replicaCount": 2},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[cnpg_ns]),
         )
         backup_creds = self.grant("postgres-backup", self._cluster_key, ns, depends_on=[ns_resource])
@@ -576,14 +558,8 @@ class StorageCluster(pulumi.ComponentResource):
         storage_creds = self.grant("polaris", self._cluster_key, ns, depends_on=[ns_resource])
         bootstrap = self._polaris_bootstrap_job(ns, root, database)
 
-        release = k8s.helm.v3.Release(
-            f"{self._name}-polaris",
-            name="polaris",
-            chart=versions.POLARIS.chart,
-            version=versions.POLARIS.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.POLARIS.repo),
-            namespace=ns,
-            values=self._polaris_values(),
+        release = helm_release(
+            f"{self._name}-polaris", versions.POLARIS, name="polaris", namespace=ns, values=self._polaris_values(),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[bootstrap, token_broker, storage_creds]),
         )
         # The chart's own ClusterIP Service is `polaris`; this is the cross-cluster endpoint.

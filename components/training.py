@@ -21,7 +21,7 @@ import yaml
 
 from components import versions
 from components.config import GPU_ROLES, SiteConfig, TeamQuota
-from components.kube import FlatCustomResource, namespace
+from components.kube import FlatCustomResource, helm_release, namespace
 from components.gpu import GPU_TYPE_LABEL, POOL_LABEL, TRAINING_PRIORITY, toleration
 from components.providers import SiteProviders
 from components.storage import StorageCluster, catalog_uri
@@ -212,13 +212,8 @@ class TrainingPool(pulumi.ComponentResource):
 
     def _kueue(self, cluster: str) -> k8s.helm.v3.Release:
         ns = namespace(f"{self._name}-{cluster}-ns-{KUEUE_NAMESPACE}", KUEUE_NAMESPACE, self._on(cluster))
-        chart = versions.KUEUE
-        return k8s.helm.v3.Release(
-            f"{self._name}-{cluster}-kueue",
-            name="kueue",
-            chart=f"{chart.repo}/{chart.chart}",
-            version=chart.version,
-            namespace=KUEUE_NAMESPACE,
+        return helm_release(
+            f"{self._name}-{cluster}-kueue", versions.KUEUE, name="kueue", namespace=KUEUE_NAMESPACE,
             values={"managerConfig": {"controllerManagerConfigYaml": kueue_config(cluster == self._manager)}},
             opts=self._on(cluster, [ns]),
         )

@@ -14,14 +14,17 @@ KUBERNETES_VERSION = "1.34"
 
 @dataclass(frozen=True)
 class HelmChart:
-    """A Helm chart pinned to an exact version in a named repository."""
+    """A Helm chart pinned to an exact version in a named repository (`oci://...` for an OCI registry)."""
 
     chart: str
     version: str
     repo: str
+    timeout_sec: int = 600
+    """How long `pulumi up` waits for an install or upgrade to be ready (Pulumi's own default is 300 s):
+    image pulls, database migrations and first-time hooks on a new cluster take longer."""
 
 
-CILIUM = HelmChart(chart="cilium", version="1.18.3", repo="https://helm.cilium.io/")
+CILIUM = HelmChart(chart="cilium", version="1.18.3", repo="https://helm.cilium.io/", timeout_sec=900)
 
 # Custom resource API versions. Only the current, non-deprecated versions are used.
 CILIUM_API = "cilium.io/v2"
@@ -30,7 +33,7 @@ CLOUDNATIVE_PG = HelmChart(chart="cloudnative-pg", version="0.29.0", repo="https
 """The CloudNativePG operator chart; 0.29.0 ships operator 1.30.0."""
 POLARIS = HelmChart(chart="polaris", version="1.7.0", repo="https://downloads.apache.org/polaris/helm-chart")
 AISTOR_OPERATOR = HelmChart(chart="aistor-operator", version="5.10.0", repo="https://helm.min.io/")
-AISTOR_OBJECTSTORE = HelmChart(chart="aistor-objectstore", version="1.0.16", repo="https://helm.min.io/")
+AISTOR_OBJECTSTORE = HelmChart(chart="aistor-objectstore", version="1.0.16", repo="https://helm.min.io/", timeout_sec=1200)
 
 # Container images the program runs itself (charts pin their own).
 POLARIS_ADMIN_TOOL_IMAGE = "apache/polaris-admin-tool:1.7.0"
@@ -40,7 +43,7 @@ SETUP_IMAGE = "python:3.13.9-slim-bookworm"
 
 CNPG_API = "postgresql.cnpg.io/v1"
 
-GPU_OPERATOR = HelmChart(chart="gpu-operator", version="v25.10.1", repo="https://helm.ngc.nvidia.com/nvidia")
+GPU_OPERATOR = HelmChart(chart="gpu-operator", version="v25.10.1", repo="https://helm.ngc.nvidia.com/nvidia", timeout_sec=900)
 NETWORK_OPERATOR = HelmChart(chart="network-operator", version="26.4.1", repo="https://helm.ngc.nvidia.com/nvidia")
 ENVOY_GATEWAY = HelmChart(chart="gateway-helm", version="v1.9.0", repo="oci://docker.io/envoyproxy")
 """Envoy Gateway; the chart also installs the Gateway API CRDs it was built with."""
@@ -96,11 +99,13 @@ KUEUE_API = "kueue.x-k8s.io/v1beta2"
 SPARK_OPERATOR = HelmChart(chart="spark-operator", version="2.5.2", repo="https://kubeflow.github.io/spark-operator")
 YUNIKORN = HelmChart(chart="yunikorn", version="1.8.0", repo="https://apache.github.io/yunikorn-release")
 """1.8.0 is the release that supports Kubernetes 1.33 and 1.34."""
-AIRFLOW = HelmChart(chart="airflow", version="1.22.0", repo="https://airflow.apache.org")
-TRINO = HelmChart(chart="trino", version="1.42.2", repo="https://trinodb.github.io/charts/")
+AIRFLOW = HelmChart(chart="airflow", version="1.22.0", repo="https://airflow.apache.org", timeout_sec=1800)
+"""Its database migration runs before the scheduler and API server become ready (a Job, not a hook: see compute.py)."""
+TRINO = HelmChart(chart="trino", version="1.42.2", repo="https://trinodb.github.io/charts/", timeout_sec=900)
 STARROCKS_OPERATOR = HelmChart(chart="operator", version="1.11.5", repo="https://starrocks.github.io/starrocks-kubernetes-operator")
-SUPERSET = HelmChart(chart="superset", version="0.22.4", repo="https://apache.github.io/superset")
-JUPYTERHUB = HelmChart(chart="jupyterhub", version="4.4.0", repo="https://hub.jupyter.org/helm-chart/")
+SUPERSET = HelmChart(chart="superset", version="0.22.4", repo="https://apache.github.io/superset", timeout_sec=1200)
+"""Its init hook (database migrations) runs after the web pods are ready, within the same timeout."""
+JUPYTERHUB = HelmChart(chart="jupyterhub", version="4.4.0", repo="https://hub.jupyter.org/helm-chart/", timeout_sec=900)
 
 STARROCKS_FE_IMAGE = "starrocks/fe-ubuntu:4.1.1"
 STARROCKS_CN_IMAGE = "starrocks/cn-ubuntu:4.1.1"

@@ -1,7 +1,8 @@
 """Child process of the renderer: runs the Pulumi program under the SDK's official mocks (DESIGN section 5.1).
 
 Reads a JSON request on stdin ({"project_dir", "stack", "config", "secret_keys", "stack_references"}
-and optionally "program", a script run instead of the project's `__main__.py`), runs the program
+and optionally "program", a script run instead of the project's `__main__.py`, "organization" and
+"reveal_outputs"), runs the program
 with `preview=False`, and writes one JSON document on stdout: every registered resource with its
 type, logical name, URN, parent, provider, inputs (secrets redacted), dependencies and options, the
 stack outputs, the process's peak resident memory, and either no error, a user error (the
@@ -163,6 +164,8 @@ def main() -> int:
         stack=request["stack"],
         preview=False,
         monitor=RecordingMonitor(Mocks()),
+        # What `pulumi.get_organization()` answers on a self-managed backend.
+        organization=request.get("organization") or "organization",
     )
 
     result: dict[str, Any] = {"error": None, "resources": records, "outputs": {}}
@@ -174,7 +177,7 @@ def main() -> int:
         result["error"] = {"kind": "crash", "message": traceback.format_exc()}
 
     if result["error"] is None:
-        result["outputs"] = _stack_outputs(settings.get_root_resource(), _sync_await)
+        result["outputs"] = _stack_outputs(settings.get_root_resource(), _sync_await, reveal=bool(request.get("reveal_outputs")))
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result["peak_rss_kib"] = _peak_rss_kib(usage)
     result["cpu_seconds"] = usage.ru_utime + usage.ru_stime
@@ -198,15 +201,19 @@ def _peak_rss_kib(usage: resource.struct_rusage) -> int:
     return usage.ru_maxrss
 
 
-def _stack_outputs(root: Any, sync_await: Any) -> dict[str, Any]:
-    """Resolve the root stack's outputs: under mocks the Stack finishes before `pulumi.export` runs."""
+def _stack_outputs(root: Any, sync_await: Any, reveal: bool = False) -> dict[str, Any]:
+    """Resolve the root stack's outputs: under mocks the Stack finishes before `pulumi.export` runs.
+
+    Secret outputs are redacted unless `reveal` (their values are the mocks' stand-ins, never real secrets):
+    another stack's render reads them as this stack's StackReference outputs.
+    """
     import pulumi
 
     out: dict[str, Any] = {}
     for name, value in sorted(getattr(root, "outputs", {}).items()):
         output = pulumi.Output.from_input(value)
         resolved = sync_await(output.future())
-        out[name] = SECRET if sync_await(output.is_secret()) else _jsonable(resolved)
+        out[name] = SECRET if sync_await(output.is_secret()) and not reveal else _jsonable(resolved)
     return out
 
 

@@ -50,9 +50,13 @@ def mermaid(plan: Plan) -> str:
     for flow_name, flow in sorted(flows(plan).items()):
         port = f"{flow['port']}/{flow.get('protocol', 'TCP')}"
         label = f"{flow_name} {port}" + (" API" if flow.get("target") == "kube-apiserver" else "")
-        for source in flow["from"]:
+        sources = [WORLD if source == WORLD else _node(network[source]["cluster_name"]) for source in flow.get("from", [])]
+        if flow.get("from_cidrs"):
+            cidrs = ", ".join(flow["from_cidrs"])
+            lines.append(f'  {_node(flow_name)}_src(["{cidrs}"])')
+            sources.append(f"{_node(flow_name)}_src")
+        for src in sources:
             for dest in flow["to"]:
-                src = WORLD if source == WORLD else _node(network[source]["cluster_name"])
                 lines.append(f'  {src} -- "{label}" --> {_node(network[dest]["cluster_name"])}')
     return "\n".join(lines) + "\n"
 
@@ -70,7 +74,7 @@ def flow_rows(plan: Plan) -> list[tuple[str, ...]]:
     for name, flow in sorted(flows(plan).items()):
         pod_port = flow.get("target_port", flow["port"])
         port = f"{flow['port']}" + (f" ({pod_port})" if pod_port != flow["port"] else "")
-        rows.append((name, ", ".join(flow["from"]), ", ".join(flow["to"]), f"{port}/{flow.get('protocol', 'TCP')}",
+        rows.append((name, ", ".join([*flow.get("from", []), *flow.get("from_cidrs", [])]), ", ".join(flow["to"]), f"{port}/{flow.get('protocol', 'TCP')}",
                      flow.get("target", "pods"), flow.get("description", "")))
     return rows
 

@@ -7,6 +7,7 @@ its cluster, inputs, dependencies and options, plus the stack outputs.
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -16,14 +17,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from components.config import PROJECT
-from fabctl.stackfile import pulumi_config_env, read_stack_config, stack_file
+from components.config import PROJECT, ConfigError, parse_site
+from fabctl.stackfile import SITE_KEY, pulumi_config_env, read_stack_config, stack_file
 
 FABCTL_HOME = Path(__file__).resolve().parent.parent
 PROJECT_DIR = FABCTL_HOME
 """The checkout whose program and stack files are rendered unless another is named."""
 K8S_PROVIDER_TYPE = "pulumi:providers:kubernetes"
 HELM_RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
+MOCK_ORGANIZATION = "organization"
+"""The organization a render runs in: what `pulumi.get_organization()` answers on a self-managed backend."""
 
 
 class RenderError(Exception):
@@ -118,17 +121,23 @@ class Plan:
 
 
 def render_config(stack: str, config: dict[str, Any], project_dir: Path = PROJECT_DIR,
-                  stack_references: dict[str, dict[str, Any]] | None = None, program: Path | None = None) -> Plan:
+                  stack_references: dict[str, dict[str, Any]] | None = None, program: Path | None = None,
+                  reveal_outputs: bool = False) -> Plan:
     """Render the program with the given stack `config:` mapping (keys as in a stack file).
 
     `stack_references` supplies the outputs of other stacks (by `org/project/stack` name) that the
-    program reads through `pulumi.StackReference`; a stack not given has no outputs, as before its first update.
-    `program` runs another script in place of the project's `__main__.py` (the benchmarks' SDK floor).
+    program reads through `pulumi.StackReference`; a stack not given has no outputs, as before its first
+    update. Left out, the linked federated sites whose stack files are in `project_dir` are rendered for
+    their outputs (see `linked_stack_outputs`). `program` runs another script in place of the project's
+    `__main__.py` (the benchmarks' SDK floor). `reveal_outputs` keeps secret outputs (mock values) readable.
     The returned plan's `stats` say what the render cost (wall time, CPU time, peak memory).
     """
+    if stack_references is None:
+        stack_references = linked_stack_outputs(config, project_dir)
     env, secret_keys = pulumi_config_env(config)
     request = {"project_dir": str(project_dir), "project": PROJECT, "stack": stack, "config": env, "secret_keys": secret_keys,
-               "stack_references": stack_references or {}, "program": str(program) if program else None}
+               "stack_references": stack_references, "program": str(program) if program else None,
+               "organization": MOCK_ORGANIZATION, "reveal_outputs": reveal_outputs}
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "fabctl._mockrun"],
@@ -149,6 +158,32 @@ def render_config(stack: str, config: dict[str, Any], project_dir: Path = PROJEC
     if error:
         raise RenderError(error["message"], user=error["kind"] == "user")
     return Plan(stack=stack, resources=result["resources"], outputs=result["outputs"], stats=stats)
+
+def linked_stack_outputs(config: dict[str, Any], project_dir: Path) -> dict[str, dict[str, Any]]:
+    """Outputs of the federated sites a stack's config links, from their own stack files in `project_dir`.
+
+    Each linked site is rendered as on its own first deployment (nothing linked: what a site exports to
+    others does not depend on what it reads from them), with its secret outputs kept as mock values.
+    A site without a stack file here has no outputs, so the program reports it as not deployed.
+    """
+    try:
+        federation = parse_site(config.get(SITE_KEY)).federation
+    except ConfigError:
+        return {}  # the render itself reports the config's problems
+    outputs: dict[str, dict[str, Any]] = {}
+    for other in federation.linked:
+        path = stack_file(project_dir, other)
+        if not path.is_file():
+            continue
+        peer_config = copy.deepcopy(read_stack_config(path))
+        peer_config.get(SITE_KEY, {}).get("federation", {}).pop("linked", None)
+        try:
+            plan = render_config(other, peer_config, project_dir, stack_references={}, reveal_outputs=True)
+        except RenderError:
+            continue
+        outputs[f"{federation.organization or MOCK_ORGANIZATION}/{PROJECT}/{other}"] = plan.outputs
+    return outputs
+
 
 def render(stack: str, project_dir: Path = PROJECT_DIR) -> Plan:
     """Render `Pulumi.<stack>.yaml` of the project."""

@@ -41,6 +41,7 @@ def add_bucket(site: dict[str, Any], name: str) -> None:
 def add_peer(site: dict[str, Any], name: str) -> None:
     site["federation"]["peers"][f"site-{name}"] = {}
     site["federation"]["consumers"][f"site-{name}"] = {"replicate_gold": True}
+    site["federation"]["ranges"][f"site-{name}"] = ["172.31.0.0/16"]
 
 
 ADDITIONS = {"team": add_team, "model": add_model, "node": add_node, "bucket": add_bucket, "federated-site": add_peer}

@@ -77,7 +77,7 @@ def test_the_ingress_is_the_only_entry_and_sits_on_an_external_pool(plan_a):
 def test_outside_users_are_allowed_only_to_the_compute_ingress(plan_a):
     flow = plan_a.outputs["network"]["flows"]["compute-ingress"]
     assert (flow["from"], flow["to"], flow["target_port"]) == (["world"], ["compute"], 10443)
-    world_flows = {n: f["to"] for n, f in plan_a.outputs["network"]["flows"].items() if "world" in f["from"]}
+    world_flows = {n: f["to"] for n, f in plan_a.outputs["network"]["flows"].items() if "world" in f.get("from", [])}
     assert world_flows == {"compute-ingress": ["compute"], "s3-external": ["storage"]}
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from components.config import ConfigError, parse_site
-from fabctl.render import render_config
+from fabctl.render import RenderError, render_config
 from helpers import rendered, site_raw, stack_config
 
 SITE_A_EXPORTS = {
@@ -26,12 +26,12 @@ SITE_A_EXPORTS = {
 
 @pytest.fixture(scope="module")
 def site_b_with_site_a():
-    return render_config("site-b", stack_config("site-b"), stack_references={"organization/fab-platform/site-a": SITE_A_EXPORTS})
+    return render_config("site-b", stack_config("site-b"), stack_references={"fab/fab-platform/site-a": SITE_A_EXPORTS})
 
 
 def test_peers_are_read_by_stack_reference(site_b_with_site_a):
     refs = site_b_with_site_a.of_type("pulumi:pulumi:StackReference")
-    assert [r["inputs"]["name"] for r in refs] == ["organization/fab-platform/site-a"]
+    assert [r["inputs"]["name"] for r in refs] == ["fab/fab-platform/site-a"]
 
 
 def test_trino_gets_a_catalog_on_the_peers_polaris(site_b_with_site_a):
@@ -66,9 +66,10 @@ def test_the_peers_gold_lands_in_a_replica_bucket_with_its_own_writer(plan_a):
     assert buckets == {"site-a-replica-site-b"}
 
 
-def test_site_a_renders_without_site_b(plan_a):
+def test_the_offline_render_reads_a_linked_site_from_its_stack_file(plan_a):
     assert plan_a.outputs["federation"] == "[secret]"
-    assert [r["inputs"]["name"] for r in plan_a.of_type("pulumi:pulumi:StackReference")] == ["organization/fab-platform/site-b"]
+    assert [r["inputs"]["name"] for r in plan_a.of_type("pulumi:pulumi:StackReference")] == ["fab/fab-platform/site-b"]
+    assert [c["metadata"]["name"] for c in plan_a.objects("CronJob", "site-a-storage")] == ["gold-to-site-b"]
 
 
 def test_exports_carry_what_peers_need_and_only_that():
@@ -81,6 +82,7 @@ def test_exports_carry_what_peers_need_and_only_that():
 def test_fails_when_a_site_federates_with_itself():
     raw = site_raw("site-b")
     raw["federation"]["peers"]["site-b"] = {}
+    raw["federation"]["ranges"]["site-b"] = ["10.90.0.0/16"]
     with pytest.raises(ConfigError) as info:
         parse_site(raw)
     assert info.value.lines == ["fab-platform:site.federation.peers.site-b: 'site-b' is this site; a site does not federate with itself"]
@@ -109,3 +111,95 @@ def test_the_graph_shows_federation_edges():
     text = mermaid(rendered("site-b"))
     assert 'site_b_storage -. "gold replication" .-> site_a(["site-a"])' in text
     assert 'site_b_compute -. "Trino catalog site_a" .-> site_a(["site-a"])' in text
+
+
+def _unlinked(stack: str) -> dict:
+    config = stack_config(stack)
+    config["fab-platform:site"]["federation"]["linked"] = []
+    return config
+
+
+def test_a_site_deploys_before_its_federated_sites_exist():
+    plan = render_config("site-b", _unlinked("site-b"), stack_references={})
+    assert plan.of_type("pulumi:pulumi:StackReference") == []
+    assert plan.objects("CronJob") == []
+    assert [s for s in plan.objects("Secret") if s["metadata"]["name"].startswith(("polaris-peer-", "replica-target-"))] == []
+    (trino,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "trino"]
+    assert sorted(trino["inputs"]["values"]["catalogs"]) == ["fab"]
+
+
+def test_an_unlinked_site_still_sets_up_its_own_side():
+    plan = render_config("site-b", _unlinked("site-b"), stack_references={})
+    buckets = [r["inputs"]["bucket"] for r in plan.of_type("minio:index/s3Bucket:S3Bucket")]
+    assert "site-b-replica-site-a" in buckets
+    (setup,) = [c for c in plan.objects("ConfigMap") if c["metadata"]["name"] == "polaris-setup"]
+    principals = [p["name"] for p in json.loads(setup["data"]["plan.json"])["principals"]]
+    assert "fab-federation-site-a" in principals
+
+
+def test_fails_when_a_linked_site_exports_nothing():
+    with pytest.raises(RenderError) as info:
+        render_config("site-b", stack_config("site-b"), stack_references={})
+    assert (info.value.user, str(info.value)) == (True, (
+        "fab-platform:site.federation.linked: the stack fab/fab-platform/site-a does not export federation.catalog_uri, "
+        "which this site needs; deploy site-a with site-b in its federation first, or remove site-a from federation.linked "
+        "until then (docs/federation.md)"
+    ))
+
+
+def test_the_stack_reference_is_in_the_stacks_own_organization_by_default():
+    config = stack_config("site-b")
+    del config["fab-platform:site"]["federation"]["organization"]
+    plan = render_config("site-b", config, stack_references={"organization/fab-platform/site-a": SITE_A_EXPORTS})
+    assert [r["inputs"]["name"] for r in plan.of_type("pulumi:pulumi:StackReference")] == ["organization/fab-platform/site-a"]
+
+
+def test_fails_when_linked_names_a_site_that_is_not_federated():
+    raw = site_raw("site-b")
+    raw["federation"]["linked"] = ["site-c"]
+    with pytest.raises(ConfigError) as info:
+        parse_site(raw)
+    assert info.value.lines == ["fab-platform:site.federation.linked[0]: 'site-c' is neither a consumer nor a peer; federated sites: site-a"]
+
+
+def test_federated_sites_reach_only_s3_and_polaris_from_their_ranges(plan_b):
+    flows = {name: flow for name, flow in plan_b.outputs["network"]["flows"].items() if name.startswith("federation-")}
+    assert {name: (flow["from_cidrs"], flow["to"], flow["port"], flow["to_namespace"]) for name, flow in flows.items()} == {
+        "federation-site-a-s3": (["10.64.0.0/14", "10.10.0.0/16"], ["storage"], 9000, "aistor"),
+        "federation-site-a-polaris": (["10.64.0.0/14", "10.10.0.0/16"], ["storage"], 8181, "polaris"),
+    }
+    (rule,) = [p for p in plan_b.objects("CiliumClusterwideNetworkPolicy", "site-b-storage")
+               if p["metadata"]["name"] == "fab-flow-federation-site-a-s3"]
+    assert rule["spec"]["ingress"] == [{
+        "fromCIDRSet": [{"cidr": "10.64.0.0/14"}, {"cidr": "10.10.0.0/16"}],
+        "toPorts": [{"ports": [{"port": "9000", "protocol": "TCP"}]}],
+    }]
+    assert rule["spec"]["endpointSelector"] == {"matchLabels": {"aistor.min.io/objectStore": "aistor", "k8s:io.kubernetes.pod.namespace": "aistor"}}
+
+
+def test_a_peer_only_reaches_s3_to_write_its_replica():
+    raw = site_raw("site-b")
+    del raw["federation"]["consumers"]
+    site = parse_site(raw)
+    assert sorted(n for n in site.flow_table() if n.startswith("federation-")) == ["federation-site-a-s3"]
+
+
+def test_fails_when_a_federated_site_has_no_ranges():
+    raw = site_raw("site-b")
+    del raw["federation"]["ranges"]
+    with pytest.raises(ConfigError) as info:
+        parse_site(raw)
+    assert info.value.lines == [
+        "fab-platform:site.federation.ranges: has no ranges for 'site-a': its traffic arrives from outside this site's "
+        "clusters and is denied unless its source ranges are declared"
+    ]
+
+
+def test_fails_when_a_federated_sites_range_overlaps_this_site():
+    raw = site_raw("site-b")
+    raw["federation"]["ranges"]["site-a"] = ["10.80.0.0/16"]
+    with pytest.raises(ConfigError) as info:
+        parse_site(raw)
+    assert info.value.lines == [
+        "fab-platform:site.federation.ranges.site-a[0]: 10.80.0.0/16 overlaps clusters.storage.pod_cidr (10.80.0.0/16) of this site"
+    ]

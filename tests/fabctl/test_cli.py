@@ -21,8 +21,8 @@ def fabctl(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """A copy of the program (not its stack files), to render stack files written by a test."""
-    for name in ("__main__.py", "Pulumi.yaml"):
+    """A copy of the program and its stack files (federated sites read each other), to render stack files written by a test."""
+    for name in ("__main__.py", "Pulumi.yaml", "Pulumi.site-a.yaml", "Pulumi.site-b.yaml"):
         shutil.copy(PROJECT_DIR / name, tmp_path / name)
     shutil.copytree(PROJECT_DIR / "components", tmp_path / "components", ignore=shutil.ignore_patterns("__pycache__"))
     return tmp_path
