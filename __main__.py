@@ -60,6 +60,11 @@ training = TrainingPool(
     TrainingPoolArgs(site=site, providers=providers, storage=storage, airflow_namespace=compute.airflow_namespace),
 )
 
+# Every object declared as existing (`adopt`) must be one the platform manages: a misspelt name would
+# otherwise be created anew instead of imported.
+if unclaimed := site.adopt.unclaimed():
+    raise pulumi.RunError("\n".join(unclaimed))
+
 pulumi.export("site", {"name": site.name, "domain": site.domain})
 pulumi.export("network", {"clusters": network.clusters, "flows": network.flows})
 pulumi.export("identity", {"realm": identity.realm_id, "issuer_url": identity.issuer_url, "team_groups": identity.team_groups})

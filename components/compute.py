@@ -235,13 +235,14 @@ class ComputeCluster(pulumi.ComponentResource):
             preemption_policy="Never", description="ETL and backfills: yield to interactive work.", opts=self._child,
         )
 
+    def _plain_namespace(self, ns: str, opts: pulumi.ResourceOptions | None = None, labels: dict[str, str] | None = None) -> k8s.core.v1.Namespace:
+        return namespace(f"{self._name}-ns-{ns}", ns, opts or self._child, labels=labels,
+                         existing=self._site.adopt.claims("namespace", self._key, ns))
+
     def _namespace(self, ns: str, ui: bool = True, aliases: list[pulumi.Alias] | None = None) -> k8s.core.v1.Namespace:
         """A namespace with a quota (CPU, memory, and zero GPUs: compute never requests one) and container defaults."""
         cpu, memory = NAMESPACE_QUOTAS[ns]
-        resource = namespace(
-            f"{self._name}-ns-{ns}", ns, pulumi.ResourceOptions(parent=self, aliases=aliases),
-            labels={ROUTES_LABEL: GATEWAY} if ui else None,
-        )
+        resource = self._plain_namespace(ns, pulumi.ResourceOptions(parent=self, aliases=aliases), labels={ROUTES_LABEL: GATEWAY} if ui else None)
         after = pulumi.ResourceOptions(parent=self, depends_on=[resource])
         k8s.core.v1.ResourceQuota(
             f"{self._name}-quota-{ns}",
@@ -266,6 +267,8 @@ class ComputeCluster(pulumi.ComponentResource):
         listeners = [https_listener(ui, ui_host(self._site, ui), ingress.tls_secret, GATEWAY) for ui in uis]
         self._gateway_resource = envoy_gateway(
             self._name, self._child,
+            adopt=self._site.adopt,
+            cluster=self._key,
             gateway=GATEWAY,
             gateway_class="fab-compute",
             description="The site's only entry for outside users.",
@@ -302,14 +305,16 @@ class ComputeCluster(pulumi.ComponentResource):
 
     def _release(self, logical: str, chart: versions.HelmChart, ns: str, values: dict[str, Any],
                  depends_on: list[pulumi.Resource], release: str | None = None) -> k8s.helm.v3.Release:
-        return helm_release(f"{self._name}-{logical}", chart, name=release or logical, namespace=ns, values=values,
-                            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on))
+        name = release or logical
+        return helm_release(f"{self._name}-{logical}", chart, name=name, namespace=ns, values=values,
+                            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
+                            existing=self._site.adopt.claims("helm_release", self._key, f"{ns}/{name}"))
 
     # ---------------------------------------------------------------------------------------------
     # Databases of the UIs (CloudNativePG, protected).
 
     def _cnpg_operator(self) -> k8s.helm.v3.Release:
-        ns = namespace(f"{self._name}-ns-{CNPG_NAMESPACE}", CNPG_NAMESPACE, self._child)
+        ns = self._plain_namespace(CNPG_NAMESPACE)
         return self._release("cnpg", versions.CLOUDNATIVE_PG, CNPG_NAMESPACE, {"replicaCount": 2}, [ns])
 
     def _database(self, app: str, ns: str, ns_resource: pulumi.Resource) -> tuple[k8s.core.v1.Secret, pulumi.Output[str]]:
@@ -351,7 +356,7 @@ class ComputeCluster(pulumi.ComponentResource):
                 "queues.yaml": yunikorn_queues(site),
                 "admissionController.filtering.processNamespaces": f"^{SPARK_NAMESPACE}$",
             }},
-            [namespace(f"{self._name}-ns-yunikorn", "yunikorn", self._child)],
+            [self._plain_namespace("yunikorn")],
         )
         self._release(
             "spark-operator", versions.SPARK_OPERATOR, "spark-operator",
@@ -361,7 +366,7 @@ class ComputeCluster(pulumi.ComponentResource):
                 # env/envFrom on drivers and executors (the credentials) are injected by the webhook.
                 "webhook": {"enable": True},
             },
-            [yunikorn, ns, namespace(f"{self._name}-ns-spark-operator", "spark-operator", self._child)],
+            [yunikorn, ns, self._plain_namespace("spark-operator")],
         )
         k8s.core.v1.ConfigMap(
             f"{self._name}-spark-defaults",

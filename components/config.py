@@ -18,7 +18,7 @@ from itertools import combinations
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 PROJECT = "fab-platform"
 CONFIG_KEY = "site"
@@ -120,11 +120,26 @@ class CiliumSettings(_Model):
 
     managed: Flag = Field(
         True,
-        description="Install and upgrade Cilium with its pinned Helm chart. Set false where Cilium is already "
-        "installed: only its BGP, LB-IPAM and policy objects are then managed. Defaults to true.",
+        description="Install and upgrade Cilium with its pinned Helm chart; on a running cluster, adopt its existing "
+        "release (`adopt.helm_releases`). Set false where Cilium is installed by other means: only its BGP, LB-IPAM and "
+        "policy objects are then managed, and joining the ClusterMesh is up to that installation. Defaults to true.",
     )
     operator_replicas: int = Field(2, ge=1, le=5, strict=True, description="cilium-operator replicas. Defaults to 2.")
     hubble_ui: Flag = Field(True, description="Deploy the Hubble UI next to Hubble Relay. Defaults to true.")
+
+
+RELEASE_REF = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _release_ref(value: str) -> str:
+    if len(value) > 117 or not RELEASE_REF.fullmatch(value):
+        raise ValueError("must be <namespace>/<release name>, for example kube-system/cilium")
+    return value
+
+
+ReleaseRef = Annotated[str, AfterValidator(_release_ref)]
+CILIUM_RELEASE = "kube-system/cilium"
+"""Where the program installs Cilium (namespace/release): what an existing installation is adopted as."""
 
 
 class ClusterConfig(_Model):
@@ -256,6 +271,62 @@ class IdentityConfig(_Model):
         False,
         description="Create the realm (protected from deletion). Defaults to false: the realm exists and is referenced.",
     )
+
+
+class AdoptConfig(_Model):
+    """Objects that exist already: imported into the stack (Pulumi `import`) on the next `pulumi up`, whose preview
+    shows the import and then what changes on them. Anything that exists and is not listed here is never created
+    over: creating it fails. `python -m fabctl import` writes the same list as a `pulumi import` file."""
+
+    buckets: list[BucketName] = Field(default_factory=list, description="Buckets (of `storage.buckets`, or federation replicas) that exist in the object store. Defaults to none.")
+    minio_users: list[str] = Field(
+        default_factory=list,
+        description="MinIO users of the platform (`fab-<engine>`, `fab-replica-<site>`) that exist; creating one would "
+        "reset its secret. Defaults to none.",
+    )
+    minio_policies: list[str] = Field(
+        default_factory=list, description="MinIO policies of the platform (same names as its users) that exist. Defaults to none."
+    )
+    realm: Flag = Field(False, description="The realm `identity.realm` exists; needs `identity.create_realm`. Defaults to false.")
+    namespaces: dict[DnsLabel, list[DnsLabel]] = Field(
+        default_factory=dict, description="Cluster key -> namespaces the platform creates there that exist already. Defaults to none."
+    )
+    helm_releases: dict[DnsLabel, list[ReleaseRef]] = Field(
+        default_factory=dict,
+        description=f"Cluster key -> `<namespace>/<release>` of releases the platform installs there that exist already, "
+        f"such as `{CILIUM_RELEASE}`. Defaults to none.",
+    )
+    _claimed: set[tuple[str, ...]] = PrivateAttr(default_factory=set)
+
+    def claims(self, kind: str, *key: str) -> bool:
+        """Whether the object is declared as existing; recorded, so that `unclaimed()` names declarations nothing matched."""
+        declared = {
+            "bucket": lambda b: b in self.buckets,
+            "minio_user": lambda u: u in self.minio_users,
+            "minio_policy": lambda p: p in self.minio_policies,
+            "realm": lambda: self.realm,
+            "namespace": lambda cluster, name: name in self.namespaces.get(cluster, []),
+            "helm_release": lambda cluster, ref: ref in self.helm_releases.get(cluster, []),
+        }[kind](*key)
+        if declared:
+            self._claimed.add((kind, *key))
+        return declared
+
+    def declared(self) -> list[tuple[tuple[str | int, ...], tuple[str, ...]]]:
+        """(key path, claim) of every declaration."""
+        out: list[tuple[tuple[str | int, ...], tuple[str, ...]]] = []
+        out += [(("adopt", "buckets", i), ("bucket", b)) for i, b in enumerate(self.buckets)]
+        out += [(("adopt", "minio_users", i), ("minio_user", u)) for i, u in enumerate(self.minio_users)]
+        out += [(("adopt", "minio_policies", i), ("minio_policy", p)) for i, p in enumerate(self.minio_policies)]
+        out += [(("adopt", "realm"), ("realm",))] if self.realm else []
+        out += [(("adopt", "namespaces", c, i), ("namespace", c, n)) for c, names in sorted(self.namespaces.items()) for i, n in enumerate(names)]
+        out += [(("adopt", "helm_releases", c, i), ("helm_release", c, r)) for c, refs in sorted(self.helm_releases.items()) for i, r in enumerate(refs)]
+        return out
+
+    def unclaimed(self) -> list[str]:
+        """Declarations that matched no object the program manages, as error lines."""
+        return [f"{_where(path)}: {claim[-1]!r} is not an object the platform manages; remove it or fix the name"
+                for path, claim in self.declared() if claim not in self._claimed and claim != ("realm",)]
 
 
 class Bucket(_Model):
@@ -667,6 +738,14 @@ class SiteConfig(_Model):
 
     name: DnsLabel = Field(description="Site name, for example site-a; prefixes every cluster name.")
     domain: DnsName = Field(description="Internal DNS domain of the site, for example site-a.fab.internal.")
+    ca_bundle: str | None = Field(
+        None, min_length=1,
+        description="PEM file, relative to the project directory, with the CA certificates of the site's PKI that issued "
+        "the certificates of its endpoints (AIStor, Keycloak). Every client the program runs trusts it: the MinIO and "
+        "Keycloak providers, its own MinIO calls, and the pods that call AIStor (weights sync, gold copy, Postgres "
+        "backups). Public certificates only. Defaults to the system's trust store.",
+    )
+    adopt: AdoptConfig = Field(default_factory=AdoptConfig, description="Objects that exist already and are imported, never created over.")
     minio: MinioEndpoint = Field(description="The object store's admin endpoint for the minio provider.")
     keycloak: KeycloakEndpoint = Field(description="The site's Keycloak for the keycloak provider.")
     clusters: dict[DnsLabel, ClusterConfig] = Field(min_length=1, description="Clusters by key (storage, compute, gpu, ...).")
@@ -691,6 +770,10 @@ class SiteConfig(_Model):
         "from compute and GPU clusters to storage, the inference gateway from compute to gpu clusters, and the "
         "MultiKueue manager on compute to every GPU cluster's API server.",
     )
+
+    def ca_bundle_pem(self) -> str | None:
+        """The site CA bundle's certificates (checked by a config rule)."""
+        return _read_ca_bundle(self.ca_bundle) if self.ca_bundle else None
 
     def cluster_name(self, key: str) -> str:
         """Cilium cluster name and provider name of a cluster: `<site>-<key>`."""
@@ -794,6 +877,7 @@ class SiteConfig(_Model):
             *_compute_problems(self),
             *_federation_problems(self),
             *_vip_problems(self),
+            *_adoption_problems(self),
         ]
         if problems:
             raise SiteRuleError(problems)
@@ -1326,6 +1410,54 @@ def _federation_problems(site: SiteConfig) -> Iterator[Problem]:
                     f"team {team!r} cannot train on {name}'s GPUs: no data is replicated there; remote GPUs are used only "
                     "for replicated (gold) data, so set replicate_gold"
                 )
+
+
+PEM_CERTIFICATE = re.compile(r"-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+-----END CERTIFICATE-----")
+
+
+def _read_ca_bundle(path: str) -> str:
+    """The certificates of a PEM file (paths relative to the working directory: the project's, under Pulumi and fabctl)."""
+    from pathlib import Path
+
+    text = Path(path).read_text(encoding="ascii")
+    return "\n".join(PEM_CERTIFICATE.findall(text)) + "\n"
+
+
+def _adoption_problems(site: SiteConfig) -> Iterator[Problem]:
+    adopt = site.adopt
+    if site.ca_bundle is not None:
+        try:
+            if not _read_ca_bundle(site.ca_bundle).strip():
+                yield ("ca_bundle",), f"{site.ca_bundle!r} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+        except (OSError, UnicodeDecodeError) as exc:
+            yield ("ca_bundle",), f"{site.ca_bundle!r} cannot be read ({exc.strerror or exc}); paths are relative to the project directory"
+    replicas = {replica_bucket(site.name, peer) for peer in site.federation.peers}
+    for i, bucket in enumerate(adopt.buckets):
+        if bucket not in site.storage.buckets and bucket not in replicas:
+            yield ("adopt", "buckets", i), f"{bucket!r} is not a bucket of storage.buckets or a federation replica bucket"
+    for field in ("minio_users", "minio_policies"):
+        for i, name in enumerate(getattr(adopt, field)):
+            if not name.startswith("fab-"):
+                yield ("adopt", field, i), f"{name!r} is not a platform name: the platform's MinIO users and policies are fab-<engine> and fab-replica-<site>"
+    if adopt.realm and not site.identity.create_realm:
+        yield ("adopt", "realm"), "true needs identity.create_realm: true; a realm the platform does not manage is only referenced"
+    for field in ("namespaces", "helm_releases"):
+        for cluster in sorted(getattr(adopt, field)):
+            if cluster not in site.clusters:
+                yield ("adopt", field, cluster), f"{cluster!r} is not a cluster of this site; clusters: {', '.join(sorted(site.clusters))}"
+    store = site.storage.object_store
+    for key in site.keys_with_role("storage"):
+        if site.clusters[key].cilium.managed and not store.install and CILIUM_RELEASE not in adopt.helm_releases.get(key, []):
+            yield ("clusters", key, "cilium", "managed"), (
+                f"true (the default) would install Cilium over the CNI of a running cluster (storage.object_store.install "
+                f"is false: its AIStor is adopted); adopt its Cilium release with adopt.helm_releases.{key}: "
+                f"[{CILIUM_RELEASE}], or set managed: false where Cilium is installed by other means"
+            )
+
+
+def replica_bucket(site: str, peer: str) -> str:
+    """The bucket a site keeps a peer's gold in."""
+    return f"{site}-replica-{peer}"
 
 
 def _vip_problems(site: SiteConfig) -> Iterator[Problem]:

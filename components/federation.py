@@ -26,18 +26,14 @@ import pulumi_kubernetes as k8s
 import pulumi_minio as minio
 
 from components import versions
-from components.bucket_tags import BucketTags
-from components.config import PROJECT, SiteConfig
-from components.kube import WORKLOAD_SKIPS, checkov_skips, namespace, restricted_security_context
+from components.minio_admin import BucketTags
+from components.config import PROJECT, SiteConfig, replica_bucket
+from components.kube import WORKLOAD_SKIPS, adopted, checkov_skips, namespace, restricted_security_context
 from components.providers import SiteProviders
-from components.storage import StorageCluster, policy_document
+from components.storage import MC_CA_DIR, StorageCluster, policy_document
 
 REPLICATION_NAMESPACE = "fab-replication"
 MIRROR_SCHEDULE = "*/15 * * * *"
-
-
-def replica_bucket(site: str, peer: str) -> str:
-    return f"{site}-replica-{peer}"
 
 
 @dataclass(frozen=True)
@@ -67,10 +63,17 @@ class SiteFederation(pulumi.ComponentResource):
             other: pulumi.StackReference(f"{name}-{other}", stack_name=stack_name(site, other), opts=pulumi.ResourceOptions(parent=self))
             for other in sorted(federation.linked)
         }
-        replica_targets = {peer: self._replica(peer) for peer in sorted(federation.peers)}
+        peers = sorted(federation.peers)
+        writers = [f"fab-replica-{peer}" for peer in peers]
+        self._names_free = args.storage.minio_names_guard(
+            f"{name}-names-free", users=writers, policies=writers, buckets=[replica_bucket(site.name, p) for p in peers],
+            opts=pulumi.ResourceOptions(parent=self),
+        ) if peers else None
+        replica_targets = {peer: self._replica(peer) for peer in peers}
         mirrored = sorted(c for c, spec in federation.consumers.items() if spec.replicate_gold and c in self.references)
         if mirrored:
-            ns = namespace(f"{name}-ns-{REPLICATION_NAMESPACE}", REPLICATION_NAMESPACE, pulumi.ResourceOptions(parent=self))
+            ns = namespace(f"{name}-ns-{REPLICATION_NAMESPACE}", REPLICATION_NAMESPACE, pulumi.ResourceOptions(parent=self),
+                           existing=site.adopt.claims("namespace", self._storage_key, REPLICATION_NAMESPACE))
             local = args.storage.grant("replication", self._storage_key, REPLICATION_NAMESPACE, depends_on=[ns])
             for consumer in mirrored:
                 self._mirror(consumer, ns, local)
@@ -124,24 +127,28 @@ class SiteFederation(pulumi.ComponentResource):
     def _replica(self, peer: str) -> dict[str, Any]:
         """The bucket this site keeps a peer's gold in, with a writer only the peer uses; exported for the peer."""
         site = self._site
-        bucket_name = replica_bucket(site.name, peer)
+        bucket_name, writer = replica_bucket(site.name, peer), f"fab-replica-{peer}"
+        adopt = site.adopt
         child = pulumi.ResourceOptions(parent=self)
+        guarded = lambda kind, name, **more: pulumi.ResourceOptions.merge(  # noqa: E731
+            pulumi.ResourceOptions(parent=self, depends_on=[self._names_free, *more.pop("depends_on", [])], **more),
+            adopted(adopt.claims(kind, name), name),
+        )
         bucket = minio.S3Bucket(
             f"{self._name}-replica-{peer}", bucket=bucket_name, acl="private", force_destroy=False,
-            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True),
+            opts=guarded("bucket", bucket_name, protect=True, retain_on_delete=True),
         )
         BucketTags(
             f"{self._name}-replica-{peer}-tags", bucket=bucket_name,
             tags={"fab.internal/class": "gold", "fab.internal/residency": "replica", "fab.internal/site": site.name,
                   "fab.internal/source-site": peer},
-            server=site.minio.server, ssl=site.minio.ssl, region=site.minio.region,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[bucket]),
+            endpoint=self._storage.admin_endpoint, opts=pulumi.ResourceOptions(parent=self, depends_on=[bucket]),
         )
-        policy = minio.IamPolicy(f"{self._name}-replica-{peer}-policy", name=f"fab-replica-{peer}",
+        policy = minio.IamPolicy(f"{self._name}-replica-{peer}-policy", name=writer,
                                  policy=json.dumps(policy_document([], [bucket_name]), sort_keys=True),
-                                 opts=pulumi.ResourceOptions(parent=self, depends_on=[bucket]))
-        user = minio.IamUser(f"{self._name}-replica-{peer}-user", name=f"fab-replica-{peer}",
-                             tags={"fab.internal/engine": "replica-writer", "fab.internal/site": peer}, opts=child)
+                                 opts=guarded("minio_policy", writer, depends_on=[bucket]))
+        user = minio.IamUser(f"{self._name}-replica-{peer}-user", name=writer,
+                             tags={"fab.internal/engine": "replica-writer", "fab.internal/site": peer}, opts=guarded("minio_user", writer))
         attachment = minio.IamUserPolicyAttachment(f"{self._name}-replica-{peer}-attachment", user_name=user.name,
                                                    policy_name=policy.name, opts=child)
         keys = minio.IamServiceAccount(f"{self._name}-replica-{peer}-keys", target_user=user.name,
@@ -150,6 +157,7 @@ class SiteFederation(pulumi.ComponentResource):
                 "secret_key": pulumi.Output.secret(keys.secret_key)}
 
     def _mirror(self, consumer: str, ns: k8s.core.v1.Namespace, local: k8s.core.v1.Secret) -> None:
+        # The peer's endpoint is under its own domain: the CA bundle must hold the peer site's CA as well.
         """Every few minutes, copy each gold bucket into the consumer's replica of this site (and nothing else)."""
         site = self._site
         target = self._required(consumer, ("replica_targets", site.name))
@@ -167,7 +175,8 @@ class SiteFederation(pulumi.ComponentResource):
         )
         gold = sorted(n for n, b in site.storage.buckets.items() if b.data_class == "gold")
         env = [{"name": "MC_CONFIG_DIR", "value": "/work/.mc"}]
-        mounts = [{"name": "work", "mountPath": "/work"}]
+        ca = self._storage.site_ca(self._storage_key, REPLICATION_NAMESPACE, [ns])
+        mounts = [{"name": "work", "mountPath": "/work"}, *ca.mounts(MC_CA_DIR)]
         small = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
 
         def mc(name: str, args: list[str], secret: str) -> dict[str, Any]:
@@ -197,10 +206,10 @@ class SiteFederation(pulumi.ComponentResource):
                     "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
                     "initContainers": init,
                     "containers": [main],
-                    "volumes": [{"name": "work", "emptyDir": {"sizeLimit": "64Mi"}}],
+                    "volumes": [{"name": "work", "emptyDir": {"sizeLimit": "64Mi"}}, *ca.volumes()],
                 }}}},
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[remote, local]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[remote, local, *ca.resources()]),
         )
 
 

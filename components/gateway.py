@@ -14,6 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
+from components.config import AdoptConfig
 from components.kube import helm_release, namespace
 
 GATEWAY_NAMESPACE = "envoy-gateway-system"
@@ -32,13 +33,15 @@ def https_listener(name: str, hostname: str, tls_secret: str, gateway: str) -> d
     }
 
 
-def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, gateway: str, gateway_class: str, description: str,
-                  service_labels: dict[str, str], vip: str, listeners: list[dict[str, Any]]) -> k8s.apiextensions.CustomResource:
-    """Envoy Gateway and one Gateway named `gateway` in envoy-gateway-system; returns the Gateway."""
-    ns = namespace(f"{prefix}-ns-{GATEWAY_NAMESPACE}", GATEWAY_NAMESPACE, opts)
+def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: AdoptConfig, cluster: str, gateway: str, gateway_class: str,
+                  description: str, service_labels: dict[str, str], vip: str, listeners: list[dict[str, Any]]) -> k8s.apiextensions.CustomResource:
+    """Envoy Gateway and one Gateway named `gateway` in envoy-gateway-system of `cluster`; returns the Gateway."""
+    ns = namespace(f"{prefix}-ns-{GATEWAY_NAMESPACE}", GATEWAY_NAMESPACE, opts,
+                   existing=adopt.claims("namespace", cluster, GATEWAY_NAMESPACE))
     controller = helm_release(
         f"{prefix}-envoy-gateway", versions.ENVOY_GATEWAY, name="envoy-gateway", namespace=GATEWAY_NAMESPACE,
         values={"deployment": {"replicas": 2}}, opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns])),
+        existing=adopt.claims("helm_release", cluster, f"{GATEWAY_NAMESPACE}/envoy-gateway"),
     )
     after = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[controller]))
 

@@ -127,6 +127,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.gpu_operator = helm_release(
             f"{name}-gpu-operator", versions.GPU_OPERATOR, name="gpu-operator", namespace=GPU_OPERATOR_NAMESPACE,
             values=gpu_operator_values(), postrender=POSTRENDER, opts=pulumi.ResourceOptions(parent=self, depends_on=[gpu_ns]),
+            existing=site.adopt.claims("helm_release", key, f"{GPU_OPERATOR_NAMESPACE}/gpu-operator"),
         )
         # Pools follow the active profile: switching profiles changes this rule, and NFD re-labels and
         # re-taints the nodes that move. Its CRD comes with the GPU Operator chart's node-feature-discovery.
@@ -153,6 +154,7 @@ class GpuCluster(pulumi.ComponentResource):
             f"{name}-network-operator", versions.NETWORK_OPERATOR, name="network-operator", namespace=NETWORK_OPERATOR_NAMESPACE,
             values={"nfd": {"enabled": False}},  # the GPU Operator's node-feature-discovery serves both
             opts=pulumi.ResourceOptions(parent=self, depends_on=[nic_ns, self.gpu_operator]),
+            existing=site.adopt.claims("helm_release", key, f"{NETWORK_OPERATOR_NAMESPACE}/network-operator"),
         )
         nic_opts = pulumi.ResourceOptions(parent=self, depends_on=[self.network_operator])
         nic_policy = k8s.apiextensions.CustomResource(
@@ -205,7 +207,8 @@ class GpuCluster(pulumi.ComponentResource):
         self.register_outputs({"pools": self.pools})
 
     def _privileged_namespace(self, name: str) -> k8s.core.v1.Namespace:
-        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), privileged_reason=PRIVILEGED_REASON)
+        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), privileged_reason=PRIVILEGED_REASON,
+                         existing=self._site.adopt.claims("namespace", self._key, name))
 
 
 

@@ -16,6 +16,7 @@ import pulumi
 import pulumi_keycloak as keycloak
 
 from components.config import SiteConfig
+from components.kube import adopted
 
 GROUPS_SCOPE = "groups"
 PLATFORM_USERS = "platform-users"
@@ -82,7 +83,10 @@ class SiteIdentity(pulumi.ComponentResource):
                 ssl_required="all",
                 registration_allowed=False,
                 # The realm holds every user and group of the site: never deleted by a stack change.
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(protect=True, retain_on_delete=True)),
+                opts=pulumi.ResourceOptions.merge(
+                    pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(protect=True, retain_on_delete=True)),
+                    adopted(site.adopt.claims("realm"), site.identity.realm),
+                ),
             )
             realm_id: pulumi.Input[str] = self.realm.id
         else:

@@ -40,7 +40,7 @@ from components.identity import SiteIdentity
 from components.kube import WORKLOAD_SKIPS, checkov_skips, namespace, restricted_security_context
 from components.network import CrossClusterNetwork
 from components.providers import SiteProviders
-from components.storage import StorageCluster
+from components.storage import MC_CA_DIR, SiteCa, StorageCluster
 
 GATEWAY_NAME = "llm"
 GATEWAY_CLASS = "fab-llm"
@@ -104,9 +104,10 @@ class InferencePool(pulumi.ComponentResource):
 
         namespace = self._namespace(INFERENCE_NAMESPACE)
         s3 = args.storage.grant("inference", self._cluster, INFERENCE_NAMESPACE, depends_on=[namespace])
+        ca = args.storage.site_ca(self._cluster, INFERENCE_NAMESPACE, [namespace])
         ipoib = ipoib_enabled(site, self._cluster)
         self.deployments = {
-            model: self._model(model, sized[model], s3, [namespace, args.gpu], ipoib) for model in sorted(inference.models)
+            model: self._model(model, sized[model], s3, ca, [namespace, args.gpu], ipoib) for model in sorted(inference.models)
         }
 
         gateway = self._gateway(args.network, hostname)
@@ -149,12 +150,13 @@ class InferencePool(pulumi.ComponentResource):
         self.register_outputs({"serving": self.serving, "capacity": self.capacity, "dns_records": self.dns_records})
 
     def _namespace(self, name: str) -> k8s.core.v1.Namespace:
-        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), labels={ROUTES_LABEL: GATEWAY_NAME})
+        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), labels={ROUTES_LABEL: GATEWAY_NAME},
+                         existing=self._site.adopt.claims("namespace", self._cluster, name))
 
     # ---------------------------------------------------------------------------------------------
     # Models.
 
-    def _model(self, model: str, size: ModelCapacity, s3: k8s.core.v1.Secret, depends_on: list[pulumi.Resource],
+    def _model(self, model: str, size: ModelCapacity, s3: k8s.core.v1.Secret, ca: SiteCa, depends_on: list[pulumi.Resource],
                ipoib: bool) -> k8s.apps.v1.Deployment:
         site = self._site
         spec = site.inference.models[model]
@@ -178,7 +180,7 @@ class InferencePool(pulumi.ComponentResource):
                 "env": mc_env,
                 "securityContext": restricted_security_context(VLLM_USER),
                 "resources": small,
-                "volumeMounts": [{"name": "work", "mountPath": "/work"}],
+                "volumeMounts": [{"name": "work", "mountPath": "/work"}, *ca.mounts(MC_CA_DIR)],
             },
             {
                 "name": "weights-sync",
@@ -188,7 +190,7 @@ class InferencePool(pulumi.ComponentResource):
                 "env": mc_env,
                 "securityContext": restricted_security_context(VLLM_USER),
                 "resources": small,
-                "volumeMounts": [{"name": "work", "mountPath": "/work"}, {"name": "model-cache", "mountPath": "/models"}],
+                "volumeMounts": [{"name": "work", "mountPath": "/work"}, {"name": "model-cache", "mountPath": "/models"}, *ca.mounts(MC_CA_DIR)],
             },
         ]
         gpu_resources: dict[str, Any] = {"nvidia.com/gpu": str(tp)}
@@ -261,12 +263,13 @@ class InferencePool(pulumi.ComponentResource):
                             {"name": "home", "emptyDir": {"sizeLimit": "8Gi"}},
                             {"name": "tmp", "emptyDir": {"sizeLimit": "8Gi"}},
                             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
+                            *ca.volumes(),
                         ],
                         "terminationGracePeriodSeconds": 120,
                     },
                 },
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on, s3]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on, s3, *ca.resources()]),
         )
         k8s.policy.v1.PodDisruptionBudget(
             f"{self._name}-vllm-{model}-pdb",
@@ -290,6 +293,8 @@ class InferencePool(pulumi.ComponentResource):
         opts = pulumi.ResourceOptions(parent=self)
         gateway = envoy_gateway(
             self._name, opts,
+            adopt=self._site.adopt,
+            cluster=self._cluster,
             gateway=GATEWAY_NAME,
             gateway_class=GATEWAY_CLASS,
             description="The site's inference gateway.",

@@ -28,12 +28,22 @@ class FlatCustomResource(pulumi.CustomResource):
         super().__init__(f"kubernetes:{api_version}:{kind}", name, props, opts)
 
 
+def adopted(existing: bool, import_id: str) -> pulumi.ResourceOptions:
+    """Options that import an existing object (config `adopt`) instead of creating it; nothing otherwise.
+
+    Pulumi imports it on the next `pulumi up` and then updates it to the program's inputs, both shown in
+    the preview; the option stays in place afterwards (a no-op once the object is in the stack).
+    """
+    return pulumi.ResourceOptions(import_=import_id) if existing else pulumi.ResourceOptions()
+
+
 def helm_release(logical: str, chart: HelmChart, *, name: str, namespace: str, values: pulumi.Input[dict[str, Any]],
-                 opts: pulumi.ResourceOptions, postrender: str | None = None) -> k8s.helm.v3.Release:
+                 opts: pulumi.ResourceOptions, postrender: str | None = None, existing: bool = False) -> k8s.helm.v3.Release:
     """A Helm release of a pinned chart from its repository or OCI registry, with bounded history and the chart's timeout.
 
     Pulumi waits (Helm's `--wait`) until the release's objects are ready, LoadBalancer Services included,
-    so nothing a release installs may need something created after it.
+    so nothing a release installs may need something created after it. `existing` imports a release
+    that is installed already (`<namespace>/<name>`).
     """
     oci = chart.repo.startswith("oci://")
     return k8s.helm.v3.Release(
@@ -47,7 +57,7 @@ def helm_release(logical: str, chart: HelmChart, *, name: str, namespace: str, v
         postrender=postrender,
         max_history=HELM_HISTORY,
         timeout=chart.timeout_sec,
-        opts=opts,
+        opts=pulumi.ResourceOptions.merge(opts, adopted(existing, f"{namespace}/{name}")),
     )
 
 
@@ -61,8 +71,8 @@ RESTRICTED = {
 
 
 def namespace(logical: str, name: str, opts: pulumi.ResourceOptions, labels: dict[str, str] | None = None,
-              privileged_reason: str | None = None) -> k8s.core.v1.Namespace:
-    """A namespace at Pod Security `restricted`, or `privileged` with the reason recorded on it."""
+              privileged_reason: str | None = None, existing: bool = False) -> k8s.core.v1.Namespace:
+    """A namespace at Pod Security `restricted`, or `privileged` with the reason recorded on it; `existing` imports it."""
     pss = RESTRICTED if privileged_reason is None else {
         "pod-security.kubernetes.io/enforce": "privileged",
         "pod-security.kubernetes.io/warn": "privileged",
@@ -70,7 +80,7 @@ def namespace(logical: str, name: str, opts: pulumi.ResourceOptions, labels: dic
     metadata: dict[str, Any] = {"name": name, "labels": {**MANAGED_BY, **(labels or {}), **pss}}
     if privileged_reason is not None:
         metadata["annotations"] = {"fab.internal/privileged-reason": privileged_reason}
-    return k8s.core.v1.Namespace(logical, metadata=metadata, opts=opts)
+    return k8s.core.v1.Namespace(logical, metadata=metadata, opts=pulumi.ResourceOptions.merge(opts, adopted(existing, name)))
 
 
 def restricted_security_context(user: int) -> dict[str, Any]:

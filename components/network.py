@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 import pulumi_tls as tls
 
 from components import versions
-from components.config import WORLD, ClusterConfig, Flow, SiteConfig
+from components.config import CILIUM_RELEASE, WORLD, ClusterConfig, Flow, SiteConfig
 from components.kube import helm_release
 from components.providers import SiteProviders
 
@@ -30,7 +30,7 @@ RULE_LABEL = "fab.internal/rule"
 """Label on every generated Cilium policy: default-deny, flow or clustermesh."""
 FLOW_LABEL = "fab.internal/flow"
 
-CILIUM_NAMESPACE = "kube-system"
+CILIUM_NAMESPACE = CILIUM_RELEASE.split("/")[0]
 CLUSTERMESH_PORT = 2379
 CLUSTERMESH_SERVICE = "clustermesh-apiserver-vip"
 CLUSTER_LABEL = "io.cilium.k8s.policy.cluster"
@@ -74,6 +74,7 @@ class CrossClusterNetwork(pulumi.ComponentResource):
                 self.cilium_releases[key] = helm_release(
                     f"{prefix}-cilium", versions.CILIUM, name="cilium", namespace=CILIUM_NAMESPACE,
                     values=cilium_values(site, key, ca_cert, ca_key), opts=opts_k,
+                    existing=site.adopt.claims("helm_release", key, CILIUM_RELEASE),
                 )
             # The operator registers Cilium's CRDs when it starts, so the objects wait for the release.
             release = self.cilium_releases.get(key)

@@ -45,12 +45,16 @@ def site_providers(site: SiteConfig) -> SiteProviders:
         minio_server=site.minio.server,
         minio_ssl=site.minio.ssl,
         minio_region=site.minio.region,
+        # A path the provider reads, relative to the project directory (where Pulumi runs it), so that it is the
+        # same on every machine that deploys the stack.
+        minio_cacert_file=site.ca_bundle,
     )
     identity = keycloak.Provider(
         f"{site.name}-keycloak",
         url=site.keycloak.url,
         realm=site.keycloak.admin_realm,
         client_id=site.keycloak.client_id,
+        root_ca_certificate=site.ca_bundle_pem(),
     )
     return SiteProviders(kubernetes=clusters, minio=object_store, keycloak=identity)
 

@@ -23,8 +23,8 @@ import pulumi_random as random
 import pulumi_tls as tls
 
 from components import versions
-from components.bucket_tags import BucketTags
-from components.kube import WORKLOAD_SKIPS, checkov_skips, helm_release, namespace, restricted_security_context
+from components.kube import WORKLOAD_SKIPS, adopted, checkov_skips, helm_release, namespace, restricted_security_context
+from components.minio_admin import AdminEndpoint, BucketTags, MinioNamesFree
 from components.config import REPLICABLE_CLASSES, SiteConfig
 from components.network import CrossClusterNetwork
 from components.providers import SiteProviders
@@ -215,6 +215,28 @@ class StorageClusterArgs:
     """The object store's root password (a Pulumi secret); required when the object store is installed."""
 
 
+SITE_CA_SECRET = "fab-site-ca"
+SITE_CA_KEY = "ca.crt"
+MC_CA_DIR = "/work/.mc/certs/CAs"
+"""Where the MinIO client (with MC_CONFIG_DIR=/work/.mc) looks for the CAs it trusts besides the system's."""
+
+
+@dataclass(frozen=True)
+class SiteCa:
+    """The site CA bundle delivered to one namespace (as the Secret `fab-site-ca`), or nothing without a bundle."""
+
+    secret: k8s.core.v1.Secret | None
+
+    def volumes(self) -> list[dict[str, Any]]:
+        return [{"name": "site-ca", "secret": {"secretName": SITE_CA_SECRET}}] if self.secret else []
+
+    def mounts(self, path: str) -> list[dict[str, Any]]:
+        return [{"name": "site-ca", "mountPath": path, "readOnly": True}] if self.secret else []
+
+    def resources(self) -> list[pulumi.Resource]:
+        return [self.secret] if self.secret else []
+
+
 @dataclass
 class _Credentials:
     access_key: pulumi.Output[str]
@@ -267,7 +289,14 @@ class StorageCluster(pulumi.ComponentResource):
         self._principals: dict[str, _Principal] = {}
         self._grants: dict[tuple[str, str, str], k8s.core.v1.Secret] = {}
 
+        self.admin_endpoint = AdminEndpoint(site.minio.server, site.minio.ssl, site.minio.region, site.ca_bundle_pem())
+        """The object store's admin API, for the program's own MinIO calls (bucket tags, name checks)."""
         self.object_store = self._object_store(args)
+        engines = [f"fab-{engine}" for engine in sorted(ENGINE_ACCESS)]
+        self._names_free = self.minio_names_guard(
+            f"{name}-names-free", users=engines, policies=engines, buckets=sorted(storage.buckets),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.object_store),
+        )
         self._s3_services(args.network)
         self.bucket_resources = self._buckets(args)
         self._engine_access()
@@ -342,6 +371,22 @@ class StorageCluster(pulumi.ComponentResource):
             "POLARIS_SCOPE": "PRINCIPAL_ROLE:ALL",
         })
 
+    def site_ca(self, cluster: str, namespace: str, depends_on: list[pulumi.Resource]) -> SiteCa:
+        """The site's CA bundle as the Secret `fab-site-ca` (key `ca.crt`) in a namespace, for pods that call AIStor over TLS."""
+        pem = self._site.ca_bundle_pem()
+        if pem is None:
+            return SiteCa(None)
+        key = (SITE_CA_SECRET, cluster, namespace)
+        if key not in self._grants:
+            self._grants[key] = k8s.core.v1.Secret(
+                f"{self._name}-{SITE_CA_SECRET}-{cluster}-{namespace}",
+                metadata={"name": SITE_CA_SECRET, "namespace": namespace, "labels": {"fab.internal/trust": "site-ca"}},
+                type="Opaque",
+                string_data={SITE_CA_KEY: pulumi.Output.secret(pem)},  # public, but Secret data are Pulumi secrets throughout
+                opts=pulumi.ResourceOptions(parent=self, provider=self._site_providers.for_cluster(cluster), depends_on=depends_on),
+            )
+        return SiteCa(self._grants[key])
+
     def federation_principal(self, consumer: str) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
         """Client id and secret of the gold-only Polaris principal of a consumer site."""
         principal = self._principals[f"federation-{consumer}"]
@@ -384,6 +429,7 @@ class StorageCluster(pulumi.ComponentResource):
         operator = helm_release(
             f"{self._name}-aistor-operator", versions.AISTOR_OPERATOR, name="aistor-operator", namespace=AISTOR_OPERATOR_NAMESPACE,
             values={"license": args.aistor_license}, opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=namespaces)),
+            existing=self._existing_release(AISTOR_OPERATOR_NAMESPACE, "aistor-operator"),
         )
         pool = {
             "name": "pool-0",
@@ -411,11 +457,16 @@ class StorageCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(
                 child, pulumi.ResourceOptions(depends_on=[operator], protect=True, retain_on_delete=True)
             ),
+            existing=self._existing_release(store.namespace, store.name),
         )
         return [operator, objectstore]
 
     def _namespace(self, name: str) -> k8s.core.v1.Namespace:
-        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self))
+        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self),
+                         existing=self._site.adopt.claims("namespace", self._cluster_key, name))
+
+    def _existing_release(self, namespace_: str, name: str) -> bool:
+        return self._site.adopt.claims("helm_release", self._cluster_key, f"{namespace_}/{name}")
 
     def _lb_service(self, network: CrossClusterNetwork, name: str, namespace: str, pool: str, vip: Any,
                     port: tuple[str, int], selector: dict[str, str], depends_on: list[pulumi.Resource]) -> k8s.core.v1.Service:
@@ -459,7 +510,10 @@ class StorageCluster(pulumi.ComponentResource):
                 acl="private",
                 force_destroy=False,
                 # Buckets hold the fab's data: protected, and kept if ever removed from the stack.
-                opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True, depends_on=self.object_store),
+                opts=pulumi.ResourceOptions.merge(
+                    pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True, depends_on=[*self.object_store, self._names_free]),
+                    adopted(site.adopt.claims("bucket", bucket), bucket),
+                ),
             )
             child = pulumi.ResourceOptions(parent=self, depends_on=[resources[bucket]])
             if spec.versioned:
@@ -472,16 +526,26 @@ class StorageCluster(pulumi.ComponentResource):
             rules = lifecycle_rules(site, bucket)
             if rules:
                 minio.IlmPolicy(f"{prefix}-lifecycle", bucket=bucket, rules=rules, opts=child)
-            BucketTags(
-                f"{prefix}-tags",
-                bucket=bucket,
-                tags=bucket_tags(site, bucket),
-                server=site.minio.server,
-                ssl=site.minio.ssl,
-                region=site.minio.region,
-                opts=child,
-            )
+            BucketTags(f"{prefix}-tags", bucket=bucket, tags=bucket_tags(site, bucket), endpoint=self.admin_endpoint, opts=child)
         return resources
+
+    def minio_names_guard(self, logical: str, users: list[str], policies: list[str], buckets: list[str],
+                          opts: pulumi.ResourceOptions) -> MinioNamesFree:
+        """A check, at preview and before any create, that none of these MinIO names exists unless adopted."""
+        adopt = self._site.adopt
+        return MinioNamesFree(
+            logical,
+            users=[u for u in users if u not in adopt.minio_users],
+            policies=[p for p in policies if p not in adopt.minio_policies],
+            buckets=[b for b in buckets if b not in adopt.buckets],
+            endpoint=self.admin_endpoint,
+            opts=opts,
+        )
+
+    def _minio_identity(self, opts: pulumi.ResourceOptions, kind: str, name: str) -> pulumi.ResourceOptions:
+        """A MinIO user or policy: imported when adopted, else created only once the guard found its name free."""
+        guarded = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[self._names_free]))
+        return pulumi.ResourceOptions.merge(guarded, adopted(self._site.adopt.claims(kind, name), name))
 
     def _engine_access(self) -> None:
         """Per engine: a policy with exactly its buckets, a user holding it, and a service account for its keys."""
@@ -494,14 +558,16 @@ class StorageCluster(pulumi.ComponentResource):
             # its policy and its keys are created side by side, and the Secret that delivers the keys
             # waits for the attachment and the buckets (grant()), so keys never reach a pod before they work.
             child = pulumi.ResourceOptions(parent=self)
+            name = f"fab-{engine}"
             policy = minio.IamPolicy(
-                f"{prefix}-policy", name=f"fab-{engine}", policy=json.dumps(policy_document(read, read_write), sort_keys=True), opts=child
+                f"{prefix}-policy", name=name, policy=json.dumps(policy_document(read, read_write), sort_keys=True),
+                opts=self._minio_identity(child, "minio_policy", name),
             )
             user = minio.IamUser(
                 f"{prefix}-user",
-                name=f"fab-{engine}",
+                name=name,
                 tags={"fab.internal/engine": engine, "fab.internal/site": self._site.name},
-                opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=["secret"]),
+                opts=self._minio_identity(pulumi.ResourceOptions(parent=self, additional_secret_outputs=["secret"]), "minio_user", name),
             )
             attachment = minio.IamUserPolicyAttachment(
                 f"{prefix}-policy-attachment", user_name=user.name, policy_name=policy.name, opts=child
@@ -542,10 +608,11 @@ class StorageCluster(pulumi.ComponentResource):
         cnpg_ns = self._namespace(CNPG_NAMESPACE)
         operator = helm_release(
             f"{self._name}-cnpg", versions.CLOUDNATIVE_PG, name="cnpg", namespace=CNPG_NAMESPACE, values={"replicaCount": 2},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[cnpg_ns]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[cnpg_ns]), existing=self._existing_release(CNPG_NAMESPACE, "cnpg"),
         )
         backup_creds = self.grant("postgres-backup", self._cluster_key, ns, depends_on=[ns_resource])
-        database = self._postgres_cluster(ns, backup_creds, [operator, ns_resource])
+        ca = self.site_ca(self._cluster_key, ns, [ns_resource])
+        database = self._postgres_cluster(ns, backup_creds, ca, [operator, ns_resource])
 
         root_id, root_secret = self._random_id("polaris-root-id"), self._random_secret("polaris-root-secret")
         root = self._opaque_secret("polaris-root", ns, {"client-id": root_id, "client-secret": root_secret}, [ns_resource])
@@ -561,6 +628,7 @@ class StorageCluster(pulumi.ComponentResource):
         release = helm_release(
             f"{self._name}-polaris", versions.POLARIS, name="polaris", namespace=ns, values=self._polaris_values(),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[bootstrap, token_broker, storage_creds]),
+            existing=self._existing_release(ns, "polaris"),
         )
         # The chart's own ClusterIP Service is `polaris`; this is the cross-cluster endpoint.
         self._lb_service(network, "polaris-rest", ns, polaris.pool, polaris.vip, ("rest", polaris.port), POLARIS_POD_LABELS, [release])
@@ -571,12 +639,26 @@ class StorageCluster(pulumi.ComponentResource):
             )
         self._polaris_setup_job(ns, ns_resource, root, release)
 
-    def _postgres_cluster(self, ns: str, backup_creds: k8s.core.v1.Secret, depends_on: list[pulumi.Resource]) -> k8s.apiextensions.CustomResource:
+    def _postgres_cluster(self, ns: str, backup_creds: k8s.core.v1.Secret, ca: SiteCa,
+                          depends_on: list[pulumi.Resource]) -> k8s.apiextensions.CustomResource:
         postgres = self._site.storage.polaris.postgres
         storage: dict[str, Any] = {"size": f"{postgres.storage_gib}Gi"}
         if postgres.storage_class:
             storage["storageClass"] = postgres.storage_class
         s3_key = lambda key: {"name": "s3-postgres-backup", "key": key}  # noqa: E731
+        store: dict[str, Any] = {
+            "destinationPath": f"s3://{postgres.backup_bucket}/{POLARIS_DB}",
+            "endpointURL": self._s3_internal,
+            "s3Credentials": {
+                "accessKeyId": s3_key("AWS_ACCESS_KEY_ID"),
+                "secretAccessKey": s3_key("AWS_SECRET_ACCESS_KEY"),
+                "region": s3_key("AWS_REGION"),
+            },
+            "wal": {"compression": "gzip"},
+            "data": {"compression": "gzip"},
+        }
+        if ca.secret:  # barman-cloud verifies AIStor's certificate against the site CA
+            store["endpointCA"] = {"name": SITE_CA_SECRET, "key": SITE_CA_KEY}
         cluster = k8s.apiextensions.CustomResource(
             f"{self._name}-{POLARIS_DB}",
             api_version=versions.CNPG_API,
@@ -591,23 +673,10 @@ class StorageCluster(pulumi.ComponentResource):
                 "storage": storage,
                 "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
                 "affinity": {"enablePodAntiAffinity": True, "topologyKey": "kubernetes.io/hostname"},
-                "backup": {
-                    "retentionPolicy": f"{postgres.backup_retention_days}d",
-                    "barmanObjectStore": {
-                        "destinationPath": f"s3://{postgres.backup_bucket}/{POLARIS_DB}",
-                        "endpointURL": self._s3_internal,
-                        "s3Credentials": {
-                            "accessKeyId": s3_key("AWS_ACCESS_KEY_ID"),
-                            "secretAccessKey": s3_key("AWS_SECRET_ACCESS_KEY"),
-                            "region": s3_key("AWS_REGION"),
-                        },
-                        "wal": {"compression": "gzip"},
-                        "data": {"compression": "gzip"},
-                    },
-                },
+                "backup": {"retentionPolicy": f"{postgres.backup_retention_days}d", "barmanObjectStore": store},
             },
             # The catalog's database: protected, and its data kept even if the resource leaves the stack.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on, backup_creds], protect=True, retain_on_delete=True),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on, backup_creds, *ca.resources()], protect=True, retain_on_delete=True),
         )
         k8s.apiextensions.CustomResource(
             f"{self._name}-{POLARIS_DB}-daily",

@@ -211,12 +211,16 @@ class TrainingPool(pulumi.ComponentResource):
         return pulumi.ResourceOptions(parent=self, provider=self._site_providers.for_cluster(cluster), depends_on=depends_on or [])
 
     def _kueue(self, cluster: str) -> k8s.helm.v3.Release:
-        ns = namespace(f"{self._name}-{cluster}-ns-{KUEUE_NAMESPACE}", KUEUE_NAMESPACE, self._on(cluster))
+        ns = self._namespace(cluster, KUEUE_NAMESPACE)
         return helm_release(
             f"{self._name}-{cluster}-kueue", versions.KUEUE, name="kueue", namespace=KUEUE_NAMESPACE,
             values={"managerConfig": {"controllerManagerConfigYaml": kueue_config(cluster == self._manager)}},
-            opts=self._on(cluster, [ns]),
+            opts=self._on(cluster, [ns]), existing=self._site.adopt.claims("helm_release", cluster, f"{KUEUE_NAMESPACE}/kueue"),
         )
+
+    def _namespace(self, cluster: str, name: str, labels: dict[str, str] | None = None) -> k8s.core.v1.Namespace:
+        return namespace(f"{self._name}-{cluster}-ns-{name}", name, self._on(cluster), labels=labels,
+                         existing=self._site.adopt.claims("namespace", cluster, name))
 
     def _cr(self, cluster: str, logical: str, kind: str, metadata: dict[str, Any], spec: dict[str, Any],
             depends_on: list[pulumi.Resource] | None = None) -> k8s.apiextensions.CustomResource:
@@ -264,10 +268,7 @@ class TrainingPool(pulumi.ComponentResource):
         )
         for team in sorted(site.teams):
             ns_name = team_namespace(team)
-            ns = namespace(
-                f"{self._name}-{cluster}-ns-{ns_name}", ns_name, self._on(cluster),
-                labels={"fab.internal/team": team, MANAGED_LABEL: "true"},
-            )
+            ns = self._namespace(cluster, ns_name, labels={"fab.internal/team": team, MANAGED_LABEL: "true"})
             self._team_namespaces[cluster, team] = ns
             k8s.rbac.v1.RoleBinding(
                 f"{self._name}-{cluster}-{ns_name}-members",
@@ -324,9 +325,7 @@ class TrainingPool(pulumi.ComponentResource):
 
     def _access_namespace(self, cluster: str) -> k8s.core.v1.Namespace:
         if cluster not in self._access_namespaces:
-            self._access_namespaces[cluster] = namespace(
-                f"{self._name}-{cluster}-ns-{ACCESS_NAMESPACE}", ACCESS_NAMESPACE, self._on(cluster)
-            )
+            self._access_namespaces[cluster] = self._namespace(cluster, ACCESS_NAMESPACE)
         return self._access_namespaces[cluster]
 
     def _service_account(self, cluster: str, account: str, rules: list[dict[str, Any]], team_scoped: bool) -> k8s.core.v1.Secret:

@@ -125,7 +125,7 @@ def main() -> int:
                 "parent": request.parent or None, "provider": request.provider.rsplit("::", 1)[0] if request.provider else None,
                 "inputs": _plain(raw), "secret_inputs": _secret_paths(raw), "dependencies": sorted(set(request.dependencies)),
                 "property_dependencies": {}, "protect": False, "retain_on_delete": False, "delete_before_replace": False,
-                "ignore_changes": [], "replace_on_changes": [], "aliases": [], "additional_secret_outputs": [],
+                "ignore_changes": [], "replace_on_changes": [], "aliases": [], "additional_secret_outputs": [], "import_id": None,
             })
             return response
 
@@ -154,6 +154,7 @@ def main() -> int:
                         "replace_on_changes": list(request.replaceOnChanges),
                         "aliases": [json_format.MessageToDict(a) for a in request.aliases],
                         "additional_secret_outputs": list(request.additionalSecretOutputs),
+                        "import_id": request.importId or None,
                     }
                 )
             return response

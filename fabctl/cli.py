@@ -6,6 +6,7 @@
                                      what a change adds, removes, changes and replaces
     graph --stack STACK [--out FILE] the site as a Mermaid diagram (default docs/graphs/<stack>.md)
     flows --stack STACK              the cross-cluster flow matrix
+    import --stack STACK [--out FILE] the `pulumi import` file of the objects the stack adopts (config `adopt`)
     schema [--check]                 write (or check) schema/stack.schema.json and docs/configuration.md tables
 
 Exit status: 0 success, 1 the stack's config is wrong (one line per problem), 2 bad usage or stack
@@ -227,6 +228,39 @@ def cmd_flows(args: argparse.Namespace, console: Console, err: Console) -> int:
     return 0
 
 
+def import_file(plan: Plan) -> dict[str, Any]:
+    """A `pulumi import --file` document for the objects the stack adopts (`adopt` in its config): what the
+    program imports on its next `pulumi up`, for operators who import ahead of it."""
+    adopted = [r for r in plan.resources if r.get("import_id")]
+    names: dict[str, str] = {}
+    for record in adopted:
+        for urn in (record.get("parent"), record.get("provider")):
+            if urn in plan.by_urn:  # the stack itself is no record: top-level resources have no parent entry
+                names.setdefault(plan.by_urn[urn]["name"], urn)
+    resources = []
+    for record in adopted:
+        entry = {"type": record["type"], "name": record["name"], "id": record["import_id"]}
+        if record.get("parent") in plan.by_urn:
+            entry["parent"] = plan.by_urn[record["parent"]]["name"]
+        if record.get("provider") in plan.by_urn:
+            entry["provider"] = plan.by_urn[record["provider"]]["name"]
+        resources.append(entry)
+    return {"nameTable": dict(sorted(names.items())), "resources": resources}
+
+
+def cmd_import(args: argparse.Namespace, console: Console, err: Console) -> int:
+    plan = _render_or_report(args.stack, Path(args.project_dir), err)
+    if isinstance(plan, int):
+        return plan
+    document = json.dumps(import_file(plan), indent=2) + "\n"
+    if args.out:
+        Path(args.out).write_text(document)
+        err.print(f"wrote {args.out}: {len(import_file(plan)['resources'])} objects to import", markup=False, highlight=False)
+    else:
+        console.print(document, markup=False, highlight=False, end="")
+    return 0
+
+
 def cmd_schema(args: argparse.Namespace, console: Console, err: Console) -> int:
     """Write, or check, every file generated from the config model: the JSON Schema and the reference tables."""
     generated = {
@@ -259,6 +293,7 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--no-policies", action="store_true", help="skip the policy pack (it runs by default)")
     plan.set_defaults(func=cmd_plan)
     for name, func, help_text in (
+        ("import", cmd_import, "the `pulumi import --file` document of the objects the stack adopts"),
         ("diff", cmd_diff, "what a config change (or a saved plan) changes in the stack"),
         ("graph", cmd_graph, "write the site's Mermaid diagram"),
         ("flows", cmd_flows, "print the cross-cluster flow matrix"),
@@ -272,6 +307,8 @@ def parser() -> argparse.ArgumentParser:
             command.add_argument("--against", metavar="PLAN_JSON", help="compare with a saved plan.json instead of the stack as is")
         if name == "graph":
             command.add_argument("--out", help="file to write (default docs/graphs/<stack>.md)")
+        if name == "import":
+            command.add_argument("--out", help="file to write (default: standard output)")
         command.set_defaults(func=func)
     schema = sub.add_parser("schema", help="write the stack file JSON Schema and the configuration reference tables")
     schema.add_argument("--check", action="store_true", help="only check that the committed schema is current")

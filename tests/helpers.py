@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,15 @@ from fabctl.render import PROJECT_DIR, Plan, render, render_config
 from fabctl.stackfile import SITE_KEY, read_stack_config, stack_file
 
 STACKS = ("site-a", "site-b")
+
+
+def copy_project(dest: Path) -> Path:
+    """A copy of the program with its stack files and what they name (CA bundles), to render stack files a test writes."""
+    for name in ("__main__.py", "Pulumi.yaml", *(p.name for p in PROJECT_DIR.glob("Pulumi.*.yaml"))):
+        shutil.copy(PROJECT_DIR / name, dest / name)
+    for folder in ("components", "certs"):
+        shutil.copytree(PROJECT_DIR / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
 
 
 def stack_config(stack: str) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +14,7 @@ import yaml
 
 from fabctl.render import PROJECT_DIR
 from fabctl.stackfile import SITE_KEY
-from helpers import stack_config
+from helpers import copy_project, stack_config
 
 CASES = yaml.safe_load((Path(__file__).parent / "corpus" / "broken_sites.yaml").read_text())
 
@@ -44,10 +43,7 @@ def apply(case: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
     """Run the whole corpus once, two cases at a time (the renderer is a subprocess per case)."""
-    project = tmp_path_factory.mktemp("project")
-    for name in ("__main__.py", "Pulumi.yaml"):
-        shutil.copy(PROJECT_DIR / name, project / name)
-    shutil.copytree(PROJECT_DIR / "components", project / "components", ignore=shutil.ignore_patterns("__pycache__"))
+    project = copy_project(tmp_path_factory.mktemp("project"))
     for case in CASES:
         (project / f"Pulumi.{case['name']}.yaml").write_text(yaml.safe_dump({"config": apply(case)}))
 

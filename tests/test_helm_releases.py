@@ -105,3 +105,21 @@ def test_every_value_of_a_chart_missing_here_is_a_verified_key(plan):
 
 def test_fails_when_a_value_is_set_at_a_key_the_chart_does_not_read():
     assert unverified("superset", {"supersetWorker": {"replicaCount": 0}}) == ["supersetWorker.replicaCount"]
+
+
+PULUMI_DEFAULT_TIMEOUT_SEC = 300
+
+
+def test_every_release_waits_longer_than_pulumis_default_and_keeps_a_bounded_history(plan):
+    releases = plan.of_type("kubernetes:helm.sh/v3:Release")
+    assert releases
+    assert {r["name"]: (r["inputs"].get("timeout"), r["inputs"].get("maxHistory")) for r in releases
+            if (r["inputs"].get("timeout") or PULUMI_DEFAULT_TIMEOUT_SEC) <= PULUMI_DEFAULT_TIMEOUT_SEC or not r["inputs"].get("maxHistory")} == {}
+
+
+def test_airflow_migrates_in_a_plain_job_within_its_timeout(plan_a):
+    (airflow,) = [r for r in plan_a.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["chart"] == "airflow"]
+    values = airflow["inputs"]["values"]
+    assert (values["migrateDatabaseJob"]["useHelmHooks"], values["createUserJob"]["useHelmHooks"], airflow["inputs"]["timeout"]) == (
+        False, False, 1800
+    )

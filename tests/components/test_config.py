@@ -244,6 +244,7 @@ def test_fails_when_a_site_has_no_compute_cluster():
 def test_fails_when_a_cluster_name_is_too_long_for_cilium():
     raw = site_raw("site-b")
     raw["clusters"]["compute-and-analytics-plat"] = raw["clusters"].pop("compute")
+    raw["adopt"]["helm_releases"]["compute-and-analytics-plat"] = raw["adopt"]["helm_releases"].pop("compute")
     assert errors_of(raw) == [
         "fab-platform:site.clusters.compute-and-analytics-plat: cluster name 'site-b-compute-and-analytics-plat' "
         "(site name + '-' + key) has 33 characters; Cilium allows at most 32: use a shorter key"

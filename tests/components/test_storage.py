@@ -159,7 +159,7 @@ def test_storage_lives_on_the_storage_cluster_and_the_object_store(plan_a):
     for resource in plan_a.resources:
         top = plan_a.component(resource)
         if resource["custom"] and top and top["name"] == "storage" and resource["provider"]:
-            delivered = resource["type"] == "kubernetes:core/v1:Secret" and resource["inputs"]["metadata"]["name"].startswith(("s3-", "polaris-"))
+            delivered = resource["type"] == "kubernetes:core/v1:Secret" and resource["inputs"]["metadata"]["name"].startswith(("s3-", "polaris-", "fab-site-ca"))
             assert delivered or plan_a.target(resource) in ("site-a-storage", "site-a-minio"), resource["name"]
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 import yaml
 
 from fabctl.render import PROJECT_DIR
-from helpers import rendered, stack_config
+from helpers import copy_project, rendered, stack_config
 
 
 def fabctl(*args: str) -> subprocess.CompletedProcess:
@@ -22,10 +21,7 @@ def fabctl(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A copy of the program and its stack files (federated sites read each other), to render stack files written by a test."""
-    for name in ("__main__.py", "Pulumi.yaml", "Pulumi.site-a.yaml", "Pulumi.site-b.yaml"):
-        shutil.copy(PROJECT_DIR / name, tmp_path / name)
-    shutil.copytree(PROJECT_DIR / "components", tmp_path / "components", ignore=shutil.ignore_patterns("__pycache__"))
-    return tmp_path
+    return copy_project(tmp_path)
 
 
 def write_stack(project: Path, stack: str, config: dict) -> None:

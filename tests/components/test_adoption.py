@@ -1,0 +1,121 @@
+"""Adopting a running site: what exists is imported when the config says so, and never created over otherwise."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.config import ConfigError, parse_site
+from components.minio_admin import taken_names
+from fabctl.cli import import_file
+from fabctl.render import RenderError
+from helpers import render_site, site_raw
+
+
+def imported(plan) -> dict[str, str]:
+    return {r["name"]: r["import_id"] for r in plan.resources if r.get("import_id")}
+
+
+def test_declared_objects_are_imported_and_nothing_else(plan_b):
+    assert imported(plan_b) == {
+        "storage-bucket-site-b-raw-fdc": "site-b-raw-fdc",
+        "network-storage-cilium": "kube-system/cilium",
+        "network-compute-cilium": "kube-system/cilium",
+    }
+
+
+def test_a_declared_namespace_and_minio_user_are_imported():
+    raw = site_raw("site-b")
+    raw["adopt"]["namespaces"] = {"compute": ["airflow"]}
+    raw["adopt"]["minio_users"] = ["fab-spark"]
+    found = imported(render_site("site-b", raw))
+    assert (found["compute-ns-airflow"], found["storage-spark-user"]) == ("airflow", "fab-spark")
+
+
+def test_fails_when_an_adopted_object_is_not_one_the_platform_manages():
+    raw = site_raw("site-b")
+    raw["adopt"]["namespaces"] = {"compute": ["airflw"]}
+    with pytest.raises(RenderError) as info:
+        render_site("site-b", raw)
+    assert (info.value.user, str(info.value)) == (True, (
+        "fab-platform:site.adopt.namespaces.compute[0]: 'airflw' is not an object the platform manages; remove it or fix the name"
+    ))
+
+
+def test_fails_when_an_adopted_bucket_is_not_declared():
+    raw = site_raw("site-b")
+    raw["adopt"]["buckets"] = ["site-b-raw-fcd"]
+    with pytest.raises(ConfigError) as info:
+        parse_site(raw)
+    assert info.value.lines == [
+        "fab-platform:site.adopt.buckets[0]: 'site-b-raw-fcd' is not a bucket of storage.buckets or a federation replica bucket"
+    ]
+
+
+def test_fails_when_cilium_would_be_installed_over_a_running_storage_cluster():
+    raw = site_raw("site-b")
+    del raw["adopt"]["helm_releases"]["storage"]
+    with pytest.raises(ConfigError) as info:
+        parse_site(raw)
+    assert info.value.lines == [
+        "fab-platform:site.clusters.storage.cilium.managed: true (the default) would install Cilium over the CNI of a "
+        "running cluster (storage.object_store.install is false: its AIStor is adopted); adopt its Cilium release with "
+        "adopt.helm_releases.storage: [kube-system/cilium], or set managed: false where Cilium is installed by other means"
+    ]
+
+
+def test_an_unmanaged_cilium_needs_no_adoption():
+    raw = site_raw("site-b")
+    del raw["adopt"]["helm_releases"]["storage"]
+    raw["clusters"]["storage"]["cilium"] = {"managed": False}
+    assert parse_site(raw).clusters["storage"].cilium.managed is False
+
+
+def test_fails_when_a_realm_is_adopted_but_not_managed():
+    raw = site_raw("site-b")
+    raw["adopt"]["realm"] = True
+    with pytest.raises(ConfigError) as info:
+        parse_site(raw)
+    assert info.value.lines == [
+        "fab-platform:site.adopt.realm: true needs identity.create_realm: true; a realm the platform does not manage is only referenced"
+    ]
+
+
+def test_minio_users_policies_and_buckets_wait_for_the_name_check(plan_b):
+    (guard,) = [r for r in plan_b.resources if r["name"] == "storage-names-free"]
+    waiting = [r for r in plan_b.resources if r["type"] in ("minio:index/iamUser:IamUser", "minio:index/iamPolicy:IamPolicy",
+                                                              "minio:index/s3Bucket:S3Bucket") and plan_b.component(r)["name"] == "storage"]
+    assert waiting
+    assert [r["name"] for r in waiting if guard["urn"] not in r["dependencies"]] == []
+
+
+def test_the_name_check_leaves_out_what_is_adopted(plan_b):
+    (guard,) = [r for r in plan_b.resources if r["name"] == "storage-names-free"]
+    assert "site-b-raw-fdc" not in guard["inputs"]["buckets"] and "site-b-gold" in guard["inputs"]["buckets"]
+    assert "fab-spark" in guard["inputs"]["users"]
+
+
+def test_fails_when_a_minio_user_to_create_exists_already():
+    exists = lambda kind, name: (kind, name) == ("user", "fab-spark")  # noqa: E731
+    failures = taken_names({"users": ["fab-spark", "fab-trino"], "policies": [], "buckets": []}, {}, exists)
+    assert [(f.property, f.reason) for f in failures] == [(
+        "users", "MinIO user 'fab-spark' exists already: creating it would take it over and reset its secret; list it under "
+        "adopt.minio_users to import it, or remove it from the object store",
+    )]
+
+
+def test_the_name_check_asks_only_about_names_new_to_it():
+    asked = []
+    taken_names({"users": ["fab-spark", "fab-new"], "policies": [], "buckets": []}, {"users": ["fab-spark"]},
+                lambda kind, name: asked.append(name) or False)
+    assert asked == ["fab-new"]
+
+
+def test_the_import_file_lists_the_adopted_objects_with_parents_and_providers(plan_b):
+    document = import_file(plan_b)
+    (bucket,) = [r for r in document["resources"] if r["type"] == "minio:index/s3Bucket:S3Bucket"]
+    assert bucket == {"type": "minio:index/s3Bucket:S3Bucket", "name": "storage-bucket-site-b-raw-fdc", "id": "site-b-raw-fdc",
+                      "parent": "storage", "provider": "site-b-minio"}
+    assert document["nameTable"]["storage"] == "urn:pulumi:site-b::fab-platform::pulumi:pulumi:Stack$fab:storage:StorageCluster::storage"
+    assert json.loads(json.dumps(document)) == document

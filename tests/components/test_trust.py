@@ -1,0 +1,115 @@
+"""Every client the program runs trusts the site's CA bundle (`ca_bundle`): providers, its own MinIO calls, and pods."""
+
+from __future__ import annotations
+
+import http.server
+import ssl
+import subprocess
+import threading
+
+import pytest
+import urllib3
+
+from components.config import ConfigError, parse_site
+from components.minio_admin import _apply_tags
+from components.storage import MC_CA_DIR
+from helpers import site_raw
+
+CA_BUNDLE = "certs/site-b-ca.pem"
+
+
+def test_the_providers_trust_the_site_ca(plan_b):
+    (minio,) = plan_b.of_type("pulumi:providers:minio")
+    (keycloak,) = plan_b.of_type("pulumi:providers:keycloak")
+    pem = parse_site(site_raw("site-b")).ca_bundle_pem()
+    assert (minio["inputs"]["minioCacertFile"], keycloak["inputs"]["rootCaCertificate"]) == (CA_BUNDLE, pem)
+
+
+def test_the_programs_minio_calls_carry_the_site_ca(plan_b):
+    pem = parse_site(site_raw("site-b")).ca_bundle_pem()
+    tags = [r for r in plan_b.resources if r["type"] == "pulumi-python:dynamic/storage:BucketTags"]
+    assert tags
+    assert {r["inputs"]["ca_bundle"] for r in tags} == {pem}
+
+
+def test_pods_that_call_aistor_mount_the_site_ca(plan_b):
+    (deployment, *_) = plan_b.objects("Deployment", "site-b-gpu")
+    pod = deployment["spec"]["template"]["spec"]
+    mounts = {c["name"]: [m["mountPath"] for m in c["volumeMounts"] if m["name"] == "site-ca"] for c in pod["initContainers"]}
+    assert mounts == {"weights-alias": [MC_CA_DIR], "weights-sync": [MC_CA_DIR]}
+    (cron,) = plan_b.objects("CronJob", "site-b-storage")
+    assert {"name": "site-ca", "secret": {"secretName": "fab-site-ca"}} in cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"]
+    (database,) = [c for c in plan_b.objects("Cluster", "site-b-storage") if c["metadata"]["name"] == "polaris-db"]
+    assert database["spec"]["backup"]["barmanObjectStore"]["endpointCA"] == {"name": "fab-site-ca", "key": "ca.crt"}
+
+
+def test_fails_when_the_ca_bundle_holds_no_certificate(tmp_path, monkeypatch):
+    (tmp_path / "ca.pem").write_text("not a certificate\n")
+    monkeypatch.chdir(tmp_path)
+    raw = site_raw("site-b")
+    raw["ca_bundle"] = "ca.pem"
+    with pytest.raises(ConfigError) as info:
+        parse_site(raw)
+    assert info.value.lines == ["fab-platform:site.ca_bundle: 'ca.pem' holds no PEM certificate (-----BEGIN CERTIFICATE-----)"]
+
+
+def test_fails_when_the_ca_bundle_is_missing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    raw = site_raw("site-b")
+    with pytest.raises(ConfigError) as info:
+        parse_site(raw)
+    assert info.value.lines == [
+        f"fab-platform:site.ca_bundle: '{CA_BUNDLE}' cannot be read (No such file or directory); paths are relative to the project directory"
+    ]
+
+
+@pytest.fixture(scope="module")
+def private_endpoint(tmp_path_factory):
+    """An HTTPS endpoint on loopback whose certificate a private CA issued: (host:port, the CA's PEM)."""
+    tmp = tmp_path_factory.mktemp("pki")
+    run = lambda *args: subprocess.run(["openssl", *args], cwd=tmp, capture_output=True, check=True)  # noqa: E731
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=test site CA",
+        "-addext", "basicConstraints=critical,CA:TRUE", "-keyout", "ca.key", "-out", "ca.pem")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "server.key", "-out", "server.csr")
+    (tmp / "ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1",
+        "-extfile", "ext", "-out", "server.pem")
+
+    class Ok(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self):  # noqa: N802 (the S3 PutBucketTagging call)
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp / "server.pem", tmp / "server.key")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"localhost:{server.server_address[1]}", (tmp / "ca.pem").read_text()
+    server.shutdown()
+
+
+def _tags_props(server: str, ca_bundle: str | None) -> dict:
+    return {"bucket": "site-b-gold", "tags": {"fab.internal/class": "gold"}, "server": server, "ssl": True, "region": "us-east-1",
+            "ca_bundle": ca_bundle}
+
+
+def test_bucket_tags_reach_an_endpoint_of_the_private_ca(private_endpoint, monkeypatch):
+    server, ca = private_endpoint
+    monkeypatch.setenv("MINIO_USER", "admin")
+    monkeypatch.setenv("MINIO_PASSWORD", "admin-password")
+    _apply_tags(_tags_props(server, ca))
+
+
+def test_fails_when_the_private_ca_is_not_trusted(private_endpoint, monkeypatch):
+    server, _ = private_endpoint
+    monkeypatch.setenv("MINIO_USER", "admin")
+    monkeypatch.setenv("MINIO_PASSWORD", "admin-password")
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    with pytest.raises(urllib3.exceptions.MaxRetryError, match="CERTIFICATE_VERIFY_FAILED"):
+        _apply_tags(_tags_props(server, None))
