@@ -4,6 +4,7 @@ import gc
 
 import pulumi
 
+from components.access import PreviewAccess, PreviewAccessArgs
 from components.compute import ComputeCluster, ComputeClusterArgs
 from components.config import load_secrets, load_site
 from components.federation import SiteFederation, SiteFederationArgs
@@ -24,6 +25,7 @@ secrets = load_secrets(site)
 providers = site_providers(site)
 
 network = CrossClusterNetwork("network", CrossClusterNetworkArgs(site=site, providers=providers))
+PreviewAccess("preview-access", PreviewAccessArgs(site=site, providers=providers))
 identity = SiteIdentity(
     "identity", SiteIdentityArgs(site=site), pulumi.ResourceOptions(providers=[providers.keycloak])
 )

@@ -226,7 +226,11 @@ class KeycloakEndpoint(_Model):
 
     url: str = Field(pattern=r"^https://", description="Base URL, https only, for example `https://keycloak.site-a.fab.internal`.")
     admin_realm: DnsLabel = Field("master", description="Realm of the provider's service-account client. Defaults to master.")
-    client_id: str = Field("fab-platform-pulumi", min_length=1, description="Client id the provider signs in with. Defaults to fab-platform-pulumi.")
+    client_id: str = Field(
+        "fab-platform-pulumi", min_length=1,
+        description="Client id the provider signs in with; `KEYCLOAK_CLIENT_ID` in the environment takes precedence (CI "
+        "previews sign in with a read-only client). Defaults to fab-platform-pulumi.",
+    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ MINIO_PASSWORD; KEYCLOAK_CLIENT_SECRET), so the stack files stay secret-free and
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import pulumi
@@ -53,7 +54,8 @@ def site_providers(site: SiteConfig) -> SiteProviders:
         f"{site.name}-keycloak",
         url=site.keycloak.url,
         realm=site.keycloak.admin_realm,
-        client_id=site.keycloak.client_id,
+        # Previews in CI sign in with a read-only client of their own (README, "CI").
+        client_id=os.environ.get("KEYCLOAK_CLIENT_ID") or site.keycloak.client_id,
         root_ca_certificate=site.ca_bundle_pem(),
     )
     return SiteProviders(kubernetes=clusters, minio=object_store, keycloak=identity)

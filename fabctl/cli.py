@@ -7,6 +7,8 @@
     graph --stack STACK [--out FILE] the site as a Mermaid diagram (default docs/graphs/<stack>.md)
     flows --stack STACK              the cross-cluster flow matrix
     import --stack STACK [--out FILE] the `pulumi import` file of the objects the stack adopts (config `adopt`)
+    stack-name --stack STACK [--organization ORG]
+                                     the stack's <organization>/fab-platform/<stack> name (CI)
     schema [--check]                 write (or check) schema/stack.schema.json and docs/configuration.md tables
 
 Exit status: 0 success, 1 the stack's config is wrong (one line per problem), 2 bad usage or stack
@@ -17,6 +19,7 @@ file, 3 the program crashed (a bug: the traceback is printed), 4 a mandatory pol
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import sys
@@ -29,7 +32,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
-from components.config import stack_file_schema
+from components.config import PROJECT, ConfigError, parse_site, stack_file_schema
 from fabctl.diff import diff, set_path, unset_path
 from fabctl.graph import flow_rows, graph_page, with_readme_graph
 from fabctl.policy import PolicyPackError, analyze
@@ -261,6 +264,34 @@ def cmd_import(args: argparse.Namespace, console: Console, err: Console) -> int:
     return 0
 
 
+def cmd_stack_name(args: argparse.Namespace, console: Console, err: Console) -> int:
+    """The stack's fully qualified name, `<organization>/fab-platform/<stack>`, for CI: the stack file's
+    `federation.organization`, which must agree with `--organization` (the CI's) when both are given."""
+    project = Path(args.project_dir)
+    try:
+        raw = read_stack_config(stack_file(project, args.stack)).get(SITE_KEY)
+        with contextlib.chdir(project):  # the config's file paths are relative to the project
+            site = parse_site(raw)
+    except StackFileError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        return EXIT_USAGE
+    except ConfigError as exc:
+        for line in exc.lines:
+            err.print(f"error: {line}", markup=False, highlight=False)
+        return EXIT_CONFIG
+    declared, given = site.federation.organization, args.organization or None
+    if declared and given and declared != given:
+        err.print(f"error: Pulumi.{args.stack}.yaml names organization {declared!r} (federation.organization) but this run "
+                  f"deploys to {given!r}; make them agree", markup=False, highlight=False)
+        return EXIT_USAGE
+    if not (declared or given):
+        err.print(f"error: no organization for {args.stack}: set federation.organization in Pulumi.{args.stack}.yaml or "
+                  "pass --organization", markup=False, highlight=False)
+        return EXIT_USAGE
+    console.print(f"{declared or given}/{PROJECT}/{args.stack}", markup=False, highlight=False)
+    return 0
+
+
 def cmd_schema(args: argparse.Namespace, console: Console, err: Console) -> int:
     """Write, or check, every file generated from the config model: the JSON Schema and the reference tables."""
     generated = {
@@ -293,6 +324,7 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--no-policies", action="store_true", help="skip the policy pack (it runs by default)")
     plan.set_defaults(func=cmd_plan)
     for name, func, help_text in (
+        ("stack-name", cmd_stack_name, "the stack's <organization>/fab-platform/<stack> name, for CI"),
         ("import", cmd_import, "the `pulumi import --file` document of the objects the stack adopts"),
         ("diff", cmd_diff, "what a config change (or a saved plan) changes in the stack"),
         ("graph", cmd_graph, "write the site's Mermaid diagram"),
@@ -309,6 +341,8 @@ def parser() -> argparse.ArgumentParser:
             command.add_argument("--out", help="file to write (default docs/graphs/<stack>.md)")
         if name == "import":
             command.add_argument("--out", help="file to write (default: standard output)")
+        if name == "stack-name":
+            command.add_argument("--organization", help="the organization the run deploys to; must agree with the stack file's")
         command.set_defaults(func=func)
     schema = sub.add_parser("schema", help="write the stack file JSON Schema and the configuration reference tables")
     schema.add_argument("--check", action="store_true", help="only check that the committed schema is current")

@@ -45,13 +45,49 @@ def test_every_action_is_pinned_to_a_version(path):
             assert re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+", step["uses"]), step["uses"]
 
 
-def test_deploys_wait_for_an_environment_approval():
-    deploy = yaml.safe_load((PROJECT_DIR / ".github" / "workflows" / "deploy.yml").read_text())
-    assert deploy["jobs"]["up"]["environment"] == "${{ matrix.stack }}"
-    assert deploy["jobs"]["up"]["strategy"]["max-parallel"] == 1
+def workflow(name: str) -> dict:
+    return yaml.safe_load((PROJECT_DIR / ".github" / "workflows" / name).read_text())
 
 
-def test_previews_run_the_policy_pack_and_comment_on_the_pr():
-    pr = yaml.safe_load((PROJECT_DIR / ".github" / "workflows" / "pull-request.yml").read_text())
-    (pulumi,) = [s for s in pr["jobs"]["preview"]["steps"] if s.get("uses", "").startswith("pulumi/actions")]
+def test_deploys_run_from_main_only_one_stack_at_a_time_behind_its_environment():
+    up = workflow("deploy.yml")["jobs"]["up"]
+    assert "github.ref == 'refs/heads/main'" in up["if"]
+    assert (up["environment"], up["strategy"]["max-parallel"], up["strategy"]["fail-fast"]) == ("${{ matrix.stack }}", 1, False)
+    assert up["concurrency"] == {"group": "pulumi-${{ matrix.stack }}", "cancel-in-progress": False}
+
+
+def test_a_deploy_refuses_to_run_without_a_protected_environment_before_anything_else():
+    steps = workflow("deploy.yml")["jobs"]["up"]["steps"]
+    check = next(i for i, s in enumerate(steps) if ".ci/check_environment.py" in s.get("run", ""))
+    pulumi = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("pulumi/actions"))
+    assert check < pulumi
+
+
+def test_previews_never_run_for_forks_and_use_the_preview_identities():
+    preview = workflow("pull-request.yml")["jobs"]["preview"]
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in preview["if"]
+    assert (preview["environment"], preview["strategy"]["fail-fast"]) == ("preview", False)
+    assert preview["concurrency"]["group"] == "preview-${{ matrix.stack }}-${{ github.event.pull_request.number }}"
+    (pulumi,) = [s for s in preview["steps"] if s.get("uses", "").startswith("pulumi/actions")]
+    assert set(pulumi["env"]) == {"PULUMI_ACCESS_TOKEN", "KUBECONFIG", "MINIO_USER", "MINIO_PASSWORD", "KEYCLOAK_CLIENT_ID",
+                                  "KEYCLOAK_CLIENT_SECRET"}
+    assert all("PREVIEW_" in value or name == "PULUMI_ACCESS_TOKEN" for name, value in pulumi["env"].items())
+
+
+def test_previews_run_the_policy_pack_and_report_a_failure_on_the_pr():
+    steps = workflow("pull-request.yml")["jobs"]["preview"]["steps"]
+    (pulumi,) = [s for s in steps if s.get("uses", "").startswith("pulumi/actions")]
     assert (pulumi["with"]["command"], pulumi["with"]["policyPacks"], pulumi["with"]["comment-on-pr"]) == ("preview", "policies", True)
+    assert pulumi["continue-on-error"] is True
+    failed = [s for s in steps if s.get("if") == "${{ steps.preview.outcome == 'failure' }}"]
+    assert [s.get("uses", s.get("run")) for s in failed] == ["marocchino/sticky-pull-request-comment@v2", "exit 1"]
+
+
+@pytest.mark.parametrize("name", ["deploy.yml", "pull-request.yml"])
+def test_stack_names_come_from_the_stack_file(name):
+    jobs = workflow(name)["jobs"]
+    job = jobs["up" if name == "deploy.yml" else "preview"]
+    (pulumi,) = [s for s in job["steps"] if s.get("uses", "").startswith("pulumi/actions")]
+    assert pulumi["with"]["stack-name"] == "${{ steps.stack.outputs.name }}"
+    (step,) = [s for s in job["steps"] if s.get("id") == "stack"]
+    assert "-m fabctl stack-name" in step["run"]

@@ -1,10 +1,19 @@
-"""Readers shared by the rules: Kubernetes objects, pod templates, clusters and Helm values of policy resources."""
+"""Readers shared by the rules: Kubernetes objects, pod templates, clusters and Helm values of policy resources.
+
+Values that are unknown during a preview (they depend on resources not created yet) arrive as the engine's
+sentinels; the SDK's property proxies raise on them, which would end a rule early and turn it into an
+advisory "can't run during preview". `plain()` instead marks them `UNKNOWN`, and every rule says what it
+does with them: a mandatory rule whose decision rests on an unknown value fails closed (`undecided()`),
+and a rule that looks for literal text skips them (a computed value is never a literal in the program).
+"""
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+from pulumi_policy.proxy import _DictProxy, _is_unknown, _ListProxy  # the SDK's own proxies and sentinels
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod"}
@@ -12,13 +21,60 @@ GPU_COMPONENT = "fab:gpu:GpuCluster"
 RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 
 
+class _Unknown:
+    """A value that can't be known during preview."""
+
+    def __repr__(self) -> str:
+        return "<unknown during preview>"
+
+
+UNKNOWN = _Unknown()
+
+
 def plain(value: Any) -> Any:
-    """A policy property (proxied dicts and lists) as plain Python data."""
-    if hasattr(value, "items"):
+    """A policy property (proxied dicts and lists) as plain Python data, unknown values marked `UNKNOWN` (never raising)."""
+    if isinstance(value, (_DictProxy, _ListProxy)):
+        value = value["__target"]
+    if isinstance(value, Mapping):
         return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)) or (hasattr(value, "__iter__") and not isinstance(value, (str, bytes))):
+    if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
+    return UNKNOWN if _is_unknown(value) else value
+
+
+def unknown_paths(value: Any, path: str = "") -> list[str]:
+    """Where `value` holds unknowns, as `.a.b[0]` paths."""
+    if value is UNKNOWN:
+        return [path or "."]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in unknown_paths(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in unknown_paths(v, f"{path}[{i}]")]
+    return []
+
+
+def undecided(what: str, value: Any, prefix: str = "") -> str | None:
+    """The fail-closed violation of a mandatory rule whose deciding `value` holds unknowns, or None when it is all known."""
+    paths = unknown_paths(value, prefix)
+    if not paths:
+        return None
+    return (f"{what}: {', '.join(paths)} can't be known during preview, and this rule decides on it, so it fails closed; "
+            "compute the value in the program instead of from another resource's output")
+
+
+def skip_unknown(value: Any) -> Any:
+    """`value` with every unknown dropped (None in its place): for rules that look for something and skip what can't be known."""
+    if value is UNKNOWN:
+        return None
+    if isinstance(value, dict):
+        return {k: skip_unknown(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [skip_unknown(v) for v in value]
     return value
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def k8s_object(resource_type: str, props: Any) -> dict[str, Any] | None:
@@ -26,32 +82,51 @@ def k8s_object(resource_type: str, props: Any) -> dict[str, Any] | None:
     if not resource_type.startswith("kubernetes:") or resource_type == HELM_RELEASE:
         return None
     obj = plain(props)
-    return obj if isinstance(obj, dict) and "kind" in obj and "apiVersion" in obj else None
+    # The kind and API version follow from the resource type, so they are always known.
+    return obj if isinstance(obj, dict) and isinstance(obj.get("kind"), str) and isinstance(obj.get("apiVersion"), str) else None
 
 
-def pod_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
+def pod_spec(obj: dict[str, Any]) -> Any:
+    """The pod template's spec of a workload (UNKNOWN where any level of it is unknown), or None for other kinds."""
     kind = obj.get("kind")
-    spec = obj.get("spec") or {}
-    if kind == "Pod":
-        return spec
-    if kind == "CronJob":
-        return ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template", {}).get("spec")
-    if kind in WORKLOAD_KINDS:
-        return (spec.get("template") or {}).get("spec")
-    return None
+    if kind not in WORKLOAD_KINDS:
+        return None
+    path = {"Pod": ["spec"], "CronJob": ["spec", "jobTemplate", "spec", "template", "spec"]}.get(kind, ["spec", "template", "spec"])
+    value: Any = obj
+    for key in path:
+        if value is UNKNOWN:
+            return UNKNOWN
+        value = _dict(value).get(key)
+    return value
 
 
-def containers(pod: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield from pod.get("initContainers") or []
-    yield from pod.get("containers") or []
+def pod_fields(pod: Any, pod_keys: tuple[str, ...], container_keys: tuple[str, ...]) -> Any:
+    """The parts of a pod template a rule decides on: some pod fields and some fields of every container (UNKNOWN stays)."""
+    if pod is UNKNOWN:
+        return UNKNOWN
+    out: dict[str, Any] = {key: _dict(pod).get(key) for key in pod_keys}
+    for key in ("initContainers", "containers"):
+        items = _dict(pod).get(key)
+        out[key] = items if items is UNKNOWN or not isinstance(items, list) else [
+            c if not isinstance(c, dict) else {k: c.get(k) for k in container_keys} for c in items
+        ]
+    return out
+
+
+def containers(pod: Any) -> Iterator[dict[str, Any]]:
+    for key in ("initContainers", "containers"):
+        items = _dict(pod).get(key)
+        yield from (c for c in (items if isinstance(items, list) else []) if isinstance(c, dict))
 
 
 def namespace_of(obj: dict[str, Any]) -> str:
-    return (obj.get("metadata") or {}).get("namespace") or ""
+    value = _dict(_dict(obj).get("metadata")).get("namespace")
+    return value if isinstance(value, str) else ""
 
 
 def name_of(obj: dict[str, Any]) -> str:
-    return (obj.get("metadata") or {}).get("name") or ""
+    value = _dict(_dict(obj).get("metadata")).get("name")
+    return value if isinstance(value, str) else ""
 
 
 def is_private(address: str) -> bool:
@@ -92,5 +167,5 @@ def objects(resources: list[Any]) -> Iterator[tuple[Any, dict[str, Any]]]:
             yield resource, obj
 
 
-def label(obj: dict[str, Any], key: str) -> str | None:
-    return ((obj.get("metadata") or {}).get("labels") or {}).get(key)
+def label(obj: dict[str, Any], key: str) -> Any:
+    return _dict(_dict(_dict(obj).get("metadata")).get("labels")).get(key)

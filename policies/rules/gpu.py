@@ -14,7 +14,21 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from rules._k8s import containers, gpu_providers, is_private, k8s_object, label, name_of, namespace_of, objects, pod_spec, provider_name
+from rules._k8s import (
+    containers,
+    gpu_providers,
+    is_private,
+    k8s_object,
+    label,
+    name_of,
+    namespace_of,
+    objects,
+    pod_fields,
+    pod_spec,
+    provider_name,
+    skip_unknown,
+    undecided,
+)
 
 GPU = "nvidia.com/gpu"
 SERVING_PRIORITY = "fab-serving"
@@ -33,11 +47,16 @@ def requests_gpus(obj: dict[str, Any]) -> bool:
 
 
 def _no_gpu_outside(args: StackValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: a pod template outside GPU clusters with an unknown part fails closed."""
     gpu = gpu_providers(args.resources)
     for resource, obj in objects(args.resources):
-        if provider_name(resource) not in gpu and requests_gpus(obj):
-            report(f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)} requests {GPU} on {provider_name(resource) or 'an unknown cluster'}, "
-                   "which is not a GPU cluster", resource.urn)
+        if provider_name(resource) in gpu or pod_spec(obj) is None:
+            continue
+        where = f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)}"
+        if problem := undecided(where, pod_fields(pod_spec(obj), (), ("resources",)), ".pod"):
+            report(problem, resource.urn)
+        elif requests_gpus(obj):
+            report(f"{where} requests {GPU} on {provider_name(resource) or 'an unknown cluster'}, which is not a GPU cluster", resource.urn)
 
 
 no_gpu_outside_gpu_clusters = StackValidationPolicy(
@@ -48,13 +67,20 @@ no_gpu_outside_gpu_clusters = StackValidationPolicy(
 )
 
 
+LB_KINDS = {"CiliumLoadBalancerIPPool", "Service", "EnvoyProxy", "CiliumBGPClusterConfig"}
+
+
 def _lb_private_only(args: StackValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: a pool, LoadBalancer, gateway proxy or BGP configuration on a GPU cluster with an unknown part fails closed."""
     gpu = gpu_providers(args.resources)
     for resource, obj in objects(args.resources):
-        if provider_name(resource) not in gpu:
+        if provider_name(resource) not in gpu or obj["kind"] not in LB_KINDS:
             continue
         kind, spec = obj["kind"], obj.get("spec") or {}
         where = f"{kind} {name_of(obj)} on {provider_name(resource)}"
+        if problem := undecided(where, {"metadata": obj.get("metadata"), "spec": spec}):
+            report(problem, resource.urn)
+            continue
         if kind == "CiliumLoadBalancerIPPool":
             for block in spec.get("blocks") or []:
                 if "cidr" in block and not is_private(block["cidr"]):
@@ -85,10 +111,16 @@ gpu_lb_private_only = StackValidationPolicy(
 
 
 def _serving_priority(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: a Deployment or training workload whose labels or pod template hold unknowns fails closed."""
     obj = k8s_object(args.resource_type, args.props)
     if obj is None:
         return
     pod = pod_spec(obj)
+    if pod is not None and (obj["kind"] == "Deployment" or obj["kind"] in TRAINING_KINDS):
+        deciding = {"label": label(obj, "app.kubernetes.io/name"), "pod": pod_fields(pod, ("priorityClassName",), ())}
+        if problem := undecided(f"{obj['kind']} {name_of(obj)}", deciding):
+            report(problem)
+            return
     if obj["kind"] == "Deployment" and label(obj, "app.kubernetes.io/name") == "vllm":
         if (pod or {}).get("priorityClassName") != SERVING_PRIORITY:
             report(f"vLLM Deployment {name_of(obj)} must use the PriorityClass {SERVING_PRIORITY}, got {(pod or {}).get('priorityClassName')!r}")
@@ -105,7 +137,8 @@ serving_not_preemptible = ResourceValidationPolicy(
 
 
 def _training_queued(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    obj = k8s_object(args.resource_type, args.props)
+    """Advisory; an unknown namespace or label counts as absent."""
+    obj = skip_unknown(k8s_object(args.resource_type, args.props))
     if obj is None or obj["kind"] not in TRAINING_KINDS or not namespace_of(obj).startswith("team-"):
         return
     if not label(obj, "kueue.x-k8s.io/queue-name"):
@@ -121,7 +154,8 @@ training_kueue_managed = ResourceValidationPolicy(
 
 
 def _ib_nccl_only(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    obj = k8s_object(args.resource_type, args.props)
+    """Advisory; unknown fields count as absent."""
+    obj = skip_unknown(k8s_object(args.resource_type, args.props))
     if obj is None:
         return
     level = args.get_config().get("storageQosServiceLevel")

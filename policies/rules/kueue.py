@@ -6,12 +6,17 @@ from collections import defaultdict
 
 from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
 
-from rules._k8s import name_of, objects, provider_name
+from rules._k8s import name_of, objects, provider_name, skip_unknown, undecided
 
 
 def _not_own_worker(args: StackValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: a MultiKueueCluster whose name or cluster source is unknown fails closed."""
     for resource, obj in objects(args.resources):
-        if obj["kind"] == "MultiKueueCluster" and provider_name(resource).endswith(f"-{name_of(obj)}"):
+        if obj["kind"] != "MultiKueueCluster":
+            continue
+        if problem := undecided(f"MultiKueueCluster on {provider_name(resource)}", {"metadata": obj.get("metadata"), "spec": obj.get("spec")}):
+            report(problem, resource.urn)
+        elif provider_name(resource).endswith(f"-{name_of(obj)}"):
             report(f"MultiKueueCluster {name_of(obj)} on {provider_name(resource)} points at its own manager; a manager is "
                    "never its own worker", resource.urn)
 
@@ -29,15 +34,16 @@ def _gpu_quotas(obj: dict) -> dict[str, int]:
     for group in (obj.get("spec") or {}).get("resourceGroups") or []:
         for flavor in group.get("flavors") or []:
             for resource in flavor.get("resources") or []:
-                if resource.get("name") == "nvidia.com/gpu":
-                    out[flavor["name"]] = int(resource.get("nominalQuota", 0))
+                if resource.get("name") == "nvidia.com/gpu" and resource.get("nominalQuota") is not None:
+                    out[flavor["name"]] = int(resource["nominalQuota"])
     return out
 
 
 def _quota_sum(args: StackValidationArgs, report: ReportViolation) -> None:
+    """Advisory; queues with unknown quotas are left out."""
     workers: dict[str, set[str]] = defaultdict(set)  # manager provider -> worker cluster keys
     queues: dict[str, dict[str, tuple[object, dict]]] = defaultdict(dict)  # provider -> queue name -> (resource, obj)
-    for resource, obj in objects(args.resources):
+    for resource, obj in ((r, skip_unknown(o)) for r, o in objects(args.resources)):
         if obj["kind"] == "MultiKueueCluster":
             workers[provider_name(resource)].add(name_of(obj))
         if obj["kind"] == "ClusterQueue":

@@ -12,7 +12,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from rules._k8s import k8s_object, label, name_of, objects, provider_name
+from rules._k8s import gpu_providers, k8s_object, label, name_of, namespace_of, objects, provider_name, skip_unknown, undecided
 
 APPROVED_PORTS = [9000, 8181, 10443, 6443, 2379, 53]
 """S3, Polaris REST, Envoy's 443 listener, kube-apiserver, ClusterMesh etcd, cluster DNS."""
@@ -20,11 +20,16 @@ K8S_PROVIDER = "pulumi:providers:kubernetes"
 
 
 def _default_deny(args: StackValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: a cluster-wide policy with an unknown part fails closed (its ports and selectors decide)."""
     approved = {str(p) for p in args.get_config().get("approvedPorts", APPROVED_PORTS)}
     clusters = {r.name: r for r in args.resources if r.resource_type == K8S_PROVIDER}
     denied = set()
     for resource, obj in objects(args.resources):
         if obj["kind"] != "CiliumClusterwideNetworkPolicy":
+            continue
+        if problem := undecided(f"CiliumClusterwideNetworkPolicy {name_of(obj)} on {provider_name(resource)}",
+                                {"labels": label(obj, "fab.internal/rule"), "spec": obj.get("spec")}):
+            report(problem, resource.urn)
             continue
         spec = obj.get("spec") or {}
         rule = label(obj, "fab.internal/rule")
@@ -55,7 +60,8 @@ cross_cluster_default_deny = StackValidationPolicy(
 
 
 def _local_traffic(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    obj = k8s_object(args.resource_type, args.props)
+    """Advisory; unknown fields count as absent."""
+    obj = skip_unknown(k8s_object(args.resource_type, args.props))
     if obj is None or obj["kind"] != "EnvoyProxy":
         return
     service = (((obj.get("spec") or {}).get("provider") or {}).get("kubernetes") or {}).get("envoyService") or {}
@@ -72,12 +78,21 @@ gateway_local_traffic = ResourceValidationPolicy(
 )
 
 
-def _routes_authenticated(args: StackValidationArgs, report: ReportViolation) -> None:
-    from rules._k8s import gpu_providers, namespace_of
+ROUTE_KINDS = {"HTTPRoute", "SecurityPolicy", "BackendTrafficPolicy"}
 
+
+def _routes_authenticated(args: StackValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: a route or a policy whose identity or targets are unknown fails closed."""
     gpu = gpu_providers(args.resources)
     routes, jwt, limited = [], set(), set()
     for resource, obj in objects(args.resources):
+        if obj["kind"] not in ROUTE_KINDS:
+            continue
+        deciding = {"metadata": obj.get("metadata"), "targetRefs": (obj.get("spec") or {}).get("targetRefs"),
+                    "jwt": (obj.get("spec") or {}).get("jwt"), "rateLimit": (obj.get("spec") or {}).get("rateLimit")}
+        if problem := undecided(f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)}", deciding):
+            report(problem, resource.urn)
+            continue
         key_ns = namespace_of(obj)
         spec = obj.get("spec") or {}
         if obj["kind"] == "HTTPRoute" and provider_name(resource) in gpu:

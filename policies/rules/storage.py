@@ -15,7 +15,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from rules._k8s import HELM_RELEASE, k8s_object, name_of, namespace_of, objects, plain
+from rules._k8s import HELM_RELEASE, UNKNOWN, k8s_object, name_of, namespace_of, objects, plain, skip_unknown, undecided
 
 IAM_POLICY = "minio:index/iamPolicy:IamPolicy"
 BUCKET = "minio:index/s3Bucket:S3Bucket"
@@ -27,18 +27,24 @@ OTHER_CATALOGS = re.compile(r"(iceberg\.catalog\.type\s*[=:]\s*[\"']?(hive|glue|
 
 
 def _single_catalog(args: StackValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: skipped in values and ConfigMaps (catalog settings are literal text, never another resource's
+    output); an IAM policy whose document is unknown fails closed."""
     for resource in args.resources:
+        props = plain(resource.props)
         if resource.resource_type == HELM_RELEASE:
-            text = json.dumps(plain(resource.props))
+            text = json.dumps(skip_unknown(props))
             if OTHER_CATALOGS.search(text):
                 report(f"Helm release {resource.name} configures an Iceberg catalog other than Polaris's REST catalog", resource.urn)
         if resource.resource_type == IAM_POLICY:
-            document = json.loads(resource.props.get("policy") or "{}")
+            if problem := undecided(f"MinIO policy {resource.name}", props.get("policy"), ".policy"):
+                report(problem, resource.urn)
+                continue
+            document = json.loads(props.get("policy") or "{}")
             if not any(s.get("Effect") == "Deny" and "s3tables:*" in s.get("Action", []) for s in document.get("Statement", [])):
-                report(f"MinIO policy {resource.props.get('name')} does not deny s3tables:*: the object store's own table "
+                report(f"MinIO policy {props.get('name')} does not deny s3tables:*: the object store's own table "
                        "catalog must stay unreachable, Polaris is the only catalog", resource.urn)
     for resource, obj in objects(args.resources):
-        if obj["kind"] == "ConfigMap" and OTHER_CATALOGS.search(json.dumps(obj.get("data") or {})):
+        if obj["kind"] == "ConfigMap" and OTHER_CATALOGS.search(json.dumps(skip_unknown(obj.get("data")) or {})):
             report(f"ConfigMap {namespace_of(obj)}/{name_of(obj)} configures an Iceberg catalog other than Polaris", resource.urn)
 
 
@@ -51,9 +57,14 @@ single_catalog_authority = StackValidationPolicy(
 
 
 def _least_privilege(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: an unknown policy document fails closed."""
     if args.resource_type != IAM_POLICY:
         return
-    document = json.loads(args.props.get("policy") or "{}")
+    props = plain(args.props)
+    if problem := undecided(f"MinIO policy {args.name}", props.get("policy"), ".policy"):
+        report(problem)
+        return
+    document = json.loads(props.get("policy") or "{}")
     for statement in document.get("Statement", []):
         if statement.get("Effect") != "Allow":
             continue
@@ -63,11 +74,11 @@ def _least_privilege(args: ResourceValidationArgs, report: ReportViolation) -> N
         resources = [resources] if isinstance(resources, str) else resources
         for action in actions:
             if action in ("*", "s3:*"):
-                report(f"policy {args.props.get('name')} grants {action!r}; grant the actions the engine needs")
+                report(f"policy {props.get('name')} grants {action!r}; grant the actions the engine needs")
         for arn in resources:
             bucket = arn.removeprefix("arn:aws:s3:::").split("/", 1)[0]
             if "*" in bucket:
-                report(f"policy {args.props.get('name')} grants the wildcard resource {arn!r}; name the buckets")
+                report(f"policy {props.get('name')} grants the wildcard resource {arn!r}; name the buckets")
 
 
 bucket_least_privilege = ResourceValidationPolicy(
@@ -81,7 +92,7 @@ bucket_least_privilege = ResourceValidationPolicy(
 def _stateful_kind(args: ResourceValidationArgs) -> str | None:
     if args.resource_type in (BUCKET, "keycloak:index/realm:Realm"):
         return args.resource_type.rsplit(":", 1)[-1]
-    if args.resource_type == HELM_RELEASE and args.props.get("chart") == "aistor-objectstore":
+    if args.resource_type == HELM_RELEASE and plain(args.props).get("chart") in ("aistor-objectstore", UNKNOWN):
         return "object store"
     obj = k8s_object(args.resource_type, args.props)
     if obj is not None and (obj["kind"] == "PersistentVolumeClaim" or (obj["kind"] == "Cluster" and obj["apiVersion"].startswith("postgresql.cnpg.io/"))):
@@ -90,6 +101,7 @@ def _stateful_kind(args: ResourceValidationArgs) -> str | None:
 
 
 def _protected(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: a Helm release whose chart is unknown is held to the object store's rule (fails closed)."""
     kind = _stateful_kind(args)
     if kind is not None and not args.opts.protect:
         report(f"{kind} {args.name} holds data and must be protected (and retained on delete)")
@@ -104,19 +116,31 @@ stateful_protected = ResourceValidationPolicy(
 
 
 def _bucket_classes(resources: list[Any]) -> dict[str, dict[str, str]]:
-    return {r.props.get("bucket"): plain(r.props.get("tags") or {}) for r in resources if r.resource_type == BUCKET_TAGS}
+    out: dict[str, dict[str, str]] = {}
+    for r in resources:
+        if r.resource_type == BUCKET_TAGS:
+            props = plain(r.props)
+            out[props.get("bucket")] = props.get("tags") if isinstance(props.get("tags"), dict) else {}
+    return out
 
 
 def _versioned(args: StackValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: a bucket, its tags or its versioning with an unknown name or setting fails closed."""
+    for resource in args.resources:
+        if resource.resource_type in (BUCKET, BUCKET_TAGS, VERSIONING):
+            props = plain(resource.props)
+            deciding = {key: props.get(key) for key in ("bucket", "tags", "versioningConfiguration")}
+            if problem := undecided(f"{resource.resource_type.rsplit(':', 1)[-1]} {resource.name}", deciding):
+                report(problem, resource.urn)
     classes = _bucket_classes(args.resources)
     versioned = {
-        r.props.get("bucket") for r in args.resources
-        if r.resource_type == VERSIONING and (r.props.get("versioningConfiguration") or {}).get("status") == "Enabled"
+        plain(r.props).get("bucket") for r in args.resources
+        if r.resource_type == VERSIONING and (plain(r.props).get("versioningConfiguration") or {}).get("status") == "Enabled"
     }
     for resource in args.resources:
         if resource.resource_type != BUCKET:
             continue
-        bucket = resource.props.get("bucket")
+        bucket = plain(resource.props).get("bucket")
         data_class = classes.get(bucket, {}).get(CLASS_TAG)
         if data_class in VERSIONED_CLASSES and bucket not in versioned:
             report(f"bucket {bucket} holds {data_class} and must be versioned", resource.urn)
@@ -131,15 +155,22 @@ versioned_artifacts = StackValidationPolicy(
 
 
 def _residency(args: StackValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: tags or a replicated bucket name that are unknown fail closed."""
     classes = _bucket_classes(args.resources)
     for resource in args.resources:
+        if resource.resource_type == BUCKET_TAGS or "replication" in resource.resource_type.lower():
+            props = plain(resource.props)
+            if problem := undecided(f"{resource.resource_type.rsplit(':', 1)[-1]} {resource.name}",
+                                    {"bucket": props.get("bucket"), "tags": props.get("tags")}):
+                report(problem, resource.urn)
+                continue
         if resource.resource_type == BUCKET_TAGS:
-            tags = plain(resource.props.get("tags") or {})
+            tags = plain(resource.props).get("tags") or {}
             if tags.get(RESIDENCY_TAG) != "site-local" and tags.get(CLASS_TAG) != "gold":
                 report(f"bucket {resource.props.get('bucket')} of class {tags.get(CLASS_TAG)} is marked "
                        f"{tags.get(RESIDENCY_TAG)!r}; only gold may leave the site", resource.urn)
         if "replication" in resource.resource_type.lower():
-            bucket = resource.props.get("bucket")
+            bucket = plain(resource.props).get("bucket")
             if classes.get(bucket, {}).get(CLASS_TAG) != "gold":
                 report(f"{resource.name} replicates bucket {bucket}, which is not gold; raw and detailed data stay in their site",
                        resource.urn)

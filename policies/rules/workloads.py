@@ -7,7 +7,19 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
 
-from rules._k8s import HELM_RELEASE, containers, k8s_object, name_of, namespace_of, plain, pod_spec
+from rules._k8s import (
+    HELM_RELEASE,
+    UNKNOWN,
+    containers,
+    k8s_object,
+    name_of,
+    namespace_of,
+    plain,
+    pod_fields,
+    pod_spec,
+    skip_unknown,
+    undecided,
+)
 
 HOST_NAMESPACES = ["kube-system", "gpu-operator", "nvidia-network-operator"]
 EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
@@ -38,10 +50,14 @@ def _namespaces(args: ResourceValidationArgs) -> list[str]:
 
 
 def _host_access(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: a namespace with unknown labels, or a pod template with unknown parts, fails closed."""
     obj = k8s_object(args.resource_type, args.props)
     if obj is None:
         return
     allowed = _namespaces(args)
+    if obj["kind"] == "Namespace" and (problem := undecided(f"namespace {name_of(obj)}", (obj.get("metadata") or {}).get("labels"), ".labels")):
+        report(problem)
+        return
     if obj["kind"] == "Namespace":
         labels = (obj.get("metadata") or {}).get("labels") or {}
         if labels.get("pod-security.kubernetes.io/enforce") == "privileged" and name_of(obj) not in allowed:
@@ -49,6 +65,10 @@ def _host_access(args: ResourceValidationArgs, report: ReportViolation) -> None:
         return
     pod = pod_spec(obj)
     if pod is None or namespace_of(obj) in allowed:
+        return
+    deciding = pod_fields(pod, ("hostNetwork", "hostPID", "hostIPC"), ("securityContext",))
+    if problem := undecided(f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)}", deciding, ".pod"):
+        report(problem)
         return
     if pod.get("hostNetwork") or pod.get("hostPID") or pod.get("hostIPC"):
         report(f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)} uses the host's namespaces outside the allow-list")
@@ -67,13 +87,21 @@ host_network_allow_listed = ResourceValidationPolicy(
 
 
 def _pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: an unknown chart version or container image fails closed."""
     if args.resource_type == HELM_RELEASE:
-        version = args.props.get("version") or ""
-        if not EXACT_VERSION.match(str(version)):
+        version = plain(args.props).get("version") or ""
+        if problem := undecided(f"Helm release {args.name}", version, ".version"):
+            report(problem)
+        elif not EXACT_VERSION.match(str(version)):
             report(f"Helm release {args.name} must pin an exact chart version, got {version!r}")
         return
     obj = k8s_object(args.resource_type, args.props)
     pod = pod_spec(obj) if obj else None
+    if pod is not None:
+        images = pod if pod is UNKNOWN else [c.get("image") for c in containers(pod)]
+        if problem := undecided(f"{obj['kind']} {name_of(obj)}", images, ".images"):
+            report(problem)
+            return
     for container in containers(pod or {}):
         image = container.get("image") or ""
         tag = image.rsplit("/", 1)[-1].partition(":")[2] if "@" not in image else "digest"
@@ -90,9 +118,14 @@ pinned_versions = ResourceValidationPolicy(
 
 
 def _pod_security(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: a pod template with unknown parts (outside the allow-list) fails closed."""
     obj = k8s_object(args.resource_type, args.props)
     pod = pod_spec(obj) if obj else None
     if pod is None or namespace_of(obj) in _namespaces(args):
+        return
+    deciding = pod_fields(pod, ("securityContext",), ("securityContext", "resources"))
+    if problem := undecided(f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)}", deciding, ".pod"):
+        report(problem)
         return
     pod_context = pod.get("securityContext") or {}
     for container in containers(pod):
@@ -140,13 +173,14 @@ def _literal_credentials(value: Any, path: str = "") -> list[str]:
 
 
 def _no_plaintext(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: skipped, since a value computed from another resource is never a literal written in the program."""
     allowed = set(args.get_config().get("allowedHelmSecretPaths", ALLOWED_SECRET_PATHS))
     if args.resource_type == HELM_RELEASE:
-        for path in _literal_credentials(plain(args.props.get("values") or {})):
+        for path in _literal_credentials(skip_unknown(plain(args.props).get("values")) or {}):
             if path not in allowed:
                 report(f"Helm release {args.name} has a credential-looking value at {path}; read it from a Secret")
         return
-    obj = k8s_object(args.resource_type, args.props)
+    obj = skip_unknown(k8s_object(args.resource_type, args.props))
     if obj is not None and obj["kind"] == "ConfigMap":
         for path in _literal_credentials(obj.get("data") or {}):
             report(f"ConfigMap {namespace_of(obj)}/{name_of(obj)} has a credential-looking value at {path}; use a Secret")

@@ -214,3 +214,15 @@ def test_the_readme_embeds_the_current_diagram(stack):
     readme = (PROJECT_DIR / "README.md").read_text()
     assert with_readme_graph(readme, rendered(stack)) == readme
     assert f"subgraph {stack.replace('-', '_')}_storage" in readme
+
+
+def test_stack_name_comes_from_the_stack_file():
+    run = fabctl("stack-name", "--stack", "site-a", "--organization", "fab")
+    assert (run.returncode, run.stdout) == (0, "fab/fab-platform/site-a\n")
+
+
+def test_fails_when_the_stack_file_and_the_ci_disagree_on_the_organization():
+    run = fabctl("stack-name", "--stack", "site-a", "--organization", "other")
+    assert (run.returncode, run.stderr) == (2, (
+        "error: Pulumi.site-a.yaml names organization 'fab' (federation.organization) but this run deploys to 'other'; make them agree\n"
+    ))

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Refuse to deploy unless the GitHub environment guarding it is protected (README, "CI").
+
+A deploy job names a GitHub environment per stack; GitHub makes the job wait for that environment's
+required reviewers, but an environment that nobody configured has none and the job runs at once.
+This check reads the environment through the REST API and fails the job unless it has required
+reviewers and accepts deployments from protected branches only.
+
+Usage: check_environment.py ENVIRONMENT   (GITHUB_REPOSITORY, GITHUB_API_URL and GH_TOKEN from the job)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.request
+from typing import Any
+
+
+def problems(name: str, environment: dict[str, Any]) -> list[str]:
+    """What makes an environment unfit to guard a deploy, one line each."""
+    found = []
+    reviewers = [rule for rule in environment.get("protection_rules") or []
+                 if rule.get("type") == "required_reviewers" and rule.get("reviewers")]
+    if not reviewers:
+        found.append(f"environment {name!r} has no required reviewers: add them under Settings > Environments > {name}")
+    policy = environment.get("deployment_branch_policy") or {}
+    if not (policy.get("protected_branches") or policy.get("custom_branch_policies")):
+        found.append(f"environment {name!r} accepts deployments from any branch: limit it to protected branches (main)")
+    return found
+
+
+def fetch(name: str) -> dict[str, Any] | None:
+    url = f"{os.environ.get('GITHUB_API_URL', 'https://api.github.com')}/repos/{os.environ['GITHUB_REPOSITORY']}/environments/{name}"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {os.environ['GH_TOKEN']}",
+                                                   "Accept": "application/vnd.github+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (the GitHub API)
+            return json.load(response)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    name = argv[0]
+    environment = fetch(name)
+    found = [f"environment {name!r} does not exist: create it with required reviewers"] if environment is None else problems(name, environment)
+    for line in found:
+        print(f"refusing to deploy: {line}", file=sys.stderr)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,89 @@
+"""What the pack does with values that can't be known during a preview, driven through its Analyzer service.
+
+The engine sends such values as sentinels; the SDK's proxies raise on them, which would turn a
+mandatory rule into an advisory "can't run during preview" and let the preview pass. Mandatory rules
+whose decision rests on an unknown value fail closed; rules that look for literal text skip them.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from fabctl._mockrun import UNKNOWN_VALUE
+from fabctl.policy import analyze_with, analyzer
+from fabctl.render import Plan
+from helpers import rendered
+from policy_fixtures import SAFE, check, kube, pod, resource
+from rules._k8s import UNKNOWN, plain, unknown_paths
+from rules.storage import bucket_least_privilege
+from rules.workloads import no_plaintext_secrets, pod_security
+
+
+@pytest.fixture(scope="module")
+def stub():
+    with analyzer() as started:
+        yield started
+
+
+def with_edit(edit) -> Plan:
+    plan = rendered("site-b")
+    resources = copy.deepcopy(plan.resources)
+    edit({r["name"]: r for r in resources})
+    return Plan(stack=plan.stack, resources=resources, outputs=plan.outputs)
+
+
+def test_an_unknown_image_fails_the_pinned_versions_rule_closed(stub):
+    def edit(by_name):
+        by_name["compute-starrocks-setup-job"]["inputs"]["spec"]["template"]["spec"]["containers"][0]["image"] = UNKNOWN_VALUE
+
+    violations = analyze_with(stub, with_edit(edit))
+    assert [(v.policy, v.level, v.message.splitlines()[-1]) for v in violations] == [(
+        "fab-pinned-versions", "mandatory",
+        "Job starrocks-setup: .images[0] can't be known during preview, and this rule decides on it, so it fails closed; "
+        "compute the value in the program instead of from another resource's output",
+    )]
+
+
+def test_an_unknown_secret_in_helm_values_passes_the_literal_checks(stub):
+    def edit(by_name):
+        by_name["network-gpu-cilium"]["inputs"]["values"]["tls"]["ca"]["key"] = UNKNOWN_VALUE
+        by_name["network-gpu-cilium"]["inputs"]["values"]["hubble"]["peerService"] = UNKNOWN_VALUE
+
+    assert analyze_with(stub, with_edit(edit)) == []
+
+
+def test_plain_marks_unknowns_without_raising():
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+
+    value = plain(unknown_checking_proxy({"a": [UNKNOWN_STRING_VALUE, "b"], "c": {"d": UNKNOWN_STRING_VALUE}}))
+    assert (value, unknown_paths(value)) == ({"a": [UNKNOWN, "b"], "c": {"d": UNKNOWN}}, [".a[0]", ".c.d"])
+
+
+def test_pod_security_fails_closed_on_an_unknown_security_context():
+    from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE
+
+    container = {**SAFE, "securityContext": UNKNOWN_OBJECT_VALUE}
+    assert check(pod_security, kube(pod("Deployment", "app", "team-yield", container))) == [
+        "Deployment team-yield/app: .pod.containers[0].securityContext can't be known during preview, and this rule "
+        "decides on it, so it fails closed; compute the value in the program instead of from another resource's output"
+    ]
+
+
+def test_least_privilege_fails_closed_on_an_unknown_policy_document():
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
+
+    target = resource("minio:index/iamPolicy:IamPolicy", {"name": "fab-spark", "policy": UNKNOWN_STRING_VALUE}, name="storage-spark-policy")
+    assert check(bucket_least_privilege, target) == [
+        "MinIO policy storage-spark-policy: .policy can't be known during preview, and this rule decides on it, so it fails "
+        "closed; compute the value in the program instead of from another resource's output"
+    ]
+
+
+def test_plaintext_check_skips_an_unknown_config_value():
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
+
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"},
+                  "data": {"password": UNKNOWN_STRING_VALUE}}
+    assert check(no_plaintext_secrets, kube(config_map)) == []
