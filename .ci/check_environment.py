@@ -6,7 +6,8 @@ required reviewers, but an environment that nobody configured has none and the j
 This check reads the environment through the REST API and fails the job unless it has required
 reviewers and accepts deployments from protected branches only.
 
-Usage: check_environment.py ENVIRONMENT   (GITHUB_REPOSITORY, GITHUB_API_URL and GH_TOKEN from the job)
+Usage: check_environment.py [--any-branch] ENVIRONMENT   (GITHUB_REPOSITORY, GITHUB_API_URL and GH_TOKEN from the job)
+--any-branch: for the pull-request previews' environment, which pull-request branches use: reviewers only.
 """
 
 from __future__ import annotations
@@ -18,15 +19,15 @@ import urllib.request
 from typing import Any
 
 
-def problems(name: str, environment: dict[str, Any]) -> list[str]:
-    """What makes an environment unfit to guard a deploy, one line each."""
+def problems(name: str, environment: dict[str, Any], any_branch: bool = False) -> list[str]:
+    """What makes an environment unfit to guard a deploy (or, with `any_branch`, a pull-request preview), one line each."""
     found = []
     reviewers = [rule for rule in environment.get("protection_rules") or []
                  if rule.get("type") == "required_reviewers" and rule.get("reviewers")]
     if not reviewers:
         found.append(f"environment {name!r} has no required reviewers: add them under Settings > Environments > {name}")
     policy = environment.get("deployment_branch_policy") or {}
-    if not (policy.get("protected_branches") or policy.get("custom_branch_policies")):
+    if not any_branch and not (policy.get("protected_branches") or policy.get("custom_branch_policies")):
         found.append(f"environment {name!r} accepts deployments from any branch: limit it to protected branches (main)")
     return found
 
@@ -45,14 +46,17 @@ def fetch(name: str) -> dict[str, Any] | None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    any_branch = "--any-branch" in argv
+    names = [a for a in argv if a != "--any-branch"]
+    if len(names) != 1:
         print(__doc__, file=sys.stderr)
         return 2
-    name = argv[0]
+    name = names[0]
     environment = fetch(name)
-    found = [f"environment {name!r} does not exist: create it with required reviewers"] if environment is None else problems(name, environment)
+    found = ([f"environment {name!r} does not exist: create it with required reviewers"] if environment is None
+             else problems(name, environment, any_branch))
     for line in found:
-        print(f"refusing to deploy: {line}", file=sys.stderr)
+        print(f"refusing to run: {line}", file=sys.stderr)
     return 1 if found else 0
 
 

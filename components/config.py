@@ -680,7 +680,10 @@ class ComputeIngressConfig(_Model):
 class ComputeConfig(_Model):
     """What runs on the compute cluster; each service can be switched off."""
 
-    batch_nodes: list[NodeName] = Field(default_factory=list, description="Nodes of the batch pool (labelled and tainted for batch only).")
+    batch_nodes: list[NodeName] = Field(
+        default_factory=list,
+        description="Nodes of the batch pool: labelled by the program; they register with the batch taint (docs/operations.md, \"Node pools\").",
+    )
     ingress: ComputeIngressConfig
     spark: SparkConfig
     airflow: ServiceToggle = Field(default_factory=ServiceToggle, description="Apache Airflow.")
@@ -1389,7 +1392,9 @@ def _federation_problems(site: SiteConfig) -> Iterator[Problem]:
             yield ("federation", role, site.name), f"{site.name!r} is this site; a site does not federate with itself"
     others = ", ".join(federation.sites()) or "none"
     for i, other in enumerate(federation.linked):
-        if other not in federation.sites():
+        if other in federation.linked[:i]:
+            yield ("federation", "linked", i), f"{other!r} is listed twice"
+        elif other not in federation.sites():
             yield ("federation", "linked", i), f"{other!r} is neither a consumer nor a peer; federated sites: {others}"
     for other in sorted(federation.ranges):
         if other not in federation.sites():
@@ -1433,8 +1438,14 @@ def _adoption_problems(site: SiteConfig) -> Iterator[Problem]:
         try:
             if not _read_ca_bundle(site.ca_bundle).strip():
                 yield ("ca_bundle",), f"{site.ca_bundle!r} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
             yield ("ca_bundle",), f"{site.ca_bundle!r} cannot be read ({exc.strerror or exc}); paths are relative to the project directory"
+        except UnicodeDecodeError:
+            yield ("ca_bundle",), f"{site.ca_bundle!r} is not a PEM file (PEM is ASCII text)"
+    declared = adopt.declared()
+    for i, (path, claim) in enumerate(declared):
+        if claim in [c for _, c in declared[:i]]:
+            yield path, f"{claim[-1]!r} is listed twice"
     replicas = {replica_bucket(site.name, peer) for peer in site.federation.peers}
     for i, bucket in enumerate(adopt.buckets):
         if bucket not in site.storage.buckets and bucket not in replicas:

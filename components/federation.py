@@ -26,7 +26,7 @@ import pulumi_kubernetes as k8s
 import pulumi_minio as minio
 
 from components import versions
-from components.minio_admin import BucketTags
+from components.minio_admin import BucketTags, guard
 from components.config import PROJECT, SiteConfig, replica_bucket
 from components.kube import WORKLOAD_SKIPS, adopted, checkov_skips, namespace, restricted_security_context
 from components.providers import SiteProviders
@@ -131,7 +131,7 @@ class SiteFederation(pulumi.ComponentResource):
         adopt = site.adopt
         child = pulumi.ResourceOptions(parent=self)
         guarded = lambda kind, name, **more: pulumi.ResourceOptions.merge(  # noqa: E731
-            pulumi.ResourceOptions(parent=self, depends_on=[self._names_free, *more.pop("depends_on", [])], **more),
+            pulumi.ResourceOptions(parent=self, depends_on=[*guard(self._names_free), *more.pop("depends_on", [])], **more),
             adopted(adopt.claims(kind, name), name),
         )
         bucket = minio.S3Bucket(

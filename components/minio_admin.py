@@ -43,12 +43,16 @@ def _credentials() -> tuple[str, str]:
 
 
 def _http_client(props: dict[str, Any]) -> Any:
-    """A urllib3 pool that verifies the server against the site's CA bundle, or None for the SDK's default (certifi)."""
+    """A urllib3 pool that verifies the server against the site's CA bundle, or None for the SDK's default (certifi).
+
+    Timeouts and retries as the SDK's own pool has them, so that an unreachable endpoint fails the step.
+    """
     if not props.get("ca_bundle"):
         return None
     import urllib3
 
-    return urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_cert_data=props["ca_bundle"],
+    return urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_cert_data=props["ca_bundle"], maxsize=10,
+                               timeout=urllib3.Timeout(connect=300, read=300),
                                retries=urllib3.Retry(total=5, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]))
 
 
@@ -117,11 +121,17 @@ ADOPT_HINT = {
 }
 
 
+def _names(props: dict[str, Any], key: str, field: str) -> set[str]:
+    return set((props.get(key) or {}).get(field) or [])
+
+
 def taken_names(props: dict[str, Any], olds: dict[str, Any], exists: Callable[[str, str], bool]) -> list[CheckFailure]:
-    """The names new in `props` (absent from `olds`) that exist already, each as a failure saying how to adopt it."""
+    """The names about to be created (new to this check, not adopted) that exist already, each as a failure saying
+    how to adopt it. A name the stack has had before (created, or adopted and imported) is never asked about again."""
     failures = []
     for field, kind in (("users", "user"), ("policies", "policy"), ("buckets", "bucket")):
-        for name in sorted(set(props.get(field) or []) - set(olds.get(field) or [])):
+        known = _names(olds, "names", field) | _names(props, "adopted", field)
+        for name in sorted(_names(props, "names", field) - known):
             if exists(kind, name):
                 failures.append(CheckFailure(field, (
                     f"MinIO {kind} {name!r} exists already: creating it would take it over"
@@ -132,12 +142,17 @@ def taken_names(props: dict[str, Any], olds: dict[str, Any], exists: Callable[[s
 
 
 def _exists(props: dict[str, Any]) -> Callable[[str, str], bool]:
-    """Whether a user, policy or bucket of that name exists on the object store (admin API, read only)."""
+    """Whether a user, policy or bucket of that name exists on the object store (read only: the bucket list,
+    admin:GetUser, admin:GetPolicy)."""
     from minio.error import MinioAdminException
+
+    buckets: list[set[str]] = []
 
     def exists(kind: str, name: str) -> bool:
         if kind == "bucket":
-            return bool(_client(props).bucket_exists(name))
+            if not buckets:
+                buckets.append({b.name for b in _client(props).list_buckets()})
+            return name in buckets[0]
         try:
             (_admin(props).user_info if kind == "user" else _admin(props).policy_info)(name)
         except MinioAdminException as exc:
@@ -165,9 +180,19 @@ class _NamesFreeProvider(ResourceProvider):
 
 
 class MinioNamesFree(pulumi.dynamic.Resource, module="storage", name="MinioNamesFree"):
-    """Refuses (at preview) MinIO users, policies and buckets that the program would create over existing ones."""
+    """Refuses (at preview) MinIO users, policies and buckets that the program would create over existing ones.
 
-    def __init__(self, name: str, users: list[str], policies: list[str], buckets: list[str], endpoint: AdminEndpoint,
+    `names` are every user, policy and bucket of its component; `adopted` those among them that are declared
+    existing (imported, so never asked about).
+    """
+
+    def __init__(self, name: str, names: dict[str, list[str]], adopted: dict[str, list[str]], endpoint: AdminEndpoint,
                  opts: pulumi.ResourceOptions | None = None):
-        props = {"users": sorted(users), "policies": sorted(policies), "buckets": sorted(buckets), **endpoint.props()}
+        props = {"names": {k: sorted(v) for k, v in names.items()}, "adopted": {k: sorted(v) for k, v in adopted.items()},
+                 **endpoint.props()}
         super().__init__(_NamesFreeProvider(), name, props, opts)
+
+
+def guard(names_free: MinioNamesFree | None) -> list[pulumi.Resource]:
+    """What a MinIO user, policy or bucket waits for: the name check, where there is one."""
+    return [names_free] if names_free is not None else []

@@ -24,7 +24,7 @@ import pulumi_tls as tls
 
 from components import versions
 from components.kube import WORKLOAD_SKIPS, adopted, checkov_skips, helm_release, namespace, restricted_security_context
-from components.minio_admin import AdminEndpoint, BucketTags, MinioNamesFree
+from components.minio_admin import AdminEndpoint, BucketTags, MinioNamesFree, guard
 from components.config import REPLICABLE_CLASSES, SiteConfig
 from components.network import CrossClusterNetwork
 from components.providers import SiteProviders
@@ -511,7 +511,7 @@ class StorageCluster(pulumi.ComponentResource):
                 force_destroy=False,
                 # Buckets hold the fab's data: protected, and kept if ever removed from the stack.
                 opts=pulumi.ResourceOptions.merge(
-                    pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True, depends_on=[*self.object_store, self._names_free]),
+                    pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True, depends_on=[*self.object_store, *guard(self._names_free)]),
                     adopted(site.adopt.claims("bucket", bucket), bucket),
                 ),
             )
@@ -530,21 +530,28 @@ class StorageCluster(pulumi.ComponentResource):
         return resources
 
     def minio_names_guard(self, logical: str, users: list[str], policies: list[str], buckets: list[str],
-                          opts: pulumi.ResourceOptions) -> MinioNamesFree:
-        """A check, at preview and before any create, that none of these MinIO names exists unless adopted."""
+                          opts: pulumi.ResourceOptions) -> MinioNamesFree | None:
+        """A check, at preview and before any create, that none of these MinIO names exists unless adopted.
+
+        None when the program installs the object store: a store it creates holds nothing it did not put
+        there (and it does not exist yet when the first preview runs the check).
+        """
+        if self._site.storage.object_store.install:
+            return None
         adopt = self._site.adopt
+        declared = {"users": adopt.minio_users, "policies": adopt.minio_policies, "buckets": adopt.buckets}
         return MinioNamesFree(
             logical,
-            users=[u for u in users if u not in adopt.minio_users],
-            policies=[p for p in policies if p not in adopt.minio_policies],
-            buckets=[b for b in buckets if b not in adopt.buckets],
+            names={"users": users, "policies": policies, "buckets": buckets},
+            adopted={field: [n for n in names if n in declared[field]]
+                     for field, names in (("users", users), ("policies", policies), ("buckets", buckets))},
             endpoint=self.admin_endpoint,
             opts=opts,
         )
 
     def _minio_identity(self, opts: pulumi.ResourceOptions, kind: str, name: str) -> pulumi.ResourceOptions:
         """A MinIO user or policy: imported when adopted, else created only once the guard found its name free."""
-        guarded = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[self._names_free]))
+        guarded = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=guard(self._names_free)))
         return pulumi.ResourceOptions.merge(guarded, adopted(self._site.adopt.claims(kind, name), name))
 
     def _engine_access(self) -> None:

@@ -166,7 +166,7 @@ def main() -> int:
         preview=False,
         monitor=RecordingMonitor(Mocks()),
         # What `pulumi.get_organization()` answers on a self-managed backend.
-        organization=request.get("organization") or "organization",
+        organization=request["organization"],
     )
 
     result: dict[str, Any] = {"error": None, "resources": records, "outputs": {}}

@@ -255,10 +255,11 @@ def cmd_import(args: argparse.Namespace, console: Console, err: Console) -> int:
     plan = _render_or_report(args.stack, Path(args.project_dir), err)
     if isinstance(plan, int):
         return plan
-    document = json.dumps(import_file(plan), indent=2) + "\n"
+    found = import_file(plan)
+    document = json.dumps(found, indent=2) + "\n"
     if args.out:
         Path(args.out).write_text(document)
-        err.print(f"wrote {args.out}: {len(import_file(plan)['resources'])} objects to import", markup=False, highlight=False)
+        err.print(f"wrote {args.out}: {len(found['resources'])} objects to import", markup=False, highlight=False)
     else:
         console.print(document, markup=False, highlight=False, end="")
     return 0

@@ -79,19 +79,17 @@ def analyzer(policies_dir: Path = POLICIES_DIR) -> Iterator[Any]:
 _LEVELS = {0: "advisory", 1: "mandatory", 2: "disabled", 3: "remediate"}
 
 
-UNKNOWN_SENTINEL = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
-"""How the engine sends a value that can't be known during preview (pulumi's UnknownStringValue)."""
-
-
 def _as_engine_sends(value: Any) -> Any:
-    """The render's `[unknown]` placeholders as the engine's sentinel, which the pack's SDK recognises."""
+    """The render's `[unknown]` placeholders as the engine's sentinel for a value that can't be known during preview."""
+    from pulumi.runtime.rpc import UNKNOWN
+
     from fabctl._mockrun import UNKNOWN_VALUE
 
     if isinstance(value, dict):
         return {k: _as_engine_sends(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_as_engine_sends(v) for v in value]
-    return UNKNOWN_SENTINEL if value == UNKNOWN_VALUE else value
+    return UNKNOWN if value == UNKNOWN_VALUE else value
 
 
 def _resources(plan: Plan) -> list[Any]:

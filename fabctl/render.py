@@ -7,6 +7,7 @@ its cluster, inputs, dependencies and options, plus the stack outputs.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import subprocess
@@ -167,7 +168,8 @@ def linked_stack_outputs(config: dict[str, Any], project_dir: Path) -> dict[str,
     A site without a stack file here has no outputs, so the program reports it as not deployed.
     """
     try:
-        federation = parse_site(config.get(SITE_KEY)).federation
+        with contextlib.chdir(project_dir):  # the config's file paths are relative to the project
+            federation = parse_site(config.get(SITE_KEY)).federation
     except ConfigError:
         return {}  # the render itself reports the config's problems
     outputs: dict[str, dict[str, Any]] = {}

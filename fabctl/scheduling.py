@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.config import SiteConfig
+from components.gpu import GPU_TOLERATION
 from fabctl.helm import RenderedRelease
 from fabctl.render import Plan
 
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod"}
-GPU_OPERAND = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-"""The toleration the Network Operator appends to every operand DaemonSet."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,8 @@ def _operands(plan: Plan, cluster: str) -> Iterator[tuple[str, dict[str, Any]]]:
     for policy in plan.objects("ClusterPolicy", cluster):
         yield "GPU Operator operands (ClusterPolicy daemonsets)", {"tolerations": ((policy.get("spec") or {}).get("daemonsets") or {}).get("tolerations") or []}
     for policy in plan.objects("NicClusterPolicy", cluster):
-        yield "Network Operator operands (NicClusterPolicy)", {"tolerations": [*((policy.get("spec") or {}).get("tolerations") or []), GPU_OPERAND]}
+        # The Network Operator appends the nvidia.com/gpu toleration to every operand DaemonSet.
+        yield "Network Operator operands (NicClusterPolicy)", {"tolerations": [*((policy.get("spec") or {}).get("tolerations") or []), GPU_TOLERATION]}
 
 
 def scheduling_problems(plan: Plan, site: SiteConfig, releases: Iterable[RenderedRelease]) -> list[str]:

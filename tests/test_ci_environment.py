@@ -32,3 +32,8 @@ def test_fails_when_any_branch_may_deploy():
     assert check_environment.problems("site-a", environment) == [
         "environment 'site-a' accepts deployments from any branch: limit it to protected branches (main)"
     ]
+
+
+def test_a_preview_environment_needs_reviewers_but_no_branch_policy():
+    environment = {**PROTECTED, "deployment_branch_policy": None}
+    assert check_environment.problems("preview", environment, any_branch=True) == []

@@ -71,7 +71,13 @@ def test_previews_never_run_for_forks_and_use_the_preview_identities():
     (pulumi,) = [s for s in preview["steps"] if s.get("uses", "").startswith("pulumi/actions")]
     assert set(pulumi["env"]) == {"PULUMI_ACCESS_TOKEN", "KUBECONFIG", "MINIO_USER", "MINIO_PASSWORD", "KEYCLOAK_CLIENT_ID",
                                   "KEYCLOAK_CLIENT_SECRET"}
-    assert all("PREVIEW_" in value or name == "PULUMI_ACCESS_TOKEN" for name, value in pulumi["env"].items())
+    assert all("PREVIEW_" in value for value in pulumi["env"].values())
+
+
+def test_a_preview_refuses_to_run_unless_its_environment_has_reviewers():
+    steps = workflow("pull-request.yml")["jobs"]["preview"]["steps"]
+    check = next(i for i, s in enumerate(steps) if "check_environment.py --any-branch preview" in s.get("run", ""))
+    assert check < next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("pulumi/actions"))
 
 
 def test_previews_run_the_policy_pack_and_report_a_failure_on_the_pr():

@@ -168,4 +168,16 @@ def objects(resources: list[Any]) -> Iterator[tuple[Any, dict[str, Any]]]:
 
 
 def label(obj: dict[str, Any], key: str) -> Any:
-    return _dict(_dict(_dict(obj).get("metadata")).get("labels")).get(key)
+    """A label's value; UNKNOWN when the labels (or the metadata holding them) are unknown."""
+    metadata = _dict(obj).get("metadata")
+    labels = UNKNOWN if metadata is UNKNOWN else _dict(metadata).get("labels")
+    return UNKNOWN if labels is UNKNOWN else _dict(labels).get(key)
+
+
+def field(value: Any, *keys: str) -> Any:
+    """A nested field; UNKNOWN where a level on the way is unknown, None where one is missing."""
+    for key in keys:
+        if value is UNKNOWN:
+            return UNKNOWN
+        value = _dict(value).get(key)
+    return value

@@ -117,7 +117,7 @@ def _serving_priority(args: ResourceValidationArgs, report: ReportViolation) -> 
         return
     pod = pod_spec(obj)
     if pod is not None and (obj["kind"] == "Deployment" or obj["kind"] in TRAINING_KINDS):
-        deciding = {"label": label(obj, "app.kubernetes.io/name"), "pod": pod_fields(pod, ("priorityClassName",), ())}
+        deciding = {"labels": label(obj, "app.kubernetes.io/name"), "pod": pod_fields(pod, ("priorityClassName",), ())}
         if problem := undecided(f"{obj['kind']} {name_of(obj)}", deciding):
             report(problem)
             return

@@ -12,7 +12,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from rules._k8s import gpu_providers, k8s_object, label, name_of, namespace_of, objects, provider_name, skip_unknown, undecided
+from rules._k8s import field, gpu_providers, k8s_object, label, name_of, namespace_of, objects, provider_name, skip_unknown, undecided
 
 APPROVED_PORTS = [9000, 8181, 10443, 6443, 2379, 53]
 """S3, Polaris REST, Envoy's 443 listener, kube-apiserver, ClusterMesh etcd, cluster DNS."""
@@ -88,8 +88,8 @@ def _routes_authenticated(args: StackValidationArgs, report: ReportViolation) ->
     for resource, obj in objects(args.resources):
         if obj["kind"] not in ROUTE_KINDS:
             continue
-        deciding = {"metadata": obj.get("metadata"), "targetRefs": (obj.get("spec") or {}).get("targetRefs"),
-                    "jwt": (obj.get("spec") or {}).get("jwt"), "rateLimit": (obj.get("spec") or {}).get("rateLimit")}
+        deciding = {"metadata": obj.get("metadata"), "targetRefs": field(obj, "spec", "targetRefs"),
+                    "jwt": field(obj, "spec", "jwt"), "rateLimit": field(obj, "spec", "rateLimit")}
         if problem := undecided(f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)}", deciding):
             report(problem, resource.urn)
             continue

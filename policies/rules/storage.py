@@ -15,7 +15,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from rules._k8s import HELM_RELEASE, UNKNOWN, k8s_object, name_of, namespace_of, objects, plain, skip_unknown, undecided
+from rules._k8s import HELM_RELEASE, UNKNOWN, field, k8s_object, name_of, namespace_of, objects, plain, skip_unknown, undecided
 
 IAM_POLICY = "minio:index/iamPolicy:IamPolicy"
 BUCKET = "minio:index/s3Bucket:S3Bucket"
@@ -126,18 +126,21 @@ def _bucket_classes(resources: list[Any]) -> dict[str, dict[str, str]]:
 
 def _versioned(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a bucket, its tags or its versioning with an unknown name or setting fails closed."""
+    undecidable = set()
     for resource in args.resources:
         if resource.resource_type in (BUCKET, BUCKET_TAGS, VERSIONING):
             props = plain(resource.props)
             deciding = {key: props.get(key) for key in ("bucket", "tags", "versioningConfiguration")}
             if problem := undecided(f"{resource.resource_type.rsplit(':', 1)[-1]} {resource.name}", deciding):
                 report(problem, resource.urn)
-    classes = _bucket_classes(args.resources)
+                undecidable.add(resource.urn)
+    known = [r for r in args.resources if r.urn not in undecidable]
+    classes = _bucket_classes(known)
     versioned = {
-        plain(r.props).get("bucket") for r in args.resources
-        if r.resource_type == VERSIONING and (plain(r.props).get("versioningConfiguration") or {}).get("status") == "Enabled"
+        plain(r.props).get("bucket") for r in known
+        if r.resource_type == VERSIONING and field(plain(r.props), "versioningConfiguration", "status") == "Enabled"
     }
-    for resource in args.resources:
+    for resource in known:
         if resource.resource_type != BUCKET:
             continue
         bucket = plain(resource.props).get("bucket")

@@ -9,8 +9,8 @@ from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation,
 
 from rules._k8s import (
     HELM_RELEASE,
-    UNKNOWN,
     containers,
+    field,
     k8s_object,
     name_of,
     namespace_of,
@@ -55,7 +55,7 @@ def _host_access(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if obj is None:
         return
     allowed = _namespaces(args)
-    if obj["kind"] == "Namespace" and (problem := undecided(f"namespace {name_of(obj)}", (obj.get("metadata") or {}).get("labels"), ".labels")):
+    if obj["kind"] == "Namespace" and (problem := undecided(f"namespace {name_of(obj)}", field(obj, "metadata", "labels"), ".labels")):
         report(problem)
         return
     if obj["kind"] == "Namespace":
@@ -97,11 +97,9 @@ def _pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
         return
     obj = k8s_object(args.resource_type, args.props)
     pod = pod_spec(obj) if obj else None
-    if pod is not None:
-        images = pod if pod is UNKNOWN else [c.get("image") for c in containers(pod)]
-        if problem := undecided(f"{obj['kind']} {name_of(obj)}", images, ".images"):
-            report(problem)
-            return
+    if pod is not None and (problem := undecided(f"{obj['kind']} {name_of(obj)}", pod_fields(pod, (), ("image",)), ".pod")):
+        report(problem)
+        return
     for container in containers(pod or {}):
         image = container.get("image") or ""
         tag = image.rsplit("/", 1)[-1].partition(":")[2] if "@" not in image else "digest"

@@ -10,19 +10,19 @@ from components.config import ConfigError, parse_site
 from components.minio_admin import taken_names
 from fabctl.cli import import_file
 from fabctl.render import RenderError
-from helpers import render_site, site_raw
+from helpers import render_config, render_site, site_raw, stack_config
 
 
 def imported(plan) -> dict[str, str]:
     return {r["name"]: r["import_id"] for r in plan.resources if r.get("import_id")}
 
 
-def test_declared_objects_are_imported_and_nothing_else(plan_b):
-    assert imported(plan_b) == {
-        "storage-bucket-site-b-raw-fdc": "site-b-raw-fdc",
-        "network-storage-cilium": "kube-system/cilium",
-        "network-compute-cilium": "kube-system/cilium",
-    }
+def test_declared_objects_are_imported_and_nothing_else(plan):
+    adopt = parse_site(site_raw(plan.stack)).adopt
+    found = imported(plan)
+    assert found, "the stack adopts nothing"
+    expected = sorted([*adopt.buckets, *(ref for refs in adopt.helm_releases.values() for ref in refs)])
+    assert sorted(found.values()) == expected
 
 
 def test_a_declared_namespace_and_minio_user_are_imported():
@@ -90,15 +90,29 @@ def test_minio_users_policies_and_buckets_wait_for_the_name_check(plan_b):
     assert [r["name"] for r in waiting if guard["urn"] not in r["dependencies"]] == []
 
 
-def test_the_name_check_leaves_out_what_is_adopted(plan_b):
-    (guard,) = [r for r in plan_b.resources if r["name"] == "storage-names-free"]
-    assert "site-b-raw-fdc" not in guard["inputs"]["buckets"] and "site-b-gold" in guard["inputs"]["buckets"]
-    assert "fab-spark" in guard["inputs"]["users"]
+def test_the_name_check_knows_what_is_adopted():
+    raw = site_raw("site-b")
+    raw["adopt"] = {"buckets": ["site-b-gold"], "minio_users": ["fab-spark"], "helm_releases": raw["adopt"]["helm_releases"]}
+    (guard,) = [r for r in render_site("site-b", raw).resources if r["name"] == "storage-names-free"]
+    assert guard["inputs"]["adopted"] == {"buckets": ["site-b-gold"], "policies": [], "users": ["fab-spark"]}
+    assert "site-b-gold" in guard["inputs"]["names"]["buckets"] and "fab-spark" in guard["inputs"]["names"]["users"]
+
+
+def test_an_installed_object_store_needs_no_name_check():
+    raw = site_raw("site-b")
+    raw["storage"]["object_store"] = {"install": True}
+    raw["adopt"]["helm_releases"].pop("storage")
+    config = stack_config("site-b")
+    config["fab-platform:site"] = raw
+    config["fab-platform:aistorLicense"] = {"secure": "v1:license"}
+    config["fab-platform:aistorRootPassword"] = {"secure": "v1:password"}
+    plan = render_config("site-b", config)
+    assert [r["name"] for r in plan.resources if r["type"].endswith(":MinioNamesFree")] == []
 
 
 def test_fails_when_a_minio_user_to_create_exists_already():
     exists = lambda kind, name: (kind, name) == ("user", "fab-spark")  # noqa: E731
-    failures = taken_names({"users": ["fab-spark", "fab-trino"], "policies": [], "buckets": []}, {}, exists)
+    failures = taken_names({"names": {"users": ["fab-spark", "fab-trino"]}}, {}, exists)
     assert [(f.property, f.reason) for f in failures] == [(
         "users", "MinIO user 'fab-spark' exists already: creating it would take it over and reset its secret; list it under "
         "adopt.minio_users to import it, or remove it from the object store",
@@ -107,8 +121,8 @@ def test_fails_when_a_minio_user_to_create_exists_already():
 
 def test_the_name_check_asks_only_about_names_new_to_it():
     asked = []
-    taken_names({"users": ["fab-spark", "fab-new"], "policies": [], "buckets": []}, {"users": ["fab-spark"]},
-                lambda kind, name: asked.append(name) or False)
+    taken_names({"names": {"users": ["fab-spark", "fab-new", "fab-old"]}, "adopted": {"users": ["fab-old"]}},
+                {"names": {"users": ["fab-spark"]}}, lambda kind, name: asked.append(name) or False)
     assert asked == ["fab-new"]
 
 

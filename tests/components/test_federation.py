@@ -163,15 +163,16 @@ def test_fails_when_linked_names_a_site_that_is_not_federated():
 
 
 def test_federated_sites_reach_only_s3_and_polaris_from_their_ranges(plan_b):
+    ranges = [str(r) for r in parse_site(site_raw("site-b")).federation.ranges["site-a"]]
     flows = {name: flow for name, flow in plan_b.outputs["network"]["flows"].items() if name.startswith("federation-")}
     assert {name: (flow["from_cidrs"], flow["to"], flow["port"], flow["to_namespace"]) for name, flow in flows.items()} == {
-        "federation-site-a-s3": (["10.64.0.0/14", "10.10.0.0/16"], ["storage"], 9000, "aistor"),
-        "federation-site-a-polaris": (["10.64.0.0/14", "10.10.0.0/16"], ["storage"], 8181, "polaris"),
+        "federation-site-a-s3": (ranges, ["storage"], 9000, "aistor"),
+        "federation-site-a-polaris": (ranges, ["storage"], 8181, "polaris"),
     }
     (rule,) = [p for p in plan_b.objects("CiliumClusterwideNetworkPolicy", "site-b-storage")
                if p["metadata"]["name"] == "fab-flow-federation-site-a-s3"]
     assert rule["spec"]["ingress"] == [{
-        "fromCIDRSet": [{"cidr": "10.64.0.0/14"}, {"cidr": "10.10.0.0/16"}],
+        "fromCIDRSet": [{"cidr": cidr} for cidr in ranges],
         "toPorts": [{"ports": [{"port": "9000", "protocol": "TCP"}]}],
     }]
     assert rule["spec"]["endpointSelector"] == {"matchLabels": {"aistor.min.io/objectStore": "aistor", "k8s:io.kubernetes.pod.namespace": "aistor"}}
@@ -203,3 +204,11 @@ def test_fails_when_a_federated_sites_range_overlaps_this_site():
     assert info.value.lines == [
         "fab-platform:site.federation.ranges.site-a[0]: 10.80.0.0/16 overlaps clusters.storage.pod_cidr (10.80.0.0/16) of this site"
     ]
+
+
+def test_fails_when_a_site_is_linked_twice():
+    raw = site_raw("site-b")
+    raw["federation"]["linked"] = ["site-a", "site-a"]
+    with pytest.raises(ConfigError) as info:
+        parse_site(raw)
+    assert info.value.lines == ["fab-platform:site.federation.linked[1]: 'site-a' is listed twice"]

@@ -11,18 +11,15 @@ import pytest
 import urllib3
 
 from components.config import ConfigError, parse_site
-from components.minio_admin import _apply_tags
+from components.minio_admin import _apply_tags, _exists
 from components.storage import MC_CA_DIR
 from helpers import site_raw
-
-CA_BUNDLE = "certs/site-b-ca.pem"
-
 
 def test_the_providers_trust_the_site_ca(plan_b):
     (minio,) = plan_b.of_type("pulumi:providers:minio")
     (keycloak,) = plan_b.of_type("pulumi:providers:keycloak")
-    pem = parse_site(site_raw("site-b")).ca_bundle_pem()
-    assert (minio["inputs"]["minioCacertFile"], keycloak["inputs"]["rootCaCertificate"]) == (CA_BUNDLE, pem)
+    site = parse_site(site_raw("site-b"))
+    assert (minio["inputs"]["minioCacertFile"], keycloak["inputs"]["rootCaCertificate"]) == (site.ca_bundle, site.ca_bundle_pem())
 
 
 def test_the_programs_minio_calls_carry_the_site_ca(plan_b):
@@ -56,11 +53,22 @@ def test_fails_when_the_ca_bundle_holds_no_certificate(tmp_path, monkeypatch):
 def test_fails_when_the_ca_bundle_is_missing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     raw = site_raw("site-b")
+    raw["ca_bundle"] = "certs/ca.pem"
     with pytest.raises(ConfigError) as info:
         parse_site(raw)
     assert info.value.lines == [
-        f"fab-platform:site.ca_bundle: '{CA_BUNDLE}' cannot be read (No such file or directory); paths are relative to the project directory"
+        "fab-platform:site.ca_bundle: 'certs/ca.pem' cannot be read (No such file or directory); paths are relative to the project directory"
     ]
+
+
+def test_fails_when_the_ca_bundle_is_not_text(tmp_path, monkeypatch):
+    (tmp_path / "ca.pem").write_bytes(b"\xff\xfe binary")
+    monkeypatch.chdir(tmp_path)
+    raw = site_raw("site-b")
+    raw["ca_bundle"] = "ca.pem"
+    with pytest.raises(ConfigError) as info:
+        parse_site(raw)
+    assert info.value.lines == ["fab-platform:site.ca_bundle: 'ca.pem' is not a PEM file (PEM is ASCII text)"]
 
 
 @pytest.fixture(scope="module")
@@ -76,11 +84,28 @@ def private_endpoint(tmp_path_factory):
         "-extfile", "ext", "-out", "server.pem")
 
     class Ok(http.server.BaseHTTPRequestHandler):
-        def do_PUT(self):  # noqa: N802 (the S3 PutBucketTagging call)
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
+        """Just enough of AIStor: PutBucketTagging, ListBuckets (one bucket), user-info (404) and info-canned-policy."""
+
+        def reply(self, status: int, body: bytes = b"", content_type: str = "application/xml") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
+            self.wfile.write(body)
+
+        def do_PUT(self):  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.reply(200)
+
+        def do_GET(self):  # noqa: N802
+            if self.path.startswith("/minio/admin/v3/user-info"):
+                self.reply(404, b'{"Code":"XMinioAdminNoSuchUser"}', "application/json")
+            elif self.path.startswith("/minio/admin/v3/info-canned-policy"):
+                self.reply(200, b'{"Version":"2012-10-17","Statement":[]}', "application/json")
+            else:
+                self.reply(200, b'<ListAllMyBucketsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Owner><ID>x</ID></Owner>'
+                                b'<Buckets><Bucket><Name>site-b-gold</Name><CreationDate>2026-01-01T00:00:00.000Z</CreationDate>'
+                                b'</Bucket></Buckets></ListAllMyBucketsResult>')
 
         def log_message(self, *args):
             pass
@@ -113,3 +138,14 @@ def test_fails_when_the_private_ca_is_not_trusted(private_endpoint, monkeypatch)
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     with pytest.raises(urllib3.exceptions.MaxRetryError, match="CERTIFICATE_VERIFY_FAILED"):
         _apply_tags(_tags_props(server, None))
+
+
+def test_the_name_check_asks_the_object_store_through_the_private_ca(private_endpoint, monkeypatch):
+    server, ca = private_endpoint
+    monkeypatch.setenv("MINIO_USER", "admin")
+    monkeypatch.setenv("MINIO_PASSWORD", "admin-password")
+    exists = _exists(_tags_props(server, ca))
+    asked = {(kind, name): exists(kind, name) for kind, name in
+             (("bucket", "site-b-gold"), ("bucket", "site-b-new"), ("user", "fab-spark"), ("policy", "fab-spark"))}
+    assert asked == {("bucket", "site-b-gold"): True, ("bucket", "site-b-new"): False, ("user", "fab-spark"): False,
+                     ("policy", "fab-spark"): True}

@@ -11,6 +11,8 @@ import copy
 
 import pytest
 
+from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_OBJECT_VALUE
+
 from fabctl._mockrun import UNKNOWN_VALUE
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan
@@ -41,7 +43,7 @@ def test_an_unknown_image_fails_the_pinned_versions_rule_closed(stub):
     violations = analyze_with(stub, with_edit(edit))
     assert [(v.policy, v.level, v.message.splitlines()[-1]) for v in violations] == [(
         "fab-pinned-versions", "mandatory",
-        "Job starrocks-setup: .images[0] can't be known during preview, and this rule decides on it, so it fails closed; "
+        "Job starrocks-setup: .pod.containers[0].image can't be known during preview, and this rule decides on it, so it fails closed; "
         "compute the value in the program instead of from another resource's output",
     )]
 
@@ -62,8 +64,6 @@ def test_plain_marks_unknowns_without_raising():
 
 
 def test_pod_security_fails_closed_on_an_unknown_security_context():
-    from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE
-
     container = {**SAFE, "securityContext": UNKNOWN_OBJECT_VALUE}
     assert check(pod_security, kube(pod("Deployment", "app", "team-yield", container))) == [
         "Deployment team-yield/app: .pod.containers[0].securityContext can't be known during preview, and this rule "
@@ -87,3 +87,50 @@ def test_plaintext_check_skips_an_unknown_config_value():
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"},
                   "data": {"password": UNKNOWN_STRING_VALUE}}
     assert check(no_plaintext_secrets, kube(config_map)) == []
+
+
+CASES = {
+    "fab-serving-not-preemptible": ("kubernetes:apps/v1:Deployment", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": UNKNOWN_OBJECT_VALUE,
+        "spec": {"template": {"spec": {"containers": []}}},
+    }),
+    "fab-pinned-versions": ("kubernetes:apps/v1:Deployment", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},
+        "spec": {"template": {"spec": {"containers": UNKNOWN_ARRAY_VALUE}}},
+    }),
+    "fab-host-network-allow-listed": ("kubernetes:core/v1:Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": UNKNOWN_OBJECT_VALUE}),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(CASES))
+def test_a_wholly_unknown_map_or_list_fails_closed_without_crashing(rule):
+    from rules.gpu import serving_not_preemptible
+    from rules.workloads import host_network_allow_listed, pinned_versions
+
+    policy = {p.name: p for p in (serving_not_preemptible, pinned_versions, host_network_allow_listed)}[rule]
+    type_, props = CASES[rule]
+    (message,) = check(policy, resource(type_, props, name="x"))
+    assert "can't be known during preview, and this rule decides on it, so it fails closed" in message
+
+
+def test_the_routes_rule_fails_closed_on_an_unknown_spec():
+    from rules.network import routes_authenticated
+
+    route = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {"name": "r", "namespace": "inference"},
+             "spec": UNKNOWN_OBJECT_VALUE}
+    messages = check(routes_authenticated, [kube(route, cluster="site-a-gpu", gpu=True)])
+    assert messages == [
+        "HTTPRoute inference/r: .targetRefs, .jwt, .rateLimit can't be known during preview, and this rule decides on it, so it "
+        "fails closed; compute the value in the program instead of from another resource's output"
+    ]
+
+
+def test_the_versioning_rule_fails_closed_on_an_unknown_setting_without_crashing():
+    from rules.storage import versioned_artifacts
+
+    versioning = resource("minio:index/s3BucketVersioning:S3BucketVersioning",
+                          {"bucket": "site-a-models", "versioningConfiguration": UNKNOWN_OBJECT_VALUE}, name="v")
+    assert check(versioned_artifacts, [versioning]) == [
+        "S3BucketVersioning v: .versioningConfiguration can't be known during preview, and this rule decides on it, so it fails "
+        "closed; compute the value in the program instead of from another resource's output"
+    ]
