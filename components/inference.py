@@ -22,7 +22,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
-from components.capacity import GIB, ModelCapacity
+from components.capacity import ModelCapacity
 from components.config import SiteConfig
 from components.gpu import (
     INFERENCE_NAMESPACE,

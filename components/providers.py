@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import pulumi
 import pulumi_keycloak as keycloak
 import pulumi_kubernetes as k8s
 import pulumi_minio as minio

@@ -24,6 +24,17 @@ def copy_project(dest: Path) -> Path:
     return dest
 
 
+def config_errors(raw: dict[str, Any]) -> list[str]:
+    """The lines of the ConfigError a site object is refused with (the test fails if it is accepted)."""
+    import pytest
+
+    from components.config import ConfigError, parse_site
+
+    with pytest.raises(ConfigError) as info:
+        parse_site(raw)
+    return info.value.lines
+
+
 def stack_config(stack: str) -> dict[str, Any]:
     """A fresh, mutable copy of a stack file's `config:` mapping."""
     return copy.deepcopy(read_stack_config(stack_file(PROJECT_DIR, stack)))

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from components.config import ConfigError, parse_site
+from components.config import parse_site
 from components.minio_admin import taken_names
 from fabctl.cli import import_file
 from fabctl.render import RenderError
-from helpers import render_config, render_site, site_raw, stack_config
+from helpers import config_errors, render_config, render_site, site_raw, stack_config
 
 
 def imported(plan) -> dict[str, str]:
@@ -46,9 +46,7 @@ def test_fails_when_an_adopted_object_is_not_one_the_platform_manages():
 def test_fails_when_an_adopted_bucket_is_not_declared():
     raw = site_raw("site-b")
     raw["adopt"]["buckets"] = ["site-b-raw-fcd"]
-    with pytest.raises(ConfigError) as info:
-        parse_site(raw)
-    assert info.value.lines == [
+    assert config_errors(raw) == [
         "fab-platform:site.adopt.buckets[0]: 'site-b-raw-fcd' is not a bucket of storage.buckets or a federation replica bucket"
     ]
 
@@ -56,9 +54,7 @@ def test_fails_when_an_adopted_bucket_is_not_declared():
 def test_fails_when_cilium_would_be_installed_over_a_running_storage_cluster():
     raw = site_raw("site-b")
     del raw["adopt"]["helm_releases"]["storage"]
-    with pytest.raises(ConfigError) as info:
-        parse_site(raw)
-    assert info.value.lines == [
+    assert config_errors(raw) == [
         "fab-platform:site.clusters.storage.cilium.managed: true (the default) would install Cilium over the CNI of a "
         "running cluster (storage.object_store.install is false: its AIStor is adopted); adopt its Cilium release with "
         "adopt.helm_releases.storage: [kube-system/cilium], or set managed: false where Cilium is installed by other means"
@@ -75,9 +71,7 @@ def test_an_unmanaged_cilium_needs_no_adoption():
 def test_fails_when_a_realm_is_adopted_but_not_managed():
     raw = site_raw("site-b")
     raw["adopt"]["realm"] = True
-    with pytest.raises(ConfigError) as info:
-        parse_site(raw)
-    assert info.value.lines == [
+    assert config_errors(raw) == [
         "fab-platform:site.adopt.realm: true needs identity.create_realm: true; a realm the platform does not manage is only referenced"
     ]
 
