@@ -351,7 +351,7 @@ class StorageCluster(pulumi.ComponentResource):
         if engine not in ENGINE_ACCESS:
             raise ValueError(f"unknown engine {engine!r}; engines: {', '.join(sorted(ENGINE_ACCESS))}")
         creds = self._credentials[engine]
-        return self._delivered(f"s3-{engine}", engine, cluster, namespace, [*(depends_on or []), *creds.usable_after], {
+        return self._delivered(f"s3-{engine}", {"fab.internal/engine": engine}, cluster, namespace, [*(depends_on or []), *creds.usable_after], {
             "AWS_ACCESS_KEY_ID": creds.access_key,
             "AWS_SECRET_ACCESS_KEY": creds.secret_key,
             "AWS_ENDPOINT_URL_S3": self._s3_internal,
@@ -363,7 +363,7 @@ class StorageCluster(pulumi.ComponentResource):
         if engine not in CATALOG_ACCESS:
             raise ValueError(f"engine {engine!r} has no Polaris principal; principals: {', '.join(sorted(CATALOG_ACCESS))}")
         principal = self._principals[engine]
-        return self._delivered(f"polaris-{engine}", engine, cluster, namespace, depends_on, {
+        return self._delivered(f"polaris-{engine}", {"fab.internal/engine": engine}, cluster, namespace, depends_on, {
             "POLARIS_CLIENT_ID": principal.client_id,
             "POLARIS_CLIENT_SECRET": principal.client_secret,
             "POLARIS_URI": self._catalog_uri,
@@ -376,30 +376,23 @@ class StorageCluster(pulumi.ComponentResource):
         pem = self._site.ca_bundle_pem()
         if pem is None:
             return SiteCa(None)
-        key = (SITE_CA_SECRET, cluster, namespace)
-        if key not in self._grants:
-            self._grants[key] = k8s.core.v1.Secret(
-                f"{self._name}-{SITE_CA_SECRET}-{cluster}-{namespace}",
-                metadata={"name": SITE_CA_SECRET, "namespace": namespace, "labels": {"fab.internal/trust": "site-ca"}},
-                type="Opaque",
-                string_data={SITE_CA_KEY: pulumi.Output.secret(pem)},  # public, but Secret data are Pulumi secrets throughout
-                opts=pulumi.ResourceOptions(parent=self, provider=self._site_providers.for_cluster(cluster), depends_on=depends_on),
-            )
-        return SiteCa(self._grants[key])
+        # Public, but Secret data are Pulumi secrets throughout.
+        return SiteCa(self._delivered(SITE_CA_SECRET, {"fab.internal/trust": "site-ca"}, cluster, namespace, depends_on,
+                                      {SITE_CA_KEY: pulumi.Output.secret(pem)}))
 
     def federation_principal(self, consumer: str) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
         """Client id and secret of the gold-only Polaris principal of a consumer site."""
         principal = self._principals[f"federation-{consumer}"]
         return principal.client_id, principal.client_secret
 
-    def _delivered(self, name: str, engine: str, cluster: str, namespace: str, depends_on: list[pulumi.Resource] | None,
+    def _delivered(self, name: str, labels: dict[str, str], cluster: str, namespace: str, depends_on: list[pulumi.Resource] | None,
                    data: dict[str, pulumi.Input[str]]) -> k8s.core.v1.Secret:
-        """One credentials Secret per (name, cluster, namespace), however often it is asked for."""
+        """One delivered Secret per (name, cluster, namespace), however often it is asked for."""
         key = (name, cluster, namespace)
         if key not in self._grants:
             self._grants[key] = k8s.core.v1.Secret(
                 f"{self._name}-{name}-{cluster}-{namespace}",
-                metadata={"name": name, "namespace": namespace, "labels": {"fab.internal/engine": engine}},
+                metadata={"name": name, "namespace": namespace, "labels": labels},
                 type="Opaque",
                 string_data=data,
                 opts=pulumi.ResourceOptions(
