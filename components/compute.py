@@ -588,7 +588,7 @@ class ComputeCluster(pulumi.ComponentResource):
         )
 
     def _superset(self) -> None:
-        site, ns = self._site, "superset"
+        ns = "superset"
         ns_resource = self._namespace(ns)
         self._oidc_secret("superset", ns, ns_resource)
         owner, password = self._database("superset", ns, ns_resource)

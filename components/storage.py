@@ -602,7 +602,7 @@ class StorageCluster(pulumi.ComponentResource):
         )
 
     def _polaris(self, network: CrossClusterNetwork) -> None:
-        site, polaris = self._site, self._site.storage.polaris
+        polaris = self._site.storage.polaris
         ns = polaris.namespace
         ns_resource = self._namespace(ns)
         cnpg_ns = self._namespace(CNPG_NAMESPACE)
