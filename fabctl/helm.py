@@ -4,13 +4,15 @@ A `kubernetes:helm.sh/v3:Release` is opaque to the render: Pulumi hands its valu
 cluster. To see (and validate) the objects a release really creates, its chart package is rendered
 with a real Helm exactly as `helm install` would: same release name, namespace, values (the chart's
 values.schema.json included), CRDs, hooks, and the release's post-renderer applied to the output.
-Chart packages come from a local folder laid out as `../shared/charts` (an `index.json` listing
-name, version, file and source repository of each package).
+Chart packages come from a local folder (a mirror: what `helm pull` writes, `<name>-<version>.tgz`, or
+the layout of `../shared/charts`, whose `index.json` also names each package's source repository), or
+are pulled from the repository each release names into a cache.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import os
 import subprocess
@@ -57,19 +59,71 @@ class ChartRef:
 
 
 class ChartPackages:
-    """A folder of chart packages with an `index.json` (the layout of `../shared/charts`)."""
+    """A local folder of chart packages: `<name>-<version>.tgz` as `helm pull` writes them, or an `index.json`
+    naming each package's file and source repository (the layout of `../shared/charts`)."""
 
     def __init__(self, folder: Path):
         self.folder = folder
-        index = json.loads((folder / "index.json").read_text())
-        self._files = {(c["name"], c["version"]): c for c in index["charts"]}
+        index = folder / "index.json"
+        self._index = {(c["name"], c["version"]): c for c in json.loads(index.read_text())["charts"]} if index.is_file() else None
 
     def find(self, chart: ChartRef) -> Path | None:
-        """The package of exactly this chart and version from the same repository, if the folder has it."""
-        entry = self._files.get((chart.name, chart.version))
+        """The package of exactly this chart and version (from the same repository, where the index says), if the folder has it."""
+        if self._index is None:
+            path = self.folder / f"{chart.name}-{chart.version}.tgz"
+            return path if path.is_file() else None
+        entry = self._index.get((chart.name, chart.version))
         if entry is None or entry["repository"].rstrip("/") != chart.repo.rstrip("/"):
             return None
         return self.folder / entry["file"]
+
+    def why_missing(self, chart: ChartRef) -> str:
+        return f"no package of {chart} in {self.folder}"
+
+
+class ChartRepositories:
+    """Charts pulled with `helm pull` from the repository each release names, kept in a cache folder."""
+
+    def __init__(self, helm: Path, cache: Path):
+        self.helm, self.cache = helm, cache
+        self._failures: dict[ChartRef, str] = {}
+
+    def find(self, chart: ChartRef) -> Path | None:
+        path = self.cache / f"{chart.name}-{chart.version}.tgz"
+        if path.is_file():
+            return path
+        if chart in self._failures:
+            return None
+        self.cache.mkdir(parents=True, exist_ok=True)
+        source = [f"{chart.repo}/{chart.name}"] if chart.repo.startswith("oci://") else [chart.name, "--repo", chart.repo]
+        with tempfile.TemporaryDirectory(prefix="fab-helm-") as tmp:
+            home = {"HELM_CACHE_HOME": tmp, "HELM_CONFIG_HOME": tmp, "HELM_DATA_HOME": tmp}
+            done = subprocess.run(
+                [str(self.helm), "pull", *source, "--version", chart.version, "--destination", str(self.cache)],
+                capture_output=True, text=True, env={**os.environ, **home}, check=False, timeout=PULL_TIMEOUT_SEC,
+            )
+        if done.returncode != 0 or not path.is_file():
+            reason = (done.stderr.strip().splitlines() or [f"helm exited {done.returncode}"])[-1]
+            self._failures[chart] = f"cannot pull {chart}: {reason}"
+            return None
+        return path
+
+    def why_missing(self, chart: ChartRef) -> str:
+        return self._failures.get(chart, f"{chart} was not pulled")
+
+
+PULL_TIMEOUT_SEC = 120
+ChartSource = ChartPackages | ChartRepositories
+
+
+@dataclass(frozen=True)
+class MissingChart:
+    """A release whose chart package could not be found or fetched: its objects are not in the picture."""
+
+    release: dict[str, Any]
+    cluster: str
+    chart: ChartRef
+    reason: str
 
 
 @dataclass
@@ -81,6 +135,8 @@ class RenderedRelease:
     chart: ChartRef
     objects: list[dict[str, Any]]
     error: str | None = None
+    package: Path | None = None
+    """The chart package it was rendered from."""
 
 
 def releases(plan: Plan) -> list[dict[str, Any]]:
@@ -135,21 +191,38 @@ def template(release: dict[str, Any], package: Path, helm: Path, project_dir: Pa
         if done.returncode != 0:
             raise HelmError(f"post-renderer {postrender} failed: {done.stderr.strip()}")
         manifest = done.stdout
-    return [doc for doc in yaml.safe_load_all(manifest) if isinstance(doc, dict) and doc.get("kind")]
+    # libyaml's loader: charts with large CRDs (Gateway API, Kueue) are megabytes of YAML.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [doc for doc in yaml.load_all(manifest, Loader=loader) if isinstance(doc, dict) and doc.get("kind")]
 
 
-def render_releases(plan: Plan, packages: ChartPackages, helm: Path, project_dir: Path) -> tuple[list[RenderedRelease], list[ChartRef]]:
-    """Every release of the plan rendered (or Helm's refusal), and the charts the folder lacks (never skipped silently)."""
+def render_releases(plan: Plan, packages: ChartSource, helm: Path, project_dir: Path) -> tuple[list[RenderedRelease], list[MissingChart]]:
+    """Every release of the plan rendered (or Helm's refusal), and the releases whose chart the source lacks
+    (never skipped silently)."""
     found = [(release, ChartRef.of(release)) for release in releases(plan)]
-    missing = [chart for _, chart in found if packages.find(chart) is None]
-
-    def one(release: dict[str, Any], chart: ChartRef) -> RenderedRelease:
-        try:
-            objects, error = template(release, packages.find(chart), helm, project_dir), None
-        except HelmError as exc:
-            objects, error = [], str(exc)
-        return RenderedRelease(release, plan.cluster(release) or "", chart, objects, error)
-
+    charts = list(dict.fromkeys(chart for _, chart in found))  # each chart once: releases share charts
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        done = list(pool.map(lambda pair: one(*pair), [(r, c) for r, c in found if c not in missing]))
+        paths = dict(zip(charts, pool.map(packages.find, charts)))
+    missing = [MissingChart(r, plan.cluster(r) or "", c, packages.why_missing(c)) for r, c in found if paths[c] is None]
+
+    def key(release: dict[str, Any]) -> str:
+        """What Helm's output depends on: releases installed alike on several clusters are rendered once."""
+        inputs = release["inputs"]
+        return json.dumps([str(paths[ChartRef.of(release)]), inputs.get("name") or release["name"], inputs.get("namespace"),
+                           inputs.get("values"), inputs.get("postrender")], sort_keys=True, default=str)
+
+    def one(release: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+        try:
+            return template(release, paths[ChartRef.of(release)], helm, project_dir), None
+        except HelmError as exc:
+            return [], str(exc)
+
+    renderable = [(r, c) for r, c in found if paths[c] is not None]
+    unique = {key(r): r for r, _ in renderable}
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        outputs = dict(zip(unique, pool.map(one, unique.values())))
+    done = []
+    for release, chart in renderable:
+        objects, error = outputs[key(release)]
+        done.append(RenderedRelease(release, plan.cluster(release) or "", chart, copy.deepcopy(objects), error, paths[chart]))
     return done, missing

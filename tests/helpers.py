@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from fabctl.helm import ChartPackages, ChartRef, RenderedRelease, render_releases
+from fabctl.helm import ChartPackages, MissingChart, RenderedRelease, render_releases
 
-from fabctl.render import PROJECT_DIR, Plan, render, render_config
+from fabctl.render import PROJECT_DIR, Plan, render
 from fabctl.stackfile import SITE_KEY, read_stack_config, stack_file
 
 STACKS = ("site-a", "site-b")
@@ -65,7 +65,7 @@ def rendered(stack: str) -> Plan:
 _HELM: dict[str, tuple] = {}
 
 
-def helm_rendered(stack: str, chart_dir: Path, helm: Path) -> tuple[list[RenderedRelease], list[ChartRef]]:
+def helm_rendered(stack: str, chart_dir: Path, helm: Path) -> tuple[list[RenderedRelease], list[MissingChart]]:
     """The Helm releases of a checked-in stack file through `helm template`, done once per test session."""
     if stack not in _HELM:
         _HELM[stack] = render_releases(rendered(stack), ChartPackages(chart_dir), helm, PROJECT_DIR)
