@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CHECKOV_VENV ?= .checkov-venv
 STACK ?= site-a
 
-.PHONY: setup plan test schema clean
+.PHONY: setup plan check test schema clean
 
 setup: $(VENV)/.installed $(CHECKOV_VENV)/.installed
 
@@ -23,6 +23,9 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 
 plan: setup
 	$(PY) -m fabctl plan --stack $(STACK)
+
+check: setup
+	$(PY) -m fabctl check --stack $(STACK)
 
 test: setup
 	$(PY) -m pytest

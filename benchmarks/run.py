@@ -5,7 +5,9 @@ Prints one table (method and figures: docs/performance.md) and exits 1 if a figu
   (benchmarks/floor.py: the same resources registered with no logic); program / floor at most 1.3;
 - generated sites growing in teams, models and GPU clusters: time and memory per resource, above the
   cost of a process that only imports the SDK, at most 25% over the smallest scale's (linear growth);
-- the deploy critical path of each stack against its inherent chain: at most one step longer.
+- the deploy critical path of each stack against its inherent chain: at most one step longer;
+- the deploy check of each stack (`fabctl check`: every release through Helm, then the rules) against
+  its render: at most x3 (needs the chart packages and Helm: FAB_CHART_DIR and FAB_HELM, or ../shared).
 """
 
 from __future__ import annotations
@@ -13,15 +15,16 @@ from __future__ import annotations
 import argparse
 import atexit
 import compileall
+import contextlib
 import json
 import os
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -29,6 +32,9 @@ from rich.table import Table
 from benchmarks.critical_path import Path as Chain
 from benchmarks.critical_path import chain_exists, critical_path
 from benchmarks.scale import DIMENSIONS
+from components.config import parse_site
+from fabctl.check import ValuesCheck, check
+from fabctl.helm import ChartPackages, render_releases
 from fabctl.render import PROJECT_DIR, Plan, RenderStats, render_config
 from fabctl.stackfile import SITE_KEY, read_stack_config, stack_file, stack_names
 
@@ -36,6 +42,8 @@ FLOOR_PROGRAM = Path(__file__).resolve().parent / "floor.py"
 FLOOR_RATIO_LIMIT = 1.3
 GROWTH_LIMIT = 1.25
 EXTRA_STEPS_LIMIT = 1
+CHECK_RATIO_LIMIT = 3.0
+SHARED = PROJECT_DIR.parent / "shared"
 
 INHERENT_CHAIN = [
     # The steps a first deploy cannot avoid, each needing the one before it (the longest such chain in both stacks):
@@ -133,6 +141,25 @@ def growth_rows(repeat: int, base: RenderStats) -> list[Row]:
     return rows
 
 
+def check_row(plan: Plan) -> Row | None:
+    """Wall time of the deploy check (Helm renders of every release, then every rule) against the stack's render."""
+    charts = Path(os.environ.get("FAB_CHART_DIR") or SHARED / "charts")
+    helm = Path(os.environ.get("FAB_HELM") or SHARED / "tools" / "helm")
+    if not (charts / "index.json").is_file() or not helm.is_file():
+        return None
+    with contextlib.chdir(PROJECT_DIR):
+        site = parse_site(read_stack_config(stack_file(PROJECT_DIR, plan.stack))[SITE_KEY])
+    started = time.perf_counter()
+    releases, missing = render_releases(plan, ChartPackages(charts), helm, PROJECT_DIR)
+    helm_seconds = time.perf_counter() - started
+    report = check(plan, site, releases, missing, ValuesCheck(helm, PROJECT_DIR))
+    seconds = time.perf_counter() - started
+    ratio = seconds / plan.stats.seconds
+    return Row("deploy check", plan.stack, report.objects, seconds, 0.0,
+               f"x{ratio:.2f} the render: Helm {helm_seconds:.1f} s for {len(releases)} releases, rules and chart values "
+               f"{report.seconds:.1f} s; {len(report.errors)} errors", f"<= x{CHECK_RATIO_LIMIT}", ratio <= CHECK_RATIO_LIMIT)
+
+
 def critical_path_row(plan: Plan) -> Row:
     path = critical_path(plan)
     inherent = Chain(tuple(_urn(plan, name) for name in INHERENT_CHAIN))
@@ -189,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.extend(stack_table)
     rows.extend(growth_rows(args.growth_repeat, baseline(args.repeat)))
     rows.extend(critical_path_row(plan) for plan in plans)
+    checked = [row for row in (check_row(plan) for plan in plans) if row is not None]
+    if not checked:
+        print("deploy check not measured: no chart packages and Helm (set FAB_CHART_DIR and FAB_HELM)", file=sys.stderr)
+    rows.extend(checked)
 
     Console(width=200).print(table(rows))
     if args.json:

@@ -333,6 +333,45 @@ class AdoptConfig(_Model):
                 for path, claim in self.declared() if claim not in self._claimed and claim != ("realm",)]
 
 
+CHECK_RULES = (
+    "order.crd", "order.namespace", "references", "readiness.load-balancer", "readiness.deadlock",
+    "scheduling.fit", "scheduling.node-agent", "images.pinned", "charts.pinned", "charts.values", "charts.render",
+)
+"""The rules of `fabctl check` (docs/deploy-check.md), which `check.accept` names."""
+
+OBJECT_REF = re.compile(r"^[A-Z][A-Za-z0-9]* ([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.:]*[a-z0-9])?$")
+
+
+def _object_ref(value: str) -> str:
+    if not OBJECT_REF.fullmatch(value):
+        raise ValueError("must be `Kind namespace/name` or `Kind name` (cluster-scoped), for example `Secret fdc/registry-pull`")
+    return value
+
+
+ObjectRef = Annotated[str, AfterValidator(_object_ref)]
+
+
+class AcceptedFinding(_Model):
+    """A `fabctl check` finding the site accepts, with the reason; it is then reported, and no longer an error."""
+
+    rule: Literal[CHECK_RULES] = Field(description="The finding's rule, as `fabctl check` prints it in brackets.")  # type: ignore[valid-type]
+    cluster: DnsLabel = Field(description="Key of the cluster the finding is on.")
+    object: ObjectRef = Field(description="The object, as the finding names it: `Kind namespace/name` or `Kind name`.")
+    reason: str = Field(min_length=10, description="Why the site accepts it, for the reviewers of the next change.")
+
+
+class CheckConfig(_Model):
+    """What `fabctl check` (the offline deploy check) cannot see on its own."""
+
+    existing: dict[DnsLabel, list[ObjectRef]] = Field(
+        default_factory=dict,
+        description="Cluster key -> objects that exist before the program runs and that its objects use (`Kind "
+        "namespace/name` or `Kind name`: a registry pull Secret, a default StorageClass, `CustomResourceDefinition "
+        "<plural>.<group>`). Defaults to none.",
+    )
+    accept: list[AcceptedFinding] = Field(default_factory=list, description="Findings accepted with a reason. Defaults to none.")
+
+
 class Bucket(_Model):
     """One bucket of the object store."""
 
@@ -753,6 +792,7 @@ class SiteConfig(_Model):
         "backups). Public certificates only. Defaults to the system's trust store.",
     )
     adopt: AdoptConfig = Field(default_factory=AdoptConfig, description="Objects that exist already and are imported, never created over.")
+    check: CheckConfig = Field(default_factory=CheckConfig, description="Inputs of the offline deploy check (`fabctl check`).")
     minio: MinioEndpoint = Field(description="The object store's admin endpoint for the minio provider.")
     keycloak: KeycloakEndpoint = Field(description="The site's Keycloak for the keycloak provider.")
     clusters: dict[DnsLabel, ClusterConfig] = Field(min_length=1, description="Clusters by key (storage, compute, gpu, ...).")
@@ -885,6 +925,7 @@ class SiteConfig(_Model):
             *_federation_problems(self),
             *_vip_problems(self),
             *_adoption_problems(self),
+            *_check_problems(self),
         ]
         if problems:
             raise SiteRuleError(problems)
@@ -1468,6 +1509,18 @@ def _adoption_problems(site: SiteConfig) -> Iterator[Problem]:
                 f"is false: its AIStor is adopted); adopt its Cilium release with adopt.helm_releases.{key}: "
                 f"[{CILIUM_RELEASE}], or set managed: false where Cilium is installed by other means"
             )
+
+
+def _check_problems(site: SiteConfig) -> Iterator[Problem]:
+    clusters = ", ".join(sorted(site.clusters))
+    for cluster in sorted(site.check.existing):
+        if cluster not in site.clusters:
+            yield ("check", "existing", cluster), f"{cluster!r} is not a cluster of this site; clusters: {clusters}"
+    for i, accepted in enumerate(site.check.accept):
+        if accepted.cluster not in site.clusters:
+            yield ("check", "accept", i, "cluster"), f"{accepted.cluster!r} is not a cluster of this site; clusters: {clusters}"
+        if (accepted.rule, accepted.cluster, accepted.object) in [(a.rule, a.cluster, a.object) for a in site.check.accept[:i]]:
+            yield ("check", "accept", i), f"{accepted.rule} {accepted.cluster} {accepted.object!r} is accepted twice"
 
 
 def replica_bucket(site: str, peer: str) -> str:

@@ -1,7 +1,11 @@
 """`python -m fabctl`: offline tooling for site stacks.
 
     plan --stack STACK [--out DIR]   render the stack under mocks, print a tree, write manifests and plan.json,
-                                     and run the policy pack on it (--no-policies skips it)
+                                     run the policy pack on it (--no-policies skips it), then the deploy check
+                                     (--no-check skips it)
+    check --stack STACK [--charts DIR] [--helm PATH]
+                                     prove offline that the plan can deploy on empty clusters, in order: every
+                                     Helm release rendered with real Helm (from DIR, else pulled from its repository)
     diff --stack STACK [--set PATH=VALUE ...] [--against PLAN_JSON]
                                      what a change adds, removes, changes and replaces
     graph --stack STACK [--out FILE] the site as a Mermaid diagram (default docs/graphs/<stack>.md)
@@ -12,8 +16,9 @@
     schema [--check]                 write (or check) schema/stack.schema.json and docs/configuration.md tables
 
 Exit status: 0 success, 1 the stack's config is wrong (one line per problem), 2 bad usage or stack
-file, 3 the program crashed (a bug: the traceback is printed), 4 a mandatory policy is violated,
-5 (diff) a protected resource would be replaced or deleted.
+file, or no Helm or chart package for the check, 3 the program crashed (a bug: the traceback is printed),
+4 a mandatory policy is violated, 5 (diff) a protected resource would be replaced or deleted, 6 the deploy
+check found errors.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import sys
 from collections import Counter, defaultdict
@@ -33,8 +39,10 @@ from rich.table import Table
 from rich.tree import Tree
 
 from components.config import PROJECT, ConfigError, parse_site, stack_file_schema
+from fabctl.check import ValuesCheck, check
 from fabctl.diff import diff, set_path, unset_path
 from fabctl.graph import flow_rows, graph_page, with_readme_graph
+from fabctl.helm import ChartPackages, ChartRepositories, ChartSource, render_releases
 from fabctl.policy import PolicyPackError, analyze
 from fabctl.reference import with_reference
 from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, Plan, RenderError, render, render_config
@@ -42,7 +50,7 @@ from fabctl.stackfile import SITE_KEY, StackFileError, read_stack_config, stack_
 
 SCHEMA_PATH = PROJECT_DIR / "schema" / "stack.schema.json"
 REFERENCE_PATH = PROJECT_DIR / "docs" / "configuration.md"
-EXIT_CONFIG, EXIT_USAGE, EXIT_CRASH, EXIT_POLICY, EXIT_DANGER = 1, 2, 3, 4, 5
+EXIT_CONFIG, EXIT_USAGE, EXIT_CRASH, EXIT_POLICY, EXIT_DANGER, EXIT_CHECK = 1, 2, 3, 4, 5, 6
 SITE_WIDE = "(site-wide)"
 
 
@@ -119,21 +127,84 @@ def cmd_plan(args: argparse.Namespace, console: Console, err: Console) -> int:
     root = write_plan(plan, Path(args.out))
     providers = len(plan.of_type(K8S_PROVIDER_TYPE))
     console.print(f"{len(plan.manifests())} Kubernetes objects on {providers} clusters written to {root}", highlight=False)
-    if args.no_policies:
-        return 0
+    status = 0
+    if not args.no_policies:
+        try:
+            violations = analyze(plan)
+        except PolicyPackError as exc:
+            err.print(f"error: {exc}", markup=False, highlight=False)
+            return EXIT_CRASH
+        mandatory = [v for v in violations if v.mandatory]
+        for v in violations:
+            stream = err if v.mandatory else console
+            stream.print(f"{v.level} {v.policy}: {v.message.splitlines()[-1]} ({v.urn.rsplit('::', 1)[-1]})", markup=False, highlight=False)
+        console.print(
+            f"policies: {len(mandatory)} mandatory and {len(violations) - len(mandatory)} advisory violations", highlight=False
+        )
+        status = EXIT_POLICY if mandatory else 0
+    if args.no_check:
+        return status
+    checked = _check(plan, args, console, err)
+    return status or checked
+
+
+def _chart_source(args: argparse.Namespace, err: Console) -> tuple[Path, ChartSource] | int:
+    """The Helm binary and where chart packages come from (`--charts`, FAB_CHART_DIR, else each release's
+    repository through a cache), or the exit status after saying what is missing."""
+    helm = args.helm or os.environ.get("FAB_HELM") or shutil.which("helm")
+    if not helm or not Path(helm).is_file():
+        err.print(f"error: no Helm found{f' at {helm}' if helm else ''}: install Helm (3.8 or later) or pass --helm PATH "
+                  "(or set FAB_HELM); skip the check with --no-check", markup=False, highlight=False)
+        return EXIT_USAGE
+    folder = args.charts or os.environ.get("FAB_CHART_DIR")
+    if folder:
+        if not Path(folder).is_dir():
+            err.print(f"error: --charts {folder} is not a folder of chart packages", markup=False, highlight=False)
+            return EXIT_USAGE
+        return Path(helm), ChartPackages(Path(folder))
+    cache = Path(args.chart_cache) if args.chart_cache else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fab-platform" / "charts"
+    return Path(helm), ChartRepositories(Path(helm), cache)
+
+
+def _check(plan: Plan, args: argparse.Namespace, console: Console, err: Console, source: tuple[Path, ChartSource] | None = None) -> int:
+    found = source or _chart_source(args, err)
+    if isinstance(found, int):
+        return found
+    helm, charts = found
+    project = Path(args.project_dir)
     try:
-        violations = analyze(plan)
-    except PolicyPackError as exc:
+        with contextlib.chdir(project):  # the config's file paths are relative to the project
+            site = parse_site(read_stack_config(stack_file(project, plan.stack)).get(SITE_KEY))
+    except (StackFileError, ConfigError) as exc:  # the render has just read and accepted the same file
         err.print(f"error: {exc}", markup=False, highlight=False)
-        return EXIT_CRASH
-    mandatory = [v for v in violations if v.mandatory]
-    for v in violations:
-        stream = err if v.mandatory else console
-        stream.print(f"{v.level} {v.policy}: {v.message.splitlines()[-1]} ({v.urn.rsplit('::', 1)[-1]})", markup=False, highlight=False)
-    console.print(
-        f"policies: {len(mandatory)} mandatory and {len(violations) - len(mandatory)} advisory violations", highlight=False
-    )
-    return EXIT_POLICY if mandatory else 0
+        return EXIT_USAGE
+    releases, missing = render_releases(plan, charts, helm, project)
+    if missing and not releases:
+        for reason in dict.fromkeys(gone.reason for gone in missing):
+            err.print(f"error: {reason}", markup=False, highlight=False)
+        err.print("error: no chart package could be found or pulled: the chart repositories are not reachable from here. "
+                  "Mirror the charts into a folder (helm pull CHART --repo URL --version VERSION -d DIR, or "
+                  "helm pull oci://... ) and pass --charts DIR; skip the check with --no-check", markup=False, highlight=False)
+        return EXIT_USAGE
+    report = check(plan, site, releases, missing, ValuesCheck(helm, project))
+    for gone in sorted(missing, key=lambda m: (m.cluster, m.release["name"])):
+        console.print(f"not rendered: {gone.cluster} {gone.release['name']}: {gone.reason}", markup=False, highlight=False)
+    for finding in sorted(report.findings, key=lambda f: (f.severity != "error", f.cluster, f.rule, f.subject)):
+        (err if finding.blocking else console).print(finding.line(), markup=False, highlight=False)
+    for line in report.unmatched:
+        console.print(f"warning: {line}", markup=False, highlight=False)
+    console.print(report.summary(), markup=False, highlight=False)
+    return EXIT_CHECK if report.errors else 0
+
+
+def cmd_check(args: argparse.Namespace, console: Console, err: Console) -> int:
+    source = _chart_source(args, err)  # before the render: a missing Helm is said at once
+    if isinstance(source, int):
+        return source
+    plan = _render_or_report(args.stack, Path(args.project_dir), err)
+    if isinstance(plan, int):
+        return plan
+    return _check(plan, args, console, err, source)
 
 
 def _render_or_report(stack: str, project_dir: Path, err: Console, config: dict[str, Any] | None = None) -> Plan | int:
@@ -313,6 +384,14 @@ def cmd_schema(args: argparse.Namespace, console: Console, err: Console) -> int:
     return 0
 
 
+def _chart_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--charts", metavar="DIR", help="local mirror of the chart packages (what `helm pull` writes, or a folder "
+                         "with an index.json); default $FAB_CHART_DIR, else pulled from each release's repository")
+    command.add_argument("--helm", metavar="PATH", help="the Helm binary; default $FAB_HELM, else helm on the PATH")
+    command.add_argument("--chart-cache", metavar="DIR", help="where pulled chart packages are kept (default "
+                         "~/.cache/fab-platform/charts)")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m fabctl", description="Offline tooling for fab-platform site stacks.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -323,7 +402,14 @@ def parser() -> argparse.ArgumentParser:
         "--project-dir", default=str(PROJECT_DIR), help="checkout holding __main__.py and the stack files (default: this one)"
     )
     plan.add_argument("--no-policies", action="store_true", help="skip the policy pack (it runs by default)")
+    plan.add_argument("--no-check", action="store_true", help="skip the deploy check (it runs by default)")
+    _chart_options(plan)
     plan.set_defaults(func=cmd_plan)
+    deploy_check = sub.add_parser("check", help="prove offline that the plan can deploy on empty clusters, in order")
+    deploy_check.add_argument("--stack", required=True, help="stack name, e.g. site-a")
+    deploy_check.add_argument("--project-dir", default=str(PROJECT_DIR), help="checkout holding __main__.py and the stack files")
+    _chart_options(deploy_check)
+    deploy_check.set_defaults(func=cmd_check)
     for name, func, help_text in (
         ("stack-name", cmd_stack_name, "the stack's <organization>/fab-platform/<stack> name, for CI"),
         ("import", cmd_import, "the `pulumi import --file` document of the objects the stack adopts"),

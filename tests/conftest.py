@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -57,6 +56,14 @@ def helm() -> Path:
 def releases_of(chart_dir, helm):
     """stack -> (every Helm release of its render through `helm template`, the charts ../shared/charts lacks)."""
     return lambda stack: helm_rendered(stack, chart_dir, helm)
+
+
+@pytest.fixture
+def small(chart_dir, helm):
+    """The smallest site's plan, config and rendered releases (fabctl check's input), a fresh copy per test."""
+    from check_helpers import small_deploy
+
+    return small_deploy(chart_dir, helm)
 
 
 @pytest.fixture(scope="session", params=STACKS)

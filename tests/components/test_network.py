@@ -274,3 +274,10 @@ def test_lb_service_labels_pick_the_pool():
 def test_fails_when_a_component_asks_for_a_pool_the_cluster_lacks():
     with pytest.raises(ValueError, match="^cluster 'gpu' has no LB pool 'external'; pools: internal$"):
         lb_service_labels(parse_site(site_raw("site-b")), "gpu", "external")
+
+
+def test_the_clustermesh_api_server_gets_its_vip_from_a_service_that_waits_for_the_pool(plan_b):
+    (service,) = [o for o in plan_b.objects("Service", "site-b-gpu") if o["metadata"]["name"] == "clustermesh-apiserver-vip"]
+    assert (service["spec"]["type"], service["metadata"]["annotations"], service["metadata"]["labels"]) == (
+        "LoadBalancer", {"lbipam.cilium.io/ips": "10.20.103.2"}, {"lb.fab.internal/pool": "internal"}
+    )

@@ -31,7 +31,7 @@ def write_stack(project: Path, stack: str, config: dict) -> None:
 @pytest.fixture(scope="module")
 def site_a_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp_path_factory.mktemp("out")
-    return fabctl("plan", "--stack", "site-a", "--out", str(out)), out
+    return fabctl("plan", "--stack", "site-a", "--out", str(out), "--no-check"), out
 
 
 def test_plan_renders_site_a(site_a_run):
@@ -132,7 +132,7 @@ def test_fails_when_the_stack_violates_a_mandatory_policy(project, tmp_path):
     config = stack_config("site-a")
     config["fab-platform:site"]["flows"]["postgres"] = {"from": ["compute"], "to": ["storage"], "port": 5432, "to_namespace": "polaris"}
     write_stack(project, "open-port", config)
-    run = fabctl("plan", "--stack", "open-port", "--project-dir", str(project), "--out", str(tmp_path / "out"))
+    run = fabctl("plan", "--stack", "open-port", "--project-dir", str(project), "--out", str(tmp_path / "out"), "--no-check")
     assert run.returncode == 4
     assert run.stderr.splitlines() == [
         "mandatory fab-cross-cluster-default-deny: CiliumClusterwideNetworkPolicy fab-flow-postgres on site-a-storage allows "
@@ -144,7 +144,7 @@ def test_fails_when_the_stack_violates_a_mandatory_policy(project, tmp_path):
 def test_plan_can_skip_the_policy_pack(project, tmp_path):
     config = stack_config("site-b")
     write_stack(project, "quick", config)
-    run = fabctl("plan", "--stack", "quick", "--project-dir", str(project), "--out", str(tmp_path / "out"), "--no-policies")
+    run = fabctl("plan", "--stack", "quick", "--project-dir", str(project), "--out", str(tmp_path / "out"), "--no-policies", "--no-check")
     assert run.returncode == 0
     assert "policies:" not in run.stdout
 

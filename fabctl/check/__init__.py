@@ -1,0 +1,78 @@
+"""`fabctl check`: prove offline that a plan can deploy on an empty cluster, in order (docs/deploy-check.md).
+
+Schemas say each object is well-formed; this says the plan can be applied. Over the whole picture (the
+program's objects and every object its Helm releases install) and the Pulumi dependency graph, it walks the
+plan as the engine would on empty clusters: CRDs and namespaces before what needs them, every name a pod or
+resource uses created by something, no wait that cannot end, every pod on a declared node, every image and
+chart pinned, every chart value read. Each finding is an error unless the stack's `check.accept` accepts it
+with a reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from components.config import CHECK_RULES, SiteConfig
+from fabctl.check.findings import Finding
+from fabctl.check.order import crd_findings, namespace_findings
+from fabctl.check.picture import Picture
+from fabctl.check.pins import chart_findings, image_findings
+from fabctl.check.readiness import hook_findings, load_balancer_findings
+from fabctl.check.references import reference_findings
+from fabctl.check.scheduling import scheduling_findings
+from fabctl.check.values import ValuesCheck, values_findings
+from fabctl.helm import MissingChart, RenderedRelease
+from fabctl.render import Plan
+
+__all__ = ["CHECK_RULES", "Finding", "Report", "ValuesCheck", "check"]
+
+
+@dataclass
+class Report:
+    stack: str
+    findings: list[Finding]
+    releases: list[RenderedRelease]
+    missing: list[MissingChart]
+    objects: int
+    """Kubernetes objects in the picture (the program's and the rendered releases')."""
+    unmatched: list[str] = field(default_factory=list)
+    """`check.accept` entries that match no finding (lines to print)."""
+    seconds: float = 0.0
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.blocking]
+
+    def summary(self) -> str:
+        counts = Counter("accepted" if f.accepted is not None else f.severity for f in self.findings)
+        rendered = sum(1 for r in self.releases if not r.error)
+        total = len(self.releases) + len(self.missing)
+        return (f"check {self.stack}: {counts['error']} errors, {counts['accepted']} accepted, {counts['note']} notes; "
+                f"{rendered} of {total} releases rendered, {len(self.missing)} not rendered; {self.objects} objects checked "
+                f"in {self.seconds:.1f} s")
+
+
+def check(plan: Plan, site: SiteConfig, releases: list[RenderedRelease], missing: list[MissingChart],
+          values: ValuesCheck | None = None) -> Report:
+    """Every finding of the plan and its rendered releases, with the site's acceptances applied.
+    `values` re-renders releases to find the chart values they set and their charts do not read (left out: skipped)."""
+    started = time.perf_counter()
+    picture = Picture(plan, site, releases, missing)
+    findings = [
+        *crd_findings(picture), *namespace_findings(picture), *reference_findings(picture), *load_balancer_findings(picture),
+        *hook_findings(picture), *scheduling_findings(picture), *image_findings(picture), *chart_findings(picture),
+        *(values_findings(picture, values) if values is not None else []),
+    ]
+    accepted = {(a.rule, site.cluster_name(a.cluster), a.object): a.reason for a in site.check.accept}
+    used = set()
+    for i, finding in enumerate(findings):
+        key = (finding.rule, finding.cluster, finding.subject)
+        if key in accepted:
+            findings[i] = finding.accept(accepted[key])
+            used.add(key)
+    unmatched = [f"check.accept[{i}] ({a.rule} {a.cluster} {a.object}) matches no finding; remove it"
+                 for i, a in enumerate(site.check.accept) if (a.rule, site.cluster_name(a.cluster), a.object) not in used]
+    return Report(plan.stack, list(dict.fromkeys(findings)), releases, missing, len(picture.placed), unmatched,
+                  time.perf_counter() - started)

@@ -1,0 +1,132 @@
+"""What controllers create at run time: CRDs an operator registers, and objects that appear in every namespace or
+that an operator writes for itself. Each entry says who creates it and where that is documented, so that the rules
+can tell "created later by a controller this plan waits for" from "never created".
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from collections.abc import Iterator
+
+from fabctl.check.picture import Picture, Placed
+
+WAIT_FOR = "pulumi.com/waitFor"
+
+
+@dataclass(frozen=True)
+class RuntimeCrds:
+    """CRDs of an API group that a controller registers when it runs, not a chart or the program."""
+
+    group: str
+    installer: str
+    source: str
+    ready_after: Callable[[Picture, str], list[dict[str, Any]]]
+    """The resources of a cluster once created (and awaited) the CRDs exist."""
+    fix: str
+
+
+def _cilium_releases(picture: Picture, cluster: str) -> list[dict[str, Any]]:
+    return [r for r in picture.release_records()
+            if picture.plan.cluster(r) == cluster and r["inputs"].get("chart") == "cilium" and not r["inputs"].get("skipAwait")]
+
+
+def _nv_ipam_policies(picture: Picture, cluster: str) -> list[dict[str, Any]]:
+    return [record for c, obj, record in picture.plan.manifests()
+            if c == cluster and obj["kind"] == "NicClusterPolicy" and (obj.get("spec") or {}).get("nvIpam")
+            and "state-nv-ipam-cni" in ((obj.get("metadata") or {}).get("annotations") or {}).get(WAIT_FOR, "")]
+
+
+RUNTIME_CRDS = (
+    RuntimeCrds(
+        group="cilium.io",
+        installer="Cilium's operator, which registers the cilium.io CRDs when it starts (the Cilium release waits for it)",
+        source="Cilium 1.18 operator, --skip-crd-creation=false (the default): pkg/k8s/apis/cilium.io/client/register.go",
+        ready_after=_cilium_releases,
+        fix="make it depend on the cluster's Cilium Helm release (without skipAwait)",
+    ),
+    RuntimeCrds(
+        group="nv-ipam.nvidia.com",
+        installer="the Network Operator, which applies the nv-ipam CRDs when it reconciles a NicClusterPolicy with nvIpam "
+        "(state state-nv-ipam-cni)",
+        source="Network Operator 26.4 manifests/state-nv-ipam-cni (CRDs applied with the state's objects)",
+        ready_after=_nv_ipam_policies,
+        fix="make it depend on a NicClusterPolicy with spec.nvIpam that Pulumi waits for until state-nv-ipam-cni is "
+        "ready (annotation pulumi.com/waitFor)",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class RuntimeObject:
+    """Objects a controller creates by name pattern: `kind`, `namespace` and `name` are shell patterns."""
+
+    kind: str
+    namespace: str
+    name: str
+    creator: str
+    source: str
+
+    def matches(self, kind: str, namespace: str | None, name: str) -> bool:
+        return (kind == self.kind and fnmatch.fnmatchcase(namespace or "", self.namespace)
+                and fnmatch.fnmatchcase(name, self.name))
+
+
+RUNTIME_OBJECTS = (
+    RuntimeObject("ServiceAccount", "*", "default", "kube-controller-manager (serviceaccount controller), in every namespace",
+                  "Kubernetes docs: Service Accounts, default service accounts"),
+    RuntimeObject("ConfigMap", "*", "kube-root-ca.crt", "kube-controller-manager (root-ca-cert-publisher), in every namespace",
+                  "Kubernetes docs: Configure Service Accounts for Pods, kube-root-ca.crt"),
+)
+"""Objects controllers create that the picture cannot show. Grown only with a source for each entry."""
+
+
+def created_at_run_time(kind: str, namespace: str | None, name: str) -> RuntimeObject | None:
+    return next((entry for entry in RUNTIME_OBJECTS if entry.matches(kind, namespace, name)), None)
+
+
+def _secret(creator: Placed, namespace: str | None, name: str) -> Placed:
+    obj = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace}}
+    return Placed(creator.cluster, obj, creator.resource, creator.release, namespace)
+
+
+def _cnpg_secrets(creator: Placed) -> Iterator[Placed]:
+    """CloudNativePG 1.30 writes these Secrets for each Cluster it reconciles (docs: "Connecting from an application",
+    "Certificates"): `-app` unless bootstrap.initdb.secret is given, `-superuser` with enableSuperuserAccess and no
+    superuserSecret, and its CA, server and replication certificates."""
+    spec = creator.obj.get("spec") or {}
+    names = ["ca", "server", "replication"]
+    if not ((spec.get("bootstrap") or {}).get("initdb") or {}).get("secret"):
+        names.append("app")
+    if spec.get("enableSuperuserAccess") and not spec.get("superuserSecret"):
+        names.append("superuser")
+    for suffix in names:
+        yield _secret(creator, creator.namespace, f"{creator.name}-{suffix}")
+
+
+ENVOY_CERTGEN_SECRETS = ("envoy-gateway", "envoy", "envoy-rate-limit", "envoy-oidc-hmac")
+"""Envoy Gateway 1.9 `envoy-gateway certgen` (the chart's pre-install hook Job): internal/cmd/certgen.go."""
+
+
+def _envoy_certgen_secrets(creator: Placed) -> Iterator[Placed]:
+    pod = ((creator.obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+    if any(c.get("command") == ["envoy-gateway", "certgen"] for c in pod.get("containers") or []):
+        for name in ENVOY_CERTGEN_SECRETS:
+            yield _secret(creator, creator.namespace, name)
+
+
+DERIVED = {
+    ("postgresql.cnpg.io", "Cluster"): _cnpg_secrets,
+    ("batch", "Job"): _envoy_certgen_secrets,
+}
+"""(group, kind) -> the objects a controller creates from an object of that kind, with their documentation."""
+
+
+def derived_objects(picture: Picture) -> Iterator[Placed]:
+    for placed in picture.placed:
+        make = DERIVED.get((placed.group, placed.kind))
+        if make is not None:
+            yield from make(placed)

@@ -1,0 +1,112 @@
+"""fabctl check, order: every custom resource after its CRD, every namespaced object after its namespace."""
+
+from __future__ import annotations
+
+from small_site import small_site
+
+
+def test_the_smallest_site_deploys_in_order(small):
+    assert small.plan.resources
+    assert small.lines("order.crd") + small.lines("order.namespace") == []
+
+
+def test_fails_when_a_custom_resource_does_not_wait_for_the_chart_that_installs_its_crd(small):
+    small.drop_dependency("gpu-gpu-node-pools", "gpu-gpu-gpu-operator")
+    assert small.lines("order.crd") == [
+        "error [order.crd] site-t-gpu NodeFeatureRule fab-gpu-pools (gpu-gpu-node-pools): its CRD (nfd.k8s-sigs.io/NodeFeatureRule) "
+        "is installed by gpu-gpu-gpu-operator (Helm release gpu-operator), which is not created before it. "
+        "Fix: make gpu-gpu-node-pools depend on gpu-gpu-gpu-operator"
+    ]
+
+
+def test_fails_when_the_ipoib_pool_is_created_before_the_network_operator_registers_its_crd(small):
+    small.drop_dependency("gpu-gpu-ipoib-pool", "gpu-gpu-nic-cluster-policy")
+    assert small.lines("order.crd") == [
+        "error [order.crd] site-t-gpu IPPool nvidia-network-operator/ipoib-weights (gpu-gpu-ipoib-pool): its CRD "
+        "(nv-ipam.nvidia.com/IPPool) is registered at run time by the Network Operator, which applies the nv-ipam CRDs when it "
+        "reconciles a NicClusterPolicy with nvIpam (state state-nv-ipam-cni), and nothing it waits for ensures that has happened. "
+        "Fix: make it depend on a NicClusterPolicy with spec.nvIpam that Pulumi waits for until state-nv-ipam-cni is ready "
+        "(annotation pulumi.com/waitFor)"
+    ]
+
+
+def test_fails_when_the_nic_cluster_policy_is_not_awaited_until_nv_ipam_is_ready(small):
+    (policy,) = small.plan.objects("NicClusterPolicy", "site-t-gpu")
+    del policy["metadata"]["annotations"]["pulumi.com/waitFor"]
+    assert [f.subject for f in small.findings("order.crd")] == ["IPPool nvidia-network-operator/ipoib-weights"]
+
+
+def test_fails_when_a_cilium_object_does_not_wait_for_the_cilium_release(small):
+    small.drop_dependency("network-gpu-pool-internal", "network-gpu-cilium")
+    assert [f.line().split(": ", 1)[1] for f in small.findings("order.crd")] == [
+        "its CRD (cilium.io/CiliumLoadBalancerIPPool) is registered at run time by Cilium's operator, which registers the "
+        "cilium.io CRDs when it starts (the Cilium release waits for it), and nothing it waits for ensures that has happened. "
+        "Fix: make it depend on the cluster's Cilium Helm release (without skipAwait)"
+    ]
+
+
+def test_cilium_objects_need_no_release_where_cilium_is_installed_by_other_means(chart_dir, helm):
+    from check_helpers import deploy_of
+
+    raw = small_site()
+    raw["clusters"]["storage"]["cilium"] = {"managed": False}
+    raw["adopt"] = {}
+    deploy = deploy_of(raw, chart_dir, helm)
+    assert deploy.plan.objects("CiliumLoadBalancerIPPool", "site-t-storage")
+    assert deploy.lines("order.crd") == []
+
+
+def test_fails_when_nothing_installs_a_crd(small):
+    (rule,) = small.plan.objects("NodeFeatureRule", "site-t-gpu")
+    rule["apiVersion"] = "example.com/v1"
+    # Without its CRD the kind's scope is unknown: it is taken as namespaced, in the provider's default namespace.
+    assert small.lines("order.crd") == [
+        "error [order.crd] site-t-gpu NodeFeatureRule default/fab-gpu-pools (gpu-gpu-node-pools): nothing installs its CRD "
+        "(example.com/NodeFeatureRule) on site-t-gpu. Fix: install the chart or CRD that defines example.com/NodeFeatureRule "
+        "before it, or declare the CRD in check.existing.gpu if the cluster has it already"
+    ]
+
+
+def test_a_crd_declared_existing_in_config_is_enough(chart_dir, helm, small):
+    from components.config import parse_site
+
+    (rule,) = small.plan.objects("NodeFeatureRule", "site-t-gpu")
+    rule["apiVersion"] = "example.com/v1"
+    raw = small_site()
+    raw["check"] = {"existing": {"gpu": ["CustomResourceDefinition nodefeaturerules.example.com"]}}
+    small.site = parse_site(raw)
+    assert small.lines("order.crd") == []
+
+
+def test_fails_when_the_crd_does_not_serve_the_version(small):
+    (rule,) = small.plan.objects("NodeFeatureRule", "site-t-gpu")
+    rule["apiVersion"] = "nfd.k8s-sigs.io/v1beta9"
+    assert small.lines("order.crd") == [
+        "error [order.crd] site-t-gpu NodeFeatureRule fab-gpu-pools (gpu-gpu-node-pools): its CRD does not serve "
+        "nfd.k8s-sigs.io/v1beta9. Fix: use a version the pinned CRD serves (components/versions.py)"
+    ]
+
+
+def test_fails_when_an_object_does_not_wait_for_its_namespace(small):
+    small.drop_dependency("storage-secret-polaris-token-broker", "storage-ns-polaris")
+    assert small.lines("order.namespace") == [
+        "error [order.namespace] site-t-storage Secret polaris/polaris-token-broker (storage-secret-polaris-token-broker): "
+        "it does not wait for its namespace polaris. Fix: make storage-secret-polaris-token-broker depend on storage-ns-polaris"
+    ]
+
+
+def test_fails_when_a_release_does_not_wait_for_its_namespace(small):
+    small.resource("storage-polaris")["dependencies"] = []  # it waited for the namespace through its bootstrap Job
+    chart_objects = [f for f in small.findings("order.namespace") if f.origin == "storage-polaris (Helm release polaris)"]
+    assert chart_objects
+    assert {f.problem for f in chart_objects} == {"it does not wait for its namespace polaris"}
+
+
+def test_fails_when_nothing_creates_a_namespace(small):
+    (secret,) = [o for o in small.plan.objects("Secret", "site-t-storage") if o["metadata"]["name"] == "polaris-token-broker"]
+    secret["metadata"]["namespace"] = "polaris-typo"
+    assert small.lines("order.namespace") == [
+        "error [order.namespace] site-t-storage Secret polaris-typo/polaris-token-broker (storage-secret-polaris-token-broker): "
+        "nothing creates its namespace polaris-typo. Fix: create the namespace in the program, or declare it in "
+        "check.existing.storage"
+    ]

@@ -1,0 +1,35 @@
+"""fabctl check, chart values: every value a release sets is read by its chart (tried with a real Helm)."""
+
+from __future__ import annotations
+
+from fabctl.check import ValuesCheck
+from fabctl.check.values import candidates, chart_defaults
+from fabctl.render import PROJECT_DIR
+
+
+def test_every_value_the_smallest_site_sets_is_read(small, helm):
+    assert [f.line() for f in small.report(ValuesCheck(helm, PROJECT_DIR)).findings if f.rule == "charts.values"] == []
+
+
+def test_fails_when_a_value_is_set_at_a_key_the_chart_does_not_read(small, helm):
+    rendered = small.release("gpu-operator", "site-t-gpu")
+    worker = rendered.release["inputs"]["values"]["node-feature-discovery"]["worker"]
+    worker["toleration"] = worker.pop("tolerations")  # a typo: the worker keeps the chart's default tolerations
+    small.releases = [rendered]
+    assert [f.line() for f in small.report(ValuesCheck(helm, PROJECT_DIR)).findings if f.rule == "charts.values"] == [
+        "error [charts.values] site-t-gpu HelmRelease gpu-operator/gpu-operator (gpu-gpu-gpu-operator): chart gpu-operator "
+        "v25.10.1 does not read the value node-feature-discovery.worker.toleration (setting or removing it changes nothing it "
+        "installs). Fix: use the key the chart's values.yaml defines for this setting, or remove it"
+    ]
+
+
+def test_keys_outside_the_chart_defaults_are_tried_and_maps_it_passes_through_are_not_descended(small):
+    rendered = small.release("jupyterhub", "site-t-compute")
+    values = rendered.release["inputs"]["values"]
+    found = sorted(".".join(p) for p in candidates(values, chart_defaults(rendered.package)))
+    assert found == ["hub.config.GenericOAuthenticator"]
+
+
+def test_a_value_the_chart_writes_into_a_secret_is_read(small, helm):
+    rendered = small.release("jupyterhub", "site-t-compute")
+    assert ValuesCheck(helm, PROJECT_DIR).unread(rendered) == []
