@@ -367,7 +367,7 @@ class CheckConfig(_Model):
         default_factory=dict,
         description="Cluster key -> objects that exist before the program runs and that its objects use (`Kind "
         "namespace/name` or `Kind name`: a registry pull Secret, a default StorageClass, `CustomResourceDefinition "
-        "<plural>.<group>`). Defaults to none.",
+        "<plural>.<group>`, the plural exactly as the CRD names it). Defaults to none.",
     )
     accept: list[AcceptedFinding] = Field(default_factory=list, description="Findings accepted with a reason. Defaults to none.")
 

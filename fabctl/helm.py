@@ -138,6 +138,31 @@ class RenderedRelease:
     package: Path | None = None
     """The chart package it was rendered from."""
 
+    def installs_first(self, obj: dict[str, Any]) -> bool:
+        """Whether Helm creates the object before the release's other objects: a CRD of the chart's `crds/` folder
+        (or a subchart's). CRDs among the templates are created with everything else, after Helm has mapped every
+        kind of the manifest, so a custom resource of the same release cannot use them."""
+        return (obj.get("kind") == "CustomResourceDefinition" and self.package is not None
+                and (obj.get("metadata") or {}).get("name") in crd_folder_names(self.package))
+
+
+@cache
+def crd_folder_names(package: Path) -> frozenset[str]:
+    """Names of the CRDs in a chart package's `crds/` folders (the chart's and its subcharts')."""
+    import tarfile
+
+    names = set()
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with tarfile.open(package) as archive:
+        for member in archive.getmembers():
+            parts = member.name.split("/")
+            if member.isfile() and "crds" in parts[:-1] and parts[-1].endswith((".yaml", ".yml")):
+                handle = archive.extractfile(member)
+                for doc in yaml.load_all(handle.read() if handle else b"", Loader=loader):
+                    if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                        names.add((doc.get("metadata") or {}).get("name"))
+    return frozenset(names)
+
 
 def releases(plan: Plan) -> list[dict[str, Any]]:
     return plan.of_type(HELM_RELEASE_TYPE)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from components.config import CHECK_RULES, SiteConfig
 from fabctl.check.findings import Finding
-from fabctl.check.order import crd_findings, namespace_findings
+from fabctl.check.order import crd_findings, namespace_findings, release_namespace_findings
 from fabctl.check.picture import Picture
 from fabctl.check.pins import chart_findings, image_findings
 from fabctl.check.readiness import hook_findings, load_balancer_findings
@@ -61,7 +61,8 @@ def check(plan: Plan, site: SiteConfig, releases: list[RenderedRelease], missing
     started = time.perf_counter()
     picture = Picture(plan, site, releases, missing)
     findings = [
-        *crd_findings(picture), *namespace_findings(picture), *reference_findings(picture), *load_balancer_findings(picture),
+        *crd_findings(picture), *namespace_findings(picture), *release_namespace_findings(picture),
+        *reference_findings(picture), *load_balancer_findings(picture),
         *hook_findings(picture), *scheduling_findings(picture), *image_findings(picture), *chart_findings(picture),
         *(values_findings(picture, values) if values is not None else []),
     ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fabctl.check.findings import Finding
-from fabctl.check.picture import BUILTIN_GROUPS, BUILTIN_NAMESPACES, Picture, Placed, group_of
+from fabctl.check.picture import BUILTIN_GROUPS, BUILTIN_NAMESPACES, Picture, Placed, group_of, release_placed
 from fabctl.check.runtime import RUNTIME_CRDS
 
 CRD = "CustomResourceDefinition"
@@ -29,7 +29,14 @@ def _served(crd: Placed, version: str) -> bool:
 
 
 def _in_place(picture: Picture, source: Placed, placed: Placed) -> bool:
-    """Whether `source` exists when `placed` is applied: created before it, or a CRD of the same release."""
+    """Whether `source` exists when `placed` is applied: created before it, or installed first by the same release."""
+    same_release = placed.release is not None and source.release is placed.release
+    return (same_release and source.release.installs_first(source.obj)) or picture.before(source, placed.resource)
+
+
+def _in_place_namespace(picture: Picture, source: Placed, placed: Placed) -> bool:
+    """Whether a Namespace exists when `placed` is applied: created before it, or by the same release (Helm creates
+    Namespaces first among a release's objects)."""
     same_release = placed.release is not None and source.release is placed.release
     return same_release or picture.before(source, placed.resource)
 
@@ -85,7 +92,7 @@ def namespace_findings(picture: Picture) -> Iterator[Finding]:
             continue
         sources = namespaces.get((placed.cluster, namespace), [])
         if sources:
-            if not any(_in_place(picture, source, placed) for source in sources):
+            if not any(_in_place_namespace(picture, source, placed) for source in sources):
                 yield Finding.of("order.namespace", placed, f"it does not wait for its namespace {namespace}",
                                  f"make {placed.resource['name']} depend on {sources[0].resource['name']}")
         elif picture.unrendered(placed.cluster):
@@ -96,3 +103,22 @@ def namespace_findings(picture: Picture) -> Iterator[Finding]:
         else:
             yield Finding.of("order.namespace", placed, f"nothing creates its namespace {namespace}",
                              f"create the namespace in the program, or declare it in check.existing.{picture.cluster_key(placed.cluster)}")
+
+
+def release_namespace_findings(picture: Picture) -> Iterator[Finding]:
+    """A Helm release installs into its namespace, which must exist first unless the release creates it: checked
+    for every release, rendered or not (a chart may put nothing of its own there)."""
+    for release in picture.release_records():
+        inputs = release["inputs"]
+        placed = release_placed(picture.plan, release)
+        namespace = inputs.get("namespace") or "default"
+        if inputs.get("createNamespace") or namespace in BUILTIN_NAMESPACES or picture.existing(placed.cluster, "Namespace", None, namespace):
+            continue
+        sources = [p for p in picture.by_name.get((placed.cluster, "Namespace", None, namespace), []) if p.release is None]
+        if not sources:
+            yield Finding.of("order.namespace", placed, f"nothing creates its namespace {namespace}",
+                             f"create the namespace in the program, set createNamespace, or declare it in "
+                             f"check.existing.{picture.cluster_key(placed.cluster)}")
+        elif not any(picture.before(source, release) for source in sources):
+            yield Finding.of("order.namespace", placed, f"it does not wait for its namespace {namespace}",
+                             f"make {release['name']} depend on {sources[0].resource['name']}")

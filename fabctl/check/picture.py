@@ -54,6 +54,31 @@ def site_provided(site: SiteConfig) -> list[tuple[str, str]]:
     return provided
 
 
+INSTALL_HOOKS = ("pre-install", "post-install")
+
+
+def runs_on_install(obj: dict[str, Any]) -> bool:
+    """Whether `helm install` creates the object: every template, and hooks of the install phases (not the
+    delete, upgrade-only, rollback or test hooks that `helm template` also prints)."""
+    hooks = ((obj.get("metadata") or {}).get("annotations") or {}).get("helm.sh/hook")
+    return hooks is None or any(h.strip() in INSTALL_HOOKS for h in str(hooks).split(","))
+
+
+def plural(kind: str) -> str:
+    """The plural resource name of a kind, as CRDs and kubectl derive it (ClusterPolicy -> clusterpolicies)."""
+    lower = kind.lower()
+    if lower.endswith("y") and lower[-2:-1] not in "aeiou":
+        return lower[:-1] + "ies"
+    return lower + ("es" if lower.endswith(("s", "x", "ch", "sh")) else "s")
+
+
+def release_placed(plan: Plan, release: dict[str, Any]) -> Placed:
+    """A Helm release as the subject of a finding: `HelmRelease namespace/name`, applied by itself."""
+    inputs = release["inputs"]
+    obj = {"apiVersion": "helm.sh/v3", "kind": "HelmRelease", "metadata": {"name": inputs.get("name") or release["name"]}}
+    return Placed(plan.cluster(release) or "", obj, release, None, inputs.get("namespace") or "default")
+
+
 def group_of(api_version: str) -> str:
     return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
 
@@ -117,13 +142,19 @@ class Picture:
             yield Placed(cluster, obj, record)
         for rendered in self.releases:
             for obj in rendered.objects:
-                yield Placed(rendered.cluster, obj, rendered.release, rendered)
+                if runs_on_install(obj):
+                    yield Placed(rendered.cluster, obj, rendered.release, rendered)
 
     def namespaced(self, cluster: str, obj: dict[str, Any]) -> bool:
+        """A kind's scope: built-in, from its CRD in the picture, or from the run-time CRD table; else namespaced."""
+        from fabctl.check.runtime import RUNTIME_CRDS
+
         group, kind = group_of(str(obj.get("apiVersion", ""))), str(obj.get("kind"))
         if group in BUILTIN_GROUPS:
             return kind not in CLUSTER_SCOPED_BUILTINS
-        return self.crd_scopes.get((cluster, group, kind), "Namespaced") == "Namespaced"
+        if (cluster, group, kind) in self.crd_scopes:
+            return self.crd_scopes[cluster, group, kind] == "Namespaced"
+        return not any(entry.group == group and kind in entry.cluster_scoped for entry in RUNTIME_CRDS)
 
     @cached_property
     def placed(self) -> list[Placed]:
@@ -197,15 +228,9 @@ class Picture:
         return subject in self._existing.get(cluster, set())
 
     def existing_crd(self, cluster: str, group: str, kind: str) -> bool:
-        """Whether a declared existing CRD (`CustomResourceDefinition <plural>.<group>`) defines the kind: its group
-        matches and its plural starts with the kind's name (`ippools` for IPPool, `clusterpolicies` for ClusterPolicy)."""
-        stem = kind.lower()[:-1] if kind.lower().endswith("y") else kind.lower()
-        for subject in self._existing.get(cluster, set()):
-            declared_kind, _, name = subject.partition(" ")
-            plural, _, declared_group = name.partition(".")
-            if declared_kind == "CustomResourceDefinition" and declared_group == group and plural.startswith(stem):
-                return True
-        return False
+        """Whether a declared existing CRD defines the kind: `CustomResourceDefinition <plural>.<group>`, with the
+        plural Kubernetes tooling derives from the kind (`ippools`, `clusterpolicies`, `ingresses`)."""
+        return f"CustomResourceDefinition {plural(kind)}.{group}" in self._existing.get(cluster, set())
 
     def release_records(self) -> list[dict[str, Any]]:
         return self.plan.of_type(HELM_RELEASE_TYPE)

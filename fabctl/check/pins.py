@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fabctl.check.findings import Finding
-from fabctl.check.picture import Picture
+from fabctl.check.picture import Picture, release_placed
 
 EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?$")
 
@@ -62,7 +62,7 @@ def image_findings(picture: Picture) -> Iterator[Finding]:
 def chart_findings(picture: Picture) -> Iterator[Finding]:
     for rendered in picture.releases:
         if rendered.error:
-            placed = _release_subject(picture, rendered.release)
+            placed = release_placed(picture.plan, rendered.release)
             # Helm's whole message on one line, without its advice to rerun with --debug.
             message = " ".join(line.strip() for line in rendered.error.splitlines() if line.strip() and "--debug" not in line)
             yield Finding.of("charts.render", placed, f"Helm refuses to render it: {message}",
@@ -70,15 +70,6 @@ def chart_findings(picture: Picture) -> Iterator[Finding]:
     for release in picture.release_records():
         version = str(release["inputs"].get("version") or "")
         if not EXACT_VERSION.fullmatch(version):
-            yield Finding.of("charts.pinned", _release_subject(picture, release),
+            yield Finding.of("charts.pinned", release_placed(picture.plan, release),
                              f"chart {release['inputs'].get('chart')} has version {version!r}, not an exact version",
                              "pin the chart's exact version in components/versions.py")
-
-
-def _release_subject(picture: Picture, release: dict[str, Any]):
-    """A release as the subject of a finding: `HelmRelease namespace/name`, applied by itself."""
-    from fabctl.check.picture import Placed
-
-    inputs = release["inputs"]
-    obj = {"apiVersion": "helm.sh/v3", "kind": "HelmRelease", "metadata": {"name": inputs.get("name") or release["name"]}}
-    return Placed(picture.plan.cluster(release) or "", obj, release, None, inputs.get("namespace") or "default")

@@ -7,11 +7,13 @@ whose `serviceSelector` matches the Service's labels, so such a pool must be cre
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator
 from typing import Any
 
 from fabctl.check.findings import Finding
 from fabctl.check.picture import Picture, Placed
+from fabctl.check.scheduling import label_expression
 
 POOL_KIND = "CiliumLoadBalancerIPPool"
 
@@ -20,9 +22,37 @@ def _is_load_balancer(obj: dict[str, Any]) -> bool:
     return obj.get("kind") == "Service" and (obj.get("spec") or {}).get("type") == "LoadBalancer"
 
 
-def _selects(pool: dict[str, Any], labels: dict[str, str]) -> bool:
-    selector = ((pool.get("spec") or {}).get("serviceSelector") or {}).get("matchLabels") or {}
-    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+def _selects(pool: dict[str, Any], service: Placed) -> bool:
+    """Cilium LB-IPAM: an enabled pool serves a Service its `serviceSelector` matches (no selector: every Service),
+    with the Service's namespace and name as the labels `io.kubernetes.service.namespace`/`.name`; and a Service
+    that asks for addresses (`lbipam.cilium.io/ips`) only from a pool whose blocks hold them."""
+    spec = pool.get("spec") or {}
+    if spec.get("disabled"):
+        return False
+    metadata = service.obj.get("metadata") or {}
+    labels = {**(metadata.get("labels") or {}), "io.kubernetes.service.namespace": service.namespace or "",
+              "io.kubernetes.service.name": service.name}
+    selector = spec.get("serviceSelector")
+    if selector is not None:
+        if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+            return False
+        if not all(label_expression(e, labels) for e in selector.get("matchExpressions") or []):
+            return False
+    wanted = [a.strip() for a in ((metadata.get("annotations") or {}).get(IPS_ANNOTATION) or "").split(",") if a.strip()]
+    return all(any(_holds(block, address) for block in spec.get("blocks") or []) for address in wanted)
+
+
+IPS_ANNOTATION = "lbipam.cilium.io/ips"
+
+
+def _holds(block: dict[str, Any], address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+        if block.get("cidr"):
+            return ip in ipaddress.ip_network(block["cidr"], strict=False)
+        return ipaddress.ip_address(block["start"]) <= ip <= ipaddress.ip_address(block.get("stop") or block["start"])
+    except (ValueError, KeyError, TypeError):
+        return False
 
 
 def load_balancer_findings(picture: Picture) -> Iterator[Finding]:
@@ -30,11 +60,13 @@ def load_balancer_findings(picture: Picture) -> Iterator[Finding]:
     for service in picture.placed:
         if not _is_load_balancer(service.obj) or not picture.awaited(service):
             continue
-        labels = dict(sorted(((service.obj.get("metadata") or {}).get("labels") or {}).items()))
-        candidates: list[Placed] = [p for p in pools if p.cluster == service.cluster and _selects(p.obj, labels)]
+        metadata = service.obj.get("metadata") or {}
+        labels = dict(sorted((metadata.get("labels") or {}).items()))
+        candidates: list[Placed] = [p for p in pools if p.cluster == service.cluster and _selects(p.obj, service)]
         waiter = service.resource["name"]
         if not candidates:
-            yield Finding.of("readiness.load-balancer", service, f"no LB-IPAM pool selects its labels {labels}, so {waiter} waits forever",
+            asked = f" and addresses {metadata['annotations'][IPS_ANNOTATION]}" if IPS_ANNOTATION in (metadata.get("annotations") or {}) else ""
+            yield Finding.of("readiness.load-balancer", service, f"no LB-IPAM pool selects its labels {labels}{asked}, so {waiter} waits forever",
                              "label the Service for one of the cluster's pools (CrossClusterNetwork.lb_service_labels)")
         elif not any(picture.before(pool, service.resource) for pool in candidates):
             names = ", ".join(sorted({p.resource["name"] for p in candidates}))

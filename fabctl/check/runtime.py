@@ -27,6 +27,8 @@ class RuntimeCrds:
     ready_after: Callable[[Picture, str], list[dict[str, Any]]]
     """The resources of a cluster once created (and awaited) the CRDs exist."""
     fix: str
+    cluster_scoped: frozenset[str] = frozenset()
+    """Kinds of the group that are cluster-scoped (the CRDs are not in the picture to say so)."""
 
 
 def _cilium_releases(picture: Picture, cluster: str) -> list[dict[str, Any]]:
@@ -47,6 +49,12 @@ RUNTIME_CRDS = (
         source="Cilium 1.18 operator, --skip-crd-creation=false (the default): pkg/k8s/apis/cilium.io/client/register.go",
         ready_after=_cilium_releases,
         fix="make it depend on the cluster's Cilium Helm release (without skipAwait)",
+        cluster_scoped=frozenset({
+            "CiliumBGPAdvertisement", "CiliumBGPClusterConfig", "CiliumBGPNodeConfig", "CiliumBGPNodeConfigOverride",
+            "CiliumBGPPeerConfig", "CiliumCIDRGroup", "CiliumClusterwideEnvoyConfig", "CiliumClusterwideNetworkPolicy",
+            "CiliumEndpointSlice", "CiliumExternalWorkload", "CiliumIdentity", "CiliumL2AnnouncementPolicy",
+            "CiliumLoadBalancerIPPool", "CiliumNode", "CiliumPodIPPool",
+        }),
     ),
     RuntimeCrds(
         group="nv-ipam.nvidia.com",

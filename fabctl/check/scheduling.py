@@ -108,7 +108,7 @@ def tolerates(tolerations: Iterable[dict[str, Any]], taint: dict[str, Any]) -> b
     return False
 
 
-def _expression(expression: dict[str, Any], labels: dict[str, str]) -> bool:
+def label_expression(expression: dict[str, Any], labels: dict[str, str]) -> bool:
     key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
     if operator == "In":
         return labels.get(key) in values
@@ -148,7 +148,7 @@ def misfit(pod: dict[str, Any], node: Node) -> str | None:
             return f"nodeSelector {key}={value} not matched"
     required = (((pod.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
     terms = required.get("nodeSelectorTerms") or []
-    if terms and not any(all(_expression(e, node.labels) for e in term.get("matchExpressions") or []) for term in terms):
+    if terms and not any(all(label_expression(e, node.labels) for e in term.get("matchExpressions") or []) for term in terms):
         return "required node affinity not matched"
     offers = dict(node.offers)
     for resource, amount in requested(pod).items():

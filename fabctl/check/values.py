@@ -162,7 +162,9 @@ class ValuesCheck:
             if varying is None:  # what differs between two renders of the same values
                 again, baseline = _leaves(self._render(rendered, values) or []), _leaves(rendered.objects)
                 varying = {k for k in set(again) | set(baseline) if again.get(k) != baseline.get(k)}
-            if not _differs(without, rendered.objects, varying):
+            # Read if the marker or the key's absence changes the output (a flag set to the chart's implicit
+            # default changes nothing when removed, but a marker in its place does).
+            if not _differs(without, rendered.objects, varying) and not _differs(marked, rendered.objects, varying):
                 out.append(path)
         return out
 

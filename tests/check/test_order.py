@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from components.config import parse_site
 from small_site import small_site
 
 
@@ -67,9 +68,7 @@ def test_fails_when_nothing_installs_a_crd(small):
     ]
 
 
-def test_a_crd_declared_existing_in_config_is_enough(chart_dir, helm, small):
-    from components.config import parse_site
-
+def test_a_crd_declared_existing_in_config_is_enough(small):
     (rule,) = small.plan.objects("NodeFeatureRule", "site-t-gpu")
     rule["apiVersion"] = "example.com/v1"
     raw = small_site()
@@ -110,3 +109,50 @@ def test_fails_when_nothing_creates_a_namespace(small):
         "nothing creates its namespace polaris-typo. Fix: create the namespace in the program, or declare it in "
         "check.existing.storage"
     ]
+
+
+def test_fails_when_a_custom_resource_needs_a_crd_its_own_release_installs_among_its_templates(small):
+    release = small.release("kueue", "site-t-gpu")
+    assert not any(release.installs_first(o) for o in release.objects if o["kind"] == "CustomResourceDefinition")
+    release.objects.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}, "spec": {}})
+    assert [f.problem for f in small.findings("order.crd")] == [
+        "its CRD (kueue.x-k8s.io/ResourceFlavor) is installed by training-gpu-kueue (Helm release kueue), which is not "
+        "created before it"
+    ]
+
+
+def test_crds_of_a_charts_crds_folder_come_first_in_its_release(small):
+    release = small.release("gpu-operator", "site-t-gpu")
+    assert "clusterpolicies.nvidia.com" in {o["metadata"]["name"] for o in release.objects if release.installs_first(o)}
+
+
+def test_fails_when_a_release_does_not_wait_for_its_own_namespace(small):
+    small.resource("compute-trino")["dependencies"] = []
+    assert [f.line() for f in small.findings("order.namespace") if f.subject.startswith("HelmRelease")] == [
+        "error [order.namespace] site-t-compute HelmRelease trino/trino (compute-trino): it does not wait for its namespace "
+        "trino. Fix: make compute-trino depend on compute-ns-trino"
+    ]
+
+
+def test_a_crd_declared_existing_must_name_the_kinds_plural_exactly(small):
+    (rule,) = small.plan.objects("NodeFeatureRule", "site-t-gpu")
+    rule["apiVersion"] = "example.com/v1"
+    raw = small_site()
+    raw["check"] = {"existing": {"gpu": ["CustomResourceDefinition nodefeaturerulesets.example.com"]}}
+    small.site = parse_site(raw)
+    assert [f.rule for f in small.findings("order.crd")] == ["order.crd"]
+
+
+def test_cilium_kinds_registered_at_run_time_have_the_scope_of_their_crds(crd_dir):
+    import yaml
+
+    from fabctl.check.runtime import RUNTIME_CRDS
+
+    (cilium,) = [entry for entry in RUNTIME_CRDS if entry.group == "cilium.io"]
+    crds = [yaml.safe_load(p.read_text()) for p in sorted((crd_dir / "cilium").glob("*.yaml"))]
+    assert crds
+    known = {c["spec"]["names"]["kind"]: c["spec"]["scope"] for c in crds}
+    assert {kind: known[kind] for kind in cilium.cluster_scoped if kind in known} == {
+        kind: "Cluster" for kind in cilium.cluster_scoped if kind in known
+    }
+    assert {kind for kind, scope in known.items() if scope == "Cluster"} <= cilium.cluster_scoped

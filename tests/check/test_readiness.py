@@ -60,3 +60,23 @@ def test_a_post_install_hook_of_a_waiting_release_is_a_note(small):
         "post-install hook of a release that waits: it runs only after every object of the release is ready, so no pod of the "
         "release may wait for it. Fix: run it as a plain Job (the chart's useHelmHooks: false or equivalent) if a pod waits for it"
     ]
+
+
+def _clustermesh_service(small):
+    (service,) = [o for o in small.plan.objects("Service", "site-t-gpu") if o["metadata"]["name"] == "clustermesh-apiserver-vip"]
+    return service
+
+
+def test_a_pool_without_a_service_selector_serves_every_service(small):
+    (pool,) = small.plan.objects("CiliumLoadBalancerIPPool", "site-t-gpu")
+    del pool["spec"]["serviceSelector"]
+    _clustermesh_service(small)["metadata"]["labels"] = {}
+    assert small.lines("readiness.load-balancer") == []
+
+
+def test_fails_when_a_service_asks_for_an_address_outside_its_pool(small):
+    _clustermesh_service(small)["metadata"]["annotations"]["lbipam.cilium.io/ips"] = "192.0.2.99"
+    assert [f.problem for f in small.findings("readiness.load-balancer")] == [
+        "no LB-IPAM pool selects its labels {'lb.fab.internal/pool': 'internal'} and addresses 192.0.2.99, so "
+        "network-gpu-clustermesh-apiserver waits forever"
+    ]

@@ -93,3 +93,11 @@ def test_names_a_missing_chart_may_create_are_notes(small):
         "note", "spec.template.spec.serviceAccountName names ServiceAccount airflow/made-by-airflow, not in the picture; the "
         "unrendered releases compute-airflow may create it"
     )
+
+
+def test_hooks_that_do_not_run_on_install_are_left_out(small):
+    release = small.release("kueue", "site-t-gpu")
+    release.objects.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+        "name": "prune", "annotations": {"helm.sh/hook": "post-delete"}}, "spec": {"template": {"spec": {
+            "serviceAccountName": "made-at-delete", "containers": [{"name": "p", "image": "example/prune:1.0"}]}}}})
+    assert small.lines("references") == []

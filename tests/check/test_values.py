@@ -33,3 +33,23 @@ def test_keys_outside_the_chart_defaults_are_tried_and_maps_it_passes_through_ar
 def test_a_value_the_chart_writes_into_a_secret_is_read(small, helm):
     rendered = small.release("jupyterhub", "site-t-compute")
     assert ValuesCheck(helm, PROJECT_DIR).unread(rendered) == []
+
+
+def test_a_flag_set_to_what_the_chart_assumes_anyway_is_read(helm, tmp_path):
+    import tarfile
+
+    from fabctl.helm import ChartRef, RenderedRelease, template
+
+    source = tmp_path / "flags"
+    (source / "templates").mkdir(parents=True)
+    (source / "Chart.yaml").write_text("apiVersion: v2\nname: flags\nversion: 1.0.0\n")
+    (source / "values.yaml").write_text("a: {other: 1}\n")
+    (source / "templates" / "cm.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: flags}\ndata:\n  on: {{ if .Values.a.flag }}\"yes\"{{ else }}\"no\"{{ end }}\n")
+    package = tmp_path / "flags-1.0.0.tgz"
+    with tarfile.open(package, "w:gz") as archive:
+        archive.add(source, arcname="flags")
+    release = {"urn": "urn:flags", "name": "flags", "inputs": {"name": "flags", "namespace": "default", "chart": "flags", "version": "1.0.0",
+                                                              "values": {"a": {"flag": False, "typo": True}}}}
+    rendered = RenderedRelease(release, "c", ChartRef("flags", "1.0.0", ""), template(release, package, helm, PROJECT_DIR), None, package)
+    assert ValuesCheck(helm, PROJECT_DIR).unread(rendered) == [("a", "typo")]
