@@ -21,6 +21,9 @@ MODELS: list[type[BaseModel]] = [
     config.SiteConfig,
     config.Team,
     config.IdentityConfig,
+    config.AdoptConfig,
+    config.CheckConfig,
+    config.AcceptedFinding,
     config.StorageConfig,
     config.ObjectStoreConfig,
     config.S3Endpoints,
@@ -49,6 +52,7 @@ MODELS: list[type[BaseModel]] = [
     config.ServiceToggle,
     config.FederationConfig,
     config.FederationConsumer,
+    config.FederationPeer,
     config.MinioEndpoint,
     config.KeycloakEndpoint,
     config.ClusterConfig,
@@ -109,6 +113,8 @@ def type_name(tp: Any, metadata: list[Any] | None = None) -> str:
 
 def model_table(model: type[BaseModel]) -> str:
     doc = (model.__doc__ or "").strip()
+    if not model.model_fields:
+        return "\n".join([f"### {model.__name__}", "", doc, "", "No keys: write `{}`."])
     rows = [f"### {model.__name__}", "", doc, "", "| key | type | required | meaning |", "|---|---|---|---|"]
     for name, field in model.model_fields.items():
         key = field.alias or name

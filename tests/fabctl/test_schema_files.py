@@ -41,3 +41,13 @@ def test_fails_when_a_stack_file_has_an_unknown_key_under_the_schema():
     doc["config"]["fab-platform:site"]["clusters"]["gpu"]["podCidr"] = "10.0.0.0/16"
     with pytest.raises(jsonschema.ValidationError, match="'podCidr' was unexpected"):
         jsonschema.Draft202012Validator(stack_file_schema()).validate(doc)
+
+
+def test_every_section_the_configuration_reference_links_to_exists():
+    import re
+
+    page = (PROJECT_DIR / "docs" / "configuration.md").read_text()
+    anchors = set(re.findall(r"\]\(#([a-z0-9-]+)\)", page))
+    headings = {h.lower() for h in re.findall(r"^### (\w+)$", page, re.MULTILINE)}
+    assert anchors
+    assert sorted(anchors - headings) == []
