@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from components.training import KUEUE_NAMESPACE
 from fabctl.check.findings import Finding
 from fabctl.check.picture import Picture, Placed
 from fabctl.check.runtime import created_at_run_time
@@ -84,7 +85,7 @@ def _known_fields(placed: Placed) -> Iterator[Reference]:
     if placed.kind == "MultiKueueCluster":
         kubeconfig = (spec.get("clusterSource") or {}).get("kubeConfig") or spec.get("kubeConfig") or {}
         if kubeconfig.get("locationType", "Secret") == "Secret":
-            yield from _ref("Secret", {"name": kubeconfig.get("location")}, "name", "kueue-system", "spec.clusterSource.kubeConfig.location")
+            yield from _ref("Secret", {"name": kubeconfig.get("location")}, "name", KUEUE_NAMESPACE, "spec.clusterSource.kubeConfig.location")
 
 
 def references(placed: Placed) -> list[Reference]:

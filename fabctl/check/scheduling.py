@@ -121,18 +121,28 @@ def label_expression(expression: dict[str, Any], labels: dict[str, str]) -> bool
     return False  # Gt and Lt are not used on node labels here
 
 
+def _extended(container: dict[str, Any]) -> dict[str, int]:
+    resources = container.get("resources") or {}
+    out = {}
+    for name, amount in {**(resources.get("requests") or {}), **(resources.get("limits") or {})}.items():
+        if "/" in name and not name.startswith(("hugepages-", "kubernetes.io/")):
+            try:
+                out[name] = int(str(amount))
+            except ValueError:
+                continue
+    return out
+
+
 def requested(pod: dict[str, Any]) -> dict[str, int]:
-    """Extended resources (`vendor/name`) the pod's containers request, summed."""
+    """Extended resources (`vendor/name`) the pod needs, as the scheduler counts them: the containers' sum, or
+    the largest init container's if that is more (init containers run one at a time)."""
     total: dict[str, int] = {}
     for container in pod.get("containers") or []:
-        resources = container.get("resources") or {}
-        amounts = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-        for name, amount in amounts.items():
-            if "/" in name and not name.startswith(("hugepages-", "kubernetes.io/")):
-                try:
-                    total[name] = total.get(name, 0) + int(str(amount))
-                except ValueError:
-                    continue
+        for name, amount in _extended(container).items():
+            total[name] = total.get(name, 0) + amount
+    for container in pod.get("initContainers") or []:
+        for name, amount in _extended(container).items():
+            total[name] = max(total.get(name, 0), amount)
     return total
 
 
@@ -148,13 +158,24 @@ def misfit(pod: dict[str, Any], node: Node) -> str | None:
             return f"nodeSelector {key}={value} not matched"
     required = (((pod.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
     terms = required.get("nodeSelectorTerms") or []
-    if terms and not any(all(label_expression(e, node.labels) for e in term.get("matchExpressions") or []) for term in terms):
+    if terms and not any(_term_matches(term, node) for term in terms):
         return "required node affinity not matched"
     offers = dict(node.offers)
     for resource, amount in requested(pod).items():
         if offers.get(resource, 0) < amount:
             return f"needs {resource}: {amount}, offers {offers.get(resource, 0)}"
     return None
+
+
+def _term_matches(term: dict[str, Any], node: Node) -> bool:
+    """A node selector term: all its label expressions and all its field expressions (nodes have one field,
+    `metadata.name`) match; a term with neither matches no node."""
+    expressions, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+    if not expressions and not fields:
+        return False
+    return all(label_expression(e, node.labels) for e in expressions) and all(
+        f.get("key") == "metadata.name" and label_expression({**f, "key": "name"}, {"name": node.name}) for f in fields
+    )
 
 
 def fits(pod: dict[str, Any], node: Node) -> bool:

@@ -31,15 +31,18 @@ def test_fails_when_a_chart_makes_its_service_a_load_balancer_before_any_pool(sm
 
 def test_fails_when_what_an_awaited_pod_needs_waits_for_it(small):
     small.add_dependency("storage-s3-inference-gpu-inference", "inference-vllm-qwen3-8b")
-    lines = small.lines("readiness.deadlock")
-    assert lines
-    assert set(lines) == {
+    (deployment,) = small.plan.objects("Deployment", "site-t-gpu")
+    paths = [f"spec.template.spec.initContainers[{i}].env[{j}].valueFrom.secretKeyRef"
+             for i, c in enumerate(deployment["spec"]["template"]["spec"]["initContainers"])
+             for j, e in enumerate(c.get("env") or []) if e.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == "s3-inference"]
+    assert paths
+    assert small.lines("readiness.deadlock") == [
         "error [readiness.deadlock] site-t-gpu Deployment inference/vllm-qwen3-8b (inference-vllm-qwen3-8b): "
         "inference-vllm-qwen3-8b waits until it is ready, but it needs Secret inference/s3-inference "
         f"({path}), which storage-s3-inference-gpu-inference creates only after inference-vllm-qwen3-8b. Fix: remove the "
         "dependency of storage-s3-inference-gpu-inference on inference-vllm-qwen3-8b, or skip waiting for it"
-        for path in [f.problem.split("(", 1)[1].split(")", 1)[0] for f in small.findings("readiness.deadlock")]
-    }
+        for path in paths
+    ]
 
 
 def test_a_pod_that_is_not_awaited_may_wait_for_what_it_needs(small):

@@ -165,3 +165,17 @@ def test_a_node_agent_that_selects_some_nodes_notes_the_others(small):
     small.release("cilium", "site-t-gpu").objects.append(_agent(nodeSelector={"kubernetes.io/hostname": "gpu-sys-1"}))
     (finding,) = small.findings("scheduling.node-agent")
     assert (finding.severity, finding.problem) == ("note", "by its node selection it does not run on gpu-inf-1, gpu-trn-1")
+
+
+def test_an_init_container_needs_its_gpus_alone_and_containers_theirs_together():
+    from fabctl.check.scheduling import requested
+
+    pod = {"initContainers": [{"resources": {"limits": {"nvidia.com/gpu": "4"}}}],
+           "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}, {"resources": {"limits": {"nvidia.com/gpu": "2"}}}]}
+    assert requested(pod) == {"nvidia.com/gpu": 4}
+
+
+def test_a_node_affinity_by_name_fits_only_the_named_node(small):
+    pod = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-sys-1"]}]}]}}}}
+    assert sorted(name for name, node in _nodes(small).items() if fits(pod, node)) == ["gpu-sys-1"]
