@@ -15,8 +15,8 @@ from typing import Any
 
 from components.config import SiteConfig
 from components.gateway import GATEWAY_NAMESPACE
-from fabctl.helm import MissingChart, RenderedRelease
-from fabctl.render import HELM_RELEASE_TYPE, Plan
+from fabctl.helm import MissingChart, RenderedRelease, releases
+from fabctl.render import Plan
 
 BUILTIN_GROUPS = frozenset({
     "", "admissionregistration.k8s.io", "apiextensions.k8s.io", "apiregistration.k8s.io", "apps", "authentication.k8s.io",
@@ -233,7 +233,7 @@ class Picture:
         return f"CustomResourceDefinition {plural(kind)}.{group}" in self._existing.get(cluster, set())
 
     def release_records(self) -> list[dict[str, Any]]:
-        return self.plan.of_type(HELM_RELEASE_TYPE)
+        return releases(self.plan)
 
     def cluster_key(self, cluster: str) -> str:
         """The config key of a cluster from its provider name (`site-a-gpu` -> `gpu`)."""

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from fabctl.check.findings import Finding
-from fabctl.check.picture import Picture, Placed
+from fabctl.check.picture import Picture, release_placed
 from fabctl.helm import HelmError, RenderedRelease, template
 
 MARKER = "fab-check-marker-7f3a"
@@ -176,9 +176,7 @@ def values_findings(picture: Picture, check: ValuesCheck) -> Iterator[Finding]:
     with ThreadPoolExecutor(max_workers=2) as pool:
         unread = list(pool.map(check.unread, rendered))
     for release, paths in zip(rendered, unread):
-        inputs = release.release["inputs"]
-        subject = Placed(release.cluster, {"apiVersion": "helm.sh/v3", "kind": "HelmRelease", "metadata": {"name": inputs.get("name")}},
-                         release.release, None, inputs.get("namespace") or "default")
+        subject = release_placed(picture.plan, release.release)
         for path in paths:
             yield Finding.of("charts.values", subject, f"chart {release.chart.name} {release.chart.version} does not read the value "
                              f"{'.'.join(path)} (setting or removing it changes nothing it installs)",

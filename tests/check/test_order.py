@@ -57,9 +57,20 @@ def test_cilium_objects_need_no_release_where_cilium_is_installed_by_other_means
     assert deploy.lines("order.crd") == []
 
 
-def test_fails_when_nothing_installs_a_crd(small):
+def _rule_of_unknown_group(small) -> None:
+    """The pool rule moved to an API group that nothing installs."""
     (rule,) = small.plan.objects("NodeFeatureRule", "site-t-gpu")
     rule["apiVersion"] = "example.com/v1"
+
+
+def _existing_on_gpu(small, *subjects: str) -> None:
+    raw = small_site()
+    raw["check"] = {"existing": {"gpu": list(subjects)}}
+    small.site = parse_site(raw)
+
+
+def test_fails_when_nothing_installs_a_crd(small):
+    _rule_of_unknown_group(small)
     # Without its CRD the kind's scope is unknown: it is taken as namespaced, in the provider's default namespace.
     assert small.lines("order.crd") == [
         "error [order.crd] site-t-gpu NodeFeatureRule default/fab-gpu-pools (gpu-gpu-node-pools): nothing installs its CRD "
@@ -69,11 +80,8 @@ def test_fails_when_nothing_installs_a_crd(small):
 
 
 def test_a_crd_declared_existing_in_config_is_enough(small):
-    (rule,) = small.plan.objects("NodeFeatureRule", "site-t-gpu")
-    rule["apiVersion"] = "example.com/v1"
-    raw = small_site()
-    raw["check"] = {"existing": {"gpu": ["CustomResourceDefinition nodefeaturerules.example.com"]}}
-    small.site = parse_site(raw)
+    _rule_of_unknown_group(small)
+    _existing_on_gpu(small, "CustomResourceDefinition nodefeaturerules.example.com")
     assert small.lines("order.crd") == []
 
 
@@ -135,11 +143,8 @@ def test_fails_when_a_release_does_not_wait_for_its_own_namespace(small):
 
 
 def test_a_crd_declared_existing_must_name_the_kinds_plural_exactly(small):
-    (rule,) = small.plan.objects("NodeFeatureRule", "site-t-gpu")
-    rule["apiVersion"] = "example.com/v1"
-    raw = small_site()
-    raw["check"] = {"existing": {"gpu": ["CustomResourceDefinition nodefeaturerulesets.example.com"]}}
-    small.site = parse_site(raw)
+    _rule_of_unknown_group(small)
+    _existing_on_gpu(small, "CustomResourceDefinition nodefeaturerulesets.example.com")
     assert [f.rule for f in small.findings("order.crd")] == ["order.crd"]
 
 
