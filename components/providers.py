@@ -18,15 +18,34 @@ from components.config import SiteConfig
 
 
 @dataclass(frozen=True)
+class ClusterRef:
+    """One cluster as a component uses it: its config key, its name (`<site>-<key>`, Cilium's cluster name), its role
+    and the provider that manages it."""
+
+    key: str
+    name: str
+    role: str
+    provider: k8s.Provider
+
+
+@dataclass(frozen=True)
 class SiteProviders:
     """The providers of one site, by cluster key for Kubernetes."""
 
     kubernetes: dict[str, k8s.Provider]
     minio: minio.Provider
     keycloak: keycloak.Provider
+    clusters: dict[str, ClusterRef]
 
     def for_cluster(self, key: str) -> k8s.Provider:
         return self.kubernetes[key]
+
+    def cluster(self, key: str) -> ClusterRef:
+        return self.clusters[key]
+
+    def with_role(self, *roles: str) -> list[ClusterRef]:
+        """The clusters of these roles, in config-key order."""
+        return [ref for key, ref in sorted(self.clusters.items()) if ref.role in roles]
 
 
 def site_providers(site: SiteConfig) -> SiteProviders:
@@ -57,5 +76,6 @@ def site_providers(site: SiteConfig) -> SiteProviders:
         client_id=os.environ.get("KEYCLOAK_CLIENT_ID") or site.keycloak.client_id,
         root_ca_certificate=site.ca_bundle_pem(),
     )
-    return SiteProviders(kubernetes=clusters, minio=object_store, keycloak=identity)
+    refs = {key: ClusterRef(key, site.cluster_name(key), site.clusters[key].role, provider) for key, provider in clusters.items()}
+    return SiteProviders(kubernetes=clusters, minio=object_store, keycloak=identity, clusters=refs)
 

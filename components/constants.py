@@ -1,0 +1,37 @@
+"""Contracts between components: namespaces, ports and Secret keys that more than one module names.
+
+Each value is written here once and imported; a component that owns the object and another that reaches
+it (a kubeconfig delivered into Airflow's namespace, a route to the gateway's namespace) read the same name.
+"""
+
+from __future__ import annotations
+
+AIRFLOW_NAMESPACE = "airflow"
+"""Airflow's namespace on compute: ComputeCluster creates it, TrainingPool delivers the GPU kubeconfigs into it."""
+CNPG_NAMESPACE = "cnpg-system"
+"""Where the CloudNativePG operator runs, on every cluster that has Postgres databases."""
+KUEUE_NAMESPACE = "kueue-system"
+"""Kueue's namespace on GPU clusters and on the MultiKueue manager."""
+GATEWAY_NAMESPACE = "envoy-gateway-system"
+"""Envoy Gateway's namespace, which also holds every Gateway's Envoy proxies and their Services."""
+
+HTTPS_PORT = 443
+"""The port users and compute applications call on every gateway."""
+ENVOY_HTTPS_TARGET_PORT = 10443
+"""Envoy Gateway maps a listener port below 1024 to port + 10000 on its proxy pods; flows admit this one."""
+KUBE_APISERVER_PORT = 6443
+
+# Keys of the Secrets StorageCluster delivers (s3-<engine>, polaris-<engine>); engines read them as environment.
+S3_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
+S3_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
+S3_ENDPOINT = "AWS_ENDPOINT_URL_S3"
+S3_REGION = "AWS_REGION"
+POLARIS_CLIENT_ID = "POLARIS_CLIENT_ID"
+POLARIS_CLIENT_SECRET = "POLARIS_CLIENT_SECRET"
+POLARIS_URI = "POLARIS_URI"
+POLARIS_WAREHOUSE = "POLARIS_WAREHOUSE"
+POLARIS_SCOPE = "POLARIS_SCOPE"
+# Keys of each UI's OIDC client Secret (<ui>-oidc).
+OIDC_CLIENT_ID = "OIDC_CLIENT_ID"
+OIDC_CLIENT_SECRET = "OIDC_CLIENT_SECRET"
+OIDC_ISSUER = "OIDC_ISSUER"
