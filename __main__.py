@@ -23,6 +23,7 @@ gc.freeze()
 site = load_site()
 secrets = load_secrets(site)
 providers = site_providers(site)
+(compute_cluster,) = providers.with_role("compute")
 
 network = CrossClusterNetwork("network", CrossClusterNetworkArgs(site=site, providers=providers))
 PreviewAccess("preview-access", PreviewAccessArgs(site=site, providers=providers))
@@ -55,7 +56,17 @@ inference = InferencePool(
 federation = SiteFederation("federation", SiteFederationArgs(site=site, providers=providers, storage=storage))
 compute = ComputeCluster(
     "compute",
-    ComputeClusterArgs(site=site, providers=providers, network=network, storage=storage, identity=identity, federation=federation),
+    ComputeClusterArgs(
+        cluster=compute_cluster,
+        config=site.compute,
+        domain=site.domain,
+        adopt=site.adopt,
+        network=network,
+        storage=storage,
+        identity=identity,
+        gpu_clusters=providers.with_role("gpu", "gpu-train"),
+        federation=federation,
+    ),
 )
 training = TrainingPool(
     "training",

@@ -35,3 +35,17 @@ POLARIS_SCOPE = "POLARIS_SCOPE"
 OIDC_CLIENT_ID = "OIDC_CLIENT_ID"
 OIDC_CLIENT_SECRET = "OIDC_CLIENT_SECRET"
 OIDC_ISSUER = "OIDC_ISSUER"
+
+
+def s3_secret(principal: str) -> str:
+    """The Secret StorageCluster delivers with a principal's S3 keys and the internal endpoint."""
+    return f"s3-{principal}"
+
+
+def polaris_secret(principal: str) -> str:
+    """The Secret StorageCluster delivers with a principal's Polaris client and the catalog."""
+    return f"polaris-{principal}"
+
+
+TRAINING_POOL_TYPE = "fab:training:TrainingPool"
+"""TrainingPool's type token: the Airflow namespace's alias names its first parent by it."""

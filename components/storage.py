@@ -23,6 +23,11 @@ import pulumi_random as random
 import pulumi_tls as tls
 
 from components import versions
+from components.constants import (
+    POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_SCOPE, POLARIS_URI, POLARIS_WAREHOUSE,
+    S3_ACCESS_KEY, S3_ENDPOINT, S3_REGION, S3_SECRET_KEY, polaris_secret, s3_secret,
+)
+from components.engines import ENGINES, BucketAccess
 from components.kube import WORKLOAD_SKIPS, adopted, checkov_skips, helm_release, namespace, restricted_security_context
 from components.minio_admin import AdminEndpoint, BucketTags, MinioNamesFree, guard
 from components.config import REPLICABLE_CLASSES, SiteConfig
@@ -30,34 +35,25 @@ from components.network import CrossClusterNetwork
 from components.providers import SiteProviders
 
 # --------------------------------------------------------------------------------------------------
-# Who may do what. One row per engine; the test of least privilege reads these same tables.
+# Who may do what: the platform's own principals here, and every compute engine's from its declaration
+# (components/engines). The test of least privilege writes its expectations out independently.
 
-
-@dataclass(frozen=True)
-class EngineAccess:
-    """Bucket classes an engine may read, and classes it may read and write."""
-
-    read: tuple[str, ...] = ()
-    read_write: tuple[str, ...] = ()
-    description: str = ""
-
-
-ENGINE_ACCESS: dict[str, EngineAccess] = {
-    "spark": EngineAccess(read_write=("raw", "warehouse"), description="Spark ingest and ETL"),
-    "trino": EngineAccess(read=("gold", "warehouse"), description="Trino queries"),
-    # StarRocks reads the lakehouse and keeps its own tables and materialized views in its shared-data bucket.
-    "starrocks": EngineAccess(read=("gold", "warehouse"), read_write=("olap",), description="StarRocks"),
+PLATFORM_ACCESS: dict[str, BucketAccess] = {
     # Polaris writes table metadata and vends scoped credentials for every table location it serves,
     # and gold tables live in the gold bucket (so that only gold replicates), hence gold as well.
-    "polaris": EngineAccess(read_write=("gold", "warehouse"), description="Polaris catalog"),
+    "polaris": BucketAccess(read_write=("gold", "warehouse"), description="Polaris catalog"),
     # Training resumes from its own checkpoints, so "write" there includes reading them back.
-    "training": EngineAccess(read=("datasets", "warehouse"), read_write=("checkpoints", "models"), description="GPU training"),
-    "inference": EngineAccess(read=("models",), description="vLLM weight loading"),
-    "sharing": EngineAccess(read=("gold",), description="external sharing with equipment vendors"),
-    "postgres-backup": EngineAccess(read_write=("backups",), description="CloudNativePG base backups and WAL"),
+    "training": BucketAccess(read=("datasets", "warehouse"), read_write=("checkpoints", "models"), description="GPU training"),
+    "inference": BucketAccess(read=("models",), description="vLLM weight loading"),
+    "sharing": BucketAccess(read=("gold",), description="external sharing with equipment vendors"),
+    "postgres-backup": BucketAccess(read_write=("backups",), description="CloudNativePG base backups and WAL"),
     # Copies gold, and only gold, to federated sites (SiteFederation).
-    "replication": EngineAccess(read=("gold",), description="gold replication to other sites"),
+    "replication": BucketAccess(read=("gold",), description="gold replication to other sites"),
 }
+ENGINE_ACCESS: dict[str, BucketAccess] = dict(sorted({
+    **PLATFORM_ACCESS, **{name: engine.buckets for name, engine in ENGINES.items() if engine.buckets},
+}.items()))
+"""Every principal with S3 keys and the bucket classes it may read, or read and write."""
 
 READ_ACTIONS = ("s3:GetObject", "s3:GetObjectVersion")
 WRITE_ACTIONS = ("s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts")
@@ -75,13 +71,10 @@ CATALOG_ROLES: dict[str, list[dict[str, Any]]] = {
         for p in ("NAMESPACE_READ_PROPERTIES", "TABLE_LIST", "TABLE_READ_PROPERTIES", "TABLE_READ_DATA")
     ],
 }
-CATALOG_ACCESS: dict[str, str] = {
-    "spark": "writer",
-    "trino": "reader",
-    "starrocks": "reader",
-    "training": "reader",
-    "sharing": "gold-reader",
-}
+PLATFORM_CATALOG_ACCESS: dict[str, str] = {"training": "reader", "sharing": "gold-reader"}
+CATALOG_ACCESS: dict[str, str] = dict(sorted({
+    **PLATFORM_CATALOG_ACCESS, **{name: engine.catalog_role for name, engine in ENGINES.items() if engine.catalog_role},
+}.items()))
 """Polaris principal of each engine and the one catalog role it gets."""
 
 POLARIS_POD_LABELS = {"app.kubernetes.io/name": "polaris", "app.kubernetes.io/instance": "polaris"}
@@ -351,11 +344,11 @@ class StorageCluster(pulumi.ComponentResource):
         if engine not in ENGINE_ACCESS:
             raise ValueError(f"unknown engine {engine!r}; engines: {', '.join(sorted(ENGINE_ACCESS))}")
         creds = self._credentials[engine]
-        return self._delivered(f"s3-{engine}", {"fab.internal/engine": engine}, cluster, namespace, [*(depends_on or []), *creds.usable_after], {
-            "AWS_ACCESS_KEY_ID": creds.access_key,
-            "AWS_SECRET_ACCESS_KEY": creds.secret_key,
-            "AWS_ENDPOINT_URL_S3": self._s3_internal,
-            "AWS_REGION": self._site.minio.region,
+        return self._delivered(s3_secret(engine), {"fab.internal/engine": engine}, cluster, namespace, [*(depends_on or []), *creds.usable_after], {
+            S3_ACCESS_KEY: creds.access_key,
+            S3_SECRET_KEY: creds.secret_key,
+            S3_ENDPOINT: self._s3_internal,
+            S3_REGION: self._site.minio.region,
         })
 
     def catalog_grant(self, engine: str, cluster: str, namespace: str, depends_on: list[pulumi.Resource] | None = None) -> k8s.core.v1.Secret:
@@ -363,12 +356,12 @@ class StorageCluster(pulumi.ComponentResource):
         if engine not in CATALOG_ACCESS:
             raise ValueError(f"engine {engine!r} has no Polaris principal; principals: {', '.join(sorted(CATALOG_ACCESS))}")
         principal = self._principals[engine]
-        return self._delivered(f"polaris-{engine}", {"fab.internal/engine": engine}, cluster, namespace, depends_on, {
-            "POLARIS_CLIENT_ID": principal.client_id,
-            "POLARIS_CLIENT_SECRET": principal.client_secret,
-            "POLARIS_URI": self._catalog_uri,
-            "POLARIS_WAREHOUSE": self._site.storage.polaris.catalog,
-            "POLARIS_SCOPE": "PRINCIPAL_ROLE:ALL",
+        return self._delivered(polaris_secret(engine), {"fab.internal/engine": engine}, cluster, namespace, depends_on, {
+            POLARIS_CLIENT_ID: principal.client_id,
+            POLARIS_CLIENT_SECRET: principal.client_secret,
+            POLARIS_URI: self._catalog_uri,
+            POLARIS_WAREHOUSE: self._site.storage.polaris.catalog,
+            POLARIS_SCOPE: "PRINCIPAL_ROLE:ALL",
         })
 
     def site_ca(self, cluster: str, namespace: str, depends_on: list[pulumi.Resource]) -> SiteCa:

@@ -8,7 +8,6 @@ import json
 import pytest
 import yaml
 
-from components.compute import CALLBACKS, HOSTS
 from components.config import parse_site
 from components.storage import catalog_uri
 from helpers import render_site, site_raw
@@ -56,9 +55,15 @@ def test_spark_trino_and_starrocks_use_polaris_with_their_own_principals(plan_a)
 
 def test_every_ui_has_a_browser_client_with_its_exact_redirect_uri(plan_a):
     clients = {r["inputs"]["clientId"]: r["inputs"] for r in plan_a.of_type("keycloak:openid/client:Client")}
-    for ui in ("airflow", "trino", "superset", "jupyterhub"):
+    expected = {
+        "airflow": "https://airflow.site-a.fab.internal/auth/oauth-authorized/keycloak",
+        "trino": "https://trino.site-a.fab.internal/oauth2/callback",
+        "superset": "https://superset.site-a.fab.internal/oauth-authorized/keycloak",
+        "jupyterhub": "https://jupyter.site-a.fab.internal/hub/oauth_callback",
+    }
+    for ui, uri in expected.items():
         client = clients[ui]
-        assert client["validRedirectUris"] == [f"https://{HOSTS[ui]}.site-a.fab.internal{CALLBACKS[ui]}"]
+        assert client["validRedirectUris"] == [uri]
         assert (client["standardFlowEnabled"], client["pkceCodeChallengeMethod"], client["accessType"]) == (True, "S256", "CONFIDENTIAL")
 
 

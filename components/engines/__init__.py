@@ -1,0 +1,30 @@
+"""The compute engines, each declared once in its own module of this package (DESIGN section 2, compute row).
+
+`ENGINES` holds every module's `ENGINE`, by name: StorageCluster gives each one its S3 access and Polaris
+principal, ComputeCluster deploys each one that `compute.<name>.enabled` switches on. Adding an engine is a
+new module here (an `Engine` and its deploy function), its pins in versions.py and its section in the
+config's `compute`; nothing else names it (docs/architecture.md, "Adding an engine").
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from components.engines._base import BucketAccess, Engine, EngineScope, Quota, Ui
+
+
+def _discover() -> dict[str, Engine]:
+    engines = {}
+    for module in pkgutil.iter_modules(__path__):
+        if module.name.startswith("_"):
+            continue
+        engine = importlib.import_module(f"{__name__}.{module.name}").ENGINE
+        engines[engine.name] = engine
+    return dict(sorted(engines.items()))
+
+
+ENGINES: dict[str, Engine] = _discover()
+"""Every engine, by name."""
+
+__all__ = ["ENGINES", "BucketAccess", "Engine", "EngineScope", "Quota", "Ui"]

@@ -1,0 +1,235 @@
+"""What a compute engine is, and what the compute cluster gives it (DESIGN section 2, the compute row).
+
+An `Engine` is a value: its name (also its config section under `compute` and its namespace), its quota,
+its S3 bucket access and Polaris catalog role, its UI, whether it has a Postgres database, and the function
+that deploys it into an `EngineScope`. StorageCluster reads the access of every registered engine, and
+ComputeCluster deploys the enabled ones; neither names an engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_random as random
+
+from components import versions
+from components.constants import CNPG_NAMESPACE, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ISSUER
+from components.gateway import ROUTES_LABEL, http_route
+from components.kube import helm_release, namespace
+from components.providers import ClusterRef
+
+if TYPE_CHECKING:
+    from components.config import AdoptConfig
+    from components.federation import SiteFederation
+    from components.identity import SiteIdentity
+    from components.storage import StorageCluster
+
+GATEWAY = "compute"
+"""The compute ingress Gateway, whose listeners the UIs' routes attach to."""
+DATABASE_INSTANCES = 2
+
+
+@dataclass(frozen=True)
+class BucketAccess:
+    """Bucket classes a principal may read, and classes it may read and write."""
+
+    read: tuple[str, ...] = ()
+    read_write: tuple[str, ...] = ()
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Quota:
+    """CPU and memory requests the engine's namespace may hold at most (and zero GPUs: compute never requests one)."""
+
+    cpu: str
+    memory: str
+
+
+@dataclass(frozen=True)
+class Ui:
+    """A web UI behind the compute ingress, signing in through its own Keycloak client."""
+
+    host: str
+    """First label of its host name, `<host>.<site domain>`."""
+    service: str
+    """The Service its chart creates, which the route sends to."""
+    port: int
+    callback: str
+    """The OAuth redirect path; its client allows exactly `https://<host><callback>`."""
+
+    def hostname(self, domain: str) -> str:
+        return f"{self.host}.{domain}"
+
+    def redirect_uri(self, domain: str) -> str:
+        return f"https://{self.hostname(domain)}{self.callback}"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One compute engine, declared once; `compute.<name>.enabled` switches it."""
+
+    name: str
+    description: str
+    quota: Quota
+    deploy: Callable[[EngineScope], None]
+    """Registers the engine's resources in its scope (runs only when the engine is enabled)."""
+    buckets: BucketAccess | None = None
+    """Its S3 access: a MinIO policy, user and keys named after the engine, delivered as the Secret `s3-<name>`."""
+    catalog_role: str | None = None
+    """Its Polaris catalog role (writer, reader, gold-reader), delivered as the Secret `polaris-<name>`."""
+    ui: Ui | None = None
+    database: bool = False
+    """Whether it keeps its metadata in a Postgres of its own (CloudNativePG, `<name>-db`, protected)."""
+
+    @property
+    def namespace(self) -> str:
+        return self.name
+
+    def config(self, compute: Any) -> Any:
+        """Its section of the site's `compute` config."""
+        return getattr(compute, self.name)
+
+
+@dataclass
+class EngineScope:
+    """What the compute cluster gives an engine: its place (parent, cluster, domain), its neighbours (storage,
+    identity, federation, the GPU clusters it may submit to) and the building blocks that keep every engine alike."""
+
+    prefix: str
+    """Logical-name prefix of the compute component; every child is `<prefix>-<role>`."""
+    parent: pulumi.Resource
+    cluster: ClusterRef
+    domain: str
+    compute: Any
+    """The site's `compute` config section."""
+    adopt: AdoptConfig
+    storage: StorageCluster
+    identity: SiteIdentity
+    federation: SiteFederation | None
+    gpu_clusters: list[ClusterRef]
+    """The GPU clusters jobs are submitted to (Airflow reaches their API servers)."""
+    gateway: pulumi.Resource | None = None
+    cnpg: pulumi.Resource | None = None
+    _namespaces: dict[str, k8s.core.v1.Namespace] = field(default_factory=dict)
+
+    @property
+    def child(self) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self.parent)
+
+    def after(self, *resources: pulumi.Resource) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self.parent, depends_on=list(resources))
+
+    def plain_namespace(self, name: str, opts: pulumi.ResourceOptions | None = None,
+                        labels: dict[str, str] | None = None) -> k8s.core.v1.Namespace:
+        return namespace(f"{self.prefix}-ns-{name}", name, opts or self.child, labels=labels,
+                         existing=self.adopt.claims("namespace", self.cluster.key, name))
+
+    def namespace(self, engine: Engine, aliases: list[pulumi.Alias] | None = None) -> k8s.core.v1.Namespace:
+        """The engine's namespace, once: with its quota (and zero GPUs) and container defaults."""
+        ns = engine.namespace
+        if ns in self._namespaces:
+            return self._namespaces[ns]
+        resource = self.plain_namespace(ns, pulumi.ResourceOptions(parent=self.parent, aliases=aliases),
+                                        labels={ROUTES_LABEL: GATEWAY} if engine.ui else None)
+        k8s.core.v1.ResourceQuota(
+            f"{self.prefix}-quota-{ns}",
+            metadata={"name": "compute", "namespace": ns},
+            spec={"hard": {"requests.cpu": engine.quota.cpu, "requests.memory": engine.quota.memory, "requests.nvidia.com/gpu": "0"}},
+            opts=self.after(resource),
+        )
+        k8s.core.v1.LimitRange(
+            f"{self.prefix}-limits-{ns}",
+            metadata={"name": "defaults", "namespace": ns},
+            spec={"limits": [{
+                "type": "Container",
+                "defaultRequest": {"cpu": "250m", "memory": "512Mi"},
+                "default": {"cpu": "2", "memory": "4Gi"},
+            }]},
+            opts=self.after(resource),
+        )
+        self._namespaces[ns] = resource
+        return resource
+
+    def release(self, logical: str, chart: versions.HelmChart, ns: str, values: dict[str, Any],
+                depends_on: list[pulumi.Resource], release: str | None = None) -> k8s.helm.v3.Release:
+        name = release or logical
+        return helm_release(f"{self.prefix}-{logical}", chart, name=name, namespace=ns, values=values,
+                            opts=self.after(*depends_on),
+                            existing=self.adopt.claims("helm_release", self.cluster.key, f"{ns}/{name}"))
+
+    def random(self, logical: str, length: int = 48) -> pulumi.Output[str]:
+        password = random.RandomPassword(f"{self.prefix}-{logical}", length=length, special=False, opts=self.child)
+        return pulumi.Output.secret(password.result)
+
+    def secret(self, logical: str, name: str, ns: str, data: dict[str, pulumi.Input[str]], after: pulumi.Resource,
+               type_: str = "Opaque") -> k8s.core.v1.Secret:
+        return k8s.core.v1.Secret(f"{self.prefix}-{logical}", metadata={"name": name, "namespace": ns}, type=type_,
+                                  string_data=data, opts=self.after(after))
+
+    def hostname(self, engine: Engine) -> str:
+        assert engine.ui is not None
+        return engine.ui.hostname(self.domain)
+
+    def oidc_secret(self, engine: Engine, ns_resource: pulumi.Resource) -> k8s.core.v1.Secret:
+        """The Secret `<engine>-oidc`: the engine's browser client, allowed exactly its own redirect URI."""
+        assert engine.ui is not None
+        client = self.identity.oidc_client(engine.name, "browser", [engine.ui.redirect_uri(self.domain)],
+                                           description=f"{engine.name} sign-in")
+        return self.secret(f"{engine.name}-oidc", f"{engine.name}-oidc", engine.namespace, {
+            OIDC_CLIENT_ID: client.client_id,
+            OIDC_CLIENT_SECRET: client.client_secret,
+            OIDC_ISSUER: client.issuer_url,
+        }, ns_resource)
+
+    def route(self, engine: Engine, depends_on: list[pulumi.Resource]) -> None:
+        """The engine's HTTPRoute on its own listener of the compute ingress."""
+        assert engine.ui is not None and self.gateway is not None
+        http_route(
+            f"{self.prefix}-route-{engine.name}", pulumi.ResourceOptions(parent=self.parent, depends_on=[self.gateway, *depends_on]),
+            name=engine.name, namespace_=engine.namespace, gateway=GATEWAY, listener=engine.name, hostname=self.hostname(engine),
+            rules=[{"backendRefs": [{"name": engine.ui.service, "port": engine.ui.port}]}],
+        )
+
+    def database(self, engine: Engine, ns_resource: pulumi.Resource) -> tuple[k8s.core.v1.Secret, pulumi.Output[str]]:
+        """A two-instance Postgres owned by the engine, with a generated password (a Pulumi secret)."""
+        app, ns = engine.name, engine.namespace
+        password = self.random(f"{app}-db-password", 32)
+        owner = self.secret(f"{app}-db-owner", f"{app}-db-owner", ns, {"username": app, "password": password}, ns_resource,
+                            type_="kubernetes.io/basic-auth")
+        k8s.apiextensions.CustomResource(
+            f"{self.prefix}-{app}-db",
+            api_version=versions.CNPG_API,
+            kind="Cluster",
+            metadata={"name": f"{app}-db", "namespace": ns},
+            spec={
+                "instances": DATABASE_INSTANCES,
+                "enableSuperuserAccess": False,
+                "bootstrap": {"initdb": {"database": app, "owner": app, "secret": {"name": f"{app}-db-owner"}}},
+                "storage": {"size": "20Gi"},
+                "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+            },
+            # The app's metadata: protected, and kept if it ever leaves the stack.
+            opts=pulumi.ResourceOptions(parent=self.parent, depends_on=[self.cnpg, owner], protect=True, retain_on_delete=True),
+        )
+        return owner, password
+
+    def cnpg_operator(self) -> k8s.helm.v3.Release:
+        ns = self.plain_namespace(CNPG_NAMESPACE)
+        return self.release("cnpg", versions.CLOUDNATIVE_PG, CNPG_NAMESPACE, {"replicaCount": 2}, [ns])
+
+    def grants(self, engine: Engine, ns_resource: pulumi.Resource) -> list[pulumi.Resource]:
+        """The engine's S3 keys and Polaris principal, delivered into its namespace (whichever it has)."""
+        delivered: list[pulumi.Resource] = []
+        if engine.catalog_role:
+            delivered.append(self.storage.catalog_grant(engine.name, self.cluster.key, engine.namespace, depends_on=[ns_resource]))
+        if engine.buckets:
+            delivered.append(self.storage.grant(engine.name, self.cluster.key, engine.namespace, depends_on=[ns_resource]))
+        return delivered
+
+    def config_map(self, name: str, ns: str, data: dict[str, str], after: pulumi.Resource) -> k8s.core.v1.ConfigMap:
+        return k8s.core.v1.ConfigMap(f"{self.prefix}-{name}", metadata={"name": name, "namespace": ns}, data=data, opts=self.after(after))

@@ -1,0 +1,101 @@
+"""Spark: the Spark operator with Apache YuniKorn as its batch scheduler (DESIGN section 2, compute row).
+
+Batch and interactive applications queue separately in YuniKorn; drivers and executors get the Polaris
+catalog and the internal S3 endpoint from `spark-defaults.conf`, their credentials as environment variables
+from the delivered Secrets, injected by the operator's webhook.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from components import versions
+from components.constants import POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_URI, POLARIS_WAREHOUSE, S3_ENDPOINT
+from components.engines._base import BucketAccess, Engine, EngineScope, Quota
+
+SERVICE_ACCOUNT = "spark"
+
+
+def yunikorn_queues(spark: Any) -> str:
+    """YuniKorn's queues.yaml: batch and interactive under root, placed by the queue each application names."""
+    def queue(name: str, q: Any) -> dict[str, Any]:
+        return {
+            "name": name,
+            "resources": {
+                "guaranteed": {"vcore": str(q.guaranteed_vcores), "memory": f"{q.guaranteed_memory_gib}Gi"},
+                "max": {"vcore": str(q.max_vcores), "memory": f"{q.max_memory_gib}Gi"},
+            },
+        }
+
+    return yaml.safe_dump(
+        {
+            "partitions": [
+                {
+                    "name": "default",
+                    "placementrules": [{"name": "provided", "create": False}],
+                    "queues": [{"name": "root", "submitacl": "*", "queues": [queue("batch", spark.batch), queue("interactive", spark.interactive)]}],
+                }
+            ]
+        },
+        sort_keys=False,
+    )
+
+
+def spark_defaults() -> str:
+    """spark-defaults.conf: the Polaris catalog and the internal S3 endpoint; credentials only as ${env:...} references."""
+    catalog = "spark.sql.catalog.fab"
+    conf = {
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.sql.defaultCatalog": "fab",
+        catalog: "org.apache.iceberg.spark.SparkCatalog",
+        f"{catalog}.type": "rest",
+        f"{catalog}.uri": f"${{env:{POLARIS_URI}}}",
+        f"{catalog}.warehouse": f"${{env:{POLARIS_WAREHOUSE}}}",
+        f"{catalog}.credential": f"${{env:{POLARIS_CLIENT_ID}}}:${{env:{POLARIS_CLIENT_SECRET}}}",
+        f"{catalog}.scope": "PRINCIPAL_ROLE:ALL",
+        f"{catalog}.header.X-Iceberg-Access-Delegation": "vended-credentials",
+        f"{catalog}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        f"{catalog}.s3.endpoint": f"${{env:{S3_ENDPOINT}}}",
+        f"{catalog}.s3.path-style-access": "true",
+        "spark.hadoop.fs.s3a.endpoint": f"${{env:{S3_ENDPOINT}}}",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.aws.credentials.provider": "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider",
+        "spark.kubernetes.authenticate.driver.serviceAccountName": SERVICE_ACCOUNT,
+    }
+    return "".join(f"{key} {value}\n" for key, value in conf.items())
+
+
+def _deploy(scope: EngineScope) -> None:
+    ns = scope.namespace(ENGINE)
+    yunikorn = scope.release(
+        "yunikorn", versions.YUNIKORN, "yunikorn",
+        {"yunikornDefaults": {
+            "queues.yaml": yunikorn_queues(ENGINE.config(scope.compute)),
+            "admissionController.filtering.processNamespaces": f"^{ENGINE.namespace}$",
+        }},
+        [scope.plain_namespace("yunikorn")],
+    )
+    scope.release(
+        "spark-operator", versions.SPARK_OPERATOR, "spark-operator",
+        {
+            "spark": {"jobNamespaces": [ENGINE.namespace], "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
+            "controller": {"batchScheduler": {"enable": True, "default": "yunikorn"}},
+            # env/envFrom on drivers and executors (the credentials) are injected by the webhook.
+            "webhook": {"enable": True},
+        },
+        [yunikorn, ns, scope.plain_namespace("spark-operator")],
+    )
+    scope.config_map("spark-defaults", ENGINE.namespace, {"spark-defaults.conf": spark_defaults()}, ns)
+    scope.grants(ENGINE, ns)
+
+
+ENGINE = Engine(
+    name="spark",
+    description="Spark ingest and ETL",
+    quota=Quota(cpu="512", memory="4Ti"),
+    buckets=BucketAccess(read_write=("raw", "warehouse"), description="Spark ingest and ETL"),
+    catalog_role="writer",
+    deploy=_deploy,
+)

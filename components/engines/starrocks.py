@@ -1,0 +1,118 @@
+"""StarRocks: shared-data OLAP on AIStor with stateless, autoscaled compute nodes (DESIGN section 2, compute row).
+
+Three FE keep the metadata; CN keep no state but a local NVMe data cache; the shared-data storage volume,
+its S3 keys and the Polaris external catalog are created by a run-once setup Job over the MySQL protocol.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import versions
+from components.constants import polaris_secret, s3_secret
+from components.engines._base import BucketAccess, Engine, EngineScope, Quota
+from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_security_context
+
+CLUSTER = "starrocks"
+SETUP_SCRIPT = Path(__file__).parents[1] / "starrocks_setup.sh"
+SETUP_USER = 10001
+
+
+def _cluster_spec(cfg) -> dict:
+    return {
+        "starRocksFeSpec": {
+            "image": versions.STARROCKS_FE_IMAGE,
+            "replicas": 3,
+            "requests": {"cpu": "4", "memory": "16Gi"},
+            "limits": {"cpu": "8", "memory": "32Gi"},
+            "configMapInfo": {"configMapName": "starrocks-fe-conf", "resolveKey": "fe.conf"},
+            "storageVolumes": [{"name": "fe-meta", "storageSize": "50Gi", "mountPath": "/opt/starrocks/fe/meta"}],
+            "runAsNonRoot": True,
+        },
+        "starRocksCnSpec": {
+            "image": versions.STARROCKS_CN_IMAGE,
+            "requests": {"cpu": "8", "memory": "32Gi"},
+            "limits": {"cpu": "16", "memory": "64Gi"},
+            "runAsNonRoot": True,
+            "autoScalingPolicy": {
+                "version": "v2",
+                "minReplicas": cfg.cn_min_replicas,
+                "maxReplicas": cfg.cn_max_replicas,
+                "hpaPolicy": {"metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}}]},
+            },
+            "storageVolumes": [{
+                "name": "cn-cache",
+                "storageClassName": cfg.cache_storage_class,
+                "storageSize": f"{cfg.cache_size_gib}Gi",
+                "mountPath": "/opt/starrocks/cn/storage",
+            }],
+        },
+    }
+
+
+def _deploy(scope: EngineScope) -> None:
+    ns = ENGINE.namespace
+    ns_resource = scope.namespace(ENGINE)
+    operator = scope.release("starrocks-operator", versions.STARROCKS_OPERATOR, ns, {"timeZone": "UTC"}, [ns_resource])
+    grants = scope.grants(ENGINE, ns_resource)
+    # Shared-data: CN keep no state; the storage volume (and its keys) is created by the setup Job.
+    fe_conf = scope.config_map("starrocks-fe-conf", ns, {
+        "fe.conf": "run_mode = shared_data\ncloud_native_storage_type = S3\nenable_load_volume_from_conf = false\n",
+    }, ns_resource)
+    cluster = k8s.apiextensions.CustomResource(
+        f"{scope.prefix}-starrocks",
+        api_version=versions.STARROCKS_API,
+        kind="StarRocksCluster",
+        metadata={"name": CLUSTER, "namespace": ns},
+        spec=_cluster_spec(ENGINE.config(scope.compute)),
+        opts=scope.after(operator, fe_conf),
+    )
+    root = scope.secret("starrocks-root", "starrocks-root", ns,
+                        {"STARROCKS_ROOT_PASSWORD": scope.random("starrocks-root", 32)}, ns_resource)
+    setup = scope.config_map("starrocks-setup", ns, {"setup.sh": SETUP_SCRIPT.read_text()}, ns_resource)
+    container = {
+        "name": "setup",
+        "image": versions.MYSQL_CLIENT_IMAGE,
+        "imagePullPolicy": "Always",
+        "command": ["bash", "/etc/starrocks-setup/setup.sh"],
+        "env": [
+            {"name": "HOME", "value": "/tmp"},
+            {"name": "MYSQL_HISTFILE", "value": "/dev/null"},
+            {"name": "STARROCKS_HOST", "value": f"{CLUSTER}-fe-service.{ns}.svc"},
+            {"name": "OLAP_LOCATION", "value": f"s3://{scope.storage.bucket_of('olap')}/starrocks"},
+        ],
+        "envFrom": [{"secretRef": {"name": name}} for name in ("starrocks-root", polaris_secret("starrocks"), s3_secret("starrocks"))],
+        "securityContext": restricted_security_context(SETUP_USER),
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+        "volumeMounts": [{"name": "setup", "mountPath": "/etc/starrocks-setup", "readOnly": True}, {"name": "tmp", "mountPath": "/tmp"}],
+    }
+    k8s.batch.v1.Job(
+        f"{scope.prefix}-starrocks-setup-job",
+        metadata={"name": "starrocks-setup", "namespace": ns, "annotations": checkov_skips(*WORKLOAD_SKIPS)},
+        spec={
+            "backoffLimit": 20,
+            "template": {"spec": {
+                "restartPolicy": "OnFailure",
+                "automountServiceAccountToken": False,
+                "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [container],
+                "volumes": [{"name": "setup", "configMap": {"name": "starrocks-setup"}}, {"name": "tmp", "emptyDir": {}}],
+            }},
+        },
+        opts=pulumi.ResourceOptions(parent=scope.parent, depends_on=[cluster, root, setup, *grants],
+                                    replace_on_changes=["spec"], delete_before_replace=True),
+    )
+
+
+ENGINE = Engine(
+    name="starrocks",
+    description="StarRocks",
+    quota=Quota(cpu="256", memory="2Ti"),
+    # StarRocks reads the lakehouse and keeps its own tables and materialized views in its shared-data bucket.
+    buckets=BucketAccess(read=("gold", "warehouse"), read_write=("olap",), description="StarRocks"),
+    catalog_role="reader",
+    deploy=_deploy,
+)

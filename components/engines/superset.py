@@ -1,0 +1,56 @@
+"""Apache Superset: dashboards on StarRocks and Trino (DESIGN section 1, SPC/OEE dashboards).
+
+Its metadata in its own Postgres; no Redis and so no Celery worker; sign-in through Keycloak only (no
+local admin with the chart's default password).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from components import versions
+from components.engines._base import Engine, EngineScope, Quota, Ui
+
+CONFIG_OVERRIDES = Path(__file__).parents[1] / "superset_config_overrides.py"
+USER = 1000
+
+
+def _deploy(scope: EngineScope) -> None:
+    ns = ENGINE.namespace
+    ns_resource = scope.namespace(ENGINE)
+    scope.oidc_secret(ENGINE, ns_resource)
+    owner, password = scope.database(ENGINE, ns_resource)
+    env = scope.secret("superset-env", "superset-env", ns, {
+        "DB_HOST": f"superset-db-rw.{ns}.svc",
+        "DB_PORT": "5432",
+        "DB_USER": "superset",
+        "DB_PASS": password,
+        "DB_NAME": "superset",
+        "SUPERSET_SECRET_KEY": scope.random("superset-secret-key", 64),
+    }, ns_resource)
+    values = {
+        "secretEnv": {"create": False},
+        "envFromSecret": "superset-env",
+        "envFromSecrets": ["superset-oidc"],
+        "postgresql": {"enabled": False},
+        "redis": {"enabled": False},
+        # No Redis, so no Celery: the worker runs no pod (the chart reads replicas.replicaCount, not replicaCount).
+        "supersetWorker": {"replicas": {"enabled": True, "replicaCount": 0}},
+        # Sign-in is Keycloak's: no local admin with the chart's default password.
+        "init": {"createAdmin": False},
+        "supersetCeleryBeat": {"enabled": False},
+        "runAsUser": USER,
+        "configOverrides": {"fab": CONFIG_OVERRIDES.read_text()},
+    }
+    release = scope.release("superset", versions.SUPERSET, ns, values, [env, owner])
+    scope.route(ENGINE, [release])
+
+
+ENGINE = Engine(
+    name="superset",
+    description="Apache Superset",
+    quota=Quota(cpu="32", memory="128Gi"),
+    ui=Ui(host="superset", service="superset", port=8088, callback="/oauth-authorized/keycloak"),
+    database=True,
+    deploy=_deploy,
+)

@@ -1,0 +1,112 @@
+"""Trino: interactive SQL on the lakehouse through Polaris, and on federated sites' gold (DESIGN sections 1, 2).
+
+Signs in through Keycloak (OAuth2); Airflow's queries queue behind interactive users' in resource groups;
+one Iceberg catalog for this site's Polaris and one per federated peer, each with its own principal.
+"""
+
+from __future__ import annotations
+
+import json
+
+from components import versions
+from components.constants import (
+    POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_URI, POLARIS_WAREHOUSE, S3_ENDPOINT, S3_REGION, polaris_secret, s3_secret,
+)
+from components.engines._base import BucketAccess, Engine, EngineScope, Quota, Ui
+
+
+def trino_catalog(prefix: str = "", s3_endpoint_env: str = S3_ENDPOINT) -> str:
+    """A Trino Iceberg catalog on a Polaris: REST with OAuth2 client credentials and vended S3 credentials.
+
+    `prefix` selects whose Polaris: none for this site's, `<PEER>_` for a federated peer's.
+    """
+    props = {
+        "connector.name": "iceberg",
+        "iceberg.catalog.type": "rest",
+        "iceberg.rest-catalog.uri": f"${{ENV:{prefix}{POLARIS_URI}}}",
+        "iceberg.rest-catalog.warehouse": f"${{ENV:{prefix}{POLARIS_WAREHOUSE}}}",
+        "iceberg.rest-catalog.security": "OAUTH2",
+        "iceberg.rest-catalog.oauth2.credential": f"${{ENV:{prefix}{POLARIS_CLIENT_ID}}}:${{ENV:{prefix}{POLARIS_CLIENT_SECRET}}}",
+        "iceberg.rest-catalog.oauth2.scope": "PRINCIPAL_ROLE:ALL",
+        "iceberg.rest-catalog.vended-credentials-enabled": "true",
+        "fs.native-s3.enabled": "true",
+        "s3.endpoint": f"${{ENV:{s3_endpoint_env}}}",
+        "s3.path-style-access": "true",
+        "s3.region": f"${{ENV:{S3_REGION}}}",
+    }
+    return "".join(f"{key}={value}\n" for key, value in props.items())
+
+
+def trino_resource_groups() -> str:
+    """Interactive users ahead of batch: Airflow's queries (source airflow) queue in their own group."""
+    return json.dumps(
+        {
+            "rootGroups": [
+                {"name": "interactive", "softMemoryLimit": "60%", "hardConcurrencyLimit": 40, "maxQueued": 200, "schedulingWeight": 3},
+                {"name": "batch", "softMemoryLimit": "40%", "hardConcurrencyLimit": 10, "maxQueued": 1000, "schedulingWeight": 1},
+            ],
+            "selectors": [{"source": "(?i).*airflow.*", "group": "batch"}, {"group": "interactive"}],
+        },
+        indent=2,
+    )
+
+
+def _peer_catalogs(scope: EngineScope, ns_resource, values: dict) -> list:
+    """One Iceberg catalog per federated peer: its Polaris, with the gold-only principal it created for this site."""
+    if scope.federation is None:
+        return []
+    secrets = []
+    for peer in scope.federation.linked_peers():
+        prefix = peer.upper().replace("-", "_")
+        found = scope.federation.peer_catalog(peer)
+        secrets.append(scope.secret(f"trino-peer-{peer}", f"polaris-peer-{peer}", ENGINE.namespace, {
+            f"{prefix}_{POLARIS_URI}": found["uri"],
+            f"{prefix}_{POLARIS_WAREHOUSE}": found["warehouse"],
+            f"{prefix}_{POLARIS_CLIENT_ID}": found["client_id"],
+            f"{prefix}_{POLARIS_CLIENT_SECRET}": found["client_secret"],
+            f"{prefix}_S3_ENDPOINT": found["s3_endpoint"],
+        }, ns_resource))
+        values["catalogs"][peer.replace("-", "_")] = trino_catalog(prefix=f"{prefix}_", s3_endpoint_env=f"{prefix}_S3_ENDPOINT")
+        values["envFrom"].append({"secretRef": {"name": f"polaris-peer-{peer}"}})
+    return secrets
+
+
+def _deploy(scope: EngineScope) -> None:
+    ns = ENGINE.namespace
+    ns_resource = scope.namespace(ENGINE)
+    oidc = scope.oidc_secret(ENGINE, ns_resource)
+    shared = scope.secret("trino-internal", "trino-internal", ns,
+                          {"TRINO_SHARED_SECRET": scope.random("trino-shared-secret", 64)}, ns_resource)
+    grants = scope.grants(ENGINE, ns_resource)
+    values = {
+        "server": {
+            "workers": ENGINE.config(scope.compute).workers,
+            "config": {"authenticationType": "OAUTH2"},
+            "coordinatorExtraConfig": "".join(f"{line}\n" for line in (
+                "http-server.authentication.oauth2.issuer=${ENV:OIDC_ISSUER}",
+                "http-server.authentication.oauth2.client-id=${ENV:OIDC_CLIENT_ID}",
+                "http-server.authentication.oauth2.client-secret=${ENV:OIDC_CLIENT_SECRET}",
+                "http-server.authentication.oauth2.principal-field=preferred_username",
+                "web-ui.authentication.type=oauth2",
+                "http-server.process-forwarded=true",
+            )),
+        },
+        "additionalConfigProperties": ["internal-communication.shared-secret=${ENV:TRINO_SHARED_SECRET}"],
+        "catalogs": {"fab": trino_catalog()},
+        "resourceGroups": {"type": "configmap", "resourceGroupsConfig": trino_resource_groups()},
+        "envFrom": [{"secretRef": {"name": name}} for name in ("trino-oidc", "trino-internal", polaris_secret("trino"), s3_secret("trino"))],
+    }
+    peers = _peer_catalogs(scope, ns_resource, values)
+    release = scope.release("trino", versions.TRINO, ns, values, [oidc, shared, *grants, *peers])
+    scope.route(ENGINE, [release])
+
+
+ENGINE = Engine(
+    name="trino",
+    description="Trino queries",
+    quota=Quota(cpu="256", memory="2Ti"),
+    buckets=BucketAccess(read=("gold", "warehouse"), description="Trino queries"),
+    catalog_role="reader",
+    ui=Ui(host="trino", service="trino", port=8080, callback="/oauth2/callback"),
+    deploy=_deploy,
+)
