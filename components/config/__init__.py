@@ -100,6 +100,9 @@ from components.config.views import (
     INGRESS_FLOW,
     MULTIKUEUE_FLOW,
     PEM_CERTIFICATE,
+    POLARIS_FLOW,
+    S3_FLOW,
+    credential_holders,
     default_flows,
     federation_flows,
     multikueue_flow,
@@ -124,8 +127,8 @@ __all__ = [
     "IdentityConfig", "KeycloakEndpoint", "MultiKueueConfig", "Profile", "Team", "TeamQuota", "TrainingConfig",
     # site, views, rules, loading
     "SiteConfig",
-    "INGRESS_FLOW", "MULTIKUEUE_FLOW", "PEM_CERTIFICATE", "default_flows", "federation_flows", "multikueue_flow",
-    "replica_bucket",
+    "INGRESS_FLOW", "MULTIKUEUE_FLOW", "PEM_CERTIFICATE", "POLARIS_FLOW", "S3_FLOW", "credential_holders",
+    "default_flows", "federation_flows", "multikueue_flow", "replica_bucket",
     "Problem", "SiteRuleError", "format_path",
     "ConfigError", "SiteSecrets", "load_secrets", "load_site", "parse_site", "stack_file_schema",
 ]

@@ -122,6 +122,14 @@ class SiteViews:
         return table
 
 
+S3_FLOW = "s3"
+"""The flow that admits holders of S3 credentials to the object store's internal S3 endpoint."""
+POLARIS_FLOW = "polaris"
+"""The flow that admits holders of Polaris credentials to the Polaris REST endpoint."""
+MULTIKUEUE_FLOW = "multikueue"
+INGRESS_FLOW = "compute-ingress"
+
+
 def default_flows(site: SiteConfig) -> dict[str, Flow]:
     """The design's four flows for the site's clusters (DESIGN section 2, network rules)."""
     storage = site.keys_with_role("storage")
@@ -129,11 +137,11 @@ def default_flows(site: SiteConfig) -> dict[str, Flow]:
     gpus = site.keys_with_role(*GPU_ROLES)
     store, polaris = site.storage.object_store, site.storage.polaris
     return {
-        "s3": Flow(
+        S3_FLOW: Flow(
             description="Compute and GPU pods read and write AIStor over its internal S3 endpoint.",
             sources=compute + gpus, to=storage, port=store.s3_port, to_namespace=store.namespace,
         ),
-        "polaris": Flow(
+        POLARIS_FLOW: Flow(
             description="Compute and GPU pods use the Polaris Iceberg REST catalog.",
             sources=compute + gpus, to=storage, port=polaris.port, to_namespace=polaris.namespace,
         ),
@@ -149,10 +157,6 @@ def default_flows(site: SiteConfig) -> dict[str, Flow]:
             from_namespace="kueue-system", from_labels={"control-plane": "controller-manager"},
         ),
     }
-
-
-MULTIKUEUE_FLOW = "multikueue"
-INGRESS_FLOW = "compute-ingress"
 
 
 def federation_flows(site: SiteConfig) -> dict[str, Flow]:
@@ -189,6 +193,57 @@ def multikueue_flow(site: SiteConfig) -> Flow:
         sources=[site.multikueue_manager()], to=workers, port=min(ports), target="kube-apiserver",
         from_namespace="kueue-system", from_labels={"control-plane": "controller-manager"},
     )
+
+
+def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
+    """Who receives data credentials, derived from the config alone: flow name -> cluster key -> grantees.
+
+    Under `S3_FLOW`, the clusters where StorageCluster.grant() delivers a Secret `s3-<grantee>`; under
+    `POLARIS_FLOW`, those where catalog_grant() delivers `polaris-<grantee>`. Grantees are the engine names
+    those calls take, as the components call them:
+
+    - the compute cluster: each enabled engine that reads tables, spark, trino and starrocks (S3 and Polaris);
+    - every gpu and gpu-train cluster but the MultiKueue manager: training, in each team's namespace
+      (S3 and Polaris);
+    - the inference cluster: inference, which loads model weights (S3);
+    - the storage cluster: polaris and postgres-backup, and replication while a linked consumer takes
+      copies of gold (S3).
+
+    Credentials this site hands to other sites (federation principals, replica writers) and those of other
+    sites' catalogs (Trino's peer catalogs) are not its clusters' to hold, so they are not listed. Clusters
+    a config rule refuses (an unknown inference cluster) are left out.
+    """
+    s3: dict[str, set[str]] = {}
+    polaris: dict[str, set[str]] = {}
+
+    def holds(cluster: str, grantee: str, *, catalog: bool) -> None:
+        if cluster in site.clusters:
+            s3.setdefault(cluster, set()).add(grantee)
+            if catalog:
+                polaris.setdefault(cluster, set()).add(grantee)
+
+    engines = site.compute
+    for cluster in site.keys_with_role("compute"):
+        for grantee, engine in (("spark", engines.spark), ("trino", engines.trino), ("starrocks", engines.starrocks)):
+            if engine.enabled:
+                holds(cluster, grantee, catalog=True)
+    multikueue = site.training.multikueue
+    # Training pods run on the workers; the manager's team namespaces only hold queues. Computed as the
+    # training rules do, since multikueue_manager() needs a valid site.
+    manager = (multikueue.manager or (site.keys_with_role("compute") or [None])[0]) if multikueue.enabled else None
+    for cluster in site.keys_with_role(*GPU_ROLES):
+        if cluster != manager:
+            holds(cluster, "training", catalog=True)
+    holds(site.inference.cluster, "inference", catalog=False)
+    federation = site.federation
+    replicating = any(spec.replicate_gold and name in federation.linked for name, spec in federation.consumers.items())
+    for cluster in site.keys_with_role("storage"):
+        for grantee in ("polaris", "postgres-backup", *(["replication"] if replicating else [])):
+            holds(cluster, grantee, catalog=False)
+    return {
+        flow: {cluster: sorted(grantees) for cluster, grantees in sorted(holders.items())}
+        for flow, holders in ((S3_FLOW, s3), (POLARIS_FLOW, polaris))
+    }
 
 
 def replica_bucket(site: str, peer: str) -> str:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from components.config.problems import Problem
 from components.config.rules.adoption import adoption_problems, check_problems
 from components.config.rules.compute import compute_problems
+from components.config.rules.credentials import credential_flow_problems
 from components.config.rules.federation import federation_problems
 from components.config.rules.gpu import gpu_problems
 from components.config.rules.network import cluster_problems, flow_problems, overlap_problems, role_problems, vip_problems
@@ -28,6 +29,7 @@ RULES = (
     cluster_problems,
     overlap_problems,
     flow_problems,
+    credential_flow_problems,
     storage_problems,
     gpu_problems,
     training_problems,
