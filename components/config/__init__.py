@@ -1,0 +1,134 @@
+"""SiteConfig: the one schema of a site stack, read from `fab-platform:site` (DESIGN section 4, "Config first").
+
+Everything a component needs comes from here, validated before any resource is registered. Field
+rules live on the models; rules that span fields (overlapping ranges, duplicate ids, GPU clusters
+that would be exposed, flows naming unknown clusters) are checked once the whole site is parsed.
+A user mistake becomes a `ConfigError` whose lines each name the key path, the value and the fix.
+
+The package is split by concern; import from here, not from its modules:
+
+- `fields`: value types (DNS label, CIDR, port, ...) and site-wide constants;
+- `schema/`: the models, one module per domain (network, storage, teams, gpu, compute, federation, adopt);
+- `site`: `SiteConfig`, the root model that puts them together;
+- `views`: what is derived from a site (roles, node pools, quotas, the flow table), mixed into SiteConfig;
+- `rules/`: the cross-field rules, one module per domain;
+- `problems`: key paths and the error carrying cross-field problems;
+- `load`: parsing, error lines, secrets and the stack file's JSON Schema.
+"""
+
+from components.config.fields import (
+    CILIUM_CLUSTER_NAME_MAX,
+    CONFIG_KEY,
+    GPU_ROLES,
+    PROJECT,
+    RFC1918,
+    WORLD,
+    Address,
+    Asn,
+    Cidr,
+    DnsLabel,
+    DnsName,
+    Flag,
+    Labels,
+    ModelName,
+    NodeName,
+    Port,
+    Role,
+)
+from components.config.load import ConfigError, SiteSecrets, load_secrets, load_site, parse_site, stack_file_schema
+from components.config.problems import Problem, SiteRuleError, format_path
+from components.config.schema.adopt import (
+    CHECK_RULES,
+    OBJECT_REF,
+    RELEASE_REF,
+    AcceptedFinding,
+    AdoptConfig,
+    CheckConfig,
+    ObjectRef,
+    ReleaseRef,
+)
+from components.config.schema.compute import (
+    ComputeConfig,
+    ComputeIngressConfig,
+    JupyterConfig,
+    JupyterProfile,
+    ServiceToggle,
+    SparkConfig,
+    StarRocksConfig,
+    TrinoConfig,
+    YuniKornQueue,
+)
+from components.config.schema.federation import FederationConfig, FederationConsumer, FederationPeer
+from components.config.schema.gpu import (
+    DEFAULT_GPU_TYPES,
+    GatewayConfig,
+    GpuClusterConfig,
+    GpuNode,
+    GpuType,
+    InferenceConfig,
+    InferenceModelConfig,
+    InfinibandConfig,
+)
+from components.config.schema.network import CILIUM_RELEASE, BgpPeer, CiliumSettings, ClusterConfig, Flow, LbPool
+from components.config.schema.storage import (
+    AISTOR_POD_LABEL,
+    CONTRACT_CLASSES,
+    NO_EXPIRY_CLASSES,
+    REPLICABLE_CLASSES,
+    VERSIONED_CLASSES,
+    Bucket,
+    BucketName,
+    DataClass,
+    MinioEndpoint,
+    ObjectStoreConfig,
+    PolarisConfig,
+    PostgresConfig,
+    S3Endpoints,
+    StorageConfig,
+)
+from components.config.schema.teams import (
+    IdentityConfig,
+    KeycloakEndpoint,
+    MultiKueueConfig,
+    Profile,
+    Team,
+    TeamQuota,
+    TrainingConfig,
+)
+from components.config.site import SiteConfig
+from components.config.views import (
+    INGRESS_FLOW,
+    MULTIKUEUE_FLOW,
+    PEM_CERTIFICATE,
+    POLARIS_FLOW,
+    S3_FLOW,
+    credential_holders,
+    default_flows,
+    federation_flows,
+    multikueue_flow,
+    replica_bucket,
+)
+
+__all__ = [
+    # fields
+    "CILIUM_CLUSTER_NAME_MAX", "CONFIG_KEY", "GPU_ROLES", "PROJECT", "RFC1918", "WORLD",
+    "Address", "Asn", "Cidr", "DnsLabel", "DnsName", "Flag", "Labels", "ModelName", "NodeName", "Port", "Role",
+    # schema
+    "CHECK_RULES", "OBJECT_REF", "RELEASE_REF", "AcceptedFinding", "AdoptConfig", "CheckConfig", "ObjectRef", "ReleaseRef",
+    "ComputeConfig", "ComputeIngressConfig", "JupyterConfig", "JupyterProfile", "ServiceToggle", "SparkConfig",
+    "StarRocksConfig", "TrinoConfig", "YuniKornQueue",
+    "FederationConfig", "FederationConsumer", "FederationPeer",
+    "DEFAULT_GPU_TYPES", "GatewayConfig", "GpuClusterConfig", "GpuNode", "GpuType", "InferenceConfig",
+    "InferenceModelConfig", "InfinibandConfig",
+    "CILIUM_RELEASE", "BgpPeer", "CiliumSettings", "ClusterConfig", "Flow", "LbPool",
+    "AISTOR_POD_LABEL", "CONTRACT_CLASSES", "NO_EXPIRY_CLASSES", "REPLICABLE_CLASSES", "VERSIONED_CLASSES", "Bucket",
+    "BucketName", "DataClass", "MinioEndpoint", "ObjectStoreConfig", "PolarisConfig", "PostgresConfig", "S3Endpoints",
+    "StorageConfig",
+    "IdentityConfig", "KeycloakEndpoint", "MultiKueueConfig", "Profile", "Team", "TeamQuota", "TrainingConfig",
+    # site, views, rules, loading
+    "SiteConfig",
+    "INGRESS_FLOW", "MULTIKUEUE_FLOW", "PEM_CERTIFICATE", "POLARIS_FLOW", "S3_FLOW", "credential_holders",
+    "default_flows", "federation_flows", "multikueue_flow", "replica_bucket",
+    "Problem", "SiteRuleError", "format_path",
+    "ConfigError", "SiteSecrets", "load_secrets", "load_site", "parse_site", "stack_file_schema",
+]

@@ -1,0 +1,159 @@
+"""Loading a site stack's config: parse it, turn pydantic's errors into one line per problem, read the
+secrets it needs, and the JSON Schema of the stack file (DESIGN section 4, "Config first" and "No secrets
+in stack files").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from components.config.fields import CONFIG_KEY, PROJECT
+from components.config.problems import SiteRuleError, key_location
+from components.config.site import SiteConfig
+
+
+class ConfigError(Exception):
+    """A site config that cannot be used; `lines` are one problem each, ready to print."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+def _unwrap(tp: Any) -> Any:
+    """Strip Optional[...] and Annotated[...] from a field type."""
+    while True:
+        origin = get_origin(tp)
+        if origin is Annotated:
+            tp = get_args(tp)[0]
+        elif origin in (Union, UnionType):
+            tp = next(a for a in get_args(tp) if a is not type(None))
+        else:
+            return tp
+
+
+def _allowed_keys(loc: tuple[str | int, ...]) -> list[str]:
+    """The keys the model accepts at the mapping that holds `loc`'s last key."""
+    tp: Any = SiteConfig
+    for part in loc[:-1]:
+        tp = _unwrap(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            field = next((f for n, f in tp.model_fields.items() if (f.alias or n) == part), None)
+            tp = field.annotation if field else None
+        elif get_origin(tp) in (dict, list):
+            tp = get_args(tp)[-1]
+        else:
+            return []
+    tp = _unwrap(tp)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return sorted(f.alias or n for n, f in tp.model_fields.items())
+    return []
+
+
+def _error_lines(exc: ValidationError) -> list[str]:
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        error = err.get("ctx", {}).get("error")
+        if isinstance(error, SiteRuleError):
+            lines += [f"{key_location(p)}: {msg}" for p, msg in error.problems]
+            continue
+        is_key = bool(loc) and loc[-1] == "[key]"  # pydantic's marker for a bad mapping key
+        loc = loc[:-1] if is_key else loc
+        where = key_location(loc)
+        if err["type"] == "extra_forbidden":
+            allowed = _allowed_keys(loc)
+            hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
+            lines.append(f"{where}: unknown key{hint}")
+        elif err["type"] == "missing":
+            lines.append(f"{where}: required key is missing")
+        else:
+            msg = str(error) if isinstance(error, ValueError) else err["msg"]
+            msg = f"the key {msg}" if is_key else msg
+            lines.append(f"{where}: {msg} (got {_show(err['input'])})")
+    return lines
+
+
+def _show(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def parse_site(raw: Any) -> SiteConfig:
+    """Validate the raw `fab-platform:site` object; raises ConfigError with one line per problem."""
+    if raw is None:
+        raise ConfigError([f"{PROJECT}:{CONFIG_KEY}: not set; add it to Pulumi.<stack>.yaml (see docs/configuration.md)"])
+    if not isinstance(raw, Mapping):
+        raise ConfigError([f"{PROJECT}:{CONFIG_KEY}: must be a mapping of site settings (got {type(raw).__name__})"])
+    try:
+        return SiteConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_error_lines(exc)) from None
+
+
+def load_site() -> SiteConfig:
+    """Read and validate `fab-platform:site` from the running stack's config.
+
+    A user mistake ends the program with `pulumi.RunError`: the Pulumi CLI prints its lines and no traceback.
+    """
+    import pulumi
+
+    try:
+        raw = pulumi.Config(PROJECT).get_object(CONFIG_KEY)
+    except pulumi.ConfigTypeError as exc:  # the CLI hands structured config over as JSON
+        raise pulumi.RunError(f"{PROJECT}:{CONFIG_KEY}: not a valid structured value ({exc})") from None
+    try:
+        return parse_site(raw)
+    except ConfigError as exc:
+        raise pulumi.RunError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class SiteSecrets:
+    """Secrets the program needs beyond the stack file, from `pulumi config set --secret`."""
+
+    aistor_license: Any = None
+    aistor_root_password: Any = None
+
+
+def load_secrets(site: SiteConfig) -> SiteSecrets:
+    """The secret config values the site needs; a missing one ends the program with the command that sets it."""
+    import pulumi
+
+    if not site.storage.object_store.install:
+        return SiteSecrets()
+    config = pulumi.Config(PROJECT)
+    values = {key: config.get_secret(key) for key in ("aistorLicense", "aistorRootPassword")}
+    missing = [key for key, value in values.items() if value is None]
+    if missing:
+        raise pulumi.RunError("\n".join(
+            f"{PROJECT}:{key}: required because storage.object_store.install is true; set it with: "
+            f"pulumi config set --secret {key} <value>"
+            for key in missing
+        ))
+    return SiteSecrets(aistor_license=values["aistorLicense"], aistor_root_password=values["aistorRootPassword"])
+
+
+def stack_file_schema() -> dict[str, Any]:
+    """JSON Schema of a `Pulumi.<stack>.yaml` file whose `fab-platform:site` follows SiteConfig."""
+    site = SiteConfig.model_json_schema(by_alias=True)
+    defs = site.pop("$defs", {})
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "fab-platform stack file",
+        "type": "object",
+        "properties": {
+            "config": {
+                "type": "object",
+                "properties": {f"{PROJECT}:{CONFIG_KEY}": site},
+                "required": [f"{PROJECT}:{CONFIG_KEY}"],
+            },
+        },
+        "required": ["config"],
+        "$defs": defs,
+    }

@@ -1,0 +1,47 @@
+"""Cross-field rules of a site, checked once the whole site is parsed (DESIGN section 4, "Config first":
+overlapping CIDRs, duplicate cluster ids or ASNs, a MultiKueue manager listed as its own worker, quotas
+that exceed the nodes).
+
+Each rule yields (key path, message), the message naming the value and the fix. One module per domain;
+`site_problems` runs them in a fixed order, which is the order of the error lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from components.config.problems import Problem
+from components.config.rules.adoption import adoption_problems, check_problems
+from components.config.rules.compute import compute_problems
+from components.config.rules.credentials import credential_flow_problems
+from components.config.rules.federation import federation_problems
+from components.config.rules.gpu import gpu_problems
+from components.config.rules.network import cluster_problems, flow_problems, overlap_problems, role_problems, vip_problems
+from components.config.rules.storage import storage_problems
+from components.config.rules.training import training_problems
+
+if TYPE_CHECKING:
+    from components.config.site import SiteConfig
+
+RULES = (
+    role_problems,
+    cluster_problems,
+    overlap_problems,
+    flow_problems,
+    credential_flow_problems,
+    storage_problems,
+    gpu_problems,
+    training_problems,
+    compute_problems,
+    federation_problems,
+    vip_problems,
+    adoption_problems,
+    check_problems,
+)
+
+
+def site_problems(site: SiteConfig) -> Iterator[Problem]:
+    """Every cross-field problem of the site, rule by rule."""
+    for rule in RULES:
+        yield from rule(site)

@@ -1,0 +1,50 @@
+"""Cross-field rules of federation: known sites, their declared ranges outside this site's, and remote
+training only on replicated data (DESIGN section 2: raw data stays in its site).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from components.config.problems import Problem, format_path
+from components.config.rules.network import site_ranges
+
+if TYPE_CHECKING:
+    from components.config.site import SiteConfig
+
+
+def federation_problems(site: SiteConfig) -> Iterator[Problem]:
+    federation = site.federation
+    for role, sites in (("consumers", federation.consumers), ("peers", federation.peers)):
+        if site.name in sites:
+            yield ("federation", role, site.name), f"{site.name!r} is this site; a site does not federate with itself"
+    others = ", ".join(federation.sites()) or "none"
+    for i, other in enumerate(federation.linked):
+        if other in federation.linked[:i]:
+            yield ("federation", "linked", i), f"{other!r} is listed twice"
+        elif other not in federation.sites():
+            yield ("federation", "linked", i), f"{other!r} is neither a consumer nor a peer; federated sites: {others}"
+    for other in sorted(federation.ranges):
+        if other not in federation.sites():
+            yield ("federation", "ranges", other), f"{other!r} is neither a consumer nor a peer; federated sites: {others}"
+    for other in federation.sites():
+        if other != site.name and not federation.ranges.get(other):
+            yield ("federation", "ranges"), (
+                f"has no ranges for {other!r}: its traffic arrives from outside this site's clusters and is denied "
+                "unless its source ranges are declared"
+            )
+    for other, ranges in sorted(federation.ranges.items()):
+        for i, cidr in enumerate(ranges):
+            for path, own in site_ranges(site):
+                if cidr.overlaps(own):
+                    yield ("federation", "ranges", other, i), f"{cidr} overlaps {format_path(path)} ({own}) of this site"
+    for name, consumer in sorted(federation.consumers.items()):
+        for i, team in enumerate(consumer.remote_training_teams):
+            if team not in site.teams:
+                yield ("federation", "consumers", name, "remote_training_teams", i), f"{team!r} is not a team; teams: {', '.join(sorted(site.teams))}"
+            elif not consumer.replicate_gold:
+                yield ("federation", "consumers", name, "remote_training_teams", i), (
+                    f"team {team!r} cannot train on {name}'s GPUs: no data is replicated there; remote GPUs are used only "
+                    "for replicated (gold) data, so set replicate_gold"
+                )

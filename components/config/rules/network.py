@@ -1,0 +1,183 @@
+"""Cross-field rules of the topology: roles, cluster names, ids and ASNs, pools and peers, disjoint ranges,
+flows and fixed VIPs (DESIGN section 2, network rules).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from ipaddress import IPv4Network
+from itertools import combinations
+from typing import TYPE_CHECKING, Any
+
+from components.config.fields import CILIUM_CLUSTER_NAME_MAX, GPU_ROLES, RFC1918, WORLD
+from components.config.problems import Problem, format_path
+
+if TYPE_CHECKING:
+    from components.config.schema.network import ClusterConfig
+    from components.config.site import SiteConfig
+
+
+def role_problems(site: SiteConfig) -> Iterator[Problem]:
+    for role in ("storage", "compute"):
+        keys = site.keys_with_role(role)
+        if len(keys) != 1:
+            found = ", ".join(keys) if keys else "none"
+            yield ("clusters",), f"a site needs exactly one {role} cluster, found {found}"
+    if not site.keys_with_role("gpu"):
+        yield ("clusters",), "a site needs at least one cluster with role gpu (inference runs there), found none"
+
+
+def cluster_problems(site: SiteConfig) -> Iterator[Problem]:
+    ids: dict[int, str] = {}
+    asns: dict[int, str] = {}
+    for key, cluster in site.clusters.items():
+        name = site.cluster_name(key)
+        if len(name) > CILIUM_CLUSTER_NAME_MAX:
+            yield ("clusters", key), (
+                f"cluster name {name!r} (site name + '-' + key) has {len(name)} characters; Cilium allows at most "
+                f"{CILIUM_CLUSTER_NAME_MAX}: use a shorter key"
+            )
+        if cluster.cluster_id in ids:
+            yield ("clusters", key, "cluster_id"), (
+                f"{cluster.cluster_id} is already the cluster_id of clusters.{ids[cluster.cluster_id]}; "
+                "every cluster of a ClusterMesh needs its own id 1-255"
+            )
+        ids.setdefault(cluster.cluster_id, key)
+        if cluster.bgp_asn in asns:
+            yield ("clusters", key, "bgp_asn"), (
+                f"{cluster.bgp_asn} is already the bgp_asn of clusters.{asns[cluster.bgp_asn]}; "
+                "give every cluster its own ASN so that routes between clusters are not dropped as loops"
+            )
+        asns.setdefault(cluster.bgp_asn, key)
+        yield from _pool_problems(key, cluster)
+        if cluster.role in GPU_ROLES:
+            for peer_name, peer in cluster.bgp_peers.items():
+                if peer.kind == "public":
+                    yield ("clusters", key, "bgp_peers", peer_name, "kind"), (
+                        f"'public' is not allowed on {cluster.role} cluster {key}: GPU clusters peer only with "
+                        "private ToRs; use kind 'private'"
+                    )
+
+
+def _pool_problems(key: str, cluster: ClusterConfig) -> Iterator[Problem]:
+    for pool_name, pool in cluster.lb_pools.items():
+        path = ("clusters", key, "lb_pools", pool_name)
+        if pool.visibility == "external" and cluster.role in GPU_ROLES:
+            yield (*path, "visibility"), (
+                f"'external' is not allowed on {cluster.role} cluster {key}: nothing on a GPU cluster is exposed "
+                "outside the site; use visibility 'internal' with an RFC1918 range"
+            )
+        if pool.visibility == "internal":
+            for i, cidr in enumerate(pool.cidrs):
+                if not any(cidr.subnet_of(block) for block in RFC1918):
+                    yield (*path, "cidrs", i), (
+                        f"{cidr} is not in RFC1918 (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16) but the pool is "
+                        "internal; use a private range or make the pool external"
+                    )
+        if pool.visibility == "external" and cluster.role not in GPU_ROLES and not any(p.kind == "public" for p in cluster.bgp_peers.values()):
+            yield (*path, "visibility"), (
+                f"'external' pool {pool_name!r} would never be advertised: clusters.{key} has no bgp peer of kind "
+                "'public'; add one or make the pool internal"
+            )
+    mesh_path = ("clusters", key, "clustermesh_pool")
+    mesh_pool = cluster.lb_pools.get(cluster.clustermesh_pool)
+    if mesh_pool is None:
+        yield mesh_path, (
+            f"{cluster.clustermesh_pool!r} is not a pool of clusters.{key}; pools: {', '.join(sorted(cluster.lb_pools))}"
+        )
+    elif mesh_pool.visibility != "internal":
+        yield mesh_path, f"{cluster.clustermesh_pool!r} is an external pool; the ClusterMesh API server needs an internal one"
+    elif not any(cluster.clustermesh_vip in cidr for cidr in mesh_pool.cidrs):
+        yield ("clusters", key, "clustermesh_vip"), (
+            f"{cluster.clustermesh_vip} is not in pool {cluster.clustermesh_pool!r} "
+            f"({', '.join(map(str, mesh_pool.cidrs))}); pick an address of that pool"
+        )
+
+
+def site_ranges(site: SiteConfig) -> Iterator[tuple[tuple[str | int, ...], IPv4Network]]:
+    for key, cluster in site.clusters.items():
+        yield ("clusters", key, "pod_cidr"), cluster.pod_cidr
+        yield ("clusters", key, "node_cidr"), cluster.node_cidr
+        for pool_name, pool in cluster.lb_pools.items():
+            for i, cidr in enumerate(pool.cidrs):
+                yield ("clusters", key, "lb_pools", pool_name, "cidrs", i), cidr
+    for key, spec in site.gpu.items():
+        if spec.infiniband.ipoib_range is not None:
+            yield ("gpu", key, "infiniband", "ipoib_range"), spec.infiniband.ipoib_range
+
+
+def overlap_problems(site: SiteConfig) -> Iterator[Problem]:
+    for (path_a, net_a), (path_b, net_b) in combinations(list(site_ranges(site)), 2):
+        if net_a.overlaps(net_b):
+            yield path_b, (
+                f"{net_b} overlaps {format_path(path_a)} ({net_a}); every pod, node and pool range of a site "
+                "must be disjoint"
+            )
+
+
+def flow_problems(site: SiteConfig) -> Iterator[Problem]:
+    known = ", ".join(sorted(site.clusters))
+    for name, flow in (site.flows or {}).items():
+        path = ("flows", name)
+        if not flow.sources and not flow.from_cidrs:
+            yield (*path, "from"), "is empty and so is from_cidrs: name the source clusters or ranges"
+        if flow.from_cidrs and flow.target == "kube-apiserver":
+            yield (*path, "from_cidrs"), "is not allowed on a kube-apiserver flow; name the client clusters"
+        for i, cidr in enumerate(flow.from_cidrs):
+            for key, cluster in site.clusters.items():
+                if cidr.overlaps(cluster.pod_cidr) or cidr.overlaps(cluster.node_cidr):
+                    yield (*path, "from_cidrs", i), (
+                        f"{cidr} overlaps clusters.{key}; from_cidrs are for addresses outside the site's clusters, "
+                        "which are named by key in from"
+                    )
+        for i, source in enumerate(flow.sources):
+            if source != WORLD and source not in site.clusters:
+                yield (*path, "from", i), f"{source!r} is not a cluster of this site; known clusters: {known}, or {WORLD}"
+        for i, dest in enumerate(flow.to):
+            if dest not in site.clusters:
+                yield (*path, "to", i), f"{dest!r} is not a cluster of this site; known clusters: {known}"
+            elif dest in flow.sources:
+                yield (*path, "to", i), f"{dest!r} is also a source; a flow crosses clusters, traffic inside a cluster is not a flow"
+            elif (WORLD in flow.sources or flow.from_cidrs) and site.clusters[dest].role in GPU_ROLES:
+                origin = WORLD if WORLD in flow.sources else "from_cidrs"
+                yield (*path, "to", i), (
+                    f"{dest!r} is a GPU cluster and the flow comes from {origin}; nothing on a GPU cluster is exposed "
+                    "outside the site: route outside users through the compute cluster's ingress"
+                )
+        if flow.target == "pods" and flow.to_namespace is None:
+            yield (*path, "to_namespace"), "is required for a pods flow: name the namespace of the destination pods"
+        if flow.target == "kube-apiserver":
+            for i, dest in enumerate(flow.to):
+                cluster = site.clusters.get(dest)
+                if cluster is not None and cluster.api_server_port != flow.pod_port:
+                    yield (*path, "port"), (
+                        f"{flow.pod_port} is not the API server port of clusters.{dest} ({cluster.api_server_port}); "
+                        "a kube-apiserver flow uses the destination's api_server_port"
+                    )
+            if flow.from_namespace is None:
+                yield (*path, "from_namespace"), "is required for a kube-apiserver flow: name the namespace of the client pods"
+            if WORLD in flow.sources:
+                yield (*path, "from"), f"{WORLD} cannot reach a cluster's API server through a flow; name the client clusters"
+            if flow.to_namespace is not None or flow.to_labels:
+                yield (*path, "to_namespace"), "is not used by a kube-apiserver flow: the destination is the API server VIP"
+
+
+def vip_problems(site: SiteConfig) -> Iterator[Problem]:
+    """Every fixed VIP is used once: LB-IPAM hands an address to one Service unless told to share it."""
+    vips: list[tuple[tuple[str | int, ...], Any]] = [
+        (("clusters", key, "clustermesh_vip"), cluster.clustermesh_vip) for key, cluster in site.clusters.items()
+    ]
+    vips += [
+        (("storage", "s3", "internal_vip"), site.storage.s3.internal_vip),
+        (("storage", "s3", "external_vip"), site.storage.s3.external_vip),
+        (("storage", "polaris", "vip"), site.storage.polaris.vip),
+        (("inference", "gateway", "vip"), site.inference.gateway.vip),
+        (("compute", "ingress", "vip"), site.compute.ingress.vip),
+    ]
+    seen: dict[Any, tuple[str | int, ...]] = {}
+    for path, vip in vips:
+        if vip is None:
+            continue
+        if vip in seen:
+            yield path, f"{vip} is already used by {format_path(seen[vip])}; every endpoint needs its own address"
+        seen.setdefault(vip, path)

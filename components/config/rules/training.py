@@ -1,0 +1,113 @@
+"""Cross-field rules of training: profiles, team quotas that fit each training pool, and MultiKueue
+workers (DESIGN section 2, gpu-train role; section 4, quotas that exceed the nodes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from components.config.fields import GPU_ROLES
+from components.config.problems import Problem
+from components.config.views import MULTIKUEUE_FLOW
+
+if TYPE_CHECKING:
+    from components.config.schema.teams import TeamQuota
+    from components.config.site import SiteConfig
+
+
+def profile_problems_exist(site: SiteConfig, profile: str) -> bool:
+    return any(True for _ in _profile_problems(site, profile))
+
+
+def _profile_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
+    profile = site.profiles[name]
+    path = ("profiles", name)
+    for cluster, nodes in sorted(profile.node_pools.items()):
+        if cluster not in site.gpu:
+            yield (*path, "node_pools", cluster), f"{cluster!r} is not a GPU cluster with a gpu section; known: {', '.join(sorted(site.gpu))}"
+            continue
+        for node, pool in sorted(nodes.items()):
+            if node not in site.gpu[cluster].nodes:
+                yield (*path, "node_pools", cluster, node), f"{node!r} is not a node of gpu.{cluster}; nodes: {', '.join(sorted(site.gpu[cluster].nodes))}"
+            elif pool == "inference" and site.clusters.get(cluster) and site.clusters[cluster].role == "gpu-train":
+                yield (*path, "node_pools", cluster, node), f"'inference' is not allowed on gpu-train cluster {cluster}: it trains only"
+    for model, replicas in sorted(profile.replicas.items()):
+        if model not in site.inference.models:
+            yield (*path, "replicas", model), f"{model!r} is not a served model; models: {', '.join(sorted(site.inference.models))}"
+        elif replicas < 1:
+            yield (*path, "replicas", model), f"{replicas} replicas; a served model keeps at least one"
+    yield from _quota_key_problems(site, profile.quotas, (*path, "quotas"))
+
+
+def _quota_key_problems(site: SiteConfig, quotas: dict[str, dict[str, TeamQuota]], path: tuple[str | int, ...]) -> Iterator[Problem]:
+    for team, clusters in sorted(quotas.items()):
+        if team not in site.teams:
+            yield (*path, team), f"{team!r} is not a team; teams: {', '.join(sorted(site.teams))}"
+        for cluster in sorted(clusters):
+            if cluster not in site.gpu:
+                yield (*path, team, cluster), f"{cluster!r} is not a GPU cluster with a gpu section; known: {', '.join(sorted(site.gpu))}"
+
+
+def training_problems(site: SiteConfig) -> Iterator[Problem]:
+    training = site.training
+    if site.active_profile is not None and site.active_profile not in site.profiles:
+        known = ", ".join(sorted(site.profiles)) or "none"
+        yield ("active_profile",), f"{site.active_profile!r} is not a profile; profiles: {known}"
+    for name in sorted(site.profiles):
+        yield from _profile_problems(site, name)
+    key_problems = list(_quota_key_problems(site, training.quotas, ("training", "quotas")))
+    yield from key_problems
+    mk = training.multikueue
+    if mk.enabled:
+        manager = mk.manager or (site.keys_with_role("compute") or [None])[0]
+        if not mk.workers:
+            yield ("training", "multikueue", "workers"), "is empty: MultiKueue needs at least one GPU worker cluster"
+        for i, worker in enumerate(mk.workers):
+            if worker == manager:
+                yield ("training", "multikueue", "workers", i), (
+                    f"{worker!r} is the MultiKueue manager; a manager is never its own worker"
+                )
+            elif worker not in site.clusters or site.clusters[worker].role not in GPU_ROLES:
+                yield ("training", "multikueue", "workers", i), (
+                    f"{worker!r} is not a gpu or gpu-train cluster; workers: {', '.join(site.keys_with_role(*GPU_ROLES))}"
+                )
+        if mk.manager is not None and mk.manager not in site.clusters:
+            yield ("training", "multikueue", "manager"), f"{mk.manager!r} is not a cluster of this site"
+        flow = (site.flows or {}).get(MULTIKUEUE_FLOW)
+        if flow is not None:
+            workers = {w for w in mk.workers if w != manager and w in site.clusters and site.clusters[w].role in GPU_ROLES}
+            missing = sorted(workers - set(flow.to))
+            if missing or flow.target != "kube-apiserver" or manager not in flow.sources:
+                yield ("flows", MULTIKUEUE_FLOW), (
+                    f"must be a kube-apiserver flow from {manager} to every MultiKueue worker; "
+                    f"{'missing: ' + ', '.join(missing) if missing else 'fix its target or sources'}"
+                )
+    types = site.all_gpu_types()
+    unknown_types = any(n.gpu_type not in types for spec in site.gpu.values() for n in spec.nodes.values())
+    if key_problems or unknown_types or any(profile_problems_exist(site, p) for p in site.profiles):
+        return
+    for profile in [None, *sorted(site.profiles)]:
+        yield from _quota_capacity_problems(site, profile)
+
+
+def _quota_capacity_problems(site: SiteConfig, profile: str | None) -> Iterator[Problem]:
+    """Nominal GPU quotas must fit the training pool of each cluster; borrowing only moves unused quota around."""
+    quotas = site.team_quotas(profile)
+    suffix = "" if profile is None else f" (profile {profile})"
+    where = ("training", "quotas") if profile is None else ("profiles", profile, "quotas")
+    for cluster in sorted(site.gpu):
+        nodes = site.pool_nodes(cluster, "training", profile)
+        shapes = {n.gpu_type for n in nodes.values()}
+        if len(shapes) > 1:
+            yield ("gpu", cluster, "nodes"), f"training nodes must share one GPU type, found {', '.join(sorted(shapes))}{suffix}"
+            continue
+        pool_gpus = sum(n.gpus for n in nodes.values())
+        teams = {team: q[cluster].gpus for team, q in quotas.items() if cluster in q and q[cluster].gpus}
+        total = sum(teams.values())
+        if total > pool_gpus:
+            detail = ", ".join(f"{team} {gpus}" for team, gpus in sorted(teams.items()))
+            yield where, (
+                f"teams' GPU quotas on {cluster} add up to {total} ({detail}) but its training pool has {pool_gpus} "
+                f"GPUs{suffix}; lower nominal quotas and let teams borrow instead"
+            )

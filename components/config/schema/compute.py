@@ -1,0 +1,98 @@
+"""The compute cluster: Spark with YuniKorn, Airflow, Trino, StarRocks, Superset, JupyterHub and the only
+ingress for outside users (DESIGN section 2, compute role).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from components.config.fields import Address, DnsLabel, Flag, NodeName, _Model
+
+
+class YuniKornQueue(_Model):
+    """Guaranteed and maximum resources of a YuniKorn queue."""
+
+    guaranteed_vcores: int = Field(ge=0, strict=True, description="Guaranteed CPU cores.")
+    guaranteed_memory_gib: int = Field(ge=0, strict=True, description="Guaranteed memory.")
+    max_vcores: int = Field(ge=1, strict=True, description="Maximum CPU cores.")
+    max_memory_gib: int = Field(ge=1, strict=True, description="Maximum memory.")
+
+
+class SparkConfig(_Model):
+    """Spark operator with Apache YuniKorn as its batch scheduler."""
+
+    enabled: Flag = Field(True, description="Deploy it. Defaults to true.")
+    batch: YuniKornQueue = Field(description="The batch queue (scheduled Spark jobs).")
+    interactive: YuniKornQueue = Field(description="The interactive queue (Spark Connect, notebooks).")
+
+
+class ServiceToggle(_Model):
+    """A compute service that can be switched off."""
+
+    enabled: Flag = Field(True, description="Deploy it. Defaults to true.")
+
+
+class TrinoConfig(_Model):
+    """Trino on Polaris, signing in through Keycloak."""
+
+    enabled: Flag = Field(True, description="Deploy it. Defaults to true.")
+    workers: int = Field(3, ge=1, le=200, strict=True, description="Trino workers. Defaults to 3.")
+
+
+class StarRocksConfig(_Model):
+    """StarRocks: three FE, stateless CN with autoscaling and a local NVMe data cache."""
+
+    enabled: Flag = Field(True, description="Deploy it. Defaults to true.")
+    cn_min_replicas: int = Field(2, ge=1, strict=True, description="Fewest compute nodes. Defaults to 2.")
+    cn_max_replicas: int = Field(8, ge=1, strict=True, description="Most compute nodes. Defaults to 8.")
+    cache_storage_class: str = Field("local-nvme-cache", min_length=1, description="StorageClass of the CN data cache. Defaults to local-nvme-cache.")
+    cache_size_gib: int = Field(500, ge=10, strict=True, description="Data cache per CN. Defaults to 500.")
+
+
+class JupyterProfile(_Model):
+    """A CPU notebook size offered by JupyterHub."""
+
+    description: str = Field("", description="Shown in the spawner.")
+    cpu: float = Field(gt=0, le=64, description="CPU limit (and guarantee) in cores.")
+    memory_gib: int = Field(ge=1, le=512, strict=True, description="Memory limit (and guarantee).")
+
+
+class JupyterConfig(_Model):
+    """JupyterHub with CPU notebook profiles; GPU notebooks run on the GPU cluster, not here."""
+
+    enabled: Flag = Field(True, description="Deploy it. Defaults to true.")
+    profiles: dict[DnsLabel, JupyterProfile] = Field(
+        default_factory=lambda: {
+            "small": JupyterProfile(description="2 CPU, 8 GiB", cpu=2, memory_gib=8),
+            "large": JupyterProfile(description="8 CPU, 64 GiB", cpu=8, memory_gib=64),
+        },
+        min_length=1, description="Notebook sizes by name. Defaults to small (2 CPU, 8 GiB) and large (8 CPU, 64 GiB).",
+    )
+
+
+class ComputeIngressConfig(_Model):
+    """The only entry for outside users: one gateway on an external pool of the compute cluster."""
+
+    pool: DnsLabel = Field("external", description="External pool of the compute cluster. Defaults to external.")
+    vip: Address = Field(description="Fixed address of the ingress in `pool`.")
+    tls_secret: DnsLabel = Field(
+        "compute-ingress-tls",
+        description="kubernetes.io/tls Secret in envoy-gateway-system covering every UI host name, issued by the site's PKI. "
+        "Defaults to compute-ingress-tls.",
+    )
+
+
+class ComputeConfig(_Model):
+    """What runs on the compute cluster; each service can be switched off."""
+
+    batch_nodes: list[NodeName] = Field(
+        default_factory=list,
+        description="Nodes of the batch pool: labelled by the program; they register with the batch taint (docs/operations.md, \"Node pools\").",
+    )
+    ingress: ComputeIngressConfig
+    spark: SparkConfig
+    airflow: ServiceToggle = Field(default_factory=ServiceToggle, description="Apache Airflow.")
+    trino: TrinoConfig = Field(default_factory=TrinoConfig, description="Trino.")
+    starrocks: StarRocksConfig = Field(default_factory=StarRocksConfig, description="StarRocks.")
+    superset: ServiceToggle = Field(default_factory=ServiceToggle, description="Apache Superset.")
+    jupyterhub: JupyterConfig = Field(default_factory=JupyterConfig, description="JupyterHub.")

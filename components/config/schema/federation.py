@@ -1,0 +1,52 @@
+"""Cross-site federation: consumers of this site's gold, peers whose gold it reads, and their source
+ranges (DESIGN section 2: raw data stays in its site, only gold tables are replicated).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from components.config.fields import Cidr, DnsLabel, Flag, _Model
+
+
+class FederationConsumer(_Model):
+    """A site that reads this site's gold tables."""
+
+    replicate_gold: Flag = Field(True, description="Copy this site's gold buckets to the consumer. Defaults to true.")
+    remote_training_teams: list[DnsLabel] = Field(
+        default_factory=list,
+        description="Teams whose training may run on the consumer's GPU clusters; only on replicated data, so "
+        "replicate_gold must be on. Defaults to none.",
+    )
+
+
+class FederationPeer(_Model):
+    """A site whose gold tables this site reads (a Trino catalog) and keeps a replica of."""
+
+
+class FederationConfig(_Model):
+    """Cross-site federation; off while both maps are empty."""
+
+    organization: str | None = Field(
+        None, min_length=1,
+        description="Pulumi organization of the other sites' stacks (`<organization>/fab-platform/<site>`): the Pulumi "
+        "Cloud organization, or `organization` on a self-managed (DIY) backend. Defaults to this stack's own organization.",
+    )
+    consumers: dict[DnsLabel, FederationConsumer] = Field(default_factory=dict, description="Sites reading this site's gold, by site name.")
+    peers: dict[DnsLabel, FederationPeer] = Field(default_factory=dict, description="Sites whose gold this site reads, by site name.")
+    linked: list[DnsLabel] = Field(
+        default_factory=list,
+        description="Federated sites whose stack is deployed and read through a StackReference. Until a site is listed "
+        "here only this side is set up (its principal, its replica bucket), so a site deploys before its peers exist; "
+        "listing it adds the gold copy job and the Trino catalog that need its outputs. Defaults to none.",
+    )
+    ranges: dict[DnsLabel, list[Cidr]] = Field(
+        default_factory=dict,
+        description="Per federated site, the source ranges its traffic arrives from (its clusters' pod and node ranges, "
+        "or what its edge translates them to). Each site's default-deny admits exactly these to the S3 and Polaris "
+        "endpoints federation uses. Required for every consumer and peer.",
+    )
+
+    def sites(self) -> list[str]:
+        """Every federated site: consumers and peers."""
+        return sorted({*self.consumers, *self.peers})

@@ -1,0 +1,140 @@
+"""The storage cluster: AIStor, its buckets and S3 endpoints, Polaris and its Postgres (DESIGN section 2, storage role)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field
+
+from components.config.fields import Address, DnsLabel, Flag, Labels, Port, _Model
+
+
+class MinioEndpoint(_Model):
+    """Admin endpoint of the site's AIStor (MinIO) object store, used by the minio provider."""
+
+    server: str = Field(min_length=1, description="host:port of the S3/admin API, for example `s3-admin.storage.site-a.fab.internal:9000`.")
+    ssl: Flag = Field(True, description="Use TLS. Defaults to true.")
+    region: str = Field("us-east-1", min_length=1, description="S3 region name. Defaults to us-east-1.")
+
+
+DataClass = Literal["raw", "warehouse", "datasets", "models", "checkpoints", "gold", "backups", "olap"]
+VERSIONED_CLASSES: frozenset[str] = frozenset({"warehouse", "models", "checkpoints"})
+"""Classes whose buckets are always versioned: table data, model weights and checkpoints must survive a bad write."""
+REPLICABLE_CLASSES: frozenset[str] = frozenset({"gold"})
+"""The only class that may be copied to another site (data residency, export control)."""
+NO_EXPIRY_CLASSES: frozenset[str] = frozenset({"warehouse", "models", "gold"})
+"""Classes whose current objects never expire by lifecycle: Iceberg files are removed by snapshot expiry, not ILM."""
+CONTRACT_CLASSES = ("warehouse", "models", "checkpoints")
+"""Classes with exactly one bucket per site: their names are part of the stack's contracts."""
+
+AISTOR_POD_LABEL = "aistor.min.io/objectStore"
+"""The label the AIStor operator puts on an object store's pods, valued with the object store's name."""
+
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+
+
+def _bucket_name(value: str) -> str:
+    if not _BUCKET.fullmatch(value):
+        raise ValueError("must be an S3 bucket name: 3-63 lowercase letters, digits and '-', starting and ending with a letter or digit")
+    return value
+
+
+BucketName = Annotated[str, AfterValidator(_bucket_name)]
+
+
+class Bucket(_Model):
+    """One bucket of the object store."""
+
+    data_class: DataClass = Field(
+        alias="class",
+        description="raw (FDC traces, STDF, images; site-local), warehouse (Iceberg data and metadata), datasets, "
+        "models, checkpoints, gold (summary tables; the only class that may replicate), backups (Postgres), "
+        "olap (StarRocks shared-data storage of its own tables and materialized views).",
+    )
+    retention_days: int | None = Field(
+        None, ge=1, strict=True,
+        description="Expire current objects after this many days. Not allowed on warehouse, models and gold. Defaults to keeping them.",
+    )
+    noncurrent_expiry_days: int | None = Field(
+        None, ge=1, strict=True,
+        description="Expire noncurrent versions after this many days (versioned classes only). Defaults to keeping them.",
+    )
+
+    @property
+    def versioned(self) -> bool:
+        return self.data_class in VERSIONED_CLASSES
+
+
+class ObjectStoreConfig(_Model):
+    """The AIStor object store on the storage cluster."""
+
+    install: Flag = Field(
+        False,
+        description="Install AIStor with the vendor's pinned Helm charts (needs the secret config `aistorLicense`). "
+        "Defaults to false: the existing deployment is adopted and only buckets and access are managed.",
+    )
+    namespace: DnsLabel = Field("aistor", description="Namespace of the object store. Defaults to aistor.")
+    name: DnsLabel = Field("aistor", description="Name of the object store. Defaults to aistor.")
+    pod_labels: Labels = Field(
+        default_factory=dict,
+        description="Labels of the object store's S3 pods, which the S3 Services select. Defaults to the labels the "
+        "AIStor operator sets for `name`.",
+    )
+    @property
+    def s3_pod_labels(self) -> dict[str, str]:
+        """Labels of the object store's S3 pods: `pod_labels`, or what the AIStor operator sets for `name`."""
+        return dict(self.pod_labels) or {AISTOR_POD_LABEL: self.name}
+
+    root_user: str = Field("fab-admin", min_length=3, description="Root user of an installed object store; its password is the secret config `aistorRootPassword`. Defaults to fab-admin.")
+    s3_port: Port = Field(9000, description="S3 API port of the pods and of both endpoints. Defaults to 9000.")
+    tls: Flag = Field(True, description="The S3 API serves TLS (AIStor's default). Defaults to true.")
+    table_catalog: Flag = Field(
+        False,
+        description="AIStor's built-in Iceberg table catalog. Must stay false: Polaris is the only catalog authority.",
+    )
+    servers: int = Field(4, ge=1, strict=True, description="Servers of the pool when installing. Defaults to 4.")
+    volumes_per_server: int = Field(4, ge=1, strict=True, description="Drives per server when installing. Defaults to 4.")
+    volume_size_gib: int = Field(1024, ge=1, strict=True, description="Size of each drive when installing. Defaults to 1024.")
+    storage_class: str | None = Field(None, min_length=1, description="StorageClass of the drives when installing. Defaults to the cluster's default.")
+
+
+class S3Endpoints(_Model):
+    """The two S3 VIPs: internal for compute and GPU clusters, external (optional) for users outside the clusters."""
+
+    internal_pool: DnsLabel = Field("internal", description="Internal pool of the storage cluster. Defaults to internal.")
+    internal_vip: Address = Field(description="Fixed address of the internal S3 endpoint in `internal_pool`.")
+    external_pool: DnsLabel | None = Field(None, description="External pool of the storage cluster. Defaults to no external endpoint.")
+    external_vip: Address | None = Field(None, description="Fixed address of the external S3 endpoint in `external_pool`.")
+
+
+class PostgresConfig(_Model):
+    """The CloudNativePG cluster behind Polaris."""
+
+    instances: int = Field(3, ge=1, le=9, strict=True, description="Postgres instances (one primary, the rest replicas). Defaults to 3.")
+    storage_gib: int = Field(20, ge=1, strict=True, description="Volume size of each instance. Defaults to 20.")
+    storage_class: str | None = Field(None, min_length=1, description="StorageClass of the volumes. Defaults to the cluster's default.")
+    backup_bucket: BucketName = Field(description="Bucket of class backups that receives base backups and WAL.")
+    backup_retention_days: int = Field(30, ge=1, strict=True, description="Recovery window kept in the backup bucket. Defaults to 30.")
+
+
+class PolarisConfig(_Model):
+    """Apache Polaris, the site's only Iceberg REST catalog."""
+
+    namespace: DnsLabel = Field("polaris", description="Namespace of Polaris and its database. Defaults to polaris.")
+    realm: DnsLabel = Field("fab", description="Polaris realm. Defaults to fab.")
+    catalog: DnsLabel = Field("fab", description="Catalog (warehouse) name over the warehouse bucket. Defaults to fab.")
+    pool: DnsLabel = Field("internal", description="Internal pool of the storage cluster for the REST endpoint. Defaults to internal.")
+    vip: Address = Field(description="Fixed address of the Polaris REST endpoint in `pool`.")
+    port: Port = Field(8181, description="Polaris REST port. Defaults to 8181.")
+    replicas: int = Field(2, ge=1, le=10, strict=True, description="Polaris server replicas. Defaults to 2.")
+    postgres: PostgresConfig
+
+
+class StorageConfig(_Model):
+    """What runs on the storage cluster: the object store, its buckets and access, and Polaris."""
+
+    object_store: ObjectStoreConfig = Field(default_factory=ObjectStoreConfig, description="The AIStor object store.")
+    s3: S3Endpoints
+    buckets: dict[BucketName, Bucket] = Field(min_length=1, description="Buckets by name.")
+    polaris: PolarisConfig

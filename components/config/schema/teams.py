@@ -1,0 +1,100 @@
+"""Teams and what they are given: the site's Keycloak realm, each team's GPU quotas, MultiKueue and
+day/night profiles (DESIGN section 1, "Who uses it", and section 2, training on the gpu and gpu-train clusters).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from components.config.fields import DnsLabel, Flag, ModelName, NodeName, _Model
+
+
+class KeycloakEndpoint(_Model):
+    """The site's existing Keycloak, used by the keycloak provider."""
+
+    url: str = Field(pattern=r"^https://", description="Base URL, https only, for example `https://keycloak.site-a.fab.internal`.")
+    admin_realm: DnsLabel = Field("master", description="Realm of the provider's service-account client. Defaults to master.")
+    client_id: str = Field(
+        "fab-platform-pulumi", min_length=1,
+        description="Client id the provider signs in with; `KEYCLOAK_CLIENT_ID` in the environment takes precedence (CI "
+        "previews sign in with a read-only client). Defaults to fab-platform-pulumi.",
+    )
+
+
+class Team(_Model):
+    """A team of the fab that owns quotas, namespaces and a Keycloak group."""
+
+    description: str = Field("", description="What the team does, shown on its Keycloak group.")
+
+
+class IdentityConfig(_Model):
+    """The site's Keycloak realm and what the platform declares in it."""
+
+    realm: DnsLabel = Field("fab", description="Realm of the platform's users, groups and clients. Defaults to fab.")
+    create_realm: Flag = Field(
+        False,
+        description="Create the realm (protected from deletion). Defaults to false: the realm exists and is referenced.",
+    )
+
+
+class TeamQuota(_Model):
+    """A team's guaranteed share of one GPU cluster's training pool, as Kueue quotas."""
+
+    gpus: int = Field(ge=0, strict=True, description="Nominal nvidia.com/gpu quota.")
+    cpu: int | None = Field(None, ge=0, strict=True, description="Nominal CPU cores. Defaults to 16 per GPU.")
+    memory_gib: int | None = Field(None, ge=0, strict=True, description="Nominal memory. Defaults to 128 GiB per GPU.")
+    borrowing_limit_gpus: int | None = Field(
+        None, ge=0, strict=True, description="GPUs the team may borrow from the cohort on top. Defaults to no limit."
+    )
+    lending_limit_gpus: int | None = Field(
+        None, ge=0, strict=True, description="GPUs of its quota the team lends to the cohort at most. Defaults to all unused."
+    )
+
+    @property
+    def cpu_cores(self) -> int:
+        return self.cpu if self.cpu is not None else 16 * self.gpus
+
+    @property
+    def memory(self) -> int:
+        return self.memory_gib if self.memory_gib is not None else 128 * self.gpus
+
+
+class MultiKueueConfig(_Model):
+    """MultiKueue: the compute cluster as manager, dispatching to GPU worker clusters."""
+
+    enabled: Flag = Field(False, description="Make the compute cluster a MultiKueue manager. Defaults to false.")
+    manager: DnsLabel | None = Field(None, description="Manager cluster key. Defaults to the compute cluster.")
+    workers: list[DnsLabel] = Field(default_factory=list, description="Worker cluster keys (gpu or gpu-train).")
+
+
+class TrainingConfig(_Model):
+    """Kueue on every GPU cluster: team quotas, topology-aware placement, optional MultiKueue."""
+
+    topology_levels: list[str] = Field(
+        default_factory=lambda: ["fab.internal/block", "fab.internal/rack", "kubernetes.io/hostname"],
+        min_length=1,
+        description="Node labels from the widest to the narrowest topology domain, for topology-aware scheduling. "
+        "Defaults to fab.internal/block, fab.internal/rack, kubernetes.io/hostname.",
+    )
+    group_prefix: str = Field(
+        "oidc:", description="Prefix the API servers' OIDC authenticator puts on group names. Defaults to oidc:."
+    )
+    multikueue: MultiKueueConfig = Field(default_factory=MultiKueueConfig, description="MultiKueue dispatch.")
+    quotas: dict[DnsLabel, dict[DnsLabel, TeamQuota]] = Field(
+        default_factory=dict, description="Team -> GPU cluster -> quota. A team without quota on a cluster gets none there."
+    )
+
+
+class Profile(_Model):
+    """A named state of the GPU fleet (for example day and night); only what differs from the base config."""
+
+    description: str = Field("", description="When the profile is used.")
+    node_pools: dict[DnsLabel, dict[NodeName, Literal["inference", "training"]]] = Field(
+        default_factory=dict, description="GPU cluster -> node -> pool, overriding the nodes' `pool`."
+    )
+    replicas: dict[ModelName, int] = Field(default_factory=dict, description="vLLM replicas per model, overriding the sizing.")
+    quotas: dict[DnsLabel, dict[DnsLabel, TeamQuota]] = Field(
+        default_factory=dict, description="Team -> GPU cluster -> quota, overriding `training.quotas`."
+    )

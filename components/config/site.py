@@ -1,0 +1,69 @@
+"""SiteConfig: the one schema of a site stack, read from `fab-platform:site` (DESIGN section 4, "Config first").
+
+The root model puts the domain schemas (components.config.schema) together; its derived views are
+mixed in from components.config.views, and its cross-field rules (components.config.rules) run once
+the whole site is parsed.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from components.config.fields import DnsLabel, DnsName, _Model
+from components.config.problems import SiteRuleError
+from components.config.rules import site_problems
+from components.config.schema.adopt import AdoptConfig, CheckConfig
+from components.config.schema.compute import ComputeConfig
+from components.config.schema.federation import FederationConfig
+from components.config.schema.gpu import GpuClusterConfig, GpuType, InferenceConfig
+from components.config.schema.network import ClusterConfig, Flow
+from components.config.schema.storage import MinioEndpoint, StorageConfig
+from components.config.schema.teams import IdentityConfig, KeycloakEndpoint, Profile, Team, TrainingConfig
+from components.config.views import SiteViews
+
+
+class SiteConfig(SiteViews, _Model):
+    """One fab site: its clusters, how they are connected and which flows may cross between them."""
+
+    name: DnsLabel = Field(description="Site name, for example site-a; prefixes every cluster name.")
+    domain: DnsName = Field(description="Internal DNS domain of the site, for example site-a.fab.internal.")
+    ca_bundle: str | None = Field(
+        None, min_length=1,
+        description="PEM file, relative to the project directory, with the CA certificates of the site's PKI that issued "
+        "the certificates of its endpoints (AIStor, Keycloak). Every client the program runs trusts it: the MinIO and "
+        "Keycloak providers, its own MinIO calls, and the pods that call AIStor (weights sync, gold copy, Postgres "
+        "backups). Public certificates only. Defaults to the system's trust store.",
+    )
+    adopt: AdoptConfig = Field(default_factory=AdoptConfig, description="Objects that exist already and are imported, never created over.")
+    check: CheckConfig = Field(default_factory=CheckConfig, description="Inputs of the offline deploy check (`fabctl check`).")
+    minio: MinioEndpoint = Field(description="The object store's admin endpoint for the minio provider.")
+    keycloak: KeycloakEndpoint = Field(description="The site's Keycloak for the keycloak provider.")
+    clusters: dict[DnsLabel, ClusterConfig] = Field(min_length=1, description="Clusters by key (storage, compute, gpu, ...).")
+    teams: dict[DnsLabel, Team] = Field(min_length=1, description="Teams by name (yield, fdc, wafermap, ...).")
+    identity: IdentityConfig = Field(default_factory=IdentityConfig, description="Keycloak realm objects of the platform.")
+    storage: StorageConfig
+    gpu_types: dict[DnsLabel, GpuType] = Field(
+        default_factory=dict, description="GPU models by key, added to (or replacing) the built-in h100 and h200."
+    )
+    gpu: dict[DnsLabel, GpuClusterConfig] = Field(description="GPU nodes and operators per gpu or gpu-train cluster key.")
+    inference: InferenceConfig
+    training: TrainingConfig = Field(default_factory=TrainingConfig, description="Kueue quotas and MultiKueue.")
+    compute: ComputeConfig
+    federation: FederationConfig = Field(default_factory=FederationConfig, description="Cross-site federation. Defaults to off.")
+    profiles: dict[DnsLabel, Profile] = Field(default_factory=dict, description="Named fleet profiles (day, night, ...).")
+    active_profile: DnsLabel | None = Field(
+        None, description="The profile in force; switching is a config change and `pulumi up`. Defaults to the base config."
+    )
+    flows: dict[DnsLabel, Flow] | None = Field(
+        None,
+        description="The cross-cluster flow table by name. Defaults to the design's four flows: S3 and Polaris REST "
+        "from compute and GPU clusters to storage, the inference gateway from compute to gpu clusters, and the "
+        "MultiKueue manager on compute to every GPU cluster's API server.",
+    )
+
+    @model_validator(mode="after")
+    def _site_rules(self) -> SiteConfig:
+        problems = list(site_problems(self))
+        if problems:
+            raise SiteRuleError(problems)
+        return self

@@ -1,0 +1,262 @@
+"""Derived views of a site: what components read instead of working out their own slice (DESIGN section 4,
+"Config first"; section 2 for the default flow table).
+
+`SiteViews` is mixed into SiteConfig (cluster names and roles, node pools and quotas under a profile,
+model sizing, the flow table); the functions below build the design's flows and the names derived
+from config keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import TYPE_CHECKING, Any
+
+from components.config.fields import GPU_ROLES, WORLD
+from components.config.schema.gpu import DEFAULT_GPU_TYPES
+from components.config.schema.network import Flow
+from components.config.schema.teams import Profile
+
+if TYPE_CHECKING:
+    from components.config.schema.gpu import GpuNode, GpuType
+    from components.config.schema.teams import TeamQuota
+    from components.config.site import SiteConfig
+
+
+class SiteViews:
+    """Derived views of a site, mixed into SiteConfig: they read its fields and change nothing."""
+
+    __slots__ = ()
+
+    def ca_bundle_pem(self) -> str | None:
+        """The site CA bundle's certificates (checked by a config rule)."""
+        return read_ca_bundle(self.ca_bundle) if self.ca_bundle else None
+
+    def cluster_name(self, key: str) -> str:
+        """Cilium cluster name and provider name of a cluster: `<site>-<key>`."""
+        return f"{self.name}-{key}"
+
+    def kubeconfig_context(self, key: str) -> str:
+        return self.clusters[key].kubeconfig_context or self.cluster_name(key)
+
+    def keys_with_role(self, *roles: str) -> list[str]:
+        return sorted(key for key, cluster in self.clusters.items() if cluster.role in roles)
+
+    def all_gpu_types(self) -> dict[str, GpuType]:
+        return {**DEFAULT_GPU_TYPES, **self.gpu_types}
+
+    def profile(self, name: str | None = ...) -> Profile:  # type: ignore[assignment]
+        """A profile by name; the active one by default, and an empty profile for the base config."""
+        name = self.active_profile if name is ... else name
+        # An unknown name is reported by its own rule; the other rules then judge the base config.
+        return self.profiles.get(name, Profile()) if name else Profile()
+
+    def node_pool(self, cluster: str, node: str, profile: str | None = ...) -> str:  # type: ignore[assignment]
+        """The pool a node serves under a profile (the active one by default)."""
+        override = self.profile(profile).node_pools.get(cluster, {}).get(node)
+        return override or self.gpu[cluster].nodes[node].pool
+
+    def pool_nodes(self, cluster: str, pool: str, profile: str | None = ...) -> dict[str, GpuNode]:  # type: ignore[assignment]
+        """Nodes of a GPU cluster that serve `pool` (inference or training) under a profile."""
+        spec = self.gpu.get(cluster)
+        if spec is None:
+            return {}
+        return {name: node for name, node in sorted(spec.nodes.items()) if self.node_pool(cluster, name, profile) == pool}
+
+    def team_quotas(self, profile: str | None = ...) -> dict[str, dict[str, TeamQuota]]:  # type: ignore[assignment]
+        """Team -> GPU cluster -> quota under a profile."""
+        merged = {team: dict(clusters) for team, clusters in self.training.quotas.items()}
+        for team, clusters in self.profile(profile).quotas.items():
+            merged.setdefault(team, {}).update(clusters)
+        return {team: dict(sorted(clusters.items())) for team, clusters in sorted(merged.items())}
+
+    def kueue_clusters(self) -> list[str]:
+        """Clusters running Kueue: every GPU cluster, and the MultiKueue manager when enabled."""
+        return sorted({*self.keys_with_role(*GPU_ROLES), *([self.multikueue_manager()] if self.training.multikueue.enabled else [])})
+
+    def multikueue_manager(self) -> str:
+        (compute,) = self.keys_with_role("compute")
+        return self.training.multikueue.manager or compute
+
+    def model_capacity(self, profile: str | None = ...) -> dict[str, Any]:  # type: ignore[assignment]
+        """GPU sizing of every served model (components.capacity); raises CapacityError when one cannot be served."""
+        from components import capacity
+
+        inference = self.inference
+        nodes = self.pool_nodes(inference.cluster, "inference", profile)
+        replicas = self.profile(profile).replicas
+        first = next(iter(nodes.values()))
+        gpu_type = self.all_gpu_types()[first.gpu_type]
+        gpu = capacity.GpuType(name=first.gpu_type.upper(), memory_mib=gpu_type.memory_mib)
+        sized = {}
+        for name, model in sorted(inference.models.items()):
+            model_profile = capacity.ModelProfile(
+                name=name, params_billion=model.params_billion, layers=model.layers, kv_heads=model.kv_heads,
+                head_dim=model.head_dim, dtype=model.dtype, max_context=model.max_context,
+                mean_context=model.mean_context, concurrent_sequences=model.concurrent_sequences,
+            )
+            size = capacity.size_model(
+                model_profile, gpu, first.gpus, inference.gpu_memory_utilization, inference.reserve_gib, model.min_replicas
+            )
+            sized[name] = dataclasses.replace(size, replicas=replicas[name]) if name in replicas else size
+        capacity.check_pool(list(sized.values()), sum(n.gpus for n in nodes.values()), f"{inference.cluster}/inference")
+        return sized
+
+    def flow_table(self) -> dict[str, Flow]:
+        """The configured flows, or the design's defaults when the stack sets none.
+
+        With MultiKueue on, the manager-to-worker API flow is part of the table even where the stack's
+        own table leaves it out.
+        """
+        table = dict(self.flows) if self.flows is not None else default_flows(self)
+        if self.training.multikueue.enabled and MULTIKUEUE_FLOW not in table:
+            table[MULTIKUEUE_FLOW] = multikueue_flow(self)
+        for name, flow in federation_flows(self).items():
+            table.setdefault(name, flow)
+        if INGRESS_FLOW not in table:
+            table[INGRESS_FLOW] = Flow(
+                description="Outside users reach the UIs through the compute cluster's ingress, the only entry into the site.",
+                sources=[WORLD], to=self.keys_with_role("compute"), port=443, target_port=10443,
+                to_namespace="envoy-gateway-system", to_labels={"app.kubernetes.io/name": "envoy"},
+            )
+        return table
+
+
+S3_FLOW = "s3"
+"""The flow that admits holders of S3 credentials to the object store's internal S3 endpoint."""
+POLARIS_FLOW = "polaris"
+"""The flow that admits holders of Polaris credentials to the Polaris REST endpoint."""
+MULTIKUEUE_FLOW = "multikueue"
+INGRESS_FLOW = "compute-ingress"
+
+
+def default_flows(site: SiteConfig) -> dict[str, Flow]:
+    """The design's four flows for the site's clusters (DESIGN section 2, network rules)."""
+    storage = site.keys_with_role("storage")
+    compute = site.keys_with_role("compute")
+    gpus = site.keys_with_role(*GPU_ROLES)
+    store, polaris = site.storage.object_store, site.storage.polaris
+    return {
+        S3_FLOW: Flow(
+            description="Compute and GPU pods read and write AIStor over its internal S3 endpoint.",
+            sources=compute + gpus, to=storage, port=store.s3_port, to_namespace=store.namespace,
+        ),
+        POLARIS_FLOW: Flow(
+            description="Compute and GPU pods use the Polaris Iceberg REST catalog.",
+            sources=compute + gpus, to=storage, port=polaris.port, to_namespace=polaris.namespace,
+        ),
+        "inference": Flow(
+            # Envoy Gateway runs the proxy unprivileged and maps listener ports below 1024 to port + 10000.
+            description="Compute apps call the inference gateway (OpenAI-compatible, JWT).",
+            sources=compute, to=site.keys_with_role("gpu"), port=443, target_port=10443,
+            to_namespace="envoy-gateway-system", to_labels={"app.kubernetes.io/name": "envoy"},
+        ),
+        MULTIKUEUE_FLOW: Flow(
+            description="The MultiKueue manager on compute dispatches workloads to the GPU clusters' API servers.",
+            sources=compute, to=gpus, port=6443, target="kube-apiserver",
+            from_namespace="kueue-system", from_labels={"control-plane": "controller-manager"},
+        ),
+    }
+
+
+def federation_flows(site: SiteConfig) -> dict[str, Flow]:
+    """What other sites reach here, by their declared ranges: S3 (a consumer's Trino reads gold with vended
+    credentials; a peer's copy job writes its replica bucket) and Polaris REST (a consumer's Trino catalog)."""
+    federation, store, polaris = site.federation, site.storage.object_store, site.storage.polaris
+    storage = site.keys_with_role("storage")
+    flows: dict[str, Flow] = {}
+    for other in federation.sites():
+        ranges = federation.ranges.get(other, [])
+        if not ranges:
+            continue  # refused by its own rule
+        flows[f"federation-{other}-s3"] = Flow(
+            description=f"Federated site {other}: " + " and ".join(
+                part for part, on in (("its Trino reads our gold", other in federation.consumers),
+                                      ("its copy job writes its replica bucket", other in federation.peers)) if on
+            ) + " over the internal S3 endpoint.",
+            from_cidrs=[str(r) for r in ranges], to=storage, port=store.s3_port, to_namespace=store.namespace, to_labels=store.s3_pod_labels,
+        )
+        if other in federation.consumers:
+            flows[f"federation-{other}-polaris"] = Flow(
+                description=f"Federated site {other}: its Trino catalog on our Polaris (a gold-only principal).",
+                from_cidrs=[str(r) for r in ranges], to=storage, port=polaris.port, to_namespace=polaris.namespace,
+            )
+    return flows
+
+
+def multikueue_flow(site: SiteConfig) -> Flow:
+    """The manager's Kueue controller to every worker's API server."""
+    workers = sorted(site.training.multikueue.workers)
+    ports = {site.clusters[w].api_server_port for w in workers if w in site.clusters} or {6443}
+    return Flow(
+        description="The MultiKueue manager dispatches workloads to its workers' API servers.",
+        sources=[site.multikueue_manager()], to=workers, port=min(ports), target="kube-apiserver",
+        from_namespace="kueue-system", from_labels={"control-plane": "controller-manager"},
+    )
+
+
+def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
+    """Who receives data credentials, derived from the config alone: flow name -> cluster key -> grantees.
+
+    Under `S3_FLOW`, the clusters where StorageCluster.grant() delivers a Secret `s3-<grantee>`; under
+    `POLARIS_FLOW`, those where catalog_grant() delivers `polaris-<grantee>`. Grantees are the engine names
+    those calls take, as the components call them:
+
+    - the compute cluster: each enabled engine that reads tables, spark, trino and starrocks (S3 and Polaris);
+    - every gpu and gpu-train cluster but the MultiKueue manager: training, in each team's namespace
+      (S3 and Polaris);
+    - the inference cluster: inference, which loads model weights (S3);
+    - the storage cluster: polaris and postgres-backup, and replication while a linked consumer takes
+      copies of gold (S3).
+
+    Credentials this site hands to other sites (federation principals, replica writers) and those of other
+    sites' catalogs (Trino's peer catalogs) are not its clusters' to hold, so they are not listed. Clusters
+    a config rule refuses (an unknown inference cluster) are left out.
+    """
+    s3: dict[str, set[str]] = {}
+    polaris: dict[str, set[str]] = {}
+
+    def holds(cluster: str, grantee: str, *, catalog: bool) -> None:
+        if cluster in site.clusters:
+            s3.setdefault(cluster, set()).add(grantee)
+            if catalog:
+                polaris.setdefault(cluster, set()).add(grantee)
+
+    engines = site.compute
+    for cluster in site.keys_with_role("compute"):
+        for grantee, engine in (("spark", engines.spark), ("trino", engines.trino), ("starrocks", engines.starrocks)):
+            if engine.enabled:
+                holds(cluster, grantee, catalog=True)
+    multikueue = site.training.multikueue
+    # Training pods run on the workers; the manager's team namespaces only hold queues. Computed as the
+    # training rules do, since multikueue_manager() needs a valid site.
+    manager = (multikueue.manager or (site.keys_with_role("compute") or [None])[0]) if multikueue.enabled else None
+    for cluster in site.keys_with_role(*GPU_ROLES):
+        if cluster != manager:
+            holds(cluster, "training", catalog=True)
+    holds(site.inference.cluster, "inference", catalog=False)
+    federation = site.federation
+    replicating = any(spec.replicate_gold and name in federation.linked for name, spec in federation.consumers.items())
+    for cluster in site.keys_with_role("storage"):
+        for grantee in ("polaris", "postgres-backup", *(["replication"] if replicating else [])):
+            holds(cluster, grantee, catalog=False)
+    return {
+        flow: {cluster: sorted(grantees) for cluster, grantees in sorted(holders.items())}
+        for flow, holders in ((S3_FLOW, s3), (POLARIS_FLOW, polaris))
+    }
+
+
+def replica_bucket(site: str, peer: str) -> str:
+    """The bucket a site keeps a peer's gold in."""
+    return f"{site}-replica-{peer}"
+
+
+PEM_CERTIFICATE = re.compile(r"-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+-----END CERTIFICATE-----")
+
+
+def read_ca_bundle(path: str) -> str:
+    """The certificates of a PEM file (paths relative to the working directory: the project's, under Pulumi and fabctl)."""
+    from pathlib import Path
+
+    text = Path(path).read_text(encoding="ascii")
+    return "\n".join(PEM_CERTIFICATE.findall(text)) + "\n"
