@@ -202,7 +202,8 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
     `POLARIS_FLOW`, those where catalog_grant() delivers `polaris-<grantee>`. Grantees are the engine names
     those calls take, as the components call them:
 
-    - the compute cluster: each enabled engine that reads tables, spark, trino and starrocks (S3 and Polaris);
+    - the compute cluster: each enabled engine of components/engines with bucket access (S3) or a catalog
+      role (Polaris), as it declares them;
     - every gpu and gpu-train cluster but the MultiKueue manager: training, in each team's namespace
       (S3 and Polaris);
     - the inference cluster: inference, which loads model weights (S3);
@@ -213,20 +214,24 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
     sites' catalogs (Trino's peer catalogs) are not its clusters' to hold, so they are not listed. Clusters
     a config rule refuses (an unknown inference cluster) are left out.
     """
+    # The engines' own declarations are the one source of what each engine holds; imported here because the
+    # engines' modules import this package.
+    from components.engines import ENGINES
+
     s3: dict[str, set[str]] = {}
     polaris: dict[str, set[str]] = {}
 
-    def holds(cluster: str, grantee: str, *, catalog: bool) -> None:
+    def holds(cluster: str, grantee: str, *, keys: bool = True, catalog: bool) -> None:
         if cluster in site.clusters:
-            s3.setdefault(cluster, set()).add(grantee)
+            if keys:
+                s3.setdefault(cluster, set()).add(grantee)
             if catalog:
                 polaris.setdefault(cluster, set()).add(grantee)
 
-    engines = site.compute
     for cluster in site.keys_with_role("compute"):
-        for grantee, engine in (("spark", engines.spark), ("trino", engines.trino), ("starrocks", engines.starrocks)):
-            if engine.enabled:
-                holds(cluster, grantee, catalog=True)
+        for engine in ENGINES.values():
+            if engine.config(site.compute).enabled:
+                holds(cluster, engine.name, keys=engine.buckets is not None, catalog=engine.catalog_role is not None)
     multikueue = site.training.multikueue
     # Training pods run on the workers; the manager's team namespaces only hold queues. Computed as the
     # training rules do, since multikueue_manager() needs a valid site.
