@@ -1,12 +1,15 @@
-"""Rules on cross-cluster traffic: default deny everywhere, allow rules only on approved ports, local traffic policy."""
+"""Rules on cross-cluster traffic: default deny everywhere, allow rules only on approved ports, credentials only where a flow
+reaches their port, local traffic policy, authenticated routes."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections import defaultdict
+from typing import Any, NamedTuple
 
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, StackValidationArgs
 
 from rules._k8s import (
+    UNKNOWN,
     field,
     gpu_providers,
     k8s_object,
@@ -20,10 +23,13 @@ from rules._k8s import (
 )
 from rules._policy import resource_rule, stack_rule
 
-APPROVED_PORTS = [9000, 8181, 10443, 6443, 2379, 53]
+S3_PORT, POLARIS_PORT = 9000, 8181
+APPROVED_PORTS = [S3_PORT, POLARIS_PORT, 10443, 6443, 2379, 53]
 """S3, Polaris REST, Envoy's 443 listener, kube-apiserver, ClusterMesh etcd, cluster DNS."""
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 NETWORK_POLICY = "CiliumClusterwideNetworkPolicy"
+CLUSTER_LABEL = "io.cilium.k8s.policy.cluster"
+"""Cilium's label of a pod's cluster: a flow rule names each source cluster with it (`<site>-<key>`, the provider's name)."""
 
 
 def _ports(entry: dict[str, Any]) -> list[Any]:
@@ -59,6 +65,75 @@ def cross_cluster_default_deny(args: StackValidationArgs, report: ReportViolatio
     for cluster in sorted(set(clusters) - denied):
         report(f"cluster {cluster} has no default-deny rule for remote clusters (a {NETWORK_POLICY} labelled "
                "fab.internal/rule=default-deny selecting every endpoint)", clusters[cluster].urn)
+
+
+class Credential(NamedTuple):
+    """A kind of credential Secret that StorageCluster delivers to a cluster, and the port its holder must reach."""
+
+    prefix: str
+    """The Secret's name is `<prefix><engine>`, and it carries the label ENGINE_LABEL."""
+    what: str
+    setting: str
+    port: int
+
+
+ENGINE_LABEL = "fab.internal/engine"
+CREDENTIALS = (Credential("s3-", "S3", "s3Port", S3_PORT), Credential("polaris-", "Polaris", "polarisPort", POLARIS_PORT))
+
+
+def _credential(name: str) -> Credential | None:
+    return next((c for c in CREDENTIALS if name.startswith(c.prefix)), None)
+
+
+def _flow_sources(resources: list[Any], report: ReportViolation) -> dict[str, dict[str, set[str]]]:
+    """Port -> cluster serving it (the cluster enforcing an ingress rule to it) -> the source clusters that rule names."""
+    reaching: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for resource, obj in objects(resources):
+        if obj["kind"] != NETWORK_POLICY:
+            continue
+        ingress = field(obj, "spec", "ingress")
+        if problem := undecided(f"{NETWORK_POLICY} {name_of(obj)} on {provider_name(resource)}", ingress, ".spec.ingress"):
+            report(problem, resource.urn)
+            continue
+        for entry in ingress or []:
+            sources = {(selector.get("matchLabels") or {}).get(CLUSTER_LABEL) for selector in entry.get("fromEndpoints") or []}
+            for port in _ports(entry):
+                reaching[str(port)][provider_name(resource)] |= sources - {None}
+    return reaching
+
+
+@stack_rule("fab-credentials-have-flow",
+            "Every cluster holding S3 or Polaris credentials is a source of the flow to the S3 or Polaris REST port.",
+            settings={c.setting: {"type": "integer", "default": c.port, "description": f"the port serving {c.what}"}
+                      for c in CREDENTIALS})
+def credentials_have_flow(args: StackValidationArgs, report: ReportViolation) -> None:
+    """A Secret on the cluster that serves the port (the one enforcing the flow's rule) needs no flow. Sources are whole
+    clusters: a flow narrowed to some namespaces or labels of a cluster still counts that cluster.
+
+    Unknown values: a Secret whose name or engine label is unknown, or a cluster-wide policy whose ingress is unknown,
+    fails closed."""
+    reaching = _flow_sources(args.resources, report)
+    for resource, obj in objects(args.resources):
+        name = field(obj, "metadata", "name")
+        credential = None if name is UNKNOWN else _credential(str(name))
+        if obj["kind"] != "Secret" or (name is not UNKNOWN and credential is None):
+            continue
+        where, cluster = f"Secret {namespace_of(obj)}/{name_of(obj)}", provider_name(resource) or "an unknown cluster"
+        if problem := undecided(where, {"name": name, "engine": label(obj, ENGINE_LABEL)}):
+            report(problem, resource.urn)
+            continue
+        if credential is None or label(obj, ENGINE_LABEL) is None:  # not delivered by StorageCluster (another site's, a root key)
+            continue
+        port = args.get_config().get(credential.setting, credential.port)
+        serving = reaching.get(str(port), {})
+        if cluster in serving or any(cluster in sources for sources in serving.values()):
+            continue
+        if serving:
+            report(f"{where} on {cluster} holds {credential.what} credentials, but {cluster} is not a source of the flow to port "
+                   f"{port} on {', '.join(sorted(serving))}; add it to that flow's sources", resource.urn)
+        else:
+            report(f"{where} on {cluster} holds {credential.what} credentials, but no flow reaches port {port} on any cluster; "
+                   f"add a flow from {cluster} to the cluster serving {credential.what}", resource.urn)
 
 
 @resource_rule("fab-gateway-local-traffic", "The inference gateway Service uses externalTrafficPolicy: Local.",
