@@ -7,21 +7,29 @@
 set -euo pipefail
 
 sql() { mysql -h "$STARROCKS_HOST" -P 9030 -u root "$@"; }
+as_root() { sql -p"$STARROCKS_ROOT_PASSWORD" "$@"; }
+answers() { "$@" -e 'SELECT 1' >/dev/null 2>&1; }
 
-until sql -p"$STARROCKS_ROOT_PASSWORD" -e 'SELECT 1' >/dev/null 2>&1 || sql -e 'SELECT 1' >/dev/null 2>&1; do
+until answers as_root || answers sql; do
   echo "waiting for the StarRocks FE at $STARROCKS_HOST"; sleep 10
 done
-if ! sql -p"$STARROCKS_ROOT_PASSWORD" -e 'SELECT 1' >/dev/null 2>&1; then
+if ! answers as_root; then
   sql -e "SET PASSWORD FOR 'root' = PASSWORD('$STARROCKS_ROOT_PASSWORD');"
   echo "ok: root password set"
 fi
 
-sql -p"$STARROCKS_ROOT_PASSWORD" <<SQL
-CREATE STORAGE VOLUME IF NOT EXISTS fab_olap TYPE = S3 LOCATIONS = ("$OLAP_LOCATION") PROPERTIES (
-  "enabled" = "true",
-  "aws.s3.region" = "$AWS_REGION",
+# How StarRocks reaches AIStor, for the storage volume and the catalog's data files alike.
+S3_ACCESS=$(cat <<PROPERTIES
   "aws.s3.endpoint" = "$AWS_ENDPOINT_URL_S3",
   "aws.s3.enable_path_style_access" = "true",
+  "aws.s3.region" = "$AWS_REGION"
+PROPERTIES
+)
+
+as_root <<SQL
+CREATE STORAGE VOLUME IF NOT EXISTS fab_olap TYPE = S3 LOCATIONS = ("$OLAP_LOCATION") PROPERTIES (
+$S3_ACCESS,
+  "enabled" = "true",
   "aws.s3.use_aws_sdk_default_behavior" = "false",
   "aws.s3.use_instance_profile" = "false",
   "aws.s3.access_key" = "$AWS_ACCESS_KEY_ID",
@@ -37,9 +45,7 @@ CREATE EXTERNAL CATALOG IF NOT EXISTS polaris PROPERTIES (
   "iceberg.catalog.oauth2.credential" = "$POLARIS_CLIENT_ID:$POLARIS_CLIENT_SECRET",
   "iceberg.catalog.oauth2.scope" = "PRINCIPAL_ROLE:ALL",
   "iceberg.catalog.vended-credentials-enabled" = "true",
-  "aws.s3.endpoint" = "$AWS_ENDPOINT_URL_S3",
-  "aws.s3.enable_path_style_access" = "true",
-  "aws.s3.region" = "$AWS_REGION"
+$S3_ACCESS
 );
 SQL
 echo "ok: storage volume fab_olap and catalog polaris"

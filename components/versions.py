@@ -73,13 +73,21 @@ GPU_DCGM_EXPORTER = Image("nvcr.io/nvidia/k8s", "dcgm-exporter", "4.4.2-4.7.0-di
 GPU_MIG_MANAGER = Image("nvcr.io/nvidia/cloud-native", "k8s-mig-manager", "v0.13.1")
 GPU_VALIDATOR = Image("nvcr.io/nvidia/cloud-native", "gpu-operator-validator", "v25.10.1")
 
-# Operands of the Network Operator v26.4.1 NicClusterPolicy (its release manifest).
-NIC_OFED_DRIVER = Image("nvcr.io/nvidia/mellanox", "doca-driver", "doca3.4.1-26.04-1.1.0.0-1")
-NIC_RDMA_SHARED_DP = Image("nvcr.io/nvidia/mellanox", "k8s-rdma-shared-dev-plugin", "network-operator-v26.4.1")
-NIC_NV_IPAM = Image("nvcr.io/nvidia/mellanox", "nvidia-k8s-ipam", "network-operator-v26.4.1")
-NIC_CNI_PLUGINS = Image("nvcr.io/nvidia/mellanox", "plugins", "network-operator-v26.4.1")
-NIC_MULTUS = Image("nvcr.io/nvidia/mellanox", "multus-cni", "network-operator-v26.4.1")
-NIC_IPOIB = Image("nvcr.io/nvidia/mellanox", "ipoib-cni", "network-operator-v26.4.1")
+# Operands of the Network Operator v26.4.1 NicClusterPolicy (its release manifest): one repository, and every operand
+# but the DOCA driver tagged with the operator's release, so bumping NETWORK_OPERATOR moves them with it.
+NIC_OPERANDS_RELEASE = f"network-operator-v{NETWORK_OPERATOR.version}"
+
+
+def _nic_operand(image: str, version: str = NIC_OPERANDS_RELEASE) -> Image:
+    return Image("nvcr.io/nvidia/mellanox", image, version)
+
+
+NIC_OFED_DRIVER = _nic_operand("doca-driver", "doca3.4.1-26.04-1.1.0.0-1")
+NIC_RDMA_SHARED_DP = _nic_operand("k8s-rdma-shared-dev-plugin")
+NIC_NV_IPAM = _nic_operand("nvidia-k8s-ipam")
+NIC_CNI_PLUGINS = _nic_operand("plugins")
+NIC_MULTUS = _nic_operand("multus-cni")
+NIC_IPOIB = _nic_operand("ipoib-cni")
 
 VLLM_IMAGE = "vllm/vllm-openai:v0.31.0"
 WEIGHTS_SYNC_IMAGE = "quay.io/minio/mc:RELEASE.2025-08-13T08-35-41Z"

@@ -4,15 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
+from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, StackValidationArgs
 
 from rules._k8s import (
     containers,
@@ -29,6 +21,7 @@ from rules._k8s import (
     skip_unknown,
     undecided,
 )
+from rules._policy import resource_rule, stack_rule
 
 GPU = "nvidia.com/gpu"
 SERVING_PRIORITY = "fab-serving"
@@ -46,7 +39,8 @@ def requests_gpus(obj: dict[str, Any]) -> bool:
     return False
 
 
-def _no_gpu_outside(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("fab-no-gpu-outside-gpu-clusters", "No workload on a storage or compute cluster requests nvidia.com/gpu.")
+def no_gpu_outside_gpu_clusters(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a pod template outside GPU clusters with an unknown part fails closed."""
     gpu = gpu_providers(args.resources)
     for resource, obj in objects(args.resources):
@@ -59,18 +53,12 @@ def _no_gpu_outside(args: StackValidationArgs, report: ReportViolation) -> None:
             report(f"{where} requests {GPU} on {provider_name(resource) or 'an unknown cluster'}, which is not a GPU cluster", resource.urn)
 
 
-no_gpu_outside_gpu_clusters = StackValidationPolicy(
-    name="fab-no-gpu-outside-gpu-clusters",
-    description="No workload on a storage or compute cluster requests nvidia.com/gpu.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    validate=_no_gpu_outside,
-)
-
-
 LB_KINDS = {"CiliumLoadBalancerIPPool", "Service", "EnvoyProxy", "CiliumBGPClusterConfig"}
 
 
-def _lb_private_only(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("fab-gpu-lb-private-only",
+            "LoadBalancer Services and LB pools on GPU clusters use RFC1918 addresses; GPU clusters peer only with private peers.")
+def gpu_lb_private_only(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a pool, LoadBalancer, gateway proxy or BGP configuration on a GPU cluster with an unknown part fails closed."""
     gpu = gpu_providers(args.resources)
     for resource, obj in objects(args.resources):
@@ -102,15 +90,8 @@ def _lb_private_only(args: StackValidationArgs, report: ReportViolation) -> None
                                "only with private ToRs", resource.urn)
 
 
-gpu_lb_private_only = StackValidationPolicy(
-    name="fab-gpu-lb-private-only",
-    description="LoadBalancer Services and LB pools on GPU clusters use RFC1918 addresses; GPU clusters peer only with private peers.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    validate=_lb_private_only,
-)
-
-
-def _serving_priority(args: ResourceValidationArgs, report: ReportViolation) -> None:
+@resource_rule("fab-serving-not-preemptible", "vLLM pods use the serving PriorityClass; training workloads never do.")
+def serving_not_preemptible(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a Deployment or training workload whose labels or pod template hold unknowns fails closed."""
     obj = k8s_object(args.resource_type, args.props)
     if obj is None:
@@ -128,15 +109,8 @@ def _serving_priority(args: ResourceValidationArgs, report: ReportViolation) -> 
         report(f"training {obj['kind']} {name_of(obj)} must not use the serving PriorityClass {SERVING_PRIORITY}")
 
 
-serving_not_preemptible = ResourceValidationPolicy(
-    name="fab-serving-not-preemptible",
-    description="vLLM pods use the serving PriorityClass; training workloads never do.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    validate=_serving_priority,
-)
-
-
-def _training_queued(args: ResourceValidationArgs, report: ReportViolation) -> None:
+@resource_rule("fab-training-kueue-managed", "Training Jobs on GPU clusters carry a LocalQueue label.", EnforcementLevel.ADVISORY)
+def training_kueue_managed(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Advisory; an unknown namespace or label counts as absent."""
     obj = skip_unknown(k8s_object(args.resource_type, args.props))
     if obj is None or obj["kind"] not in TRAINING_KINDS or not namespace_of(obj).startswith("team-"):
@@ -145,15 +119,11 @@ def _training_queued(args: ResourceValidationArgs, report: ReportViolation) -> N
         report(f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)} has no kueue.x-k8s.io/queue-name label; training is admitted by Kueue")
 
 
-training_kueue_managed = ResourceValidationPolicy(
-    name="fab-training-kueue-managed",
-    description="Training Jobs on GPU clusters carry a LocalQueue label.",
-    enforcement_level=EnforcementLevel.ADVISORY,
-    validate=_training_queued,
-)
-
-
-def _ib_nccl_only(args: ResourceValidationArgs, report: ReportViolation) -> None:
+@resource_rule("fab-training-ib-nccl-only",
+               "Storage RDMA is not configured on training nodes unless an IB QoS service level is set.", EnforcementLevel.ADVISORY,
+               settings={"storageQosServiceLevel": {"type": "integer", "minimum": 0, "maximum": 15,
+                                                    "description": "IB service level of storage traffic"}})
+def training_ib_nccl_only(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Advisory; unknown fields count as absent."""
     obj = skip_unknown(k8s_object(args.resource_type, args.props))
     if obj is None:
@@ -169,14 +139,3 @@ def _ib_nccl_only(args: ResourceValidationArgs, report: ReportViolation) -> None
             for expression in term.get("matchExpressions") or []:
                 if expression.get("key") == "fab.internal/gpu-pool" and "training" in (expression.get("values") or []):
                     report(f"IPPool {name_of(obj)} hands IPoIB addresses to training nodes; InfiniBand on training nodes is for NCCL only")
-
-
-training_ib_nccl_only = ResourceValidationPolicy(
-    name="fab-training-ib-nccl-only",
-    description="Storage RDMA is not configured on training nodes unless an IB QoS service level is set.",
-    enforcement_level=EnforcementLevel.ADVISORY,
-    validate=_ib_nccl_only,
-    config_schema=PolicyConfigSchema(
-        properties={"storageQosServiceLevel": {"type": "integer", "minimum": 0, "maximum": 15, "description": "IB service level of storage traffic"}}
-    ),
-)

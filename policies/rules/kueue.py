@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
+from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs
 
 from rules._k8s import name_of, objects, provider_name, skip_unknown, undecided
+from rules._policy import stack_rule
 
 
-def _not_own_worker(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("fab-multikueue-not-own-worker", "A MultiKueue manager is never its own worker.")
+def multikueue_not_own_worker(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a MultiKueueCluster whose name or cluster source is unknown fails closed."""
     for resource, obj in objects(args.resources):
         if obj["kind"] != "MultiKueueCluster":
@@ -19,14 +21,6 @@ def _not_own_worker(args: StackValidationArgs, report: ReportViolation) -> None:
         elif provider_name(resource).endswith(f"-{name_of(obj)}"):
             report(f"MultiKueueCluster {name_of(obj)} on {provider_name(resource)} points at its own manager; a manager is "
                    "never its own worker", resource.urn)
-
-
-multikueue_not_own_worker = StackValidationPolicy(
-    name="fab-multikueue-not-own-worker",
-    description="A MultiKueue manager is never its own worker.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    validate=_not_own_worker,
-)
 
 
 def _gpu_quotas(obj: dict) -> dict[str, int]:
@@ -39,7 +33,8 @@ def _gpu_quotas(obj: dict) -> dict[str, int]:
     return out
 
 
-def _quota_sum(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("fab-multikueue-quota-sum", "Manager quotas equal the sum of worker quotas.", EnforcementLevel.ADVISORY)
+def multikueue_quota_sum(args: StackValidationArgs, report: ReportViolation) -> None:
     """Advisory; queues with unknown quotas are left out."""
     workers: dict[str, set[str]] = defaultdict(set)  # manager provider -> worker cluster keys
     queues: dict[str, dict[str, tuple[object, dict]]] = defaultdict(dict)  # provider -> queue name -> (resource, obj)
@@ -60,11 +55,3 @@ def _quota_sum(args: StackValidationArgs, report: ReportViolation) -> None:
             if actual != dict(expected):
                 report(f"manager ClusterQueue {name} on {manager} has GPU quotas {actual}, but its workers' add up to {dict(expected)}",
                        resource.urn)
-
-
-multikueue_quota_sum = StackValidationPolicy(
-    name="fab-multikueue-quota-sum",
-    description="Manager quotas equal the sum of worker quotas.",
-    enforcement_level=EnforcementLevel.ADVISORY,
-    validate=_quota_sum,
-)

@@ -6,16 +6,10 @@ import json
 import re
 from typing import Any
 
-from pulumi_policy import (
-    EnforcementLevel,
-    ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
+from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 
 from rules._k8s import HELM_RELEASE, UNKNOWN, field, k8s_object, name_of, namespace_of, objects, plain, skip_unknown, undecided
+from rules._policy import resource_rule, stack_rule
 
 IAM_POLICY = "minio:index/iamPolicy:IamPolicy"
 BUCKET = "minio:index/s3Bucket:S3Bucket"
@@ -26,7 +20,8 @@ CLASS_TAG, RESIDENCY_TAG = "fab.internal/class", "fab.internal/residency"
 OTHER_CATALOGS = re.compile(r"(iceberg\.catalog\.type\s*[=:]\s*[\"']?(hive|glue|jdbc|nessie|hadoop)|hive\.metastore\.uri)", re.I)
 
 
-def _single_catalog(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("fab-single-catalog-authority", "Polaris is the only Iceberg catalog.")
+def single_catalog_authority(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: skipped in values and ConfigMaps (catalog settings are literal text, never another resource's
     output); an IAM policy whose document is unknown fails closed."""
     for resource in args.resources:
@@ -48,15 +43,8 @@ def _single_catalog(args: StackValidationArgs, report: ReportViolation) -> None:
             report(f"ConfigMap {namespace_of(obj)}/{name_of(obj)} configures an Iceberg catalog other than Polaris", resource.urn)
 
 
-single_catalog_authority = StackValidationPolicy(
-    name="fab-single-catalog-authority",
-    description="Polaris is the only Iceberg catalog.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    validate=_single_catalog,
-)
-
-
-def _least_privilege(args: ResourceValidationArgs, report: ReportViolation) -> None:
+@resource_rule("fab-bucket-least-privilege", "No storage policy grants s3:* or a wildcard bucket.")
+def bucket_least_privilege(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: an unknown policy document fails closed."""
     if args.resource_type != IAM_POLICY:
         return
@@ -81,14 +69,6 @@ def _least_privilege(args: ResourceValidationArgs, report: ReportViolation) -> N
                 report(f"policy {props.get('name')} grants the wildcard resource {arn!r}; name the buckets")
 
 
-bucket_least_privilege = ResourceValidationPolicy(
-    name="fab-bucket-least-privilege",
-    description="No storage policy grants s3:* or a wildcard bucket.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    validate=_least_privilege,
-)
-
-
 def _stateful_kind(args: ResourceValidationArgs) -> str | None:
     if args.resource_type in (BUCKET, "keycloak:index/realm:Realm"):
         return args.resource_type.rsplit(":", 1)[-1]
@@ -100,19 +80,13 @@ def _stateful_kind(args: ResourceValidationArgs) -> str | None:
     return None
 
 
-def _protected(args: ResourceValidationArgs, report: ReportViolation) -> None:
+@resource_rule("fab-stateful-protected",
+               "Buckets, Postgres clusters, PVCs and the object store are protected or retained on delete.")
+def stateful_protected(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a Helm release whose chart is unknown is held to the object store's rule (fails closed)."""
     kind = _stateful_kind(args)
     if kind is not None and not args.opts.protect:
         report(f"{kind} {args.name} holds data and must be protected (and retained on delete)")
-
-
-stateful_protected = ResourceValidationPolicy(
-    name="fab-stateful-protected",
-    description="Buckets, Postgres clusters, PVCs and the object store are protected or retained on delete.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    validate=_protected,
-)
 
 
 def _bucket_classes(resources: list[Any]) -> dict[str, dict[str, str]]:
@@ -124,7 +98,8 @@ def _bucket_classes(resources: list[Any]) -> dict[str, dict[str, str]]:
     return out
 
 
-def _versioned(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("fab-versioned-artifacts", "Model, checkpoint and warehouse buckets are versioned.")
+def versioned_artifacts(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a bucket, its tags or its versioning with an unknown name or setting fails closed."""
     undecidable = set()
     for resource in args.resources:
@@ -149,15 +124,8 @@ def _versioned(args: StackValidationArgs, report: ReportViolation) -> None:
             report(f"bucket {bucket} holds {data_class} and must be versioned", resource.urn)
 
 
-versioned_artifacts = StackValidationPolicy(
-    name="fab-versioned-artifacts",
-    description="Model, checkpoint and warehouse buckets are versioned.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    validate=_versioned,
-)
-
-
-def _residency(args: StackValidationArgs, report: ReportViolation) -> None:
+@stack_rule("fab-residency", "Only gold-class buckets replicate to another site.")
+def residency(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: tags or a replicated bucket name that are unknown fail closed."""
     classes = _bucket_classes(args.resources)
     for resource in args.resources:
@@ -177,11 +145,3 @@ def _residency(args: StackValidationArgs, report: ReportViolation) -> None:
             if classes.get(bucket, {}).get(CLASS_TAG) != "gold":
                 report(f"{resource.name} replicates bucket {bucket}, which is not gold; raw and detailed data stay in their site",
                        resource.urn)
-
-
-residency = StackValidationPolicy(
-    name="fab-residency",
-    description="Only gold-class buckets replicate to another site.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    validate=_residency,
-)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
+from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from rules._k8s import (
     HELM_RELEASE,
@@ -20,6 +20,7 @@ from rules._k8s import (
     skip_unknown,
     undecided,
 )
+from rules._policy import resource_rule
 
 HOST_NAMESPACES = ["kube-system", "gpu-operator", "nvidia-network-operator"]
 EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
@@ -45,11 +46,17 @@ ALLOWED_SECRET_PATHS = ["tls.ca.key", "tls.ca.cert", "license", "secrets.secretK
 """Helm values that are Pulumi secrets handed to a chart that stores them in its own Secret."""
 
 
+NAMESPACES_SETTING = {"allowedNamespaces": {"type": "array", "items": {"type": "string"}, "default": HOST_NAMESPACES}}
+"""The host-access allow-list, shared by the host-network and Pod Security rules."""
+
+
 def _namespaces(args: ResourceValidationArgs) -> list[str]:
     return list(args.get_config().get("allowedNamespaces", HOST_NAMESPACES))
 
 
-def _host_access(args: ResourceValidationArgs, report: ReportViolation) -> None:
+@resource_rule("fab-host-network-allow-listed", "Host-network or privileged pods only in allow-listed namespaces.",
+               settings=NAMESPACES_SETTING)
+def host_network_allow_listed(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a namespace with unknown labels, or a pod template with unknown parts, fails closed."""
     obj = k8s_object(args.resource_type, args.props)
     if obj is None:
@@ -77,16 +84,8 @@ def _host_access(args: ResourceValidationArgs, report: ReportViolation) -> None:
             report(f"container {container.get('name')} of {obj['kind']} {namespace_of(obj)}/{name_of(obj)} is privileged outside the allow-list")
 
 
-host_network_allow_listed = ResourceValidationPolicy(
-    name="fab-host-network-allow-listed",
-    description="Host-network or privileged pods only in allow-listed namespaces.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    validate=_host_access,
-    config_schema=PolicyConfigSchema(properties={"allowedNamespaces": {"type": "array", "items": {"type": "string"}, "default": HOST_NAMESPACES}}),
-)
-
-
-def _pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
+@resource_rule("fab-pinned-versions", "Every Helm chart has an exact version and no image uses latest.")
+def pinned_versions(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: an unknown chart version or container image fails closed."""
     if args.resource_type == HELM_RELEASE:
         version = plain(args.props).get("version") or ""
@@ -107,15 +106,9 @@ def _pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
             report(f"container {container.get('name')} of {obj['kind']} {name_of(obj)} uses the unpinned image {image!r}")
 
 
-pinned_versions = ResourceValidationPolicy(
-    name="fab-pinned-versions",
-    description="Every Helm chart has an exact version and no image uses latest.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    validate=_pinned,
-)
-
-
-def _pod_security(args: ResourceValidationArgs, report: ReportViolation) -> None:
+@resource_rule("fab-pod-security", "Outside the allow-list, containers run as non-root, no privilege escalation, read-only root "
+               "filesystem, with requests and limits.", settings=NAMESPACES_SETTING)
+def pod_security(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a pod template with unknown parts (outside the allow-list) fails closed."""
     obj = k8s_object(args.resource_type, args.props)
     pod = pod_spec(obj) if obj else None
@@ -142,15 +135,6 @@ def _pod_security(args: ResourceValidationArgs, report: ReportViolation) -> None
                 report(f"{where} must set {part} for {', '.join(missing)}")
 
 
-pod_security = ResourceValidationPolicy(
-    name="fab-pod-security",
-    description="Outside the allow-list, containers run as non-root, no privilege escalation, read-only root filesystem, with requests and limits.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    validate=_pod_security,
-    config_schema=PolicyConfigSchema(properties={"allowedNamespaces": {"type": "array", "items": {"type": "string"}, "default": HOST_NAMESPACES}}),
-)
-
-
 def _literal_credentials(value: Any, path: str = "") -> list[str]:
     """Paths where a credential is written in clear: a credential-named key with a secret-looking literal, or a known form."""
     found = []
@@ -170,7 +154,9 @@ def _literal_credentials(value: Any, path: str = "") -> list[str]:
     return found
 
 
-def _no_plaintext(args: ResourceValidationArgs, report: ReportViolation) -> None:
+@resource_rule("fab-no-plaintext-secrets", "No credential-looking value in ConfigMaps or Helm values; Secrets' data are Pulumi secrets.",
+               settings={"allowedHelmSecretPaths": {"type": "array", "items": {"type": "string"}, "default": ALLOWED_SECRET_PATHS}})
+def no_plaintext_secrets(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: skipped, since a value computed from another resource is never a literal written in the program."""
     allowed = set(args.get_config().get("allowedHelmSecretPaths", ALLOWED_SECRET_PATHS))
     if args.resource_type == HELM_RELEASE:
@@ -182,14 +168,3 @@ def _no_plaintext(args: ResourceValidationArgs, report: ReportViolation) -> None
     if obj is not None and obj["kind"] == "ConfigMap":
         for path in _literal_credentials(obj.get("data") or {}):
             report(f"ConfigMap {namespace_of(obj)}/{name_of(obj)} has a credential-looking value at {path}; use a Secret")
-
-
-no_plaintext_secrets = ResourceValidationPolicy(
-    name="fab-no-plaintext-secrets",
-    description="No credential-looking value in ConfigMaps or Helm values; Secrets' data are Pulumi secrets.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    validate=_no_plaintext,
-    config_schema=PolicyConfigSchema(properties={"allowedHelmSecretPaths": {"type": "array", "items": {"type": "string"}, "default": ALLOWED_SECRET_PATHS}}),
-)
-
-

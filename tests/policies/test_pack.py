@@ -21,6 +21,7 @@ EXPECTED_RULES = {
     "fab-gateway-local-traffic": "advisory",
     "fab-routes-authenticated": "mandatory",
     "fab-cross-cluster-default-deny": "mandatory",
+    "fab-credentials-have-flow": "mandatory",
     "fab-host-network-allow-listed": "mandatory",
     "fab-single-catalog-authority": "mandatory",
     "fab-bucket-least-privilege": "mandatory",
@@ -89,6 +90,12 @@ def cluster_traffic(rs):
 
 def no_jwt(rs):
     rs.remove(find(rs, ":SecurityPolicy", "inference-jwt-qwen3-8b"))
+
+
+def gpu_train_not_an_s3_source(rs):
+    rule = find(rs, ":CiliumClusterwideNetworkPolicy", "network-storage-policy-fab-flow-s3")
+    for entry in rule["inputs"]["spec"]["ingress"]:
+        entry["fromEndpoints"] = [e for e in entry["fromEndpoints"] if e["matchLabels"]["io.cilium.k8s.policy.cluster"] != "site-a-gpu-train"]
 
 
 def host_network(rs):
@@ -163,6 +170,7 @@ PLAN_EDITS = {
     "fab-gpu-lb-private-only": public_gpu_vip,
     "fab-gateway-local-traffic": cluster_traffic,
     "fab-routes-authenticated": no_jwt,
+    "fab-credentials-have-flow": gpu_train_not_an_s3_source,
     "fab-host-network-allow-listed": host_network,
     "fab-single-catalog-authority": tables_reachable,
     "fab-bucket-least-privilege": s3_star,
