@@ -1,37 +1,15 @@
-"""Airflow API server sign-in through the site's Keycloak (FAB auth manager); shipped as the chart's apiServerConfig.
+"""Airflow's part of its API server config (the chart's apiServerConfig), after components/flask_keycloak_oauth.py.
 
-Client id, secret and issuer come from the environment (the Secret `airflow-oidc`), never from this file.
 Keycloak's `groups` claim decides the role: platform admins get Admin, team members get User.
 """
-
-import os
+# ISSUER comes from the Keycloak part this file is appended to.
+# ruff: noqa: F821
 
 import jwt
 from airflow.providers.fab.auth_manager.security_manager.override import FabAirflowSecurityManagerOverride
-from flask_appbuilder.security.manager import AUTH_OAUTH
 
-ISSUER = os.environ["OIDC_ISSUER"]
-
-AUTH_TYPE = AUTH_OAUTH
-AUTH_USER_REGISTRATION = True
 AUTH_USER_REGISTRATION_ROLE = "Viewer"
-AUTH_ROLES_SYNC_AT_LOGIN = True
 AUTH_ROLES_MAPPING = {"platform-admins": ["Admin"], "team-members": ["User"]}
-
-OAUTH_PROVIDERS = [
-    {
-        "name": "keycloak",
-        "icon": "fa-key",
-        "token_key": "access_token",
-        "remote_app": {
-            "client_id": os.environ["OIDC_CLIENT_ID"],
-            "client_secret": os.environ["OIDC_CLIENT_SECRET"],
-            "server_metadata_url": f"{ISSUER}/.well-known/openid-configuration",
-            "api_base_url": f"{ISSUER}/protocol/",
-            "client_kwargs": {"scope": "openid email profile"},
-        },
-    }
-]
 
 
 class KeycloakSecurityManager(FabAirflowSecurityManagerOverride):

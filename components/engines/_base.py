@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pulumi
@@ -28,9 +29,15 @@ if TYPE_CHECKING:
     from components.identity import SiteIdentity
     from components.storage import StorageCluster
 
+FLASK_KEYCLOAK_OAUTH = Path(__file__).parents[1] / "flask_keycloak_oauth.py"
 GATEWAY = "compute"
 """The compute ingress Gateway, whose listeners the UIs' routes attach to."""
 DATABASE_INSTANCES = 2
+
+
+def flask_oauth_config(app_part: Path) -> str:
+    """A Flask-AppBuilder app's config file: the Keycloak sign-in every such app shares, then the app's own part."""
+    return f"{FLASK_KEYCLOAK_OAUTH.read_text()}\n\n{app_part.read_text()}"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from components import versions
 from components.constants import AIRFLOW_NAMESPACE, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ISSUER
-from components.engines._base import Engine, EngineScope, Quota, Ui
+from components.engines._base import Engine, EngineScope, Quota, Ui, flask_oauth_config
 
 WEBSERVER_CONFIG = Path(__file__).parents[1] / "airflow_webserver_config.py"
 
@@ -53,7 +53,7 @@ def _deploy(scope: EngineScope) -> None:
         "volumes": volumes,
         "volumeMounts": mounts,
         "apiServer": {
-            "apiServerConfig": WEBSERVER_CONFIG.read_text(),
+            "apiServerConfig": flask_oauth_config(WEBSERVER_CONFIG),
             "env": [
                 {"name": key, "valueFrom": {"secretKeyRef": {"name": "airflow-oidc", "key": key}}}
                 for key in (OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ISSUER)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from components import versions
-from components.engines._base import Engine, EngineScope, Quota, Ui
+from components.engines._base import Engine, EngineScope, Quota, Ui, flask_oauth_config
 
 CONFIG_OVERRIDES = Path(__file__).parents[1] / "superset_config_overrides.py"
 USER = 1000
@@ -40,7 +40,7 @@ def _deploy(scope: EngineScope) -> None:
         "init": {"createAdmin": False},
         "supersetCeleryBeat": {"enabled": False},
         "runAsUser": USER,
-        "configOverrides": {"fab": CONFIG_OVERRIDES.read_text()},
+        "configOverrides": {"fab": flask_oauth_config(CONFIG_OVERRIDES)},
     }
     release = scope.release("superset", versions.SUPERSET, ns, values, [env, owner])
     scope.route(ENGINE, [release])
