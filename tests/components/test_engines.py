@@ -1,0 +1,71 @@
+"""Engines are declared once (components/engines): a new engine is its module, its pin and its config switch."""
+
+from __future__ import annotations
+
+import json
+
+from components.config.schema.compute import ComputeConfig
+from components.engines import ENGINES
+from fabctl.render import render_config
+from fabctl.stackfile import SITE_KEY
+from helpers import copy_project
+from small_site import small_site
+
+FLINK_MODULE = '''"""Apache Flink: streaming features for predictive maintenance (an engine added by a test)."""
+
+from components import versions
+from components.engines._base import BucketAccess, Engine, EngineScope, Quota
+
+
+def _deploy(scope: EngineScope) -> None:
+    ns = scope.namespace(ENGINE)
+    grants = scope.grants(ENGINE, ns)
+    scope.release("flink-operator", versions.FLINK_OPERATOR, ENGINE.namespace, {"watchNamespaces": [ENGINE.namespace]}, [ns, *grants])
+
+
+ENGINE = Engine(
+    name="flink",
+    description="Flink streaming",
+    quota=Quota(cpu="64", memory="256Gi"),
+    buckets=BucketAccess(read_write=("warehouse",), description="Flink streaming"),
+    catalog_role="writer",
+    deploy=_deploy,
+)
+'''
+FLINK_PIN = '''
+FLINK_OPERATOR = HelmChart(
+    chart="flink-kubernetes-operator", version="1.13.0",
+    repo="https://downloads.apache.org/flink/flink-kubernetes-operator-1.13.0/",
+)
+'''
+SWITCH_ANCHOR = "    jupyterhub: JupyterConfig"
+FLINK_SWITCH = '    flink: ServiceToggle = Field(default_factory=ServiceToggle, description="Apache Flink.")\n'
+
+
+def test_every_engine_is_switched_by_its_own_compute_section():
+    assert ENGINES
+    for name in ENGINES:
+        assert "enabled" in ComputeConfig.model_fields[name].annotation.model_fields, name
+
+
+def test_an_engine_is_its_module_its_pin_and_its_switch(tmp_path):
+    project = copy_project(tmp_path)
+    (project / "components" / "engines" / "flink.py").write_text(FLINK_MODULE)
+    versions = project / "components" / "versions.py"
+    versions.write_text(versions.read_text() + FLINK_PIN)
+    schema = project / "components" / "config" / "schema" / "compute.py"
+    assert SWITCH_ANCHOR in schema.read_text()
+    schema.write_text(schema.read_text().replace(SWITCH_ANCHOR, FLINK_SWITCH + SWITCH_ANCHOR))
+
+    plan = render_config("site-t", {SITE_KEY: small_site()}, project)
+
+    compute = "site-t-compute"
+    (quota,) = [q for q in plan.objects("ResourceQuota", compute) if q["metadata"]["namespace"] == "flink"]
+    assert quota["spec"]["hard"] == {"requests.cpu": "64", "requests.memory": "256Gi", "requests.nvidia.com/gpu": "0"}
+    (release,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "flink-operator"]
+    assert (release["inputs"]["version"], release["inputs"]["namespace"]) == ("1.13.0", "flink")
+    delivered = {s["metadata"]["name"] for s in plan.objects("Secret", compute) if s["metadata"]["namespace"] == "flink"}
+    assert delivered == {"s3-flink", "polaris-flink"}
+    (policy,) = [p for p in plan.of_type("minio:index/iamPolicy:IamPolicy") if p["inputs"]["name"] == "fab-flink"]
+    writes = [s for s in json.loads(policy["inputs"]["policy"])["Statement"] if s["Sid"] == "WriteObjects"]
+    assert writes[0]["Resource"] == ["arn:aws:s3:::site-t-warehouse/*"]
