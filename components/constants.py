@@ -21,6 +21,11 @@ ENVOY_HTTPS_TARGET_PORT = 10443
 """Envoy Gateway maps a listener port below 1024 to port + 10000 on its proxy pods; flows admit this one."""
 KUBE_APISERVER_PORT = 6443
 
+ENVOY_PROXY_LABELS = {"app.kubernetes.io/name": "envoy"}
+"""Labels Envoy Gateway puts on every proxy pod, which flows to a gateway select."""
+KUEUE_CONTROLLER_LABELS = {"control-plane": "controller-manager"}
+"""Labels of Kueue's controller pods (the chart's), the MultiKueue manager's client of the workers' API servers."""
+
 # Keys of the Secrets StorageCluster delivers (s3-<engine>, polaris-<engine>); engines read them as environment.
 S3_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
 S3_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"

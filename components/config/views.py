@@ -12,6 +12,10 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING, Any
 
+from components.constants import (
+    ENVOY_HTTPS_TARGET_PORT, ENVOY_PROXY_LABELS, GATEWAY_NAMESPACE, HTTPS_PORT, KUBE_APISERVER_PORT, KUEUE_CONTROLLER_LABELS,
+    KUEUE_NAMESPACE,
+)
 from components.config.fields import GPU_ROLES, WORLD
 from components.config.schema.gpu import DEFAULT_GPU_TYPES
 from components.config.schema.network import Flow
@@ -116,8 +120,8 @@ class SiteViews:
         if INGRESS_FLOW not in table:
             table[INGRESS_FLOW] = Flow(
                 description="Outside users reach the UIs through the compute cluster's ingress, the only entry into the site.",
-                sources=[WORLD], to=self.keys_with_role("compute"), port=443, target_port=10443,
-                to_namespace="envoy-gateway-system", to_labels={"app.kubernetes.io/name": "envoy"},
+                sources=[WORLD], to=self.keys_with_role("compute"), port=HTTPS_PORT, target_port=ENVOY_HTTPS_TARGET_PORT,
+                to_namespace=GATEWAY_NAMESPACE, to_labels=ENVOY_PROXY_LABELS,
             )
         return table
 
@@ -148,13 +152,13 @@ def default_flows(site: SiteConfig) -> dict[str, Flow]:
         "inference": Flow(
             # Envoy Gateway runs the proxy unprivileged and maps listener ports below 1024 to port + 10000.
             description="Compute apps call the inference gateway (OpenAI-compatible, JWT).",
-            sources=compute, to=site.keys_with_role("gpu"), port=443, target_port=10443,
-            to_namespace="envoy-gateway-system", to_labels={"app.kubernetes.io/name": "envoy"},
+            sources=compute, to=site.keys_with_role("gpu"), port=HTTPS_PORT, target_port=ENVOY_HTTPS_TARGET_PORT,
+            to_namespace=GATEWAY_NAMESPACE, to_labels=ENVOY_PROXY_LABELS,
         ),
         MULTIKUEUE_FLOW: Flow(
             description="The MultiKueue manager on compute dispatches workloads to the GPU clusters' API servers.",
-            sources=compute, to=gpus, port=6443, target="kube-apiserver",
-            from_namespace="kueue-system", from_labels={"control-plane": "controller-manager"},
+            sources=compute, to=gpus, port=KUBE_APISERVER_PORT, target="kube-apiserver",
+            from_namespace=KUEUE_NAMESPACE, from_labels=KUEUE_CONTROLLER_LABELS,
         ),
     }
 
@@ -187,11 +191,11 @@ def federation_flows(site: SiteConfig) -> dict[str, Flow]:
 def multikueue_flow(site: SiteConfig) -> Flow:
     """The manager's Kueue controller to every worker's API server."""
     workers = sorted(site.training.multikueue.workers)
-    ports = {site.clusters[w].api_server_port for w in workers if w in site.clusters} or {6443}
+    ports = {site.clusters[w].api_server_port for w in workers if w in site.clusters} or {KUBE_APISERVER_PORT}
     return Flow(
         description="The MultiKueue manager dispatches workloads to its workers' API servers.",
         sources=[site.multikueue_manager()], to=workers, port=min(ports), target="kube-apiserver",
-        from_namespace="kueue-system", from_labels={"control-plane": "controller-manager"},
+        from_namespace=KUEUE_NAMESPACE, from_labels=KUEUE_CONTROLLER_LABELS,
     )
 
 
