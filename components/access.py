@@ -16,7 +16,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import SiteConfig
-from components.kube import checkov_skips, namespace
+from components.kube import Adoption, checkov_skips, namespace
 from components.providers import SiteProviders
 
 PREVIEW_NAMESPACE = "fab-preview"
@@ -70,8 +70,7 @@ class PreviewAccess(pulumi.ComponentResource):
             on = pulumi.ResourceOptions(parent=self, provider=args.providers.for_cluster(key))
             after = lambda *deps: pulumi.ResourceOptions.merge(on, pulumi.ResourceOptions(depends_on=list(deps)))  # noqa: E731
             prefix = f"{name}-{key}"
-            ns = namespace(f"{prefix}-ns-{PREVIEW_NAMESPACE}", PREVIEW_NAMESPACE, on,
-                           existing=site.adopt.claims("namespace", key, PREVIEW_NAMESPACE))
+            ns = namespace(f"{prefix}-ns-{PREVIEW_NAMESPACE}", PREVIEW_NAMESPACE, on, adopt=Adoption(site.adopt, key))
             account = k8s.core.v1.ServiceAccount(
                 f"{prefix}-sa", metadata={"name": PREVIEW_ACCOUNT, "namespace": PREVIEW_NAMESPACE},
                 automount_service_account_token=False, opts=after(ns),

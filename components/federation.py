@@ -28,7 +28,8 @@ import pulumi_minio as minio
 from components import versions
 from components.minio_admin import BucketTags, guard
 from components.config import PROJECT, SiteConfig, replica_bucket
-from components.kube import WORKLOAD_SKIPS, adopted, checkov_skips, namespace, restricted_security_context
+from components.constants import S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY
+from components.kube import WORKLOAD_SKIPS, Adoption, adopted, checkov_skips, namespace, restricted_container, restricted_pod_security_context
 from components.providers import SiteProviders
 from components.storage import MC_CA_DIR, StorageCluster, policy_document
 
@@ -73,7 +74,7 @@ class SiteFederation(pulumi.ComponentResource):
         mirrored = sorted(c for c, spec in federation.consumers.items() if spec.replicate_gold and c in self.references)
         if mirrored:
             ns = namespace(f"{name}-ns-{REPLICATION_NAMESPACE}", REPLICATION_NAMESPACE, pulumi.ResourceOptions(parent=self),
-                           existing=site.adopt.claims("namespace", self._storage_key, REPLICATION_NAMESPACE))
+                           adopt=Adoption(site.adopt, self._storage_key))
             local = args.storage.grant("replication", self._storage_key, REPLICATION_NAMESPACE, depends_on=[ns])
             for consumer in mirrored:
                 self._mirror(consumer, ns, local)
@@ -179,13 +180,12 @@ class SiteFederation(pulumi.ComponentResource):
         mounts = [{"name": "work", "mountPath": "/work"}, *ca.mounts(MC_CA_DIR)]
         small = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
 
-        def mc(name: str, args: list[str], secret: str) -> dict[str, Any]:
-            return {"name": name, "image": versions.WEIGHTS_SYNC_IMAGE, "imagePullPolicy": "Always", "args": args,
-                    "env": env, "envFrom": [{"secretRef": {"name": secret}}], "securityContext": restricted_security_context(10001),
-                    "resources": small, "volumeMounts": mounts}
+        def mc(name: str, args: list[str], secret: pulumi.Input[str]) -> dict[str, Any]:
+            return restricted_container(name, versions.WEIGHTS_SYNC_IMAGE, 10001, args=args, env=env, envFrom=[{"secretRef": {"name": secret}}],
+                                        resources=small, volumeMounts=mounts)
 
         init = [
-            mc("alias-local", ["alias", "set", "local", "$(AWS_ENDPOINT_URL_S3)", "$(AWS_ACCESS_KEY_ID)", "$(AWS_SECRET_ACCESS_KEY)"], local.metadata["name"]),
+            mc("alias-local", ["alias", "set", "local", f"$({S3_ENDPOINT})", f"$({S3_ACCESS_KEY})", f"$({S3_SECRET_KEY})"], local.metadata["name"]),
             mc("alias-remote", ["alias", "set", "remote", "$(REMOTE_ENDPOINT)", "$(REMOTE_ACCESS_KEY)", "$(REMOTE_SECRET_KEY)"], f"replica-target-{consumer}"),
             *(mc(f"mirror-{i}", ["mirror", "--overwrite", f"local/{bucket}", f"remote/$(REMOTE_BUCKET)/{bucket}"], f"replica-target-{consumer}")
               for i, bucket in enumerate(gold[:-1])),
@@ -203,7 +203,7 @@ class SiteFederation(pulumi.ComponentResource):
                 "jobTemplate": {"spec": {"backoffLimit": 2, "template": {"spec": {
                     "restartPolicy": "Never",
                     "automountServiceAccountToken": False,
-                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "securityContext": restricted_pod_security_context(),
                     "initContainers": init,
                     "containers": [main],
                     "volumes": [{"name": "work", "emptyDir": {"sizeLimit": "64Mi"}}, *ca.volumes()],

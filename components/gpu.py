@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.config import SiteConfig
-from components.kube import helm_release, namespace
+from components.kube import Adoption, helm_release, namespace
 from components.providers import SiteProviders
 
 POOL_LABEL = "fab.internal/gpu-pool"
@@ -89,6 +89,7 @@ class GpuCluster(pulumi.ComponentResource):
             "fab:gpu:GpuCluster", name, None, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[provider]))
         )
         self._name, self._site, self._key = name, site, key
+        self._adopt = Adoption(site.adopt, key)
         spec = site.gpu[key]
         child = pulumi.ResourceOptions(parent=self)
 
@@ -127,7 +128,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.gpu_operator = helm_release(
             f"{name}-gpu-operator", versions.GPU_OPERATOR, name="gpu-operator", namespace=GPU_OPERATOR_NAMESPACE,
             values=gpu_operator_values(), postrender=POSTRENDER, opts=pulumi.ResourceOptions(parent=self, depends_on=[gpu_ns]),
-            existing=site.adopt.claims("helm_release", key, f"{GPU_OPERATOR_NAMESPACE}/gpu-operator"),
+            adopt=self._adopt,
         )
         # Pools follow the active profile: switching profiles changes this rule, and NFD re-labels and
         # re-taints the nodes that move. Its CRD comes with the GPU Operator chart's node-feature-discovery.
@@ -154,7 +155,7 @@ class GpuCluster(pulumi.ComponentResource):
             f"{name}-network-operator", versions.NETWORK_OPERATOR, name="network-operator", namespace=NETWORK_OPERATOR_NAMESPACE,
             values={"nfd": {"enabled": False}},  # the GPU Operator's node-feature-discovery serves both
             opts=pulumi.ResourceOptions(parent=self, depends_on=[nic_ns, self.gpu_operator]),
-            existing=site.adopt.claims("helm_release", key, f"{NETWORK_OPERATOR_NAMESPACE}/network-operator"),
+            adopt=self._adopt,
         )
         nic_opts = pulumi.ResourceOptions(parent=self, depends_on=[self.network_operator])
         nic_policy = k8s.apiextensions.CustomResource(
@@ -208,7 +209,7 @@ class GpuCluster(pulumi.ComponentResource):
 
     def _privileged_namespace(self, name: str) -> k8s.core.v1.Namespace:
         return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), privileged_reason=PRIVILEGED_REASON,
-                         existing=self._site.adopt.claims("namespace", self._key, name))
+                         adopt=self._adopt)
 
 
 

@@ -35,9 +35,17 @@ from components.gpu import (
     ipoib_enabled,
     toleration,
 )
-from components.gateway import GATEWAY_NAMESPACE, ROUTES_LABEL, envoy_gateway, http_route, https_listener
+from components.constants import GATEWAY_NAMESPACE, S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY
+from components.gateway import ROUTES_LABEL, envoy_gateway, http_route, https_listener
 from components.identity import SiteIdentity
-from components.kube import WORKLOAD_SKIPS, checkov_skips, namespace, restricted_security_context
+from components.kube import (
+    WORKLOAD_SKIPS,
+    Adoption,
+    checkov_skips,
+    namespace,
+    restricted_container,
+    restricted_pod_security_context,
+)
 from components.network import CrossClusterNetwork
 from components.providers import SiteProviders
 from components.storage import MC_CA_DIR, SiteCa, StorageCluster
@@ -151,7 +159,7 @@ class InferencePool(pulumi.ComponentResource):
 
     def _namespace(self, name: str) -> k8s.core.v1.Namespace:
         return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), labels={ROUTES_LABEL: GATEWAY_NAME},
-                         existing=self._site.adopt.claims("namespace", self._cluster, name))
+                         adopt=Adoption(self._site.adopt, self._cluster))
 
     # ---------------------------------------------------------------------------------------------
     # Models.
@@ -168,40 +176,32 @@ class InferencePool(pulumi.ComponentResource):
         mc_env = [
             {"name": "MC_CONFIG_DIR", "value": "/work/.mc"},
             *({"name": key, "valueFrom": {"secretKeyRef": {"name": "s3-inference", "key": key}}}
-              for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_S3")),
+              for key in (S3_ACCESS_KEY, S3_SECRET_KEY, S3_ENDPOINT)),
         ]
         small = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}}
+        work = {"name": "work", "mountPath": "/work"}
         init = [
-            {
-                "name": "weights-alias",
-                "image": versions.WEIGHTS_SYNC_IMAGE,
-                "imagePullPolicy": "Always",
-                "args": ["alias", "set", "models", "$(AWS_ENDPOINT_URL_S3)", "$(AWS_ACCESS_KEY_ID)", "$(AWS_SECRET_ACCESS_KEY)"],
-                "env": mc_env,
-                "securityContext": restricted_security_context(VLLM_USER),
-                "resources": small,
-                "volumeMounts": [{"name": "work", "mountPath": "/work"}, *ca.mounts(MC_CA_DIR)],
-            },
-            {
-                "name": "weights-sync",
-                "image": versions.WEIGHTS_SYNC_IMAGE,
-                "imagePullPolicy": "Always",
-                "args": ["mirror", "--overwrite", "--remove", f"models/{models_bucket}/{spec.source.strip('/')}", model_path(model)],
-                "env": mc_env,
-                "securityContext": restricted_security_context(VLLM_USER),
-                "resources": small,
-                "volumeMounts": [{"name": "work", "mountPath": "/work"}, {"name": "model-cache", "mountPath": "/models"}, *ca.mounts(MC_CA_DIR)],
-            },
+            restricted_container(
+                "weights-alias", versions.WEIGHTS_SYNC_IMAGE, VLLM_USER,
+                args=["alias", "set", "models", f"$({S3_ENDPOINT})", f"$({S3_ACCESS_KEY})", f"$({S3_SECRET_KEY})"],
+                env=mc_env, resources=small, volumeMounts=[work, *ca.mounts(MC_CA_DIR)],
+            ),
+            restricted_container(
+                "weights-sync", versions.WEIGHTS_SYNC_IMAGE, VLLM_USER,
+                args=["mirror", "--overwrite", "--remove", f"models/{models_bucket}/{spec.source.strip('/')}", model_path(model)],
+                env=mc_env, resources=small, volumeMounts=[work, {"name": "model-cache", "mountPath": "/models"}, *ca.mounts(MC_CA_DIR)],
+            ),
         ]
         gpu_resources: dict[str, Any] = {"nvidia.com/gpu": str(tp)}
         if ipoib:
             gpu_resources[RDMA_RESOURCE] = "1"
         host_memory = f"{math.ceil(weights_gib) + 32}Gi"
-        container = {
-            "name": "vllm",
-            "image": versions.VLLM_IMAGE,
-            "imagePullPolicy": "Always",
-            "args": [
+        health = lambda period, failures: {  # noqa: E731
+            "httpGet": {"path": "/health", "port": "http"}, "periodSeconds": period, "failureThreshold": failures,
+        }
+        container = restricted_container(
+            "vllm", versions.VLLM_IMAGE, VLLM_USER,
+            args=[
                 "--model", model_path(model),
                 "--served-model-name", spec.served_name or model,
                 "--tensor-parallel-size", str(tp),
@@ -209,23 +209,22 @@ class InferencePool(pulumi.ComponentResource):
                 "--max-model-len", str(spec.max_context),
                 "--port", str(VLLM_PORT),
             ],
-            "env": [{"name": "HOME", "value": "/home/vllm"}, {"name": "HF_HUB_OFFLINE", "value": "1"}],
-            "ports": [{"name": "http", "containerPort": VLLM_PORT, "protocol": "TCP"}],
-            "resources": {
+            env=[{"name": "HOME", "value": "/home/vllm"}, {"name": "HF_HUB_OFFLINE", "value": "1"}],
+            ports=[{"name": "http", "containerPort": VLLM_PORT, "protocol": "TCP"}],
+            resources={
                 "requests": {"cpu": str(4 * tp), "memory": host_memory, **gpu_resources},
                 "limits": {"cpu": str(8 * tp), "memory": host_memory, **gpu_resources},
             },
-            "securityContext": restricted_security_context(VLLM_USER),
-            "startupProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "failureThreshold": 180},
-            "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5, "failureThreshold": 3},
-            "livenessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "failureThreshold": 6},
-            "volumeMounts": [
+            startupProbe=health(10, 180),
+            readinessProbe=health(5, 3),
+            livenessProbe=health(10, 6),
+            volumeMounts=[
                 {"name": "model-cache", "mountPath": "/models", "readOnly": True},
                 {"name": "home", "mountPath": "/home/vllm"},
                 {"name": "tmp", "mountPath": "/tmp"},
                 {"name": "shm", "mountPath": "/dev/shm"},
             ],
-        }
+        )
         annotations = {"k8s.v1.cni.cncf.io/networks": f"{IPOIB_NETWORK}@ib0"} if ipoib else {}
         cache = {
             "ephemeral": {
@@ -254,7 +253,7 @@ class InferencePool(pulumi.ComponentResource):
                         "nodeSelector": {POOL_LABEL: "inference"},
                         "tolerations": [toleration("inference")],
                         "automountServiceAccountToken": False,
-                        "securityContext": {"runAsNonRoot": True, "fsGroup": VLLM_USER, "seccompProfile": {"type": "RuntimeDefault"}},
+                        "securityContext": restricted_pod_security_context(fsGroup=VLLM_USER),
                         "initContainers": init,
                         "containers": [container],
                         "volumes": [

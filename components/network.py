@@ -19,7 +19,7 @@ import pulumi_tls as tls
 
 from components import versions
 from components.config import CILIUM_RELEASE, WORLD, ClusterConfig, Flow, SiteConfig
-from components.kube import helm_release
+from components.kube import Adoption, helm_release
 from components.providers import SiteProviders
 
 POOL_LABEL = "lb.fab.internal/pool"
@@ -73,8 +73,7 @@ class CrossClusterNetwork(pulumi.ComponentResource):
             if cluster.cilium.managed:
                 self.cilium_releases[key] = helm_release(
                     f"{prefix}-cilium", versions.CILIUM, name="cilium", namespace=CILIUM_NAMESPACE,
-                    values=cilium_values(site, key, ca_cert, ca_key), opts=opts_k,
-                    existing=site.adopt.claims("helm_release", key, CILIUM_RELEASE),
+                    values=cilium_values(site, key, ca_cert, ca_key), opts=opts_k, adopt=Adoption(site.adopt, key),
                 )
             # The operator registers Cilium's CRDs when it starts, so the objects wait for the release.
             release = self.cilium_releases.get(key)

@@ -23,7 +23,8 @@ import pulumi_random as random
 import pulumi_tls as tls
 
 from components import versions
-from components.kube import WORKLOAD_SKIPS, adopted, checkov_skips, helm_release, namespace, restricted_security_context
+from components.constants import CNPG_NAMESPACE, S3_ACCESS_KEY, S3_REGION, S3_SECRET_KEY
+from components.kube import Adoption, adopted, helm_release, namespace, random_secret, restricted_container, run_once_job
 from components.minio_admin import AdminEndpoint, BucketTags, MinioNamesFree, guard
 from components.config import REPLICABLE_CLASSES, SiteConfig
 from components.network import CrossClusterNetwork
@@ -86,7 +87,6 @@ CATALOG_ACCESS: dict[str, str] = {
 
 POLARIS_POD_LABELS = {"app.kubernetes.io/name": "polaris", "app.kubernetes.io/instance": "polaris"}
 POLARIS_DB = "polaris-db"
-CNPG_NAMESPACE = "cnpg-system"
 AISTOR_OPERATOR_NAMESPACE = "aistor-operator"
 GOLD_NAMESPACE = "gold"
 
@@ -188,18 +188,6 @@ def principal_engines(site: SiteConfig) -> dict[str, str]:
     return {**CATALOG_ACCESS, **{f"federation-{consumer}": "gold-reader" for consumer in site.federation.consumers}}
 
 
-def _secure_container(name: str, image: str, user: int, **extra: Any) -> dict[str, Any]:
-    """A container spec that meets Pod Security "restricted", with requests and limits."""
-    return {
-        "name": name,
-        "image": image,
-        "imagePullPolicy": "Always",
-        "securityContext": restricted_security_context(user),
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
-        **extra,
-    }
-
-
 def _secret_env(env_name: str, secret: str, key: str) -> dict[str, Any]:
     return {"name": env_name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
@@ -273,6 +261,7 @@ class StorageCluster(pulumi.ComponentResource):
         site = args.site
         self._site, self._name, self._site_providers = site, name, args.providers
         (self._cluster_key,) = site.keys_with_role("storage")
+        self._adopt = Adoption(site.adopt, self._cluster_key)
         k8s_provider = args.providers.for_cluster(self._cluster_key)
         super().__init__(
             "fab:storage:StorageCluster",
@@ -422,7 +411,7 @@ class StorageCluster(pulumi.ComponentResource):
         operator = helm_release(
             f"{self._name}-aistor-operator", versions.AISTOR_OPERATOR, name="aistor-operator", namespace=AISTOR_OPERATOR_NAMESPACE,
             values={"license": args.aistor_license}, opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=namespaces)),
-            existing=self._existing_release(AISTOR_OPERATOR_NAMESPACE, "aistor-operator"),
+            adopt=self._adopt,
         )
         pool = {
             "name": "pool-0",
@@ -450,16 +439,12 @@ class StorageCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(
                 child, pulumi.ResourceOptions(depends_on=[operator], protect=True, retain_on_delete=True)
             ),
-            existing=self._existing_release(store.namespace, store.name),
+            adopt=self._adopt,
         )
         return [operator, objectstore]
 
     def _namespace(self, name: str) -> k8s.core.v1.Namespace:
-        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self),
-                         existing=self._site.adopt.claims("namespace", self._cluster_key, name))
-
-    def _existing_release(self, namespace_: str, name: str) -> bool:
-        return self._site.adopt.claims("helm_release", self._cluster_key, f"{namespace_}/{name}")
+        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), adopt=self._adopt)
 
     def _lb_service(self, network: CrossClusterNetwork, name: str, namespace: str, pool: str, vip: Any,
                     port: tuple[str, int], selector: dict[str, str], depends_on: list[pulumi.Resource]) -> k8s.core.v1.Service:
@@ -585,8 +570,7 @@ class StorageCluster(pulumi.ComponentResource):
     # Polaris on CloudNativePG.
 
     def _random_secret(self, name: str) -> pulumi.Output[str]:
-        password = random.RandomPassword(f"{self._name}-{name}", length=40, special=False, opts=pulumi.ResourceOptions(parent=self))
-        return pulumi.Output.secret(password.result)
+        return random_secret(f"{self._name}-{name}", 40, pulumi.ResourceOptions(parent=self))
 
     def _random_id(self, name: str) -> pulumi.Output[str]:
         return random.RandomId(f"{self._name}-{name}", byte_length=8, opts=pulumi.ResourceOptions(parent=self)).hex
@@ -608,7 +592,7 @@ class StorageCluster(pulumi.ComponentResource):
         cnpg_ns = self._namespace(CNPG_NAMESPACE)
         operator = helm_release(
             f"{self._name}-cnpg", versions.CLOUDNATIVE_PG, name="cnpg", namespace=CNPG_NAMESPACE, values={"replicaCount": 2},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[cnpg_ns]), existing=self._existing_release(CNPG_NAMESPACE, "cnpg"),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[cnpg_ns]), adopt=self._adopt,
         )
         backup_creds = self.grant("postgres-backup", self._cluster_key, ns, depends_on=[ns_resource])
         ca = self.site_ca(self._cluster_key, ns, [ns_resource])
@@ -628,7 +612,7 @@ class StorageCluster(pulumi.ComponentResource):
         release = helm_release(
             f"{self._name}-polaris", versions.POLARIS, name="polaris", namespace=ns, values=self._polaris_values(),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[bootstrap, token_broker, storage_creds]),
-            existing=self._existing_release(ns, "polaris"),
+            adopt=self._adopt,
         )
         # The chart's own ClusterIP Service is `polaris`; this is the cross-cluster endpoint.
         self._lb_service(network, "polaris-rest", ns, polaris.pool, polaris.vip, ("rest", polaris.port), POLARIS_POD_LABELS, [release])
@@ -650,9 +634,9 @@ class StorageCluster(pulumi.ComponentResource):
             "destinationPath": f"s3://{postgres.backup_bucket}/{POLARIS_DB}",
             "endpointURL": self._s3_internal,
             "s3Credentials": {
-                "accessKeyId": s3_key("AWS_ACCESS_KEY_ID"),
-                "secretAccessKey": s3_key("AWS_SECRET_ACCESS_KEY"),
-                "region": s3_key("AWS_REGION"),
+                "accessKeyId": s3_key(S3_ACCESS_KEY),
+                "secretAccessKey": s3_key(S3_SECRET_KEY),
+                "region": s3_key(S3_REGION),
             },
             "wal": {"compression": "gzip"},
             "data": {"compression": "gzip"},
@@ -702,7 +686,7 @@ class StorageCluster(pulumi.ComponentResource):
         realm = self._site.storage.polaris.realm
         env = [*self._db_env(), _secret_env("ROOT_CLIENT_ID", "polaris-root", "client-id"),
                _secret_env("ROOT_CLIENT_SECRET", "polaris-root", "client-secret")]
-        container = _secure_container(
+        container = restricted_container(
             "bootstrap", versions.POLARIS_ADMIN_TOOL_IMAGE, 10000,
             args=["bootstrap", "-r", realm, "-c", f"{realm},$(ROOT_CLIENT_ID),$(ROOT_CLIENT_SECRET)"],
             env=env, volumeMounts=[{"name": "tmp", "mountPath": "/tmp"}],
@@ -711,24 +695,11 @@ class StorageCluster(pulumi.ComponentResource):
 
     def _job(self, role: str, name: str, ns: str, container: dict[str, Any], volumes: list[dict[str, Any]],
              depends_on: list[pulumi.Resource]) -> k8s.batch.v1.Job:
-        """A run-to-completion Job; `role` names it in the stack, `name` in the cluster (Jobs are immutable)."""
-        return k8s.batch.v1.Job(
-            f"{self._name}-job-{role}",
-            metadata={"name": name, "namespace": ns, "annotations": checkov_skips(*WORKLOAD_SKIPS)},
-            spec={
-                "backoffLimit": 6,
-                "template": {
-                    "metadata": {"labels": {"app.kubernetes.io/name": role, "app.kubernetes.io/part-of": "polaris"}},
-                    "spec": {
-                        "restartPolicy": "OnFailure",
-                        "automountServiceAccountToken": False,
-                        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-                        "containers": [container],
-                        "volumes": volumes,
-                    },
-                },
-            },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on, delete_before_replace=True),
+        """A Polaris run-once Job; `role` names it in the stack, `name` in the cluster."""
+        return run_once_job(
+            f"{self._name}-job-{role}", name=name, namespace=ns, containers=[container], volumes=volumes,
+            labels={"app.kubernetes.io/name": role, "app.kubernetes.io/part-of": "polaris"},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
         )
 
     def _polaris_values(self) -> dict[str, Any]:
@@ -750,9 +721,9 @@ class StorageCluster(pulumi.ComponentResource):
                     "secret": {"name": "polaris-token-broker", "rsaKeyPair": {"publicKey": "public.pem", "privateKey": "private.pem"}},
                 },
             },
-            "storage": {"secret": {"name": "s3-polaris", "awsAccessKeyId": "AWS_ACCESS_KEY_ID", "awsSecretAccessKey": "AWS_SECRET_ACCESS_KEY"}},
+            "storage": {"secret": {"name": "s3-polaris", "awsAccessKeyId": S3_ACCESS_KEY, "awsSecretAccessKey": S3_SECRET_KEY}},
             "features": {"SUPPORTED_CATALOG_STORAGE_TYPES": ["S3"]},
-            "extraEnv": [{"name": "AWS_REGION", "value": site.minio.region}],
+            "extraEnv": [{"name": S3_REGION, "value": site.minio.region}],
             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
             "serviceMonitor": {"enabled": False},
         }
@@ -778,7 +749,7 @@ class StorageCluster(pulumi.ComponentResource):
             [root],
         )
         polaris = self._site.storage.polaris
-        container = _secure_container(
+        container = restricted_container(
             "setup", versions.SETUP_IMAGE, 65532,
             command=["python", "/etc/polaris-setup/polaris_setup.py"],
             env=[

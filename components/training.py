@@ -21,15 +21,14 @@ import yaml
 
 from components import versions
 from components.config import GPU_ROLES, SiteConfig, TeamQuota
-from components.kube import FlatCustomResource, helm_release, namespace
+from components.constants import AIRFLOW_NAMESPACE, KUEUE_NAMESPACE
+from components.kube import Adoption, FlatCustomResource, helm_release, namespace, restricted_container, restricted_pod_security_context
 from components.gpu import GPU_TYPE_LABEL, POOL_LABEL, TRAINING_PRIORITY, toleration
 from components.providers import SiteProviders
 from components.storage import StorageCluster, catalog_uri
 
-KUEUE_NAMESPACE = "kueue-system"
 ACCESS_NAMESPACE = "fab-access"
 """Where the ServiceAccounts that other clusters act as live, with their tokens."""
-AIRFLOW_NAMESPACE = "airflow"
 TOPOLOGY = "fab-topology"
 LOCAL_QUEUE = "training"
 ADMISSION_CHECK = "multikueue"
@@ -215,12 +214,12 @@ class TrainingPool(pulumi.ComponentResource):
         return helm_release(
             f"{self._name}-{cluster}-kueue", versions.KUEUE, name="kueue", namespace=KUEUE_NAMESPACE,
             values={"managerConfig": {"controllerManagerConfigYaml": kueue_config(cluster == self._manager)}},
-            opts=self._on(cluster, [ns]), existing=self._site.adopt.claims("helm_release", cluster, f"{KUEUE_NAMESPACE}/kueue"),
+            opts=self._on(cluster, [ns]), adopt=Adoption(self._site.adopt, cluster),
         )
 
     def _namespace(self, cluster: str, name: str, labels: dict[str, str] | None = None) -> k8s.core.v1.Namespace:
         return namespace(f"{self._name}-{cluster}-ns-{name}", name, self._on(cluster), labels=labels,
-                         existing=self._site.adopt.claims("namespace", cluster, name))
+                         adopt=Adoption(self._site.adopt, cluster))
 
     def _cr(self, cluster: str, logical: str, kind: str, metadata: dict[str, Any], spec: dict[str, Any],
             depends_on: list[pulumi.Resource] | None = None) -> k8s.apiextensions.CustomResource:
@@ -424,32 +423,24 @@ def example_job(site: SiteConfig, storage: StorageCluster) -> dict[str, Any]:
                 "spec": {
                     "restartPolicy": "Never",
                     "priorityClassName": TRAINING_PRIORITY,
-                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "securityContext": restricted_pod_security_context(),
                     "containers": [
-                        {
-                            "name": "train",
-                            "image": "registry.site.fab.internal/ml/train:1.0.0",
-                            "args": ["--table", "$(ICEBERG_TABLE)", "--snapshot-id", "$(ICEBERG_SNAPSHOT_ID)"],
-                            "env": [
+                        restricted_container(
+                            "train", "registry.site.fab.internal/ml/train:1.0.0", 1000,
+                            args=["--table", "$(ICEBERG_TABLE)", "--snapshot-id", "$(ICEBERG_SNAPSHOT_ID)"],
+                            env=[
                                 {"name": "ICEBERG_CATALOG_URI", "value": catalog_uri(site)},
                                 {"name": "ICEBERG_WAREHOUSE", "value": site.storage.polaris.catalog},
                                 {"name": "ICEBERG_TABLE", "value": "fab.yield.wafer_features"},
                                 {"name": "ICEBERG_SNAPSHOT_ID", "value": "4187342123553412345"},
                                 {"name": "CHECKPOINT_URI", "value": f"s3://{storage.bucket_of('checkpoints')}/{team}/"},
                             ],
-                            "envFrom": [{"secretRef": {"name": "s3-training"}}],
-                            "resources": {
+                            envFrom=[{"secretRef": {"name": "s3-training"}}],
+                            resources={
                                 "requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "1"},
                                 "limits": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "1"},
                             },
-                            "securityContext": {
-                                "runAsNonRoot": True,
-                                "runAsUser": 1000,
-                                "allowPrivilegeEscalation": False,
-                                "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]},
-                            },
-                        }
+                        )
                     ],
                 }
             },
