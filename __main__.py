@@ -12,7 +12,7 @@ from components.gpu import GpuCluster, GpuClusterArgs
 from components.identity import SiteIdentity, SiteIdentityArgs
 from components.inference import InferencePool, InferencePoolArgs
 from components.network import CrossClusterNetwork, CrossClusterNetworkArgs
-from components.providers import site_providers
+from components.providers import SiteRef, site_providers
 from components.storage import StorageCluster, StorageClusterArgs
 from components.training import TrainingPool, TrainingPoolArgs
 
@@ -23,8 +23,14 @@ gc.freeze()
 site = load_site()
 secrets = load_secrets(site)
 providers = site_providers(site)
+site_ref = SiteRef.of(site)
 
-network = CrossClusterNetwork("network", CrossClusterNetworkArgs(site=site, providers=providers))
+network = CrossClusterNetwork(
+    "network",
+    CrossClusterNetworkArgs(
+        site=site_ref, clusters=providers.clusters, cluster_configs=site.clusters, flows=site.flow_table(), adopt=site.adopt,
+    ),
+)
 PreviewAccess("preview-access", PreviewAccessArgs(site=site, providers=providers))
 identity = SiteIdentity(
     "identity", SiteIdentityArgs(site=site), pulumi.ResourceOptions(providers=[providers.keycloak])
