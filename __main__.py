@@ -31,9 +31,10 @@ network = CrossClusterNetwork(
         site=site_ref, clusters=providers.clusters, cluster_configs=site.clusters, flows=site.flow_table(), adopt=site.adopt,
     ),
 )
-PreviewAccess("preview-access", PreviewAccessArgs(site=site, providers=providers))
+PreviewAccess("preview-access", PreviewAccessArgs(clusters=providers.clusters, adopt=site.adopt))
 identity = SiteIdentity(
-    "identity", SiteIdentityArgs(site=site), pulumi.ResourceOptions(providers=[providers.keycloak])
+    "identity",
+    SiteIdentityArgs(config=site.identity, keycloak_url=site.keycloak.url, teams=site.teams, adopt=site.adopt, provider=providers.keycloak),
 )
 storage = StorageCluster(
     "storage",
