@@ -47,7 +47,16 @@ storage = StorageCluster(
     ),
 )
 
-gpus = {key: GpuCluster(f"gpu-{key}", GpuClusterArgs(site=site, cluster=key, providers=providers)) for key in sorted(site.gpu)}
+gpus = {
+    key: GpuCluster(
+        f"gpu-{key}",
+        GpuClusterArgs(
+            cluster=providers.cluster(key), config=spec, node_pools={node: site.node_pool(key, node) for node in spec.nodes},
+            serves_inference=key == site.inference.cluster, adopt=site.adopt,
+        ),
+    )
+    for key, spec in sorted(site.gpu.items())
+}
 inference = InferencePool(
     "inference",
     InferencePoolArgs(

@@ -32,7 +32,6 @@ from components.gpu import (
     RDMA_RESOURCE,
     SERVING_PRIORITY,
     GpuCluster,
-    ipoib_enabled,
     toleration,
 )
 from components.constants import GATEWAY_NAMESPACE, S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY
@@ -113,7 +112,7 @@ class InferencePool(pulumi.ComponentResource):
         namespace = self._namespace(INFERENCE_NAMESPACE)
         s3 = args.storage.grant("inference", self._cluster, INFERENCE_NAMESPACE, depends_on=[namespace])
         ca = args.storage.site_ca(self._cluster, INFERENCE_NAMESPACE, [namespace])
-        ipoib = ipoib_enabled(site, self._cluster)
+        ipoib = args.gpu.ipoib
         self.deployments = {
             model: self._model(model, sized[model], s3, ca, [namespace, args.gpu], ipoib) for model in sorted(inference.models)
         }
