@@ -24,6 +24,7 @@ site = load_site()
 secrets = load_secrets(site)
 providers = site_providers(site)
 site_ref = SiteRef.of(site)
+(storage_cluster,) = providers.with_role("storage")
 
 network = CrossClusterNetwork(
     "network",
@@ -39,9 +40,15 @@ identity = SiteIdentity(
 storage = StorageCluster(
     "storage",
     StorageClusterArgs(
-        site=site,
-        providers=providers,
+        site=site_ref,
+        cluster=storage_cluster,
+        config=site.storage,
+        admin_endpoint=site.minio,
+        minio_provider=providers.minio,
+        federation_consumers=sorted(site.federation.consumers),
+        adopt=site.adopt,
         network=network,
+        grantee_clusters=providers.clusters,
         aistor_license=secrets.aistor_license,
         aistor_root_password=secrets.aistor_root_password,
     ),

@@ -429,7 +429,7 @@ def example_job(site: SiteConfig, storage: StorageCluster) -> dict[str, Any]:
                             "train", "registry.site.fab.internal/ml/train:1.0.0", 1000,
                             args=["--table", "$(ICEBERG_TABLE)", "--snapshot-id", "$(ICEBERG_SNAPSHOT_ID)"],
                             env=[
-                                {"name": "ICEBERG_CATALOG_URI", "value": catalog_uri(site)},
+                                {"name": "ICEBERG_CATALOG_URI", "value": catalog_uri(site.domain, site.storage.polaris)},
                                 {"name": "ICEBERG_WAREHOUSE", "value": site.storage.polaris.catalog},
                                 {"name": "ICEBERG_TABLE", "value": "fab.yield.wafer_features"},
                                 {"name": "ICEBERG_SNAPSHOT_ID", "value": "4187342123553412345"},
