@@ -67,8 +67,11 @@ gpus = {
 inference = InferencePool(
     "inference",
     InferencePoolArgs(
-        site=site,
-        providers=providers,
+        site=site_ref,
+        config=site.inference,
+        capacity=site.model_capacity(),
+        teams=sorted(site.teams),
+        adopt=site.adopt,
         network=network,
         storage=storage,
         identity=identity,

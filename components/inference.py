@@ -23,7 +23,7 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.capacity import ModelCapacity
-from components.config import SiteConfig
+from components.config import AdoptConfig, InferenceConfig
 from components.gpu import (
     INFERENCE_NAMESPACE,
     IPOIB_NETWORK,
@@ -46,7 +46,7 @@ from components.kube import (
     restricted_pod_security_context,
 )
 from components.network import CrossClusterNetwork
-from components.providers import SiteProviders
+from components.providers import SiteRef
 from components.storage import MC_CA_DIR, SiteCa, StorageCluster
 
 GATEWAY_NAME = "llm"
@@ -78,13 +78,21 @@ def cache_size_gib(weights_gib: float) -> int:
 
 @dataclass(frozen=True)
 class InferencePoolArgs:
-    site: SiteConfig
-    providers: SiteProviders
+    site: SiteRef
+    """The site, whose domain names the gateway unless `inference.gateway.hostname` does."""
+    config: InferenceConfig
+    """The `inference` section: models, gateway, rate limits."""
+    capacity: dict[str, ModelCapacity]
+    """Each model's sizing under the active profile (`SiteConfig.model_capacity`)."""
+    teams: list[str]
+    """The teams, each of which gets a gateway client."""
+    adopt: AdoptConfig
+    """Declares the namespaces and gateway release that exist already."""
     network: CrossClusterNetwork
     storage: StorageCluster
     identity: SiteIdentity
     gpu: GpuCluster
-    """The GpuCluster of the inference cluster (priority classes, NVMe class, IPoIB)."""
+    """The GpuCluster of the inference cluster: where the pool runs (its priority classes, NVMe class, IPoIB)."""
 
 
 class InferencePool(pulumi.ComponentResource):
@@ -98,16 +106,17 @@ class InferencePool(pulumi.ComponentResource):
     """The A record the site's DNS must hold for the serving URL."""
 
     def __init__(self, name: str, args: InferencePoolArgs, opts: pulumi.ResourceOptions | None = None):
-        site = args.site
-        inference = site.inference
-        self._name, self._site = name, site
-        self._cluster = inference.cluster
-        provider = args.providers.for_cluster(self._cluster)
+        inference = args.config
+        self._name, self._config, self._teams = name, inference, args.teams
+        self._cluster = args.gpu.cluster.key
+        self._adopt = args.adopt
         super().__init__(
-            "fab:inference:InferencePool", name, None, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[provider]))
+            "fab:inference:InferencePool", name, None,
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[args.gpu.cluster.provider])),
         )
-        hostname = inference.gateway.hostname or f"llm.{site.domain}"
-        sized = site.model_capacity()
+        hostname = inference.gateway.hostname or f"llm.{args.site.domain}"
+        sized = args.capacity
+        self._models_bucket = args.storage.bucket_of("models")
 
         namespace = self._namespace(INFERENCE_NAMESPACE)
         s3 = args.storage.grant("inference", self._cluster, INFERENCE_NAMESPACE, depends_on=[namespace])
@@ -158,20 +167,18 @@ class InferencePool(pulumi.ComponentResource):
 
     def _namespace(self, name: str) -> k8s.core.v1.Namespace:
         return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), labels={ROUTES_LABEL: GATEWAY_NAME},
-                         adopt=Adoption(self._site.adopt, self._cluster))
+                         adopt=Adoption(self._adopt, self._cluster))
 
     # ---------------------------------------------------------------------------------------------
     # Models.
 
     def _model(self, model: str, size: ModelCapacity, s3: k8s.core.v1.Secret, ca: SiteCa, depends_on: list[pulumi.Resource],
                ipoib: bool) -> k8s.apps.v1.Deployment:
-        site = self._site
-        spec = site.inference.models[model]
+        spec = self._config.models[model]
         labels = {"app.kubernetes.io/name": "vllm", MODEL_LABEL: model}
         tp = size.tensor_parallel
         weights_gib = size.weights_per_gpu_gib * tp
-        bucket = site.storage.buckets
-        (models_bucket,) = sorted(n for n, b in bucket.items() if b.data_class == "models")
+        models_bucket = self._models_bucket
         mc_env = [
             {"name": "MC_CONFIG_DIR", "value": "/work/.mc"},
             *({"name": key, "valueFrom": {"secretKeyRef": {"name": "s3-inference", "key": key}}}
@@ -204,7 +211,7 @@ class InferencePool(pulumi.ComponentResource):
                 "--model", model_path(model),
                 "--served-model-name", spec.served_name or model,
                 "--tensor-parallel-size", str(tp),
-                "--gpu-memory-utilization", str(site.inference.gpu_memory_utilization),
+                "--gpu-memory-utilization", str(self._config.gpu_memory_utilization),
                 "--max-model-len", str(spec.max_context),
                 "--port", str(VLLM_PORT),
             ],
@@ -287,11 +294,11 @@ class InferencePool(pulumi.ComponentResource):
     # Gateway.
 
     def _gateway(self, network: CrossClusterNetwork, hostname: str) -> k8s.apiextensions.CustomResource:
-        gateway_cfg = self._site.inference.gateway
+        gateway_cfg = self._config.gateway
         opts = pulumi.ResourceOptions(parent=self)
         gateway = envoy_gateway(
             self._name, opts,
-            adopt=self._site.adopt,
+            adopt=self._adopt,
             cluster=self._cluster,
             gateway=GATEWAY_NAME,
             gateway_class=GATEWAY_CLASS,
@@ -335,7 +342,7 @@ class InferencePool(pulumi.ComponentResource):
 
         The policies name the route they attach to; Envoy Gateway attaches them when it appears.
         """
-        site = self._site
+        config = self._config
         target = [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": f"vllm-{model}"}]
         opts = pulumi.ResourceOptions(parent=self, depends_on=after)
         issuer = identity.issuer
@@ -370,7 +377,7 @@ class InferencePool(pulumi.ComponentResource):
             },
             opts=opts,
         )
-        overrides = site.inference.team_requests_per_minute
+        overrides = config.team_requests_per_minute
         team_header = lambda **match: {"name": TEAM_HEADER, **match}  # noqa: E731
         # Every team gets its own bucket at the default limit (Distinct), except the teams with their own limit;
         # so adding a team at the default changes nothing here.
@@ -379,7 +386,7 @@ class InferencePool(pulumi.ComponentResource):
                 team_header(type="Distinct"),
                 *(team_header(type="Exact", value=team, invert=True) for team in sorted(overrides)),
             ]}],
-            "limit": {"requests": site.inference.requests_per_minute, "unit": "Minute"},
+            "limit": {"requests": config.requests_per_minute, "unit": "Minute"},
         }
         override_rules = [
             {"clientSelectors": [{"headers": [team_header(type="Exact", value=team)]}], "limit": {"requests": rpm, "unit": "Minute"}}
@@ -405,5 +412,5 @@ class InferencePool(pulumi.ComponentResource):
                 f"inference-{team}", "service", description=f"Inference gateway client of team {team}",
                 audience=AUDIENCE, claims={TEAM_CLAIM: team, ACCESS_CLAIM: "true"},
             )
-            for team in sorted(self._site.teams)
+            for team in sorted(self._teams)
         }
