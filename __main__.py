@@ -78,7 +78,10 @@ inference = InferencePool(
         gpu=gpus[site.inference.cluster],
     ),
 )
-federation = SiteFederation("federation", SiteFederationArgs(site=site, providers=providers, storage=storage))
+federation = SiteFederation(
+    "federation",
+    SiteFederationArgs(site=site_ref, config=site.federation, adopt=site.adopt, minio_provider=providers.minio, storage=storage),
+)
 compute = ComputeCluster(
     "compute",
     ComputeClusterArgs(site=site, providers=providers, network=network, storage=storage, identity=identity, federation=federation),
