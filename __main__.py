@@ -23,8 +23,14 @@ gc.freeze()
 site = load_site()
 secrets = load_secrets(site)
 providers = site_providers(site)
+
+# What the components take of the site, resolved once: each gets its clusters, its sections and these values.
 site_ref = SiteRef.of(site)
 (storage_cluster,) = providers.with_role("storage")
+(compute_cluster,) = providers.with_role("compute")
+teams = sorted(site.teams)
+api_servers = {key: f"https://{cluster.api_server}:{cluster.api_server_port}" for key, cluster in site.clusters.items()}
+multikueue_manager = providers.cluster(site.multikueue_manager()) if site.training.multikueue.enabled else None
 
 network = CrossClusterNetwork(
     "network",
@@ -70,7 +76,7 @@ inference = InferencePool(
         site=site_ref,
         config=site.inference,
         capacity=site.model_capacity(),
-        teams=sorted(site.teams),
+        teams=teams,
         adopt=site.adopt,
         network=network,
         storage=storage,
@@ -88,7 +94,19 @@ compute = ComputeCluster(
 )
 training = TrainingPool(
     "training",
-    TrainingPoolArgs(site=site, providers=providers, storage=storage, airflow_namespace=compute.airflow_namespace),
+    TrainingPoolArgs(
+        site=site_ref,
+        config=site.training,
+        teams=teams,
+        team_quotas=site.team_quotas(),
+        gpus=gpus,
+        api_servers=api_servers,
+        compute=compute_cluster,
+        manager=multikueue_manager,
+        adopt=site.adopt,
+        storage=storage,
+        airflow_namespace=compute.airflow_namespace,
+    ),
 )
 
 # Every object declared as existing (`adopt`) must be one the platform manages: a misspelt name would
