@@ -30,6 +30,11 @@ NETWORK_OPERATOR_NAMESPACE = "nvidia-network-operator"
 INFERENCE_NAMESPACE = "inference"
 SERVING_PRIORITY = "fab-serving"
 TRAINING_PRIORITY = "fab-training"
+PRIORITY_CLASSES = {
+    SERVING_PRIORITY: ("serving", 1_000_000, "PreemptLowerPriority", "Resident inference: never preempted by training."),
+    TRAINING_PRIORITY: ("training", 1_000, "Never", "Training and batch: preemptible, and never preempts anything itself."),
+}
+"""PriorityClass -> (its role in logical names, value, preemption policy, description)."""
 NVME_STORAGE_CLASS = "local-nvme-cache"
 RDMA_RESOURCE = "rdma/rdma_shared_ib"
 """Extended resource the RDMA shared device plugin advertises; pods request it to use InfiniBand."""
@@ -105,22 +110,11 @@ class GpuCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         self.priority_classes = {
-            SERVING_PRIORITY: k8s.scheduling.v1.PriorityClass(
-                f"{name}-priority-serving",
-                metadata={"name": SERVING_PRIORITY},
-                value=1_000_000,
-                preemption_policy="PreemptLowerPriority",
-                description="Resident inference: never preempted by training.",
-                opts=child,
-            ),
-            TRAINING_PRIORITY: k8s.scheduling.v1.PriorityClass(
-                f"{name}-priority-training",
-                metadata={"name": TRAINING_PRIORITY},
-                value=1_000,
-                preemption_policy="Never",
-                description="Training and batch: preemptible, and never preempts anything itself.",
-                opts=child,
-            ),
+            priority: k8s.scheduling.v1.PriorityClass(
+                f"{name}-priority-{role}", metadata={"name": priority}, value=value, preemption_policy=preemption,
+                description=description, opts=child,
+            )
+            for priority, (role, value, preemption, description) in PRIORITY_CLASSES.items()
         }
         self.storage_class = k8s.storage.v1.StorageClass(
             f"{name}-nvme",

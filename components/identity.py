@@ -9,7 +9,7 @@ client credentials for services, secrets only as Pulumi secrets.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import pulumi
@@ -194,31 +194,19 @@ class SiteIdentity(pulumi.ComponentResource):
             default_scopes=[*BASE_SCOPES, GROUPS_SCOPE],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.groups_scope]),
         )
-        mapper_opts = pulumi.ResourceOptions(parent=self)
+        # Audience and fixed claims go into access tokens only, which is what services verify.
+        access_token_only: dict[str, Any] = {
+            "realm_id": self._realm_id, "client_id": client.id, "add_to_access_token": True, "add_to_id_token": False,
+            "opts": pulumi.ResourceOptions(parent=self),
+        }
         if audience:
             keycloak.openid.AudienceProtocolMapper(
-                f"{self._name}-client-{key}-audience",
-                realm_id=self._realm_id,
-                client_id=client.id,
-                name=f"audience-{audience}",
-                included_custom_audience=audience,
-                add_to_access_token=True,
-                add_to_id_token=False,
-                opts=mapper_opts,
+                f"{self._name}-client-{key}-audience", name=f"audience-{audience}", included_custom_audience=audience, **access_token_only,
             )
         for claim, value in sorted((claims or {}).items()):
             keycloak.openid.HardcodedClaimProtocolMapper(
-                f"{self._name}-client-{key}-claim-{claim}",
-                realm_id=self._realm_id,
-                client_id=client.id,
-                name=f"claim-{claim}",
-                claim_name=claim,
-                claim_value=value,
-                claim_value_type="String",
-                add_to_access_token=True,
-                add_to_id_token=False,
-                add_to_userinfo=False,
-                opts=mapper_opts,
+                f"{self._name}-client-{key}-claim-{claim}", name=f"claim-{claim}", claim_name=claim, claim_value=value,
+                claim_value_type="String", add_to_userinfo=False, **access_token_only,
             )
         return OidcClient(
             client=client,

@@ -343,16 +343,21 @@ class InferencePool(pulumi.ComponentResource):
         The policies name the route they attach to; Envoy Gateway attaches them when it appears.
         """
         config = self._config
-        target = [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": f"vllm-{model}"}]
         opts = pulumi.ResourceOptions(parent=self, depends_on=after)
+
+        def route_policy(logical: str, kind: str, spec: dict[str, Any]) -> k8s.apiextensions.CustomResource:
+            """An Envoy Gateway policy named like the model's route and attached to it."""
+            return k8s.apiextensions.CustomResource(
+                f"{self._name}-{logical}-{model}", api_version=versions.ENVOY_GATEWAY_API, kind=kind,
+                metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE},
+                spec={"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": f"vllm-{model}"}], **spec},
+                opts=opts,
+            )
+
         issuer = identity.issuer
-        jwt = k8s.apiextensions.CustomResource(
-            f"{self._name}-jwt-{model}",
-            api_version=versions.ENVOY_GATEWAY_API,
-            kind="SecurityPolicy",
-            metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE},
-            spec={
-                "targetRefs": target,
+        jwt = route_policy(
+            "jwt", "SecurityPolicy",
+            {
                 "jwt": {
                     "providers": [
                         {
@@ -375,7 +380,6 @@ class InferencePool(pulumi.ComponentResource):
                     ],
                 },
             },
-            opts=opts,
         )
         overrides = config.team_requests_per_minute
         team_header = lambda **match: {"name": TEAM_HEADER, **match}  # noqa: E731
@@ -392,17 +396,7 @@ class InferencePool(pulumi.ComponentResource):
             {"clientSelectors": [{"headers": [team_header(type="Exact", value=team)]}], "limit": {"requests": rpm, "unit": "Minute"}}
             for team, rpm in sorted(overrides.items())
         ]
-        rate_limit = k8s.apiextensions.CustomResource(
-            f"{self._name}-ratelimit-{model}",
-            api_version=versions.ENVOY_GATEWAY_API,
-            kind="BackendTrafficPolicy",
-            metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE},
-            spec={
-                "targetRefs": target,
-                "rateLimit": {"local": {"rules": [default_rule, *override_rules]}},
-            },
-            opts=opts,
-        )
+        rate_limit = route_policy("ratelimit", "BackendTrafficPolicy", {"rateLimit": {"local": {"rules": [default_rule, *override_rules]}}})
         return [jwt, rate_limit]
 
     def _team_clients(self, identity: SiteIdentity) -> dict[str, Any]:
