@@ -220,8 +220,8 @@ class TrainingPool(pulumi.ComponentResource):
         if self._manager:
             self._multikueue(self._manager, args.config.multikueue.workers)
 
-        # Teams submit where Kueue admits for every GPU cluster: the MultiKueue manager, or without it the site's main GPU
-        # cluster, the one that serves inference (a configured key, so adding a GPU cluster moves no submission).
+        # Teams submit to the MultiKueue manager, which dispatches to its workers; without it, to the site's main GPU
+        # cluster, the one that serves inference (a configured key, so adding a GPU cluster moves no team's submissions).
         submit = manager or next(gpu.cluster for gpu in args.gpus.values() if gpu.serves_inference)
         self.submission = pulumi.Output.from_input(
             {
