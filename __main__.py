@@ -12,7 +12,7 @@ from components.gpu import GpuCluster, GpuClusterArgs
 from components.identity import SiteIdentity, SiteIdentityArgs
 from components.inference import InferencePool, InferencePoolArgs
 from components.network import CrossClusterNetwork, CrossClusterNetworkArgs
-from components.providers import site_providers
+from components.providers import SiteRef, site_providers
 from components.storage import StorageCluster, StorageClusterArgs
 from components.training import TrainingPool, TrainingPoolArgs
 
@@ -23,37 +23,71 @@ gc.freeze()
 site = load_site()
 secrets = load_secrets(site)
 providers = site_providers(site)
-(compute_cluster,) = providers.with_role("compute")
 
-network = CrossClusterNetwork("network", CrossClusterNetworkArgs(site=site, providers=providers))
-PreviewAccess("preview-access", PreviewAccessArgs(site=site, providers=providers))
+# What the components take of the site, resolved once: each gets its clusters, its sections and these values.
+site_ref = SiteRef.of(site)
+(storage_cluster,) = providers.with_role("storage")
+(compute_cluster,) = providers.with_role("compute")
+teams = sorted(site.teams)
+api_servers = {key: f"https://{cluster.api_server}:{cluster.api_server_port}" for key, cluster in site.clusters.items()}
+multikueue_manager = providers.cluster(site.multikueue_manager()) if site.training.multikueue.enabled else None
+
+network = CrossClusterNetwork(
+    "network",
+    CrossClusterNetworkArgs(
+        site=site_ref, clusters=providers.clusters, cluster_configs=site.clusters, flows=site.flow_table(), adopt=site.adopt,
+    ),
+)
+PreviewAccess("preview-access", PreviewAccessArgs(clusters=providers.clusters, adopt=site.adopt))
 identity = SiteIdentity(
-    "identity", SiteIdentityArgs(site=site), pulumi.ResourceOptions(providers=[providers.keycloak])
+    "identity",
+    SiteIdentityArgs(config=site.identity, keycloak_url=site.keycloak.url, teams=site.teams, adopt=site.adopt, provider=providers.keycloak),
 )
 storage = StorageCluster(
     "storage",
     StorageClusterArgs(
-        site=site,
-        providers=providers,
+        site=site_ref,
+        cluster=storage_cluster,
+        config=site.storage,
+        admin_endpoint=site.minio,
+        minio_provider=providers.minio,
+        federation_consumers=sorted(site.federation.consumers),
+        adopt=site.adopt,
         network=network,
+        grantee_clusters=providers.clusters,
         aistor_license=secrets.aistor_license,
         aistor_root_password=secrets.aistor_root_password,
     ),
 )
 
-gpus = {key: GpuCluster(f"gpu-{key}", GpuClusterArgs(site=site, cluster=key, providers=providers)) for key in sorted(site.gpu)}
+gpus = {
+    key: GpuCluster(
+        f"gpu-{key}",
+        GpuClusterArgs(
+            cluster=providers.cluster(key), config=spec, node_pools={node: site.node_pool(key, node) for node in spec.nodes},
+            serves_inference=key == site.inference.cluster, adopt=site.adopt,
+        ),
+    )
+    for key, spec in sorted(site.gpu.items())
+}
 inference = InferencePool(
     "inference",
     InferencePoolArgs(
-        site=site,
-        providers=providers,
+        site=site_ref,
+        config=site.inference,
+        capacity=site.model_capacity(),
+        teams=teams,
+        adopt=site.adopt,
         network=network,
         storage=storage,
         identity=identity,
         gpu=gpus[site.inference.cluster],
     ),
 )
-federation = SiteFederation("federation", SiteFederationArgs(site=site, providers=providers, storage=storage))
+federation = SiteFederation(
+    "federation",
+    SiteFederationArgs(site=site_ref, config=site.federation, adopt=site.adopt, minio_provider=providers.minio, storage=storage),
+)
 compute = ComputeCluster(
     "compute",
     ComputeClusterArgs(
@@ -70,7 +104,19 @@ compute = ComputeCluster(
 )
 training = TrainingPool(
     "training",
-    TrainingPoolArgs(site=site, providers=providers, storage=storage, airflow_namespace=compute.airflow_namespace),
+    TrainingPoolArgs(
+        site=site_ref,
+        config=site.training,
+        teams=teams,
+        team_quotas=site.team_quotas(),
+        gpus=gpus,
+        api_servers=api_servers,
+        compute=compute_cluster,
+        manager=multikueue_manager,
+        adopt=site.adopt,
+        storage=storage,
+        airflow_namespace=compute.airflow_namespace,
+    ),
 )
 
 # Every object declared as existing (`adopt`) must be one the platform manages: a misspelt name would

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import SiteConfig
-from components.kube import checkov_skips, namespace
-from components.providers import SiteProviders
+from components.config import AdoptConfig
+from components.kube import Adoption, checkov_skips, namespace
+from components.providers import ClusterRef
 
 PREVIEW_NAMESPACE = "fab-preview"
 PREVIEW_ACCOUNT = "fab-preview"
@@ -56,8 +56,10 @@ def dry_run_only_policy() -> dict[str, object]:
 
 @dataclass(frozen=True)
 class PreviewAccessArgs:
-    site: SiteConfig
-    providers: SiteProviders
+    clusters: dict[str, ClusterRef]
+    """Every cluster of the site, by key: previews read them all."""
+    adopt: AdoptConfig
+    """Declares the clusters where the preview namespace exists already."""
 
 
 class PreviewAccess(pulumi.ComponentResource):
@@ -65,13 +67,11 @@ class PreviewAccess(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: PreviewAccessArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fab:access:PreviewAccess", name, None, opts)
-        site = args.site
-        for key in sorted(site.clusters):
-            on = pulumi.ResourceOptions(parent=self, provider=args.providers.for_cluster(key))
+        for key, cluster in sorted(args.clusters.items()):
+            on = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
             after = lambda *deps: pulumi.ResourceOptions.merge(on, pulumi.ResourceOptions(depends_on=list(deps)))  # noqa: E731
             prefix = f"{name}-{key}"
-            ns = namespace(f"{prefix}-ns-{PREVIEW_NAMESPACE}", PREVIEW_NAMESPACE, on,
-                           existing=site.adopt.claims("namespace", key, PREVIEW_NAMESPACE))
+            ns = namespace(f"{prefix}-ns-{PREVIEW_NAMESPACE}", PREVIEW_NAMESPACE, on, adopt=Adoption(args.adopt, key))
             account = k8s.core.v1.ServiceAccount(
                 f"{prefix}-sa", metadata={"name": PREVIEW_ACCOUNT, "namespace": PREVIEW_NAMESPACE},
                 automount_service_account_token=False, opts=after(ns),

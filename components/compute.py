@@ -22,6 +22,7 @@ from components.engines import ENGINES, Engine, EngineScope
 from components.engines._base import GATEWAY
 from components.federation import SiteFederation
 from components.gateway import envoy_gateway, https_listener
+from components.kube import Adoption, Priority, priority_classes
 from components.identity import SiteIdentity
 from components.network import CrossClusterNetwork
 from components.providers import ClusterRef
@@ -30,6 +31,10 @@ from components.storage import StorageCluster
 POOL_LABEL = "fab.internal/compute-pool"
 INTERACTIVE_PRIORITY = "compute-interactive"
 BATCH_PRIORITY = "compute-batch"
+PRIORITY_CLASSES = {
+    INTERACTIVE_PRIORITY: Priority("interactive", 100_000, "PreemptLowerPriority", "Dashboards, notebooks and ad-hoc queries."),
+    BATCH_PRIORITY: Priority("batch", 1_000, "Never", "ETL and backfills: yield to interactive work."),
+}
 
 
 @dataclass(frozen=True)
@@ -68,13 +73,14 @@ class ComputeCluster(pulumi.ComponentResource):
         self._name = name
         self._child = pulumi.ResourceOptions(parent=self)
         scope = EngineScope(
-            prefix=name, parent=self, cluster=args.cluster, domain=args.domain, compute=config, adopt=args.adopt,
+            prefix=name, parent=self, cluster=args.cluster, domain=args.domain, compute=config,
+            adopt=Adoption(args.adopt, args.cluster.key),
             storage=args.storage, identity=args.identity, federation=args.federation, gpu_clusters=args.gpu_clusters,
         )
         enabled = [engine for engine in ENGINES.values() if engine.config(config).enabled]
         uis = [engine for engine in enabled if engine.ui]
 
-        self._priorities()
+        priority_classes(name, PRIORITY_CLASSES, self._child)
         # Labels only: a Node's taints are one list that the kubelet and the node lifecycle controller also
         # write, so batch nodes register with their taint (docs/operations.md, "Node pools").
         for node in config.batch_nodes:
@@ -98,23 +104,12 @@ class ComputeCluster(pulumi.ComponentResource):
         self.dns_records = pulumi.Output.from_input({scope.hostname(e): str(config.ingress.vip) for e in uis})
         self.register_outputs({"ui_urls": self.ui_urls, "dns_records": self.dns_records})
 
-    def _priorities(self) -> None:
-        k8s.scheduling.v1.PriorityClass(
-            f"{self._name}-priority-interactive", metadata={"name": INTERACTIVE_PRIORITY}, value=100_000,
-            preemption_policy="PreemptLowerPriority", description="Dashboards, notebooks and ad-hoc queries.", opts=self._child,
-        )
-        k8s.scheduling.v1.PriorityClass(
-            f"{self._name}-priority-batch", metadata={"name": BATCH_PRIORITY}, value=1_000,
-            preemption_policy="Never", description="ETL and backfills: yield to interactive work.", opts=self._child,
-        )
-
     def _gateway(self, args: ComputeClusterArgs, uis: list[Engine]) -> pulumi.Resource:
         ingress = args.config.ingress
         listeners = [https_listener(e.name, e.ui.hostname(args.domain), ingress.tls_secret, GATEWAY) for e in uis]
         return envoy_gateway(
             self._name, self._child,
-            adopt=args.adopt,
-            cluster=args.cluster.key,
+            adopt=Adoption(args.adopt, args.cluster.key),
             gateway=GATEWAY,
             gateway_class="fab-compute",
             description="The site's only entry for outside users.",

@@ -27,9 +27,10 @@ import pulumi_minio as minio
 
 from components import versions
 from components.minio_admin import BucketTags, guard
-from components.config import PROJECT, SiteConfig, replica_bucket
-from components.kube import WORKLOAD_SKIPS, adopted, checkov_skips, namespace, restricted_security_context
-from components.providers import SiteProviders
+from components.config import PROJECT, AdoptConfig, FederationConfig, replica_bucket
+from components.constants import S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY
+from components.kube import WORKLOAD_SKIPS, Adoption, adopted, checkov_skips, namespace, restricted_container, restricted_pod_security_context
+from components.providers import SiteRef
 from components.storage import MC_CA_DIR, StorageCluster, policy_document
 
 REPLICATION_NAMESPACE = "fab-replication"
@@ -38,9 +39,16 @@ MIRROR_SCHEDULE = "*/15 * * * *"
 
 @dataclass(frozen=True)
 class SiteFederationArgs:
-    site: SiteConfig
-    providers: SiteProviders
+    site: SiteRef
+    """This site: its name is what peers know it by."""
+    config: FederationConfig
+    """The `federation` section: consumers, peers, linked sites, the peers' organization."""
+    adopt: AdoptConfig
+    """Declares the replication namespace, replica buckets and writers that exist already."""
+    minio_provider: minio.Provider
+    """The provider of this site's object store, which keeps the replicas."""
     storage: StorageCluster
+    """This site's data plane: the gold buckets, grants, principals; federation runs on its cluster."""
 
 
 class SiteFederation(pulumi.ComponentResource):
@@ -51,16 +59,17 @@ class SiteFederation(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SiteFederationArgs, opts: pulumi.ResourceOptions | None = None):
         site = args.site
-        (self._storage_key,) = site.keys_with_role("storage")
-        provider = args.providers.for_cluster(self._storage_key)
+        self._storage_key = args.storage.cluster.key
         super().__init__(
             "fab:federation:SiteFederation", name, None,
-            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[provider, args.providers.minio])),
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[args.storage.cluster.provider, args.minio_provider])),
         )
         self._name, self._site, self._storage = name, site, args.storage
-        federation = site.federation
+        federation = self._config = args.config
+        self._adopt = args.adopt
         self.references = {
-            other: pulumi.StackReference(f"{name}-{other}", stack_name=stack_name(site, other), opts=pulumi.ResourceOptions(parent=self))
+            other: pulumi.StackReference(f"{name}-{other}", stack_name=stack_name(federation.organization, other),
+                                         opts=pulumi.ResourceOptions(parent=self))
             for other in sorted(federation.linked)
         }
         peers = sorted(federation.peers)
@@ -73,7 +82,7 @@ class SiteFederation(pulumi.ComponentResource):
         mirrored = sorted(c for c, spec in federation.consumers.items() if spec.replicate_gold and c in self.references)
         if mirrored:
             ns = namespace(f"{name}-ns-{REPLICATION_NAMESPACE}", REPLICATION_NAMESPACE, pulumi.ResourceOptions(parent=self),
-                           existing=site.adopt.claims("namespace", self._storage_key, REPLICATION_NAMESPACE))
+                           adopt=Adoption(args.adopt, self._storage_key))
             local = args.storage.grant("replication", self._storage_key, REPLICATION_NAMESPACE, depends_on=[ns])
             for consumer in mirrored:
                 self._mirror(consumer, ns, local)
@@ -95,7 +104,7 @@ class SiteFederation(pulumi.ComponentResource):
 
     def linked_peers(self) -> list[str]:
         """The peers whose gold this site can read now: those whose stacks are linked."""
-        return sorted(p for p in self._site.federation.peers if p in self.references)
+        return sorted(p for p in self._config.peers if p in self.references)
 
     def peer_catalog(self, peer: str) -> dict[str, pulumi.Output[Any]]:
         """What Trino needs to read a linked peer's gold: its catalog URI and warehouse, and the principal it made for us."""
@@ -116,7 +125,7 @@ class SiteFederation(pulumi.ComponentResource):
             value = _dig(exports, path)
             if value in (None, "", {}):
                 raise pulumi.RunError(
-                    f"fab-platform:site.federation.linked: the stack {stack_name(self._site, other)} does not export "
+                    f"fab-platform:site.federation.linked: the stack {stack_name(self._config.organization, other)} does not export "
                     f"federation.{'.'.join(path)}, which this site needs; deploy {other} with {self._site.name} in its "
                     f"federation first, or remove {other} from federation.linked until then (docs/federation.md)"
                 )
@@ -128,7 +137,7 @@ class SiteFederation(pulumi.ComponentResource):
         """The bucket this site keeps a peer's gold in, with a writer only the peer uses; exported for the peer."""
         site = self._site
         bucket_name, writer = replica_bucket(site.name, peer), f"fab-replica-{peer}"
-        adopt = site.adopt
+        adopt = self._adopt
         child = pulumi.ResourceOptions(parent=self)
         guarded = lambda kind, name, **more: pulumi.ResourceOptions.merge(  # noqa: E731
             pulumi.ResourceOptions(parent=self, depends_on=[*guard(self._names_free), *more.pop("depends_on", [])], **more),
@@ -153,7 +162,7 @@ class SiteFederation(pulumi.ComponentResource):
                                                    policy_name=policy.name, opts=child)
         keys = minio.IamServiceAccount(f"{self._name}-replica-{peer}-keys", target_user=user.name,
                                        opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment], additional_secret_outputs=["secret_key"]))
-        return {"endpoint": self._storage._s3_internal, "bucket": bucket_name, "access_key": keys.access_key,
+        return {"endpoint": self._storage.s3_endpoint_internal, "bucket": bucket_name, "access_key": keys.access_key,
                 "secret_key": pulumi.Output.secret(keys.secret_key)}
 
     def _mirror(self, consumer: str, ns: k8s.core.v1.Namespace, local: k8s.core.v1.Secret) -> None:
@@ -173,19 +182,18 @@ class SiteFederation(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]),
         )
-        gold = sorted(n for n, b in site.storage.buckets.items() if b.data_class == "gold")
+        gold = self._storage.buckets_of("gold")
         env = [{"name": "MC_CONFIG_DIR", "value": "/work/.mc"}]
         ca = self._storage.site_ca(self._storage_key, REPLICATION_NAMESPACE, [ns])
         mounts = [{"name": "work", "mountPath": "/work"}, *ca.mounts(MC_CA_DIR)]
         small = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
 
-        def mc(name: str, args: list[str], secret: str) -> dict[str, Any]:
-            return {"name": name, "image": versions.WEIGHTS_SYNC_IMAGE, "imagePullPolicy": "Always", "args": args,
-                    "env": env, "envFrom": [{"secretRef": {"name": secret}}], "securityContext": restricted_security_context(10001),
-                    "resources": small, "volumeMounts": mounts}
+        def mc(name: str, args: list[str], secret: pulumi.Input[str]) -> dict[str, Any]:
+            return restricted_container(name, versions.WEIGHTS_SYNC_IMAGE, 10001, args=args, env=env, envFrom=[{"secretRef": {"name": secret}}],
+                                        resources=small, volumeMounts=mounts)
 
         init = [
-            mc("alias-local", ["alias", "set", "local", "$(AWS_ENDPOINT_URL_S3)", "$(AWS_ACCESS_KEY_ID)", "$(AWS_SECRET_ACCESS_KEY)"], local.metadata["name"]),
+            mc("alias-local", ["alias", "set", "local", f"$({S3_ENDPOINT})", f"$({S3_ACCESS_KEY})", f"$({S3_SECRET_KEY})"], local.metadata["name"]),
             mc("alias-remote", ["alias", "set", "remote", "$(REMOTE_ENDPOINT)", "$(REMOTE_ACCESS_KEY)", "$(REMOTE_SECRET_KEY)"], f"replica-target-{consumer}"),
             *(mc(f"mirror-{i}", ["mirror", "--overwrite", f"local/{bucket}", f"remote/$(REMOTE_BUCKET)/{bucket}"], f"replica-target-{consumer}")
               for i, bucket in enumerate(gold[:-1])),
@@ -203,7 +211,7 @@ class SiteFederation(pulumi.ComponentResource):
                 "jobTemplate": {"spec": {"backoffLimit": 2, "template": {"spec": {
                     "restartPolicy": "Never",
                     "automountServiceAccountToken": False,
-                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "securityContext": restricted_pod_security_context(),
                     "initContainers": init,
                     "containers": [main],
                     "volumes": [{"name": "work", "emptyDir": {"sizeLimit": "64Mi"}}, *ca.volumes()],
@@ -213,9 +221,9 @@ class SiteFederation(pulumi.ComponentResource):
         )
 
 
-def stack_name(site: SiteConfig, other: str) -> str:
+def stack_name(organization: str | None, other: str) -> str:
     """The fully qualified stack of a federated site: `<organization>/fab-platform/<site>`, this stack's organization by default."""
-    return f"{site.federation.organization or pulumi.get_organization()}/{PROJECT}/{other}"
+    return f"{organization or pulumi.get_organization()}/{PROJECT}/{other}"
 
 
 def _dig(value: Any, path: tuple) -> Any:

@@ -14,10 +14,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
-from components.config import AdoptConfig
-from components.kube import helm_release, namespace
+from components.constants import GATEWAY_NAMESPACE, HTTPS_PORT
+from components.kube import Adoption, helm_release, namespace
 
-GATEWAY_NAMESPACE = "envoy-gateway-system"
 ROUTES_LABEL = "fab.internal/gateway"
 """Namespace label naming the Gateway whose routes the namespace may attach."""
 
@@ -26,22 +25,21 @@ def https_listener(name: str, hostname: str, tls_secret: str, gateway: str) -> d
     return {
         "name": name,
         "protocol": "HTTPS",
-        "port": 443,
+        "port": HTTPS_PORT,
         "hostname": hostname,
         "tls": {"mode": "Terminate", "certificateRefs": [{"kind": "Secret", "name": tls_secret}]},
         "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {"matchLabels": {ROUTES_LABEL: gateway}}}},
     }
 
 
-def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: AdoptConfig, cluster: str, gateway: str, gateway_class: str,
+def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption, gateway: str, gateway_class: str,
                   description: str, service_labels: dict[str, str], vip: str, listeners: list[dict[str, Any]]) -> k8s.apiextensions.CustomResource:
-    """Envoy Gateway and one Gateway named `gateway` in envoy-gateway-system of `cluster`; returns the Gateway."""
-    ns = namespace(f"{prefix}-ns-{GATEWAY_NAMESPACE}", GATEWAY_NAMESPACE, opts,
-                   existing=adopt.claims("namespace", cluster, GATEWAY_NAMESPACE))
+    """Envoy Gateway and one Gateway named `gateway` in envoy-gateway-system of the cluster `opts` deploy to; returns the Gateway."""
+    ns = namespace(f"{prefix}-ns-{GATEWAY_NAMESPACE}", GATEWAY_NAMESPACE, opts, adopt=adopt)
     controller = helm_release(
         f"{prefix}-envoy-gateway", versions.ENVOY_GATEWAY, name="envoy-gateway", namespace=GATEWAY_NAMESPACE,
         values={"deployment": {"replicas": 2}}, opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns])),
-        existing=adopt.claims("helm_release", cluster, f"{GATEWAY_NAMESPACE}/envoy-gateway"),
+        adopt=adopt,
     )
     after = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[controller]))
 

@@ -18,9 +18,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
-from components.config import SiteConfig
-from components.kube import helm_release, namespace
-from components.providers import SiteProviders
+from components.config import AdoptConfig, GpuClusterConfig
+from components.kube import Adoption, Priority, helm_release, namespace, priority_classes
+from components.providers import ClusterRef
 
 POOL_LABEL = "fab.internal/gpu-pool"
 """Node label and taint key of the GPU pools: inference or training."""
@@ -30,6 +30,10 @@ NETWORK_OPERATOR_NAMESPACE = "nvidia-network-operator"
 INFERENCE_NAMESPACE = "inference"
 SERVING_PRIORITY = "fab-serving"
 TRAINING_PRIORITY = "fab-training"
+PRIORITY_CLASSES = {
+    SERVING_PRIORITY: Priority("serving", 1_000_000, "PreemptLowerPriority", "Resident inference: never preempted by training."),
+    TRAINING_PRIORITY: Priority("training", 1_000, "Never", "Training and batch: preemptible, and never preempts anything itself."),
+}
 NVME_STORAGE_CLASS = "local-nvme-cache"
 RDMA_RESOURCE = "rdma/rdma_shared_ib"
 """Extended resource the RDMA shared device plugin advertises; pods request it to use InfiniBand."""
@@ -70,10 +74,16 @@ def pool_tolerations() -> list[dict[str, str]]:
 
 @dataclass(frozen=True)
 class GpuClusterArgs:
-    site: SiteConfig
-    cluster: str
-    """Key of the gpu or gpu-train cluster."""
-    providers: SiteProviders
+    cluster: ClusterRef
+    """The gpu or gpu-train cluster."""
+    config: GpuClusterConfig
+    """Its section of `gpu`: nodes, operators' settings, InfiniBand."""
+    node_pools: dict[str, str]
+    """The pool (inference or training) each of its nodes serves under the active profile."""
+    serves_inference: bool
+    """Whether it is the site's inference cluster (`inference.cluster`), whose pods may load weights over IPoIB."""
+    adopt: AdoptConfig
+    """Declares the operators' namespaces and releases that exist already."""
 
 
 class GpuCluster(pulumi.ComponentResource):
@@ -83,33 +93,22 @@ class GpuCluster(pulumi.ComponentResource):
     """Per pool (inference, training): nodes and GPUs."""
 
     def __init__(self, name: str, args: GpuClusterArgs, opts: pulumi.ResourceOptions | None = None):
-        site, key = args.site, args.cluster
-        provider = args.providers.for_cluster(key)
         super().__init__(
-            "fab:gpu:GpuCluster", name, None, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[provider]))
+            "fab:gpu:GpuCluster", name, None, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[args.cluster.provider]))
         )
-        self._name, self._site, self._key = name, site, key
-        spec = site.gpu[key]
+        self._name = name
+        self._adopt = Adoption(args.adopt, args.cluster.key)
+        spec = args.config
+        self.cluster = args.cluster
+        """The cluster this is the GPU stack of."""
+        self.serves_inference = args.serves_inference
+        self.ipoib = ipoib_enabled(spec, args.serves_inference)
+        """Whether its inference pods load weights over IPoIB (the IPoIB network exists)."""
+        self.gpu_types = sorted({node.gpu_type for node in spec.nodes.values()})
+        """The GPU types of its nodes."""
         child = pulumi.ResourceOptions(parent=self)
 
-        self.priority_classes = {
-            SERVING_PRIORITY: k8s.scheduling.v1.PriorityClass(
-                f"{name}-priority-serving",
-                metadata={"name": SERVING_PRIORITY},
-                value=1_000_000,
-                preemption_policy="PreemptLowerPriority",
-                description="Resident inference: never preempted by training.",
-                opts=child,
-            ),
-            TRAINING_PRIORITY: k8s.scheduling.v1.PriorityClass(
-                f"{name}-priority-training",
-                metadata={"name": TRAINING_PRIORITY},
-                value=1_000,
-                preemption_policy="Never",
-                description="Training and batch: preemptible, and never preempts anything itself.",
-                opts=child,
-            ),
-        }
+        self.priority_classes = priority_classes(name, PRIORITY_CLASSES, child)
         self.storage_class = k8s.storage.v1.StorageClass(
             f"{name}-nvme",
             metadata={
@@ -127,7 +126,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.gpu_operator = helm_release(
             f"{name}-gpu-operator", versions.GPU_OPERATOR, name="gpu-operator", namespace=GPU_OPERATOR_NAMESPACE,
             values=gpu_operator_values(), postrender=POSTRENDER, opts=pulumi.ResourceOptions(parent=self, depends_on=[gpu_ns]),
-            existing=site.adopt.claims("helm_release", key, f"{GPU_OPERATOR_NAMESPACE}/gpu-operator"),
+            adopt=self._adopt,
         )
         # Pools follow the active profile: switching profiles changes this rule, and NFD re-labels and
         # re-taints the nodes that move. Its CRD comes with the GPU Operator chart's node-feature-discovery.
@@ -136,7 +135,7 @@ class GpuCluster(pulumi.ComponentResource):
             api_version=versions.NFD_API,
             kind="NodeFeatureRule",
             metadata={"name": NODE_POOLS_RULE},
-            spec=node_pools_rule_spec(site, key),
+            spec=node_pools_rule_spec(spec, args.node_pools),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_operator]),
         )
         self.cluster_policy = k8s.apiextensions.CustomResource(
@@ -144,7 +143,7 @@ class GpuCluster(pulumi.ComponentResource):
             api_version=versions.NVIDIA_API,
             kind="ClusterPolicy",
             metadata={"name": "cluster-policy"},
-            spec=cluster_policy_spec(site, key),
+            spec=cluster_policy_spec(spec),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_operator]),
         )
 
@@ -154,7 +153,7 @@ class GpuCluster(pulumi.ComponentResource):
             f"{name}-network-operator", versions.NETWORK_OPERATOR, name="network-operator", namespace=NETWORK_OPERATOR_NAMESPACE,
             values={"nfd": {"enabled": False}},  # the GPU Operator's node-feature-discovery serves both
             opts=pulumi.ResourceOptions(parent=self, depends_on=[nic_ns, self.gpu_operator]),
-            existing=site.adopt.claims("helm_release", key, f"{NETWORK_OPERATOR_NAMESPACE}/network-operator"),
+            adopt=self._adopt,
         )
         nic_opts = pulumi.ResourceOptions(parent=self, depends_on=[self.network_operator])
         nic_policy = k8s.apiextensions.CustomResource(
@@ -164,10 +163,10 @@ class GpuCluster(pulumi.ComponentResource):
             # The operator applies the nv-ipam CRDs only when it reconciles this policy: Pulumi waits for
             # that state before the IPPool below is created.
             metadata={"name": "nic-cluster-policy", "annotations": {"pulumi.com/waitFor": NICS_READY}},
-            spec=nic_cluster_policy_spec(site, key),
+            spec=nic_cluster_policy_spec(spec),
             opts=pulumi.ResourceOptions.merge(nic_opts, pulumi.ResourceOptions(custom_timeouts=pulumi.CustomTimeouts(create="30m"))),
         )
-        if ipoib_enabled(site, key):
+        if self.ipoib:
             k8s.apiextensions.CustomResource(
                 f"{name}-ipoib-pool",
                 api_version=versions.NV_IPAM_API,
@@ -195,26 +194,20 @@ class GpuCluster(pulumi.ComponentResource):
                 opts=nic_opts,
             )
 
+        members = {pool: sorted(node for node, in_pool in args.node_pools.items() if in_pool == pool) for pool in POOLS}
         self.pools = pulumi.Output.from_input(
-            {
-                pool: {
-                    "nodes": sorted(site.pool_nodes(key, pool)),
-                    "gpus": sum(n.gpus for n in site.pool_nodes(key, pool).values()),
-                }
-                for pool in POOLS
-            }
+            {pool: {"nodes": nodes, "gpus": sum(spec.nodes[node].gpus for node in nodes)} for pool, nodes in members.items()}
         )
         self.register_outputs({"pools": self.pools})
 
     def _privileged_namespace(self, name: str) -> k8s.core.v1.Namespace:
         return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), privileged_reason=PRIVILEGED_REASON,
-                         existing=self._site.adopt.claims("namespace", self._key, name))
+                         adopt=self._adopt)
 
 
-
-def ipoib_enabled(site: SiteConfig, key: str) -> bool:
+def ipoib_enabled(config: GpuClusterConfig, serves_inference: bool) -> bool:
     """Whether the cluster's inference pods load weights over IPoIB (independent of the profile in force)."""
-    return site.gpu[key].infiniband.inference_weights_over_ib and key == site.inference.cluster
+    return config.infiniband.inference_weights_over_ib and serves_inference
 
 
 def gpu_operator_values() -> dict[str, Any]:
@@ -231,11 +224,11 @@ def gpu_operator_values() -> dict[str, Any]:
     }
 
 
-def node_pools_rule_spec(site: SiteConfig, key: str) -> dict[str, Any]:
+def node_pools_rule_spec(config: GpuClusterConfig, node_pools: dict[str, str]) -> dict[str, Any]:
     """One NFD rule per pool and GPU type: its nodes (by name) get the pool and type labels and the pool taint."""
     groups: dict[tuple[str, str], list[str]] = {}
-    for node_name, node in sorted(site.gpu[key].nodes.items()):
-        groups.setdefault((site.node_pool(key, node_name), node.gpu_type), []).append(node_name)
+    for node_name, node in sorted(config.nodes.items()):
+        groups.setdefault((node_pools[node_name], node.gpu_type), []).append(node_name)
     return {
         "rules": [
             {
@@ -249,9 +242,9 @@ def node_pools_rule_spec(site: SiteConfig, key: str) -> dict[str, Any]:
     }
 
 
-def cluster_policy_spec(site: SiteConfig, key: str) -> dict[str, Any]:
+def cluster_policy_spec(config: GpuClusterConfig) -> dict[str, Any]:
     """The GPU Operator ClusterPolicy: driver with GPUDirect RDMA, toolkit, device plugin, GFD, DCGM exporter, MIG."""
-    mig = site.gpu[key].mig_strategy
+    mig = config.mig_strategy
     return {
         "operator": {"defaultRuntime": "containerd"},
         "daemonsets": {
@@ -279,9 +272,9 @@ def cluster_policy_spec(site: SiteConfig, key: str) -> dict[str, Any]:
     }
 
 
-def nic_cluster_policy_spec(site: SiteConfig, key: str) -> dict[str, Any]:
+def nic_cluster_policy_spec(config: GpuClusterConfig) -> dict[str, Any]:
     """The Network Operator NicClusterPolicy: NIC driver, RDMA shared device plugin, Multus, IPoIB CNI, nv-ipam."""
-    ib = site.gpu[key].infiniband
+    ib = config.infiniband
     rdma_config = {
         "configList": [
             {

@@ -9,13 +9,13 @@ client credentials for services, secrets only as Pulumi secrets.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import pulumi
 import pulumi_keycloak as keycloak
 
-from components.config import SiteConfig
+from components.config import AdoptConfig, IdentityConfig, Team
 from components.kube import adopted
 
 GROUPS_SCOPE = "groups"
@@ -43,7 +43,16 @@ def check_redirect_uris(client: str, uris: list[str]) -> None:
 
 @dataclass(frozen=True)
 class SiteIdentityArgs:
-    site: SiteConfig
+    config: IdentityConfig
+    """The `identity` section: the realm, and whether the program creates it."""
+    keycloak_url: str
+    """The site's Keycloak, whose realm URL is the OIDC issuer."""
+    teams: dict[str, Team]
+    """The teams, each of which gets a group."""
+    adopt: AdoptConfig
+    """Declares whether a realm to create exists already."""
+    provider: keycloak.Provider
+    """The provider of the site's Keycloak."""
 
 
 @dataclass(frozen=True)
@@ -67,30 +76,32 @@ class SiteIdentity(pulumi.ComponentResource):
     """Keycloak group name per team."""
 
     def __init__(self, name: str, args: SiteIdentityArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("fab:identity:SiteIdentity", name, None, opts)
+        super().__init__(
+            "fab:identity:SiteIdentity", name, None, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[args.provider]))
+        )
         self._name = name
-        site = args.site
-        self._issuer = f"{site.keycloak.url.rstrip('/')}/realms/{site.identity.realm}"
+        realm = args.config.realm
+        self._issuer = f"{args.keycloak_url.rstrip('/')}/realms/{realm}"
         self.issuer = self._issuer
         """The realm's OIDC issuer as a plain string, for configuration that needs it at render time."""
         child = pulumi.ResourceOptions(parent=self)
 
-        if site.identity.create_realm:
+        if args.config.create_realm:
             self.realm = keycloak.Realm(
                 f"{name}-realm",
-                realm=site.identity.realm,
+                realm=realm,
                 enabled=True,
                 ssl_required="all",
                 registration_allowed=False,
                 # The realm holds every user and group of the site: never deleted by a stack change.
                 opts=pulumi.ResourceOptions.merge(
                     pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(protect=True, retain_on_delete=True)),
-                    adopted(site.adopt.claims("realm"), site.identity.realm),
+                    adopted(args.adopt.claims("realm"), realm),
                 ),
             )
             realm_id: pulumi.Input[str] = self.realm.id
         else:
-            realm_id = site.identity.realm
+            realm_id = realm
         self._realm_id = pulumi.Output.from_input(realm_id)
 
         self.groups = {
@@ -101,7 +112,7 @@ class SiteIdentity(pulumi.ComponentResource):
                 description=spec.description or None,
                 opts=child,
             )
-            for team, spec in sorted(site.teams.items())
+            for team, spec in sorted(args.teams.items())
         }
         self.platform_users = keycloak.Group(
             f"{name}-group-{PLATFORM_USERS}",
@@ -133,7 +144,7 @@ class SiteIdentity(pulumi.ComponentResource):
 
         self.realm_id = self._realm_id
         self.issuer_url = pulumi.Output.from_input(self._issuer)
-        self.team_groups = pulumi.Output.from_input({team: team_group_name(team) for team in sorted(site.teams)})
+        self.team_groups = pulumi.Output.from_input({team: team_group_name(team) for team in sorted(args.teams)})
         self.register_outputs({"realm_id": self.realm_id, "issuer_url": self.issuer_url, "team_groups": self.team_groups})
 
     def oidc_client(
@@ -183,31 +194,19 @@ class SiteIdentity(pulumi.ComponentResource):
             default_scopes=[*BASE_SCOPES, GROUPS_SCOPE],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.groups_scope]),
         )
-        mapper_opts = pulumi.ResourceOptions(parent=self)
+        # Audience and fixed claims go into access tokens only, which is what services verify.
+        access_token_only: dict[str, Any] = {
+            "realm_id": self._realm_id, "client_id": client.id, "add_to_access_token": True, "add_to_id_token": False,
+            "opts": pulumi.ResourceOptions(parent=self),
+        }
         if audience:
             keycloak.openid.AudienceProtocolMapper(
-                f"{self._name}-client-{key}-audience",
-                realm_id=self._realm_id,
-                client_id=client.id,
-                name=f"audience-{audience}",
-                included_custom_audience=audience,
-                add_to_access_token=True,
-                add_to_id_token=False,
-                opts=mapper_opts,
+                f"{self._name}-client-{key}-audience", name=f"audience-{audience}", included_custom_audience=audience, **access_token_only,
             )
         for claim, value in sorted((claims or {}).items()):
             keycloak.openid.HardcodedClaimProtocolMapper(
-                f"{self._name}-client-{key}-claim-{claim}",
-                realm_id=self._realm_id,
-                client_id=client.id,
-                name=f"claim-{claim}",
-                claim_name=claim,
-                claim_value=value,
-                claim_value_type="String",
-                add_to_access_token=True,
-                add_to_id_token=False,
-                add_to_userinfo=False,
-                opts=mapper_opts,
+                f"{self._name}-client-{key}-claim-{claim}", name=f"claim-{claim}", claim_name=claim, claim_value=value,
+                claim_value_type="String", add_to_userinfo=False, **access_token_only,
             )
         return OidcClient(
             client=client,

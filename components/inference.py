@@ -23,7 +23,7 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.capacity import ModelCapacity
-from components.config import SiteConfig
+from components.config import AdoptConfig, InferenceConfig
 from components.gpu import (
     INFERENCE_NAMESPACE,
     IPOIB_NETWORK,
@@ -32,14 +32,21 @@ from components.gpu import (
     RDMA_RESOURCE,
     SERVING_PRIORITY,
     GpuCluster,
-    ipoib_enabled,
     toleration,
 )
-from components.gateway import GATEWAY_NAMESPACE, ROUTES_LABEL, envoy_gateway, http_route, https_listener
+from components.constants import GATEWAY_NAMESPACE, S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY
+from components.gateway import ROUTES_LABEL, envoy_gateway, http_route, https_listener
 from components.identity import SiteIdentity
-from components.kube import WORKLOAD_SKIPS, checkov_skips, namespace, restricted_security_context
+from components.kube import (
+    WORKLOAD_SKIPS,
+    Adoption,
+    checkov_skips,
+    namespace,
+    restricted_container,
+    restricted_pod_security_context,
+)
 from components.network import CrossClusterNetwork
-from components.providers import SiteProviders
+from components.providers import SiteRef
 from components.storage import MC_CA_DIR, SiteCa, StorageCluster
 
 GATEWAY_NAME = "llm"
@@ -71,13 +78,21 @@ def cache_size_gib(weights_gib: float) -> int:
 
 @dataclass(frozen=True)
 class InferencePoolArgs:
-    site: SiteConfig
-    providers: SiteProviders
+    site: SiteRef
+    """The site, whose domain names the gateway unless `inference.gateway.hostname` does."""
+    config: InferenceConfig
+    """The `inference` section: models, gateway, rate limits."""
+    capacity: dict[str, ModelCapacity]
+    """Each model's sizing under the active profile (`SiteConfig.model_capacity`)."""
+    teams: list[str]
+    """The teams, each of which gets a gateway client."""
+    adopt: AdoptConfig
+    """Declares the namespaces and gateway release that exist already."""
     network: CrossClusterNetwork
     storage: StorageCluster
     identity: SiteIdentity
     gpu: GpuCluster
-    """The GpuCluster of the inference cluster (priority classes, NVMe class, IPoIB)."""
+    """The GpuCluster of the inference cluster: where the pool runs (its priority classes, NVMe class, IPoIB)."""
 
 
 class InferencePool(pulumi.ComponentResource):
@@ -91,21 +106,22 @@ class InferencePool(pulumi.ComponentResource):
     """The A record the site's DNS must hold for the serving URL."""
 
     def __init__(self, name: str, args: InferencePoolArgs, opts: pulumi.ResourceOptions | None = None):
-        site = args.site
-        inference = site.inference
-        self._name, self._site = name, site
-        self._cluster = inference.cluster
-        provider = args.providers.for_cluster(self._cluster)
+        inference = args.config
+        self._name, self._config, self._teams = name, inference, args.teams
+        self._cluster = args.gpu.cluster.key
+        self._adopt = Adoption(args.adopt, self._cluster)
         super().__init__(
-            "fab:inference:InferencePool", name, None, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[provider]))
+            "fab:inference:InferencePool", name, None,
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[args.gpu.cluster.provider])),
         )
-        hostname = inference.gateway.hostname or f"llm.{site.domain}"
-        sized = site.model_capacity()
+        hostname = inference.gateway.hostname or f"llm.{args.site.domain}"
+        sized = args.capacity
+        self._models_bucket = args.storage.bucket_of("models")
 
         namespace = self._namespace(INFERENCE_NAMESPACE)
         s3 = args.storage.grant("inference", self._cluster, INFERENCE_NAMESPACE, depends_on=[namespace])
         ca = args.storage.site_ca(self._cluster, INFERENCE_NAMESPACE, [namespace])
-        ipoib = ipoib_enabled(site, self._cluster)
+        ipoib = args.gpu.ipoib
         self.deployments = {
             model: self._model(model, sized[model], s3, ca, [namespace, args.gpu], ipoib) for model in sorted(inference.models)
         }
@@ -151,81 +167,70 @@ class InferencePool(pulumi.ComponentResource):
 
     def _namespace(self, name: str) -> k8s.core.v1.Namespace:
         return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), labels={ROUTES_LABEL: GATEWAY_NAME},
-                         existing=self._site.adopt.claims("namespace", self._cluster, name))
+                         adopt=self._adopt)
 
     # ---------------------------------------------------------------------------------------------
     # Models.
 
     def _model(self, model: str, size: ModelCapacity, s3: k8s.core.v1.Secret, ca: SiteCa, depends_on: list[pulumi.Resource],
                ipoib: bool) -> k8s.apps.v1.Deployment:
-        site = self._site
-        spec = site.inference.models[model]
+        spec = self._config.models[model]
         labels = {"app.kubernetes.io/name": "vllm", MODEL_LABEL: model}
         tp = size.tensor_parallel
         weights_gib = size.weights_per_gpu_gib * tp
-        bucket = site.storage.buckets
-        (models_bucket,) = sorted(n for n, b in bucket.items() if b.data_class == "models")
+        models_bucket = self._models_bucket
         mc_env = [
             {"name": "MC_CONFIG_DIR", "value": "/work/.mc"},
             *({"name": key, "valueFrom": {"secretKeyRef": {"name": "s3-inference", "key": key}}}
-              for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_S3")),
+              for key in (S3_ACCESS_KEY, S3_SECRET_KEY, S3_ENDPOINT)),
         ]
         small = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}}
+        work = {"name": "work", "mountPath": "/work"}
         init = [
-            {
-                "name": "weights-alias",
-                "image": versions.WEIGHTS_SYNC_IMAGE,
-                "imagePullPolicy": "Always",
-                "args": ["alias", "set", "models", "$(AWS_ENDPOINT_URL_S3)", "$(AWS_ACCESS_KEY_ID)", "$(AWS_SECRET_ACCESS_KEY)"],
-                "env": mc_env,
-                "securityContext": restricted_security_context(VLLM_USER),
-                "resources": small,
-                "volumeMounts": [{"name": "work", "mountPath": "/work"}, *ca.mounts(MC_CA_DIR)],
-            },
-            {
-                "name": "weights-sync",
-                "image": versions.WEIGHTS_SYNC_IMAGE,
-                "imagePullPolicy": "Always",
-                "args": ["mirror", "--overwrite", "--remove", f"models/{models_bucket}/{spec.source.strip('/')}", model_path(model)],
-                "env": mc_env,
-                "securityContext": restricted_security_context(VLLM_USER),
-                "resources": small,
-                "volumeMounts": [{"name": "work", "mountPath": "/work"}, {"name": "model-cache", "mountPath": "/models"}, *ca.mounts(MC_CA_DIR)],
-            },
+            restricted_container(
+                "weights-alias", versions.WEIGHTS_SYNC_IMAGE, VLLM_USER,
+                args=["alias", "set", "models", f"$({S3_ENDPOINT})", f"$({S3_ACCESS_KEY})", f"$({S3_SECRET_KEY})"],
+                env=mc_env, resources=small, volumeMounts=[work, *ca.mounts(MC_CA_DIR)],
+            ),
+            restricted_container(
+                "weights-sync", versions.WEIGHTS_SYNC_IMAGE, VLLM_USER,
+                args=["mirror", "--overwrite", "--remove", f"models/{models_bucket}/{spec.source.strip('/')}", model_path(model)],
+                env=mc_env, resources=small, volumeMounts=[work, {"name": "model-cache", "mountPath": "/models"}, *ca.mounts(MC_CA_DIR)],
+            ),
         ]
         gpu_resources: dict[str, Any] = {"nvidia.com/gpu": str(tp)}
         if ipoib:
             gpu_resources[RDMA_RESOURCE] = "1"
         host_memory = f"{math.ceil(weights_gib) + 32}Gi"
-        container = {
-            "name": "vllm",
-            "image": versions.VLLM_IMAGE,
-            "imagePullPolicy": "Always",
-            "args": [
+        health = lambda period, failures: {  # noqa: E731
+            "httpGet": {"path": "/health", "port": "http"}, "periodSeconds": period, "failureThreshold": failures,
+        }
+        container = restricted_container(
+            "vllm", versions.VLLM_IMAGE, VLLM_USER,
+            args=[
                 "--model", model_path(model),
                 "--served-model-name", spec.served_name or model,
                 "--tensor-parallel-size", str(tp),
-                "--gpu-memory-utilization", str(site.inference.gpu_memory_utilization),
+                "--gpu-memory-utilization", str(self._config.gpu_memory_utilization),
                 "--max-model-len", str(spec.max_context),
                 "--port", str(VLLM_PORT),
             ],
-            "env": [{"name": "HOME", "value": "/home/vllm"}, {"name": "HF_HUB_OFFLINE", "value": "1"}],
-            "ports": [{"name": "http", "containerPort": VLLM_PORT, "protocol": "TCP"}],
-            "resources": {
+            env=[{"name": "HOME", "value": "/home/vllm"}, {"name": "HF_HUB_OFFLINE", "value": "1"}],
+            ports=[{"name": "http", "containerPort": VLLM_PORT, "protocol": "TCP"}],
+            resources={
                 "requests": {"cpu": str(4 * tp), "memory": host_memory, **gpu_resources},
                 "limits": {"cpu": str(8 * tp), "memory": host_memory, **gpu_resources},
             },
-            "securityContext": restricted_security_context(VLLM_USER),
-            "startupProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "failureThreshold": 180},
-            "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5, "failureThreshold": 3},
-            "livenessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10, "failureThreshold": 6},
-            "volumeMounts": [
+            startupProbe=health(10, 180),
+            readinessProbe=health(5, 3),
+            livenessProbe=health(10, 6),
+            volumeMounts=[
                 {"name": "model-cache", "mountPath": "/models", "readOnly": True},
                 {"name": "home", "mountPath": "/home/vllm"},
                 {"name": "tmp", "mountPath": "/tmp"},
                 {"name": "shm", "mountPath": "/dev/shm"},
             ],
-        }
+        )
         annotations = {"k8s.v1.cni.cncf.io/networks": f"{IPOIB_NETWORK}@ib0"} if ipoib else {}
         cache = {
             "ephemeral": {
@@ -254,7 +259,7 @@ class InferencePool(pulumi.ComponentResource):
                         "nodeSelector": {POOL_LABEL: "inference"},
                         "tolerations": [toleration("inference")],
                         "automountServiceAccountToken": False,
-                        "securityContext": {"runAsNonRoot": True, "fsGroup": VLLM_USER, "seccompProfile": {"type": "RuntimeDefault"}},
+                        "securityContext": restricted_pod_security_context(fsGroup=VLLM_USER),
                         "initContainers": init,
                         "containers": [container],
                         "volumes": [
@@ -289,12 +294,11 @@ class InferencePool(pulumi.ComponentResource):
     # Gateway.
 
     def _gateway(self, network: CrossClusterNetwork, hostname: str) -> k8s.apiextensions.CustomResource:
-        gateway_cfg = self._site.inference.gateway
+        gateway_cfg = self._config.gateway
         opts = pulumi.ResourceOptions(parent=self)
         gateway = envoy_gateway(
             self._name, opts,
-            adopt=self._site.adopt,
-            cluster=self._cluster,
+            adopt=self._adopt,
             gateway=GATEWAY_NAME,
             gateway_class=GATEWAY_CLASS,
             description="The site's inference gateway.",
@@ -337,17 +341,22 @@ class InferencePool(pulumi.ComponentResource):
 
         The policies name the route they attach to; Envoy Gateway attaches them when it appears.
         """
-        site = self._site
-        target = [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": f"vllm-{model}"}]
+        config = self._config
         opts = pulumi.ResourceOptions(parent=self, depends_on=after)
+
+        def route_policy(logical: str, kind: str, spec: dict[str, Any]) -> k8s.apiextensions.CustomResource:
+            """An Envoy Gateway policy named like the model's route and attached to it."""
+            return k8s.apiextensions.CustomResource(
+                f"{self._name}-{logical}-{model}", api_version=versions.ENVOY_GATEWAY_API, kind=kind,
+                metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE},
+                spec={"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": f"vllm-{model}"}], **spec},
+                opts=opts,
+            )
+
         issuer = identity.issuer
-        jwt = k8s.apiextensions.CustomResource(
-            f"{self._name}-jwt-{model}",
-            api_version=versions.ENVOY_GATEWAY_API,
-            kind="SecurityPolicy",
-            metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE},
-            spec={
-                "targetRefs": target,
+        jwt = route_policy(
+            "jwt", "SecurityPolicy",
+            {
                 "jwt": {
                     "providers": [
                         {
@@ -370,9 +379,8 @@ class InferencePool(pulumi.ComponentResource):
                     ],
                 },
             },
-            opts=opts,
         )
-        overrides = site.inference.team_requests_per_minute
+        overrides = config.team_requests_per_minute
         team_header = lambda **match: {"name": TEAM_HEADER, **match}  # noqa: E731
         # Every team gets its own bucket at the default limit (Distinct), except the teams with their own limit;
         # so adding a team at the default changes nothing here.
@@ -381,23 +389,13 @@ class InferencePool(pulumi.ComponentResource):
                 team_header(type="Distinct"),
                 *(team_header(type="Exact", value=team, invert=True) for team in sorted(overrides)),
             ]}],
-            "limit": {"requests": site.inference.requests_per_minute, "unit": "Minute"},
+            "limit": {"requests": config.requests_per_minute, "unit": "Minute"},
         }
         override_rules = [
             {"clientSelectors": [{"headers": [team_header(type="Exact", value=team)]}], "limit": {"requests": rpm, "unit": "Minute"}}
             for team, rpm in sorted(overrides.items())
         ]
-        rate_limit = k8s.apiextensions.CustomResource(
-            f"{self._name}-ratelimit-{model}",
-            api_version=versions.ENVOY_GATEWAY_API,
-            kind="BackendTrafficPolicy",
-            metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE},
-            spec={
-                "targetRefs": target,
-                "rateLimit": {"local": {"rules": [default_rule, *override_rules]}},
-            },
-            opts=opts,
-        )
+        rate_limit = route_policy("ratelimit", "BackendTrafficPolicy", {"rateLimit": {"local": {"rules": [default_rule, *override_rules]}}})
         return [jwt, rate_limit]
 
     def _team_clients(self, identity: SiteIdentity) -> dict[str, Any]:
@@ -407,5 +405,5 @@ class InferencePool(pulumi.ComponentResource):
                 f"inference-{team}", "service", description=f"Inference gateway client of team {team}",
                 audience=AUDIENCE, claims={TEAM_CLAIM: team, ACCESS_CLAIM: "true"},
             )
-            for team in sorted(self._site.teams)
+            for team in sorted(self._teams)
         }

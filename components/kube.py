@@ -1,13 +1,17 @@
-"""The shared Kubernetes building blocks of the components: Helm releases, namespaces, security contexts."""
+"""The shared Kubernetes building blocks of the components (DESIGN section 4): Helm releases, namespaces, run-once
+Jobs, generated secrets and the restricted security contexts, each written once."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import pulumi_random as random
 from pulumi_kubernetes import _utilities
 
+from components.config import AdoptConfig
 from components.versions import HelmChart
 
 HELM_HISTORY = 10
@@ -28,6 +32,24 @@ class FlatCustomResource(pulumi.CustomResource):
         super().__init__(f"kubernetes:{api_version}:{kind}", name, props, opts)
 
 
+@dataclass(frozen=True)
+class Adoption:
+    """Which of one cluster's namespaces and Helm releases exist already (config `adopt`), as the building blocks ask.
+
+    Every answer is recorded by `AdoptConfig.claims`, so that a declaration nothing asked about is reported.
+    """
+
+    adopt: AdoptConfig
+    cluster: str
+    """The cluster's key."""
+
+    def namespace(self, name: str) -> bool:
+        return self.adopt.claims("namespace", self.cluster, name)
+
+    def release(self, namespace: str, name: str) -> bool:
+        return self.adopt.claims("helm_release", self.cluster, f"{namespace}/{name}")
+
+
 def adopted(existing: bool, import_id: str) -> pulumi.ResourceOptions:
     """Options that import an existing object (config `adopt`) instead of creating it; nothing otherwise.
 
@@ -38,13 +60,14 @@ def adopted(existing: bool, import_id: str) -> pulumi.ResourceOptions:
 
 
 def helm_release(logical: str, chart: HelmChart, *, name: str, namespace: str, values: pulumi.Input[dict[str, Any]],
-                 opts: pulumi.ResourceOptions, postrender: str | None = None, existing: bool = False) -> k8s.helm.v3.Release:
+                 opts: pulumi.ResourceOptions, adopt: Adoption | None = None, postrender: str | None = None) -> k8s.helm.v3.Release:
     """A Helm release of a pinned chart from its repository or OCI registry, with bounded history and the chart's timeout.
 
     Pulumi waits (Helm's `--wait`) until the release's objects are ready, LoadBalancer Services included,
-    so nothing a release installs may need something created after it. `existing` imports a release
-    that is installed already (`<namespace>/<name>`).
+    so nothing a release installs may need something created after it. The release is imported when `adopt`
+    declares `<namespace>/<name>` installed already on its cluster.
     """
+    existing = adopt is not None and adopt.release(namespace, name)
     oci = chart.repo.startswith("oci://")
     return k8s.helm.v3.Release(
         logical,
@@ -71,8 +94,12 @@ RESTRICTED = {
 
 
 def namespace(logical: str, name: str, opts: pulumi.ResourceOptions, labels: dict[str, str] | None = None,
-              privileged_reason: str | None = None, existing: bool = False) -> k8s.core.v1.Namespace:
-    """A namespace at Pod Security `restricted`, or `privileged` with the reason recorded on it; `existing` imports it."""
+              privileged_reason: str | None = None, adopt: Adoption | None = None) -> k8s.core.v1.Namespace:
+    """A namespace at Pod Security `restricted`, or `privileged` with the reason recorded on it.
+
+    It is imported when `adopt` declares it existing on its cluster.
+    """
+    existing = adopt is not None and adopt.namespace(name)
     pss = RESTRICTED if privileged_reason is None else {
         "pod-security.kubernetes.io/enforce": "privileged",
         "pod-security.kubernetes.io/warn": "privileged",
@@ -81,6 +108,46 @@ def namespace(logical: str, name: str, opts: pulumi.ResourceOptions, labels: dic
     if privileged_reason is not None:
         metadata["annotations"] = {"fab.internal/privileged-reason": privileged_reason}
     return k8s.core.v1.Namespace(logical, metadata=metadata, opts=pulumi.ResourceOptions.merge(opts, adopted(existing, name)))
+
+
+CHECKOV_SUPPRESSIONS = {
+    "CKV_K8S_43": "images are pinned to exact tags in components/versions.py; digests cannot be resolved offline and are a follow-up",
+    "CKV_K8S_35": "the tool reads its credentials from environment variables (S3 SDKs, Quarkus, mysql); the Secret reaches this pod only",
+    "CKV2_K8S_6": "ingress is denied by Cilium clusterwide policies (fab-default-deny-remote and the flow rules), which checkov does not read",
+    "CKV_K8S_49": "the preview identity reads every kind and dry-runs the platform's groups; the ValidatingAdmissionPolicy fab-preview-dry-run-only refuses anything else it sends",
+    "CKV_K8S_158": "a dry run of a Role is checked for escalation like a real one; the preview identity can only dry-run (fab-preview-dry-run-only)",
+}
+"""Scanner findings the platform accepts, with the reason; each is written on the object it concerns."""
+
+
+@dataclass(frozen=True)
+class Priority:
+    """A PriorityClass: its role in logical names (`<prefix>-priority-<role>`), value, preemption policy and why."""
+
+    role: str
+    value: int
+    preemption: str
+    description: str
+
+
+def priority_classes(prefix: str, table: dict[str, Priority], opts: pulumi.ResourceOptions) -> dict[str, k8s.scheduling.v1.PriorityClass]:
+    """One PriorityClass per entry of `table` (PriorityClass name -> Priority), by name."""
+    return {
+        name: k8s.scheduling.v1.PriorityClass(
+            f"{prefix}-priority-{p.role}", metadata={"name": name}, value=p.value, preemption_policy=p.preemption,
+            description=p.description, opts=opts,
+        )
+        for name, p in table.items()
+    }
+
+
+def checkov_skips(*check_ids: str) -> dict[str, str]:
+    """Annotations that suppress checkov checks on one object, each with its written reason."""
+    return {f"checkov.io/skip{i}": f"{check}={CHECKOV_SUPPRESSIONS[check]}" for i, check in enumerate(check_ids, start=1)}
+
+
+WORKLOAD_SKIPS = ("CKV_K8S_43", "CKV_K8S_35", "CKV2_K8S_6")
+"""The suppressions of every workload the platform runs itself (Jobs, Deployments, CronJobs)."""
 
 
 def restricted_security_context(user: int) -> dict[str, Any]:
@@ -96,19 +163,56 @@ def restricted_security_context(user: int) -> dict[str, Any]:
     }
 
 
-CHECKOV_SUPPRESSIONS = {
-    "CKV_K8S_43": "images are pinned to exact tags in components/versions.py; digests cannot be resolved offline and are a follow-up",
-    "CKV_K8S_35": "the tool reads its credentials from environment variables (S3 SDKs, Quarkus, mysql); the Secret reaches this pod only",
-    "CKV2_K8S_6": "ingress is denied by Cilium clusterwide policies (fab-default-deny-remote and the flow rules), which checkov does not read",
-    "CKV_K8S_49": "the preview identity reads every kind and dry-runs the platform's groups; the ValidatingAdmissionPolicy fab-preview-dry-run-only refuses anything else it sends",
-    "CKV_K8S_158": "a dry run of a Role is checked for escalation like a real one; the preview identity can only dry-run (fab-preview-dry-run-only)",
-}
-"""Scanner findings the platform accepts, with the reason; each is written on the object it concerns."""
+def restricted_pod_security_context(**extra: Any) -> dict[str, Any]:
+    """A pod securityContext that meets Pod Security `restricted` (`extra` adds fields such as fsGroup)."""
+    return {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}, **extra}
 
 
-def checkov_skips(*check_ids: str) -> dict[str, str]:
-    """Annotations that suppress checkov checks on one object, each with its written reason."""
-    return {f"checkov.io/skip{i}": f"{check}={CHECKOV_SUPPRESSIONS[check]}" for i, check in enumerate(check_ids, start=1)}
+SMALL_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+"""Requests and limits of a helper container (setup, sync) unless it states its own."""
 
 
-WORKLOAD_SKIPS = ("CKV_K8S_43", "CKV_K8S_35", "CKV2_K8S_6")
+def restricted_container(name: str, image: str, user: int, **extra: Any) -> dict[str, Any]:
+    """A container spec that meets Pod Security `restricted`, always pulled, with requests and limits.
+
+    `extra` adds the container's other fields (args, env, volumeMounts) and may replace `resources`.
+    """
+    return {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": "Always",
+        "securityContext": restricted_security_context(user),
+        "resources": SMALL_RESOURCES,
+        **extra,
+    }
+
+
+def run_once_job(logical: str, *, name: str, namespace: str, containers: list[dict[str, Any]], volumes: list[dict[str, Any]],
+                 opts: pulumi.ResourceOptions, backoff_limit: int = 6, labels: dict[str, str] | None = None) -> k8s.batch.v1.Job:
+    """A Job that runs its containers to completion once (retried on failure), in a restricted pod without an API token.
+
+    A Job's pod template is immutable: a changed template replaces the Job, and the old one is deleted first
+    since both have the same `name`.
+    """
+    template: dict[str, Any] = {
+        "spec": {
+            "restartPolicy": "OnFailure",
+            "automountServiceAccountToken": False,
+            "securityContext": restricted_pod_security_context(),
+            "containers": containers,
+            "volumes": volumes,
+        },
+    }
+    if labels:
+        template["metadata"] = {"labels": labels}
+    return k8s.batch.v1.Job(
+        logical,
+        metadata={"name": name, "namespace": namespace, "annotations": checkov_skips(*WORKLOAD_SKIPS)},
+        spec={"backoffLimit": backoff_limit, "template": template},
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True)),
+    )
+
+
+def random_secret(logical: str, length: int, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
+    """A generated password of letters and digits (no symbols: it goes into URIs and config files), as a Pulumi secret."""
+    return pulumi.Output.secret(random.RandomPassword(logical, length=length, special=False, opts=opts).result)

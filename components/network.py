@@ -18,9 +18,9 @@ import pulumi_kubernetes as k8s
 import pulumi_tls as tls
 
 from components import versions
-from components.config import CILIUM_RELEASE, WORLD, ClusterConfig, Flow, SiteConfig
-from components.kube import helm_release
-from components.providers import SiteProviders
+from components.config import CILIUM_RELEASE, WORLD, AdoptConfig, ClusterConfig, Flow
+from components.kube import Adoption, helm_release
+from components.providers import ClusterRef, SiteRef
 
 POOL_LABEL = "lb.fab.internal/pool"
 """Service label that picks the LB-IPAM pool (and so the BGP advertisement) of a LoadBalancer Service."""
@@ -44,9 +44,29 @@ ClusterMesh it covers every node of every remote cluster, including their host-n
 
 
 @dataclass(frozen=True)
+class MeshCluster:
+    """One cluster of the site as the network builds it: its reference and its config (`clusters.<key>`)."""
+
+    ref: ClusterRef
+    config: ClusterConfig
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+
+@dataclass(frozen=True)
 class CrossClusterNetworkArgs:
-    site: SiteConfig
-    providers: SiteProviders
+    site: SiteRef
+    """The site, whose name the ClusterMesh CA carries."""
+    clusters: dict[str, ClusterRef]
+    """Every cluster of the site, by key: the network spans them all."""
+    cluster_configs: dict[str, ClusterConfig]
+    """The `clusters` section: each cluster's ranges, LB pools, BGP peers and Cilium settings, by key."""
+    flows: dict[str, Flow]
+    """The flow table in force, by flow name."""
+    adopt: AdoptConfig
+    """Declares the Cilium releases that are installed already."""
 
 
 class CrossClusterNetwork(pulumi.ComponentResource):
@@ -59,27 +79,24 @@ class CrossClusterNetwork(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: CrossClusterNetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fab:network:CrossClusterNetwork", name, None, opts)
-        self._site = args.site
-        site = args.site
-        flows = site.flow_table()
-        ca_cert, ca_key = self._clustermesh_ca(name)
+        self._clusters = clusters = {key: MeshCluster(ref, args.cluster_configs[key]) for key, ref in sorted(args.clusters.items())}
+        flows = args.flows
+        ca_cert, ca_key = self._clustermesh_ca(name, args.site)
 
         self.cilium_releases: dict[str, k8s.helm.v3.Release] = {}
         self._pools: dict[tuple[str, str], k8s.apiextensions.CustomResource] = {}
-        for key in sorted(site.clusters):
-            cluster = site.clusters[key]
-            opts_k = pulumi.ResourceOptions(parent=self, provider=args.providers.for_cluster(key))
+        for key, cluster in clusters.items():
+            opts_k = pulumi.ResourceOptions(parent=self, provider=cluster.ref.provider)
             prefix = f"{name}-{key}"
-            if cluster.cilium.managed:
+            if cluster.config.cilium.managed:
                 self.cilium_releases[key] = helm_release(
                     f"{prefix}-cilium", versions.CILIUM, name="cilium", namespace=CILIUM_NAMESPACE,
-                    values=cilium_values(site, key, ca_cert, ca_key), opts=opts_k,
-                    existing=site.adopt.claims("helm_release", key, CILIUM_RELEASE),
+                    values=cilium_values(clusters, key, ca_cert, ca_key), opts=opts_k, adopt=Adoption(args.adopt, key),
                 )
             # The operator registers Cilium's CRDs when it starts, so the objects wait for the release.
             release = self.cilium_releases.get(key)
             crs = pulumi.ResourceOptions.merge(opts_k, pulumi.ResourceOptions(depends_on=[release] if release else []))
-            for obj in cluster_objects(site, key, flows):
+            for obj in cluster_objects(clusters, key, flows):
                 resource = k8s.apiextensions.CustomResource(
                     f"{prefix}-{_logical_suffix(obj)}",
                     api_version=obj["apiVersion"],
@@ -93,17 +110,17 @@ class CrossClusterNetwork(pulumi.ComponentResource):
             if release is not None:
                 self._clustermesh_service(prefix, key, opts_k, release)
 
-        self.clusters = pulumi.Output.from_input({key: cluster_summary(site, key, flows) for key in sorted(site.clusters)})
+        self.clusters = pulumi.Output.from_input({key: cluster_summary(cluster, flows) for key, cluster in clusters.items()})
         self.flows = pulumi.Output.from_input({n: f.model_dump(mode="json", by_alias=True, exclude_defaults=True) for n, f in sorted(flows.items())})
         self.register_outputs({"clusters": self.clusters, "flows": self.flows})
 
     def lb_service_labels(self, cluster_key: str, pool: str) -> dict[str, str]:
         """Labels that give a LoadBalancer Service an address from `pool` of `cluster_key` (and its BGP route)."""
-        return lb_service_labels(self._site, cluster_key, pool)
+        return lb_service_labels(cluster_key, self._clusters[cluster_key].config, pool)
 
     def lb_pool(self, cluster_key: str, pool: str) -> k8s.apiextensions.CustomResource:
         """The LB-IPAM pool object: a LoadBalancer Service that Pulumi waits on (for its address) depends on it."""
-        lb_service_labels(self._site, cluster_key, pool)  # the same error for an unknown pool
+        self.lb_service_labels(cluster_key, pool)  # the same error for an unknown pool
         return self._pools[cluster_key, pool]
 
     def _clustermesh_service(self, prefix: str, key: str, opts: pulumi.ResourceOptions, release: pulumi.Resource) -> None:
@@ -113,7 +130,7 @@ class CrossClusterNetwork(pulumi.ComponentResource):
         give this one its address is created after the release (Cilium registers the pool's CRD when it
         starts): the chart's Service stays ClusterIP and this one waits for the release and the pool.
         """
-        cluster = self._site.clusters[key]
+        cluster = self._clusters[key].config
         k8s.core.v1.Service(
             f"{prefix}-clustermesh-apiserver",
             metadata={
@@ -136,14 +153,14 @@ class CrossClusterNetwork(pulumi.ComponentResource):
             ),
         )
 
-    def _clustermesh_ca(self, name: str) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
+    def _clustermesh_ca(self, name: str, site: SiteRef) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
         """One CA per site so that every cluster's ClusterMesh certificates trust each other; its key is a Pulumi secret."""
         key = tls.PrivateKey(f"{name}-clustermesh-ca", algorithm="RSA", rsa_bits=4096, opts=pulumi.ResourceOptions(parent=self))
         cert = tls.SelfSignedCert(
             f"{name}-clustermesh-ca",
             private_key_pem=key.private_key_pem,
             is_ca_certificate=True,
-            subject=tls.SelfSignedCertSubjectArgs(common_name=f"Cilium ClusterMesh CA {self._site.name}", organization="fab-platform"),
+            subject=tls.SelfSignedCertSubjectArgs(common_name=f"Cilium ClusterMesh CA {site.name}", organization="fab-platform"),
             validity_period_hours=10 * 365 * 24,
             early_renewal_hours=365 * 24,
             allowed_uses=["cert_signing", "crl_signing", "digital_signature", "key_encipherment"],
@@ -152,8 +169,7 @@ class CrossClusterNetwork(pulumi.ComponentResource):
         return cert.cert_pem, pulumi.Output.secret(key.private_key_pem)
 
 
-def lb_service_labels(site: SiteConfig, cluster_key: str, pool: str) -> dict[str, str]:
-    cluster = site.clusters[cluster_key]
+def lb_service_labels(cluster_key: str, cluster: ClusterConfig, pool: str) -> dict[str, str]:
     if pool not in cluster.lb_pools:
         raise ValueError(f"cluster {cluster_key!r} has no LB pool {pool!r}; pools: {', '.join(sorted(cluster.lb_pools))}")
     return {POOL_LABEL: pool}
@@ -175,16 +191,16 @@ def _b64(text: pulumi.Input[str]) -> pulumi.Output[str]:
     return pulumi.Output.from_input(text).apply(lambda pem: base64.b64encode(pem.encode()).decode())
 
 
-def cilium_values(site: SiteConfig, key: str, ca_cert: pulumi.Input[str], ca_key: pulumi.Input[str]) -> dict[str, Any]:
+def cilium_values(clusters: dict[str, MeshCluster], key: str, ca_cert: pulumi.Input[str], ca_key: pulumi.Input[str]) -> dict[str, Any]:
     """Helm values of the Cilium 1.18 chart for one cluster of the site."""
-    cluster = site.clusters[key]
+    cluster = clusters[key].config
     peers = [
-        {"name": site.cluster_name(other), "port": CLUSTERMESH_PORT, "ips": [str(site.clusters[other].clustermesh_vip)]}
-        for other in sorted(site.clusters)
-        if other != key
+        {"name": other.name, "port": CLUSTERMESH_PORT, "ips": [str(other.config.clustermesh_vip)]}
+        for other_key, other in sorted(clusters.items())
+        if other_key != key
     ]
     return {
-        "cluster": {"name": site.cluster_name(key), "id": cluster.cluster_id},
+        "cluster": {"name": clusters[key].name, "id": cluster.cluster_id},
         "routingMode": "native",
         # Pod ranges are advertised over BGP, so pods are routable and keep their source address across
         # clusters: that is what lets a remote pod's identity (and so the flow rules) apply.
@@ -246,9 +262,9 @@ def _advertise_class(visibility: str) -> str:
     return "private" if visibility == "internal" else "public"
 
 
-def bgp_objects(site: SiteConfig, key: str) -> list[dict[str, Any]]:
+def bgp_objects(mesh_cluster: MeshCluster) -> list[dict[str, Any]]:
     """BGP control plane objects: one instance, a peer config and an advertisement per peer class in use."""
-    cluster = site.clusters[key]
+    cluster = mesh_cluster.config
     pools_by_class: dict[str, list[str]] = {"private": [], "public": []}
     for pool_name, pool in sorted(cluster.lb_pools.items()):
         pools_by_class[_advertise_class(pool.visibility)].append(pool_name)
@@ -282,7 +298,7 @@ def bgp_objects(site: SiteConfig, key: str) -> list[dict[str, Any]]:
             {
                 "bgpInstances": [
                     {
-                        "name": site.cluster_name(key),
+                        "name": mesh_cluster.name,
                         "localASN": cluster.bgp_asn,
                         "peers": [
                             {
@@ -314,7 +330,7 @@ def _ports(port: int, protocol: str) -> list[dict[str, Any]]:
     return [{"ports": [{"port": str(port), "protocol": protocol}]}]
 
 
-def default_deny_policy(site: SiteConfig, key: str) -> dict[str, Any]:
+def default_deny_policy(cluster: MeshCluster) -> dict[str, Any]:
     return _cr(
         "CiliumClusterwideNetworkPolicy",
         DEFAULT_DENY_NAME,
@@ -323,7 +339,7 @@ def default_deny_policy(site: SiteConfig, key: str) -> dict[str, Any]:
             "pods and local infrastructure only; every cross-cluster flow is allowed by a fab-flow-* rule.",
             "endpointSelector": {},
             "ingress": [
-                {"fromEndpoints": [{"matchLabels": {CLUSTER_LABEL: site.cluster_name(key)}}]},
+                {"fromEndpoints": [{"matchLabels": {CLUSTER_LABEL: cluster.name}}]},
                 {"fromEntities": list(LOCAL_ENTITIES)},
             ],
         },
@@ -331,9 +347,9 @@ def default_deny_policy(site: SiteConfig, key: str) -> dict[str, Any]:
     )
 
 
-def clustermesh_policy(site: SiteConfig, key: str) -> dict[str, Any]:
+def clustermesh_policy(clusters: dict[str, MeshCluster], key: str) -> dict[str, Any]:
     """Let the other clusters' agents reach this cluster's ClusterMesh API server, and nothing else of it."""
-    others = [other for other in sorted(site.clusters) if other != key]
+    others = [other for other_key, other in sorted(clusters.items()) if other_key != key]
     return _cr(
         "CiliumClusterwideNetworkPolicy",
         CLUSTERMESH_RULE_NAME,
@@ -343,7 +359,7 @@ def clustermesh_policy(site: SiteConfig, key: str) -> dict[str, Any]:
             "endpointSelector": _pod_selector(CILIUM_NAMESPACE, {"k8s-app": "clustermesh-apiserver"}),
             "ingress": [
                 {
-                    "fromCIDRSet": [{"cidr": str(site.clusters[other].node_cidr)} for other in others],
+                    "fromCIDRSet": [{"cidr": str(other.config.node_cidr)} for other in others],
                     "toPorts": _ports(CLUSTERMESH_PORT, "TCP"),
                 },
                 {"fromEntities": ["remote-node"], "toPorts": _ports(CLUSTERMESH_PORT, "TCP")},
@@ -353,15 +369,15 @@ def clustermesh_policy(site: SiteConfig, key: str) -> dict[str, Any]:
     )
 
 
-def flow_ingress_policy(site: SiteConfig, name: str, flow: Flow) -> dict[str, Any]:
+def flow_ingress_policy(clusters: dict[str, MeshCluster], name: str, flow: Flow) -> dict[str, Any]:
     """A pods flow, enforced on the destination cluster's pods."""
     ingress: list[dict[str, Any]] = []
-    clusters = [source for source in flow.sources if source != WORLD]
-    if clusters:
+    sources = [source for source in flow.sources if source != WORLD]
+    if sources:
         ingress.append(
             {
                 "fromEndpoints": [
-                    _pod_selector(flow.from_namespace, flow.from_labels, site.cluster_name(source)) for source in clusters
+                    _pod_selector(flow.from_namespace, flow.from_labels, clusters[source].name) for source in sources
                 ],
                 "toPorts": _ports(flow.pod_port, flow.protocol),
             }
@@ -382,7 +398,7 @@ def flow_ingress_policy(site: SiteConfig, name: str, flow: Flow) -> dict[str, An
     )
 
 
-def flow_apiserver_policy(site: SiteConfig, name: str, flow: Flow) -> dict[str, Any]:
+def flow_apiserver_policy(clusters: dict[str, MeshCluster], name: str, flow: Flow) -> dict[str, Any]:
     """A kube-apiserver flow, enforced as egress on the client pods: the remote API server is not a Cilium endpoint.
 
     The client pods then reach only their own API server, cluster DNS and the destinations' API VIPs.
@@ -400,7 +416,7 @@ def flow_apiserver_policy(site: SiteConfig, name: str, flow: Flow) -> dict[str, 
                     "toPorts": [{"ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "protocol": "TCP"}]}],
                 },
                 {
-                    "toCIDR": [f"{site.clusters[dest].api_server}/32" for dest in flow.to],
+                    "toCIDR": [f"{clusters[dest].config.api_server}/32" for dest in flow.to],
                     "toPorts": _ports(flow.pod_port, flow.protocol),
                 },
             ],
@@ -409,22 +425,22 @@ def flow_apiserver_policy(site: SiteConfig, name: str, flow: Flow) -> dict[str, 
     )
 
 
-def cluster_objects(site: SiteConfig, key: str, flows: dict[str, Flow]) -> list[dict[str, Any]]:
+def cluster_objects(clusters: dict[str, MeshCluster], key: str, flows: dict[str, Flow]) -> list[dict[str, Any]]:
     """Every Cilium object of one cluster, in a stable order."""
-    cluster = site.clusters[key]
-    objects = [*pool_objects(cluster), *bgp_objects(site, key), default_deny_policy(site, key), clustermesh_policy(site, key)]
+    cluster = clusters[key]
+    objects = [*pool_objects(cluster.config), *bgp_objects(cluster), default_deny_policy(cluster), clustermesh_policy(clusters, key)]
     for name, flow in sorted(flows.items()):
         if flow.target == "pods" and key in flow.to:
-            objects.append(flow_ingress_policy(site, name, flow))
+            objects.append(flow_ingress_policy(clusters, name, flow))
         elif flow.target == "kube-apiserver" and key in flow.sources:
-            objects.append(flow_apiserver_policy(site, name, flow))
+            objects.append(flow_apiserver_policy(clusters, name, flow))
     return objects
 
 
-def cluster_summary(site: SiteConfig, key: str, flows: dict[str, Flow]) -> dict[str, Any]:
-    cluster = site.clusters[key]
+def cluster_summary(mesh_cluster: MeshCluster, flows: dict[str, Flow]) -> dict[str, Any]:
+    cluster, key = mesh_cluster.config, mesh_cluster.ref.key
     return {
-        "cluster_name": site.cluster_name(key),
+        "cluster_name": mesh_cluster.name,
         "pools": {n: {"cidrs": [str(c) for c in p.cidrs], "visibility": p.visibility} for n, p in sorted(cluster.lb_pools.items())},
         "peers": {n: {"address": str(p.address), "asn": p.asn, "kind": p.kind} for n, p in sorted(cluster.bgp_peers.items())},
         "flows_in": sorted(n for n, f in flows.items() if key in f.to),

@@ -1,4 +1,5 @@
-"""Providers of a site (DESIGN section 4, "Providers"): one kubernetes Provider per cluster, MinIO and Keycloak.
+"""Providers of a site (DESIGN section 4, "Providers"): one kubernetes Provider per cluster, MinIO and Keycloak, and the
+references components hold of the site (`SiteRef`) and of the clusters they run on (`ClusterRef`).
 
 Credentials never come from config: kubeconfig contexts hold the cluster credentials, and the MinIO
 and Keycloak providers read theirs from their standard environment variables (MINIO_USER and
@@ -15,6 +16,22 @@ import pulumi_kubernetes as k8s
 import pulumi_minio as minio
 
 from components.config import SiteConfig
+
+
+@dataclass(frozen=True)
+class SiteRef:
+    """The few site-wide values components name: the site's name, its DNS domain and its CA bundle."""
+
+    name: str
+    """Site name; it prefixes every cluster name and names the site to its federated peers."""
+    domain: str
+    """Internal DNS domain of the site's endpoints."""
+    ca_bundle_pem: str | None = None
+    """PEM certificates of the site's CA (config `ca_bundle`), which clients of its endpoints trust; None for the system's."""
+
+    @classmethod
+    def of(cls, site: SiteConfig) -> SiteRef:
+        return cls(name=site.name, domain=site.domain, ca_bundle_pem=site.ca_bundle_pem())
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,15 +25,23 @@ import pulumi_tls as tls
 
 from components import versions
 from components.constants import (
-    POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_SCOPE, POLARIS_URI, POLARIS_WAREHOUSE,
+    CNPG_NAMESPACE, POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_SCOPE, POLARIS_URI, POLARIS_WAREHOUSE,
     S3_ACCESS_KEY, S3_ENDPOINT, S3_REGION, S3_SECRET_KEY, polaris_secret, s3_secret,
 )
 from components.engines import ENGINES, BucketAccess
-from components.kube import WORKLOAD_SKIPS, adopted, checkov_skips, helm_release, namespace, restricted_security_context
+from components.kube import Adoption, adopted, helm_release, namespace, random_secret, restricted_container, run_once_job
 from components.minio_admin import AdminEndpoint, BucketTags, MinioNamesFree, guard
-from components.config import REPLICABLE_CLASSES, SiteConfig
+from components.config import (
+    REPLICABLE_CLASSES,
+    AdoptConfig,
+    Bucket,
+    MinioEndpoint,
+    ObjectStoreConfig,
+    PolarisConfig,
+    StorageConfig,
+)
 from components.network import CrossClusterNetwork
-from components.providers import SiteProviders
+from components.providers import ClusterRef, SiteRef
 
 # --------------------------------------------------------------------------------------------------
 # Who may do what: the platform's own principals here, and every compute engine's from its declaration
@@ -79,7 +88,6 @@ CATALOG_ACCESS: dict[str, str] = dict(sorted({
 
 POLARIS_POD_LABELS = {"app.kubernetes.io/name": "polaris", "app.kubernetes.io/instance": "polaris"}
 POLARIS_DB = "polaris-db"
-CNPG_NAMESPACE = "cnpg-system"
 AISTOR_OPERATOR_NAMESPACE = "aistor-operator"
 GOLD_NAMESPACE = "gold"
 
@@ -112,21 +120,20 @@ def policy_document(read: list[str], read_write: list[str]) -> dict[str, Any]:
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def engine_buckets(site: SiteConfig, engine: str) -> tuple[list[str], list[str]]:
-    """(read-only buckets, read-write buckets) of an engine on this site."""
+def engine_buckets(buckets: dict[str, Bucket], engine: str) -> tuple[list[str], list[str]]:
+    """(read-only buckets, read-write buckets) of an engine among the site's buckets."""
     access = ENGINE_ACCESS[engine]
-    by_class = lambda classes: sorted(n for n, b in site.storage.buckets.items() if b.data_class in classes)  # noqa: E731
+    by_class = lambda classes: sorted(n for n, b in buckets.items() if b.data_class in classes)  # noqa: E731
     return by_class(access.read), by_class(access.read_write)
 
 
-def bucket_tags(site: SiteConfig, bucket: str) -> dict[str, str]:
-    data_class = site.storage.buckets[bucket].data_class
+def bucket_tags(site: str, spec: Bucket) -> dict[str, str]:
+    data_class = spec.data_class
     residency = "replicable" if data_class in REPLICABLE_CLASSES else "site-local"
-    return {"fab.internal/class": data_class, "fab.internal/residency": residency, "fab.internal/site": site.name}
+    return {"fab.internal/class": data_class, "fab.internal/residency": residency, "fab.internal/site": site}
 
 
-def lifecycle_rules(site: SiteConfig, bucket: str) -> list[minio.IlmPolicyRuleArgs]:
-    spec = site.storage.buckets[bucket]
+def lifecycle_rules(spec: Bucket) -> list[minio.IlmPolicyRuleArgs]:
     rules = []
     if spec.retention_days is not None:
         rules.append(minio.IlmPolicyRuleArgs(id="retention", expiration=f"{spec.retention_days}d"))
@@ -135,20 +142,19 @@ def lifecycle_rules(site: SiteConfig, bucket: str) -> list[minio.IlmPolicyRuleAr
     return rules
 
 
-def s3_endpoint_internal(site: SiteConfig) -> str:
-    store = site.storage.object_store
-    return f"{'https' if store.tls else 'http'}://s3.{site.domain}:{store.s3_port}"
+def s3_endpoint_internal(domain: str, store: ObjectStoreConfig) -> str:
+    return f"{'https' if store.tls else 'http'}://s3.{domain}:{store.s3_port}"
 
 
-def catalog_uri(site: SiteConfig) -> str:
-    return f"http://polaris.{site.domain}:{site.storage.polaris.port}/api/catalog"
+def catalog_uri(domain: str, polaris: PolarisConfig) -> str:
+    return f"http://polaris.{domain}:{polaris.port}/api/catalog"
 
 
-def polaris_setup_plan(site: SiteConfig) -> dict[str, Any]:
-    """The catalog, namespaces, roles and principals that the setup Job applies (desired state, no secrets)."""
-    polaris = site.storage.polaris
-    (warehouse,) = sorted(n for n, b in site.storage.buckets.items() if b.data_class == "warehouse")
-    gold = sorted(n for n, b in site.storage.buckets.items() if b.data_class == "gold")
+def polaris_setup_plan(storage: StorageConfig, s3_endpoint: str, region: str, principals: dict[str, str]) -> dict[str, Any]:
+    """The catalog, namespaces, roles and principals (`principal_engines`) that the setup Job applies (desired state, no secrets)."""
+    polaris = storage.polaris
+    (warehouse,) = buckets_of(storage, "warehouse")
+    gold = buckets_of(storage, "gold")
     return {
         "catalog": {
             "type": "INTERNAL",
@@ -157,9 +163,9 @@ def polaris_setup_plan(site: SiteConfig) -> dict[str, Any]:
             "storageConfigInfo": {
                 "storageType": "S3",
                 "allowedLocations": [f"s3://{warehouse}/", *(f"s3://{b}/" for b in gold)],
-                "endpoint": s3_endpoint_internal(site),
+                "endpoint": s3_endpoint,
                 "pathStyleAccess": True,
-                "region": site.minio.region,
+                "region": region,
             },
         },
         "namespaces": [{"name": [GOLD_NAMESPACE], "properties": {"location": f"s3://{gold[0]}/{GOLD_NAMESPACE}/"}}] if gold else [],
@@ -171,26 +177,19 @@ def polaris_setup_plan(site: SiteConfig) -> dict[str, Any]:
                 "catalog_roles": [role],
                 "credentials_env": engine.upper().replace("-", "_"),
             }
-            for engine, role in sorted(principal_engines(site).items())
+            for engine, role in sorted(principals.items())
         ],
     }
 
 
-def principal_engines(site: SiteConfig) -> dict[str, str]:
+def principal_engines(consumers: Iterable[str]) -> dict[str, str]:
     """Polaris principal -> catalog role: one per engine, and one per federated consumer site (gold only)."""
-    return {**CATALOG_ACCESS, **{f"federation-{consumer}": "gold-reader" for consumer in site.federation.consumers}}
+    return {**CATALOG_ACCESS, **{f"federation-{consumer}": "gold-reader" for consumer in consumers}}
 
 
-def _secure_container(name: str, image: str, user: int, **extra: Any) -> dict[str, Any]:
-    """A container spec that meets Pod Security "restricted", with requests and limits."""
-    return {
-        "name": name,
-        "image": image,
-        "imagePullPolicy": "Always",
-        "securityContext": restricted_security_context(user),
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
-        **extra,
-    }
+def buckets_of(storage: StorageConfig, data_class: str) -> list[str]:
+    """The buckets of a data class, by name."""
+    return sorted(n for n, b in storage.buckets.items() if b.data_class == data_class)
 
 
 def _secret_env(env_name: str, secret: str, key: str) -> dict[str, Any]:
@@ -199,9 +198,24 @@ def _secret_env(env_name: str, secret: str, key: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class StorageClusterArgs:
-    site: SiteConfig
-    providers: SiteProviders
+    site: SiteRef
+    """The site: its name tags buckets and MinIO users, its domain names the endpoints, pods that call AIStor trust its CA."""
+    cluster: ClusterRef
+    """The storage cluster."""
+    config: StorageConfig
+    """The `storage` section: object store, S3 endpoints, buckets, Polaris."""
+    admin_endpoint: MinioEndpoint
+    """The `minio` section: the object store's admin endpoint and region."""
+    minio_provider: minio.Provider
+    """The provider of the object store."""
+    federation_consumers: list[str]
+    """The sites that read this site's gold; each gets a gold-only Polaris principal."""
+    adopt: AdoptConfig
+    """Declares the namespaces, releases, buckets and MinIO users and policies that exist already."""
     network: CrossClusterNetwork
+    """Gives the S3 and Polaris Services their addresses from the storage cluster's pools."""
+    grantee_clusters: dict[str, ClusterRef]
+    """The clusters whose namespaces grants deliver Secrets to, by the key `grant()` and `catalog_grant()` take."""
     aistor_license: pulumi.Input[str] | None = None
     """The AIStor license (a Pulumi secret); required when the object store is installed."""
     aistor_root_password: pulumi.Input[str] | None = None
@@ -264,25 +278,31 @@ class StorageCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: StorageClusterArgs, opts: pulumi.ResourceOptions | None = None):
         site = args.site
-        self._site, self._name, self._site_providers = site, name, args.providers
-        (self._cluster_key,) = site.keys_with_role("storage")
-        k8s_provider = args.providers.for_cluster(self._cluster_key)
+        self._site, self._name = site, name
+        self.cluster = args.cluster
+        """The storage cluster."""
+        self._cluster_key = args.cluster.key
+        self._config, self._region, self._adopt = args.config, args.admin_endpoint.region, args.adopt
+        self._cluster_adopt = Adoption(args.adopt, self._cluster_key)
+        self._grantee_clusters = args.grantee_clusters
+        self._principal_engines = principal_engines(args.federation_consumers)
         super().__init__(
             "fab:storage:StorageCluster",
             name,
             None,
-            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[k8s_provider, args.providers.minio])),
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[args.cluster.provider, args.minio_provider])),
         )
-        storage = site.storage
+        storage = args.config
         store = storage.object_store
         scheme = "https" if store.tls else "http"
-        self._s3_internal = s3_endpoint_internal(site)
-        self._catalog_uri = catalog_uri(site)
+        self._s3_internal = s3_endpoint_internal(site.domain, store)
+        self._catalog_uri = catalog_uri(site.domain, storage.polaris)
         self._credentials: dict[str, _Credentials] = {}
         self._principals: dict[str, _Principal] = {}
         self._grants: dict[tuple[str, str, str], k8s.core.v1.Secret] = {}
 
-        self.admin_endpoint = AdminEndpoint(site.minio.server, site.minio.ssl, site.minio.region, site.ca_bundle_pem())
+        endpoint = args.admin_endpoint
+        self.admin_endpoint = AdminEndpoint(endpoint.server, endpoint.ssl, endpoint.region, site.ca_bundle_pem)
         """The object store's admin API, for the program's own MinIO calls (bucket tags, name checks)."""
         self.object_store = self._object_store(args)
         engines = [f"fab-{engine}" for engine in sorted(ENGINE_ACCESS)]
@@ -291,7 +311,7 @@ class StorageCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=self.object_store),
         )
         self._s3_services(args.network)
-        self.bucket_resources = self._buckets(args)
+        self.bucket_resources = self._buckets()
         self._engine_access()
         self._polaris(args.network)
 
@@ -312,7 +332,7 @@ class StorageCluster(pulumi.ComponentResource):
                 "s3_endpoint_internal": self._s3_internal,
                 "s3_endpoint_external": external,
                 "warehouse_bucket": self.bucket_of("warehouse"),
-                "gold_buckets": self._buckets_of("gold"),
+                "gold_buckets": self.buckets_of("gold"),
             }
         )
         self.artifacts = pulumi.Output.from_input(
@@ -336,7 +356,7 @@ class StorageCluster(pulumi.ComponentResource):
 
     def bucket_of(self, data_class: str) -> str:
         """The bucket of a contract class: warehouse, models or checkpoints (exactly one each, by config rule)."""
-        (name,) = self._buckets_of(data_class)
+        (name,) = self.buckets_of(data_class)
         return name
 
     def grant(self, engine: str, cluster: str, namespace: str, depends_on: list[pulumi.Resource] | None = None) -> k8s.core.v1.Secret:
@@ -348,7 +368,7 @@ class StorageCluster(pulumi.ComponentResource):
             S3_ACCESS_KEY: creds.access_key,
             S3_SECRET_KEY: creds.secret_key,
             S3_ENDPOINT: self._s3_internal,
-            S3_REGION: self._site.minio.region,
+            S3_REGION: self._region,
         })
 
     def catalog_grant(self, engine: str, cluster: str, namespace: str, depends_on: list[pulumi.Resource] | None = None) -> k8s.core.v1.Secret:
@@ -360,13 +380,13 @@ class StorageCluster(pulumi.ComponentResource):
             POLARIS_CLIENT_ID: principal.client_id,
             POLARIS_CLIENT_SECRET: principal.client_secret,
             POLARIS_URI: self._catalog_uri,
-            POLARIS_WAREHOUSE: self._site.storage.polaris.catalog,
+            POLARIS_WAREHOUSE: self._config.polaris.catalog,
             POLARIS_SCOPE: "PRINCIPAL_ROLE:ALL",
         })
 
     def site_ca(self, cluster: str, namespace: str, depends_on: list[pulumi.Resource]) -> SiteCa:
         """The site's CA bundle as the Secret `fab-site-ca` (key `ca.crt`) in a namespace, for pods that call AIStor over TLS."""
-        pem = self._site.ca_bundle_pem()
+        pem = self._site.ca_bundle_pem
         if pem is None:
             return SiteCa(None)
         # Public, but Secret data are Pulumi secrets throughout.
@@ -389,7 +409,7 @@ class StorageCluster(pulumi.ComponentResource):
                 type="Opaque",
                 string_data=data,
                 opts=pulumi.ResourceOptions(
-                    parent=self, provider=self._site_providers.for_cluster(cluster), depends_on=depends_on or []
+                    parent=self, provider=self._grantee_clusters[cluster].provider, depends_on=depends_on or []
                 ),
             )
         return self._grants[key]
@@ -397,12 +417,13 @@ class StorageCluster(pulumi.ComponentResource):
     # ---------------------------------------------------------------------------------------------
     # Object store.
 
-    def _buckets_of(self, data_class: str) -> list[str]:
-        return sorted(n for n, b in self._site.storage.buckets.items() if b.data_class == data_class)
+    def buckets_of(self, data_class: str) -> list[str]:
+        """The buckets of a data class, by name (gold may have several)."""
+        return buckets_of(self._config, data_class)
 
     def _object_store(self, args: StorageClusterArgs) -> list[k8s.helm.v3.Release]:
         """Nothing by default (the existing AIStor is adopted); the vendor's operator and object store when asked."""
-        store = self._site.storage.object_store
+        store = self._config.object_store
         if not store.install:
             return []
         if args.aistor_license is None or args.aistor_root_password is None:
@@ -415,7 +436,7 @@ class StorageCluster(pulumi.ComponentResource):
         operator = helm_release(
             f"{self._name}-aistor-operator", versions.AISTOR_OPERATOR, name="aistor-operator", namespace=AISTOR_OPERATOR_NAMESPACE,
             values={"license": args.aistor_license}, opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=namespaces)),
-            existing=self._existing_release(AISTOR_OPERATOR_NAMESPACE, "aistor-operator"),
+            adopt=self._cluster_adopt,
         )
         pool = {
             "name": "pool-0",
@@ -443,16 +464,12 @@ class StorageCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(
                 child, pulumi.ResourceOptions(depends_on=[operator], protect=True, retain_on_delete=True)
             ),
-            existing=self._existing_release(store.namespace, store.name),
+            adopt=self._cluster_adopt,
         )
         return [operator, objectstore]
 
     def _namespace(self, name: str) -> k8s.core.v1.Namespace:
-        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self),
-                         existing=self._site.adopt.claims("namespace", self._cluster_key, name))
-
-    def _existing_release(self, namespace_: str, name: str) -> bool:
-        return self._site.adopt.claims("helm_release", self._cluster_key, f"{namespace_}/{name}")
+        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), adopt=self._cluster_adopt)
 
     def _lb_service(self, network: CrossClusterNetwork, name: str, namespace: str, pool: str, vip: Any,
                     port: tuple[str, int], selector: dict[str, str], depends_on: list[pulumi.Resource]) -> k8s.core.v1.Service:
@@ -478,17 +495,16 @@ class StorageCluster(pulumi.ComponentResource):
         )
 
     def _s3_services(self, network: CrossClusterNetwork) -> None:
-        store, s3 = self._site.storage.object_store, self._site.storage.s3
+        store, s3 = self._config.object_store, self._config.s3
         selector = store.s3_pod_labels
         port = ("s3", store.s3_port)
         self._lb_service(network, "s3-internal", store.namespace, s3.internal_pool, s3.internal_vip, port, selector, self.object_store)
         if s3.external_pool is not None:
             self._lb_service(network, "s3-external", store.namespace, s3.external_pool, s3.external_vip, port, selector, self.object_store)
 
-    def _buckets(self, args: StorageClusterArgs) -> dict[str, minio.S3Bucket]:
-        site = self._site
+    def _buckets(self) -> dict[str, minio.S3Bucket]:
         resources = {}
-        for bucket, spec in sorted(site.storage.buckets.items()):
+        for bucket, spec in sorted(self._config.buckets.items()):
             prefix = f"{self._name}-bucket-{bucket}"
             resources[bucket] = minio.S3Bucket(
                 prefix,
@@ -498,7 +514,7 @@ class StorageCluster(pulumi.ComponentResource):
                 # Buckets hold the fab's data: protected, and kept if ever removed from the stack.
                 opts=pulumi.ResourceOptions.merge(
                     pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True, depends_on=[*self.object_store, *guard(self._names_free)]),
-                    adopted(site.adopt.claims("bucket", bucket), bucket),
+                    adopted(self._adopt.claims("bucket", bucket), bucket),
                 ),
             )
             child = pulumi.ResourceOptions(parent=self, depends_on=[resources[bucket]])
@@ -509,10 +525,10 @@ class StorageCluster(pulumi.ComponentResource):
                     versioning_configuration=minio.S3BucketVersioningVersioningConfigurationArgs(status="Enabled"),
                     opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)),
                 )
-            rules = lifecycle_rules(site, bucket)
+            rules = lifecycle_rules(spec)
             if rules:
                 minio.IlmPolicy(f"{prefix}-lifecycle", bucket=bucket, rules=rules, opts=child)
-            BucketTags(f"{prefix}-tags", bucket=bucket, tags=bucket_tags(site, bucket), endpoint=self.admin_endpoint, opts=child)
+            BucketTags(f"{prefix}-tags", bucket=bucket, tags=bucket_tags(self._site.name, spec), endpoint=self.admin_endpoint, opts=child)
         return resources
 
     def minio_names_guard(self, logical: str, users: list[str], policies: list[str], buckets: list[str],
@@ -522,9 +538,9 @@ class StorageCluster(pulumi.ComponentResource):
         None when the program installs the object store: a store it creates holds nothing it did not put
         there (and it does not exist yet when the first preview runs the check).
         """
-        if self._site.storage.object_store.install:
+        if self._config.object_store.install:
             return None
-        adopt = self._site.adopt
+        adopt = self._adopt
         declared = {"users": adopt.minio_users, "policies": adopt.minio_policies, "buckets": adopt.buckets}
         return MinioNamesFree(
             logical,
@@ -538,12 +554,12 @@ class StorageCluster(pulumi.ComponentResource):
     def _minio_identity(self, opts: pulumi.ResourceOptions, kind: str, name: str) -> pulumi.ResourceOptions:
         """A MinIO user or policy: imported when adopted, else created only once the guard found its name free."""
         guarded = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=guard(self._names_free)))
-        return pulumi.ResourceOptions.merge(guarded, adopted(self._site.adopt.claims(kind, name), name))
+        return pulumi.ResourceOptions.merge(guarded, adopted(self._adopt.claims(kind, name), name))
 
     def _engine_access(self) -> None:
         """Per engine: a policy with exactly its buckets, a user holding it, and a service account for its keys."""
         for engine in sorted(ENGINE_ACCESS):
-            read, read_write = engine_buckets(self._site, engine)
+            read, read_write = engine_buckets(self._config.buckets, engine)
             read = [b for b in read if b not in read_write]
             prefix = f"{self._name}-{engine}"
             buckets = [self.bucket_resources[b] for b in sorted({*read, *read_write})]
@@ -578,8 +594,7 @@ class StorageCluster(pulumi.ComponentResource):
     # Polaris on CloudNativePG.
 
     def _random_secret(self, name: str) -> pulumi.Output[str]:
-        password = random.RandomPassword(f"{self._name}-{name}", length=40, special=False, opts=pulumi.ResourceOptions(parent=self))
-        return pulumi.Output.secret(password.result)
+        return random_secret(f"{self._name}-{name}", 40, pulumi.ResourceOptions(parent=self))
 
     def _random_id(self, name: str) -> pulumi.Output[str]:
         return random.RandomId(f"{self._name}-{name}", byte_length=8, opts=pulumi.ResourceOptions(parent=self)).hex
@@ -595,13 +610,13 @@ class StorageCluster(pulumi.ComponentResource):
         )
 
     def _polaris(self, network: CrossClusterNetwork) -> None:
-        polaris = self._site.storage.polaris
+        polaris = self._config.polaris
         ns = polaris.namespace
         ns_resource = self._namespace(ns)
         cnpg_ns = self._namespace(CNPG_NAMESPACE)
         operator = helm_release(
             f"{self._name}-cnpg", versions.CLOUDNATIVE_PG, name="cnpg", namespace=CNPG_NAMESPACE, values={"replicaCount": 2},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[cnpg_ns]), existing=self._existing_release(CNPG_NAMESPACE, "cnpg"),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[cnpg_ns]), adopt=self._cluster_adopt,
         )
         backup_creds = self.grant("postgres-backup", self._cluster_key, ns, depends_on=[ns_resource])
         ca = self.site_ca(self._cluster_key, ns, [ns_resource])
@@ -621,12 +636,12 @@ class StorageCluster(pulumi.ComponentResource):
         release = helm_release(
             f"{self._name}-polaris", versions.POLARIS, name="polaris", namespace=ns, values=self._polaris_values(),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[bootstrap, token_broker, storage_creds]),
-            existing=self._existing_release(ns, "polaris"),
+            adopt=self._cluster_adopt,
         )
         # The chart's own ClusterIP Service is `polaris`; this is the cross-cluster endpoint.
         self._lb_service(network, "polaris-rest", ns, polaris.pool, polaris.vip, ("rest", polaris.port), POLARIS_POD_LABELS, [release])
 
-        for engine in sorted(principal_engines(self._site)):
+        for engine in sorted(self._principal_engines):
             self._principals[engine] = _Principal(
                 client_id=self._random_id(f"polaris-{engine}-id"), client_secret=self._random_secret(f"polaris-{engine}-secret")
             )
@@ -634,7 +649,7 @@ class StorageCluster(pulumi.ComponentResource):
 
     def _postgres_cluster(self, ns: str, backup_creds: k8s.core.v1.Secret, ca: SiteCa,
                           depends_on: list[pulumi.Resource]) -> k8s.apiextensions.CustomResource:
-        postgres = self._site.storage.polaris.postgres
+        postgres = self._config.polaris.postgres
         storage: dict[str, Any] = {"size": f"{postgres.storage_gib}Gi"}
         if postgres.storage_class:
             storage["storageClass"] = postgres.storage_class
@@ -643,9 +658,9 @@ class StorageCluster(pulumi.ComponentResource):
             "destinationPath": f"s3://{postgres.backup_bucket}/{POLARIS_DB}",
             "endpointURL": self._s3_internal,
             "s3Credentials": {
-                "accessKeyId": s3_key("AWS_ACCESS_KEY_ID"),
-                "secretAccessKey": s3_key("AWS_SECRET_ACCESS_KEY"),
-                "region": s3_key("AWS_REGION"),
+                "accessKeyId": s3_key(S3_ACCESS_KEY),
+                "secretAccessKey": s3_key(S3_SECRET_KEY),
+                "region": s3_key(S3_REGION),
             },
             "wal": {"compression": "gzip"},
             "data": {"compression": "gzip"},
@@ -692,10 +707,10 @@ class StorageCluster(pulumi.ComponentResource):
 
     def _polaris_bootstrap_job(self, ns: str, root: k8s.core.v1.Secret, database: pulumi.Resource) -> k8s.batch.v1.Job:
         """Creates the realm's schema and root principal once; the admin tool's bootstrap is idempotent."""
-        realm = self._site.storage.polaris.realm
+        realm = self._config.polaris.realm
         env = [*self._db_env(), _secret_env("ROOT_CLIENT_ID", "polaris-root", "client-id"),
                _secret_env("ROOT_CLIENT_SECRET", "polaris-root", "client-secret")]
-        container = _secure_container(
+        container = restricted_container(
             "bootstrap", versions.POLARIS_ADMIN_TOOL_IMAGE, 10000,
             args=["bootstrap", "-r", realm, "-c", f"{realm},$(ROOT_CLIENT_ID),$(ROOT_CLIENT_SECRET)"],
             env=env, volumeMounts=[{"name": "tmp", "mountPath": "/tmp"}],
@@ -704,28 +719,15 @@ class StorageCluster(pulumi.ComponentResource):
 
     def _job(self, role: str, name: str, ns: str, container: dict[str, Any], volumes: list[dict[str, Any]],
              depends_on: list[pulumi.Resource]) -> k8s.batch.v1.Job:
-        """A run-to-completion Job; `role` names it in the stack, `name` in the cluster (Jobs are immutable)."""
-        return k8s.batch.v1.Job(
-            f"{self._name}-job-{role}",
-            metadata={"name": name, "namespace": ns, "annotations": checkov_skips(*WORKLOAD_SKIPS)},
-            spec={
-                "backoffLimit": 6,
-                "template": {
-                    "metadata": {"labels": {"app.kubernetes.io/name": role, "app.kubernetes.io/part-of": "polaris"}},
-                    "spec": {
-                        "restartPolicy": "OnFailure",
-                        "automountServiceAccountToken": False,
-                        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-                        "containers": [container],
-                        "volumes": volumes,
-                    },
-                },
-            },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on, delete_before_replace=True),
+        """A Polaris run-once Job; `role` names it in the stack, `name` in the cluster."""
+        return run_once_job(
+            f"{self._name}-job-{role}", name=name, namespace=ns, containers=[container], volumes=volumes,
+            labels={"app.kubernetes.io/name": role, "app.kubernetes.io/part-of": "polaris"},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
         )
 
     def _polaris_values(self) -> dict[str, Any]:
-        site, polaris = self._site, self._site.storage.polaris
+        polaris = self._config.polaris
         image, tag = versions.POLARIS_SERVER_IMAGE.rsplit(":", 1)
         return {
             "replicaCount": polaris.replicas,
@@ -743,16 +745,16 @@ class StorageCluster(pulumi.ComponentResource):
                     "secret": {"name": "polaris-token-broker", "rsaKeyPair": {"publicKey": "public.pem", "privateKey": "private.pem"}},
                 },
             },
-            "storage": {"secret": {"name": "s3-polaris", "awsAccessKeyId": "AWS_ACCESS_KEY_ID", "awsSecretAccessKey": "AWS_SECRET_ACCESS_KEY"}},
+            "storage": {"secret": {"name": "s3-polaris", "awsAccessKeyId": S3_ACCESS_KEY, "awsSecretAccessKey": S3_SECRET_KEY}},
             "features": {"SUPPORTED_CATALOG_STORAGE_TYPES": ["S3"]},
-            "extraEnv": [{"name": "AWS_REGION", "value": site.minio.region}],
+            "extraEnv": [{"name": S3_REGION, "value": self._region}],
             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
             "serviceMonitor": {"enabled": False},
         }
 
     def _polaris_setup_job(self, ns: str, ns_resource: pulumi.Resource, root: k8s.core.v1.Secret, release: pulumi.Resource) -> None:
         """Applies `setup_plan()` through the management API; a changed plan or script is a new Job."""
-        plan = json.dumps(polaris_setup_plan(self._site), indent=2, sort_keys=True)
+        plan = json.dumps(polaris_setup_plan(self._config, self._s3_internal, self._region, self._principal_engines), indent=2, sort_keys=True)
         script = Path(__file__).with_name("polaris_setup.py").read_text()
         digest = hashlib.sha256((plan + script).encode()).hexdigest()[:10]
         config = k8s.core.v1.ConfigMap(
@@ -770,8 +772,8 @@ class StorageCluster(pulumi.ComponentResource):
             },
             [root],
         )
-        polaris = self._site.storage.polaris
-        container = _secure_container(
+        polaris = self._config.polaris
+        container = restricted_container(
             "setup", versions.SETUP_IMAGE, 65532,
             command=["python", "/etc/polaris-setup/polaris_setup.py"],
             env=[

@@ -20,16 +20,15 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components import versions
-from components.config import GPU_ROLES, SiteConfig, TeamQuota
-from components.kube import FlatCustomResource, helm_release, namespace
-from components.gpu import GPU_TYPE_LABEL, POOL_LABEL, TRAINING_PRIORITY, toleration
-from components.providers import SiteProviders
-from components.storage import StorageCluster, catalog_uri
+from components.config import AdoptConfig, TeamQuota, TrainingConfig
+from components.constants import AIRFLOW_NAMESPACE, KUEUE_NAMESPACE
+from components.kube import Adoption, FlatCustomResource, helm_release, namespace, restricted_container, restricted_pod_security_context
+from components.gpu import GPU_TYPE_LABEL, POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
+from components.providers import ClusterRef, SiteRef
+from components.storage import StorageCluster
 
-KUEUE_NAMESPACE = "kueue-system"
 ACCESS_NAMESPACE = "fab-access"
 """Where the ServiceAccounts that other clusters act as live, with their tokens."""
-AIRFLOW_NAMESPACE = "airflow"
 TOPOLOGY = "fab-topology"
 LOCAL_QUEUE = "training"
 ADMISSION_CHECK = "multikueue"
@@ -122,15 +121,21 @@ def kueue_config(multikueue: bool) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def kubeconfig(cluster: str, server: str, ca_b64: str, token: str, namespace: str) -> str:
-    """A kubeconfig for one ServiceAccount token (the shape Kueue's MultiKueue guide generates)."""
+def kubeconfig(cluster: str, server: str, ca_b64: str, token: str, namespace: str | None) -> str:
+    """A kubeconfig for one ServiceAccount token (the shape Kueue's MultiKueue guide generates).
+
+    Without `namespace` its context names none, so a client has to name the namespace of every request.
+    """
+    context = {"cluster": cluster, "user": cluster}
+    if namespace is not None:
+        context["namespace"] = namespace
     return yaml.safe_dump(
         {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": cluster, "cluster": {"server": server, "certificate-authority-data": ca_b64}}],
             "users": [{"name": cluster, "user": {"token": token}}],
-            "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": cluster, "namespace": namespace}}],
+            "contexts": [{"name": cluster, "context": context}],
             "current-context": cluster,
         },
         sort_keys=False,
@@ -160,9 +165,27 @@ def _quantity(value: int, unit: str = "") -> str:
 
 @dataclass(frozen=True)
 class TrainingPoolArgs:
-    site: SiteConfig
-    providers: SiteProviders
+    site: SiteRef
+    """The site, whose name is the Kueue cohort of every team's queue."""
+    config: TrainingConfig
+    """The `training` section: topology levels, the API servers' group prefix, MultiKueue."""
+    teams: list[str]
+    """The teams, each of which gets a namespace and queue on every Kueue cluster."""
+    team_quotas: dict[str, dict[str, TeamQuota]]
+    """Team -> GPU cluster -> quota under the active profile."""
+    gpus: dict[str, GpuCluster]
+    """Every GPU cluster's stack, by key: Kueue runs on each, its GPU types are the training flavors, and the one that
+    serves inference takes the teams' submissions unless MultiKueue is on."""
+    api_servers: dict[str, str]
+    """The URL of each cluster's API server, by key: the kubeconfigs given to other clusters name the GPU clusters'."""
+    compute: ClusterRef
+    """The compute cluster, where Airflow submits from."""
+    manager: ClusterRef | None
+    """The MultiKueue manager (`training.multikueue`), or None without MultiKueue."""
+    adopt: AdoptConfig
+    """Declares the namespaces and Kueue releases that exist already."""
     storage: StorageCluster
+    """Gives team namespaces the training engine's S3 keys and Polaris principal."""
     airflow_namespace: k8s.core.v1.Namespace
     """Compute's Airflow namespace (ComputeCluster's), which receives the submitter kubeconfigs."""
 
@@ -177,50 +200,55 @@ class TrainingPool(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TrainingPoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fab:training:TrainingPool", name, None, opts)
-        site = args.site
-        self._name, self._site, self._site_providers, self._storage = name, site, args.providers, args.storage
+        self._name, self._site, self._config, self._storage = name, args.site, args.config, args.storage
+        self._teams, self._gpus, self._api_servers, self._adopt = sorted(args.teams), args.gpus, args.api_servers, args.adopt
+        self._clusters = {key: gpu.cluster for key, gpu in args.gpus.items()} | {args.compute.key: args.compute}
         self._access_namespaces: dict[str, k8s.core.v1.Namespace] = {}
         self._team_namespaces: dict[tuple[str, str], k8s.core.v1.Namespace] = {}
-        mk = site.training.multikueue
-        self._manager = site.multikueue_manager() if mk.enabled else None
-        quotas = site.team_quotas()
+        manager = args.manager
+        self._manager = manager.key if manager else None
+        if manager:
+            self._clusters[manager.key] = manager
 
         self.kueue: dict[str, k8s.helm.v3.Release] = {}
-        for cluster in site.kueue_clusters():
+        for cluster in sorted({*args.gpus, *([self._manager] if self._manager else [])}):
             self.kueue[cluster] = self._kueue(cluster)
-            self._queues(cluster, quotas)
+            self._queues(cluster, args.team_quotas)
 
-        (compute,) = site.keys_with_role("compute")
-        airflow_ns = args.airflow_namespace
-        for cluster in site.keys_with_role(*GPU_ROLES):
-            self._submitter(cluster, compute, airflow_ns)
-        if mk.enabled:
-            self._multikueue(self._manager, mk.workers)
+        for cluster in sorted(args.gpus):
+            self._submitter(cluster, args.compute.key, args.airflow_namespace)
+        if self._manager:
+            self._multikueue(self._manager, args.config.multikueue.workers)
 
-        submit_cluster = self._manager or site.keys_with_role("gpu")[0]
+        # Teams submit to the MultiKueue manager, which dispatches to its workers; without it, to the site's main GPU
+        # cluster, the one that serves inference (a configured key, so adding a GPU cluster moves no team's submissions).
+        submit = manager or next(gpu.cluster for gpu in args.gpus.values() if gpu.serves_inference)
         self.submission = pulumi.Output.from_input(
             {
-                team: {"cluster": site.cluster_name(submit_cluster), "namespace": team_namespace(team), "local_queue": LOCAL_QUEUE}
-                for team in sorted(site.teams)
+                team: {"cluster": submit.name, "namespace": team_namespace(team), "local_queue": LOCAL_QUEUE}
+                for team in self._teams
             }
         )
-        self.example_job = pulumi.Output.from_input(yaml.safe_dump(example_job(site, args.storage), sort_keys=False))
+        checkpoints = args.storage.bucket_of("checkpoints")
+        self.example_job = pulumi.Output.all(args.storage.catalog_uri, args.storage.warehouse).apply(
+            lambda catalog: yaml.safe_dump(example_job(catalog[0], catalog[1], checkpoints), sort_keys=False)
+        )
         self.register_outputs({"submission": self.submission, "example_job": self.example_job})
 
     def _on(self, cluster: str, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
-        return pulumi.ResourceOptions(parent=self, provider=self._site_providers.for_cluster(cluster), depends_on=depends_on or [])
+        return pulumi.ResourceOptions(parent=self, provider=self._clusters[cluster].provider, depends_on=depends_on or [])
 
     def _kueue(self, cluster: str) -> k8s.helm.v3.Release:
         ns = self._namespace(cluster, KUEUE_NAMESPACE)
         return helm_release(
             f"{self._name}-{cluster}-kueue", versions.KUEUE, name="kueue", namespace=KUEUE_NAMESPACE,
             values={"managerConfig": {"controllerManagerConfigYaml": kueue_config(cluster == self._manager)}},
-            opts=self._on(cluster, [ns]), existing=self._site.adopt.claims("helm_release", cluster, f"{KUEUE_NAMESPACE}/kueue"),
+            opts=self._on(cluster, [ns]), adopt=Adoption(self._adopt, cluster),
         )
 
     def _namespace(self, cluster: str, name: str, labels: dict[str, str] | None = None) -> k8s.core.v1.Namespace:
         return namespace(f"{self._name}-{cluster}-ns-{name}", name, self._on(cluster), labels=labels,
-                         existing=self._site.adopt.claims("namespace", cluster, name))
+                         adopt=Adoption(self._adopt, cluster))
 
     def _cr(self, cluster: str, logical: str, kind: str, metadata: dict[str, Any], spec: dict[str, Any],
             depends_on: list[pulumi.Resource] | None = None) -> k8s.apiextensions.CustomResource:
@@ -236,12 +264,11 @@ class TrainingPool(pulumi.ComponentResource):
 
     def _flavors(self, cluster: str) -> list[str]:
         """Training flavors of a cluster; the manager carries its workers' flavors."""
-        site = self._site
-        members = self._site.training.multikueue.workers if cluster == self._manager else [cluster]
-        return sorted({flavor_name(n.gpu_type) for member in members for n in site.gpu[member].nodes.values()})
+        members = self._config.multikueue.workers if cluster == self._manager else [cluster]
+        return sorted({flavor_name(gpu_type) for member in members for gpu_type in self._gpus[member].gpu_types})
 
     def _queues(self, cluster: str, quotas: dict[str, dict[str, TeamQuota]]) -> None:
-        site = self._site
+        site, config = self._site, self._config
         is_manager = cluster == self._manager
         for wpc, value in PRIORITIES.items():
             FlatCustomResource(
@@ -251,7 +278,7 @@ class TrainingPool(pulumi.ComponentResource):
             )
         if not is_manager:
             self._cr(cluster, "topology", "Topology", {"name": TOPOLOGY},
-                     {"levels": [{"nodeLabel": label} for label in site.training.topology_levels]})
+                     {"levels": [{"nodeLabel": label} for label in config.topology_levels]})
         flavors = self._flavors(cluster)
         for flavor in flavors:
             spec: dict[str, Any] = {}
@@ -266,7 +293,7 @@ class TrainingPool(pulumi.ComponentResource):
         k8s.rbac.v1.ClusterRole(
             f"{self._name}-{cluster}-team-role", metadata={"name": TEAM_ROLE}, rules=TEAM_RULES, opts=self._on(cluster)
         )
-        for team in sorted(site.teams):
+        for team in self._teams:
             ns_name = team_namespace(team)
             ns = self._namespace(cluster, ns_name, labels={"fab.internal/team": team, MANAGED_LABEL: "true"})
             self._team_namespaces[cluster, team] = ns
@@ -274,11 +301,11 @@ class TrainingPool(pulumi.ComponentResource):
                 f"{self._name}-{cluster}-{ns_name}-members",
                 metadata={"name": "team-members", "namespace": ns_name},
                 role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": TEAM_ROLE},
-                subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"{site.training.group_prefix}team-{team}"}],
+                subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"{config.group_prefix}team-{team}"}],
                 opts=self._on(cluster, [ns]),
             )
             team_quotas = quotas.get(team, {})
-            quota = summed_quota(team_quotas, site.training.multikueue.workers) if is_manager else team_quotas.get(cluster, TeamQuota(gpus=0))
+            quota = summed_quota(team_quotas, config.multikueue.workers) if is_manager else team_quotas.get(cluster, TeamQuota(gpus=0))
             queue_spec: dict[str, Any] = {
                 "cohortName": site.name,
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns_name}},
@@ -307,7 +334,7 @@ class TrainingPool(pulumi.ComponentResource):
     def _flavor_quota(self, flavor: str, cluster: str, team_quotas: dict[str, TeamQuota], quota: TeamQuota) -> dict[str, Any]:
         """One flavor's quotas; on the manager, each flavor gets the sum over the workers that have it."""
         if cluster == self._manager:
-            workers = [w for w in self._site.training.multikueue.workers if flavor in self._flavors(w)]
+            workers = [w for w in self._config.multikueue.workers if flavor in self._flavors(w)]
             quota = summed_quota(team_quotas, workers)
         gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominalQuota": _quantity(quota.gpus)}
         if quota.borrowing_limit_gpus is not None:
@@ -330,7 +357,6 @@ class TrainingPool(pulumi.ComponentResource):
 
     def _service_account(self, cluster: str, account: str, rules: list[dict[str, Any]], team_scoped: bool) -> k8s.core.v1.Secret:
         """A ServiceAccount on `cluster` with exactly `rules` (per team namespace, or cluster-wide), and its token Secret."""
-        site = self._site
         ns = self._access_namespace(cluster)
         sa = k8s.core.v1.ServiceAccount(
             f"{self._name}-{cluster}-sa-{account}",
@@ -344,7 +370,7 @@ class TrainingPool(pulumi.ComponentResource):
         subject = [{"kind": "ServiceAccount", "name": account, "namespace": ACCESS_NAMESPACE}]
         role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"fab-{account}"}
         if team_scoped:
-            for team in sorted(site.teams):
+            for team in self._teams:
                 k8s.rbac.v1.RoleBinding(
                     f"{self._name}-{cluster}-{team_namespace(team)}-{account}",
                     metadata={"name": account, "namespace": team_namespace(team)},
@@ -363,12 +389,11 @@ class TrainingPool(pulumi.ComponentResource):
         )
 
     def _kubeconfig_secret(self, logical: str, target: str, token: k8s.core.v1.Secret, into: str, namespace: str,
-                           secret_name: str, key: str, depends_on: list[pulumi.Resource], default_ns: str) -> k8s.core.v1.Secret:
+                           secret_name: str, key: str, depends_on: list[pulumi.Resource], default_ns: str | None) -> k8s.core.v1.Secret:
         """The kubeconfig of a ServiceAccount of `target`, as a Secret on cluster `into` (a Pulumi secret throughout)."""
-        cluster = self._site.clusters[target]
-        server = f"https://{cluster.api_server}:{cluster.api_server_port}"
+        server, cluster_name = self._api_servers[target], self._clusters[target].name
         content = pulumi.Output.secret(token.data).apply(
-            lambda data: kubeconfig(self._site.cluster_name(target), server, data["ca.crt"], base64.b64decode(data["token"]).decode(), default_ns)
+            lambda data: kubeconfig(cluster_name, server, data["ca.crt"], base64.b64decode(data["token"]).decode(), default_ns)
         )
         return k8s.core.v1.Secret(
             f"{self._name}-{logical}",
@@ -382,7 +407,8 @@ class TrainingPool(pulumi.ComponentResource):
         token = self._service_account(cluster, SUBMITTER, SUBMITTER_RULES, team_scoped=True)
         self._kubeconfig_secret(
             f"{compute}-airflow-kubeconfig-{cluster}", cluster, token, compute, AIRFLOW_NAMESPACE,
-            f"gpu-{cluster}-kubeconfig", "kubeconfig", [airflow_ns], team_namespace(sorted(self._site.teams)[0]),
+            # Airflow acts for every team: no default namespace, so a DAG names its team's (the submission contract's).
+            f"gpu-{cluster}-kubeconfig", "kubeconfig", [airflow_ns], None,
         )
 
     def _multikueue(self, manager: str, workers: list[str]) -> None:
@@ -406,15 +432,16 @@ class TrainingPool(pulumi.ComponentResource):
                  depends_on=[config])
 
 
-def example_job(site: SiteConfig, storage: StorageCluster) -> dict[str, Any]:
-    """A training Job as Airflow submits it: suspended for Kueue, labelled for the team's LocalQueue, data by reference."""
-    team = sorted(site.teams)[0]
+def example_job(catalog_uri: str, warehouse: str, checkpoints_bucket: str) -> dict[str, Any]:
+    """A training Job as Airflow submits it: suspended for Kueue, labelled for the LocalQueue, data by reference.
+
+    It names no team: it is created in a team's namespace (`submission`), which its checkpoint path is derived from.
+    """
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "generateName": f"{team}-train-",
-            "namespace": team_namespace(team),
+            "generateName": "train-",
             "labels": {QUEUE_LABEL: LOCAL_QUEUE, "kueue.x-k8s.io/priority-class": "training-normal"},
         },
         "spec": {
@@ -424,32 +451,25 @@ def example_job(site: SiteConfig, storage: StorageCluster) -> dict[str, Any]:
                 "spec": {
                     "restartPolicy": "Never",
                     "priorityClassName": TRAINING_PRIORITY,
-                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "securityContext": restricted_pod_security_context(),
                     "containers": [
-                        {
-                            "name": "train",
-                            "image": "registry.site.fab.internal/ml/train:1.0.0",
-                            "args": ["--table", "$(ICEBERG_TABLE)", "--snapshot-id", "$(ICEBERG_SNAPSHOT_ID)"],
-                            "env": [
-                                {"name": "ICEBERG_CATALOG_URI", "value": catalog_uri(site)},
-                                {"name": "ICEBERG_WAREHOUSE", "value": site.storage.polaris.catalog},
+                        restricted_container(
+                            "train", "registry.site.fab.internal/ml/train:1.0.0", 1000,
+                            args=["--table", "$(ICEBERG_TABLE)", "--snapshot-id", "$(ICEBERG_SNAPSHOT_ID)"],
+                            env=[
+                                {"name": "ICEBERG_CATALOG_URI", "value": catalog_uri},
+                                {"name": "ICEBERG_WAREHOUSE", "value": warehouse},
                                 {"name": "ICEBERG_TABLE", "value": "fab.yield.wafer_features"},
                                 {"name": "ICEBERG_SNAPSHOT_ID", "value": "4187342123553412345"},
-                                {"name": "CHECKPOINT_URI", "value": f"s3://{storage.bucket_of('checkpoints')}/{team}/"},
+                                {"name": "TEAM_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                                {"name": "CHECKPOINT_URI", "value": f"s3://{checkpoints_bucket}/$(TEAM_NAMESPACE)/"},
                             ],
-                            "envFrom": [{"secretRef": {"name": "s3-training"}}],
-                            "resources": {
+                            envFrom=[{"secretRef": {"name": "s3-training"}}],
+                            resources={
                                 "requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "1"},
                                 "limits": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "1"},
                             },
-                            "securityContext": {
-                                "runAsNonRoot": True,
-                                "runAsUser": 1000,
-                                "allowPrivilegeEscalation": False,
-                                "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]},
-                            },
-                        }
+                        )
                     ],
                 }
             },

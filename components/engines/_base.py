@@ -15,16 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-import pulumi_random as random
 
 from components import versions
 from components.constants import CNPG_NAMESPACE, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ISSUER
 from components.gateway import ROUTES_LABEL, http_route
-from components.kube import helm_release, namespace
+from components.kube import Adoption, helm_release, namespace, random_secret
 from components.providers import ClusterRef
 
 if TYPE_CHECKING:
-    from components.config import AdoptConfig
     from components.federation import SiteFederation
     from components.identity import SiteIdentity
     from components.storage import StorageCluster
@@ -114,7 +112,8 @@ class EngineScope:
     domain: str
     compute: Any
     """The site's `compute` config section."""
-    adopt: AdoptConfig
+    adopt: Adoption
+    """What exists already on the compute cluster and is imported."""
     storage: StorageCluster
     identity: SiteIdentity
     federation: SiteFederation | None
@@ -133,8 +132,7 @@ class EngineScope:
 
     def plain_namespace(self, name: str, opts: pulumi.ResourceOptions | None = None,
                         labels: dict[str, str] | None = None) -> k8s.core.v1.Namespace:
-        return namespace(f"{self.prefix}-ns-{name}", name, opts or self.child, labels=labels,
-                         existing=self.adopt.claims("namespace", self.cluster.key, name))
+        return namespace(f"{self.prefix}-ns-{name}", name, opts or self.child, labels=labels, adopt=self.adopt)
 
     def namespace(self, engine: Engine, aliases: list[pulumi.Alias] | None = None) -> k8s.core.v1.Namespace:
         """The engine's namespace, once: with its quota (and zero GPUs) and container defaults."""
@@ -166,12 +164,10 @@ class EngineScope:
                 depends_on: list[pulumi.Resource], release: str | None = None) -> k8s.helm.v3.Release:
         name = release or logical
         return helm_release(f"{self.prefix}-{logical}", chart, name=name, namespace=ns, values=values,
-                            opts=self.after(*depends_on),
-                            existing=self.adopt.claims("helm_release", self.cluster.key, f"{ns}/{name}"))
+                            opts=self.after(*depends_on), adopt=self.adopt)
 
     def random(self, logical: str, length: int = 48) -> pulumi.Output[str]:
-        password = random.RandomPassword(f"{self.prefix}-{logical}", length=length, special=False, opts=self.child)
-        return pulumi.Output.secret(password.result)
+        return random_secret(f"{self.prefix}-{logical}", length, self.child)
 
     def secret(self, logical: str, name: str, ns: str, data: dict[str, pulumi.Input[str]], after: pulumi.Resource,
                type_: str = "Opaque") -> k8s.core.v1.Secret:

@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 from components import versions
 from components.constants import polaris_secret, s3_secret
 from components.engines._base import BucketAccess, Engine, EngineScope, Quota
-from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_security_context
+from components.kube import restricted_container, run_once_job
 
 CLUSTER = "starrocks"
 SETUP_SCRIPT = Path(__file__).parents[1] / "starrocks_setup.sh"
@@ -73,39 +73,25 @@ def _deploy(scope: EngineScope) -> None:
     root = scope.secret("starrocks-root", "starrocks-root", ns,
                         {"STARROCKS_ROOT_PASSWORD": scope.random("starrocks-root", 32)}, ns_resource)
     setup = scope.config_map("starrocks-setup", ns, {"setup.sh": SETUP_SCRIPT.read_text()}, ns_resource)
-    container = {
-        "name": "setup",
-        "image": versions.MYSQL_CLIENT_IMAGE,
-        "imagePullPolicy": "Always",
-        "command": ["bash", "/etc/starrocks-setup/setup.sh"],
-        "env": [
+    container = restricted_container(
+        "setup", versions.MYSQL_CLIENT_IMAGE, SETUP_USER,
+        command=["bash", "/etc/starrocks-setup/setup.sh"],
+        env=[
             {"name": "HOME", "value": "/tmp"},
             {"name": "MYSQL_HISTFILE", "value": "/dev/null"},
             {"name": "STARROCKS_HOST", "value": f"{CLUSTER}-fe-service.{ns}.svc"},
             {"name": "OLAP_LOCATION", "value": f"s3://{scope.storage.bucket_of('olap')}/starrocks"},
         ],
-        "envFrom": [{"secretRef": {"name": name}} for name in ("starrocks-root", polaris_secret("starrocks"), s3_secret("starrocks"))],
-        "securityContext": restricted_security_context(SETUP_USER),
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
-        "volumeMounts": [{"name": "setup", "mountPath": "/etc/starrocks-setup", "readOnly": True}, {"name": "tmp", "mountPath": "/tmp"}],
-    }
-    k8s.batch.v1.Job(
-        f"{scope.prefix}-starrocks-setup-job",
-        metadata={"name": "starrocks-setup", "namespace": ns, "annotations": checkov_skips(*WORKLOAD_SKIPS)},
-        spec={
-            "backoffLimit": 20,
-            "template": {"spec": {
-                "restartPolicy": "OnFailure",
-                "automountServiceAccountToken": False,
-                "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-                "containers": [container],
-                "volumes": [{"name": "setup", "configMap": {"name": "starrocks-setup"}}, {"name": "tmp", "emptyDir": {}}],
-            }},
-        },
-        opts=pulumi.ResourceOptions(parent=scope.parent, depends_on=[cluster, root, setup, *grants],
-                                    replace_on_changes=["spec"], delete_before_replace=True),
+        envFrom=[{"secretRef": {"name": name}} for name in ("starrocks-root", polaris_secret("starrocks"), s3_secret("starrocks"))],
+        resources={"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+        volumeMounts=[{"name": "setup", "mountPath": "/etc/starrocks-setup", "readOnly": True}, {"name": "tmp", "mountPath": "/tmp"}],
     )
-
+    run_once_job(
+        f"{scope.prefix}-starrocks-setup-job", name="starrocks-setup", namespace=ns, containers=[container],
+        volumes=[{"name": "setup", "configMap": {"name": "starrocks-setup"}}, {"name": "tmp", "emptyDir": {}}],
+        backoff_limit=20,
+        opts=pulumi.ResourceOptions(parent=scope.parent, depends_on=[cluster, root, setup, *grants], replace_on_changes=["spec"]),
+    )
 
 ENGINE = Engine(
     name="starrocks",

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from components.config import SiteConfig
-from components.gateway import GATEWAY_NAMESPACE
+from components.constants import GATEWAY_NAMESPACE
 from fabctl.helm import MissingChart, RenderedRelease, releases
 from fabctl.render import Plan
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from components.training import KUEUE_NAMESPACE
+from components.constants import KUEUE_NAMESPACE
 from fabctl.check.findings import Finding
 from fabctl.check.picture import Picture, Placed
 from fabctl.check.runtime import created_at_run_time

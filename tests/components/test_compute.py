@@ -43,7 +43,7 @@ def test_spark_trino_and_starrocks_use_polaris_with_their_own_principals(plan_a)
     secrets = {(r["inputs"]["metadata"]["namespace"], r["inputs"]["metadata"]["name"]): r for r in plan_a.of_type("kubernetes:core/v1:Secret") if plan_a.target(r) == "site-a-compute"}
     for engine, ns in (("spark", "spark"), ("trino", "trino"), ("starrocks", "starrocks")):
         assert set(secrets[(ns, f"polaris-{engine}")]["inputs"]["stringData"]) >= {"POLARIS_URI", "POLARIS_CLIENT_ID", "POLARIS_CLIENT_SECRET"}
-    assert catalog_uri(site) == "http://polaris.site-a.fab.internal:8181/api/catalog"
+    assert catalog_uri(site.domain, site.storage.polaris) == "http://polaris.site-a.fab.internal:8181/api/catalog"
     trino = releases(plan_a, "site-a-compute")["trino"]
     assert "iceberg.rest-catalog.uri=${ENV:POLARIS_URI}" in trino["values"]["catalogs"]["fab"]
     assert {"secretRef": {"name": "polaris-trino"}} in trino["values"]["envFrom"]

@@ -268,12 +268,12 @@ def test_outputs_carry_pools_peers_and_flows_per_cluster(plan_b):
 
 
 def test_lb_service_labels_pick_the_pool():
-    assert lb_service_labels(parse_site(site_raw("site-b")), "gpu", "internal") == {"lb.fab.internal/pool": "internal"}
+    assert lb_service_labels("gpu", parse_site(site_raw("site-b")).clusters["gpu"], "internal") == {"lb.fab.internal/pool": "internal"}
 
 
 def test_fails_when_a_component_asks_for_a_pool_the_cluster_lacks():
     with pytest.raises(ValueError, match="^cluster 'gpu' has no LB pool 'external'; pools: internal$"):
-        lb_service_labels(parse_site(site_raw("site-b")), "gpu", "external")
+        lb_service_labels("gpu", parse_site(site_raw("site-b")).clusters["gpu"], "external")
 
 
 def test_the_clustermesh_api_server_gets_its_vip_from_a_service_that_waits_for_the_pool(plan_b):

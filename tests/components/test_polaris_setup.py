@@ -11,7 +11,7 @@ import pytest
 
 from components import polaris_setup
 from components.config import parse_site
-from components.storage import principal_engines, polaris_setup_plan
+from components.storage import principal_engines, polaris_setup_plan, s3_endpoint_internal
 from helpers import site_raw
 
 ROOT = ("root-id", "root-secret")
@@ -119,11 +119,12 @@ def fake_polaris():
     server.server_close()
 
 
+SITE = parse_site(site_raw("site-a"))
+ENGINES = principal_engines(SITE.federation.consumers)
+
+
 def desired_plan() -> dict[str, Any]:
-    return polaris_setup_plan(parse_site(site_raw("site-a")))
-
-
-ENGINES = principal_engines(parse_site(site_raw("site-a")))
+    return polaris_setup_plan(SITE.storage, s3_endpoint_internal(SITE.domain, SITE.storage.object_store), SITE.minio.region, ENGINES)
 
 
 def credentials_env() -> dict[str, str]:

@@ -158,7 +158,7 @@ def test_example_job_is_suspended_queued_and_pins_a_snapshot(plan_a):
     job = yaml.safe_load(plan_a.outputs["training"]["example_job"])
     assert job["spec"]["suspend"] is True
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
-    env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["ICEBERG_SNAPSHOT_ID"].isdigit() and env["ICEBERG_CATALOG_URI"] == "http://polaris.site-a.fab.internal:8181/api/catalog"
     job["metadata"]["name"] = "example"
     assert builtin_errors(job) == []
