@@ -54,7 +54,6 @@ storage = StorageCluster(
         federation_consumers=sorted(site.federation.consumers),
         adopt=site.adopt,
         network=network,
-        grantee_clusters=providers.clusters,
         aistor_license=secrets.aistor_license,
         aistor_root_password=secrets.aistor_root_password,
     ),

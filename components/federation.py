@@ -30,7 +30,7 @@ from components.minio_admin import BucketTags, guard
 from components.config import PROJECT, AdoptConfig, FederationConfig, replica_bucket
 from components.constants import S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY
 from components.kube import WORKLOAD_SKIPS, Adoption, adopted, checkov_skips, namespace, restricted_container, restricted_pod_security_context
-from components.providers import SiteRef
+from components.providers import NamespaceRef, SiteRef
 from components.storage import MC_CA_DIR, StorageCluster, policy_document
 
 REPLICATION_NAMESPACE = "fab-replication"
@@ -83,7 +83,7 @@ class SiteFederation(pulumi.ComponentResource):
         if mirrored:
             ns = namespace(f"{name}-ns-{REPLICATION_NAMESPACE}", REPLICATION_NAMESPACE, pulumi.ResourceOptions(parent=self),
                            adopt=Adoption(args.adopt, self._storage_key))
-            local = args.storage.grant("replication", self._storage_key, REPLICATION_NAMESPACE, depends_on=[ns])
+            local = args.storage.grant("replication", NamespaceRef(args.storage.cluster, REPLICATION_NAMESPACE, ns))
             for consumer in mirrored:
                 self._mirror(consumer, ns, local)
 
@@ -184,7 +184,7 @@ class SiteFederation(pulumi.ComponentResource):
         )
         gold = self._storage.buckets_of("gold")
         env = [{"name": "MC_CONFIG_DIR", "value": "/work/.mc"}]
-        ca = self._storage.site_ca(self._storage_key, REPLICATION_NAMESPACE, [ns])
+        ca = self._storage.site_ca(NamespaceRef(self._storage.cluster, REPLICATION_NAMESPACE, ns))
         mounts = [{"name": "work", "mountPath": "/work"}, *ca.mounts(MC_CA_DIR)]
         small = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
 

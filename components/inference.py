@@ -46,7 +46,7 @@ from components.kube import (
     restricted_pod_security_context,
 )
 from components.network import CrossClusterNetwork
-from components.providers import SiteRef
+from components.providers import NamespaceRef, SiteRef
 from components.storage import MC_CA_DIR, SiteCa, StorageCluster
 
 GATEWAY_NAME = "llm"
@@ -119,8 +119,9 @@ class InferencePool(pulumi.ComponentResource):
         self._models_bucket = args.storage.bucket_of("models")
 
         namespace = self._namespace(INFERENCE_NAMESPACE)
-        s3 = args.storage.grant("inference", self._cluster, INFERENCE_NAMESPACE, depends_on=[namespace])
-        ca = args.storage.site_ca(self._cluster, INFERENCE_NAMESPACE, [namespace])
+        here = NamespaceRef(args.gpu.cluster, INFERENCE_NAMESPACE, namespace)
+        s3 = args.storage.grant("inference", here)
+        ca = args.storage.site_ca(here)
         ipoib = args.gpu.ipoib
         self.deployments = {
             model: self._model(model, sized[model], s3, ca, [namespace, args.gpu], ipoib) for model in sorted(inference.models)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import pulumi
 import pulumi_keycloak as keycloak
 import pulumi_kubernetes as k8s
 import pulumi_minio as minio
@@ -43,6 +44,16 @@ class ClusterRef:
     name: str
     role: str
     provider: k8s.Provider
+
+
+@dataclass(frozen=True)
+class NamespaceRef:
+    """A namespace on a cluster, as another component delivers into it: what it sends waits for `resource`."""
+
+    cluster: ClusterRef
+    name: str
+    resource: pulumi.Resource
+    """The Namespace (or whatever makes it exist)."""
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from components.config import (
     StorageConfig,
 )
 from components.network import CrossClusterNetwork
-from components.providers import ClusterRef, SiteRef
+from components.providers import ClusterRef, NamespaceRef, SiteRef
 
 # --------------------------------------------------------------------------------------------------
 # Who may do what: the platform's own principals here, and every compute engine's from its declaration
@@ -214,8 +214,6 @@ class StorageClusterArgs:
     """Declares the namespaces, releases, buckets and MinIO users and policies that exist already."""
     network: CrossClusterNetwork
     """Gives the S3 and Polaris Services their addresses from the storage cluster's pools."""
-    grantee_clusters: dict[str, ClusterRef]
-    """The clusters whose namespaces grants deliver Secrets to, by the key `grant()` and `catalog_grant()` take."""
     aistor_license: pulumi.Input[str] | None = None
     """The AIStor license (a Pulumi secret); required when the object store is installed."""
     aistor_root_password: pulumi.Input[str] | None = None
@@ -284,7 +282,6 @@ class StorageCluster(pulumi.ComponentResource):
         self._cluster_key = args.cluster.key
         self._config, self._region, self._adopt = args.config, args.admin_endpoint.region, args.adopt
         self._cluster_adopt = Adoption(args.adopt, self._cluster_key)
-        self._grantee_clusters = args.grantee_clusters
         self._principal_engines = principal_engines(args.federation_consumers)
         super().__init__(
             "fab:storage:StorageCluster",
@@ -359,24 +356,24 @@ class StorageCluster(pulumi.ComponentResource):
         (name,) = self.buckets_of(data_class)
         return name
 
-    def grant(self, engine: str, cluster: str, namespace: str, depends_on: list[pulumi.Resource] | None = None) -> k8s.core.v1.Secret:
-        """The Secret `s3-<engine>` in `namespace` of `cluster`, holding the engine's S3 keys and endpoint."""
+    def grant(self, engine: str, to: NamespaceRef, depends_on: list[pulumi.Resource] | None = None) -> k8s.core.v1.Secret:
+        """The Secret `s3-<engine>` in the namespace `to`, holding the engine's S3 keys and endpoint."""
         if engine not in ENGINE_ACCESS:
             raise ValueError(f"unknown engine {engine!r}; engines: {', '.join(sorted(ENGINE_ACCESS))}")
         creds = self._credentials[engine]
-        return self._delivered(s3_secret(engine), {"fab.internal/engine": engine}, cluster, namespace, [*(depends_on or []), *creds.usable_after], {
+        return self._delivered(s3_secret(engine), {"fab.internal/engine": engine}, to, [*(depends_on or []), *creds.usable_after], {
             S3_ACCESS_KEY: creds.access_key,
             S3_SECRET_KEY: creds.secret_key,
             S3_ENDPOINT: self._s3_internal,
             S3_REGION: self._region,
         })
 
-    def catalog_grant(self, engine: str, cluster: str, namespace: str, depends_on: list[pulumi.Resource] | None = None) -> k8s.core.v1.Secret:
-        """The Secret `polaris-<engine>` in `namespace` of `cluster`: the engine's Polaris principal and the catalog."""
+    def catalog_grant(self, engine: str, to: NamespaceRef, depends_on: list[pulumi.Resource] | None = None) -> k8s.core.v1.Secret:
+        """The Secret `polaris-<engine>` in the namespace `to`: the engine's Polaris principal and the catalog."""
         if engine not in CATALOG_ACCESS:
             raise ValueError(f"engine {engine!r} has no Polaris principal; principals: {', '.join(sorted(CATALOG_ACCESS))}")
         principal = self._principals[engine]
-        return self._delivered(polaris_secret(engine), {"fab.internal/engine": engine}, cluster, namespace, depends_on, {
+        return self._delivered(polaris_secret(engine), {"fab.internal/engine": engine}, to, depends_on, {
             POLARIS_CLIENT_ID: principal.client_id,
             POLARIS_CLIENT_SECRET: principal.client_secret,
             POLARIS_URI: self._catalog_uri,
@@ -384,13 +381,13 @@ class StorageCluster(pulumi.ComponentResource):
             POLARIS_SCOPE: "PRINCIPAL_ROLE:ALL",
         })
 
-    def site_ca(self, cluster: str, namespace: str, depends_on: list[pulumi.Resource]) -> SiteCa:
+    def site_ca(self, to: NamespaceRef) -> SiteCa:
         """The site's CA bundle as the Secret `fab-site-ca` (key `ca.crt`) in a namespace, for pods that call AIStor over TLS."""
         pem = self._site.ca_bundle_pem
         if pem is None:
             return SiteCa(None)
         # Public, but Secret data are Pulumi secrets throughout.
-        return SiteCa(self._delivered(SITE_CA_SECRET, {"fab.internal/trust": "site-ca"}, cluster, namespace, depends_on,
+        return SiteCa(self._delivered(SITE_CA_SECRET, {"fab.internal/trust": "site-ca"}, to, [],
                                       {SITE_CA_KEY: pulumi.Output.secret(pem)}))
 
     def federation_principal(self, consumer: str) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
@@ -398,19 +395,17 @@ class StorageCluster(pulumi.ComponentResource):
         principal = self._principals[f"federation-{consumer}"]
         return principal.client_id, principal.client_secret
 
-    def _delivered(self, name: str, labels: dict[str, str], cluster: str, namespace: str, depends_on: list[pulumi.Resource] | None,
+    def _delivered(self, name: str, labels: dict[str, str], to: NamespaceRef, depends_on: list[pulumi.Resource] | None,
                    data: dict[str, pulumi.Input[str]]) -> k8s.core.v1.Secret:
-        """One delivered Secret per (name, cluster, namespace), however often it is asked for."""
-        key = (name, cluster, namespace)
+        """One delivered Secret per (name, cluster, namespace), however often it is asked for, once the namespace exists."""
+        key = (name, to.cluster.key, to.name)
         if key not in self._grants:
             self._grants[key] = k8s.core.v1.Secret(
-                f"{self._name}-{name}-{cluster}-{namespace}",
-                metadata={"name": name, "namespace": namespace, "labels": labels},
+                f"{self._name}-{name}-{to.cluster.key}-{to.name}",
+                metadata={"name": name, "namespace": to.name, "labels": labels},
                 type="Opaque",
                 string_data=data,
-                opts=pulumi.ResourceOptions(
-                    parent=self, provider=self._grantee_clusters[cluster].provider, depends_on=depends_on or []
-                ),
+                opts=pulumi.ResourceOptions(parent=self, provider=to.cluster.provider, depends_on=[to.resource, *(depends_on or [])]),
             )
         return self._grants[key]
 
@@ -618,8 +613,9 @@ class StorageCluster(pulumi.ComponentResource):
             f"{self._name}-cnpg", versions.CLOUDNATIVE_PG, name="cnpg", namespace=CNPG_NAMESPACE, values={"replicaCount": 2},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[cnpg_ns]), adopt=self._cluster_adopt,
         )
-        backup_creds = self.grant("postgres-backup", self._cluster_key, ns, depends_on=[ns_resource])
-        ca = self.site_ca(self._cluster_key, ns, [ns_resource])
+        here = NamespaceRef(self.cluster, ns, ns_resource)
+        backup_creds = self.grant("postgres-backup", here)
+        ca = self.site_ca(here)
         database = self._postgres_cluster(ns, backup_creds, ca, [operator, ns_resource])
 
         root_id, root_secret = self._random_id("polaris-root-id"), self._random_secret("polaris-root-secret")
@@ -630,7 +626,7 @@ class StorageCluster(pulumi.ComponentResource):
             {"private.pem": pulumi.Output.secret(signing_key.private_key_pem_pkcs8), "public.pem": signing_key.public_key_pem},
             [ns_resource],
         )
-        storage_creds = self.grant("polaris", self._cluster_key, ns, depends_on=[ns_resource])
+        storage_creds = self.grant("polaris", here)
         bootstrap = self._polaris_bootstrap_job(ns, root, database)
 
         release = helm_release(

@@ -24,7 +24,7 @@ from components.config import AdoptConfig, TeamQuota, TrainingConfig
 from components.constants import AIRFLOW_NAMESPACE, KUEUE_NAMESPACE
 from components.kube import Adoption, FlatCustomResource, helm_release, namespace, restricted_container, restricted_pod_security_context
 from components.gpu import GPU_TYPE_LABEL, POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
-from components.providers import ClusterRef, SiteRef
+from components.providers import ClusterRef, NamespaceRef, SiteRef
 from components.storage import StorageCluster
 
 ACCESS_NAMESPACE = "fab-access"
@@ -328,8 +328,9 @@ class TrainingPool(pulumi.ComponentResource):
             self._cr(cluster, f"localqueue-{team}", "LocalQueue", {"name": LOCAL_QUEUE, "namespace": ns_name},
                      {"clusterQueue": ns_name}, depends_on=[ns])
             if not is_manager:  # pods run on workers: data by reference, read with the training keys
-                self._storage.grant("training", cluster, ns_name, depends_on=[ns])
-                self._storage.catalog_grant("training", cluster, ns_name, depends_on=[ns])
+                team_ns = NamespaceRef(self._clusters[cluster], ns_name, ns)
+                self._storage.grant("training", team_ns)
+                self._storage.catalog_grant("training", team_ns)
 
     def _flavor_quota(self, flavor: str, cluster: str, team_quotas: dict[str, TeamQuota], quota: TeamQuota) -> dict[str, Any]:
         """One flavor's quotas; on the manager, each flavor gets the sum over the workers that have it."""

@@ -20,7 +20,7 @@ from components import versions
 from components.constants import CNPG_NAMESPACE, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ISSUER
 from components.gateway import ROUTES_LABEL, http_route
 from components.kube import Adoption, helm_release, namespace, random_secret
-from components.providers import ClusterRef
+from components.providers import ClusterRef, NamespaceRef
 
 if TYPE_CHECKING:
     from components.federation import SiteFederation
@@ -227,11 +227,12 @@ class EngineScope:
 
     def grants(self, engine: Engine, ns_resource: pulumi.Resource) -> list[pulumi.Resource]:
         """The engine's S3 keys and Polaris principal, delivered into its namespace (whichever it has)."""
+        to = NamespaceRef(self.cluster, engine.namespace, ns_resource)
         delivered: list[pulumi.Resource] = []
         if engine.catalog_role:
-            delivered.append(self.storage.catalog_grant(engine.name, self.cluster.key, engine.namespace, depends_on=[ns_resource]))
+            delivered.append(self.storage.catalog_grant(engine.name, to))
         if engine.buckets:
-            delivered.append(self.storage.grant(engine.name, self.cluster.key, engine.namespace, depends_on=[ns_resource]))
+            delivered.append(self.storage.grant(engine.name, to))
         return delivered
 
     def config_map(self, name: str, ns: str, data: dict[str, str], after: pulumi.Resource) -> k8s.core.v1.ConfigMap:
