@@ -168,7 +168,8 @@ def polaris_setup_plan(storage: StorageConfig, s3_endpoint: str, region: str, pr
                 "region": region,
             },
         },
-        "namespaces": [{"name": [GOLD_NAMESPACE], "properties": {"location": f"s3://{gold[0]}/{GOLD_NAMESPACE}/"}}] if gold else [],
+        "namespaces": [{"name": [GOLD_NAMESPACE], "properties": {"location": f"s3://{gold_location}/{GOLD_NAMESPACE}/"}}]
+        if (gold_location := storage.gold_location()) else [],
         "catalog_roles": CATALOG_ROLES,
         "principals": [
             {

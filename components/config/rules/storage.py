@@ -66,6 +66,16 @@ def storage_problems(site: SiteConfig) -> Iterator[Problem]:
         yield ("storage", "polaris", "postgres", "backup_bucket"), (
             f"{backup!r} has class {storage.buckets[backup].data_class}; Postgres backups go to a bucket of class backups"
         )
+    gold = sorted(n for n, b in storage.buckets.items() if b.data_class == "gold")
+    chosen = storage.polaris.gold_bucket
+    if chosen is None and len(gold) > 1:
+        yield ("storage", "polaris", "gold_bucket"), (
+            f"is required with several gold buckets ({', '.join(gold)}): name the one that holds the gold namespace"
+        )
+    elif chosen is not None and chosen not in gold:
+        yield ("storage", "polaris", "gold_bucket"), (
+            f"{chosen!r} is not a gold bucket of storage.buckets; gold buckets: {', '.join(gold) if gold else 'none'}"
+        )
     s3 = storage.s3
     yield from _pool_vip_problems(site, ("storage", "s3", "internal_vip"), s3.internal_pool, s3.internal_vip, "internal")
     if s3.external_pool is None and s3.external_vip is not None:

@@ -129,6 +129,11 @@ class PolarisConfig(_Model):
     port: Port = Field(8181, description="Polaris REST port. Defaults to 8181.")
     replicas: int = Field(2, ge=1, le=10, strict=True, description="Polaris server replicas. Defaults to 2.")
     postgres: PostgresConfig
+    gold_bucket: BucketName | None = Field(
+        None,
+        description="Bucket of class gold that holds the `gold` namespace's tables. Defaults to the site's only gold bucket; "
+        "required when there are several.",
+    )
 
 
 class StorageConfig(_Model):
@@ -138,3 +143,10 @@ class StorageConfig(_Model):
     s3: S3Endpoints
     buckets: dict[BucketName, Bucket] = Field(min_length=1, description="Buckets by name.")
     polaris: PolarisConfig
+
+    def gold_location(self) -> str | None:
+        """The bucket of the `gold` namespace: the configured one, else the only gold bucket (None without gold)."""
+        if self.polaris.gold_bucket is not None:
+            return self.polaris.gold_bucket
+        gold = [name for name, bucket in self.buckets.items() if bucket.data_class == "gold"]
+        return gold[0] if len(gold) == 1 else None
