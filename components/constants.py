@@ -42,6 +42,11 @@ OIDC_CLIENT_SECRET = "OIDC_CLIENT_SECRET"
 OIDC_ISSUER = "OIDC_ISSUER"
 
 
+def submitter_kubeconfig_secret(cluster: str) -> str:
+    """The Secret in Airflow's namespace holding a GPU cluster's submitter kubeconfig (TrainingPool writes it, Airflow mounts it)."""
+    return f"gpu-{cluster}-kubeconfig"
+
+
 def s3_secret(principal: str) -> str:
     """The Secret StorageCluster delivers with a principal's S3 keys and the internal endpoint."""
     return f"s3-{principal}"

@@ -21,7 +21,7 @@ import yaml
 
 from components import versions
 from components.config import AdoptConfig, TeamQuota, TrainingConfig
-from components.constants import AIRFLOW_NAMESPACE, KUEUE_NAMESPACE
+from components.constants import AIRFLOW_NAMESPACE, KUEUE_NAMESPACE, submitter_kubeconfig_secret
 from components.kube import Adoption, FlatCustomResource, helm_release, namespace, restricted_container, restricted_pod_security_context
 from components.gpu import GPU_TYPE_LABEL, POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
 from components.providers import ClusterRef, NamespaceRef, SiteRef
@@ -409,7 +409,7 @@ class TrainingPool(pulumi.ComponentResource):
         self._kubeconfig_secret(
             f"{compute}-airflow-kubeconfig-{cluster}", cluster, token, compute, AIRFLOW_NAMESPACE,
             # Airflow acts for every team: no default namespace, so a DAG names its team's (the submission contract's).
-            f"gpu-{cluster}-kubeconfig", "kubeconfig", [airflow_ns], None,
+            submitter_kubeconfig_secret(cluster), "kubeconfig", [airflow_ns], None,
         )
 
     def _multikueue(self, manager: str, workers: list[str]) -> None:

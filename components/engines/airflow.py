@@ -11,15 +11,10 @@ import json
 from pathlib import Path
 
 from components import versions
-from components.constants import AIRFLOW_NAMESPACE, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ISSUER
+from components.constants import AIRFLOW_NAMESPACE, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ISSUER, submitter_kubeconfig_secret
 from components.engines._base import Engine, EngineScope, Quota, Ui, flask_oauth_config
 
 WEBSERVER_CONFIG = Path(__file__).parents[1] / "airflow_webserver_config.py"
-
-
-def kubeconfig_secret(cluster: str) -> str:
-    """The Secret (in Airflow's namespace) holding the submitter kubeconfig of a GPU cluster."""
-    return f"gpu-{cluster}-kubeconfig"
 
 
 def _deploy(scope: EngineScope) -> None:
@@ -35,8 +30,8 @@ def _deploy(scope: EngineScope) -> None:
         "connection": password.apply(lambda p: f"postgresql://airflow:{p}@airflow-db-rw.{ns}.svc:5432/airflow?sslmode=require"),
     }, ns_resource)
     gpus = [g.key for g in scope.gpu_clusters]
-    volumes = [{"name": kubeconfig_secret(g), "secret": {"secretName": kubeconfig_secret(g)}} for g in gpus]
-    mounts = [{"name": kubeconfig_secret(g), "mountPath": f"/opt/airflow/kube/{g}", "readOnly": True} for g in gpus]
+    volumes = [{"name": submitter_kubeconfig_secret(g), "secret": {"secretName": submitter_kubeconfig_secret(g)}} for g in gpus]
+    mounts = [{"name": submitter_kubeconfig_secret(g), "mountPath": f"/opt/airflow/kube/{g}", "readOnly": True} for g in gpus]
     connections = [
         {"name": f"AIRFLOW_CONN_GPU_{g.upper().replace('-', '_')}",
          "value": json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": f"/opt/airflow/kube/{g}/kubeconfig"}})}
