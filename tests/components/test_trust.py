@@ -10,47 +10,63 @@ import threading
 import pytest
 import urllib3
 
-from components.config import parse_site
 from components.minio_admin import _apply_tags, _exists
-from components.storage import MC_CA_DIR
-from helpers import config_errors, site_raw
+from fabctl.render import PROJECT_DIR
+from helpers import config_errors, render_small
+from small_site import small_site
 
-def test_the_providers_trust_the_site_ca(plan_b):
-    (minio,) = plan_b.of_type("pulumi:providers:minio")
-    (keycloak,) = plan_b.of_type("pulumi:providers:keycloak")
-    site = parse_site(site_raw("site-b"))
-    assert (minio["inputs"]["minioCacertFile"], keycloak["inputs"]["rootCaCertificate"]) == (site.ca_bundle, site.ca_bundle_pem())
+CA_BUNDLE = "certs/site-b-ca.pem"
+"""A PEM bundle of the project's (site-b's PKI), which the small site names as its own."""
+MC_CA_DIR = "/work/.mc/certs/CAs"
+"""Where the MinIO client (mc) of the pods looks for extra CAs: certs/CAs of its config folder."""
 
 
-def test_the_programs_minio_calls_carry_the_site_ca(plan_b):
-    pem = parse_site(site_raw("site-b")).ca_bundle_pem()
-    tags = [r for r in plan_b.resources if r["type"] == "pulumi-python:dynamic/storage:BucketTags"]
+@pytest.fixture(scope="module")
+def trusting_plan():
+    site = small_site()
+    site["ca_bundle"] = CA_BUNDLE
+    return render_small(site)
+
+
+def pem_certificates() -> str:
+    text = (PROJECT_DIR / CA_BUNDLE).read_text()
+    blocks = text.split("-----BEGIN CERTIFICATE-----")[1:]
+    assert blocks, f"{CA_BUNDLE} holds no certificate"
+    return "\n".join("-----BEGIN CERTIFICATE-----" + b.split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----" for b in blocks) + "\n"
+
+
+def test_the_providers_trust_the_site_ca(trusting_plan):
+    (minio,) = trusting_plan.of_type("pulumi:providers:minio")
+    (keycloak,) = trusting_plan.of_type("pulumi:providers:keycloak")
+    assert (minio["inputs"]["minioCacertFile"], keycloak["inputs"]["rootCaCertificate"]) == (CA_BUNDLE, pem_certificates())
+
+
+def test_the_programs_minio_calls_carry_the_site_ca(trusting_plan):
+    tags = [r for r in trusting_plan.resources if r["type"] == "pulumi-python:dynamic/storage:BucketTags"]
     assert tags
-    assert {r["inputs"]["ca_bundle"] for r in tags} == {pem}
+    assert {r["inputs"]["ca_bundle"] for r in tags} == {pem_certificates()}
 
 
-def test_pods_that_call_aistor_mount_the_site_ca(plan_b):
-    (deployment, *_) = plan_b.objects("Deployment", "site-b-gpu")
+def test_pods_that_call_aistor_mount_the_site_ca(trusting_plan):
+    (deployment,) = trusting_plan.objects("Deployment", "site-t-gpu")
     pod = deployment["spec"]["template"]["spec"]
     mounts = {c["name"]: [m["mountPath"] for m in c["volumeMounts"] if m["name"] == "site-ca"] for c in pod["initContainers"]}
     assert mounts == {"weights-alias": [MC_CA_DIR], "weights-sync": [MC_CA_DIR]}
-    (cron,) = plan_b.objects("CronJob", "site-b-storage")
-    assert {"name": "site-ca", "secret": {"secretName": "fab-site-ca"}} in cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"]
-    (database,) = [c for c in plan_b.objects("Cluster", "site-b-storage") if c["metadata"]["name"] == "polaris-db"]
+    (database,) = [c for c in trusting_plan.objects("Cluster", "site-t-storage") if c["metadata"]["name"] == "polaris-db"]
     assert database["spec"]["backup"]["barmanObjectStore"]["endpointCA"] == {"name": "fab-site-ca", "key": "ca.crt"}
 
 
 def test_fails_when_the_ca_bundle_holds_no_certificate(tmp_path, monkeypatch):
     (tmp_path / "ca.pem").write_text("not a certificate\n")
     monkeypatch.chdir(tmp_path)
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["ca_bundle"] = "ca.pem"
     assert config_errors(raw) == ["fab-platform:site.ca_bundle: 'ca.pem' holds no PEM certificate (-----BEGIN CERTIFICATE-----)"]
 
 
 def test_fails_when_the_ca_bundle_is_missing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["ca_bundle"] = "certs/ca.pem"
     assert config_errors(raw) == [
         "fab-platform:site.ca_bundle: 'certs/ca.pem' cannot be read (No such file or directory); paths are relative to the project directory"
@@ -60,7 +76,7 @@ def test_fails_when_the_ca_bundle_is_missing(tmp_path, monkeypatch):
 def test_fails_when_the_ca_bundle_is_not_text(tmp_path, monkeypatch):
     (tmp_path / "ca.pem").write_bytes(b"\xff\xfe binary")
     monkeypatch.chdir(tmp_path)
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["ca_bundle"] = "ca.pem"
     assert config_errors(raw) == ["fab-platform:site.ca_bundle: 'ca.pem' is not a PEM file (PEM is ASCII text)"]
 

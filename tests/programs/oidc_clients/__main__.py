@@ -8,6 +8,6 @@ from components.providers import site_providers
 
 site = load_site()
 identity = SiteIdentity("identity", SiteIdentityArgs(site=site), pulumi.ResourceOptions(providers=[site_providers(site).keycloak]))
-superset = identity.oidc_client("superset", "browser", ["https://superset.site-b.fab.internal/oauth-authorized/keycloak"])
+superset = identity.oidc_client("superset", "browser", ["https://superset.site-t.fab.internal/oauth-authorized/keycloak"])
 airflow = identity.oidc_client("airflow-gpu-submitter", "service")
 pulumi.export("secret", superset.client_secret)
