@@ -83,7 +83,7 @@ def test_fails_when_the_ca_bundle_is_not_text(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def private_endpoint(tmp_path_factory):
-    """An HTTPS endpoint on loopback whose certificate a private CA issued: (host:port, the CA's PEM)."""
+    """An HTTPS endpoint on loopback whose certificate a private CA issued: (host:port, the CA's PEM, the PUTs it received)."""
     tmp = tmp_path_factory.mktemp("pki")
     run = lambda *args: subprocess.run(["openssl", *args], cwd=tmp, capture_output=True, check=True)  # noqa: E731
     run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=test site CA",
@@ -104,7 +104,8 @@ def private_endpoint(tmp_path_factory):
             self.wfile.write(body)
 
         def do_PUT(self):  # noqa: N802
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            received.append((self.path, body.decode()))
             self.reply(200)
 
         def do_GET(self):  # noqa: N802
@@ -120,12 +121,13 @@ def private_endpoint(tmp_path_factory):
         def log_message(self, *args):
             pass
 
+    received: list[tuple[str, str]] = []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(tmp / "server.pem", tmp / "server.key")
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"localhost:{server.server_address[1]}", (tmp / "ca.pem").read_text()
+    yield f"localhost:{server.server_address[1]}", (tmp / "ca.pem").read_text(), received
     server.shutdown()
 
 
@@ -135,14 +137,17 @@ def _tags_props(server: str, ca_bundle: str | None) -> dict:
 
 
 def test_bucket_tags_reach_an_endpoint_of_the_private_ca(private_endpoint, monkeypatch):
-    server, ca = private_endpoint
+    server, ca, received = private_endpoint
     monkeypatch.setenv("MINIO_USER", "admin")
     monkeypatch.setenv("MINIO_PASSWORD", "admin-password")
+    received.clear()
     _apply_tags(_tags_props(server, ca))
+    assert [path for path, _ in received] == ["/site-b-gold?tagging="]
+    assert "<Key>fab.internal/class</Key><Value>gold</Value>" in received[0][1]
 
 
 def test_fails_when_the_private_ca_is_not_trusted(private_endpoint, monkeypatch):
-    server, _ = private_endpoint
+    server, _, _ = private_endpoint
     monkeypatch.setenv("MINIO_USER", "admin")
     monkeypatch.setenv("MINIO_PASSWORD", "admin-password")
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
@@ -151,7 +156,7 @@ def test_fails_when_the_private_ca_is_not_trusted(private_endpoint, monkeypatch)
 
 
 def test_the_name_check_asks_the_object_store_through_the_private_ca(private_endpoint, monkeypatch):
-    server, ca = private_endpoint
+    server, ca, _ = private_endpoint
     monkeypatch.setenv("MINIO_USER", "admin")
     monkeypatch.setenv("MINIO_PASSWORD", "admin-password")
     exists = _exists(_tags_props(server, ca))
