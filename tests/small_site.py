@@ -17,13 +17,12 @@ CLUSTERS = ("storage", "compute", "gpu")
 """The keys of the smallest site's clusters, which are also their roles."""
 
 NAME = "site-t"
-STORAGE_POOL_BLOCK = "10.30.101.0/27"
 S3_INTERNAL_VIP = "10.30.101.10"
 POLARIS_VIP = "10.30.101.11"
 GATEWAY_VIP = "10.30.103.10"
 INGRESS_VIP = "203.0.113.20"
 S3_EXTERNAL_VIP = "198.51.100.10"
-TRAINING_GPU_TYPE = "h100"
+GPU_TYPE = "h100"
 
 
 def cluster_entry(index: int, role: str) -> dict[str, Any]:
@@ -47,7 +46,7 @@ _SITE: dict[str, Any] = {
     "domain": f"{NAME}.fab.internal",
     "minio": {"server": f"s3-admin.{NAME}.fab.internal:9000"},
     "keycloak": {"url": f"https://keycloak.{NAME}.fab.internal"},
-    "teams": {"yield": {}},
+    "teams": {},
     "adopt": {"helm_releases": {"storage": ["kube-system/cilium"]}},
     "storage": {
         "s3": {"internal_vip": S3_INTERNAL_VIP},
@@ -57,8 +56,8 @@ _SITE: dict[str, Any] = {
         "polaris": {"vip": POLARIS_VIP, "postgres": {"backup_bucket": f"{NAME}-pg-backups"}},
     },
     "gpu": {"gpu": {
-        "nodes": {"gpu-inf-1": {"gpu_type": TRAINING_GPU_TYPE, "gpus": 8, "pool": "inference"},
-                  "gpu-trn-1": {"gpu_type": TRAINING_GPU_TYPE, "gpus": 8, "pool": "training"}},
+        "nodes": {"gpu-inf-1": {"gpu_type": GPU_TYPE, "gpus": 8, "pool": "inference"},
+                  "gpu-trn-1": {"gpu_type": GPU_TYPE, "gpus": 8, "pool": "training"}},
         "system_nodes": ["gpu-sys-1"],
         "infiniband": {"ipoib_range": "10.30.203.0/24"},
     }},
@@ -85,7 +84,6 @@ def small_site(*, gpu_clusters: int = 1, teams: Sequence[str] = ("yield",), mult
     external_s3: AIStor also gets an external S3 endpoint, on a public pool of the storage cluster.
     """
     site = copy.deepcopy(_SITE)
-    site["teams"] = {}
     for team in teams:
         add_team(site, team)
     if flow_table:
@@ -126,7 +124,7 @@ def add_team(site: dict[str, Any], name: str, quotas: dict[str, int] | None = No
 
 
 def add_gpu_cluster(site: dict[str, Any], key: str, role: str = "gpu-train", training_nodes: int = 1,
-                    gpu_type: str = TRAINING_GPU_TYPE) -> None:
+                    gpu_type: str = GPU_TYPE) -> None:
     """A GPU cluster with `training_nodes` nodes of 8 GPUs, everything it needs to join the site: its own ranges, ASN
     and VIPs, a MultiKueue worker entry where MultiKueue is on, and its place in the S3, Polaris and MultiKueue flows
     where the site lists its own flows."""

@@ -11,20 +11,17 @@ from components.config import ConfigError, parse_site
 from fabctl.diff import diff
 from fabctl.render import Plan, RenderError
 from helpers import render_small
-from small_site import add_gpu_cluster, full_site, small_site
+from small_site import add_bucket, add_gpu_cluster, add_model, add_team, full_site, small_site
 
 names = st.from_regex(r"[a-z][a-z0-9]{2,7}", fullmatch=True)
 
 
-def add_team(site: dict[str, Any], name: str) -> None:
-    site["teams"][f"t-{name}"] = {"description": "added"}
+def add_a_team(site: dict[str, Any], name: str) -> None:
+    add_team(site, f"t-{name}")
 
 
-def add_model(site: dict[str, Any], name: str) -> None:
-    site["inference"]["models"][f"m-{name}"] = {
-        "source": f"acme/{name}/", "params_billion": 1.5, "layers": 28, "kv_heads": 2, "head_dim": 128,
-        "max_context": 8192, "concurrent_sequences": 16, "min_replicas": 1,
-    }
+def add_a_model(site: dict[str, Any], name: str) -> None:
+    add_model(site, f"m-{name}", params_billion=1.5, layers=28, kv_heads=2, max_context=8192, concurrent_sequences=16, min_replicas=1)
 
 
 def add_node(site: dict[str, Any], name: str) -> None:
@@ -33,9 +30,9 @@ def add_node(site: dict[str, Any], name: str) -> None:
     nodes[f"gpu-n-{name}"] = {"gpu_type": gpu_type, "gpus": 8, "pool": "training"}
 
 
-def add_bucket(site: dict[str, Any], name: str) -> None:
+def add_a_bucket(site: dict[str, Any], name: str) -> None:
     # raw and datasets: a gold or warehouse bucket changes Polaris' setup Job, which is replaced by design.
-    site["storage"]["buckets"][f"{site['name']}-x-{name}"] = {"class": "datasets"}
+    add_bucket(site, f"{site['name']}-x-{name}", "datasets")
 
 
 def add_peer(site: dict[str, Any], name: str) -> None:
@@ -45,7 +42,7 @@ def add_peer(site: dict[str, Any], name: str) -> None:
     federation.setdefault("ranges", {})[f"site-{name}"] = ["172.31.0.0/16"]
 
 
-ADDITIONS = {"team": add_team, "model": add_model, "node": add_node, "bucket": add_bucket, "federated-site": add_peer}
+ADDITIONS = {"team": add_a_team, "model": add_a_model, "node": add_node, "bucket": add_a_bucket, "federated-site": add_peer}
 SITES = {"small": small_site, "full": full_site}
 """The sites that grow: the smallest one, and the one with a training-only cluster, MultiKueue and its own flow table."""
 RERUN_BY_DESIGN = "kubernetes:batch/v1:Job"
