@@ -57,12 +57,12 @@ _PLANS: dict[str, Plan] = {}
 _SMALL_PLANS: dict[str, Plan] = {}
 
 
-def render_small(site: dict[str, Any]) -> Plan:
-    """The render of a site object built by a test (small_site.py), under the site's name as the stack; each distinct
-    site is rendered once per test session, so the plan is shared: copy what a test changes."""
-    key = json.dumps(site, sort_keys=True)
+def render_small(site: dict[str, Any], stack: str = "site-t") -> Plan:
+    """The render of a site object built by a test (small_site.py) as stack `stack`; each distinct site is rendered
+    once per test session, so the plan is shared: copy what a test changes."""
+    key = json.dumps([stack, site], sort_keys=True)
     if key not in _SMALL_PLANS:
-        _SMALL_PLANS[key] = render_config(site["name"], {SITE_KEY: site})
+        _SMALL_PLANS[key] = render_config(stack, {SITE_KEY: site})
     return _SMALL_PLANS[key]
 
 
