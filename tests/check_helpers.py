@@ -10,8 +10,8 @@ from typing import Any
 from components.config import SiteConfig, parse_site
 from fabctl.check import Finding, Report, ValuesCheck, check
 from fabctl.helm import ChartPackages, MissingChart, RenderedRelease, render_releases
-from fabctl.render import PROJECT_DIR, Plan, render_config
-from fabctl.stackfile import SITE_KEY
+from fabctl.render import PROJECT_DIR, Plan
+from helpers import render_small
 from small_site import small_site
 
 
@@ -56,8 +56,9 @@ class Deploy:
         self.resource(name)["dependencies"].append(self.resource(dependency)["urn"])
 
 
-def deploy_of(raw: dict[str, Any], chart_dir: Path, helm: Path, stack: str = "site-t") -> Deploy:
-    plan = render_config(stack, {SITE_KEY: raw})
+def deploy_of(raw: dict[str, Any], chart_dir: Path, helm: Path) -> Deploy:
+    """A site object's deploy: its render (shared with the other tests of the session, so copied) and its releases."""
+    plan = copy.deepcopy(render_small(raw))
     releases, missing = render_releases(plan, ChartPackages(chart_dir), helm, PROJECT_DIR)
     return Deploy(plan, parse_site(raw), releases, missing)
 

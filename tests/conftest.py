@@ -1,4 +1,4 @@
-"""Shared fixtures: the stack files' config, their renders (one per session), and the upstream CRDs.
+"""Shared fixtures: renders of small sites and of the stack files (one per session), and the upstream CRDs.
 
 Tests that need `../shared` (CRDs, chart packages, Helm) find it beside the project (or through
 FAB_CRD_DIR, FAB_CHART_DIR, FAB_HELM) and skip with the reason where it is absent, as in a user's clone. CI sets FAB_REQUIRE_SHARED=1, which turns that
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from fabctl.render import PROJECT_DIR, Plan
-from helpers import STACKS, helm_rendered, rendered
+from helpers import STACKS, helm_rendered, render_small, rendered
+from small_site import full_site, small_site
 
 
 SHARED_DIR = PROJECT_DIR.parent / "shared"
@@ -64,6 +65,18 @@ def small(chart_dir, helm):
     from check_helpers import small_deploy
 
     return small_deploy(chart_dir, helm)
+
+
+@pytest.fixture(scope="session")
+def small_plan() -> Plan:
+    """The smallest site's render (small_site.py), shared by the session: copy what a test changes."""
+    return render_small(small_site())
+
+
+@pytest.fixture(scope="session")
+def full_plan() -> Plan:
+    """The render of the small site with every optional part once (small_site.full_site), shared by the session."""
+    return render_small(full_site())
 
 
 @pytest.fixture(scope="session", params=STACKS)

@@ -1,8 +1,9 @@
-"""Helpers shared by tests: stack configs to mutate, renders with changed config, one render per stack."""
+"""Helpers shared by tests: renders of small sites (one per distinct site), stack configs to mutate, one render per stack."""
 
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,16 @@ def render_site(stack: str, site: dict[str, Any]) -> Plan:
 
 
 _PLANS: dict[str, Plan] = {}
+_SMALL_PLANS: dict[str, Plan] = {}
+
+
+def render_small(site: dict[str, Any], stack: str = "site-t") -> Plan:
+    """The render of a site object built by a test (small_site.py) as stack `stack`; each distinct site is rendered
+    once per test session, so the plan is shared: copy what a test changes."""
+    key = json.dumps([stack, site], sort_keys=True)
+    if key not in _SMALL_PLANS:
+        _SMALL_PLANS[key] = render_config(stack, {SITE_KEY: site})
+    return _SMALL_PLANS[key]
 
 
 def rendered(stack: str) -> Plan:

@@ -117,8 +117,8 @@ def test_every_release_waits_longer_than_pulumis_default_and_keeps_a_bounded_his
             if (r["inputs"].get("timeout") or PULUMI_DEFAULT_TIMEOUT_SEC) <= PULUMI_DEFAULT_TIMEOUT_SEC or not r["inputs"].get("maxHistory")} == {}
 
 
-def test_airflow_migrates_in_a_plain_job_within_its_timeout(plan_a):
-    (airflow,) = [r for r in plan_a.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["chart"] == "airflow"]
+def test_airflow_migrates_in_a_plain_job_within_its_timeout(small_plan):
+    (airflow,) = [r for r in small_plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["chart"] == "airflow"]
     values = airflow["inputs"]["values"]
     assert (values["migrateDatabaseJob"]["useHelmHooks"], values["createUserJob"]["useHelmHooks"], airflow["inputs"]["timeout"]) == (
         False, False, 1800

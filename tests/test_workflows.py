@@ -30,19 +30,19 @@ def test_workflow_is_valid_yaml_with_jobs(path):
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
 def test_every_script_and_make_target_exists(path):
-    for step in steps(yaml.safe_load(path.read_text())):
-        command = step.get("run", "")
-        for script in re.findall(r"(\.ci/[\w.-]+)", command):
-            assert (PROJECT_DIR / script).is_file(), script
-        for target in re.findall(r"\bmake ([a-z-]+)", command):
-            assert target in MAKE_TARGETS, target
+    commands = [step.get("run", "") for step in steps(yaml.safe_load(path.read_text()))]
+    scripts = [script for command in commands for script in re.findall(r"(\.ci/[\w.-]+)", command)]
+    targets = [target for command in commands for target in re.findall(r"\bmake ([a-z-]+)", command)]
+    assert scripts and targets, "the workflow runs no script and no make target"
+    assert [script for script in scripts if not (PROJECT_DIR / script).is_file()] == []
+    assert [target for target in targets if target not in MAKE_TARGETS] == []
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
 def test_every_action_is_pinned_to_a_version(path):
-    for step in steps(yaml.safe_load(path.read_text())):
-        if "uses" in step:
-            assert re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+", step["uses"]), step["uses"]
+    actions = [step["uses"] for step in steps(yaml.safe_load(path.read_text())) if "uses" in step]
+    assert actions
+    assert [action for action in actions if not re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+", action)] == []
 
 
 def workflow(name: str) -> dict:

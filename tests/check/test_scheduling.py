@@ -7,7 +7,6 @@ where the operators' device plugins run; a GPU cluster's system pods run on its 
 from __future__ import annotations
 
 from components.config import parse_site
-from components.gpu import POOL_LABEL
 from fabctl.check.picture import Picture
 from fabctl.check.scheduling import declared_nodes, fits, with_device_plugins
 from fabctl.helm import ChartPackages, ChartRef, template
@@ -15,6 +14,7 @@ from fabctl.render import PROJECT_DIR
 from helpers import config_errors
 from small_site import small_site
 
+POOL_LABEL = "fab.internal/gpu-pool"
 POOL_TAINT = {"key": POOL_LABEL, "effect": "NoSchedule"}
 
 

@@ -10,14 +10,16 @@ from components.config import parse_site
 from components.minio_admin import taken_names
 from fabctl.cli import import_file
 from fabctl.render import RenderError
-from helpers import config_errors, render_config, render_site, site_raw, stack_config
+from fabctl.stackfile import SITE_KEY
+from helpers import config_errors, render_config, render_small, site_raw
+from small_site import small_site
 
 
 def imported(plan) -> dict[str, str]:
     return {r["name"]: r["import_id"] for r in plan.resources if r.get("import_id")}
 
 
-def test_declared_objects_are_imported_and_nothing_else(plan):
+def test_the_stack_files_import_what_they_declare_and_nothing_else(plan):
     adopt = parse_site(site_raw(plan.stack)).adopt
     found = imported(plan)
     assert found, "the stack adopts nothing"
@@ -26,33 +28,33 @@ def test_declared_objects_are_imported_and_nothing_else(plan):
 
 
 def test_a_declared_namespace_and_minio_user_are_imported():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["adopt"]["namespaces"] = {"compute": ["airflow"]}
     raw["adopt"]["minio_users"] = ["fab-spark"]
-    found = imported(render_site("site-b", raw))
+    found = imported(render_small(raw))
     assert (found["compute-ns-airflow"], found["storage-spark-user"]) == ("airflow", "fab-spark")
 
 
 def test_fails_when_an_adopted_object_is_not_one_the_platform_manages():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["adopt"]["namespaces"] = {"compute": ["airflw"]}
     with pytest.raises(RenderError) as info:
-        render_site("site-b", raw)
+        render_small(raw)
     assert (info.value.user, str(info.value)) == (True, (
         "fab-platform:site.adopt.namespaces.compute[0]: 'airflw' is not an object the platform manages; remove it or fix the name"
     ))
 
 
 def test_fails_when_an_adopted_bucket_is_not_declared():
-    raw = site_raw("site-b")
-    raw["adopt"]["buckets"] = ["site-b-raw-fcd"]
+    raw = small_site()
+    raw["adopt"]["buckets"] = ["site-t-modles"]
     assert config_errors(raw) == [
-        "fab-platform:site.adopt.buckets[0]: 'site-b-raw-fcd' is not a bucket of storage.buckets or a federation replica bucket"
+        "fab-platform:site.adopt.buckets[0]: 'site-t-modles' is not a bucket of storage.buckets or a federation replica bucket"
     ]
 
 
 def test_fails_when_cilium_would_be_installed_over_a_running_storage_cluster():
-    raw = site_raw("site-b")
+    raw = small_site()
     del raw["adopt"]["helm_releases"]["storage"]
     assert config_errors(raw) == [
         "fab-platform:site.clusters.storage.cilium.managed: true (the default) would install Cilium over the CNI of a "
@@ -62,45 +64,42 @@ def test_fails_when_cilium_would_be_installed_over_a_running_storage_cluster():
 
 
 def test_an_unmanaged_cilium_needs_no_adoption():
-    raw = site_raw("site-b")
+    raw = small_site()
     del raw["adopt"]["helm_releases"]["storage"]
     raw["clusters"]["storage"]["cilium"] = {"managed": False}
     assert parse_site(raw).clusters["storage"].cilium.managed is False
 
 
 def test_fails_when_a_realm_is_adopted_but_not_managed():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["adopt"]["realm"] = True
     assert config_errors(raw) == [
         "fab-platform:site.adopt.realm: true needs identity.create_realm: true; a realm the platform does not manage is only referenced"
     ]
 
 
-def test_minio_users_policies_and_buckets_wait_for_the_name_check(plan_b):
-    (guard,) = [r for r in plan_b.resources if r["name"] == "storage-names-free"]
-    waiting = [r for r in plan_b.resources if r["type"] in ("minio:index/iamUser:IamUser", "minio:index/iamPolicy:IamPolicy",
-                                                              "minio:index/s3Bucket:S3Bucket") and plan_b.component(r)["name"] == "storage"]
+def test_minio_users_policies_and_buckets_wait_for_the_name_check(small_plan):
+    (guard,) = [r for r in small_plan.resources if r["name"] == "storage-names-free"]
+    waiting = [r for r in small_plan.resources if r["type"] in ("minio:index/iamUser:IamUser", "minio:index/iamPolicy:IamPolicy",
+                                                                  "minio:index/s3Bucket:S3Bucket") and small_plan.component(r)["name"] == "storage"]
     assert waiting
     assert [r["name"] for r in waiting if guard["urn"] not in r["dependencies"]] == []
 
 
 def test_the_name_check_knows_what_is_adopted():
-    raw = site_raw("site-b")
-    raw["adopt"] = {"buckets": ["site-b-gold"], "minio_users": ["fab-spark"], "helm_releases": raw["adopt"]["helm_releases"]}
-    (guard,) = [r for r in render_site("site-b", raw).resources if r["name"] == "storage-names-free"]
-    assert guard["inputs"]["adopted"] == {"buckets": ["site-b-gold"], "policies": [], "users": ["fab-spark"]}
-    assert "site-b-gold" in guard["inputs"]["names"]["buckets"] and "fab-spark" in guard["inputs"]["names"]["users"]
+    raw = small_site()
+    raw["adopt"] = {"buckets": ["site-t-models"], "minio_users": ["fab-spark"], "helm_releases": raw["adopt"]["helm_releases"]}
+    (guard,) = [r for r in render_small(raw).resources if r["name"] == "storage-names-free"]
+    assert guard["inputs"]["adopted"] == {"buckets": ["site-t-models"], "policies": [], "users": ["fab-spark"]}
+    assert "site-t-models" in guard["inputs"]["names"]["buckets"] and "fab-spark" in guard["inputs"]["names"]["users"]
 
 
 def test_an_installed_object_store_needs_no_name_check():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["storage"]["object_store"] = {"install": True}
     raw["adopt"]["helm_releases"].pop("storage")
-    config = stack_config("site-b")
-    config["fab-platform:site"] = raw
-    config["fab-platform:aistorLicense"] = {"secure": "v1:license"}
-    config["fab-platform:aistorRootPassword"] = {"secure": "v1:password"}
-    plan = render_config("site-b", config)
+    config = {SITE_KEY: raw, "fab-platform:aistorLicense": {"secure": "v1:license"}, "fab-platform:aistorRootPassword": {"secure": "v1:password"}}
+    plan = render_config("site-t", config)
     assert [r["name"] for r in plan.resources if r["type"].endswith(":MinioNamesFree")] == []
 
 
@@ -120,10 +119,12 @@ def test_the_name_check_asks_only_about_names_new_to_it():
     assert asked == ["fab-new"]
 
 
-def test_the_import_file_lists_the_adopted_objects_with_parents_and_providers(plan_b):
-    document = import_file(plan_b)
+def test_the_import_file_lists_the_adopted_objects_with_parents_and_providers():
+    raw = small_site()
+    raw["adopt"]["buckets"] = ["site-t-warehouse"]
+    document = import_file(render_small(raw))
     (bucket,) = [r for r in document["resources"] if r["type"] == "minio:index/s3Bucket:S3Bucket"]
-    assert bucket == {"type": "minio:index/s3Bucket:S3Bucket", "name": "storage-bucket-site-b-raw-fdc", "id": "site-b-raw-fdc",
-                      "parent": "storage", "provider": "site-b-minio"}
-    assert document["nameTable"]["storage"] == "urn:pulumi:site-b::fab-platform::pulumi:pulumi:Stack$fab:storage:StorageCluster::storage"
+    assert bucket == {"type": "minio:index/s3Bucket:S3Bucket", "name": "storage-bucket-site-t-warehouse", "id": "site-t-warehouse",
+                      "parent": "storage", "provider": "site-t-minio"}
+    assert document["nameTable"]["storage"] == "urn:pulumi:site-t::fab-platform::pulumi:pulumi:Stack$fab:storage:StorageCluster::storage"
     assert json.loads(json.dumps(document)) == document

@@ -1,11 +1,14 @@
-"""SiteConfig: each rule rejects bad input with one exact line naming the key path, the value and the fix."""
+"""SiteConfig: each rule rejects bad input with one exact line naming the key path, the value and the fix.
+
+Each test starts from the smallest site (small_site.py) and changes one thing; the stack files are only parsed."""
 
 from __future__ import annotations
 
 import pytest
 
-from components.config import ConfigError, SiteConfig, default_flows, parse_site
+from components.config import ConfigError, parse_site
 from helpers import site_raw
+from small_site import small_site
 
 
 def errors_of(raw) -> list[str]:
@@ -16,13 +19,11 @@ def errors_of(raw) -> list[str]:
 
 @pytest.mark.parametrize("stack", ["site-a", "site-b"])
 def test_stack_files_parse(stack):
-    assert isinstance(parse_site(site_raw(stack)), SiteConfig)
+    assert parse_site(site_raw(stack)).name == stack
 
 
-def test_site_b_gets_the_design_flows_by_default():
-    raw = site_raw("site-b")
-    del raw["federation"]
-    site = parse_site(raw)
+def test_a_site_without_a_flow_table_gets_the_design_flows():
+    site = parse_site(small_site())
     assert site.flows is None
     table = site.flow_table()
     assert {name: (f.sources, f.to, f.port, f.target) for name, f in table.items()} == {
@@ -34,44 +35,44 @@ def test_site_b_gets_the_design_flows_by_default():
     }
 
 
-def test_default_flows_include_every_gpu_cluster():
-    site = parse_site(site_raw("site-a"))
-    assert default_flows(site)["multikueue"].to == ["gpu", "gpu-train"]
-    assert default_flows(site)["inference"].to == ["gpu"]
+def test_the_default_flows_include_every_gpu_cluster():
+    table = parse_site(small_site(gpu_clusters=2)).flow_table()
+    assert {name: table[name].to for name in ("multikueue", "inference")} == {"multikueue": ["gpu", "gpu-train"], "inference": ["gpu"]}
+    assert {name: table[name].sources for name in ("s3", "polaris")} == {"s3": ["compute", "gpu", "gpu-train"], "polaris": ["compute", "gpu", "gpu-train"]}
 
 
 def test_kubeconfig_context_defaults_to_the_cluster_name():
-    site = parse_site(site_raw("site-b"))
-    assert site.kubeconfig_context("gpu") == "site-b-gpu"
+    site = parse_site(small_site())
+    assert site.kubeconfig_context("gpu") == "site-t-gpu"
 
 
 def test_kubeconfig_context_can_be_set():
-    raw = site_raw("site-b")
-    raw["clusters"]["gpu"]["kubeconfig_context"] = "admin@gpu-b"
-    assert parse_site(raw).kubeconfig_context("gpu") == "admin@gpu-b"
+    raw = small_site()
+    raw["clusters"]["gpu"]["kubeconfig_context"] = "admin@gpu-t"
+    assert parse_site(raw).kubeconfig_context("gpu") == "admin@gpu-t"
 
 
 def test_fails_when_pod_cidrs_overlap():
-    raw = site_raw("site-a")
-    raw["clusters"]["gpu"]["pod_cidr"] = "10.65.0.0/16"
+    raw = small_site()
+    raw["clusters"]["gpu"]["pod_cidr"] = "10.91.0.0/16"
     assert errors_of(raw) == [
-        "fab-platform:site.clusters.gpu.pod_cidr: 10.65.0.0/16 overlaps clusters.compute.pod_cidr (10.65.0.0/16); "
+        "fab-platform:site.clusters.gpu.pod_cidr: 10.91.0.0/16 overlaps clusters.compute.pod_cidr (10.91.0.0/16); "
         "every pod, node and pool range of a site must be disjoint"
     ]
 
 
 def test_fails_when_a_pool_overlaps_another_clusters_node_cidr():
-    raw = site_raw("site-b")
-    raw["clusters"]["compute"]["lb_pools"]["internal"]["cidrs"] = ["10.20.1.128/27"]
-    raw["clusters"]["compute"]["clustermesh_vip"] = "10.20.1.130"
+    raw = small_site()
+    raw["clusters"]["compute"]["lb_pools"]["internal"]["cidrs"] = ["10.30.1.128/27"]
+    raw["clusters"]["compute"]["clustermesh_vip"] = "10.30.1.130"
     assert errors_of(raw) == [
-        "fab-platform:site.clusters.compute.lb_pools.internal.cidrs[0]: 10.20.1.128/27 overlaps clusters.storage.node_cidr "
-        "(10.20.1.0/24); every pod, node and pool range of a site must be disjoint"
+        "fab-platform:site.clusters.compute.lb_pools.internal.cidrs[0]: 10.30.1.128/27 overlaps clusters.storage.node_cidr "
+        "(10.30.1.0/24); every pod, node and pool range of a site must be disjoint"
     ]
 
 
 def test_fails_when_cluster_ids_repeat():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["clusters"]["gpu"]["cluster_id"] = 1
     assert errors_of(raw) == [
         "fab-platform:site.clusters.gpu.cluster_id: 1 is already the cluster_id of clusters.storage; "
@@ -80,26 +81,26 @@ def test_fails_when_cluster_ids_repeat():
 
 
 def test_fails_when_bgp_asns_repeat():
-    raw = site_raw("site-b")
-    raw["clusters"]["compute"]["bgp_asn"] = 65201
+    raw = small_site()
+    raw["clusters"]["compute"]["bgp_asn"] = 65301
     assert errors_of(raw) == [
-        "fab-platform:site.clusters.compute.bgp_asn: 65201 is already the bgp_asn of clusters.storage; "
+        "fab-platform:site.clusters.compute.bgp_asn: 65301 is already the bgp_asn of clusters.storage; "
         "give every cluster its own ASN so that routes between clusters are not dropped as loops"
     ]
 
 
 @pytest.mark.parametrize("cluster_id", [0, 256])
 def test_fails_when_a_cluster_id_is_out_of_range(cluster_id):
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["clusters"]["gpu"]["cluster_id"] = cluster_id
     bound = "greater than or equal to 1" if cluster_id == 0 else "less than or equal to 255"
     assert errors_of(raw) == [f"fab-platform:site.clusters.gpu.cluster_id: Input should be {bound} (got {cluster_id})"]
 
 
 def test_fails_when_a_gpu_cluster_has_an_external_pool():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["clusters"]["gpu"]["lb_pools"]["public"] = {"cidrs": ["198.51.100.0/28"], "visibility": "external"}
-    raw["clusters"]["gpu"]["bgp_peers"]["edge"] = {"address": "10.20.3.254", "asn": 65299, "kind": "public"}
+    raw["clusters"]["gpu"]["bgp_peers"]["edge"] = {"address": "10.30.3.254", "asn": 65399, "kind": "public"}
     assert errors_of(raw) == [
         "fab-platform:site.clusters.gpu.lb_pools.public.visibility: 'external' is not allowed on gpu cluster gpu: "
         "nothing on a GPU cluster is exposed outside the site; use visibility 'internal' with an RFC1918 range",
@@ -109,16 +110,16 @@ def test_fails_when_a_gpu_cluster_has_an_external_pool():
 
 
 def test_fails_when_a_gpu_train_cluster_has_a_public_peer():
-    raw = site_raw("site-a")
-    raw["clusters"]["gpu-train"]["bgp_peers"]["tor-2"]["kind"] = "public"
+    raw = small_site(gpu_clusters=2)
+    raw["clusters"]["gpu-train"]["bgp_peers"]["tor"]["kind"] = "public"
     assert errors_of(raw) == [
-        "fab-platform:site.clusters.gpu-train.bgp_peers.tor-2.kind: 'public' is not allowed on gpu-train cluster "
+        "fab-platform:site.clusters.gpu-train.bgp_peers.tor.kind: 'public' is not allowed on gpu-train cluster "
         "gpu-train: GPU clusters peer only with private ToRs; use kind 'private'"
     ]
 
 
 def test_fails_when_an_internal_pool_is_outside_rfc1918():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["clusters"]["storage"]["lb_pools"]["vendor"] = {"cidrs": ["100.64.0.0/28"]}
     assert errors_of(raw) == [
         "fab-platform:site.clusters.storage.lb_pools.vendor.cidrs[0]: 100.64.0.0/28 is not in RFC1918 (10.0.0.0/8, "
@@ -127,7 +128,7 @@ def test_fails_when_an_internal_pool_is_outside_rfc1918():
 
 
 def test_fails_when_an_external_pool_has_no_public_peer():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["clusters"]["storage"]["lb_pools"]["external"] = {"cidrs": ["198.51.100.0/28"], "visibility": "external"}
     assert errors_of(raw) == [
         "fab-platform:site.clusters.storage.lb_pools.external.visibility: 'external' pool 'external' would never be "
@@ -136,22 +137,22 @@ def test_fails_when_an_external_pool_has_no_public_peer():
 
 
 def test_fails_when_the_clustermesh_vip_is_outside_its_pool():
-    raw = site_raw("site-b")
-    raw["clusters"]["gpu"]["clustermesh_vip"] = "10.20.102.9"
+    raw = small_site()
+    raw["clusters"]["gpu"]["clustermesh_vip"] = "10.30.102.9"
     assert errors_of(raw) == [
-        "fab-platform:site.clusters.gpu.clustermesh_vip: 10.20.102.9 is not in pool 'internal' (10.20.103.0/27); "
+        "fab-platform:site.clusters.gpu.clustermesh_vip: 10.30.102.9 is not in pool 'internal' (10.30.103.0/27); "
         "pick an address of that pool"
     ]
 
 
 def test_fails_when_the_clustermesh_pool_does_not_exist():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["clusters"]["gpu"]["clustermesh_pool"] = "mesh"
     assert errors_of(raw) == ["fab-platform:site.clusters.gpu.clustermesh_pool: 'mesh' is not a pool of clusters.gpu; pools: internal"]
 
 
 def test_fails_when_the_clustermesh_pool_is_external():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["clusters"]["compute"]["clustermesh_pool"] = "external"
     assert errors_of(raw) == [
         "fab-platform:site.clusters.compute.clustermesh_pool: 'external' is an external pool; the ClusterMesh API "
@@ -160,25 +161,23 @@ def test_fails_when_the_clustermesh_pool_is_external():
 
 
 def test_fails_when_a_flow_names_an_unknown_source_cluster():
-    raw = site_raw("site-a")
+    raw = small_site(flow_table=True)
     raw["flows"]["s3"]["from"].append("gpu-b")
     assert errors_of(raw) == [
-        "fab-platform:site.flows.s3.from[3]: 'gpu-b' is not a cluster of this site; known clusters: compute, gpu, "
-        "gpu-train, storage, or world"
+        "fab-platform:site.flows.s3.from[2]: 'gpu-b' is not a cluster of this site; known clusters: compute, gpu, storage, or world"
     ]
 
 
 def test_fails_when_a_flow_names_an_unknown_destination_cluster():
-    raw = site_raw("site-a")
+    raw = small_site(flow_table=True)
     raw["flows"]["polaris"]["to"] = ["storage-2"]
     assert errors_of(raw) == [
-        "fab-platform:site.flows.polaris.to[0]: 'storage-2' is not a cluster of this site; known clusters: compute, "
-        "gpu, gpu-train, storage"
+        "fab-platform:site.flows.polaris.to[0]: 'storage-2' is not a cluster of this site; known clusters: compute, gpu, storage"
     ]
 
 
 def test_fails_when_a_flow_stays_inside_one_cluster():
-    raw = site_raw("site-a")
+    raw = small_site(flow_table=True)
     raw["flows"]["s3"]["to"] = ["gpu"]
     assert errors_of(raw) == [
         "fab-platform:site.flows.s3.to[0]: 'gpu' is also a source; a flow crosses clusters, traffic inside a "
@@ -187,7 +186,7 @@ def test_fails_when_a_flow_stays_inside_one_cluster():
 
 
 def test_fails_when_the_world_flows_to_a_gpu_cluster():
-    raw = site_raw("site-a")
+    raw = small_site(flow_table=True)
     raw["flows"]["inference"]["from"] = ["world"]
     assert errors_of(raw) == [
         "fab-platform:site.flows.inference.to[0]: 'gpu' is a GPU cluster and the flow comes from world; nothing on a "
@@ -197,13 +196,13 @@ def test_fails_when_the_world_flows_to_a_gpu_cluster():
 
 @pytest.mark.parametrize(("port", "bound"), [(0, "greater than or equal to 1"), (70000, "less than or equal to 65535")])
 def test_fails_when_a_port_is_out_of_range(port, bound):
-    raw = site_raw("site-a")
+    raw = small_site(flow_table=True)
     raw["flows"]["polaris"]["port"] = port
     assert errors_of(raw) == [f"fab-platform:site.flows.polaris.port: Input should be {bound} (got {port})"]
 
 
 def test_fails_when_a_pods_flow_has_no_destination_namespace():
-    raw = site_raw("site-a")
+    raw = small_site(flow_table=True)
     del raw["flows"]["polaris"]["to_namespace"]
     assert errors_of(raw) == [
         "fab-platform:site.flows.polaris.to_namespace: is required for a pods flow: name the namespace of the "
@@ -212,7 +211,7 @@ def test_fails_when_a_pods_flow_has_no_destination_namespace():
 
 
 def test_fails_when_a_kube_apiserver_flow_has_no_source_namespace():
-    raw = site_raw("site-a")
+    raw = small_site(flow_table=True)
     del raw["flows"]["multikueue"]["from_namespace"]
     assert errors_of(raw) == [
         "fab-platform:site.flows.multikueue.from_namespace: is required for a kube-apiserver flow: name the "
@@ -221,7 +220,7 @@ def test_fails_when_a_kube_apiserver_flow_has_no_source_namespace():
 
 
 def test_fails_when_a_kube_apiserver_flow_port_is_not_the_api_server_port():
-    raw = site_raw("site-a")
+    raw = small_site(gpu_clusters=2, flow_table=True)
     raw["clusters"]["gpu-train"]["api_server_port"] = 443
     assert errors_of(raw) == [
         "fab-platform:site.flows.multikueue.port: 6443 is not the API server port of clusters.gpu-train (443); "
@@ -230,29 +229,28 @@ def test_fails_when_a_kube_apiserver_flow_port_is_not_the_api_server_port():
 
 
 def test_fails_when_a_site_has_two_storage_clusters():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["clusters"]["compute"]["role"] = "storage"
     assert "fab-platform:site.clusters: a site needs exactly one storage cluster, found compute, storage" in errors_of(raw)
 
 
 def test_fails_when_a_site_has_no_compute_cluster():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["clusters"]["compute"]["role"] = "storage"
     assert "fab-platform:site.clusters: a site needs exactly one compute cluster, found none" in errors_of(raw)
 
 
 def test_fails_when_a_cluster_name_is_too_long_for_cilium():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["clusters"]["compute-and-analytics-plat"] = raw["clusters"].pop("compute")
-    raw["adopt"]["helm_releases"]["compute-and-analytics-plat"] = raw["adopt"]["helm_releases"].pop("compute")
     assert errors_of(raw) == [
-        "fab-platform:site.clusters.compute-and-analytics-plat: cluster name 'site-b-compute-and-analytics-plat' "
+        "fab-platform:site.clusters.compute-and-analytics-plat: cluster name 'site-t-compute-and-analytics-plat' "
         "(site name + '-' + key) has 33 characters; Cilium allows at most 32: use a shorter key"
     ]
 
 
 def test_fails_when_a_role_is_unknown():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["clusters"]["gpu"]["role"] = "inference"
     assert errors_of(raw) == [
         "fab-platform:site.clusters.gpu.role: Input should be 'storage', 'compute', 'gpu' or 'gpu-train' (got 'inference')"
@@ -260,15 +258,15 @@ def test_fails_when_a_role_is_unknown():
 
 
 def test_fails_when_a_cidr_is_malformed():
-    raw = site_raw("site-b")
-    raw["clusters"]["gpu"]["pod_cidr"] = "10.82.0.0/33"
+    raw = small_site()
+    raw["clusters"]["gpu"]["pod_cidr"] = "10.92.0.0/33"
     assert errors_of(raw) == [
-        "fab-platform:site.clusters.gpu.pod_cidr: must be an IPv4 range such as 10.64.0.0/16 (got '10.82.0.0/33')"
+        "fab-platform:site.clusters.gpu.pod_cidr: must be an IPv4 range such as 10.64.0.0/16 (got '10.92.0.0/33')"
     ]
 
 
 def test_fails_when_a_key_is_unknown():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["clusters"]["gpu"]["bgp_peer"] = {}
     assert errors_of(raw) == [
         "fab-platform:site.clusters.gpu.bgp_peer: unknown key; allowed keys: api_server, api_server_port, bgp_asn, "
@@ -278,13 +276,13 @@ def test_fails_when_a_key_is_unknown():
 
 
 def test_fails_when_a_required_key_is_missing():
-    raw = site_raw("site-b")
+    raw = small_site()
     del raw["clusters"]["gpu"]["bgp_asn"]
     assert errors_of(raw) == ["fab-platform:site.clusters.gpu.bgp_asn: required key is missing"]
 
 
 def test_fails_when_a_name_is_not_a_dns_label():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["clusters"]["gpu"]["lb_pools"]["Internal_VIPs"] = raw["clusters"]["gpu"]["lb_pools"].pop("internal")
     raw["clusters"]["gpu"]["clustermesh_pool"] = "Internal_VIPs"
     assert errors_of(raw) == [
@@ -300,11 +298,11 @@ def test_fails_when_the_site_is_not_set():
 
 
 def test_fails_when_the_site_is_not_a_mapping():
-    assert errors_of(["site-a"]) == ["fab-platform:site: must be a mapping of site settings (got list)"]
+    assert errors_of(["site-t"]) == ["fab-platform:site: must be a mapping of site settings (got list)"]
 
 
 def test_fails_when_a_range_is_not_written_as_text():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["clusters"]["gpu"]["pod_cidr"] = 1
     assert errors_of(raw) == [
         "fab-platform:site.clusters.gpu.pod_cidr: must be written as a string such as '10.0.0.0/16' or '10.0.0.1', "
@@ -313,27 +311,27 @@ def test_fails_when_a_range_is_not_written_as_text():
 
 
 def test_fails_when_a_cluster_id_is_quoted():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["clusters"]["gpu"]["cluster_id"] = "3"
     assert errors_of(raw) == ["fab-platform:site.clusters.gpu.cluster_id: Input should be a valid integer (got '3')"]
 
 
 def test_fails_when_a_flag_is_not_a_boolean():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["clusters"]["gpu"]["cilium"] = {"managed": "no"}
     assert errors_of(raw) == ["fab-platform:site.clusters.gpu.cilium.managed: Input should be a valid boolean (got 'no')"]
 
 
 def test_fails_when_a_range_has_host_bits_set():
-    raw = site_raw("site-b")
-    raw["clusters"]["gpu"]["pod_cidr"] = "10.82.0.1/16"
+    raw = small_site()
+    raw["clusters"]["gpu"]["pod_cidr"] = "10.92.0.1/16"
     assert errors_of(raw) == [
-        "fab-platform:site.clusters.gpu.pod_cidr: has host bits set; the range is 10.82.0.0/16 (got '10.82.0.1/16')"
+        "fab-platform:site.clusters.gpu.pod_cidr: has host bits set; the range is 10.92.0.0/16 (got '10.92.0.1/16')"
     ]
 
 
 def test_fails_when_the_object_stores_table_catalog_is_enabled():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["storage"]["object_store"] = {"table_catalog": True}
     assert errors_of(raw) == [
         "fab-platform:site.storage.object_store.table_catalog: true is not allowed: Polaris is the only Iceberg "
@@ -342,77 +340,77 @@ def test_fails_when_the_object_stores_table_catalog_is_enabled():
 
 
 def test_fails_when_a_contract_class_has_two_buckets():
-    raw = site_raw("site-b")
-    raw["storage"]["buckets"]["site-b-warehouse-2"] = {"class": "warehouse"}
+    raw = small_site()
+    raw["storage"]["buckets"]["site-t-warehouse-2"] = {"class": "warehouse"}
     assert errors_of(raw) == [
-        "fab-platform:site.storage.buckets: a site needs exactly one bucket of class warehouse, found site-b-warehouse, "
-        "site-b-warehouse-2"
+        "fab-platform:site.storage.buckets: a site needs exactly one bucket of class warehouse, found site-t-warehouse, "
+        "site-t-warehouse-2"
     ]
 
 
 def test_fails_when_a_warehouse_bucket_expires_objects():
-    raw = site_raw("site-b")
-    raw["storage"]["buckets"]["site-b-warehouse"]["retention_days"] = 30
+    raw = small_site()
+    raw["storage"]["buckets"]["site-t-warehouse"]["retention_days"] = 30
     assert errors_of(raw) == [
-        "fab-platform:site.storage.buckets.site-b-warehouse.retention_days: is not allowed on class warehouse: Iceberg "
+        "fab-platform:site.storage.buckets.site-t-warehouse.retention_days: is not allowed on class warehouse: Iceberg "
         "removes table files through snapshot expiry; lifecycle expiry would corrupt tables"
     ]
 
 
 def test_fails_when_an_unversioned_bucket_expires_noncurrent_versions():
-    raw = site_raw("site-b")
-    raw["storage"]["buckets"]["site-b-gold"]["noncurrent_expiry_days"] = 7
+    raw = small_site()
+    raw["storage"]["buckets"]["site-t-olap"]["noncurrent_expiry_days"] = 7
     assert errors_of(raw) == [
-        "fab-platform:site.storage.buckets.site-b-gold.noncurrent_expiry_days: is only for versioned buckets (classes "
-        "checkpoints, models, warehouse); class gold is not versioned"
+        "fab-platform:site.storage.buckets.site-t-olap.noncurrent_expiry_days: is only for versioned buckets (classes "
+        "checkpoints, models, warehouse); class olap is not versioned"
     ]
 
 
 def test_fails_when_postgres_backups_go_to_a_bucket_of_another_class():
-    raw = site_raw("site-b")
-    raw["storage"]["polaris"]["postgres"]["backup_bucket"] = "site-b-gold"
+    raw = small_site()
+    raw["storage"]["polaris"]["postgres"]["backup_bucket"] = "site-t-olap"
     assert errors_of(raw) == [
-        "fab-platform:site.storage.polaris.postgres.backup_bucket: 'site-b-gold' has class gold; Postgres backups go "
+        "fab-platform:site.storage.polaris.postgres.backup_bucket: 'site-t-olap' has class olap; Postgres backups go "
         "to a bucket of class backups"
     ]
 
 
 def test_fails_when_the_backup_bucket_does_not_exist():
-    raw = site_raw("site-b")
-    raw["storage"]["polaris"]["postgres"]["backup_bucket"] = "site-b-backups"
+    raw = small_site()
+    raw["storage"]["polaris"]["postgres"]["backup_bucket"] = "site-t-backups"
     assert errors_of(raw) == [
-        "fab-platform:site.storage.polaris.postgres.backup_bucket: 'site-b-backups' is not a bucket of storage.buckets"
+        "fab-platform:site.storage.polaris.postgres.backup_bucket: 'site-t-backups' is not a bucket of storage.buckets"
     ]
 
 
 def test_fails_when_the_internal_s3_vip_is_outside_its_pool():
-    raw = site_raw("site-b")
-    raw["storage"]["s3"]["internal_vip"] = "10.20.102.10"
+    raw = small_site()
+    raw["storage"]["s3"]["internal_vip"] = "10.30.102.10"
     assert errors_of(raw) == [
-        "fab-platform:site.storage.s3.internal_vip: 10.20.102.10 is not in pool 'internal' (10.20.101.0/27); pick an "
+        "fab-platform:site.storage.s3.internal_vip: 10.30.102.10 is not in pool 'internal' (10.30.101.0/27); pick an "
         "address of that pool"
     ]
 
 
 def test_fails_when_the_external_s3_endpoint_uses_an_internal_pool():
-    raw = site_raw("site-b")
-    raw["storage"]["s3"].update({"external_pool": "internal", "external_vip": "10.20.101.20"})
+    raw = small_site()
+    raw["storage"]["s3"].update({"external_pool": "internal", "external_vip": "10.30.101.20"})
     assert errors_of(raw) == [
         "fab-platform:site.storage.s3.external_pool: 'internal' is an internal pool; this endpoint needs an external one"
     ]
 
 
 def test_fails_when_two_endpoints_share_a_vip():
-    raw = site_raw("site-b")
-    raw["storage"]["polaris"]["vip"] = "10.20.101.10"
+    raw = small_site()
+    raw["storage"]["polaris"]["vip"] = "10.30.101.10"
     assert errors_of(raw) == [
-        "fab-platform:site.storage.polaris.vip: 10.20.101.10 is already used by storage.s3.internal_vip; every "
+        "fab-platform:site.storage.polaris.vip: 10.30.101.10 is already used by storage.s3.internal_vip; every "
         "endpoint needs its own address"
     ]
 
 
 def test_fails_when_a_bucket_name_is_not_valid_for_s3():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["storage"]["buckets"]["Gold_Tables"] = {"class": "raw"}
     assert errors_of(raw) == [
         "fab-platform:site.storage.buckets.Gold_Tables: the key must be an S3 bucket name: 3-63 lowercase letters, "
@@ -421,16 +419,16 @@ def test_fails_when_a_bucket_name_is_not_valid_for_s3():
 
 
 def test_fails_when_a_bucket_class_is_unknown():
-    raw = site_raw("site-b")
-    raw["storage"]["buckets"]["site-b-gold"]["class"] = "silver"
+    raw = small_site()
+    raw["storage"]["buckets"]["site-t-olap"]["class"] = "silver"
     assert errors_of(raw) == [
-        "fab-platform:site.storage.buckets.site-b-gold.class: Input should be 'raw', 'warehouse', 'datasets', "
+        "fab-platform:site.storage.buckets.site-t-olap.class: Input should be 'raw', 'warehouse', 'datasets', "
         "'models', 'checkpoints', 'gold', 'backups' or 'olap' (got 'silver')"
     ]
 
 
 def test_fails_when_a_model_does_not_fit_the_inference_gpus():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["inference"]["models"]["llama-405b"] = {
         "source": "meta/llama-3.1-405b/", "params_billion": 405, "layers": 126, "kv_heads": 8, "head_dim": 128,
         "max_context": 131072, "concurrent_sequences": 16,
@@ -443,52 +441,51 @@ def test_fails_when_a_model_does_not_fit_the_inference_gpus():
 
 
 def test_fails_when_the_models_need_more_gpus_than_the_inference_pool():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["inference"]["models"]["qwen3-8b"]["concurrent_sequences"] = 4000
     assert errors_of(raw) == [
         "fab-platform:site.inference.models: the models need 21 GPUs (qwen3-8b 21 x TP1 = 21) but inference pool "
-        "gpu/inference has 16"
+        "gpu/inference has 8"
     ]
 
 
 def test_fails_when_inference_nodes_differ():
-    raw = site_raw("site-b")
-    raw["gpu"]["gpu"]["nodes"]["gpu-b-inf-02"]["gpu_type"] = "h200"
+    raw = small_site()
+    raw["gpu"]["gpu"]["nodes"]["gpu-inf-2"] = {"gpu_type": "h200", "gpus": 8, "pool": "inference"}
     assert errors_of(raw) == [
         "fab-platform:site.gpu.gpu.nodes: inference nodes must share one GPU type and count, found h100 x8, h200 x8"
     ]
 
 
 def test_fails_when_inference_runs_on_a_non_gpu_cluster():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["inference"]["cluster"] = "compute"
     assert errors_of(raw) == ["fab-platform:site.inference.cluster: 'compute' is not a gpu cluster of this site; gpu clusters: gpu"]
 
 
 def test_fails_when_a_node_has_an_unknown_gpu_type():
-    raw = site_raw("site-b")
-    raw["gpu"]["gpu"]["nodes"]["gpu-b-trn-01"]["gpu_type"] = "b200"
+    raw = small_site()
+    raw["gpu"]["gpu"]["nodes"]["gpu-trn-1"]["gpu_type"] = "b200"
     assert errors_of(raw) == [
-        "fab-platform:site.gpu.gpu.nodes.gpu-b-trn-01.gpu_type: 'b200' is not a GPU type; known: h100, h200 (add it under gpu_types)"
+        "fab-platform:site.gpu.gpu.nodes.gpu-trn-1.gpu_type: 'b200' is not a GPU type; known: h100, h200 (add it under gpu_types)"
     ]
 
 
 def test_a_gpu_type_can_be_added():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["gpu_types"] = {"b200": {"memory_mib": 183359, "product": "NVIDIA-B200"}}
-    for node in ("gpu-b-trn-01", "gpu-b-trn-02"):
-        raw["gpu"]["gpu"]["nodes"][node]["gpu_type"] = "b200"
+    raw["gpu"]["gpu"]["nodes"]["gpu-trn-1"]["gpu_type"] = "b200"
     assert parse_site(raw).all_gpu_types()["b200"].memory_mib == 183359
 
 
 def test_fails_when_a_gpu_cluster_has_no_gpu_section():
-    raw = site_raw("site-a")
+    raw = small_site(gpu_clusters=2)
     del raw["gpu"]["gpu-train"]
     assert "fab-platform:site.gpu: cluster 'gpu-train' has role gpu-train but no gpu section: list its GPU nodes" in errors_of(raw)
 
 
 def test_fails_when_a_gpu_section_names_a_compute_cluster():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["gpu"]["compute"] = {"nodes": {"cpu-01": {"gpu_type": "h100", "gpus": 1, "pool": "training"}}, "system_nodes": ["cpu-02"]}
     assert errors_of(raw) == [
         "fab-platform:site.gpu.compute: 'compute' is a compute cluster; gpu sections are for gpu and gpu-train clusters: gpu"
@@ -496,16 +493,16 @@ def test_fails_when_a_gpu_section_names_a_compute_cluster():
 
 
 def test_fails_when_a_training_only_cluster_has_inference_nodes():
-    raw = site_raw("site-a")
-    raw["gpu"]["gpu-train"]["nodes"]["gpu-t-01"]["pool"] = "inference"
+    raw = small_site(gpu_clusters=2)
+    raw["gpu"]["gpu-train"]["nodes"]["gpu-train-trn-1"]["pool"] = "inference"
     assert (
-        "fab-platform:site.gpu.gpu-train.nodes.gpu-t-01.pool: 'inference' is not allowed on gpu-train cluster gpu-train: "
+        "fab-platform:site.gpu.gpu-train.nodes.gpu-train-trn-1.pool: 'inference' is not allowed on gpu-train cluster gpu-train: "
         "it trains only; serve from a gpu cluster"
     ) in errors_of(raw)
 
 
 def test_fails_when_ipoib_has_no_address_range():
-    raw = site_raw("site-b")
+    raw = small_site()
     del raw["gpu"]["gpu"]["infiniband"]["ipoib_range"]
     assert errors_of(raw) == [
         "fab-platform:site.gpu.gpu.infiniband.ipoib_range: is required while inference_weights_over_ib is true: give the "
@@ -514,20 +511,20 @@ def test_fails_when_ipoib_has_no_address_range():
 
 
 def test_fails_when_a_rate_limit_names_an_unknown_team():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["inference"]["team_requests_per_minute"] = {"litho": 100}
-    assert errors_of(raw) == ["fab-platform:site.inference.team_requests_per_minute.litho: 'litho' is not a team; teams: fdc, llm-apps, yield"]
+    assert errors_of(raw) == ["fab-platform:site.inference.team_requests_per_minute.litho: 'litho' is not a team; teams: yield"]
 
 
 def test_fails_when_the_gateway_vip_is_outside_its_pool():
-    raw = site_raw("site-b")
-    raw["inference"]["gateway"]["vip"] = "10.20.101.20"
+    raw = small_site()
+    raw["inference"]["gateway"]["vip"] = "10.30.101.20"
     assert errors_of(raw) == [
-        "fab-platform:site.inference.gateway.vip: 10.20.101.20 is not in pool 'internal' (10.20.103.0/27); pick an address of that pool"
+        "fab-platform:site.inference.gateway.vip: 10.30.101.20 is not in pool 'internal' (10.30.103.0/27); pick an address of that pool"
     ]
 
 
 def test_fails_when_the_mean_context_exceeds_the_max():
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["inference"]["models"]["qwen3-8b"]["mean_context"] = 65536
     assert errors_of(raw) == ["fab-platform:site.inference.models.qwen3-8b.mean_context: 65536 is longer than max_context 32768"]

@@ -1,4 +1,7 @@
-"""Cross-site federation: peers read by StackReference, gold-only replication, catalogs on the peer's Polaris."""
+"""Cross-site federation: peers read by StackReference, gold-only replication, catalogs on the peer's Polaris.
+
+The linked stack files (site-a and site-b read each other) show the StackReferences; the config rules and the flows are
+shown on a small site federated with a site-u that is not linked yet."""
 
 from __future__ import annotations
 
@@ -8,7 +11,19 @@ import pytest
 
 from components.config import parse_site
 from fabctl.render import RenderError, render_config
-from helpers import config_errors, rendered, site_raw, stack_config
+from helpers import config_errors, render_small, rendered, stack_config
+from small_site import small_site
+
+SITE_U_RANGES = ["172.20.0.0/16", "172.21.0.0/16"]
+
+
+def federated_site() -> dict:
+    """The smallest site, reading site-u's gold and replicating its own there, where team yield may train."""
+    site = small_site()
+    site["storage"]["buckets"]["site-t-gold"] = {"class": "gold"}
+    site["federation"] = {"consumers": {"site-u": {"remote_training_teams": ["yield"]}}, "peers": {"site-u": {}},
+                          "ranges": {"site-u": list(SITE_U_RANGES)}}
+    return site
 
 SITE_A_EXPORTS = {
     "federation": {
@@ -58,6 +73,11 @@ def test_only_gold_replicates(site_b_with_site_a):
     assert buckets == {"site-b-gold"}
 
 
+def test_the_gold_copy_job_trusts_the_site_ca(site_b_with_site_a):
+    (cron,) = site_b_with_site_a.objects("CronJob", "site-b-storage")
+    assert {"name": "site-ca", "secret": {"secretName": "fab-site-ca"}} in cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"]
+
+
 def test_the_peers_gold_lands_in_a_replica_bucket_with_its_own_writer(plan_a):
     (bucket,) = [r for r in plan_a.of_type("minio:index/s3Bucket:S3Bucket") if r["inputs"]["bucket"] == "site-a-replica-site-b"]
     assert bucket["protect"] and bucket["retain_on_delete"]
@@ -72,33 +92,31 @@ def test_the_offline_render_reads_a_linked_site_from_its_stack_file(plan_a):
     assert [c["metadata"]["name"] for c in plan_a.objects("CronJob", "site-a-storage")] == ["gold-to-site-b"]
 
 
-def test_exports_carry_what_peers_need_and_only_that():
-    plan = render_config("site-a", stack_config("site-a"))
-    (federation,) = [r for r in plan.resources if r["type"] == "fab:federation:SiteFederation"]
+def test_exports_carry_what_peers_need_and_only_that(plan_a):
+    (federation,) = [r for r in plan_a.resources if r["type"] == "fab:federation:SiteFederation"]
     assert federation["name"] == "federation"
-    assert plan.outputs["federation"] == "[secret]"  # principals and replica keys inside: the whole export is secret
+    assert plan_a.outputs["federation"] == "[secret]"  # principals and replica keys inside: the whole export is secret
 
 
 def test_fails_when_a_site_federates_with_itself():
-    raw = site_raw("site-b")
-    raw["federation"]["peers"]["site-b"] = {}
-    raw["federation"]["ranges"]["site-b"] = ["10.90.0.0/16"]
-    assert config_errors(raw) == ["fab-platform:site.federation.peers.site-b: 'site-b' is this site; a site does not federate with itself"]
+    raw = federated_site()
+    raw["federation"]["peers"]["site-t"] = {}
+    raw["federation"]["ranges"]["site-t"] = ["172.22.0.0/16"]
+    assert config_errors(raw) == ["fab-platform:site.federation.peers.site-t: 'site-t' is this site; a site does not federate with itself"]
 
 
 def test_fails_when_remote_training_has_no_replicated_data():
-    raw = site_raw("site-b")
-    raw["federation"]["consumers"]["site-a"]["replicate_gold"] = False
+    raw = federated_site()
+    raw["federation"]["consumers"]["site-u"]["replicate_gold"] = False
     assert config_errors(raw) == [
-        "fab-platform:site.federation.consumers.site-a.remote_training_teams[0]: team 'yield' cannot train on site-a's "
+        "fab-platform:site.federation.consumers.site-u.remote_training_teams[0]: team 'yield' cannot train on site-u's "
         "GPUs: no data is replicated there; remote GPUs are used only for replicated (gold) data, so set replicate_gold"
     ]
 
 
 def test_federation_is_off_by_default():
-    raw = site_raw("site-b")
-    del raw["federation"]
-    assert parse_site(raw).federation.peers == {}
+    site = parse_site(small_site())
+    assert (site.federation.peers, site.federation.consumers, site.federation.sites()) == ({}, {}, [])
 
 
 def test_the_graph_shows_federation_edges():
@@ -151,52 +169,52 @@ def test_the_stack_reference_is_in_the_stacks_own_organization_by_default():
 
 
 def test_fails_when_linked_names_a_site_that_is_not_federated():
-    raw = site_raw("site-b")
+    raw = federated_site()
     raw["federation"]["linked"] = ["site-c"]
-    assert config_errors(raw) == ["fab-platform:site.federation.linked[0]: 'site-c' is neither a consumer nor a peer; federated sites: site-a"]
+    assert config_errors(raw) == ["fab-platform:site.federation.linked[0]: 'site-c' is neither a consumer nor a peer; federated sites: site-u"]
 
 
-def test_federated_sites_reach_only_s3_and_polaris_from_their_ranges(plan_b):
-    ranges = [str(r) for r in parse_site(site_raw("site-b")).federation.ranges["site-a"]]
-    flows = {name: flow for name, flow in plan_b.outputs["network"]["flows"].items() if name.startswith("federation-")}
+def test_federated_sites_reach_only_s3_and_polaris_from_their_ranges():
+    plan = render_small(federated_site())
+    flows = {name: flow for name, flow in plan.outputs["network"]["flows"].items() if name.startswith("federation-")}
     assert {name: (flow["from_cidrs"], flow["to"], flow["port"], flow["to_namespace"]) for name, flow in flows.items()} == {
-        "federation-site-a-s3": (ranges, ["storage"], 9000, "aistor"),
-        "federation-site-a-polaris": (ranges, ["storage"], 8181, "polaris"),
+        "federation-site-u-s3": (SITE_U_RANGES, ["storage"], 9000, "aistor"),
+        "federation-site-u-polaris": (SITE_U_RANGES, ["storage"], 8181, "polaris"),
     }
-    (rule,) = [p for p in plan_b.objects("CiliumClusterwideNetworkPolicy", "site-b-storage")
-               if p["metadata"]["name"] == "fab-flow-federation-site-a-s3"]
+    (rule,) = [p for p in plan.objects("CiliumClusterwideNetworkPolicy", "site-t-storage")
+               if p["metadata"]["name"] == "fab-flow-federation-site-u-s3"]
     assert rule["spec"]["ingress"] == [{
-        "fromCIDRSet": [{"cidr": cidr} for cidr in ranges],
+        "fromCIDRSet": [{"cidr": cidr} for cidr in SITE_U_RANGES],
         "toPorts": [{"ports": [{"port": "9000", "protocol": "TCP"}]}],
     }]
     assert rule["spec"]["endpointSelector"] == {"matchLabels": {"aistor.min.io/objectStore": "aistor", "k8s:io.kubernetes.pod.namespace": "aistor"}}
 
 
 def test_a_peer_only_reaches_s3_to_write_its_replica():
-    raw = site_raw("site-b")
+    raw = federated_site()
     del raw["federation"]["consumers"]
     site = parse_site(raw)
-    assert sorted(n for n in site.flow_table() if n.startswith("federation-")) == ["federation-site-a-s3"]
+    assert sorted(n for n in site.flow_table() if n.startswith("federation-")) == ["federation-site-u-s3"]
 
 
 def test_fails_when_a_federated_site_has_no_ranges():
-    raw = site_raw("site-b")
+    raw = federated_site()
     del raw["federation"]["ranges"]
     assert config_errors(raw) == [
-        "fab-platform:site.federation.ranges: has no ranges for 'site-a': its traffic arrives from outside this site's "
+        "fab-platform:site.federation.ranges: has no ranges for 'site-u': its traffic arrives from outside this site's "
         "clusters and is denied unless its source ranges are declared"
     ]
 
 
 def test_fails_when_a_federated_sites_range_overlaps_this_site():
-    raw = site_raw("site-b")
-    raw["federation"]["ranges"]["site-a"] = ["10.80.0.0/16"]
+    raw = federated_site()
+    raw["federation"]["ranges"]["site-u"] = ["10.90.0.0/16"]
     assert config_errors(raw) == [
-        "fab-platform:site.federation.ranges.site-a[0]: 10.80.0.0/16 overlaps clusters.storage.pod_cidr (10.80.0.0/16) of this site"
+        "fab-platform:site.federation.ranges.site-u[0]: 10.90.0.0/16 overlaps clusters.storage.pod_cidr (10.90.0.0/16) of this site"
     ]
 
 
 def test_fails_when_a_site_is_linked_twice():
-    raw = site_raw("site-b")
-    raw["federation"]["linked"] = ["site-a", "site-a"]
-    assert config_errors(raw) == ["fab-platform:site.federation.linked[1]: 'site-a' is listed twice"]
+    raw = federated_site()
+    raw["federation"]["linked"] = ["site-u", "site-u"]
+    assert config_errors(raw) == ["fab-platform:site.federation.linked[1]: 'site-u' is listed twice"]

@@ -1,4 +1,4 @@
-"""GpuCluster and InferencePool behaviour, read from renders of the stack files."""
+"""GpuCluster and InferencePool behaviour, read from renders of small sites."""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ import json
 
 import pytest
 
-from components.config import parse_site
 from components.gpu import POSTRENDER
 from fabctl.render import PROJECT_DIR
-from helpers import site_raw
 
 WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod")
 
@@ -33,12 +31,13 @@ def vllm_deployments(plan) -> list[dict]:
     return [d for d in plan.objects("Deployment") if d["metadata"]["name"].startswith("vllm-")]
 
 
-def test_nothing_outside_gpu_clusters_requests_gpus(plan):
-    gpu_clusters = {f"{plan.stack}-{k}" for k in parse_site(site_raw(plan.stack)).gpu}
+def test_nothing_outside_gpu_clusters_requests_gpus(full_plan):
+    outside = [(cluster, obj) for cluster, obj, _ in full_plan.manifests()
+               if obj["kind"] in WORKLOADS and cluster not in ("site-t-gpu", "site-t-gpu-train")]
+    assert {cluster for cluster, _ in outside} == {"site-t-storage", "site-t-compute"}
     offenders = [
         (cluster, obj["metadata"]["name"])
-        for cluster, obj, _ in plan.manifests()
-        if obj["kind"] in WORKLOADS and cluster not in gpu_clusters
+        for cluster, obj in outside
         for pod in pod_specs(obj)
         for c in containers(pod)
         if "nvidia.com/gpu" in {**c.get("resources", {}).get("requests", {}), **c.get("resources", {}).get("limits", {})}
@@ -46,8 +45,8 @@ def test_nothing_outside_gpu_clusters_requests_gpus(plan):
     assert offenders == []
 
 
-def test_every_vllm_pod_runs_only_on_inference_nodes(plan):
-    deployments = vllm_deployments(plan)
+def test_every_vllm_pod_runs_only_on_inference_nodes(small_plan):
+    deployments = vllm_deployments(small_plan)
     assert deployments
     for deployment in deployments:
         pod = deployment["spec"]["template"]["spec"]
@@ -56,9 +55,10 @@ def test_every_vllm_pod_runs_only_on_inference_nodes(plan):
         assert pod["priorityClassName"] == "fab-serving"
 
 
-def test_vllm_is_sized_by_the_capacity_math(plan_a):
-    capacity = plan_a.outputs["capacity"]
-    for deployment in vllm_deployments(plan_a):
+def test_vllm_is_sized_by_the_capacity_math(small_plan):
+    capacity = small_plan.outputs["capacity"]
+    assert vllm_deployments(small_plan)
+    for deployment in vllm_deployments(small_plan):
         model = deployment["metadata"]["labels"]["fab.internal/model"]
         container = deployment["spec"]["template"]["spec"]["containers"][0]
         args = dict(zip(container["args"][::2], container["args"][1::2]))
@@ -67,118 +67,115 @@ def test_vllm_is_sized_by_the_capacity_math(plan_a):
         assert container["resources"]["limits"]["nvidia.com/gpu"] == str(capacity[model]["tensor_parallel"])
 
 
-def test_site_a_serves_a_large_and_a_small_model_on_h200(plan_a):
-    assert plan_a.outputs["capacity"] == {
-        "llama-3-3-70b": {
-            "tensor_parallel": 2, "replicas": 3, "gpus": 6, "weights_per_gpu_gib": 65.8, "kv_cache_per_gpu_gib": 58.6,
-            "kv_bytes_per_token": 163840, "max_context_sequences_per_replica": 11, "sequences_per_replica": 93,
-        },
+def test_the_capacity_output_is_the_sizing_on_the_inference_gpus(small_plan):
+    # qwen3-8b (8.2 B parameters, bf16, 36 layers, 8 KV heads of 128) on H100s, 64 sequences of 2048 tokens on average.
+    assert small_plan.outputs["capacity"] == {
         "qwen3-8b": {
-            "tensor_parallel": 1, "replicas": 2, "gpus": 2, "weights_per_gpu_gib": 15.3, "kv_cache_per_gpu_gib": 109.1,
-            "kv_bytes_per_token": 147456, "max_context_sequences_per_replica": 24, "sequences_per_replica": 387,
+            "tensor_parallel": 1, "replicas": 2, "gpus": 2, "weights_per_gpu_gib": 15.3, "kv_cache_per_gpu_gib": 54.4,
+            "kv_bytes_per_token": 147456, "max_context_sequences_per_replica": 12, "sequences_per_replica": 193,
         },
     }
 
 
-def test_weights_are_copied_with_inference_read_only_keys(plan_a):
-    (deployment,) = [d for d in vllm_deployments(plan_a) if d["metadata"]["name"] == "vllm-qwen3-8b"]
+def test_weights_are_copied_with_inference_read_only_keys(small_plan):
+    (deployment,) = [d for d in vllm_deployments(small_plan) if d["metadata"]["name"] == "vllm-qwen3-8b"]
     pod = deployment["spec"]["template"]["spec"]
     sync = pod["initContainers"][1]
-    assert sync["args"] == ["mirror", "--overwrite", "--remove", "models/site-a-models/qwen/qwen3-8b", "/models/qwen3-8b"]
+    assert sync["args"] == ["mirror", "--overwrite", "--remove", "models/site-t-models/qwen/qwen3-8b", "/models/qwen3-8b"]
     secrets = {e["valueFrom"]["secretKeyRef"]["name"] for e in sync["env"] if "valueFrom" in e}
     assert secrets == {"s3-inference"}
     cache = next(v for v in pod["volumes"] if v["name"] == "model-cache")
     assert cache["ephemeral"]["volumeClaimTemplate"]["spec"]["storageClassName"] == "local-nvme-cache"
 
 
-def test_every_model_has_a_disruption_budget_and_a_service(plan_a):
-    names = {d["metadata"]["name"] for d in vllm_deployments(plan_a)}
-    assert {p["metadata"]["name"] for p in plan_a.objects("PodDisruptionBudget", "site-a-gpu")} == names
-    assert {s["metadata"]["name"] for s in plan_a.objects("Service", "site-a-gpu") if s["metadata"]["namespace"] == "inference"} == names
+def test_every_model_has_a_disruption_budget_and_a_service(small_plan):
+    names = {d["metadata"]["name"] for d in vllm_deployments(small_plan)}
+    assert names == {"vllm-qwen3-8b"}
+    assert {p["metadata"]["name"] for p in small_plan.objects("PodDisruptionBudget", "site-t-gpu")} == names
+    assert {s["metadata"]["name"] for s in small_plan.objects("Service", "site-t-gpu") if s["metadata"]["namespace"] == "inference"} == names
 
 
-def test_the_gateway_service_is_a_private_local_vip(plan):
-    (proxy,) = plan.objects("EnvoyProxy", f"{plan.stack}-gpu")
+def test_the_gateway_service_is_a_private_local_vip(small_plan):
+    (proxy,) = small_plan.objects("EnvoyProxy", "site-t-gpu")
     service = proxy["spec"]["provider"]["kubernetes"]["envoyService"]
     vip = ipaddress.ip_address(service["annotations"]["lbipam.cilium.io/ips"])
     assert (service["type"], service["externalTrafficPolicy"]) == ("LoadBalancer", "Local")
-    assert vip.is_private
+    assert (vip.is_private, str(vip)) == (True, "10.30.103.10")
     assert service["labels"] == {"lb.fab.internal/pool": "internal"}
 
 
-def test_the_inference_gateway_and_routes_are_on_the_inference_cluster(plan):
-    placed = {(obj["kind"], c) for c, obj, _ in plan.manifests() if obj["metadata"]["name"] == "llm" or obj["metadata"]["name"].startswith("vllm-")}
-    assert {c for _, c in placed} == {f"{plan.stack}-gpu"}
+def test_the_inference_gateway_and_routes_are_on_the_inference_cluster(full_plan):
+    placed = {(obj["kind"], c) for c, obj, _ in full_plan.manifests() if obj["metadata"]["name"] == "llm" or obj["metadata"]["name"].startswith("vllm-")}
+    assert {c for _, c in placed} == {"site-t-gpu"}
     assert {"Gateway", "EnvoyProxy", "HTTPRoute"} <= {kind for kind, _ in placed}
 
 
-def test_every_route_has_a_jwt_policy_and_a_rate_limit(plan):
-    routes = {r["metadata"]["name"] for r in plan.objects("HTTPRoute", f"{plan.stack}-gpu")}
-    covered = lambda kind: {t["name"] for p in plan.objects(kind) for t in p["spec"]["targetRefs"] if t["kind"] == "HTTPRoute"}  # noqa: E731
+def test_every_route_has_a_jwt_policy_and_a_rate_limit(small_plan):
+    routes = {r["metadata"]["name"] for r in small_plan.objects("HTTPRoute", "site-t-gpu")}
+    covered = lambda kind: {t["name"] for p in small_plan.objects(kind) for t in p["spec"]["targetRefs"] if t["kind"] == "HTTPRoute"}  # noqa: E731
     assert routes
     assert covered("SecurityPolicy") == routes
     assert covered("BackendTrafficPolicy") == routes
-    for policy in plan.objects("SecurityPolicy"):
+    for policy in small_plan.objects("SecurityPolicy"):
         assert policy["spec"]["authorization"]["defaultAction"] == "Deny"
         assert policy["spec"]["jwt"]["providers"][0]["audiences"] == ["llm-gateway"]
 
 
-def test_rate_limits_are_per_team_with_overrides(plan_a):
-    (policy,) = [p for p in plan_a.objects("BackendTrafficPolicy") if p["metadata"]["name"] == "vllm-qwen3-8b"]
+def test_rate_limits_are_per_team_with_overrides(full_plan):
+    (policy,) = [p for p in full_plan.objects("BackendTrafficPolicy") if p["metadata"]["name"] == "vllm-qwen3-8b"]
     default, override = policy["spec"]["rateLimit"]["local"]["rules"]
     assert default == {
         "clientSelectors": [{"headers": [
             {"name": "x-fab-team", "type": "Distinct"},
-            {"name": "x-fab-team", "type": "Exact", "value": "llm-apps", "invert": True},
+            {"name": "x-fab-team", "type": "Exact", "value": "fdc", "invert": True},
         ]}],
         "limit": {"requests": 600, "unit": "Minute"},
     }
     assert override == {
-        "clientSelectors": [{"headers": [{"name": "x-fab-team", "type": "Exact", "value": "llm-apps"}]}],
+        "clientSelectors": [{"headers": [{"name": "x-fab-team", "type": "Exact", "value": "fdc"}]}],
         "limit": {"requests": 3000, "unit": "Minute"},
     }
 
 
-def test_the_gateway_admits_team_clients_without_listing_teams(plan_a):
-    (policy,) = [p for p in plan_a.objects("SecurityPolicy") if p["metadata"]["name"] == "vllm-qwen3-8b"]
+def test_the_gateway_admits_team_clients_without_listing_teams(small_plan):
+    (policy,) = [p for p in small_plan.objects("SecurityPolicy") if p["metadata"]["name"] == "vllm-qwen3-8b"]
     assert policy["spec"]["authorization"]["rules"][0]["principal"]["jwt"]["claims"] == [{"name": "llm_access", "values": ["true"]}]
 
 
-def test_clients_cannot_forge_the_team_header(plan_a):
-    (policy,) = plan_a.objects("ClientTrafficPolicy")
+def test_clients_cannot_forge_the_team_header(small_plan):
+    (policy,) = small_plan.objects("ClientTrafficPolicy")
     assert policy["spec"]["headers"]["earlyRequestHeaders"]["remove"] == ["x-fab-team"]
 
 
-def test_every_team_gets_a_gateway_client_with_its_team_claim(plan_a):
+def test_every_team_gets_a_gateway_client_with_its_team_claim(full_plan):
     clients = {
-        r["inputs"]["clientId"]: r["inputs"] for r in plan_a.of_type("keycloak:openid/client:Client")
+        r["inputs"]["clientId"]: r["inputs"] for r in full_plan.of_type("keycloak:openid/client:Client")
         if r["inputs"]["clientId"].startswith("inference-")
     }
     claims = {
-        r["inputs"]["claimValue"] for r in plan_a.of_type("keycloak:openid/hardcodedClaimProtocolMapper:HardcodedClaimProtocolMapper")
+        r["inputs"]["claimValue"] for r in full_plan.of_type("keycloak:openid/hardcodedClaimProtocolMapper:HardcodedClaimProtocolMapper")
         if r["inputs"]["claimName"] == "team"
     }
-    teams = sorted(parse_site(site_raw("site-a")).teams)
-    assert sorted(clients) == [f"inference-{t}" for t in teams]
+    assert sorted(clients) == ["inference-fdc", "inference-yield"]
     assert all(c["serviceAccountsEnabled"] and not c["standardFlowEnabled"] for c in clients.values())
-    assert sorted(claims) == teams
+    assert sorted(claims) == ["fdc", "yield"]
 
 
-def test_serving_contract_is_exported(plan_a):
-    serving = plan_a.outputs["serving"]
-    assert (serving["url"], serving["vip"]) == ("https://llm.site-a.fab.internal", "10.10.103.10")
-    assert serving["models"]["qwen3-8b"] == {"base_url": "https://llm.site-a.fab.internal/models/qwen3-8b/v1", "served_name": "qwen3-8b"}
+def test_serving_contract_is_exported(small_plan):
+    serving = small_plan.outputs["serving"]
+    assert (serving["url"], serving["vip"]) == ("https://llm.site-t.fab.internal", "10.30.103.10")
+    assert serving["models"] == {"qwen3-8b": {"base_url": "https://llm.site-t.fab.internal/models/qwen3-8b/v1", "served_name": "qwen3-8b"}}
 
 
-def test_routes_rewrite_the_model_prefix_to_the_openai_path(plan_a):
-    (route,) = [r for r in plan_a.objects("HTTPRoute") if r["metadata"]["name"] == "vllm-qwen3-8b"]
+def test_routes_rewrite_the_model_prefix_to_the_openai_path(small_plan):
+    (route,) = [r for r in small_plan.objects("HTTPRoute") if r["metadata"]["name"] == "vllm-qwen3-8b"]
     (rule,) = route["spec"]["rules"]
     assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/models/qwen3-8b/v1"}}]
     assert rule["filters"][0]["urlRewrite"]["path"] == {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v1"}
 
 
-def test_cluster_policy_runs_the_operands_the_platform_needs(plan_a):
-    (policy,) = plan_a.objects("ClusterPolicy", "site-a-gpu")
+def test_cluster_policy_runs_the_operands_the_platform_needs(small_plan):
+    (policy,) = small_plan.objects("ClusterPolicy", "site-t-gpu")
     spec = policy["spec"]
     assert policy["metadata"]["name"] == "cluster-policy"
     assert all(spec[k]["enabled"] for k in ("driver", "toolkit", "devicePlugin", "gfd", "dcgmExporter"))
@@ -187,8 +184,8 @@ def test_cluster_policy_runs_the_operands_the_platform_needs(plan_a):
     assert (spec["mig"], spec["migManager"]["enabled"]) == ({"strategy": "single"}, False)
 
 
-def test_the_chart_cluster_policy_is_removed_by_the_post_renderer(plan_a):
-    releases = [r for r in plan_a.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["chart"] == "gpu-operator"]
+def test_the_chart_cluster_policy_is_removed_by_the_post_renderer(small_plan):
+    releases = [r for r in small_plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["chart"] == "gpu-operator"]
     assert {r["inputs"]["postrender"] for r in releases} == {POSTRENDER}
     assert (PROJECT_DIR / POSTRENDER).stat().st_mode & 0o111
 
@@ -207,21 +204,21 @@ def test_post_renderer_drops_only_the_cluster_policy():
     assert out.count("kind:") == 2
 
 
-def test_nic_cluster_policy_shares_rdma_and_runs_ipoib(plan_a):
-    (policy,) = plan_a.objects("NicClusterPolicy", "site-a-gpu")
+def test_nic_cluster_policy_shares_rdma_and_runs_ipoib(small_plan):
+    (policy,) = small_plan.objects("NicClusterPolicy", "site-t-gpu")
     assert policy["metadata"]["name"] == "nic-cluster-policy"
     config = json.loads(policy["spec"]["rdmaSharedDevicePlugin"]["config"])
     assert config["configList"][0]["resourceName"] == "rdma_shared_ib"
     assert set(policy["spec"]["secondaryNetwork"]) == {"cniPlugins", "multus", "ipoib"}
 
 
-def test_only_inference_nodes_get_the_ipoib_weights_network(plan_a):
-    assert [n["spec"]["networkNamespace"] for n in plan_a.objects("IPoIBNetwork", "site-a-gpu")] == ["inference"]
-    assert plan_a.objects("IPoIBNetwork", "site-a-gpu-train") == []
+def test_only_inference_nodes_get_the_ipoib_weights_network(full_plan):
+    assert [n["spec"]["networkNamespace"] for n in full_plan.objects("IPoIBNetwork", "site-t-gpu")] == ["inference"]
+    assert full_plan.objects("IPoIBNetwork", "site-t-gpu-train") == []
 
 
-def test_node_pools_are_labels_and_taints_that_nfd_puts_on_the_listed_nodes(plan_a):
-    (rule,) = plan_a.objects("NodeFeatureRule", "site-a-gpu")
+def test_node_pools_are_labels_and_taints_that_nfd_puts_on_the_listed_nodes(small_plan):
+    (rule,) = small_plan.objects("NodeFeatureRule", "site-t-gpu")
     by_pool = {
         (r["labels"]["fab.internal/gpu-pool"], r["labels"]["fab.internal/gpu-type"]): (
             r["matchFeatures"][0]["matchExpressions"]["nodename"]["value"], r["taints"]
@@ -229,48 +226,49 @@ def test_node_pools_are_labels_and_taints_that_nfd_puts_on_the_listed_nodes(plan
         for r in rule["spec"]["rules"]
     }
     assert by_pool == {
-        ("inference", "h200"): (["gpu-a-inf-01", "gpu-a-inf-02", "gpu-a-inf-03", "gpu-a-inf-04"],
-                                [{"key": "fab.internal/gpu-pool", "value": "inference", "effect": "NoSchedule"}]),
-        ("training", "h200"): (["gpu-a-trn-01", "gpu-a-trn-02", "gpu-a-trn-03", "gpu-a-trn-04"],
-                               [{"key": "fab.internal/gpu-pool", "value": "training", "effect": "NoSchedule"}]),
+        ("inference", "h100"): (["gpu-inf-1"], [{"key": "fab.internal/gpu-pool", "value": "inference", "effect": "NoSchedule"}]),
+        ("training", "h100"): (["gpu-trn-1"], [{"key": "fab.internal/gpu-pool", "value": "training", "effect": "NoSchedule"}]),
     }
 
 
-def test_no_node_of_a_gpu_cluster_is_pulumis(plan_a):
-    assert [plan_a.target(r) for r in plan_a.of_type("kubernetes:core/v1:NodePatch") if plan_a.target(r).startswith("site-a-gpu")] == []
+def test_no_node_of_a_gpu_cluster_is_pulumis(full_plan):
+    # Only the compute cluster's batch nodes are labelled by the program.
+    assert [full_plan.target(r) for r in full_plan.of_type("kubernetes:core/v1:NodePatch")] == ["site-t-compute"]
 
 
-def test_nfd_applies_the_pool_taints_and_its_worker_tolerates_them(plan_a):
-    (release,) = [r for r in plan_a.of_type("kubernetes:helm.sh/v3:Release") if r["name"] == "gpu-gpu-gpu-operator"]
+def test_nfd_applies_the_pool_taints_and_its_worker_tolerates_them(small_plan):
+    (release,) = [r for r in small_plan.of_type("kubernetes:helm.sh/v3:Release") if r["name"] == "gpu-gpu-gpu-operator"]
     nfd = release["inputs"]["values"]["node-feature-discovery"]
     assert nfd["master"]["config"] == {"enableTaints": True}
     assert {"key": "fab.internal/gpu-pool", "operator": "Equal", "value": "training", "effect": "NoSchedule"} in nfd["worker"]["tolerations"]
 
 
-def test_serving_outranks_training_which_never_preempts(plan_a):
-    classes = {p["metadata"]["name"]: p for p in plan_a.objects("PriorityClass", "site-a-gpu")}
+def test_serving_outranks_training_which_never_preempts(small_plan):
+    classes = {p["metadata"]["name"]: p for p in small_plan.objects("PriorityClass", "site-t-gpu")}
     assert classes["fab-serving"]["value"] > classes["fab-training"]["value"]
     assert classes["fab-training"]["preemptionPolicy"] == "Never"
 
 
-def test_local_nvme_is_marked_as_cache(plan_a):
-    (storage_class,) = plan_a.objects("StorageClass", "site-a-gpu")
+def test_local_nvme_is_marked_as_cache(small_plan):
+    (storage_class,) = small_plan.objects("StorageClass", "site-t-gpu")
     assert storage_class["metadata"]["labels"] == {"fab.internal/durability": "cache"}
     assert (storage_class["reclaimPolicy"], storage_class["volumeBindingMode"]) == ("Delete", "WaitForFirstConsumer")
 
 
 @pytest.mark.parametrize("namespace", ["gpu-operator", "nvidia-network-operator"])
-def test_operator_namespaces_are_privileged_with_a_reason(plan_a, namespace):
-    (ns,) = [n for n in plan_a.objects("Namespace", "site-a-gpu") if n["metadata"]["name"] == namespace]
+def test_operator_namespaces_are_privileged_with_a_reason(small_plan, namespace):
+    (ns,) = [n for n in small_plan.objects("Namespace", "site-t-gpu") if n["metadata"]["name"] == namespace]
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     assert ns["metadata"]["annotations"]["fab.internal/privileged-reason"]
 
 
-def test_a_model_route_waits_for_its_jwt_and_rate_limit_policies(plan):
+def test_a_model_route_waits_for_its_jwt_and_rate_limit_policies(small_plan):
     """Envoy Gateway serves a route as soon as it exists: its authentication must be in place first."""
-    for route in (r for r in plan.resources if r["type"] == "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"
-                  and r["name"].startswith("inference-route-")):
+    routes = [r for r in small_plan.resources if r["type"] == "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"
+              and r["name"].startswith("inference-route-")]
+    assert routes
+    for route in routes:
         model = route["name"].removeprefix("inference-route-")
-        policies = {r["urn"] for r in plan.resources if r["name"] in (f"inference-jwt-{model}", f"inference-ratelimit-{model}")}
+        policies = {r["urn"] for r in small_plan.resources if r["name"] in (f"inference-jwt-{model}", f"inference-ratelimit-{model}")}
         assert len(policies) == 2
         assert policies <= set(route["dependencies"]), route["name"]

@@ -1,4 +1,6 @@
-"""The Polaris setup script against a fake Polaris management API on loopback: it converges and is idempotent."""
+"""The Polaris setup script against a fake Polaris management API on loopback: it converges and is idempotent.
+
+Its input is the setup plan a small site renders into the polaris-setup ConfigMap, as the Job reads it."""
 
 from __future__ import annotations
 
@@ -10,9 +12,8 @@ from typing import Any
 import pytest
 
 from components import polaris_setup
-from components.config import parse_site
-from components.storage import principal_engines, polaris_setup_plan, s3_endpoint_internal
-from helpers import site_raw
+from helpers import render_small
+from small_site import small_site
 
 ROOT = ("root-id", "root-secret")
 
@@ -119,37 +120,48 @@ def fake_polaris():
     server.server_close()
 
 
-SITE = parse_site(site_raw("site-a"))
-ENGINES = principal_engines(SITE.federation.consumers)
+@pytest.fixture(scope="module")
+def rendered_plan() -> dict[str, Any]:
+    """The setup plan of a small site with a gold bucket, read by a federated site (site-u)."""
+    site = small_site()
+    site["storage"]["buckets"]["site-t-gold"] = {"class": "gold"}
+    site["federation"] = {"consumers": {"site-u": {}}, "ranges": {"site-u": ["172.20.0.0/16"]}}
+    (config_map,) = [c for c in render_small(site).objects("ConfigMap", "site-t-storage") if c["metadata"]["name"] == "polaris-setup"]
+    return json.loads(config_map["data"]["plan.json"])
 
 
-def desired_plan() -> dict[str, Any]:
-    return polaris_setup_plan(SITE.storage, s3_endpoint_internal(SITE.domain, SITE.storage.object_store), SITE.minio.region, ENGINES)
+def desired_plan(rendered_plan: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(rendered_plan))
+
+
+ROLES = {"sharing": "gold-reader", "spark": "writer", "starrocks": "reader", "training": "reader", "trino": "reader",
+         "federation-site-u": "gold-reader"}
+"""Each principal's catalog role (docs/architecture.md): Spark writes, the other engines read, sharing and federated sites
+read gold only."""
 
 
 def credentials_env() -> dict[str, str]:
     env = {}
-    for engine in ENGINES:
-        prefix = engine.upper().replace("-", "_")
-        env[f"{prefix}_CLIENT_ID"], env[f"{prefix}_CLIENT_SECRET"] = f"{engine}-id", f"{engine}-secret"
+    for principal in ROLES:
+        prefix = principal.upper().replace("-", "_")
+        env[f"{prefix}_CLIENT_ID"], env[f"{prefix}_CLIENT_SECRET"] = f"{principal}-id", f"{principal}-secret"
     return env
 
 
-def test_setup_creates_the_catalog_roles_and_principals(fake_polaris):
+def test_setup_creates_the_catalog_roles_and_principals(fake_polaris, rendered_plan):
     fake, url = fake_polaris
-    polaris_setup.apply(polaris_setup.Polaris(url, "fab", *ROOT), desired_plan(), credentials_env())
+    polaris_setup.apply(polaris_setup.Polaris(url, "fab", *ROOT), desired_plan(rendered_plan), credentials_env())
     state = fake.state()
     assert state["catalogs"] == ["fab"]
     assert state["namespaces"] == [("gold",)]
-    assert state["principal_roles"] == {f"fab-{e}": [f"fab/{role}"] for e, role in sorted(ENGINES.items())}
-    assert state["principals"] == {f"fab-{e}": ([f"fab-{e}"], (f"{e}-id", f"{e}-secret")) for e in sorted(ENGINES)}
-    assert ENGINES["federation-site-b"] == "gold-reader"
+    assert state["principal_roles"] == {f"fab-{p}": [f"fab/{role}"] for p, role in sorted(ROLES.items())}
+    assert state["principals"] == {f"fab-{p}": ([f"fab-{p}"], (f"{p}-id", f"{p}-secret")) for p in sorted(ROLES)}
     assert {k: len(v) for k, v in state["catalog_roles"].items()} == {"gold-reader": 4, "reader": 5, "writer": 1}
 
 
-def test_setup_run_twice_changes_nothing(fake_polaris):
+def test_setup_run_twice_changes_nothing(fake_polaris, rendered_plan):
     fake, url = fake_polaris
-    plan, env = desired_plan(), credentials_env()
+    plan, env = desired_plan(rendered_plan), credentials_env()
     polaris_setup.apply(polaris_setup.Polaris(url, "fab", *ROOT), plan, env)
     first = fake.state()
     steps = polaris_setup.apply(polaris_setup.Polaris(url, "fab", *ROOT), plan, env)
@@ -157,9 +169,9 @@ def test_setup_run_twice_changes_nothing(fake_polaris):
     assert steps[0] == "catalog fab"
 
 
-def test_fails_when_polaris_rejects_a_request(fake_polaris):
+def test_fails_when_polaris_rejects_a_request(fake_polaris, rendered_plan):
     fake, url = fake_polaris
-    plan = desired_plan()
+    plan = desired_plan(rendered_plan)
     plan["catalog_roles"] = {"reader": [{"type": "catalog", "privilege": "TABLE_READ_DATA"}]}
     fake.catalog_roles = {}
     polaris = polaris_setup.Polaris(url, "fab", *ROOT)

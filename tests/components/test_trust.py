@@ -10,47 +10,63 @@ import threading
 import pytest
 import urllib3
 
-from components.config import parse_site
 from components.minio_admin import _apply_tags, _exists
-from components.storage import MC_CA_DIR
-from helpers import config_errors, site_raw
+from fabctl.render import PROJECT_DIR
+from helpers import config_errors, render_small
+from small_site import small_site
 
-def test_the_providers_trust_the_site_ca(plan_b):
-    (minio,) = plan_b.of_type("pulumi:providers:minio")
-    (keycloak,) = plan_b.of_type("pulumi:providers:keycloak")
-    site = parse_site(site_raw("site-b"))
-    assert (minio["inputs"]["minioCacertFile"], keycloak["inputs"]["rootCaCertificate"]) == (site.ca_bundle, site.ca_bundle_pem())
+CA_BUNDLE = "certs/site-b-ca.pem"
+"""A PEM bundle of the project's (site-b's PKI), which the small site names as its own."""
+MC_CA_DIR = "/work/.mc/certs/CAs"
+"""Where the MinIO client (mc) of the pods looks for extra CAs: certs/CAs of its config folder."""
 
 
-def test_the_programs_minio_calls_carry_the_site_ca(plan_b):
-    pem = parse_site(site_raw("site-b")).ca_bundle_pem()
-    tags = [r for r in plan_b.resources if r["type"] == "pulumi-python:dynamic/storage:BucketTags"]
+@pytest.fixture(scope="module")
+def trusting_plan():
+    site = small_site()
+    site["ca_bundle"] = CA_BUNDLE
+    return render_small(site)
+
+
+def pem_certificates() -> str:
+    text = (PROJECT_DIR / CA_BUNDLE).read_text()
+    blocks = text.split("-----BEGIN CERTIFICATE-----")[1:]
+    assert blocks, f"{CA_BUNDLE} holds no certificate"
+    return "\n".join("-----BEGIN CERTIFICATE-----" + b.split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----" for b in blocks) + "\n"
+
+
+def test_the_providers_trust_the_site_ca(trusting_plan):
+    (minio,) = trusting_plan.of_type("pulumi:providers:minio")
+    (keycloak,) = trusting_plan.of_type("pulumi:providers:keycloak")
+    assert (minio["inputs"]["minioCacertFile"], keycloak["inputs"]["rootCaCertificate"]) == (CA_BUNDLE, pem_certificates())
+
+
+def test_the_programs_minio_calls_carry_the_site_ca(trusting_plan):
+    tags = [r for r in trusting_plan.resources if r["type"] == "pulumi-python:dynamic/storage:BucketTags"]
     assert tags
-    assert {r["inputs"]["ca_bundle"] for r in tags} == {pem}
+    assert {r["inputs"]["ca_bundle"] for r in tags} == {pem_certificates()}
 
 
-def test_pods_that_call_aistor_mount_the_site_ca(plan_b):
-    (deployment, *_) = plan_b.objects("Deployment", "site-b-gpu")
+def test_pods_that_call_aistor_mount_the_site_ca(trusting_plan):
+    (deployment,) = trusting_plan.objects("Deployment", "site-t-gpu")
     pod = deployment["spec"]["template"]["spec"]
     mounts = {c["name"]: [m["mountPath"] for m in c["volumeMounts"] if m["name"] == "site-ca"] for c in pod["initContainers"]}
     assert mounts == {"weights-alias": [MC_CA_DIR], "weights-sync": [MC_CA_DIR]}
-    (cron,) = plan_b.objects("CronJob", "site-b-storage")
-    assert {"name": "site-ca", "secret": {"secretName": "fab-site-ca"}} in cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"]
-    (database,) = [c for c in plan_b.objects("Cluster", "site-b-storage") if c["metadata"]["name"] == "polaris-db"]
+    (database,) = [c for c in trusting_plan.objects("Cluster", "site-t-storage") if c["metadata"]["name"] == "polaris-db"]
     assert database["spec"]["backup"]["barmanObjectStore"]["endpointCA"] == {"name": "fab-site-ca", "key": "ca.crt"}
 
 
 def test_fails_when_the_ca_bundle_holds_no_certificate(tmp_path, monkeypatch):
     (tmp_path / "ca.pem").write_text("not a certificate\n")
     monkeypatch.chdir(tmp_path)
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["ca_bundle"] = "ca.pem"
     assert config_errors(raw) == ["fab-platform:site.ca_bundle: 'ca.pem' holds no PEM certificate (-----BEGIN CERTIFICATE-----)"]
 
 
 def test_fails_when_the_ca_bundle_is_missing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["ca_bundle"] = "certs/ca.pem"
     assert config_errors(raw) == [
         "fab-platform:site.ca_bundle: 'certs/ca.pem' cannot be read (No such file or directory); paths are relative to the project directory"
@@ -60,14 +76,14 @@ def test_fails_when_the_ca_bundle_is_missing(tmp_path, monkeypatch):
 def test_fails_when_the_ca_bundle_is_not_text(tmp_path, monkeypatch):
     (tmp_path / "ca.pem").write_bytes(b"\xff\xfe binary")
     monkeypatch.chdir(tmp_path)
-    raw = site_raw("site-b")
+    raw = small_site()
     raw["ca_bundle"] = "ca.pem"
     assert config_errors(raw) == ["fab-platform:site.ca_bundle: 'ca.pem' is not a PEM file (PEM is ASCII text)"]
 
 
 @pytest.fixture(scope="module")
 def private_endpoint(tmp_path_factory):
-    """An HTTPS endpoint on loopback whose certificate a private CA issued: (host:port, the CA's PEM)."""
+    """An HTTPS endpoint on loopback whose certificate a private CA issued: (host:port, the CA's PEM, the PUTs it received)."""
     tmp = tmp_path_factory.mktemp("pki")
     run = lambda *args: subprocess.run(["openssl", *args], cwd=tmp, capture_output=True, check=True)  # noqa: E731
     run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=test site CA",
@@ -88,7 +104,8 @@ def private_endpoint(tmp_path_factory):
             self.wfile.write(body)
 
         def do_PUT(self):  # noqa: N802
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            received.append((self.path, body.decode()))
             self.reply(200)
 
         def do_GET(self):  # noqa: N802
@@ -104,12 +121,13 @@ def private_endpoint(tmp_path_factory):
         def log_message(self, *args):
             pass
 
+    received: list[tuple[str, str]] = []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(tmp / "server.pem", tmp / "server.key")
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"localhost:{server.server_address[1]}", (tmp / "ca.pem").read_text()
+    yield f"localhost:{server.server_address[1]}", (tmp / "ca.pem").read_text(), received
     server.shutdown()
 
 
@@ -119,14 +137,17 @@ def _tags_props(server: str, ca_bundle: str | None) -> dict:
 
 
 def test_bucket_tags_reach_an_endpoint_of_the_private_ca(private_endpoint, monkeypatch):
-    server, ca = private_endpoint
+    server, ca, received = private_endpoint
     monkeypatch.setenv("MINIO_USER", "admin")
     monkeypatch.setenv("MINIO_PASSWORD", "admin-password")
+    received.clear()
     _apply_tags(_tags_props(server, ca))
+    assert [path for path, _ in received] == ["/site-b-gold?tagging="]
+    assert "<Key>fab.internal/class</Key><Value>gold</Value>" in received[0][1]
 
 
 def test_fails_when_the_private_ca_is_not_trusted(private_endpoint, monkeypatch):
-    server, _ = private_endpoint
+    server, _, _ = private_endpoint
     monkeypatch.setenv("MINIO_USER", "admin")
     monkeypatch.setenv("MINIO_PASSWORD", "admin-password")
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
@@ -135,7 +156,7 @@ def test_fails_when_the_private_ca_is_not_trusted(private_endpoint, monkeypatch)
 
 
 def test_the_name_check_asks_the_object_store_through_the_private_ca(private_endpoint, monkeypatch):
-    server, ca = private_endpoint
+    server, ca, _ = private_endpoint
     monkeypatch.setenv("MINIO_USER", "admin")
     monkeypatch.setenv("MINIO_PASSWORD", "admin-password")
     exists = _exists(_tags_props(server, ca))

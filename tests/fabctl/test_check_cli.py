@@ -8,8 +8,13 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
+import yaml
+
 from fabctl.render import HELM_RELEASE_TYPE, PROJECT_DIR
-from helpers import rendered
+from fabctl.stackfile import SITE_KEY
+from helpers import copy_project, render_small
+from small_site import small_site
 
 ENV = {k: v for k, v in os.environ.items() if k not in ("FAB_CHART_DIR", "FAB_HELM")}
 
@@ -19,16 +24,27 @@ def fabctl(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
                           env={**ENV, **(env or {})})
 
 
-def test_plan_runs_the_check_after_the_policy_pack(chart_dir, helm, tmp_path):
-    run = fabctl("plan", "--stack", "site-b", "--out", str(tmp_path), env={"FAB_CHART_DIR": str(chart_dir), "FAB_HELM": str(helm)})
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A copy of the program with the smallest site as the stack file of stack site-t."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    project = copy_project(folder)
+    (project / "Pulumi.site-t.yaml").write_text(yaml.safe_dump({"config": {SITE_KEY: small_site()}}))
+    return project
+
+
+def test_plan_runs_the_check_after_the_policy_pack(chart_dir, helm, project, tmp_path):
+    run = fabctl("plan", "--stack", "site-t", "--project-dir", str(project), "--out", str(tmp_path / "out"),
+                 env={"FAB_CHART_DIR": str(chart_dir), "FAB_HELM": str(helm)})
     lines = run.stdout.splitlines()
     assert (run.returncode, run.stderr) == (0, "")
     assert lines[-4:-1] == [
         "policies: 0 mandatory and 0 advisory violations",
-        f"not rendered: site-b-compute compute-airflow: no package of airflow 1.22.0 (https://airflow.apache.org) in {chart_dir}",
-        f"not rendered: site-b-compute compute-superset: no package of superset 0.22.4 (https://apache.github.io/superset) in {chart_dir}",
+        f"not rendered: site-t-compute compute-airflow: no package of airflow 1.22.0 (https://airflow.apache.org) in {chart_dir}",
+        f"not rendered: site-t-compute compute-superset: no package of superset 0.22.4 (https://apache.github.io/superset) in {chart_dir}",
     ]
-    assert lines[-1].startswith("check site-b: 0 errors, 0 accepted, 0 notes; 16 of 18 releases rendered, 2 not rendered; ")
+    assert lines[-1].startswith("check site-t: 0 errors, 0 accepted, 0 notes; 16 of 18 releases rendered, 2 not rendered; ")
 
 
 def test_fails_when_there_is_no_helm():
@@ -67,15 +83,15 @@ def _broken_chart(folder: Path, name: str, version: str) -> None:
         package.add(source, arcname=name)
 
 
-def test_fails_with_status_6_when_the_check_finds_an_error(helm, tmp_path):
-    _broken_chart(tmp_path, "kueue", "0.19.2")
-    run = fabctl("check", "--stack", "site-b", "--helm", str(helm), "--charts", str(tmp_path))
+def test_fails_with_status_6_when_the_check_finds_an_error(helm, project, tmp_path):
+    charts = tmp_path / "charts"
+    charts.mkdir()
+    _broken_chart(charts, "kueue", "0.19.2")
+    run = fabctl("check", "--stack", "site-t", "--project-dir", str(project), "--helm", str(helm), "--charts", str(charts))
     assert run.returncode == 6
-    kueues = [r for r in rendered("site-b").of_type(HELM_RELEASE_TYPE) if r["inputs"]["version"] == "0.19.2"]
-    assert kueues
+    assert [r["name"] for r in render_small(small_site()).of_type(HELM_RELEASE_TYPE) if r["inputs"]["version"] == "0.19.2"] == ["training-gpu-kueue"]
     assert run.stderr.splitlines() == [
-        f"error [charts.render] {rendered('site-b').cluster(r)} HelmRelease kueue-system/kueue ({r['name']}): Helm refuses to "
+        "error [charts.render] site-t-gpu HelmRelease kueue-system/kueue (training-gpu-kueue): Helm refuses to "
         "render it: Error: execution error at (kueue/templates/broken.yaml:1:3): this chart is broken. Fix: fix the "
         "release's values (the chart's values.schema.json and templates say what it accepts)"
-        for r in sorted(kueues, key=rendered("site-b").cluster)
     ]

@@ -6,24 +6,23 @@ import copy
 
 from fabctl.diff import diff
 from fabctl.render import Plan
-from helpers import rendered
 
 
-def test_a_resource_moved_with_an_alias_is_neither_added_nor_deleted():
-    after = rendered("site-b")
+def test_a_resource_moved_with_an_alias_is_neither_added_nor_deleted(small_plan):
+    after = small_plan
     before = copy.deepcopy(after.resources)
     (moved,) = [r for r in before if r["name"] == "compute-ns-airflow"]
-    moved["urn"] = "urn:pulumi:site-b::fab-platform::fab:training:TrainingPool$kubernetes:core/v1:Namespace::training-compute-ns-airflow"
+    moved["urn"] = "urn:pulumi:site-t::fab-platform::fab:training:TrainingPool$kubernetes:core/v1:Namespace::training-compute-ns-airflow"
     moved["name"] = "training-compute-ns-airflow"
-    result = diff(Plan("site-b", before), after)
+    result = diff(Plan("site-t", before), after)
     assert (result.added, result.removed) == ([], [])
 
 
-def test_a_changed_object_name_is_a_replacement():
-    after = rendered("site-b")
+def test_a_changed_object_name_is_a_replacement(small_plan):
+    after = small_plan
     before = copy.deepcopy(after.resources)
     (namespace,) = [r for r in before if r["name"] == "compute-ns-trino"]
     namespace["inputs"]["metadata"]["name"] = "trino-old"
-    result = diff(Plan("site-b", before), after)
+    result = diff(Plan("site-t", before), after)
     assert [c.urn.rsplit("::", 1)[-1] for c in result.replaced] == ["compute-ns-trino"]
     assert result.replaced[0].paths == ["metadata.name"]

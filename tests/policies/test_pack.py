@@ -12,7 +12,8 @@ from google.protobuf import empty_pb2
 
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan
-from helpers import STACKS, render_site, rendered, site_raw
+from helpers import STACKS, render_small, rendered
+from small_site import full_site
 
 LEVELS = {0: "advisory", 1: "mandatory"}
 EXPECTED_RULES = {
@@ -57,10 +58,14 @@ def test_stack_passes_every_policy(stub, stack):
     assert [(v.policy, v.message) for v in analyze_with(stub, rendered(stack))] == []
 
 
-# Each modification changes one thing in a render of site-a, as a mistaken change to the program would.
+def test_the_full_small_site_passes_every_policy(stub, full_plan):
+    assert [(v.policy, v.message) for v in analyze_with(stub, full_plan)] == []
 
-def modified(edit: Callable[[list[dict[str, Any]]], None]) -> Plan:
-    plan = rendered("site-a")
+
+# Each modification changes one thing in a render of the full small site (small_site.full_site), which passes every
+# policy (the test above), as a mistaken change to the program would.
+
+def modified(plan: Plan, edit: Callable[[list[dict[str, Any]]], None]) -> Plan:
     resources = copy.deepcopy(plan.resources)
     edit(resources)
     return Plan(stack=plan.stack, resources=resources, outputs=plan.outputs)
@@ -117,15 +122,15 @@ def s3_star(rs):
 
 
 def unprotected_bucket(rs):
-    find(rs, ":S3Bucket", "storage-bucket-site-a-gold")["protect"] = False
+    find(rs, ":S3Bucket", "storage-bucket-site-t-gold")["protect"] = False
 
 
 def unversioned_models(rs):
-    rs.remove(find(rs, ":S3BucketVersioning", "storage-bucket-site-a-models-versioning"))
+    rs.remove(find(rs, ":S3BucketVersioning", "storage-bucket-site-t-models-versioning"))
 
 
 def replicable_raw(rs):
-    find(rs, ":BucketTags", "storage-bucket-site-a-raw-fdc-tags")["inputs"]["tags"]["fab.internal/residency"] = "replicable"
+    find(rs, ":BucketTags", "storage-bucket-site-t-raw-fdc-tags")["inputs"]["tags"]["fab.internal/residency"] = "replicable"
 
 
 def own_worker(rs):
@@ -193,19 +198,19 @@ ALSO_TRIGGERED = {"fab-multikueue-not-own-worker": {"fab-multikueue-quota-sum"}}
 
 
 @pytest.mark.parametrize("rule", sorted(PLAN_EDITS))
-def test_a_modified_stack_triggers_the_rule(stub, rule):
-    violations = analyze_with(stub, modified(PLAN_EDITS[rule]))
+def test_a_modified_site_triggers_the_rule(stub, full_plan, rule):
+    violations = analyze_with(stub, modified(full_plan, PLAN_EDITS[rule]))
     assert {v.policy for v in violations} == {rule, *ALSO_TRIGGERED.get(rule, set())}
     assert all(v.level == EXPECTED_RULES[v.policy] for v in violations)
 
 
 def test_a_flow_on_an_unapproved_port_triggers_default_deny(stub):
-    raw = site_raw("site-a")
+    raw = full_site()
     raw["flows"]["postgres"] = {"from": ["compute"], "to": ["storage"], "port": 5432, "to_namespace": "polaris"}
-    violations = analyze_with(stub, render_site("site-a", raw))
+    violations = analyze_with(stub, render_small(raw))
     assert [(v.policy, v.level) for v in violations] == [("fab-cross-cluster-default-deny", "mandatory")]
     assert "allows port 5432, which is not an approved cross-cluster port" in violations[0].message
 
 
-def test_every_rule_is_shown_violated_by_some_modified_stack():
+def test_every_rule_is_shown_violated_by_some_modified_site():
     assert set(PLAN_EDITS) | {"fab-cross-cluster-default-deny"} == set(EXPECTED_RULES)

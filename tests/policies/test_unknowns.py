@@ -16,11 +16,12 @@ from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_OBJECT_VALUE
 from fabctl._mockrun import UNKNOWN_VALUE
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan
-from helpers import rendered
+from helpers import render_small
 from policy_fixtures import SAFE, check, kube, pod, resource
 from rules._k8s import UNKNOWN, plain, unknown_paths
 from rules.storage import bucket_least_privilege
 from rules.workloads import no_plaintext_secrets, pod_security
+from small_site import small_site
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,8 @@ def stub():
 
 
 def with_edit(edit) -> Plan:
-    plan = rendered("site-b")
+    """The smallest site's render (which passes every policy) with one edit."""
+    plan = render_small(small_site())
     resources = copy.deepcopy(plan.resources)
     edit({r["name"]: r for r in resources})
     return Plan(stack=plan.stack, resources=resources, outputs=plan.outputs)

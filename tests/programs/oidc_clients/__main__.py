@@ -9,6 +9,6 @@ from components.providers import site_providers
 site = load_site()
 identity = SiteIdentity("identity", SiteIdentityArgs(config=site.identity, keycloak_url=site.keycloak.url, teams=site.teams,
                                                      adopt=site.adopt, provider=site_providers(site).keycloak))
-superset = identity.oidc_client("superset", "browser", ["https://superset.site-b.fab.internal/oauth-authorized/keycloak"])
+superset = identity.oidc_client("superset", "browser", ["https://superset.site-t.fab.internal/oauth-authorized/keycloak"])
 airflow = identity.oidc_client("airflow-gpu-submitter", "service")
 pulumi.export("secret", superset.client_secret)
