@@ -100,7 +100,7 @@ def no_jwt(rs):
 def gpu_train_not_an_s3_source(rs):
     rule = find(rs, ":CiliumClusterwideNetworkPolicy", "network-storage-policy-fab-flow-s3")
     for entry in rule["inputs"]["spec"]["ingress"]:
-        entry["fromEndpoints"] = [e for e in entry["fromEndpoints"] if e["matchLabels"]["io.cilium.k8s.policy.cluster"] != "site-a-gpu-train"]
+        entry["fromEndpoints"] = [e for e in entry["fromEndpoints"] if e["matchLabels"]["io.cilium.k8s.policy.cluster"] != "site-t-gpu-train"]
 
 
 def host_network(rs):
