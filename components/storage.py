@@ -6,13 +6,16 @@ lifecycle and tags, one MinIO policy, user and service account per engine, and A
 backed by a CloudNativePG cluster that backs up to AIStor. Other components never copy endpoint
 strings or keys: they call `grant()` / `catalog_grant()` for a Secret in their namespace and read
 `catalog_uri`, `s3_endpoint_internal` and the bucket outputs.
+
+Over 500 lines on purpose: the object store, its buckets and identities, and Polaris on its database are
+one resource graph (keys wait for their policy and buckets, Polaris for its database, keys and bootstrap),
+kept in one component. Who may do what is pure and lives in components/data_access.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,169 +31,23 @@ from components.constants import (
     CNPG_NAMESPACE, POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_SCOPE, POLARIS_URI, POLARIS_WAREHOUSE,
     S3_ACCESS_KEY, S3_ENDPOINT, S3_REGION, S3_SECRET_KEY, polaris_secret, s3_secret,
 )
-from components.engines import ENGINES, BucketAccess
 from components.kube import Adoption, adopted, helm_release, namespace, random_secret, restricted_container, run_once_job
 from components.minio_admin import AdminEndpoint, BucketTags, MinioNamesFree, guard
 from components.config import (
-    REPLICABLE_CLASSES,
     AdoptConfig,
-    Bucket,
     MinioEndpoint,
-    ObjectStoreConfig,
-    PolarisConfig,
     StorageConfig,
+)
+from components.data_access import (
+    CATALOG_ACCESS, ENGINE_ACCESS, bucket_tags, buckets_of, catalog_uri, engine_buckets, lifecycle_rules, polaris_setup_plan,
+    policy_document, principal_engines, s3_endpoint_internal,
 )
 from components.network import CrossClusterNetwork
 from components.providers import ClusterRef, NamespaceRef, SiteRef
 
-# --------------------------------------------------------------------------------------------------
-# Who may do what: the platform's own principals here, and every compute engine's from its declaration
-# (components/engines). The test of least privilege writes its expectations out independently.
-
-PLATFORM_ACCESS: dict[str, BucketAccess] = {
-    # Polaris writes table metadata and vends scoped credentials for every table location it serves,
-    # and gold tables live in the gold bucket (so that only gold replicates), hence gold as well.
-    "polaris": BucketAccess(read_write=("gold", "warehouse"), description="Polaris catalog"),
-    # Training resumes from its own checkpoints, so "write" there includes reading them back.
-    "training": BucketAccess(read=("datasets", "warehouse"), read_write=("checkpoints", "models"), description="GPU training"),
-    "inference": BucketAccess(read=("models",), description="vLLM weight loading"),
-    "sharing": BucketAccess(read=("gold",), description="external sharing with equipment vendors"),
-    "postgres-backup": BucketAccess(read_write=("backups",), description="CloudNativePG base backups and WAL"),
-    # Copies gold, and only gold, to federated sites (SiteFederation).
-    "replication": BucketAccess(read=("gold",), description="gold replication to other sites"),
-}
-ENGINE_ACCESS: dict[str, BucketAccess] = dict(sorted({
-    **PLATFORM_ACCESS, **{name: engine.buckets for name, engine in ENGINES.items() if engine.buckets},
-}.items()))
-"""Every principal with S3 keys and the bucket classes it may read, or read and write."""
-
-READ_ACTIONS = ("s3:GetObject", "s3:GetObjectVersion")
-WRITE_ACTIONS = ("s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts")
-BUCKET_READ_ACTIONS = ("s3:GetBucketLocation", "s3:ListBucket")
-BUCKET_WRITE_ACTIONS = ("s3:ListBucketMultipartUploads",)
-
-CATALOG_ROLES: dict[str, list[dict[str, Any]]] = {
-    "writer": [{"type": "catalog", "privilege": "CATALOG_MANAGE_CONTENT"}],
-    "reader": [
-        {"type": "catalog", "privilege": p}
-        for p in ("NAMESPACE_LIST", "NAMESPACE_READ_PROPERTIES", "TABLE_LIST", "TABLE_READ_PROPERTIES", "TABLE_READ_DATA")
-    ],
-    "gold-reader": [
-        {"type": "namespace", "namespace": ["gold"], "privilege": p}
-        for p in ("NAMESPACE_READ_PROPERTIES", "TABLE_LIST", "TABLE_READ_PROPERTIES", "TABLE_READ_DATA")
-    ],
-}
-PLATFORM_CATALOG_ACCESS: dict[str, str] = {"training": "reader", "sharing": "gold-reader"}
-CATALOG_ACCESS: dict[str, str] = dict(sorted({
-    **PLATFORM_CATALOG_ACCESS, **{name: engine.catalog_role for name, engine in ENGINES.items() if engine.catalog_role},
-}.items()))
-"""Polaris principal of each engine and the one catalog role it gets."""
-
 POLARIS_POD_LABELS = {"app.kubernetes.io/name": "polaris", "app.kubernetes.io/instance": "polaris"}
 POLARIS_DB = "polaris-db"
 AISTOR_OPERATOR_NAMESPACE = "aistor-operator"
-GOLD_NAMESPACE = "gold"
-
-
-def bucket_arn(bucket: str, objects: bool = False) -> str:
-    return f"arn:aws:s3:::{bucket}/*" if objects else f"arn:aws:s3:::{bucket}"
-
-
-def policy_document(read: list[str], read_write: list[str]) -> dict[str, Any]:
-    """A MinIO policy granting exactly these buckets; AIStor's table catalog is denied on them."""
-    every = sorted({*read, *read_write})
-    statements: list[dict[str, Any]] = [
-        {"Sid": "ListBuckets", "Effect": "Allow", "Action": list(BUCKET_READ_ACTIONS), "Resource": [bucket_arn(b) for b in every]},
-        {"Sid": "ReadObjects", "Effect": "Allow", "Action": list(READ_ACTIONS), "Resource": [bucket_arn(b, True) for b in every]},
-    ]
-    if read_write:
-        rw = sorted(read_write)
-        statements += [
-            {"Sid": "ListUploads", "Effect": "Allow", "Action": list(BUCKET_WRITE_ACTIONS), "Resource": [bucket_arn(b) for b in rw]},
-            {"Sid": "WriteObjects", "Effect": "Allow", "Action": list(WRITE_ACTIONS), "Resource": [bucket_arn(b, True) for b in rw]},
-        ]
-    statements.append(
-        {
-            "Sid": "NoTableCatalog",
-            "Effect": "Deny",
-            "Action": ["s3tables:*"],
-            "Resource": [r for b in every for r in (f"arn:aws:s3tables:::bucket/{b}", f"arn:aws:s3tables:::bucket/{b}/*")],
-        }
-    )
-    return {"Version": "2012-10-17", "Statement": statements}
-
-
-def engine_buckets(buckets: dict[str, Bucket], engine: str) -> tuple[list[str], list[str]]:
-    """(read-only buckets, read-write buckets) of an engine among the site's buckets."""
-    access = ENGINE_ACCESS[engine]
-    by_class = lambda classes: sorted(n for n, b in buckets.items() if b.data_class in classes)  # noqa: E731
-    return by_class(access.read), by_class(access.read_write)
-
-
-def bucket_tags(site: str, spec: Bucket) -> dict[str, str]:
-    data_class = spec.data_class
-    residency = "replicable" if data_class in REPLICABLE_CLASSES else "site-local"
-    return {"fab.internal/class": data_class, "fab.internal/residency": residency, "fab.internal/site": site}
-
-
-def lifecycle_rules(spec: Bucket) -> list[minio.IlmPolicyRuleArgs]:
-    rules = []
-    if spec.retention_days is not None:
-        rules.append(minio.IlmPolicyRuleArgs(id="retention", expiration=f"{spec.retention_days}d"))
-    if spec.noncurrent_expiry_days is not None:
-        rules.append(minio.IlmPolicyRuleArgs(id="noncurrent-expiry", noncurrent_version_expiration_days=spec.noncurrent_expiry_days))
-    return rules
-
-
-def s3_endpoint_internal(domain: str, store: ObjectStoreConfig) -> str:
-    return f"{'https' if store.tls else 'http'}://s3.{domain}:{store.s3_port}"
-
-
-def catalog_uri(domain: str, polaris: PolarisConfig) -> str:
-    return f"http://polaris.{domain}:{polaris.port}/api/catalog"
-
-
-def polaris_setup_plan(storage: StorageConfig, s3_endpoint: str, region: str, principals: dict[str, str]) -> dict[str, Any]:
-    """The catalog, namespaces, roles and principals (`principal_engines`) that the setup Job applies (desired state, no secrets)."""
-    polaris = storage.polaris
-    (warehouse,) = buckets_of(storage, "warehouse")
-    gold = buckets_of(storage, "gold")
-    return {
-        "catalog": {
-            "type": "INTERNAL",
-            "name": polaris.catalog,
-            "properties": {"default-base-location": f"s3://{warehouse}/"},
-            "storageConfigInfo": {
-                "storageType": "S3",
-                "allowedLocations": [f"s3://{warehouse}/", *(f"s3://{b}/" for b in gold)],
-                "endpoint": s3_endpoint,
-                "pathStyleAccess": True,
-                "region": region,
-            },
-        },
-        "namespaces": [{"name": [GOLD_NAMESPACE], "properties": {"location": f"s3://{gold_location}/{GOLD_NAMESPACE}/"}}]
-        if (gold_location := storage.gold_location()) else [],
-        "catalog_roles": CATALOG_ROLES,
-        "principals": [
-            {
-                "name": f"fab-{engine}",
-                "principal_role": f"fab-{engine}",
-                "catalog_roles": [role],
-                "credentials_env": engine.upper().replace("-", "_"),
-            }
-            for engine, role in sorted(principals.items())
-        ],
-    }
-
-
-def principal_engines(consumers: Iterable[str]) -> dict[str, str]:
-    """Polaris principal -> catalog role: one per engine, and one per federated consumer site (gold only)."""
-    return {**CATALOG_ACCESS, **{f"federation-{consumer}": "gold-reader" for consumer in consumers}}
-
-
-def buckets_of(storage: StorageConfig, data_class: str) -> list[str]:
-    """The buckets of a data class, by name."""
-    return sorted(n for n, b in storage.buckets.items() if b.data_class == data_class)
 
 
 def _secret_env(env_name: str, secret: str, key: str) -> dict[str, Any]:
