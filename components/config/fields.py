@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Any, Literal
 
@@ -39,16 +40,20 @@ def _text(value: Any) -> Any:
     return value
 
 
-def _dns_label(value: str) -> str:
-    if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
-        raise ValueError("must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters")
-    return value
+def matching(pattern: re.Pattern[str], message: str, max_length: int | None = None) -> Callable[[str], str]:
+    """A validator of a text field: the whole value matches `pattern` (and has at most `max_length` characters), else `message`."""
+    def validate(value: str) -> str:
+        if (max_length is not None and len(value) > max_length) or not pattern.fullmatch(value):
+            raise ValueError(message)
+        return value
+
+    return validate
 
 
-def _dns_name(value: str) -> str:
-    if not _DNS_NAME.fullmatch(value):
-        raise ValueError("must be a lowercase DNS name such as site-a.fab.internal")
-    return value
+_dns_label = matching(
+    _DNS_LABEL, "must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters", 63,
+)
+_dns_name = matching(_DNS_NAME, "must be a lowercase DNS name such as site-a.fab.internal")
 
 
 def _labels(value: dict[str, str]) -> dict[str, str]:

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, PrivateAttr
 
-from components.config.fields import DnsLabel, Flag, _Model
+from components.config.fields import DnsLabel, Flag, _Model, matching
 from components.config.problems import key_location
 from components.config.schema.network import CILIUM_RELEASE
 from components.config.schema.storage import BucketName
@@ -18,10 +18,7 @@ from components.config.schema.storage import BucketName
 RELEASE_REF = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
-def _release_ref(value: str) -> str:
-    if len(value) > 117 or not RELEASE_REF.fullmatch(value):
-        raise ValueError("must be <namespace>/<release name>, for example kube-system/cilium")
-    return value
+_release_ref = matching(RELEASE_REF, "must be <namespace>/<release name>, for example kube-system/cilium", 117)
 
 
 ReleaseRef = Annotated[str, AfterValidator(_release_ref)]
@@ -92,10 +89,7 @@ CHECK_RULES = (
 OBJECT_REF = re.compile(r"^[A-Z][A-Za-z0-9]* ([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.:]*[a-z0-9])?$")
 
 
-def _object_ref(value: str) -> str:
-    if not OBJECT_REF.fullmatch(value):
-        raise ValueError("must be `Kind namespace/name` or `Kind name` (cluster-scoped), for example `Secret fdc/registry-pull`")
-    return value
+_object_ref = matching(OBJECT_REF, "must be `Kind namespace/name` or `Kind name` (cluster-scoped), for example `Secret fdc/registry-pull`")
 
 
 ObjectRef = Annotated[str, AfterValidator(_object_ref)]

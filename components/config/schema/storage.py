@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from components.config.fields import Address, DnsLabel, Flag, Labels, Port, _Model
+from components.config.fields import Address, DnsLabel, Flag, Labels, Port, _Model, matching
 
 
 class MinioEndpoint(_Model):
@@ -34,10 +34,7 @@ AISTOR_POD_LABEL = "aistor.min.io/objectStore"
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
 
 
-def _bucket_name(value: str) -> str:
-    if not _BUCKET.fullmatch(value):
-        raise ValueError("must be an S3 bucket name: 3-63 lowercase letters, digits and '-', starting and ending with a letter or digit")
-    return value
+_bucket_name = matching(_BUCKET, "must be an S3 bucket name: 3-63 lowercase letters, digits and '-', starting and ending with a letter or digit")
 
 
 BucketName = Annotated[str, AfterValidator(_bucket_name)]
