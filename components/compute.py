@@ -18,8 +18,7 @@ import pulumi_kubernetes as k8s
 
 from components.config import AdoptConfig, ComputeConfig
 from components.constants import AIRFLOW_NAMESPACE, TRAINING_POOL_TYPE
-from components.engines import ENGINES, Engine, EngineScope
-from components.engines._base import GATEWAY
+from components.engines import ENGINES, GATEWAY, Engine, EngineScope
 from components.federation import SiteFederation
 from components.gateway import envoy_gateway, https_listener
 from components.kube import Adoption, Priority, priority_classes

@@ -95,7 +95,7 @@ ENGINE = Engine(
     name="spark",
     description="Spark ingest and ETL",
     quota=Quota(cpu="512", memory="4Ti"),
-    buckets=BucketAccess(read_write=("raw", "warehouse"), description="Spark ingest and ETL"),
+    buckets=BucketAccess(read_write=("raw", "warehouse")),
     catalog_role="writer",
     deploy=_deploy,
 )

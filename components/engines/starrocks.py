@@ -98,7 +98,7 @@ ENGINE = Engine(
     description="StarRocks",
     quota=Quota(cpu="256", memory="2Ti"),
     # StarRocks reads the lakehouse and keeps its own tables and materialized views in its shared-data bucket.
-    buckets=BucketAccess(read=("gold", "warehouse"), read_write=("olap",), description="StarRocks"),
+    buckets=BucketAccess(read=("gold", "warehouse"), read_write=("olap",)),
     catalog_role="reader",
     deploy=_deploy,
 )

@@ -105,7 +105,7 @@ ENGINE = Engine(
     name="trino",
     description="Trino queries",
     quota=Quota(cpu="256", memory="2Ti"),
-    buckets=BucketAccess(read=("gold", "warehouse"), description="Trino queries"),
+    buckets=BucketAccess(read=("gold", "warehouse")),
     catalog_role="reader",
     ui=Ui(host="trino", service="trino", port=8080, callback="/oauth2/callback"),
     deploy=_deploy,
