@@ -1,8 +1,22 @@
-"""The malformed-config corpus: every broken site is refused by `fabctl plan` with one clear line, never a traceback."""
+"""The malformed-config corpus: every broken site is refused by `fabctl plan` with one clear line, never a traceback.
+
+The cases live in tests/corpus/, one file per class of operator mistake (docs/configuration.md). A case is a
+mapping with:
+
+- `name`: unique across the corpus; `expect`: text the one error line contains;
+- `base`: what it breaks: `small` or `full` (tests/small_site.py), or a stack file (`site-a`, `site-b`);
+- `set` (dotted site path -> value) and `delete` (dotted site paths): edits of the base's `fab-platform:site`;
+- `replace`: the whole `fab-platform:site` value instead;
+- `config`: stack config keys (outside the site object) -> value, such as a secret written in plain text;
+- `file`: the whole stack file as text instead of a generated one, written in `encoding` (default utf-8);
+- `prefix`: how the error line starts when it names no site key (a file problem). Defaults to
+  `error: fab-platform:site`.
+"""
 
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -17,11 +31,14 @@ from fabctl.stackfile import SITE_KEY
 from helpers import copy_project, stack_config
 from small_site import full_site, small_site
 
-CASES = yaml.safe_load((Path(__file__).parent / "corpus" / "broken_sites.yaml").read_text())
+CORPUS = Path(__file__).parent / "corpus"
+CLASSES = sorted(p.stem for p in CORPUS.glob("*.yaml"))
+CASES = [case | {"class": path.stem} for path in sorted(CORPUS.glob("*.yaml")) for case in yaml.safe_load(path.read_text())]
 SMALL_BASES = {"small": small_site, "full": full_site}
 """Bases a case may break instead of a stack file: the smallest site, and the one with every optional part (small_site.py).
 A case whose expected line depends on the site's topology (its clusters, teams...) uses one of these, so that a stack
 file can grow without changing what the case is refused with."""
+EDITS = ("set", "delete", "replace", "config", "file")
 
 
 def base_config(base: str) -> dict[str, Any]:
@@ -30,6 +47,7 @@ def base_config(base: str) -> dict[str, Any]:
 
 def apply(case: dict[str, Any]) -> dict[str, Any]:
     config = base_config(case["base"])
+    config.update(case.get("config", {}))
     if "replace" in case:
         config[SITE_KEY] = case["replace"]
         return config
@@ -49,35 +67,60 @@ def apply(case: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+def write_stack_file(project: Path, case: dict[str, Any]) -> None:
+    path = project / f"Pulumi.{case['name']}.yaml"
+    if "file" in case:
+        path.write_bytes(case["file"].encode(case.get("encoding", "utf-8")))
+    else:
+        path.write_text(yaml.safe_dump({"config": apply(case)}))
+
+
 @pytest.fixture(scope="module")
-def results(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
-    """Run the whole corpus once, two cases at a time (the renderer is a subprocess per case)."""
+def project(tmp_path_factory) -> Path:
+    """A copy of the program with every case's stack file."""
     project = copy_project(tmp_path_factory.mktemp("project"))
     for case in CASES:
-        (project / f"Pulumi.{case['name']}.yaml").write_text(yaml.safe_dump({"config": apply(case)}))
-
-    def run(case: dict[str, Any]) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "fabctl", "plan", "--stack", case["name"], "--project-dir", str(project), "--no-policies", "--no-check",
-             "--out", str(project / "out")],
-            cwd=PROJECT_DIR, capture_output=True, text=True, check=False,
-        )
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip([c["name"] for c in CASES], pool.map(run, CASES)))
+        write_stack_file(project, case)
+    return project
 
 
-def test_the_corpus_has_at_least_sixty_distinct_cases():
+_RUNS: dict[str, subprocess.CompletedProcess] = {}
+
+
+def refusal(project: Path, case: dict[str, Any]) -> subprocess.CompletedProcess:
+    """What `fabctl plan` did with a case: the cases of its class run together, two at a time (the renderer is a
+    subprocess per case), the first time one of them is asked for; so `-k CLASS` runs one class."""
+    if case["name"] not in _RUNS:
+        batch = [c for c in CASES if c["class"] == case["class"]]
+
+        def run(one: dict[str, Any]) -> subprocess.CompletedProcess:
+            return subprocess.run(
+                [sys.executable, "-m", "fabctl", "plan", "--stack", one["name"], "--project-dir", str(project), "--no-policies",
+                 "--no-check", "--out", str(project / "out")],
+                cwd=PROJECT_DIR, capture_output=True, text=True, check=False,
+            )
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            _RUNS.update(zip([c["name"] for c in batch], pool.map(run, batch)))
+    return _RUNS[case["name"]]
+
+
+def test_the_corpus_has_at_least_150_cases_with_distinct_names():
     names = [c["name"] for c in CASES]
-    assert len(names) >= 60 and len(set(names)) == len(names)
+    assert len(names) >= 150 and len(set(names)) == len(names)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-def test_fails_cleanly_for_a_broken_config(results, case):
-    run = results[case["name"]]
+def test_no_two_cases_make_the_same_edit():
+    edits = [json.dumps([c["base"], *(c.get(key) for key in EDITS)], sort_keys=True) for c in CASES]
+    assert len(set(edits)) == len(edits)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c['class']}/{c['name']}" for c in CASES])
+def test_fails_cleanly_for_a_broken_config(project, case):
+    run = refusal(project, case)
     lines = run.stderr.splitlines()
     assert run.returncode == 1, run.stderr
     assert len(lines) == 1, run.stderr
-    assert lines[0].startswith("error: fab-platform:site")
+    assert lines[0].startswith(case.get("prefix", "error: fab-platform:site"))
     assert case["expect"] in lines[0]
     assert "Traceback" not in run.stderr + run.stdout
