@@ -67,7 +67,11 @@ MODELS: list[type[BaseModel]] = [
 _VALIDATOR_NAMES = {
     fields._dns_label: "DNS label",
     fields._dns_name: "DNS name",
-    fields._labels: "labels",
+    fields._label_key: "label key",
+    fields._host_port: "host[:port]",
+    fields._https_url: "https URL",
+    fields._relative_path: "path in a bucket",
+    fields._label_value: "label value",
     storage._bucket_name: "bucket name",
 }
 
@@ -85,6 +89,8 @@ def _named(metadata: list[Any]) -> str | None:
 
 def type_name(tp: Any, metadata: list[Any] | None = None) -> str:
     """A reader's name for a field type: `DNS label`, `map of name to BgpPeer`, `'TCP' or 'UDP'`."""
+    if any(getattr(m, "func", None) is fields._unique for m in metadata or []):
+        return f"{type_name(tp)}, no duplicates"
     named = _named(metadata or [])
     if named:
         return named
@@ -108,8 +114,8 @@ def type_name(tp: Any, metadata: list[Any] | None = None) -> str:
         str: "string",
         int: "integer",
         bool: "boolean",
-        ipaddress.IPv4Network: "IPv4 CIDR",
-        ipaddress.IPv4Address: "IPv4 address",
+        ipaddress.IPv4Network: "IPv4 range with mask",
+        ipaddress.IPv4Address: "IPv4 host address",
     }.get(tp, getattr(tp, "__name__", str(tp)))
 
 

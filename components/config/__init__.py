@@ -18,6 +18,7 @@ The package is split by concern; import from here, not from its modules:
 
 from components.config.fields import (
     CILIUM_CLUSTER_NAME_MAX,
+    CILIUM_POD_MASK,
     CONFIG_KEY,
     GPU_ROLES,
     PROJECT,
@@ -29,11 +30,14 @@ from components.config.fields import (
     DnsLabel,
     DnsName,
     Flag,
+    LabelKey,
     Labels,
+    LabelValue,
     ModelName,
     NodeName,
     Port,
     Role,
+    Unique,
 )
 from components.config.load import ConfigError, SiteSecrets, load_secrets, load_site, parse_site, stack_file_schema
 from components.config.problems import Problem, SiteRuleError, format_path
@@ -97,6 +101,7 @@ from components.config.schema.teams import (
 )
 from components.config.site import SiteConfig
 from components.config.views import (
+    INFERENCE_FLOW,
     INGRESS_FLOW,
     MULTIKUEUE_FLOW,
     PEM_CERTIFICATE,
@@ -111,8 +116,9 @@ from components.config.views import (
 
 __all__ = [
     # fields
-    "CILIUM_CLUSTER_NAME_MAX", "CONFIG_KEY", "GPU_ROLES", "PROJECT", "RFC1918", "WORLD",
-    "Address", "Asn", "Cidr", "DnsLabel", "DnsName", "Flag", "Labels", "ModelName", "NodeName", "Port", "Role",
+    "CILIUM_CLUSTER_NAME_MAX", "CILIUM_POD_MASK", "CONFIG_KEY", "GPU_ROLES", "PROJECT", "RFC1918", "WORLD",
+    "Address", "Asn", "Cidr", "DnsLabel", "DnsName", "Flag", "LabelKey", "Labels", "LabelValue", "ModelName", "NodeName",
+    "Port", "Role", "Unique",
     # schema
     "CHECK_RULES", "OBJECT_REF", "RELEASE_REF", "AcceptedFinding", "AdoptConfig", "CheckConfig", "ObjectRef", "ReleaseRef",
     "ComputeConfig", "ComputeIngressConfig", "JupyterConfig", "JupyterProfile", "ServiceToggle", "SparkConfig",
@@ -127,7 +133,7 @@ __all__ = [
     "IdentityConfig", "KeycloakEndpoint", "MultiKueueConfig", "Profile", "Team", "TeamQuota", "TrainingConfig",
     # site, views, rules, loading
     "SiteConfig",
-    "INGRESS_FLOW", "MULTIKUEUE_FLOW", "PEM_CERTIFICATE", "POLARIS_FLOW", "S3_FLOW", "credential_holders",
+    "INFERENCE_FLOW", "INGRESS_FLOW", "MULTIKUEUE_FLOW", "PEM_CERTIFICATE", "POLARIS_FLOW", "S3_FLOW", "credential_holders",
     "default_flows", "federation_flows", "multikueue_flow", "replica_bucket",
     "Problem", "SiteRuleError", "format_path",
     "ConfigError", "SiteSecrets", "load_secrets", "load_site", "parse_site", "stack_file_schema",

@@ -1,7 +1,8 @@
 """Value types and constants shared by every part of the site schema (DESIGN section 4, "Config first").
 
-A field type refuses a bad value with what is allowed: DNS labels and names, Kubernetes labels, ports,
-ASNs, and IPv4 ranges and addresses written as text.
+A field type refuses a bad value with what is allowed: DNS labels and names, Kubernetes label keys and values
+(Kubernetes' own rules), ports, ASNs, IPv4 ranges written with their mask, host addresses that can be a host's,
+and lists without duplicates.
 """
 
 from __future__ import annotations
@@ -26,11 +27,14 @@ WORLD = "world"
 RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 CILIUM_CLUSTER_NAME_MAX = 32
 """Cilium refuses cluster names longer than this (ClusterMesh identity and etcd key limits)."""
+CILIUM_POD_MASK = 24
+"""The prefix length of each node's share of a pod range: Cilium's cluster-pool `clusterPoolIPv4MaskSize`, which the
+program leaves at the chart's default."""
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+"""The name part of a label key, and a label value when not empty (apimachinery's qualifiedNameFmt)."""
 
 
 def _text(value: Any) -> Any:
@@ -56,33 +60,149 @@ _dns_label = matching(
 _dns_name = matching(_DNS_NAME, "must be a lowercase DNS name such as site-a.fab.internal")
 
 
-def _labels(value: dict[str, str]) -> dict[str, str]:
-    for key, val in value.items():
-        if not _LABEL_KEY.fullmatch(key):
-            raise ValueError(f"label key {key!r} is not a valid Kubernetes label key")
-        if not _LABEL_VALUE.fullmatch(val):
-            raise ValueError(f"label value {val!r} of {key!r} is not a valid Kubernetes label value")
+def label_key_problem(key: str) -> str | None:
+    """Why `key` is not a Kubernetes label key (apimachinery's IsQualifiedName), or None: an optional DNS subdomain
+    prefix of at most 253 characters and `/`, then a name of at most 63 alphanumerics, '-', '_' and '.', starting and
+    ending with an alphanumeric."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _DNS_NAME.fullmatch(prefix)):
+        return f"its prefix {prefix!r} must be a lowercase DNS subdomain of at most 253 characters, such as fab.internal"
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.fullmatch(name):
+        return (f"its name {name!r} must be 1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or "
+                "digit (optionally after a prefix and '/', such as fab.internal/rack)")
+    return None
+
+
+def _label_key(value: str) -> str:
+    problem = label_key_problem(value)
+    if problem:
+        raise ValueError(f"is not a Kubernetes label key: {problem}")
     return value
+
+
+def _label_value(value: str) -> str:
+    if value and (len(value) > 63 or not _QUALIFIED_NAME.fullmatch(value)):
+        raise ValueError("is not a Kubernetes label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
+    return value
+
+
+def _unique(items: list[Any]) -> list[Any]:
+    for i, item in enumerate(items):
+        if item in items[:i]:
+            raise ValueError(f"lists {str(item)!r} twice (items {items.index(item)} and {i}); remove the duplicate")
+    return items
 
 
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 DnsName = Annotated[str, AfterValidator(_dns_name)]
-Labels = Annotated[dict[str, str], AfterValidator(_labels)]
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
+Labels = dict[LabelKey, LabelValue]
+Unique = AfterValidator(_unique)
+"""A list whose items are all different: `Annotated[list[X], Unique]`."""
 Port = Annotated[int, Field(ge=1, le=65535, strict=True)]
 Asn = Annotated[int, Field(ge=1, le=4_294_967_294, strict=True)]
+SPECIAL_RANGES: tuple[tuple[IPv4Network, str], ...] = tuple(
+    (ipaddress.IPv4Network(net), kind) for net, kind in (
+        ("0.0.0.0/8", "the 'this network' range 0.0.0.0/8"),
+        ("127.0.0.0/8", "the loopback range 127.0.0.0/8"),
+        ("169.254.0.0/16", "the link-local range 169.254.0.0/16"),
+        ("224.0.0.0/4", "the multicast range 224.0.0.0/4"),
+        ("240.0.0.0/4", "the reserved range 240.0.0.0/4"),
+    )
+)
+"""Ranges no host, pod or VIP of a site can use: not routed, or not to one host."""
+
+
 def _cidr(value: Any) -> Any:
     value = _text(value)
     try:
-        ipaddress.IPv4Network(value)
+        if "/" not in value:
+            ipaddress.IPv4Address(value)
+            raise ValueError(f"has no mask: write the range with its prefix length, such as {value}/24 (a bare address is not a range)")
+        network = ipaddress.IPv4Network(value)
     except ValueError as exc:
+        if "has no mask" in str(exc):
+            raise
         if "host bits set" in str(exc):
             raise ValueError(f"has host bits set; the range is {ipaddress.IPv4Network(value, strict=False)}") from None
         raise ValueError("must be an IPv4 range such as 10.64.0.0/16") from None
+    for special, kind in SPECIAL_RANGES:
+        if network.overlaps(special):
+            raise ValueError(f"overlaps {kind}; use a routable range such as 10.64.0.0/16")
     return value
 
 
+def _address(value: Any) -> Any:
+    value = _text(value)
+    try:
+        address = ipaddress.IPv4Address(value)
+    except ValueError:
+        hint = " without a mask" if "/" in value else ""
+        raise ValueError(f"must be an IPv4 address{hint}, such as 10.0.0.1") from None
+    if address == ipaddress.IPv4Address("255.255.255.255"):
+        raise ValueError("is the limited broadcast address; give the address of one host")
+    for special, kind in SPECIAL_RANGES:
+        if address in special:
+            raise ValueError(f"is in {kind}; give the address of one host on the site's network")
+    return value
+
+
+def _host(host: str) -> bool:
+    """A DNS name or an IPv4 address."""
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return bool(_DNS_NAME.fullmatch(host)) and all(len(label) <= 63 for label in host.split("."))
+    return True
+
+
+def _host_port(value: str) -> str:
+    """`host` or `host:port`: no scheme, no path, no spaces."""
+    if "://" in value:
+        raise ValueError("must be host:port without a scheme, such as s3-admin.site-a.fab.internal:9000 (TLS is set by `ssl`)")
+    host, colon, port = value.partition(":")
+    if not _host(host) or "/" in value or (colon and not (port.isdigit() and 1 <= int(port) <= 65535)):
+        raise ValueError("must be host:port, such as s3-admin.site-a.fab.internal:9000: a lowercase DNS name or IPv4 address, "
+                         "then an optional port 1-65535")
+    return value
+
+
+def _https_url(value: str) -> str:
+    """An https URL of a host (and an optional port and base path): no credentials, query, fragment or spaces."""
+    from urllib.parse import urlsplit
+
+    example = "such as https://keycloak.site-a.fab.internal"
+    if any(c.isspace() for c in value):
+        raise ValueError(f"contains a space; write the URL alone, {example}")
+    try:
+        url = urlsplit(value)
+        port = url.port
+    except ValueError:
+        raise ValueError(f"is not a URL with a valid port, {example}") from None
+    if url.scheme != "https":
+        raise ValueError(f"must start with https:// (the provider sends an admin credential), {example}")
+    if url.username is not None or url.query or url.fragment or not url.hostname or not _host(url.netloc.rsplit(":", 1)[0] if port else url.netloc):
+        raise ValueError(f"must be https://host[:port][/base-path] with a lowercase host and no credentials, query or fragment, {example}")
+    if url.path.endswith("/"):
+        raise ValueError(f"ends with '/'; write the base URL without it, {example}")
+    return value
+
+
+def _relative_path(value: str) -> str:
+    """A path inside a bucket: no scheme, no leading '/', no '.' or '..' segment, no spaces."""
+    if "://" in value or value.startswith("/") or any(c.isspace() for c in value) or {".", ".."} & set(value.split("/")):
+        raise ValueError("must be a path inside the bucket, such as meta/llama-3.3-70b-instruct/: no scheme or bucket, no "
+                         "leading '/', no '.' or '..' and no spaces")
+    return value
+
+
+HostPort = Annotated[str, AfterValidator(_host_port)]
+HttpsUrl = Annotated[str, AfterValidator(_https_url)]
+RelativePath = Annotated[str, AfterValidator(_relative_path)]
 Cidr = Annotated[IPv4Network, BeforeValidator(_cidr)]
-Address = Annotated[IPv4Address, BeforeValidator(_text)]
+Address = Annotated[IPv4Address, BeforeValidator(_address)]
+"""The address of one host: never unspecified, loopback, link-local, multicast, reserved or broadcast."""
 Flag = Annotated[bool, Field(strict=True)]
 NodeName = Annotated[str, AfterValidator(_dns_name)]
 ModelName = DnsLabel

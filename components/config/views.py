@@ -130,6 +130,8 @@ S3_FLOW = "s3"
 """The flow that admits holders of S3 credentials to the object store's internal S3 endpoint."""
 POLARIS_FLOW = "polaris"
 """The flow that admits holders of Polaris credentials to the Polaris REST endpoint."""
+INFERENCE_FLOW = "inference"
+"""The flow that admits compute applications to the inference gateway."""
 MULTIKUEUE_FLOW = "multikueue"
 INGRESS_FLOW = "compute-ingress"
 
@@ -149,7 +151,7 @@ def default_flows(site: SiteConfig) -> dict[str, Flow]:
             description="Compute and GPU pods use the Polaris Iceberg REST catalog.",
             sources=compute + gpus, to=storage, port=polaris.port, to_namespace=polaris.namespace,
         ),
-        "inference": Flow(
+        INFERENCE_FLOW: Flow(
             # Envoy Gateway runs the proxy unprivileged and maps listener ports below 1024 to port + 10000.
             description="Compute apps call the inference gateway (OpenAI-compatible, JWT).",
             sources=compute, to=site.keys_with_role("gpu"), port=HTTPS_PORT, target_port=ENVOY_HTTPS_TARGET_PORT,
@@ -208,8 +210,7 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
 
     - the compute cluster: each enabled engine of components/engines with bucket access (S3) or a catalog
       role (Polaris), as it declares them;
-    - every gpu and gpu-train cluster but the MultiKueue manager: training, in each team's namespace
-      (S3 and Polaris);
+    - every gpu and gpu-train cluster: training, in each team's namespace (S3 and Polaris);
     - the inference cluster: inference, which loads model weights (S3);
     - the storage cluster: polaris and postgres-backup, and replication while a linked consumer takes
       copies of gold (S3).
@@ -236,13 +237,9 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
         for engine in ENGINES.values():
             if engine.config(site.compute).enabled:
                 holds(cluster, engine.name, keys=engine.buckets is not None, catalog=engine.catalog_role is not None)
-    multikueue = site.training.multikueue
-    # Training pods run on the workers; the manager's team namespaces only hold queues. Computed as the
-    # training rules do, since multikueue_manager() needs a valid site.
-    manager = (multikueue.manager or (site.keys_with_role("compute") or [None])[0]) if multikueue.enabled else None
+    # Training pods run on the GPU clusters; the MultiKueue manager (compute) only holds queues.
     for cluster in site.keys_with_role(*GPU_ROLES):
-        if cluster != manager:
-            holds(cluster, "training", catalog=True)
+        holds(cluster, "training", catalog=True)
     holds(site.inference.cluster, "inference", catalog=False)
     federation = site.federation
     replicating = any(spec.replicate_gold and name in federation.linked for name, spec in federation.consumers.items())

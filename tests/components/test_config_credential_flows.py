@@ -10,7 +10,7 @@ from typing import Any
 from components.config import credential_holders, parse_site
 from fabctl.stackfile import SITE_KEY
 from helpers import config_errors, render_config
-from small_site import small_site
+from small_site import add_bucket, small_site
 
 
 def with_gpu_train(raw: dict[str, Any], key: str = "gpu-train") -> dict[str, Any]:
@@ -110,15 +110,9 @@ def test_fails_only_on_the_unknown_cluster_when_a_flow_names_one():
     ]
 
 
-def test_the_multikueue_manager_holds_no_training_credentials():
-    raw = with_gpu_train(small_site())
-    raw["training"] = {"multikueue": {"enabled": True, "manager": "gpu", "workers": ["gpu-train"]}}
-    holders = credential_holders(parse_site(raw))
-    assert holders["polaris"] == {"compute": ["spark", "starrocks", "trino"], "gpu-train": ["training"]}
-
-
 def test_storage_holds_replication_credentials_while_a_linked_consumer_takes_gold():
     raw = small_site()
+    add_bucket(raw, "site-t-gold", "gold")
     raw["federation"] = {"consumers": {"site-x": {}}, "linked": ["site-x"], "ranges": {"site-x": ["10.200.0.0/16"]}}
     assert credential_holders(parse_site(raw))["s3"]["storage"] == ["polaris", "postgres-backup", "replication"]
 

@@ -12,10 +12,12 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from components.config.problems import Problem
+from components.config.rules.addresses import host_address_problems, pod_range_problems, vip_edge_problems
 from components.config.rules.adoption import adoption_problems, check_problems
 from components.config.rules.compute import compute_problems
 from components.config.rules.credentials import credential_flow_problems
 from components.config.rules.federation import federation_problems
+from components.config.rules.flows import service_flow_problems
 from components.config.rules.gpu import gpu_problems
 from components.config.rules.network import cluster_problems, flow_problems, overlap_problems, role_problems, vip_problems
 from components.config.rules.storage import storage_problems
@@ -28,7 +30,10 @@ RULES = (
     role_problems,
     cluster_problems,
     overlap_problems,
+    pod_range_problems,
+    host_address_problems,
     flow_problems,
+    service_flow_problems,
     credential_flow_problems,
     storage_problems,
     gpu_problems,
@@ -36,6 +41,7 @@ RULES = (
     compute_problems,
     federation_problems,
     vip_problems,
+    vip_edge_problems,
     adoption_problems,
     check_problems,
 )

@@ -39,7 +39,13 @@ def federation_problems(site: SiteConfig) -> Iterator[Problem]:
             for path, own in site_ranges(site):
                 if cidr.overlaps(own):
                     yield ("federation", "ranges", other, i), f"{cidr} overlaps {format_path(path)} ({own}) of this site"
+    has_gold = any(bucket.data_class == "gold" for bucket in site.storage.buckets.values())
     for name, consumer in sorted(federation.consumers.items()):
+        if consumer.replicate_gold and not has_gold:
+            yield ("federation", "consumers", name, "replicate_gold"), (
+                f"true (the default) copies this site's gold to {name}, but storage.buckets has no bucket of class gold: "
+                "add one, or set replicate_gold: false"
+            )
         for i, team in enumerate(consumer.remote_training_teams):
             if team not in site.teams:
                 yield ("federation", "consumers", name, "remote_training_teams", i), f"{team!r} is not a team; teams: {', '.join(sorted(site.teams))}"

@@ -162,22 +162,22 @@ def flow_problems(site: SiteConfig) -> Iterator[Problem]:
                 yield (*path, "to_namespace"), "is not used by a kube-apiserver flow: the destination is the API server VIP"
 
 
+def fixed_vips(site: SiteConfig) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+    """Every fixed LoadBalancer VIP of the site, with its key path; every LoadBalancer Service the program makes has one."""
+    for key, cluster in site.clusters.items():
+        yield ("clusters", key, "clustermesh_vip"), cluster.clustermesh_vip
+    yield ("storage", "s3", "internal_vip"), site.storage.s3.internal_vip
+    if site.storage.s3.external_vip is not None:
+        yield ("storage", "s3", "external_vip"), site.storage.s3.external_vip
+    yield ("storage", "polaris", "vip"), site.storage.polaris.vip
+    yield ("inference", "gateway", "vip"), site.inference.gateway.vip
+    yield ("compute", "ingress", "vip"), site.compute.ingress.vip
+
+
 def vip_problems(site: SiteConfig) -> Iterator[Problem]:
     """Every fixed VIP is used once: LB-IPAM hands an address to one Service unless told to share it."""
-    vips: list[tuple[tuple[str | int, ...], Any]] = [
-        (("clusters", key, "clustermesh_vip"), cluster.clustermesh_vip) for key, cluster in site.clusters.items()
-    ]
-    vips += [
-        (("storage", "s3", "internal_vip"), site.storage.s3.internal_vip),
-        (("storage", "s3", "external_vip"), site.storage.s3.external_vip),
-        (("storage", "polaris", "vip"), site.storage.polaris.vip),
-        (("inference", "gateway", "vip"), site.inference.gateway.vip),
-        (("compute", "ingress", "vip"), site.compute.ingress.vip),
-    ]
     seen: dict[Any, tuple[str | int, ...]] = {}
-    for path, vip in vips:
-        if vip is None:
-            continue
+    for path, vip in fixed_vips(site):
         if vip in seen:
             yield path, f"{vip} is already used by {format_path(seen[vip])}; every endpoint needs its own address"
         seen.setdefault(vip, path)

@@ -11,6 +11,8 @@ from components.config.fields import GPU_ROLES
 from components.config.problems import Problem
 from components.config.views import MULTIKUEUE_FLOW
 
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
 if TYPE_CHECKING:
     from components.config.schema.teams import TeamQuota
     from components.config.site import SiteConfig
@@ -56,6 +58,11 @@ def training_problems(site: SiteConfig) -> Iterator[Problem]:
         yield ("active_profile",), f"{site.active_profile!r} is not a profile; profiles: {known}"
     for name in sorted(site.profiles):
         yield from _profile_problems(site, name)
+    levels = training.topology_levels
+    if HOSTNAME_LABEL in levels[:-1]:
+        yield ("training", "topology_levels", levels.index(HOSTNAME_LABEL)), (
+            f"{HOSTNAME_LABEL!r} is not the last level; Kueue allows the node's own label only as the narrowest level: move it last"
+        )
     key_problems = list(_quota_key_problems(site, training.quotas, ("training", "quotas")))
     yield from key_problems
     mk = training.multikueue
@@ -72,10 +79,15 @@ def training_problems(site: SiteConfig) -> Iterator[Problem]:
                 yield ("training", "multikueue", "workers", i), (
                     f"{worker!r} is not a gpu or gpu-train cluster; workers: {', '.join(site.keys_with_role(*GPU_ROLES))}"
                 )
+        flow = (site.flows or {}).get(MULTIKUEUE_FLOW)
         if mk.manager is not None and mk.manager not in site.clusters:
             yield ("training", "multikueue", "manager"), f"{mk.manager!r} is not a cluster of this site"
-        flow = (site.flows or {}).get(MULTIKUEUE_FLOW)
-        if flow is not None:
+        elif mk.manager is not None and site.clusters[mk.manager].role != "compute":
+            yield ("training", "multikueue", "manager"), (
+                f"{mk.manager!r} is a {site.clusters[mk.manager].role} cluster; the MultiKueue manager is the compute "
+                "cluster, where jobs are submitted: leave manager unset"
+            )
+        elif flow is not None:
             workers = {w for w in mk.workers if w != manager and w in site.clusters and site.clusters[w].role in GPU_ROLES}
             missing = sorted(workers - set(flow.to))
             if missing or flow.target != "kube-apiserver" or manager not in flow.sources:

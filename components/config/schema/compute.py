@@ -4,9 +4,11 @@ ingress for outside users (DESIGN section 2, compute role).
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 
-from components.config.fields import Address, DnsLabel, Flag, NodeName, _Model
+from components.config.fields import Address, DnsLabel, Flag, NodeName, Unique, _Model
 
 
 class YuniKornQueue(_Model):
@@ -85,7 +87,7 @@ class ComputeIngressConfig(_Model):
 class ComputeConfig(_Model):
     """What runs on the compute cluster; each service can be switched off."""
 
-    batch_nodes: list[NodeName] = Field(
+    batch_nodes: Annotated[list[NodeName], Unique] = Field(
         default_factory=list,
         description="Nodes of the batch pool: labelled by the program; they register with the batch taint (docs/operations.md, \"Node pools\").",
     )

@@ -4,16 +4,18 @@ ranges (DESIGN section 2: raw data stays in its site, only gold tables are repli
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 
-from components.config.fields import Cidr, DnsLabel, Flag, _Model
+from components.config.fields import Cidr, DnsLabel, Flag, Unique, _Model
 
 
 class FederationConsumer(_Model):
     """A site that reads this site's gold tables."""
 
     replicate_gold: Flag = Field(True, description="Copy this site's gold buckets to the consumer. Defaults to true.")
-    remote_training_teams: list[DnsLabel] = Field(
+    remote_training_teams: Annotated[list[DnsLabel], Unique] = Field(
         default_factory=list,
         description="Teams whose training may run on the consumer's GPU clusters; only on replicated data, so "
         "replicate_gold must be on. Defaults to none.",
@@ -40,7 +42,7 @@ class FederationConfig(_Model):
         "here only this side is set up (its principal, its replica bucket), so a site deploys before its peers exist; "
         "listing it adds the gold copy job and the Trino catalog that need its outputs. Defaults to none.",
     )
-    ranges: dict[DnsLabel, list[Cidr]] = Field(
+    ranges: dict[DnsLabel, Annotated[list[Cidr], Unique]] = Field(
         default_factory=dict,
         description="Per federated site, the source ranges its traffic arrives from (its clusters' pod and node ranges, "
         "or what its edge translates them to). Each site's default-deny admits exactly these to the S3 and Polaris "

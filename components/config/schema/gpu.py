@@ -4,18 +4,18 @@ the gateway (DESIGN section 2, gpu role; section 1, inference).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
-from components.config.fields import Address, Cidr, DnsLabel, DnsName, Flag, ModelName, NodeName, _Model
+from components.config.fields import Address, Cidr, DnsLabel, DnsName, Flag, LabelValue, ModelName, NodeName, RelativePath, Unique, _Model
 
 
 class GpuType(_Model):
     """A GPU model: its memory as the driver reports it, and the product label GPU feature discovery sets."""
 
     memory_mib: int = Field(ge=1024, strict=True, description="Memory per GPU in MiB, as nvidia-smi reports it.")
-    product: str = Field(min_length=1, description="Value of the node label nvidia.com/gpu.product.")
+    product: LabelValue = Field(min_length=1, description="Value of the node label nvidia.com/gpu.product.")
 
 
 DEFAULT_GPU_TYPES: dict[str, GpuType] = {
@@ -52,7 +52,7 @@ class GpuClusterConfig(_Model):
 
     mig_strategy: Literal["none", "single", "mixed"] = Field("none", description="GPU Operator MIG strategy. Defaults to none.")
     nodes: dict[NodeName, GpuNode] = Field(min_length=1, description="GPU nodes by Kubernetes node name.")
-    system_nodes: list[NodeName] = Field(
+    system_nodes: Annotated[list[NodeName], Unique] = Field(
         min_length=1,
         description="Nodes without GPUs (and without taints) that run the cluster's system pods: Kueue, Envoy Gateway and "
         "its proxies, Hubble Relay, the ClusterMesh API server, the operators' controllers. GPU nodes carry their pool's "
@@ -68,7 +68,9 @@ class GpuClusterConfig(_Model):
 class InferenceModelConfig(_Model):
     """A served model: its profile for GPU sizing and where its weights are."""
 
-    source: str = Field(min_length=1, description="Path of the weights inside the models bucket, for example meta/llama-3.3-70b-instruct/.")
+    source: RelativePath = Field(
+        min_length=1, description="Path of the weights inside the models bucket, for example meta/llama-3.3-70b-instruct/."
+    )
     served_name: str | None = Field(None, min_length=1, description="Model name in the OpenAI API. Defaults to the key.")
     params_billion: float = Field(gt=0, le=10000, description="Parameters, in billions.")
     layers: int = Field(ge=1, strict=True, description="Transformer layers.")

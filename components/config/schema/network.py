@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
-from components.config.fields import WORLD, Address, Asn, Cidr, DnsLabel, Flag, Labels, Port, Role, _Model
+from components.config.fields import WORLD, Address, Asn, Cidr, DnsLabel, Flag, Labels, Port, Role, Unique, _Model
 
 
 class BgpPeer(_Model):
@@ -24,7 +24,7 @@ class BgpPeer(_Model):
 class LbPool(_Model):
     """A Cilium LB-IPAM pool; a Service takes addresses from it by the label `lb.fab.internal/pool: <name>`."""
 
-    cidrs: list[Cidr] = Field(min_length=1, description="Address blocks of the pool.")
+    cidrs: Annotated[list[Cidr], Unique] = Field(min_length=1, description="Address blocks of the pool.")
     visibility: Literal["internal", "external"] = Field(
         "internal",
         description="internal pools must be RFC1918 and are advertised to private peers only; external pools are "
@@ -72,7 +72,7 @@ class ClusterConfig(_Model):
     clustermesh_vip: Address = Field(
         description="Fixed address of the ClusterMesh API server in `clustermesh_pool`; the other clusters dial it."
     )
-    host_network_namespaces: list[DnsLabel] = Field(
+    host_network_namespaces: Annotated[list[DnsLabel], Unique] = Field(
         default_factory=list,
         description="Namespaces allowed to run host-network or privileged pods (operators, RDMA). Such pods are "
         "invisible to Cilium policy, so they are named here. Defaults to none.",
@@ -84,17 +84,17 @@ class Flow(_Model):
     """One allowed cross-cluster flow. Everything between clusters that is not a flow is denied."""
 
     description: str = Field("", description="Why the flow exists, shown on the generated policy.")
-    sources: list[str] = Field(
+    sources: Annotated[list[str], Unique] = Field(
         default_factory=list, alias="from",
         description=f"Source cluster keys, or `{WORLD}` for clients outside the site's clusters. A flow needs `from`, "
         "`from_cidrs` or both.",
     )
-    from_cidrs: list[Cidr] = Field(
+    from_cidrs: Annotated[list[Cidr], Unique] = Field(
         default_factory=list,
         description="Source ranges outside the site's clusters (another site's, for federation), admitted by address. "
         "Defaults to none.",
     )
-    to: list[str] = Field(min_length=1, description="Destination cluster keys.")
+    to: Annotated[list[str], Unique] = Field(min_length=1, description="Destination cluster keys.")
     port: Port = Field(description="Service port the clients dial.")
     target_port: Port | None = Field(
         None,

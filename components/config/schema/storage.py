@@ -7,13 +7,13 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from components.config.fields import Address, DnsLabel, Flag, Labels, Port, _Model, matching
+from components.config.fields import Address, DnsLabel, Flag, HostPort, Labels, Port, _Model, matching
 
 
 class MinioEndpoint(_Model):
     """Admin endpoint of the site's AIStor (MinIO) object store, used by the minio provider."""
 
-    server: str = Field(min_length=1, description="host:port of the S3/admin API, for example `s3-admin.storage.site-a.fab.internal:9000`.")
+    server: HostPort = Field(description="host:port of the S3/admin API, for example `s3-admin.storage.site-a.fab.internal:9000`; no scheme.")
     ssl: Flag = Field(True, description="Use TLS. Defaults to true.")
     region: str = Field("us-east-1", min_length=1, description="S3 region name. Defaults to us-east-1.")
 

@@ -4,17 +4,20 @@ day/night profiles (DESIGN section 1, "Who uses it", and section 2, training on 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
-from components.config.fields import DnsLabel, Flag, ModelName, NodeName, _Model
+from components.config.fields import DnsLabel, Flag, HttpsUrl, LabelKey, ModelName, NodeName, Unique, _Model
 
 
 class KeycloakEndpoint(_Model):
     """The site's existing Keycloak, used by the keycloak provider."""
 
-    url: str = Field(pattern=r"^https://", description="Base URL, https only, for example `https://keycloak.site-a.fab.internal`.")
+    url: HttpsUrl = Field(
+        description="Base URL, https only, without a trailing '/', for example `https://keycloak.site-a.fab.internal` "
+        "(with the `/auth` base path on Keycloak before 17)."
+    )
     admin_realm: DnsLabel = Field("master", description="Realm of the provider's service-account client. Defaults to master.")
     client_id: str = Field(
         "fab-platform-pulumi", min_length=1,
@@ -65,17 +68,20 @@ class MultiKueueConfig(_Model):
     """MultiKueue: the compute cluster as manager, dispatching to GPU worker clusters."""
 
     enabled: Flag = Field(False, description="Make the compute cluster a MultiKueue manager. Defaults to false.")
-    manager: DnsLabel | None = Field(None, description="Manager cluster key. Defaults to the compute cluster.")
-    workers: list[DnsLabel] = Field(default_factory=list, description="Worker cluster keys (gpu or gpu-train).")
+    manager: DnsLabel | None = Field(
+        None, description="Manager cluster key: the compute cluster, where jobs are submitted (the only value allowed). Defaults to it."
+    )
+    workers: Annotated[list[DnsLabel], Unique] = Field(default_factory=list, description="Worker cluster keys (gpu or gpu-train).")
 
 
 class TrainingConfig(_Model):
     """Kueue on every GPU cluster: team quotas, topology-aware placement, optional MultiKueue."""
 
-    topology_levels: list[str] = Field(
+    topology_levels: Annotated[list[LabelKey], Unique] = Field(
         default_factory=lambda: ["fab.internal/block", "fab.internal/rack", "kubernetes.io/hostname"],
-        min_length=1,
-        description="Node labels from the widest to the narrowest topology domain, for topology-aware scheduling. "
+        min_length=1, max_length=16,
+        description="Node labels from the widest to the narrowest topology domain, for topology-aware scheduling "
+        "(a Kueue Topology: at most 16 levels, `kubernetes.io/hostname` only as the last). "
         "Defaults to fab.internal/block, fab.internal/rack, kubernetes.io/hostname.",
     )
     group_prefix: str = Field(
