@@ -3,7 +3,7 @@ overlapping CIDRs, duplicate cluster ids or ASNs, a MultiKueue manager listed as
 that exceed the nodes).
 
 Each rule yields (key path, message), the message naming the value and the fix. One module per domain;
-`site_problems` runs them in a fixed order, which is the order of the error lines.
+`site_problems` runs them in stages, in a fixed order, which is the order of the error lines.
 """
 
 from __future__ import annotations
@@ -26,28 +26,25 @@ from components.config.rules.training import training_problems
 if TYPE_CHECKING:
     from components.config.site import SiteConfig
 
-RULES = (
-    role_problems,
-    cluster_problems,
-    overlap_problems,
-    pod_range_problems,
-    host_address_problems,
-    flow_problems,
-    service_flow_problems,
-    credential_flow_problems,
-    storage_problems,
-    gpu_problems,
-    training_problems,
-    compute_problems,
-    federation_problems,
-    vip_problems,
-    vip_edge_problems,
-    adoption_problems,
-    check_problems,
+STAGES = (
+    (role_problems, cluster_problems),
+    (overlap_problems,),
+    (pod_range_problems, host_address_problems, vip_problems, vip_edge_problems),
+    (flow_problems, service_flow_problems, credential_flow_problems),
+    (storage_problems, gpu_problems, training_problems, compute_problems, federation_problems, adoption_problems,
+     check_problems),
 )
+"""The rules in stages: the clusters and their pools, disjoint ranges, addresses in them, the flows between the
+clusters, then each domain. A stage runs only when the ones before it found nothing: its rules build on what those
+checked, and one mistake (a pool that overlaps a pod range) is then reported once, not again as every VIP the pool
+no longer holds."""
+RULES = tuple(rule for stage in STAGES for rule in stage)
 
 
 def site_problems(site: SiteConfig) -> Iterator[Problem]:
-    """Every cross-field problem of the site, rule by rule."""
-    for rule in RULES:
-        yield from rule(site)
+    """The cross-field problems of the site: those of the first stage that has any, rule by rule."""
+    for stage in STAGES:
+        problems = [problem for rule in stage for problem in rule(site)]
+        if problems:
+            yield from problems
+            return

@@ -76,7 +76,8 @@ def host_address_problems(site: SiteConfig) -> Iterator[Problem]:
             yield path, f"{api} is already the api_server of clusters.{api_servers[api]}; every cluster has its own API server address"
         elif edge := _edge(api, cluster.node_cidr):
             yield path, f"{api} is the {edge} address of clusters.{key}.node_cidr ({cluster.node_cidr}); give a host address"
-        api_servers.setdefault(api, key)
+        else:
+            api_servers[api] = key
         peers: dict[IPv4Address, str] = {}
         for name, peer in cluster.bgp_peers.items():
             address, peer_path = peer.address, ("clusters", key, "bgp_peers", name, "address")

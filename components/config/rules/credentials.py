@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from components.config.fields import WORLD
 from components.config.problems import Problem
+from components.config.rules.network import sound_flows
 from components.config.views import POLARIS_FLOW, S3_FLOW, credential_holders, default_flows
 
 if TYPE_CHECKING:
@@ -37,13 +37,15 @@ def credential_flow_problems(site: SiteConfig) -> Iterator[Problem]:
                 f"{'receive' if len(clusters) > 1 else 'receives'} {kind} credentials; add flows.{name} from them to the storage cluster"
             )
             continue
-        if not flow.sources or any(s != WORLD and s not in site.clusters for s in flow.sources):
-            continue  # refused by the flow rules; judged again once its sources are clusters
-        for cluster, grantees in sorted(remote.items()):
-            if cluster not in flow.sources:
-                yield ("flows", name, "from"), (
-                    f"{flow.sources!r} leaves out cluster {cluster!r}, {_whose(grantees)} {kind} credentials; add it"
-                )
+        if site.flows is not None and name not in sound_flows(site):
+            continue  # refused by the flow rules; judged again once they accept it
+        missing = [(cluster, grantees) for cluster, grantees in sorted(remote.items()) if cluster not in flow.sources]
+        if missing:
+            cluster, grantees = missing[0]
+            others = f" (and {_and([c for c, _ in missing[1:]])})" if len(missing) > 1 else ""
+            yield ("flows", name, "from"), (
+                f"{flow.sources!r} leaves out cluster {cluster!r}{others}, {_whose(grantees)} {kind} credentials; add it"
+            )
 
 
 def _whose(grantees: list[str]) -> str:

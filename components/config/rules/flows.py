@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from components.config.problems import Problem
+from components.config.rules.network import sound_flows
 from components.config.views import INFERENCE_FLOW, INGRESS_FLOW, POLARIS_FLOW, S3_FLOW
 from components.constants import ENVOY_HTTPS_TARGET_PORT, GATEWAY_NAMESPACE, HTTPS_PORT
 
@@ -48,30 +50,32 @@ def services(site: SiteConfig) -> dict[str, Service]:
 
 
 def service_flow_problems(site: SiteConfig) -> Iterator[Problem]:
-    """The flows named s3, polaris, inference and compute-ingress open their service's port, pods and cluster."""
+    """The flows named s3, polaris, inference and compute-ingress open their service's port, pods and cluster; the
+    first problem of each, of those the flow rules accept."""
+    sound = sound_flows(site)
     for name, service in services(site).items():
-        flow = (site.flows or {}).get(name)
-        if flow is None:
-            continue
-        path = ("flows", name)
-        if flow.target != "pods":
-            yield (*path, "target"), f"{flow.target!r}: {service.what} is served by pods; use target 'pods'"
-            continue
-        if flow.protocol != "TCP":
-            yield (*path, "protocol"), f"{flow.protocol!r}: {service.what} is served over TCP"
-        if flow.port != service.port:
-            yield (*path, "port"), f"{flow.port} is not the port of {service.what} ({service.port}, {service.port_key}); clients dial {service.port}"
-        elif flow.pod_port != service.pod_port:
-            yield (*path, "target_port"), (
-                f"{flow.pod_port} is not the port {service.what}'s pods listen on ({service.pod_port}); "
-                "Cilium policy sees the pods' port after load balancing"
-            )
-        if flow.to_namespace is not None and flow.to_namespace != service.namespace:
-            yield (*path, "to_namespace"), (
-                f"{flow.to_namespace!r} is not where {service.what} runs ({service.namespace!r}, {service.namespace_key})"
-            )
-        if any(dest not in site.clusters or dest in flow.sources for dest in flow.to):
-            continue  # refused by the flow rules
-        missing = [cluster for cluster in service.clusters if cluster not in flow.to]
-        if missing:
-            yield (*path, "to"), f"{flow.to!r} leaves out clusters.{missing[0]}, where {service.what} runs; add it"
+        if name in sound:
+            yield from islice(_service_problems(site, name, service), 1)
+
+
+def _service_problems(site: SiteConfig, name: str, service: Service) -> Iterator[Problem]:
+    flow = site.flows[name]
+    path = ("flows", name)
+    if flow.target != "pods":
+        yield (*path, "target"), f"{flow.target!r}: {service.what} is served by pods; use target 'pods'"
+    if flow.protocol != "TCP":
+        yield (*path, "protocol"), f"{flow.protocol!r}: {service.what} is served over TCP"
+    if flow.port != service.port:
+        yield (*path, "port"), f"{flow.port} is not the port of {service.what} ({service.port}, {service.port_key}); clients dial {service.port}"
+    if flow.pod_port != service.pod_port:
+        yield (*path, "target_port"), (
+            f"{flow.pod_port} is not the port {service.what}'s pods listen on ({service.pod_port}); "
+            "Cilium policy sees the pods' port after load balancing"
+        )
+    if flow.to_namespace is not None and flow.to_namespace != service.namespace:
+        yield (*path, "to_namespace"), (
+            f"{flow.to_namespace!r} is not where {service.what} runs ({service.namespace!r}, {service.namespace_key})"
+        )
+    missing = [cluster for cluster in service.clusters if cluster not in flow.to]
+    if missing:
+        yield (*path, "to"), f"{flow.to!r} leaves out clusters.{missing[0]}, where {service.what} runs; add it"

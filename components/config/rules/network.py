@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from ipaddress import IPv4Network
-from itertools import combinations
+from collections import Counter
+from itertools import combinations, islice
 from typing import TYPE_CHECKING, Any
 
 from components.config.fields import CILIUM_CLUSTER_NAME_MAX, GPU_ROLES, RFC1918, WORLD
@@ -30,9 +31,16 @@ def role_problems(site: SiteConfig) -> Iterator[Problem]:
 def cluster_problems(site: SiteConfig) -> Iterator[Problem]:
     ids: dict[int, str] = {}
     asns: dict[int, str] = {}
+    too_long = [key for key in site.clusters if len(site.cluster_name(key)) > CILIUM_CLUSTER_NAME_MAX]
+    if len(too_long) > 1:
+        room = CILIUM_CLUSTER_NAME_MAX - 1 - max(len(key) for key in site.clusters)
+        yield ("name",), (
+            f"{site.name!r} makes the cluster names (site name + '-' + key) of clusters {', '.join(sorted(too_long))} longer "
+            f"than the {CILIUM_CLUSTER_NAME_MAX} characters Cilium allows: use a site name of at most {room} characters"
+        )
     for key, cluster in site.clusters.items():
         name = site.cluster_name(key)
-        if len(name) > CILIUM_CLUSTER_NAME_MAX:
+        if too_long == [key]:
             yield ("clusters", key), (
                 f"cluster name {name!r} (site name + '-' + key) has {len(name)} characters; Cilium allows at most "
                 f"{CILIUM_CLUSTER_NAME_MAX}: use a shorter key"
@@ -60,6 +68,13 @@ def cluster_problems(site: SiteConfig) -> Iterator[Problem]:
 
 
 def _pool_problems(key: str, cluster: ClusterConfig) -> Iterator[Problem]:
+    problems = list(_pool_range_problems(key, cluster))
+    yield from problems
+    if not problems:
+        yield from _mesh_pool_problems(key, cluster)
+
+
+def _pool_range_problems(key: str, cluster: ClusterConfig) -> Iterator[Problem]:
     for pool_name, pool in cluster.lb_pools.items():
         path = ("clusters", key, "lb_pools", pool_name)
         if pool.visibility == "external" and cluster.role in GPU_ROLES:
@@ -79,6 +94,9 @@ def _pool_problems(key: str, cluster: ClusterConfig) -> Iterator[Problem]:
                 f"'external' pool {pool_name!r} would never be advertised: clusters.{key} has no bgp peer of kind "
                 "'public'; add one or make the pool internal"
             )
+
+
+def _mesh_pool_problems(key: str, cluster: ClusterConfig) -> Iterator[Problem]:
     mesh_path = ("clusters", key, "clustermesh_pool")
     mesh_pool = cluster.lb_pools.get(cluster.clustermesh_pool)
     if mesh_pool is None:
@@ -107,59 +125,76 @@ def site_ranges(site: SiteConfig) -> Iterator[tuple[tuple[str | int, ...], IPv4N
 
 
 def overlap_problems(site: SiteConfig) -> Iterator[Problem]:
-    for (path_a, net_a), (path_b, net_b) in combinations(list(site_ranges(site)), 2):
-        if net_a.overlaps(net_b):
-            yield path_b, (
-                f"{net_b} overlaps {format_path(path_a)} ({net_a}); every pod, node and pool range of a site "
-                "must be disjoint"
-            )
+    """One line per range to move: the range that overlaps the most others is named first (one bad range overlapping
+    five is one mistake, not five); between two that overlap only each other, the later in the stack file."""
+    ranges = list(site_ranges(site))
+    pairs = [(a, b) for a, b in combinations(range(len(ranges)), 2) if ranges[a][1].overlaps(ranges[b][1])]
+    while pairs:
+        degree = Counter(i for pair in pairs for i in pair)
+        worst = max(degree, key=lambda i: (degree[i], i))
+        other = next(a if b == worst else b for a, b in pairs if worst in (a, b))
+        (path, net), (other_path, other_net) = ranges[worst], ranges[other]
+        yield path, f"{net} overlaps {format_path(other_path)} ({other_net}); every pod, node and pool range of a site must be disjoint"
+        pairs = [pair for pair in pairs if worst not in pair]
 
 
 def flow_problems(site: SiteConfig) -> Iterator[Problem]:
+    """The first problem of each flow: one mistake in a flow often breaks several of its rules."""
+    for name in site.flows or {}:
+        yield from islice(_flow_problems(site, name), 1)
+
+
+def sound_flows(site: SiteConfig) -> set[str]:
+    """The flows of the stack's own table that the flow rules accept; the rules about what a flow carries judge only
+    these, so that a broken flow is reported once."""
+    return {name for name in site.flows or {} if not any(True for _ in _flow_problems(site, name))}
+
+
+def _flow_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
     known = ", ".join(sorted(site.clusters))
-    for name, flow in (site.flows or {}).items():
-        path = ("flows", name)
-        if not flow.sources and not flow.from_cidrs:
-            yield (*path, "from"), "is empty and so is from_cidrs: name the source clusters or ranges"
-        if flow.from_cidrs and flow.target == "kube-apiserver":
-            yield (*path, "from_cidrs"), "is not allowed on a kube-apiserver flow; name the client clusters"
-        for i, cidr in enumerate(flow.from_cidrs):
-            for key, cluster in site.clusters.items():
-                if cidr.overlaps(cluster.pod_cidr) or cidr.overlaps(cluster.node_cidr):
-                    yield (*path, "from_cidrs", i), (
-                        f"{cidr} overlaps clusters.{key}; from_cidrs are for addresses outside the site's clusters, "
-                        "which are named by key in from"
-                    )
-        for i, source in enumerate(flow.sources):
-            if source != WORLD and source not in site.clusters:
-                yield (*path, "from", i), f"{source!r} is not a cluster of this site; known clusters: {known}, or {WORLD}"
-        for i, dest in enumerate(flow.to):
-            if dest not in site.clusters:
-                yield (*path, "to", i), f"{dest!r} is not a cluster of this site; known clusters: {known}"
-            elif dest in flow.sources:
-                yield (*path, "to", i), f"{dest!r} is also a source; a flow crosses clusters, traffic inside a cluster is not a flow"
-            elif (WORLD in flow.sources or flow.from_cidrs) and site.clusters[dest].role in GPU_ROLES:
-                origin = WORLD if WORLD in flow.sources else "from_cidrs"
-                yield (*path, "to", i), (
-                    f"{dest!r} is a GPU cluster and the flow comes from {origin}; nothing on a GPU cluster is exposed "
-                    "outside the site: route outside users through the compute cluster's ingress"
+    flow = site.flows[name]
+    path = ("flows", name)
+    if not flow.sources and not flow.from_cidrs:
+        yield (*path, "from"), "is empty and so is from_cidrs: name the source clusters or ranges"
+    if flow.from_cidrs and flow.target == "kube-apiserver":
+        yield (*path, "from_cidrs"), "is not allowed on a kube-apiserver flow; name the client clusters"
+    for i, cidr in enumerate(flow.from_cidrs):
+        for key, cluster in site.clusters.items():
+            if cidr.overlaps(cluster.pod_cidr) or cidr.overlaps(cluster.node_cidr):
+                yield (*path, "from_cidrs", i), (
+                    f"{cidr} overlaps clusters.{key}; from_cidrs are for addresses outside the site's clusters, "
+                    "which are named by key in from"
                 )
-        if flow.target == "pods" and flow.to_namespace is None:
-            yield (*path, "to_namespace"), "is required for a pods flow: name the namespace of the destination pods"
-        if flow.target == "kube-apiserver":
-            for i, dest in enumerate(flow.to):
-                cluster = site.clusters.get(dest)
-                if cluster is not None and cluster.api_server_port != flow.pod_port:
-                    yield (*path, "port"), (
-                        f"{flow.pod_port} is not the API server port of clusters.{dest} ({cluster.api_server_port}); "
-                        "a kube-apiserver flow uses the destination's api_server_port"
-                    )
-            if flow.from_namespace is None:
-                yield (*path, "from_namespace"), "is required for a kube-apiserver flow: name the namespace of the client pods"
-            if WORLD in flow.sources:
-                yield (*path, "from"), f"{WORLD} cannot reach a cluster's API server through a flow; name the client clusters"
-            if flow.to_namespace is not None or flow.to_labels:
-                yield (*path, "to_namespace"), "is not used by a kube-apiserver flow: the destination is the API server VIP"
+    for i, source in enumerate(flow.sources):
+        if source != WORLD and source not in site.clusters:
+            yield (*path, "from", i), f"{source!r} is not a cluster of this site; known clusters: {known}, or {WORLD}"
+    for i, dest in enumerate(flow.to):
+        if dest not in site.clusters:
+            yield (*path, "to", i), f"{dest!r} is not a cluster of this site; known clusters: {known}"
+        elif dest in flow.sources:
+            yield (*path, "to", i), f"{dest!r} is also a source; a flow crosses clusters, traffic inside a cluster is not a flow"
+        elif (WORLD in flow.sources or flow.from_cidrs) and site.clusters[dest].role in GPU_ROLES:
+            origin = WORLD if WORLD in flow.sources else "from_cidrs"
+            yield (*path, "to", i), (
+                f"{dest!r} is a GPU cluster and the flow comes from {origin}; nothing on a GPU cluster is exposed "
+                "outside the site: route outside users through the compute cluster's ingress"
+            )
+    if flow.target == "pods" and flow.to_namespace is None:
+        yield (*path, "to_namespace"), "is required for a pods flow: name the namespace of the destination pods"
+    if flow.target == "kube-apiserver":
+        for i, dest in enumerate(flow.to):
+            cluster = site.clusters.get(dest)
+            if cluster is not None and cluster.api_server_port != flow.pod_port:
+                yield (*path, "port"), (
+                    f"{flow.pod_port} is not the API server port of clusters.{dest} ({cluster.api_server_port}); "
+                    "a kube-apiserver flow uses the destination's api_server_port"
+                )
+        if flow.from_namespace is None:
+            yield (*path, "from_namespace"), "is required for a kube-apiserver flow: name the namespace of the client pods"
+        if WORLD in flow.sources:
+            yield (*path, "from"), f"{WORLD} cannot reach a cluster's API server through a flow; name the client clusters"
+        if flow.to_namespace is not None or flow.to_labels:
+            yield (*path, "to_namespace"), "is not used by a kube-apiserver flow: the destination is the API server VIP"
 
 
 def fixed_vips(site: SiteConfig) -> Iterator[tuple[tuple[str | int, ...], Any]]:

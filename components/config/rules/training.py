@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from components.config.fields import GPU_ROLES
 from components.config.problems import Problem
+from components.config.rules.network import sound_flows
 from components.config.views import MULTIKUEUE_FLOW
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -65,42 +66,51 @@ def training_problems(site: SiteConfig) -> Iterator[Problem]:
         )
     key_problems = list(_quota_key_problems(site, training.quotas, ("training", "quotas")))
     yield from key_problems
-    mk = training.multikueue
-    if mk.enabled:
-        manager = mk.manager or (site.keys_with_role("compute") or [None])[0]
-        if not mk.workers:
-            yield ("training", "multikueue", "workers"), "is empty: MultiKueue needs at least one GPU worker cluster"
-        for i, worker in enumerate(mk.workers):
-            if worker == manager:
-                yield ("training", "multikueue", "workers", i), (
-                    f"{worker!r} is the MultiKueue manager; a manager is never its own worker"
-                )
-            elif worker not in site.clusters or site.clusters[worker].role not in GPU_ROLES:
-                yield ("training", "multikueue", "workers", i), (
-                    f"{worker!r} is not a gpu or gpu-train cluster; workers: {', '.join(site.keys_with_role(*GPU_ROLES))}"
-                )
-        flow = (site.flows or {}).get(MULTIKUEUE_FLOW)
-        if mk.manager is not None and mk.manager not in site.clusters:
-            yield ("training", "multikueue", "manager"), f"{mk.manager!r} is not a cluster of this site"
-        elif mk.manager is not None and site.clusters[mk.manager].role != "compute":
-            yield ("training", "multikueue", "manager"), (
-                f"{mk.manager!r} is a {site.clusters[mk.manager].role} cluster; the MultiKueue manager is the compute "
-                "cluster, where jobs are submitted: leave manager unset"
-            )
-        elif flow is not None:
-            workers = {w for w in mk.workers if w != manager and w in site.clusters and site.clusters[w].role in GPU_ROLES}
-            missing = sorted(workers - set(flow.to))
-            if missing or flow.target != "kube-apiserver" or manager not in flow.sources:
-                yield ("flows", MULTIKUEUE_FLOW), (
-                    f"must be a kube-apiserver flow from {manager} to every MultiKueue worker; "
-                    f"{'missing: ' + ', '.join(missing) if missing else 'fix its target or sources'}"
-                )
+    yield from _multikueue_problems(site)
     types = site.all_gpu_types()
     unknown_types = any(n.gpu_type not in types for spec in site.gpu.values() for n in spec.nodes.values())
     if key_problems or unknown_types or any(profile_problems_exist(site, p) for p in site.profiles):
         return
     for profile in [None, *sorted(site.profiles)]:
         yield from _quota_capacity_problems(site, profile)
+
+
+def _multikueue_problems(site: SiteConfig) -> Iterator[Problem]:
+    """The manager first, then its workers, then the flow to them: each judged once what it builds on is sound."""
+    mk = site.training.multikueue
+    if not mk.enabled:
+        return
+    path = ("training", "multikueue")
+    if mk.manager is not None and mk.manager not in site.clusters:
+        yield (*path, "manager"), f"{mk.manager!r} is not a cluster of this site"
+        return
+    if mk.manager is not None and site.clusters[mk.manager].role != "compute":
+        yield (*path, "manager"), (
+            f"{mk.manager!r} is a {site.clusters[mk.manager].role} cluster; the MultiKueue manager is the compute "
+            "cluster, where jobs are submitted: leave manager unset"
+        )
+        return
+    manager = site.multikueue_manager()
+    worker_problems = []
+    if not mk.workers:
+        worker_problems.append(((*path, "workers"), "is empty: MultiKueue needs at least one GPU worker cluster"))
+    for i, worker in enumerate(mk.workers):
+        if worker == manager:
+            worker_problems.append(((*path, "workers", i), f"{worker!r} is the MultiKueue manager; a manager is never its own worker"))
+        elif worker not in site.clusters or site.clusters[worker].role not in GPU_ROLES:
+            worker_problems.append(((*path, "workers", i), (
+                f"{worker!r} is not a gpu or gpu-train cluster; workers: {', '.join(site.keys_with_role(*GPU_ROLES))}"
+            )))
+    yield from worker_problems
+    flow = (site.flows or {}).get(MULTIKUEUE_FLOW)
+    if worker_problems or flow is None or MULTIKUEUE_FLOW not in sound_flows(site):
+        return
+    missing = sorted(set(mk.workers) - set(flow.to))
+    if missing or flow.target != "kube-apiserver" or manager not in flow.sources:
+        yield ("flows", MULTIKUEUE_FLOW), (
+            f"must be a kube-apiserver flow from {manager} to every MultiKueue worker; "
+            f"{'missing: ' + ', '.join(missing) if missing else 'fix its target or sources'}"
+        )
 
 
 def _quota_capacity_problems(site: SiteConfig, profile: str | None) -> Iterator[Problem]:
