@@ -1,4 +1,4 @@
-"""Cross-field rules of the topology: roles, cluster names, ids and ASNs, pools and peers, disjoint ranges,
+"""Cross-field rules of the topology: roles, cluster ids and ASNs, pools and peers, disjoint ranges,
 flows and fixed VIPs (DESIGN section 2, network rules).
 """
 
@@ -9,7 +9,7 @@ from ipaddress import IPv4Network
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
-from components.config.fields import CILIUM_CLUSTER_NAME_MAX, GPU_ROLES, RFC1918, WORLD
+from components.config.fields import GPU_ROLES, RFC1918, WORLD
 from components.config.problems import Problem, format_path
 
 if TYPE_CHECKING:
@@ -31,12 +31,6 @@ def cluster_problems(site: SiteConfig) -> Iterator[Problem]:
     ids: dict[int, str] = {}
     asns: dict[int, str] = {}
     for key, cluster in site.clusters.items():
-        name = site.cluster_name(key)
-        if len(name) > CILIUM_CLUSTER_NAME_MAX:
-            yield ("clusters", key), (
-                f"cluster name {name!r} (site name + '-' + key) has {len(name)} characters; Cilium allows at most "
-                f"{CILIUM_CLUSTER_NAME_MAX}: use a shorter key"
-            )
         if cluster.cluster_id in ids:
             yield ("clusters", key, "cluster_id"), (
                 f"{cluster.cluster_id} is already the cluster_id of clusters.{ids[cluster.cluster_id]}; "
