@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from string import Formatter
 from typing import Annotated, Any, get_args, get_origin
 
 from components.config.fields import CILIUM_CLUSTER_NAME_MAX, DnsLabel, DnsName
@@ -78,11 +79,9 @@ class Derived:
     def how(self, noun: str) -> str:
         """How the name is made, for a reader: `'team-' + key`, `site name + '-' + key`."""
         parts = []
-        for i, literal in enumerate(self.template.replace("{site}", "\0site\0").replace("{key}", "\0key\0").split("\0")):
-            if i % 2:
-                parts.append("site name" if literal == "site" else noun)
-            elif literal:
-                parts.append(repr(literal))
+        for literal, field_name, _, _ in Formatter().parse(self.template):
+            parts += [repr(literal)] if literal else []
+            parts += ["site name" if field_name == "site" else noun] if field_name else []
         return " + ".join(parts)
 
     def shown(self, noun: str, site: str = "<site>") -> str:

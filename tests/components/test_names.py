@@ -11,8 +11,10 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from components.config import parse_site
+from components.config import ConfigError, parse_site
 from components.config.names import TEAM_NAMESPACE, derives
 from components.config.site import SiteConfig
 from fabctl.reference import type_name
@@ -196,6 +198,17 @@ def test_fails_when_a_key_is_one_character_longer_than_its_names_allow(key):
     assert config_errors(longest_site(**{key: LONGEST[key] + "z"})) == [f"fab-platform:site.{ONE_LONGER[key]}"]
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(sorted(set(ONE_LONGER) - {"domain"})), st.integers(1, 70))
+def test_a_key_is_refused_exactly_when_a_name_made_from_it_would_not_fit(key, length):
+    try:
+        parse_site(longest_site(**{key: "a" * length}))
+        accepted = True
+    except ConfigError:
+        accepted = False
+    assert accepted == (length <= len(LONGEST[key]))
+
+
 def test_fails_when_a_service_made_from_a_key_would_not_start_with_a_letter():
     site = small_site()
     site["storage"]["object_store"] = {"name": "1-store"}
@@ -221,7 +234,7 @@ def test_the_reference_states_a_keys_limit_next_to_it():
     )
 
 
-def test_every_key_type_that_derives_names_states_its_limit():
+def test_the_reference_states_both_limits_of_a_key_paired_with_the_site_name():
     key = derives(SiteConfig.model_fields["clusters"].annotation.__args__[0])
     assert key is not None
     assert key.summary("key") == (
