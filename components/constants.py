@@ -44,7 +44,10 @@ OIDC_ISSUER = "OIDC_ISSUER"
 
 def submitter_kubeconfig_secret(cluster: str) -> str:
     """The Secret in Airflow's namespace holding a GPU cluster's submitter kubeconfig (TrainingPool writes it, Airflow mounts it)."""
-    return f"gpu-{cluster}-kubeconfig"
+    # The config package imports this module, so its table of names is imported when first used.
+    from components.config import names
+
+    return names.SUBMITTER_KUBECONFIG(cluster)
 
 
 def s3_secret(principal: str) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pulumi_minio as minio
 
-from components.config import REPLICABLE_CLASSES, Bucket, ObjectStoreConfig, PolarisConfig, StorageConfig
+from components.config import REPLICABLE_CLASSES, Bucket, ObjectStoreConfig, PolarisConfig, StorageConfig, names
 from components.engines import ENGINES, BucketAccess
 
 # --------------------------------------------------------------------------------------------------
@@ -112,11 +112,11 @@ def lifecycle_rules(spec: Bucket) -> list[minio.IlmPolicyRuleArgs]:
 
 
 def s3_endpoint_internal(domain: str, store: ObjectStoreConfig) -> str:
-    return f"{'https' if store.tls else 'http'}://s3.{domain}:{store.s3_port}"
+    return f"{'https' if store.tls else 'http'}://{names.S3_HOST(domain)}:{store.s3_port}"
 
 
 def catalog_uri(domain: str, polaris: PolarisConfig) -> str:
-    return f"http://polaris.{domain}:{polaris.port}/api/catalog"
+    return f"http://{names.POLARIS_HOST(domain)}:{polaris.port}/api/catalog"
 
 
 def polaris_setup_plan(storage: StorageConfig, s3_endpoint: str, region: str, principals: dict[str, str]) -> dict[str, Any]:

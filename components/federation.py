@@ -27,7 +27,7 @@ import pulumi_minio as minio
 
 from components import versions
 from components.minio_admin import BucketTags, guard
-from components.config import PROJECT, AdoptConfig, FederationConfig, replica_bucket
+from components.config import PROJECT, AdoptConfig, FederationConfig, names, replica_bucket
 from components.constants import S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY
 from components.kube import WORKLOAD_SKIPS, Adoption, adopted, checkov_skips, namespace, restricted_container, restricted_pod_security_context
 from components.providers import NamespaceRef, SiteRef
@@ -172,7 +172,7 @@ class SiteFederation(pulumi.ComponentResource):
         target = self._required(consumer, ("replica_targets", site.name))
         remote = k8s.core.v1.Secret(
             f"{self._name}-target-{consumer}",
-            metadata={"name": f"replica-target-{consumer}", "namespace": REPLICATION_NAMESPACE},
+            metadata={"name": names.REPLICA_TARGET(consumer), "namespace": REPLICATION_NAMESPACE},
             type="Opaque",
             string_data={
                 "REMOTE_ENDPOINT": target.apply(lambda t: t["endpoint"]),
@@ -194,14 +194,14 @@ class SiteFederation(pulumi.ComponentResource):
 
         init = [
             mc("alias-local", ["alias", "set", "local", f"$({S3_ENDPOINT})", f"$({S3_ACCESS_KEY})", f"$({S3_SECRET_KEY})"], local.metadata["name"]),
-            mc("alias-remote", ["alias", "set", "remote", "$(REMOTE_ENDPOINT)", "$(REMOTE_ACCESS_KEY)", "$(REMOTE_SECRET_KEY)"], f"replica-target-{consumer}"),
-            *(mc(f"mirror-{i}", ["mirror", "--overwrite", f"local/{bucket}", f"remote/$(REMOTE_BUCKET)/{bucket}"], f"replica-target-{consumer}")
+            mc("alias-remote", ["alias", "set", "remote", "$(REMOTE_ENDPOINT)", "$(REMOTE_ACCESS_KEY)", "$(REMOTE_SECRET_KEY)"], names.REPLICA_TARGET(consumer)),
+            *(mc(f"mirror-{i}", ["mirror", "--overwrite", f"local/{bucket}", f"remote/$(REMOTE_BUCKET)/{bucket}"], names.REPLICA_TARGET(consumer))
               for i, bucket in enumerate(gold[:-1])),
         ]
-        main = mc("mirror", ["mirror", "--overwrite", f"local/{gold[-1]}", f"remote/$(REMOTE_BUCKET)/{gold[-1]}"], f"replica-target-{consumer}")
+        main = mc("mirror", ["mirror", "--overwrite", f"local/{gold[-1]}", f"remote/$(REMOTE_BUCKET)/{gold[-1]}"], names.REPLICA_TARGET(consumer))
         k8s.batch.v1.CronJob(
             f"{self._name}-mirror-{consumer}",
-            metadata={"name": f"gold-to-{consumer}", "namespace": REPLICATION_NAMESPACE, "annotations": checkov_skips(*WORKLOAD_SKIPS),
+            metadata={"name": names.GOLD_COPY_JOB(consumer), "namespace": REPLICATION_NAMESPACE, "annotations": checkov_skips(*WORKLOAD_SKIPS),
                       "labels": {"fab.internal/replicates": "gold"}},
             spec={
                 "schedule": MIRROR_SCHEDULE,

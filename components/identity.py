@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pulumi
 import pulumi_keycloak as keycloak
 
-from components.config import AdoptConfig, IdentityConfig, Team
+from components.config import AdoptConfig, IdentityConfig, Team, names
 from components.kube import adopted
 
 GROUPS_SCOPE = "groups"
@@ -26,7 +26,7 @@ BASE_SCOPES = ("basic", "profile", "email", "roles", "web-origins", "acr")
 
 
 def team_group_name(team: str) -> str:
-    return f"team-{team}"
+    return names.TEAM_GROUP(team)
 
 
 def check_redirect_uris(client: str, uris: list[str]) -> None:

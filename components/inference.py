@@ -23,7 +23,7 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.capacity import ModelCapacity
-from components.config import AdoptConfig, InferenceConfig
+from components.config import AdoptConfig, InferenceConfig, names
 from components.gpu import (
     INFERENCE_NAMESPACE,
     IPOIB_NETWORK,
@@ -114,7 +114,7 @@ class InferencePool(pulumi.ComponentResource):
             "fab:inference:InferencePool", name, None,
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[args.gpu.cluster.provider])),
         )
-        hostname = inference.gateway.hostname or f"llm.{args.site.domain}"
+        hostname = inference.gateway.hostname or names.GATEWAY_HOST(args.site.domain)
         sized = args.capacity
         self._models_bucket = args.storage.bucket_of("models")
 
@@ -247,7 +247,7 @@ class InferencePool(pulumi.ComponentResource):
         }
         deployment = k8s.apps.v1.Deployment(
             f"{self._name}-vllm-{model}",
-            metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE, "labels": labels,
+            metadata={"name": names.VLLM(model), "namespace": INFERENCE_NAMESPACE, "labels": labels,
                       "annotations": checkov_skips(*WORKLOAD_SKIPS)},
             spec={
                 "replicas": size.replicas,
@@ -279,13 +279,13 @@ class InferencePool(pulumi.ComponentResource):
         )
         k8s.policy.v1.PodDisruptionBudget(
             f"{self._name}-vllm-{model}-pdb",
-            metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE},
+            metadata={"name": names.VLLM(model), "namespace": INFERENCE_NAMESPACE},
             spec={"maxUnavailable": 1, "selector": {"matchLabels": labels}},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
         )
         k8s.core.v1.Service(
             f"{self._name}-vllm-{model}-svc",
-            metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE, "labels": labels},
+            metadata={"name": names.VLLM(model), "namespace": INFERENCE_NAMESPACE, "labels": labels},
             spec={"type": "ClusterIP", "selector": labels, "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http", "protocol": "TCP"}]},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
         )
@@ -325,14 +325,14 @@ class InferencePool(pulumi.ComponentResource):
         return http_route(
             f"{self._name}-route-{model}",
             pulumi.ResourceOptions(parent=self, depends_on=after),
-            name=f"vllm-{model}", namespace_=INFERENCE_NAMESPACE, gateway=GATEWAY_NAME, listener="https", hostname=hostname,
+            name=names.VLLM(model), namespace_=INFERENCE_NAMESPACE, gateway=GATEWAY_NAME, listener="https", hostname=hostname,
             rules=[
                 {
                     "matches": [{"path": {"type": "PathPrefix", "value": route_prefix(model)}}],
                     "filters": [
                         {"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v1"}}}
                     ],
-                    "backendRefs": [{"name": f"vllm-{model}", "port": VLLM_PORT}],
+                    "backendRefs": [{"name": names.VLLM(model), "port": VLLM_PORT}],
                 }
             ],
         )
@@ -349,8 +349,8 @@ class InferencePool(pulumi.ComponentResource):
             """An Envoy Gateway policy named like the model's route and attached to it."""
             return k8s.apiextensions.CustomResource(
                 f"{self._name}-{logical}-{model}", api_version=versions.ENVOY_GATEWAY_API, kind=kind,
-                metadata={"name": f"vllm-{model}", "namespace": INFERENCE_NAMESPACE},
-                spec={"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": f"vllm-{model}"}], **spec},
+                metadata={"name": names.VLLM(model), "namespace": INFERENCE_NAMESPACE},
+                spec={"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": names.VLLM(model)}], **spec},
                 opts=opts,
             )
 
@@ -403,7 +403,7 @@ class InferencePool(pulumi.ComponentResource):
         """A client-credentials client per team whose tokens carry `team` and the gateway's audience."""
         return {
             team: identity.oidc_client(
-                f"inference-{team}", "service", description=f"Inference gateway client of team {team}",
+                names.TEAM_GATEWAY_CLIENT(team), "service", description=f"Inference gateway client of team {team}",
                 audience=AUDIENCE, claims={TEAM_CLAIM: team, ACCESS_CLAIM: "true"},
             )
             for team in sorted(self._teams)

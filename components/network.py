@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 import pulumi_tls as tls
 
 from components import versions
-from components.config import CILIUM_RELEASE, WORLD, AdoptConfig, ClusterConfig, Flow
+from components.config import CILIUM_RELEASE, WORLD, AdoptConfig, ClusterConfig, Flow, names
 from components.kube import Adoption, helm_release
 from components.providers import ClusterRef, SiteRef
 
@@ -388,7 +388,7 @@ def flow_ingress_policy(clusters: dict[str, MeshCluster], name: str, flow: Flow)
         ingress.append({"fromCIDRSet": [{"cidr": str(cidr)} for cidr in flow.from_cidrs], "toPorts": _ports(flow.pod_port, flow.protocol)})
     return _cr(
         "CiliumClusterwideNetworkPolicy",
-        f"fab-flow-{name}",
+        names.FLOW_POLICY(name),
         {
             "description": flow.description or f"Allowed cross-cluster flow {name}.",
             "endpointSelector": _pod_selector(flow.to_namespace, flow.to_labels),
@@ -405,7 +405,7 @@ def flow_apiserver_policy(clusters: dict[str, MeshCluster], name: str, flow: Flo
     """
     return _cr(
         "CiliumClusterwideNetworkPolicy",
-        f"fab-flow-{name}",
+        names.FLOW_POLICY(name),
         {
             "description": flow.description or f"Allowed cross-cluster flow {name}.",
             "endpointSelector": _pod_selector(flow.from_namespace, flow.from_labels),

@@ -37,6 +37,7 @@ from components.config import (
     AdoptConfig,
     MinioEndpoint,
     StorageConfig,
+    names,
 )
 from components.data_access import (
     CATALOG_ACCESS, ENGINE_ACCESS, bucket_tags, buckets_of, catalog_uri, engine_buckets, lifecycle_rules, polaris_setup_plan,
@@ -171,11 +172,11 @@ class StorageCluster(pulumi.ComponentResource):
         self._polaris(args.network)
 
         s3 = storage.s3
-        records = {f"s3.{site.domain}": str(s3.internal_vip), f"polaris.{site.domain}": str(storage.polaris.vip)}
+        records = {names.S3_HOST(site.domain): str(s3.internal_vip), names.POLARIS_HOST(site.domain): str(storage.polaris.vip)}
         external = None
         if s3.external_pool is not None:
-            external = f"{scheme}://s3-external.{site.domain}:{store.s3_port}"
-            records[f"s3-external.{site.domain}"] = str(s3.external_vip)
+            external = f"{scheme}://{names.S3_EXTERNAL_HOST(site.domain)}:{store.s3_port}"
+            records[names.S3_EXTERNAL_HOST(site.domain)] = str(s3.external_vip)
         self.s3_endpoint_internal = pulumi.Output.from_input(self._s3_internal)
         self.s3_endpoint_external = pulumi.Output.from_input(external)
         self.catalog_uri = pulumi.Output.from_input(self._catalog_uri)
@@ -308,10 +309,10 @@ class StorageCluster(pulumi.ComponentResource):
         if store.storage_class:
             pool["storageClassName"] = store.storage_class
         objectstore = helm_release(
-            f"{self._name}-aistor-objectstore", versions.AISTOR_OBJECTSTORE, name=store.name, namespace=store.namespace,
+            f"{self._name}-aistor-objectstore", versions.AISTOR_OBJECTSTORE, name=names.OBJECT_STORE_RELEASE(store.name), namespace=store.namespace,
             values={
-                "objectStore": {"name": store.name, "pools": [pool], "services": {"minio": {"name": f"{store.name}-s3"}}},
-                "secrets": {"name": f"{store.name}-env", "accessKey": store.root_user, "secretKey": args.aistor_root_password},
+                "objectStore": {"name": store.name, "pools": [pool], "services": {"minio": {"name": names.OBJECT_STORE_SERVICE(store.name)}}},
+                "secrets": {"name": names.OBJECT_STORE_SECRET(store.name), "accessKey": store.root_user, "secretKey": args.aistor_root_password},
             },
             # The object store holds every byte of the site: never uninstalled by a stack change.
             opts=pulumi.ResourceOptions.merge(

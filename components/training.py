@@ -20,7 +20,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components import versions
-from components.config import AdoptConfig, TeamQuota, TrainingConfig
+from components.config import AdoptConfig, TeamQuota, TrainingConfig, names
 from components.constants import AIRFLOW_NAMESPACE, KUEUE_NAMESPACE, submitter_kubeconfig_secret
 from components.kube import Adoption, FlatCustomResource, helm_release, namespace, restricted_container, restricted_pod_security_context
 from components.gpu import GPU_TYPE_LABEL, POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
@@ -88,11 +88,11 @@ MULTIKUEUE_RULES = [
 
 
 def team_namespace(team: str) -> str:
-    return f"team-{team}"
+    return names.TEAM_NAMESPACE(team)
 
 
 def flavor_name(gpu_type: str) -> str:
-    return f"training-{gpu_type}"
+    return names.FLAVOR(gpu_type)
 
 
 def kueue_config(multikueue: bool) -> str:
@@ -418,11 +418,11 @@ class TrainingPool(pulumi.ComponentResource):
             token = self._service_account(worker, MULTIKUEUE_SA, MULTIKUEUE_RULES, team_scoped=False)
             secret = self._kubeconfig_secret(
                 f"{manager}-multikueue-kubeconfig-{worker}", worker, token, manager, KUEUE_NAMESPACE,
-                f"multikueue-{worker}", "kubeconfig", [self.kueue[manager]], "default",
+                names.MULTIKUEUE_KUBECONFIG(worker), "kubeconfig", [self.kueue[manager]], "default",
             )
             clusters.append(
                 self._cr(manager, f"multikueue-cluster-{worker}", "MultiKueueCluster", {"name": worker},
-                         {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": f"multikueue-{worker}"}}},
+                         {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": names.MULTIKUEUE_KUBECONFIG(worker)}}},
                          depends_on=[secret])
             )
         config = self._cr(manager, "multikueue-config", "MultiKueueConfig", {"name": MULTIKUEUE_CONFIG},

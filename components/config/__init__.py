@@ -8,6 +8,7 @@ A user mistake becomes a `ConfigError` whose lines each name the key path, the v
 The package is split by concern; import from here, not from its modules:
 
 - `fields`: value types (DNS label, CIDR, port, ...) and site-wide constants;
+- `names`: the names derived from config keys (namespaces, Services, buckets, host names) and their limits;
 - `schema/`: the models, one module per domain (network, storage, teams, gpu, compute, federation, adopt);
 - `site`: `SiteConfig`, the root model that puts them together;
 - `views`: what is derived from a site (roles, node pools, quotas, the flow table), mixed into SiteConfig;

@@ -32,7 +32,9 @@ CILIUM_POD_MASK = 24
 program leaves at the chart's default."""
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_LABEL_MAX = 63
+DNS_NAME_MAX = 253
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 """The name part of a label key, and a label value when not empty (apimachinery's qualifiedNameFmt)."""
 
@@ -57,7 +59,19 @@ def matching(pattern: re.Pattern[str], message: str, max_length: int | None = No
 _dns_label = matching(
     _DNS_LABEL, "must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters", 63,
 )
-_dns_name = matching(_DNS_NAME, "must be a lowercase DNS name such as site-a.fab.internal")
+
+
+def _dns_name(value: str) -> str:
+    """A lowercase DNS name: at most 253 characters, each of its labels at most 63 (RFC 1035)."""
+    if not _DNS_NAME.fullmatch(value):
+        raise ValueError("must be a lowercase DNS name such as site-a.fab.internal")
+    if len(value) > DNS_NAME_MAX:
+        raise ValueError(f"has {len(value)} characters; a DNS name has at most {DNS_NAME_MAX}")
+    label = max(value.split("."), key=len)
+    if len(label) > DNS_LABEL_MAX:
+        raise ValueError(f"has a label of {len(label)} characters ({label[:20]!r}...); each label of a DNS name has at most "
+                         f"{DNS_LABEL_MAX}: shorten it")
+    return value
 
 
 def label_key_problem(key: str) -> str | None:

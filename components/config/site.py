@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from components.config.fields import DnsLabel, DnsName, _Model
+from components.config.fields import DnsLabel, _Model
+from components.config.names import ClusterKey, Domain, FlowKey, GpuTypeKey, SiteName, TeamKey
 from components.config.problems import SiteRuleError
 from components.config.rules import site_problems
 from components.config.schema.adopt import AdoptConfig, CheckConfig
@@ -25,8 +26,8 @@ from components.config.views import SiteViews
 class SiteConfig(SiteViews, _Model):
     """One fab site: its clusters, how they are connected and which flows may cross between them."""
 
-    name: DnsLabel = Field(description="Site name, for example site-a; prefixes every cluster name.")
-    domain: DnsName = Field(description="Internal DNS domain of the site, for example site-a.fab.internal.")
+    name: SiteName = Field(description="Site name, for example site-a; prefixes every cluster name.")
+    domain: Domain = Field(description="Internal DNS domain of the site, for example site-a.fab.internal.")
     ca_bundle: str | None = Field(
         None, min_length=1,
         description="PEM file, relative to the project directory, with the CA certificates of the site's PKI that issued "
@@ -38,11 +39,11 @@ class SiteConfig(SiteViews, _Model):
     check: CheckConfig = Field(default_factory=CheckConfig, description="Inputs of the offline deploy check (`fabctl check`).")
     minio: MinioEndpoint = Field(description="The object store's admin endpoint for the minio provider.")
     keycloak: KeycloakEndpoint = Field(description="The site's Keycloak for the keycloak provider.")
-    clusters: dict[DnsLabel, ClusterConfig] = Field(min_length=1, description="Clusters by key (storage, compute, gpu, ...).")
-    teams: dict[DnsLabel, Team] = Field(min_length=1, description="Teams by name (yield, fdc, wafermap, ...).")
+    clusters: dict[ClusterKey, ClusterConfig] = Field(min_length=1, description="Clusters by key (storage, compute, gpu, ...).")
+    teams: dict[TeamKey, Team] = Field(min_length=1, description="Teams by name (yield, fdc, wafermap, ...).")
     identity: IdentityConfig = Field(default_factory=IdentityConfig, description="Keycloak realm objects of the platform.")
     storage: StorageConfig
-    gpu_types: dict[DnsLabel, GpuType] = Field(
+    gpu_types: dict[GpuTypeKey, GpuType] = Field(
         default_factory=dict, description="GPU models by key, added to (or replacing) the built-in h100 and h200."
     )
     gpu: dict[DnsLabel, GpuClusterConfig] = Field(description="GPU nodes and operators per gpu or gpu-train cluster key.")
@@ -54,7 +55,7 @@ class SiteConfig(SiteViews, _Model):
     active_profile: DnsLabel | None = Field(
         None, description="The profile in force; switching is a config change and `pulumi up`. Defaults to the base config."
     )
-    flows: dict[DnsLabel, Flow] | None = Field(
+    flows: dict[FlowKey, Flow] | None = Field(
         None,
         description="The cross-cluster flow table by name. Defaults to the design's four flows: S3 and Polaris REST "
         "from compute and GPU clusters to storage, the inference gateway from compute to gpu clusters, and the "

@@ -16,6 +16,7 @@ from components.constants import (
     ENVOY_HTTPS_TARGET_PORT, ENVOY_PROXY_LABELS, GATEWAY_NAMESPACE, HTTPS_PORT, KUBE_APISERVER_PORT, KUEUE_CONTROLLER_LABELS,
     KUEUE_NAMESPACE,
 )
+from components.config import names
 from components.config.fields import GPU_ROLES, WORLD
 from components.config.schema.gpu import DEFAULT_GPU_TYPES
 from components.config.schema.network import Flow
@@ -38,7 +39,7 @@ class SiteViews:
 
     def cluster_name(self, key: str) -> str:
         """Cilium cluster name and provider name of a cluster: `<site>-<key>`."""
-        return f"{self.name}-{key}"
+        return names.CLUSTER_NAME(key, self.name)
 
     def kubeconfig_context(self, key: str) -> str:
         return self.clusters[key].kubeconfig_context or self.cluster_name(key)
@@ -175,7 +176,7 @@ def federation_flows(site: SiteConfig) -> dict[str, Flow]:
         ranges = federation.ranges.get(other, [])
         if not ranges:
             continue  # refused by its own rule
-        flows[f"federation-{other}-s3"] = Flow(
+        flows[names.FEDERATION_S3_FLOW(other)] = Flow(
             description=f"Federated site {other}: " + " and ".join(
                 part for part, on in (("its Trino reads our gold", other in federation.consumers),
                                       ("its copy job writes its replica bucket", other in federation.peers)) if on
@@ -183,7 +184,7 @@ def federation_flows(site: SiteConfig) -> dict[str, Flow]:
             from_cidrs=[str(r) for r in ranges], to=storage, port=store.s3_port, to_namespace=store.namespace, to_labels=store.s3_pod_labels,
         )
         if other in federation.consumers:
-            flows[f"federation-{other}-polaris"] = Flow(
+            flows[names.FEDERATION_POLARIS_FLOW(other)] = Flow(
                 description=f"Federated site {other}: its Trino catalog on our Polaris (a gold-only principal).",
                 from_cidrs=[str(r) for r in ranges], to=storage, port=polaris.port, to_namespace=polaris.namespace,
             )
@@ -254,7 +255,7 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
 
 def replica_bucket(site: str, peer: str) -> str:
     """The bucket a site keeps a peer's gold in."""
-    return f"{site}-replica-{peer}"
+    return names.REPLICA_BUCKET(peer, site)
 
 
 PEM_CERTIFICATE = re.compile(r"-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+-----END CERTIFICATE-----")

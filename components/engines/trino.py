@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from components import versions
+from components.config import names
 from components.constants import (
     POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_URI, POLARIS_WAREHOUSE, S3_ENDPOINT, S3_REGION, polaris_secret, s3_secret,
 )
@@ -59,7 +60,7 @@ def _peer_catalogs(scope: EngineScope, ns_resource, values: dict) -> list:
     for peer in scope.federation.linked_peers():
         prefix = peer.upper().replace("-", "_")
         found = scope.federation.peer_catalog(peer)
-        secrets.append(scope.secret(f"trino-peer-{peer}", f"polaris-peer-{peer}", ENGINE.namespace, {
+        secrets.append(scope.secret(f"trino-peer-{peer}", names.PEER_CATALOG(peer), ENGINE.namespace, {
             f"{prefix}_{POLARIS_URI}": found["uri"],
             f"{prefix}_{POLARIS_WAREHOUSE}": found["warehouse"],
             f"{prefix}_{POLARIS_CLIENT_ID}": found["client_id"],
@@ -67,7 +68,7 @@ def _peer_catalogs(scope: EngineScope, ns_resource, values: dict) -> list:
             f"{prefix}_S3_ENDPOINT": found["s3_endpoint"],
         }, ns_resource))
         values["catalogs"][peer.replace("-", "_")] = trino_catalog(prefix=f"{prefix}_", s3_endpoint_env=f"{prefix}_S3_ENDPOINT")
-        values["envFrom"].append({"secretRef": {"name": f"polaris-peer-{peer}"}})
+        values["envFrom"].append({"secretRef": {"name": names.PEER_CATALOG(peer)}})
     return secrets
 
 

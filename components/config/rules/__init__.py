@@ -19,6 +19,7 @@ from components.config.rules.credentials import credential_flow_problems
 from components.config.rules.federation import federation_problems
 from components.config.rules.flows import service_flow_problems
 from components.config.rules.gpu import gpu_problems
+from components.config.rules.names import name_problems
 from components.config.rules.network import cluster_problems, flow_problems, overlap_problems, role_problems, vip_problems
 from components.config.rules.storage import storage_problems
 from components.config.rules.training import training_problems
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from components.config.site import SiteConfig
 
 STAGES = (
-    (role_problems, cluster_problems),
+    (role_problems, cluster_problems, name_problems),
     (overlap_problems,),
     (pod_range_problems, host_address_problems, vip_problems, vip_edge_problems),
     (flow_problems, service_flow_problems, credential_flow_problems),

@@ -1,4 +1,4 @@
-"""Cross-field rules of the topology: roles, cluster names, ids and ASNs, pools and peers, disjoint ranges,
+"""Cross-field rules of the topology: roles, cluster ids and ASNs, pools and peers, disjoint ranges,
 flows and fixed VIPs (DESIGN section 2, network rules).
 """
 
@@ -10,7 +10,7 @@ from collections import Counter
 from itertools import combinations, islice
 from typing import TYPE_CHECKING, Any
 
-from components.config.fields import CILIUM_CLUSTER_NAME_MAX, GPU_ROLES, RFC1918, WORLD
+from components.config.fields import GPU_ROLES, RFC1918, WORLD
 from components.config.problems import Problem, format_path
 
 if TYPE_CHECKING:
@@ -31,20 +31,7 @@ def role_problems(site: SiteConfig) -> Iterator[Problem]:
 def cluster_problems(site: SiteConfig) -> Iterator[Problem]:
     ids: dict[int, str] = {}
     asns: dict[int, str] = {}
-    too_long = [key for key in site.clusters if len(site.cluster_name(key)) > CILIUM_CLUSTER_NAME_MAX]
-    if len(too_long) > 1:
-        room = CILIUM_CLUSTER_NAME_MAX - 1 - max(len(key) for key in site.clusters)
-        yield ("name",), (
-            f"{site.name!r} makes the cluster names (site name + '-' + key) of clusters {', '.join(sorted(too_long))} longer "
-            f"than the {CILIUM_CLUSTER_NAME_MAX} characters Cilium allows: use a site name of at most {room} characters"
-        )
     for key, cluster in site.clusters.items():
-        name = site.cluster_name(key)
-        if too_long == [key]:
-            yield ("clusters", key), (
-                f"cluster name {name!r} (site name + '-' + key) has {len(name)} characters; Cilium allows at most "
-                f"{CILIUM_CLUSTER_NAME_MAX}: use a shorter key"
-            )
         if cluster.cluster_id in ids:
             yield ("clusters", key, "cluster_id"), (
                 f"{cluster.cluster_id} is already the cluster_id of clusters.{ids[cluster.cluster_id]}; "

@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import Field
 
 from components.config.fields import Cidr, DnsLabel, Flag, Unique, _Model
+from components.config.names import ConsumerKey, PeerKey
 
 
 class FederationConsumer(_Model):
@@ -34,8 +35,8 @@ class FederationConfig(_Model):
         description="Pulumi organization of the other sites' stacks (`<organization>/fab-platform/<site>`): the Pulumi "
         "Cloud organization, or `organization` on a self-managed (DIY) backend. Defaults to this stack's own organization.",
     )
-    consumers: dict[DnsLabel, FederationConsumer] = Field(default_factory=dict, description="Sites reading this site's gold, by site name.")
-    peers: dict[DnsLabel, FederationPeer] = Field(default_factory=dict, description="Sites whose gold this site reads, by site name.")
+    consumers: dict[ConsumerKey, FederationConsumer] = Field(default_factory=dict, description="Sites reading this site's gold, by site name.")
+    peers: dict[PeerKey, FederationPeer] = Field(default_factory=dict, description="Sites whose gold this site reads, by site name.")
     linked: list[DnsLabel] = Field(
         default_factory=list,
         description="Federated sites whose stack is deployed and read through a StackReference. Until a site is listed "

@@ -8,7 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from components.config.fields import Address, Cidr, DnsLabel, DnsName, Flag, LabelValue, ModelName, NodeName, RelativePath, Unique, _Model
+from components.config.fields import Address, Cidr, DnsLabel, DnsName, Flag, LabelValue, NodeName, RelativePath, Unique, _Model
+from components.config.names import ModelKey
 
 
 class GpuType(_Model):
@@ -106,6 +107,6 @@ class InferenceConfig(_Model):
     gpu_memory_utilization: float = Field(0.9, ge=0.5, le=0.98, description="vLLM's share of GPU memory. Defaults to 0.9.")
     reserve_gib: float = Field(2.0, ge=0, le=32, description="Memory per GPU kept for activations and CUDA graphs. Defaults to 2.")
     gateway: GatewayConfig
-    models: dict[ModelName, InferenceModelConfig] = Field(min_length=1, description="Served models by name.")
+    models: dict[ModelKey, InferenceModelConfig] = Field(min_length=1, description="Served models by name.")
     requests_per_minute: int = Field(600, ge=1, strict=True, description="Default rate limit per team. Defaults to 600.")
     team_requests_per_minute: dict[DnsLabel, int] = Field(default_factory=dict, description="Rate limit per team where it differs from the default.")

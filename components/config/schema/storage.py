@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field
 
 from components.config.fields import Address, DnsLabel, Flag, HostPort, Labels, Port, _Model, matching
+from components.config.names import ObjectStoreName
 
 
 class MinioEndpoint(_Model):
@@ -72,7 +73,7 @@ class ObjectStoreConfig(_Model):
         "Defaults to false: the existing deployment is adopted and only buckets and access are managed.",
     )
     namespace: DnsLabel = Field("aistor", description="Namespace of the object store. Defaults to aistor.")
-    name: DnsLabel = Field("aistor", description="Name of the object store. Defaults to aistor.")
+    name: ObjectStoreName = Field("aistor", description="Name of the object store. Defaults to aistor.")
     pod_labels: Labels = Field(
         default_factory=dict,
         description="Labels of the object store's S3 pods, which the S3 Services select. Defaults to the labels the "
