@@ -10,6 +10,7 @@ the group is larger than the number of KV heads).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 GIB = 1024**3
@@ -108,15 +109,64 @@ def size_model(
     needed = profile.weight_bytes / tp + profile.kv_bytes_per_token(tp) * profile.max_context
     raise CapacityError(
         f"model {profile.name} does not fit: it needs {needed / GIB:.1f} GiB per GPU (weights and one "
-        f"{profile.max_context}-token sequence at tensor parallel {tp}) but a {gpu.name} offers {budget / GIB:.1f} GiB "
+        f"{profile.max_context}-token sequence at tensor parallel {tp}, the largest group within a node of {gpus_per_node} "
+        f"GPUs) but a {gpu.name} offers {budget / GIB:.1f} GiB "
         f"(gpu_memory_utilization {utilization}, {reserve_gib:g} GiB reserved); use more GPUs per node, a smaller "
         f"dtype or a shorter max_context"
     )
 
 
-def check_pool(capacities: list[ModelCapacity], pool_gpus: int, pool: str) -> None:
-    """Refuse a set of models that needs more GPUs than the inference pool has."""
+def check_pool(capacities: list[ModelCapacity], node_gpus: Sequence[int], pool: str) -> None:
+    """Refuse models whose replicas do not pack onto the inference pool's nodes.
+
+    A replica's tensor-parallel group lives on one node (vLLM does not span nodes here), so a node of G GPUs
+    holds G // TP replicas of one model and what is left over serves smaller groups of other models. The
+    packing is first-fit decreasing, which is optimal for these sizes (each of 1, 2, 4, 8 divides the next)
+    on nodes of one shape.
+    """
     needed = sum(c.gpus for c in capacities)
+    pool_gpus = sum(node_gpus)
+    detail = ", ".join(f"{c.model} {c.replicas} x TP{c.tensor_parallel} = {c.gpus}" for c in capacities)
+    fix = "add inference nodes or serve fewer replicas"
     if needed > pool_gpus:
-        detail = ", ".join(f"{c.model} {c.replicas} x TP{c.tensor_parallel} = {c.gpus}" for c in capacities)
-        raise CapacityError(f"the models need {needed} GPUs ({detail}) but inference pool {pool} has {pool_gpus}")
+        raise CapacityError(
+            f"the models need {needed} GPUs ({detail}) but inference pool {pool} has {pool_gpus} ({_nodes(node_gpus)}); {fix}"
+        )
+    left = unplaced_replicas(capacities, node_gpus)
+    if left:
+        sizes = sorted({c.tensor_parallel for c in capacities}, reverse=True)
+        per_node = "; ".join(
+            f"a node of {g} GPUs holds " + " or ".join(f"{_count(g // tp, 'replica')} at TP{tp}" for tp in sizes)
+            for g in sorted(set(node_gpus), reverse=True)
+        )
+        rest = ", ".join(f"{n} x TP{tp} of {model}" for model, (n, tp) in left.items())
+        raise CapacityError(
+            f"the models need {needed} GPUs ({detail}) and inference pool {pool} has {pool_gpus} ({_nodes(node_gpus)}), "
+            f"but a replica never spans nodes: {per_node}, so {rest} {'is' if sum(n for n, _ in left.values()) == 1 else 'are'} "
+            f"left without a node; {fix}"
+        )
+
+
+def unplaced_replicas(capacities: list[ModelCapacity], node_gpus: Sequence[int]) -> dict[str, tuple[int, int]]:
+    """Model -> (replicas, TP) that find no node when replicas are placed largest group first, each on the first
+    node with room for its whole tensor-parallel group."""
+    free = list(node_gpus)
+    left: dict[str, tuple[int, int]] = {}
+    for c in sorted(capacities, key=lambda c: (-c.tensor_parallel, c.model)):
+        for _ in range(c.replicas):
+            node = next((i for i, gpus in enumerate(free) if gpus >= c.tensor_parallel), None)
+            if node is None:
+                left[c.model] = (left.get(c.model, (0, 0))[0] + 1, c.tensor_parallel)
+            else:
+                free[node] -= c.tensor_parallel
+    return left
+
+
+def _count(n: int, noun: str) -> str:
+    return f"no {noun}" if n == 0 else f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _nodes(node_gpus: Sequence[int]) -> str:
+    """`2 nodes of 6 GPUs`, or `1 node of 8 GPUs and 2 nodes of 4 GPUs`."""
+    shapes = sorted({g: node_gpus.count(g) for g in node_gpus}.items(), reverse=True)
+    return " and ".join(f"{_count(n, 'node')} of {g} GPUs" for g, n in shapes)

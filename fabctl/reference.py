@@ -82,10 +82,17 @@ def _named(metadata: list[Any]) -> str | None:
         func = getattr(item, "func", None)
         if func in _VALIDATOR_NAMES:
             return _VALIDATOR_NAMES[func]
-    bounds = {type(m).__name__: m for m in metadata}
-    if "Ge" in bounds and "Le" in bounds:
-        return f"integer {bounds['Ge'].ge}-{bounds['Le'].le}"
     return None
+
+
+def _bounds(metadata: list[Any]) -> str:
+    """A number's bounds as a reader writes them: `1-255`, `>= 1`, `> 0, at most 10000`."""
+    limits = {type(m).__name__: getattr(m, type(m).__name__.lower()) for m in metadata if type(m).__name__ in ("Ge", "Gt", "Le", "Lt")}
+    if "Ge" in limits and "Le" in limits:
+        return f"{limits['Ge']}-{limits['Le']}"
+    parts = [f">= {limits['Ge']}" if "Ge" in limits else f"> {limits['Gt']}" if "Gt" in limits else ""]
+    parts.append(f"at most {limits['Le']}" if "Le" in limits else f"below {limits['Lt']}" if "Lt" in limits else "")
+    return ", ".join(p for p in parts if p)
 
 
 def type_name(tp: Any, metadata: list[Any] | None = None, noun: str = "key") -> str:
@@ -105,8 +112,8 @@ def type_name(tp: Any, metadata: list[Any] | None = None, noun: str = "key") -> 
         base, *meta = get_args(tp)
         extra = [m for info in meta for m in getattr(info, "metadata", [info])]
         return type_name(base, extra, noun)
-    if origin in (Union, UnionType):
-        return " or ".join(type_name(a) for a in get_args(tp) if a is not type(None))
+    if origin in (Union, UnionType):  # the field's bounds belong to its one type besides None
+        return " or ".join(type_name(a, metadata) for a in get_args(tp) if a is not type(None))
     if origin is Literal:
         return " or ".join(f"`{a}`" for a in get_args(tp))
     if origin is list:
@@ -117,9 +124,11 @@ def type_name(tp: Any, metadata: list[Any] | None = None, noun: str = "key") -> 
         return f"map of {key_name}{',' if ',' in key_name else ''} to {type_name(value)}"
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return f"[{tp.__name__}](#{tp.__name__.lower()})"
+    if tp in (int, float):
+        bounds = _bounds(metadata or [])
+        return f"{'integer' if tp is int else 'number'}{' ' + bounds if bounds else ''}"
     return {
         str: "string",
-        int: "integer",
         bool: "boolean",
         ipaddress.IPv4Network: "IPv4 range with mask",
         ipaddress.IPv4Address: "IPv4 host address",

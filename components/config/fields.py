@@ -221,6 +221,13 @@ Flag = Annotated[bool, Field(strict=True)]
 NodeName = Annotated[str, AfterValidator(_dns_name)]
 ModelName = DnsLabel
 
+MAX_GPUS = 10_000
+"""Most GPUs a quota or limit may name: above any site's fleet, so a larger number is a typo."""
+MAX_CORES = 1_000_000
+"""Most CPU cores a queue or quota may name: above any site, so a larger number is a typo."""
+MAX_MEMORY_GIB = 10_000_000
+"""Most memory in GiB a queue or quota may name (about 9.5 PiB): a larger number is a typo or MiB written as GiB."""
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)

@@ -104,7 +104,7 @@ class SiteViews:
                 model_profile, gpu, first.gpus, inference.gpu_memory_utilization, inference.reserve_gib, model.min_replicas
             )
             sized[name] = dataclasses.replace(size, replicas=replicas[name]) if name in replicas else size
-        capacity.check_pool(list(sized.values()), sum(n.gpus for n in nodes.values()), f"{inference.cluster}/inference")
+        capacity.check_pool(list(sized.values()), [n.gpus for n in nodes.values()], f"{inference.cluster}/inference")
         return sized
 
     def flow_table(self) -> dict[str, Flow]:

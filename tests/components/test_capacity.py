@@ -1,10 +1,15 @@
-"""GPU sizing against worked examples: KV cache per token, tensor parallel choice, replicas, refusals."""
+"""GPU sizing against worked examples: KV cache per token, tensor parallel choice, replicas, packing per node, refusals."""
 
 from __future__ import annotations
 
 import pytest
 
-from components.capacity import CapacityError, GpuType, ModelCapacity, ModelProfile, check_pool, size_model
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from components.capacity import (
+    TP_SIZES, CapacityError, GpuType, ModelCapacity, ModelProfile, check_pool, size_model, unplaced_replicas,
+)
 
 H200 = GpuType("H200", 143771)
 H100 = GpuType("H100", 81559)
@@ -58,9 +63,16 @@ def test_fails_when_a_model_cannot_fit_on_a_node():
         size_model(model, H100, 8, 0.9)
     assert str(info.value) == (
         "model llama-405b does not fit: it needs 102.2 GiB per GPU (weights and one 131072-token sequence at tensor "
-        "parallel 8) but a H100 offers 69.7 GiB (gpu_memory_utilization 0.9, 2 GiB reserved); use more GPUs per node, "
-        "a smaller dtype or a shorter max_context"
+        "parallel 8, the largest group within a node of 8 GPUs) but a H100 offers 69.7 GiB (gpu_memory_utilization 0.9, "
+        "2 GiB reserved); use more GPUs per node, a smaller dtype or a shorter max_context"
     )
+
+
+def test_a_tensor_parallel_group_stays_within_one_node():
+    # The 70B model needs four H100s (TP4); on nodes of 3 GPUs TP stops at 2, which cannot hold it.
+    with pytest.raises(CapacityError) as info:
+        size_model(LLAMA_70B, H100, 3, 0.9)
+    assert "at tensor parallel 2, the largest group within a node of 3 GPUs)" in str(info.value)
 
 
 def test_fails_when_the_models_need_more_gpus_than_the_pool_has():
@@ -69,5 +81,69 @@ def test_fails_when_the_models_need_more_gpus_than_the_pool_has():
         ModelCapacity("b", 1, 15.0, 1, 109.0, 24, 24, 3),
     ]
     with pytest.raises(CapacityError) as info:
-        check_pool(sizes, 8, "gpu/inference")
-    assert str(info.value) == "the models need 15 GPUs (a 6 x TP2 = 12, b 3 x TP1 = 3) but inference pool gpu/inference has 8"
+        check_pool(sizes, [8], "gpu/inference")
+    assert str(info.value) == (
+        "the models need 15 GPUs (a 6 x TP2 = 12, b 3 x TP1 = 3) but inference pool gpu/inference has 8 (1 node of 8 GPUs); "
+        "add inference nodes or serve fewer replicas"
+    )
+
+
+def replicas(model: str, tp: int, count: int) -> ModelCapacity:
+    """A sizing that only says how many replicas of which tensor-parallel size."""
+    return ModelCapacity(model, tp, 1.0, 1, 1.0, 1, 1, count)
+
+
+def test_a_node_holds_as_many_replicas_as_whole_groups_fit():
+    # 6 GPUs: one TP4 group and the 2 GPUs left over take a TP2 group.
+    assert unplaced_replicas([replicas("a", 4, 2), replicas("b", 2, 2)], [6, 6]) == {}
+
+
+def test_models_share_nodes_largest_groups_first():
+    # Placed in the order given, 4 x TP1 would split the TP4 group's node.
+    assert unplaced_replicas([replicas("small", 1, 4), replicas("big", 4, 1)], [4, 4]) == {}
+
+
+def test_fails_when_a_tensor_parallel_group_would_span_two_nodes():
+    with pytest.raises(CapacityError) as info:
+        check_pool([replicas("llama-70b", 4, 3)], [6, 6], "gpu/inference")
+    assert str(info.value) == (
+        "the models need 12 GPUs (llama-70b 3 x TP4 = 12) and inference pool gpu/inference has 12 (2 nodes of 6 GPUs), "
+        "but a replica never spans nodes: a node of 6 GPUs holds 1 replica at TP4, so 1 x TP4 of llama-70b is left "
+        "without a node; add inference nodes or serve fewer replicas"
+    )
+
+
+def test_fails_naming_the_replicas_left_over_by_the_larger_groups():
+    with pytest.raises(CapacityError) as info:
+        check_pool([replicas("a", 4, 2), replicas("b", 2, 1)], [5, 5], "gpu/inference")
+    assert str(info.value) == (
+        "the models need 10 GPUs (a 2 x TP4 = 8, b 1 x TP2 = 2) and inference pool gpu/inference has 10 (2 nodes of 5 GPUs), "
+        "but a replica never spans nodes: a node of 5 GPUs holds 1 replica at TP4 or 2 replicas at TP2, so 1 x TP2 of b is "
+        "left without a node; add inference nodes or serve fewer replicas"
+    )
+
+
+def test_a_group_larger_than_every_node_is_never_placed():
+    assert unplaced_replicas([replicas("a", 8, 1)], [6, 6]) == {"a": (1, 8)}
+
+
+def _packs(groups: list[int], free: list[int]) -> bool:
+    """Whether the groups can be placed on the nodes at all: every assignment, tried."""
+    if not groups:
+        return True
+    first, rest = groups[0], groups[1:]
+    for i, gpus in enumerate(free):
+        if gpus >= first and _packs(rest, free[:i] + [gpus - first] + free[i + 1:]):
+            return True
+    return False
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 16), st.integers(1, 3),
+    st.lists(st.tuples(st.sampled_from(TP_SIZES), st.integers(1, 3)), min_size=1, max_size=3),
+)
+def test_first_fit_decreasing_packs_whenever_any_placement_does(gpus_per_node, nodes, models):
+    sizes = [replicas(f"m{i}", tp, count) for i, (tp, count) in enumerate(models)]
+    groups = [c.tensor_parallel for c in sizes for _ in range(c.replicas)]
+    assert (unplaced_replicas(sizes, [gpus_per_node] * nodes) == {}) == _packs(groups, [gpus_per_node] * nodes)

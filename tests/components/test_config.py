@@ -435,8 +435,9 @@ def test_fails_when_a_model_does_not_fit_the_inference_gpus():
     }
     assert errors_of(raw) == [
         "fab-platform:site.inference.models: model llama-405b does not fit: it needs 102.2 GiB per GPU (weights and one "
-        "131072-token sequence at tensor parallel 8) but a H100 offers 69.7 GiB (gpu_memory_utilization 0.9, 2 GiB "
-        "reserved); use more GPUs per node, a smaller dtype or a shorter max_context"
+        "131072-token sequence at tensor parallel 8, the largest group within a node of 8 GPUs) but a H100 offers "
+        "69.7 GiB (gpu_memory_utilization 0.9, 2 GiB reserved); use more GPUs per node, a smaller dtype or a shorter "
+        "max_context"
     ]
 
 
@@ -445,7 +446,7 @@ def test_fails_when_the_models_need_more_gpus_than_the_inference_pool():
     raw["inference"]["models"]["qwen3-8b"]["concurrent_sequences"] = 4000
     assert errors_of(raw) == [
         "fab-platform:site.inference.models: the models need 21 GPUs (qwen3-8b 21 x TP1 = 21) but inference pool "
-        "gpu/inference has 8"
+        "gpu/inference has 8 (1 node of 8 GPUs); add inference nodes or serve fewer replicas"
     ]
 
 

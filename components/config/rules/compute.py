@@ -1,5 +1,5 @@
-"""Cross-field rules of the compute cluster: the ingress VIP in an external pool, StarRocks' replica range
-(DESIGN section 2, compute role).
+"""Cross-field rules of the compute cluster: the ingress VIP in an external pool, StarRocks' replica range,
+YuniKorn queues guaranteed no more than their maximum (DESIGN section 2, compute role).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from components.config.problems import Problem
 
 if TYPE_CHECKING:
+    from components.config.schema.compute import YuniKornQueue
     from components.config.site import SiteConfig
 
 
@@ -31,3 +32,16 @@ def compute_problems(site: SiteConfig) -> Iterator[Problem]:
         yield ("compute", "starrocks", "cn_min_replicas"), (
             f"{starrocks.cn_min_replicas} is more than cn_max_replicas {starrocks.cn_max_replicas}"
         )
+    for name in ("batch", "interactive"):
+        yield from _yunikorn_problems(getattr(site.compute.spark, name), ("compute", "spark", name))
+
+
+def _yunikorn_problems(queue: YuniKornQueue, path: tuple[str | int, ...]) -> Iterator[Problem]:
+    """YuniKorn refuses the whole queue configuration when a queue's guaranteed resources exceed its maximum."""
+    for resource, unit in (("vcores", ""), ("memory_gib", " GiB")):
+        guaranteed, most = getattr(queue, f"guaranteed_{resource}"), getattr(queue, f"max_{resource}")
+        if guaranteed > most:
+            yield (*path, f"guaranteed_{resource}"), (
+                f"{guaranteed}{unit} is more than max_{resource} {most}{unit}; YuniKorn refuses a queue guaranteed more than "
+                f"its maximum: lower guaranteed_{resource} or raise max_{resource}"
+            )

@@ -64,6 +64,7 @@ def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
         return
     for team in sorted(set(inference.team_requests_per_minute) - set(site.teams)):
         yield (*path, "team_requests_per_minute", team), f"{team!r} is not a team; teams: {', '.join(sorted(site.teams))}"
+    yield from _served_name_problems(site)
     bad_models = False
     for name, model in sorted(inference.models.items()):
         if model.mean_context is not None and model.mean_context > model.max_context:
@@ -101,3 +102,25 @@ def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
             yield where, f"{exc}{suffix}"
         except StopIteration:
             yield ("profiles", profile or "", "node_pools"), f"leaves no inference node on {inference.cluster}{suffix}"
+
+
+def _served_name_problems(site: SiteConfig) -> Iterator[Problem]:
+    """The gateway routes by the OpenAI model name, so no two models are served under one name. A model without
+    `served_name` is served as its key, which is a contract (its Services are named by it); so a clash is
+    reported on the `served_name` written out, the later one by key when both are."""
+    models = site.inference.models
+    owner = {name: name for name, model in models.items() if model.served_name is None}
+    for name, model in sorted(models.items()):
+        served = model.served_name
+        if served is None:
+            continue
+        other = owner.setdefault(served, name)
+        if other == name:
+            continue
+        taken = (
+            f"the served_name of inference.models.{other}" if models[other].served_name is not None
+            else f"the key of inference.models.{other}, which has no served_name and is served as its key"
+        )
+        yield ("inference", "models", name, "served_name"), (
+            f"{served!r} is already {taken}; the OpenAI API routes by model name, so give each model its own"
+        )

@@ -35,11 +35,9 @@ def _profile_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
                 yield (*path, "node_pools", cluster, node), f"{node!r} is not a node of gpu.{cluster}; nodes: {', '.join(sorted(site.gpu[cluster].nodes))}"
             elif pool == "inference" and site.clusters.get(cluster) and site.clusters[cluster].role == "gpu-train":
                 yield (*path, "node_pools", cluster, node), f"'inference' is not allowed on gpu-train cluster {cluster}: it trains only"
-    for model, replicas in sorted(profile.replicas.items()):
+    for model in sorted(profile.replicas):
         if model not in site.inference.models:
             yield (*path, "replicas", model), f"{model!r} is not a served model; models: {', '.join(sorted(site.inference.models))}"
-        elif replicas < 1:
-            yield (*path, "replicas", model), f"{replicas} replicas; a served model keeps at least one"
     yield from _quota_key_problems(site, profile.quotas, (*path, "quotas"))
 
 
@@ -47,9 +45,21 @@ def _quota_key_problems(site: SiteConfig, quotas: dict[str, dict[str, TeamQuota]
     for team, clusters in sorted(quotas.items()):
         if team not in site.teams:
             yield (*path, team), f"{team!r} is not a team; teams: {', '.join(sorted(site.teams))}"
-        for cluster in sorted(clusters):
+        for cluster, quota in sorted(clusters.items()):
             if cluster not in site.gpu:
                 yield (*path, team, cluster), f"{cluster!r} is not a GPU cluster with a gpu section; known: {', '.join(sorted(site.gpu))}"
+            yield from _lending_problems(quota, (*path, team, cluster))
+
+
+def _lending_problems(quota: TeamQuota, path: tuple[str | int, ...]) -> Iterator[Problem]:
+    """Kueue's ClusterQueue webhook refuses a lendingLimit above the nominalQuota. (Borrowing and lending limits also
+    need a cohort; every team's ClusterQueue is in the site's cohort, so that one cannot fail.)"""
+    lend = quota.lending_limit_gpus
+    if lend is not None and lend > quota.gpus:
+        yield (*path, "lending_limit_gpus"), (
+            f"{lend} is more than the team's nominal quota (gpus: {quota.gpus}); Kueue refuses a lendingLimit above "
+            f"nominalQuota: lend at most {quota.gpus}"
+        )
 
 
 def training_problems(site: SiteConfig) -> Iterator[Problem]:

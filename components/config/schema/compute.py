@@ -8,16 +8,16 @@ from typing import Annotated
 
 from pydantic import Field
 
-from components.config.fields import Address, DnsLabel, Flag, NodeName, Unique, _Model
+from components.config.fields import MAX_CORES, MAX_MEMORY_GIB, Address, DnsLabel, Flag, NodeName, Unique, _Model
 
 
 class YuniKornQueue(_Model):
     """Guaranteed and maximum resources of a YuniKorn queue."""
 
-    guaranteed_vcores: int = Field(ge=0, strict=True, description="Guaranteed CPU cores.")
-    guaranteed_memory_gib: int = Field(ge=0, strict=True, description="Guaranteed memory.")
-    max_vcores: int = Field(ge=1, strict=True, description="Maximum CPU cores.")
-    max_memory_gib: int = Field(ge=1, strict=True, description="Maximum memory.")
+    guaranteed_vcores: int = Field(ge=0, le=MAX_CORES, strict=True, description="Guaranteed CPU cores; at most `max_vcores`.")
+    guaranteed_memory_gib: int = Field(ge=0, le=MAX_MEMORY_GIB, strict=True, description="Guaranteed memory; at most `max_memory_gib`.")
+    max_vcores: int = Field(ge=1, le=MAX_CORES, strict=True, description="Maximum CPU cores.")
+    max_memory_gib: int = Field(ge=1, le=MAX_MEMORY_GIB, strict=True, description="Maximum memory.")
 
 
 class SparkConfig(_Model):
@@ -45,17 +45,17 @@ class StarRocksConfig(_Model):
     """StarRocks: three FE, stateless CN with autoscaling and a local NVMe data cache."""
 
     enabled: Flag = Field(True, description="Deploy it. Defaults to true.")
-    cn_min_replicas: int = Field(2, ge=1, strict=True, description="Fewest compute nodes. Defaults to 2.")
-    cn_max_replicas: int = Field(8, ge=1, strict=True, description="Most compute nodes. Defaults to 8.")
+    cn_min_replicas: int = Field(2, ge=1, le=200, strict=True, description="Fewest compute nodes. Defaults to 2.")
+    cn_max_replicas: int = Field(8, ge=1, le=200, strict=True, description="Most compute nodes. Defaults to 8.")
     cache_storage_class: str = Field("local-nvme-cache", min_length=1, description="StorageClass of the CN data cache. Defaults to local-nvme-cache.")
-    cache_size_gib: int = Field(500, ge=10, strict=True, description="Data cache per CN. Defaults to 500.")
+    cache_size_gib: int = Field(500, ge=10, le=65536, strict=True, description="Data cache per CN (at most 64 TiB of local NVMe). Defaults to 500.")
 
 
 class JupyterProfile(_Model):
     """A CPU notebook size offered by JupyterHub."""
 
     description: str = Field("", description="Shown in the spawner.")
-    cpu: float = Field(gt=0, le=64, description="CPU limit (and guarantee) in cores.")
+    cpu: float = Field(gt=0, le=64, strict=True, description="CPU limit (and guarantee) in cores.")
     memory_gib: int = Field(ge=1, le=512, strict=True, description="Memory limit (and guarantee).")
 
 

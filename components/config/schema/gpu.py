@@ -12,10 +12,16 @@ from components.config.fields import Address, Cidr, DnsLabel, DnsName, Flag, Lab
 from components.config.names import ModelKey
 
 
+MAX_CONTEXT = 10 * 1024 * 1024
+"""Longest context a model may be sized for: 10 Mi tokens, the longest context window models offer."""
+RequestsPerMinute = Annotated[int, Field(ge=1, le=1_000_000, strict=True)]
+"""A gateway rate limit: at most a million requests a minute per team, far above what a pool serves."""
+
+
 class GpuType(_Model):
     """A GPU model: its memory as the driver reports it, and the product label GPU feature discovery sets."""
 
-    memory_mib: int = Field(ge=1024, strict=True, description="Memory per GPU in MiB, as nvidia-smi reports it.")
+    memory_mib: int = Field(ge=1024, le=1_048_576, strict=True, description="Memory per GPU in MiB, as nvidia-smi reports it (at most 1 TiB).")
     product: LabelValue = Field(min_length=1, description="Value of the node label nvidia.com/gpu.product.")
 
 
@@ -69,21 +75,23 @@ class GpuClusterConfig(_Model):
 class InferenceModelConfig(_Model):
     """A served model: its profile for GPU sizing and where its weights are."""
 
-    source: RelativePath = Field(
-        min_length=1, description="Path of the weights inside the models bucket, for example meta/llama-3.3-70b-instruct/."
+    source: RelativePath = Field(min_length=1, description="Path of the weights inside the models bucket, for example meta/llama-3.3-70b-instruct/.")
+    served_name: str | None = Field(
+        None, min_length=1, description="Model name in the OpenAI API, used by this model only. Defaults to the key."
     )
-    served_name: str | None = Field(None, min_length=1, description="Model name in the OpenAI API. Defaults to the key.")
-    params_billion: float = Field(gt=0, le=10000, description="Parameters, in billions.")
-    layers: int = Field(ge=1, strict=True, description="Transformer layers.")
-    kv_heads: int = Field(ge=1, strict=True, description="Key-value heads (GQA groups).")
-    head_dim: int = Field(ge=1, strict=True, description="Head dimension.")
+    params_billion: float = Field(gt=0, le=10000, strict=True, description="Parameters, in billions.")
+    layers: int = Field(ge=1, le=1000, strict=True, description="Transformer layers.")
+    kv_heads: int = Field(ge=1, le=1024, strict=True, description="Key-value heads (GQA groups).")
+    head_dim: int = Field(ge=1, le=1024, strict=True, description="Head dimension.")
     dtype: Literal["bf16", "fp16", "fp8"] = Field("bf16", description="Weight dtype. Defaults to bf16.")
-    max_context: int = Field(ge=1, strict=True, description="Longest sequence served (vLLM --max-model-len).")
+    max_context: int = Field(
+        ge=1, le=MAX_CONTEXT, strict=True, description="Longest sequence served (vLLM --max-model-len), at most 10 Mi tokens."
+    )
     mean_context: int | None = Field(
-        None, ge=1, strict=True,
+        None, ge=1, le=MAX_CONTEXT, strict=True,
         description="Typical sequence length, used to size replicas for the concurrency target. Defaults to max_context (conservative).",
     )
-    concurrent_sequences: int = Field(ge=1, strict=True, description="Sequences served at once across replicas.")
+    concurrent_sequences: int = Field(ge=1, le=1_000_000, strict=True, description="Sequences served at once across replicas.")
     min_replicas: int = Field(2, ge=1, le=64, strict=True, description="Replicas kept whatever the sizing says, for availability. Defaults to 2.")
 
 
@@ -104,9 +112,9 @@ class InferenceConfig(_Model):
     """Online inference: vLLM per model behind one authenticated, rate-limited gateway."""
 
     cluster: DnsLabel = Field(description="The gpu cluster that serves (role gpu).")
-    gpu_memory_utilization: float = Field(0.9, ge=0.5, le=0.98, description="vLLM's share of GPU memory. Defaults to 0.9.")
-    reserve_gib: float = Field(2.0, ge=0, le=32, description="Memory per GPU kept for activations and CUDA graphs. Defaults to 2.")
+    gpu_memory_utilization: float = Field(0.9, ge=0.5, le=0.98, strict=True, description="vLLM's share of GPU memory. Defaults to 0.9.")
+    reserve_gib: float = Field(2.0, ge=0, le=32, strict=True, description="Memory per GPU kept for activations and CUDA graphs. Defaults to 2.")
     gateway: GatewayConfig
     models: dict[ModelKey, InferenceModelConfig] = Field(min_length=1, description="Served models by name.")
-    requests_per_minute: int = Field(600, ge=1, strict=True, description="Default rate limit per team. Defaults to 600.")
-    team_requests_per_minute: dict[DnsLabel, int] = Field(default_factory=dict, description="Rate limit per team where it differs from the default.")
+    requests_per_minute: RequestsPerMinute = Field(600, description="Default rate limit per team. Defaults to 600.")
+    team_requests_per_minute: dict[DnsLabel, RequestsPerMinute] = Field(default_factory=dict, description="Rate limit per team where it differs from the default.")

@@ -51,12 +51,12 @@ class Bucket(_Model):
         "olap (StarRocks shared-data storage of its own tables and materialized views).",
     )
     retention_days: int | None = Field(
-        None, ge=1, strict=True,
-        description="Expire current objects after this many days. Not allowed on warehouse, models and gold. Defaults to keeping them.",
+        None, ge=1, le=36500, strict=True,
+        description="Expire current objects after this many days (at most 100 years). Not allowed on warehouse, models and gold. Defaults to keeping them.",
     )
     noncurrent_expiry_days: int | None = Field(
-        None, ge=1, strict=True,
-        description="Expire noncurrent versions after this many days (versioned classes only). Defaults to keeping them.",
+        None, ge=1, le=36500, strict=True,
+        description="Expire noncurrent versions after this many days (versioned classes only; at most 100 years). Defaults to keeping them.",
     )
 
     @property
@@ -91,9 +91,11 @@ class ObjectStoreConfig(_Model):
         False,
         description="AIStor's built-in Iceberg table catalog. Must stay false: Polaris is the only catalog authority.",
     )
-    servers: int = Field(4, ge=1, strict=True, description="Servers of the pool when installing. Defaults to 4.")
-    volumes_per_server: int = Field(4, ge=1, strict=True, description="Drives per server when installing. Defaults to 4.")
-    volume_size_gib: int = Field(1024, ge=1, strict=True, description="Size of each drive when installing. Defaults to 1024.")
+    servers: int = Field(4, ge=1, le=256, strict=True, description="Servers of the pool when installing. Defaults to 4.")
+    volumes_per_server: int = Field(4, ge=1, le=128, strict=True, description="Drives per server when installing. Defaults to 4.")
+    volume_size_gib: int = Field(
+        1024, ge=1, le=131_072, strict=True, description="Size of each drive when installing (at most 128 TiB). Defaults to 1024."
+    )
     storage_class: str | None = Field(None, min_length=1, description="StorageClass of the drives when installing. Defaults to the cluster's default.")
 
 
@@ -110,10 +112,12 @@ class PostgresConfig(_Model):
     """The CloudNativePG cluster behind Polaris."""
 
     instances: int = Field(3, ge=1, le=9, strict=True, description="Postgres instances (one primary, the rest replicas). Defaults to 3.")
-    storage_gib: int = Field(20, ge=1, strict=True, description="Volume size of each instance. Defaults to 20.")
+    storage_gib: int = Field(20, ge=1, le=65536, strict=True, description="Volume size of each instance (at most 64 TiB). Defaults to 20.")
     storage_class: str | None = Field(None, min_length=1, description="StorageClass of the volumes. Defaults to the cluster's default.")
     backup_bucket: BucketName = Field(description="Bucket of class backups that receives base backups and WAL.")
-    backup_retention_days: int = Field(30, ge=1, strict=True, description="Recovery window kept in the backup bucket. Defaults to 30.")
+    backup_retention_days: int = Field(
+        30, ge=1, le=3650, strict=True, description="Recovery window kept in the backup bucket (at most 10 years). Defaults to 30."
+    )
 
 
 class PolarisConfig(_Model):

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from components.config.fields import DnsLabel, Flag, HttpsUrl, LabelKey, ModelName, NodeName, Unique, _Model
+from components.config.fields import MAX_CORES, MAX_GPUS, MAX_MEMORY_GIB, DnsLabel, Flag, HttpsUrl, LabelKey, ModelName, NodeName, Unique, _Model
 
 
 class KeycloakEndpoint(_Model):
@@ -45,14 +45,15 @@ class IdentityConfig(_Model):
 class TeamQuota(_Model):
     """A team's guaranteed share of one GPU cluster's training pool, as Kueue quotas."""
 
-    gpus: int = Field(ge=0, strict=True, description="Nominal nvidia.com/gpu quota.")
-    cpu: int | None = Field(None, ge=0, strict=True, description="Nominal CPU cores. Defaults to 16 per GPU.")
-    memory_gib: int | None = Field(None, ge=0, strict=True, description="Nominal memory. Defaults to 128 GiB per GPU.")
+    gpus: int = Field(ge=0, le=MAX_GPUS, strict=True, description="Nominal nvidia.com/gpu quota.")
+    cpu: int | None = Field(None, ge=0, le=MAX_CORES, strict=True, description="Nominal CPU cores. Defaults to 16 per GPU.")
+    memory_gib: int | None = Field(None, ge=0, le=MAX_MEMORY_GIB, strict=True, description="Nominal memory. Defaults to 128 GiB per GPU.")
     borrowing_limit_gpus: int | None = Field(
-        None, ge=0, strict=True, description="GPUs the team may borrow from the cohort on top. Defaults to no limit."
+        None, ge=0, le=MAX_GPUS, strict=True, description="GPUs the team may borrow from the cohort on top. Defaults to no limit."
     )
     lending_limit_gpus: int | None = Field(
-        None, ge=0, strict=True, description="GPUs of its quota the team lends to the cohort at most. Defaults to all unused."
+        None, ge=0, le=MAX_GPUS, strict=True,
+        description="GPUs of its quota the team lends to the cohort at most; at most `gpus` (Kueue refuses more). Defaults to all unused.",
     )
 
     @property
@@ -100,7 +101,11 @@ class Profile(_Model):
     node_pools: dict[DnsLabel, dict[NodeName, Literal["inference", "training"]]] = Field(
         default_factory=dict, description="GPU cluster -> node -> pool, overriding the nodes' `pool`."
     )
-    replicas: dict[ModelName, int] = Field(default_factory=dict, description="vLLM replicas per model, overriding the sizing.")
+    replicas: dict[ModelName, Annotated[int, Field(ge=1, le=1024, strict=True)]] = Field(
+        default_factory=dict,
+        description="vLLM replicas per model, overriding the sizing; at least one (a served model keeps serving), and they must "
+        "pack onto the profile's inference nodes.",
+    )
     quotas: dict[DnsLabel, dict[DnsLabel, TeamQuota]] = Field(
         default_factory=dict, description="Team -> GPU cluster -> quota, overriding `training.quotas`."
     )
