@@ -38,6 +38,7 @@ class NoStackFile(StackFileError):
 
 
 _YAML = "tag:yaml.org,2002:"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _PLAIN_TAGS = {f"{_YAML}{name}" for name in ("null", "bool", "int", "float", "str", "seq", "map")}
 
 
@@ -178,7 +179,10 @@ def _load(name: str, text: str) -> Any:
         loader.name = name  # the marks of every later error name the file
         return loader.get_single_data()
     except ConstructorError as exc:
-        raise StackFileError(f"{name}:{_line(exc)}: {_one_line(exc.problem)}") from None
+        problem = _one_line(exc.problem)
+        if problem.startswith("found unconstructable recursive node"):  # a mapping holding an alias of itself
+            problem = "a value contains itself through a YAML alias; write the value out"
+        raise StackFileError(f"{name}:{_line(exc)}: {problem}") from None
     except yaml.reader.ReaderError as exc:  # a control character: it has a position, not a mark
         line = text[: exc.position].count("\n") + 1
         raise StackFileError(f"{name}:{line}: not valid YAML (the control character U+{exc.character:04X} is not allowed; "
@@ -216,7 +220,8 @@ def _full_key(name: str, key: str) -> str:
 
 def _check_plain(name: str, key: str, value: Any, where: str, budget: list[int], path: list[int]) -> None:
     """Refuse in config `key` what it cannot hold as JSON: values that contain themselves, aliases that expand past
-    MAX_VALUES (counted over the whole file in `budget`), nesting past MAX_DEPTH, NaN and infinities."""
+    MAX_VALUES (counted over the whole file in `budget`), nesting past MAX_DEPTH, NaN and infinities, and text with
+    lone surrogates (a `"\\ud800"` escape), which cannot be encoded."""
     budget[0] -= 1
     if budget[0] < 0:
         raise StackFileError(f"{name}: {key}: YAML aliases expand it to more than {MAX_VALUES} values; write the values out")
@@ -226,6 +231,10 @@ def _check_plain(name: str, key: str, value: Any, where: str, budget: list[int],
         written = ".nan" if math.isnan(value) else f"{'-' if value < 0 else ''}.inf"
         raise StackFileError(f"{name}: {where}: {written} is not a finite number, and config reaches the program as JSON, "
                              "which has none; write a number")
+    for text in (value, *value) if isinstance(value, dict) else (value,):
+        if isinstance(text, str) and not text.isascii() and _SURROGATE.search(text):
+            raise StackFileError(f"{name}: {where}: holds an escape of half a UTF-16 pair (\\ud800 to \\udfff), which is no "
+                                 "character; write the character itself")
     if not isinstance(value, (dict, list)):
         return
     if id(value) in path:
