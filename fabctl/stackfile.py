@@ -225,8 +225,6 @@ def _check_plain(name: str, key: str, value: Any, where: str, budget: list[int],
     budget[0] -= 1
     if budget[0] < 0:
         raise StackFileError(f"{name}: {key}: YAML aliases expand it to more than {MAX_VALUES} values; write the values out")
-    if len(path) > MAX_DEPTH:
-        raise StackFileError(f"{name}: nested more than {MAX_DEPTH} levels deep; no stack file needs that")
     if isinstance(value, float) and not math.isfinite(value):
         written = ".nan" if math.isnan(value) else f"{'-' if value < 0 else ''}.inf"
         raise StackFileError(f"{name}: {where}: {written} is not a finite number, and config reaches the program as JSON, "
@@ -237,6 +235,8 @@ def _check_plain(name: str, key: str, value: Any, where: str, budget: list[int],
                                  "character; write the character itself")
     if not isinstance(value, (dict, list)):
         return
+    if len(path) == MAX_DEPTH:
+        raise StackFileError(f"{name}: nested more than {MAX_DEPTH} levels deep; no stack file needs that")
     if id(value) in path:
         raise StackFileError(f"{name}: {where}: contains itself through a YAML alias; write the value out")
     path.append(id(value))
