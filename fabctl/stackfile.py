@@ -52,7 +52,7 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
             return super().construct_object(node, deep=deep)
-        except (ValueError, TypeError, KeyError, AttributeError, OverflowError):  # PyYAML's constructors on bad scalars
+        except (ValueError, TypeError, LookupError, AttributeError, OverflowError):  # PyYAML's constructors on bad scalars
             tag = node.tag.replace(_YAML, "!!")
             raise ConstructorError(None, None, f"{node.value!r} is not a valid {tag} value; fix the value or remove the tag",
                                    node.start_mark) from None

@@ -5,11 +5,16 @@ program does that), so most files hold a stand-in site."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from fabctl.stackfile import MAX_DEPTH, MAX_VALUES, NoStackFile, StackFileError, read_stack_config
+from fabctl.stackfile import SITE_KEY, MAX_DEPTH, MAX_VALUES, NoStackFile, StackFileError, pulumi_config_env, read_stack_config
+from small_site import small_site
 
 LICENSE_COMMAND = "pulumi config set --secret aistorLicense <value>"
 
@@ -122,6 +127,12 @@ def test_fails_when_a_value_has_a_binary_tag(tmp_path):
 def test_fails_when_a_tagged_value_cannot_be_read(tmp_path):
     assert refusal(tmp_path, "config:\n  site: {cluster_id: !!int 3.5}\n") == [
         "Pulumi.t.yaml:2: '3.5' is not a valid !!int value; fix the value or remove the tag"
+    ]
+
+
+def test_fails_when_a_tagged_value_is_empty(tmp_path):
+    assert refusal(tmp_path, "config:\n  site: {cluster_id: !!int }\n") == [
+        "Pulumi.t.yaml:2: '' is not a valid !!int value; fix the value or remove the tag"
     ]
 
 
@@ -280,3 +291,49 @@ def test_fails_when_a_provider_credential_is_in_plain_text(tmp_path):
 def test_fails_with_one_line_per_wrong_key(tmp_path):
     lines = refusal(tmp_path, "config:\n  fab-platform:aistorLicense: plain\n  fab:site: {}\n")
     assert [line.split(":", 2)[:2] for line in lines] == [["fab-platform", "aistorLicense"], ["fab", "site"]]
+
+
+# Any file: read, or refused with lines, never another exception
+
+TOKENS = ["config:", "fab-platform:site:", "site:", "fab:site:", "\n", "\n  ", "\n    - ", ": ", "- ", "? ", "[", "]", "{", "}",
+          ", ", "&a ", "*a", "<<: *a", "!!binary ", "!!int ", "!!python/name:os.system ", "!Ref ", "~", "yes", "1:", "1e3",
+          ".nan", "2024-01-01", "0b_", "'", '"', '"\\ud800"', "\t", "\x07", "\ufeff", "#", "|", ">", "---", "%YAML 1.2",
+          "{secure: v1:x}", "aistorLicense: x", "minio:minioPassword: x"]
+
+
+@st.composite
+def mutated_files(draw) -> str:
+    text = yaml.safe_dump({"config": {SITE_KEY: small_site()}})
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(text)))
+        cut = draw(st.integers(0, 3))
+        text = text[:at] + draw(st.sampled_from(TOKENS) | st.text(max_size=3)) + text[at + cut:]
+    return text
+
+
+def _read_or_refuse(data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "Pulumi.t.yaml"
+        path.write_bytes(data)
+        try:
+            pulumi_config_env(read_stack_config(path))  # what the render hands the program must be JSON
+        except StackFileError as exc:
+            assert str(exc).strip() and all(line.strip() for line in str(exc).splitlines())
+
+
+@settings(max_examples=300, deadline=None)
+@given(mutated_files())
+def test_any_edit_of_a_stack_file_is_read_or_refused_with_lines(text):
+    _read_or_refuse(text.encode("utf-8", "surrogatepass"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(TOKENS) | st.text(max_size=4), max_size=30))
+def test_any_text_is_read_or_refused_with_lines(pieces):
+    _read_or_refuse("".join(pieces).encode("utf-8", "surrogatepass"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=120))
+def test_any_bytes_are_read_or_refused_with_lines(data):
+    _read_or_refuse(data)
