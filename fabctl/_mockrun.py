@@ -98,6 +98,8 @@ def main() -> int:
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
 
+    # As the Pulumi CLI's Python runner does: without it `pulumi.runtime.is_config_secret` answers False for every key.
+    pulumi.runtime.set_all_config(request["config"], request.get("secret_keys", []))
     program = request.get("program") or os.path.join(project_dir, "__main__.py")
     records: list[dict[str, Any]] = []
     stack_references: dict[str, Any] = request.get("stack_references", {})

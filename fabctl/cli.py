@@ -15,8 +15,8 @@
                                      the stack's <organization>/fab-platform/<stack> name (CI)
     schema [--check]                 write (or check) schema/stack.schema.json and docs/configuration.md tables
 
-Exit status: 0 success, 1 the stack's config is wrong (one line per problem), 2 bad usage or stack
-file, or no Helm or chart package for the check, 3 the program crashed (a bug: the traceback is printed),
+Exit status: 0 success, 1 the stack's config or its stack file is wrong (one line per problem), 2 bad usage
+or no such stack file, or no Helm or chart package for the check, 3 the program crashed (a bug: the traceback is printed),
 4 a mandatory policy is violated, 5 (diff) a protected resource would be replaced or deleted, 6 the deploy
 check found errors.
 """
@@ -46,7 +46,7 @@ from fabctl.helm import ChartPackages, ChartRepositories, ChartSource, render_re
 from fabctl.policy import PolicyPackError, analyze
 from fabctl.reference import with_reference
 from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, Plan, RenderError, render, render_config
-from fabctl.stackfile import SITE_KEY, StackFileError, read_stack_config, stack_file
+from fabctl.stackfile import SITE_KEY, NoStackFile, StackFileError, read_stack_config, stack_file
 
 SCHEMA_PATH = PROJECT_DIR / "schema" / "stack.schema.json"
 REFERENCE_PATH = PROJECT_DIR / "docs" / "configuration.md"
@@ -212,8 +212,7 @@ def _render_or_report(stack: str, project_dir: Path, err: Console, config: dict[
     try:
         return render_config(stack, config, project_dir) if config is not None else render(stack, project_dir)
     except StackFileError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
-        return EXIT_USAGE
+        return _stack_file_error(exc, err)
     except RenderError as exc:
         if not exc.user:
             err.print(f"error: the program crashed rendering {stack} (a bug, not your config):\n{exc}", markup=False)
@@ -221,6 +220,13 @@ def _render_or_report(stack: str, project_dir: Path, err: Console, config: dict[
         for line in str(exc).splitlines():
             err.print(f"error: {line}", markup=False, highlight=False)
         return EXIT_CONFIG
+
+
+def _stack_file_error(exc: StackFileError, err: Console) -> int:
+    """Print why a stack file cannot be used: a missing one is a usage mistake, a broken one a config mistake."""
+    for line in str(exc).splitlines():
+        err.print(f"error: {line}", markup=False, highlight=False)
+    return EXIT_USAGE if isinstance(exc, NoStackFile) else EXIT_CONFIG
 
 
 def cmd_diff(args: argparse.Namespace, console: Console, err: Console) -> int:
@@ -245,7 +251,9 @@ def cmd_diff(args: argparse.Namespace, console: Console, err: Console) -> int:
             set_path(config, assignment, SITE_KEY)
         for path in args.unset or []:
             unset_path(config, path, SITE_KEY)
-    except (StackFileError, ValueError) as exc:
+    except StackFileError as exc:
+        return _stack_file_error(exc, err)
+    except ValueError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         return EXIT_USAGE
     after = _render_or_report(args.stack, project, err, config)
@@ -345,8 +353,7 @@ def cmd_stack_name(args: argparse.Namespace, console: Console, err: Console) -> 
         with contextlib.chdir(project):  # the config's file paths are relative to the project
             site = parse_site(raw)
     except StackFileError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
-        return EXIT_USAGE
+        return _stack_file_error(exc, err)
     except ConfigError as exc:
         for line in exc.lines:
             err.print(f"error: {line}", markup=False, highlight=False)

@@ -178,7 +178,10 @@ def linked_stack_outputs(config: dict[str, Any], project_dir: Path) -> dict[str,
         if not path.is_file():
             continue
         peer_config = copy.deepcopy(read_stack_config(path))
-        peer_config.get(SITE_KEY, {}).get("federation", {}).pop("linked", None)
+        peer_site = peer_config.get(SITE_KEY)
+        peer_federation = peer_site.get("federation") if isinstance(peer_site, dict) else None
+        if isinstance(peer_federation, dict):  # a broken peer is refused by its own render below
+            peer_federation.pop("linked", None)
         try:
             plan = render_config(other, peer_config, project_dir, stack_references={}, reveal_outputs=True)
         except RenderError:

@@ -40,7 +40,17 @@ from components.config.fields import (
     Role,
     Unique,
 )
-from components.config.load import ConfigError, SiteSecrets, load_secrets, load_site, parse_site, stack_file_schema
+from components.config.load import (
+    PROJECT_KEYS,
+    SECRET_KEYS,
+    ConfigError,
+    SiteSecrets,
+    config_key_problems,
+    load_secrets,
+    load_site,
+    parse_site,
+    stack_file_schema,
+)
 from components.config.problems import Problem, SiteRuleError, format_path
 from components.config.schema.adopt import (
     CHECK_RULES,
@@ -138,4 +148,5 @@ __all__ = [
     "default_flows", "federation_flows", "multikueue_flow", "replica_bucket",
     "Problem", "SiteRuleError", "format_path",
     "ConfigError", "SiteSecrets", "load_secrets", "load_site", "parse_site", "stack_file_schema",
+    "PROJECT_KEYS", "SECRET_KEYS", "config_key_problems",
 ]

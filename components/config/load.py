@@ -5,7 +5,9 @@ in stack files").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -15,6 +17,14 @@ from pydantic import BaseModel, ValidationError
 from components.config.fields import CONFIG_KEY, PROJECT
 from components.config.problems import SiteRuleError, key_location
 from components.config.site import SiteConfig
+
+
+SECRET_KEYS: tuple[str, ...] = ("aistorLicense", "aistorRootPassword")
+"""The project's config keys that hold credentials: set only with `pulumi config set --secret`, never in plain text."""
+PROJECT_KEYS: tuple[str, ...] = (CONFIG_KEY, *SECRET_KEYS)
+"""Every `fab-platform:` config key the program reads; Pulumi hands any other to the program, which would ignore it."""
+_CREDENTIAL_NAME = re.compile(r"password|passwd|secret|token|licen[cs]e|credential|privatekey|apikey")
+"""What the name of another namespace's config key says when its value is a credential (`minio:minioPassword`)."""
 
 
 class ConfigError(Exception):
@@ -96,13 +106,47 @@ def parse_site(raw: Any) -> SiteConfig:
         raise ConfigError(_error_lines(exc)) from None
 
 
+def config_key_problems(keys: Iterable[str], is_secret: Callable[[str], bool]) -> list[str]:
+    """One line per stack config key that is wrong, apart from what is inside the site object.
+
+    `keys` are full keys (`namespace:name`), as Pulumi hands them to the program; `is_secret` tells which were given
+    encrypted. A credential in plain text is refused without showing its value; a `fab-platform:` key the program does
+    not read, or a project key under another namespace, is refused because Pulumi would pass it on and nothing read it.
+    Other namespaces' keys (the providers', `pulumi:`) are allowed, as long as a credential among them is encrypted.
+    """
+    lines = []
+    known = ", ".join(f"{PROJECT}:{name}" for name in sorted(PROJECT_KEYS))
+    for key in sorted(keys):
+        namespace, _, name = key.partition(":")
+        if namespace == PROJECT:
+            if name not in PROJECT_KEYS:
+                close = difflib.get_close_matches(name, PROJECT_KEYS, n=1)
+                hint = f" (did you mean {PROJECT}:{close[0]}?)" if close else ""
+                lines.append(f"{key}: unknown config key of {PROJECT}{hint}; known keys: {known}")
+            elif name in SECRET_KEYS and not is_secret(key):
+                lines.append(_plaintext(key, name))
+        elif name in PROJECT_KEYS or difflib.SequenceMatcher(None, namespace.lower(), PROJECT).ratio() >= 0.8:
+            lines.append(f"{key}: {namespace!r} is not this project's namespace; write the key as {PROJECT}:{name}")
+        elif _CREDENTIAL_NAME.search(re.sub(r"[-_]", "", name.lower())) and not is_secret(key):
+            lines.append(_plaintext(key, key))
+    return lines
+
+
+def _plaintext(key: str, command_key: str) -> str:
+    return (f"{key}: a credential written in plain text (value not shown); delete it from Pulumi.<stack>.yaml, rotate it "
+            f"if the file was ever committed, and set it encrypted with: pulumi config set --secret {command_key} <value>")
+
+
 def load_site() -> SiteConfig:
-    """Read and validate `fab-platform:site` from the running stack's config.
+    """Read and validate `fab-platform:site` from the running stack's config, after the stack's other config keys.
 
     A user mistake ends the program with `pulumi.RunError`: the Pulumi CLI prints its lines and no traceback.
     """
     import pulumi
 
+    problems = config_key_problems(pulumi.runtime.get_config_env(), pulumi.runtime.is_config_secret)
+    if problems:
+        raise pulumi.RunError("\n".join(problems))
     try:
         raw = pulumi.Config(PROJECT).get_object(CONFIG_KEY)
     except pulumi.ConfigTypeError as exc:  # the CLI hands structured config over as JSON
@@ -128,7 +172,7 @@ def load_secrets(site: SiteConfig) -> SiteSecrets:
     if not site.storage.object_store.install:
         return SiteSecrets()
     config = pulumi.Config(PROJECT)
-    values = {key: config.get_secret(key) for key in ("aistorLicense", "aistorRootPassword")}
+    values = {key: config.get_secret(key) for key in SECRET_KEYS}
     missing = [key for key, value in values.items() if value is None]
     if missing:
         raise pulumi.RunError("\n".join(
@@ -137,6 +181,14 @@ def load_secrets(site: SiteConfig) -> SiteSecrets:
             for key in missing
         ))
     return SiteSecrets(aistor_license=values["aistorLicense"], aistor_root_password=values["aistorRootPassword"])
+
+
+def _secret_schema(name: str) -> dict[str, Any]:
+    """A secret config key as `pulumi config set --secret` writes it in a stack file: `{secure: <ciphertext>}`."""
+    return {
+        "description": f"Encrypted: set with pulumi config set --secret {name} <value>, never written in plain text.",
+        "type": "object", "properties": {"secure": {"type": "string"}}, "required": ["secure"], "additionalProperties": False,
+    }
 
 
 def stack_file_schema() -> dict[str, Any]:
@@ -150,7 +202,7 @@ def stack_file_schema() -> dict[str, Any]:
         "properties": {
             "config": {
                 "type": "object",
-                "properties": {f"{PROJECT}:{CONFIG_KEY}": site},
+                "properties": {f"{PROJECT}:{CONFIG_KEY}": site, **{f"{PROJECT}:{name}": _secret_schema(name) for name in SECRET_KEYS}},
                 "required": [f"{PROJECT}:{CONFIG_KEY}"],
             },
         },

@@ -119,14 +119,14 @@ def test_fails_when_a_stack_file_repeats_a_key(project):
     lines.insert(at, "        cluster_id: 4")
     (project / "Pulumi.dup.yaml").write_text("\n".join(lines))
     run = fabctl("plan", "--stack", "dup", "--project-dir", str(project))
-    assert run.returncode == 2
+    assert run.returncode == 1
     assert run.stderr == f"error: Pulumi.dup.yaml:{at + 1}: duplicate key 'cluster_id'; each key may appear once\n"
 
 
 def test_fails_when_a_stack_file_is_not_yaml(project):
     (project / "Pulumi.broken.yaml").write_text("config:\n  fab-platform:site: [unclosed\n")
     run = fabctl("plan", "--stack", "broken", "--project-dir", str(project))
-    assert run.returncode == 2
+    assert run.returncode == 1
     assert run.stderr.startswith("error: Pulumi.broken.yaml:3: not valid YAML")
 
 
