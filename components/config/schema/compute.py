@@ -76,7 +76,7 @@ class ComputeIngressConfig(_Model):
     """The only entry for outside users: one gateway on an external pool of the compute cluster."""
 
     pool: DnsLabel = Field("external", description="External pool of the compute cluster. Defaults to external.")
-    vip: Address = Field(description="Fixed address of the ingress in `pool`.")
+    vip: Address = Field(description="Fixed address of the ingress in `pool`: a host address of it, used by no other endpoint.")
     tls_secret: DnsLabel = Field(
         "compute-ingress-tls",
         description="kubernetes.io/tls Secret in envoy-gateway-system covering every UI host name, issued by the site's PKI. "

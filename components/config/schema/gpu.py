@@ -99,7 +99,7 @@ class GatewayConfig(_Model):
     """The one inference gateway: a fixed internal VIP and DNS name."""
 
     pool: DnsLabel = Field("internal", description="Internal pool of the inference cluster. Defaults to internal.")
-    vip: Address = Field(description="Fixed address of the gateway in `pool`.")
+    vip: Address = Field(description="Fixed address of the gateway in `pool`: a host address of it, used by no other endpoint.")
     hostname: DnsName | None = Field(None, description="DNS name of the serving URL. Defaults to llm.<domain>.")
     tls_secret: DnsLabel = Field(
         "llm-gateway-tls",

@@ -12,7 +12,7 @@ from components.config.fields import WORLD, Address, Asn, Cidr, DnsLabel, Flag, 
 class BgpPeer(_Model):
     """A BGP neighbour of every node of the cluster, usually a top-of-rack switch."""
 
-    address: Address = Field(description="Peer IPv4 address.")
+    address: Address = Field(description="Peer IPv4 address, in the cluster's `node_cidr` (single-hop eBGP); not the API server, not another peer's.")
     asn: Asn = Field(description="Peer autonomous system number.")
     kind: Literal["private", "public"] = Field(
         "private",
@@ -57,10 +57,11 @@ class ClusterConfig(_Model):
         None, min_length=1, description="kubeconfig context of the cluster. Defaults to `<site>-<cluster key>`."
     )
     cluster_id: int = Field(ge=1, le=255, strict=True, description="Cilium ClusterMesh id, unique in the site.")
-    pod_cidr: Cidr = Field(description="Pod range, routed natively and advertised over BGP.")
-    node_cidr: Cidr = Field(description="Node addresses; remote clusters' agents reach ClusterMesh from here.")
+    pod_cidr: Cidr = Field(description="Pod range, routed natively and advertised over BGP; holds a /24 (Cilium's per-node share) for every address of `node_cidr`. Disjoint from every other range of the site.")
+    node_cidr: Cidr = Field(description="Node addresses; remote clusters' agents reach ClusterMesh from here. Disjoint from every other range of the site.")
     api_server: Address = Field(
-        description="kube-apiserver VIP. An address, not a name: Cilium's kube-proxy replacement needs it before DNS works."
+        description="kube-apiserver VIP. An address, not a name: Cilium's kube-proxy replacement needs it before DNS works. "
+        "Unique in the site, in no pod range, LoadBalancer pool or other cluster's node range."
     )
     api_server_port: Port = Field(6443, description="kube-apiserver port. Defaults to 6443.")
     bgp_asn: Asn = Field(description="Local autonomous system number of the cluster's nodes, unique in the site.")
@@ -70,7 +71,8 @@ class ClusterConfig(_Model):
         "internal", description="Internal pool that exposes the ClusterMesh API server. Defaults to `internal`."
     )
     clustermesh_vip: Address = Field(
-        description="Fixed address of the ClusterMesh API server in `clustermesh_pool`; the other clusters dial it."
+        description="Fixed address of the ClusterMesh API server in `clustermesh_pool`; the other clusters dial it. A host address "
+        "of the pool, used by no other endpoint."
     )
     host_network_namespaces: Annotated[list[DnsLabel], Unique] = Field(
         default_factory=list,

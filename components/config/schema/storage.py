@@ -103,9 +103,9 @@ class S3Endpoints(_Model):
     """The two S3 VIPs: internal for compute and GPU clusters, external (optional) for users outside the clusters."""
 
     internal_pool: DnsLabel = Field("internal", description="Internal pool of the storage cluster. Defaults to internal.")
-    internal_vip: Address = Field(description="Fixed address of the internal S3 endpoint in `internal_pool`.")
+    internal_vip: Address = Field(description="Fixed address of the internal S3 endpoint in `internal_pool`, used by no other endpoint.")
     external_pool: DnsLabel | None = Field(None, description="External pool of the storage cluster. Defaults to no external endpoint.")
-    external_vip: Address | None = Field(None, description="Fixed address of the external S3 endpoint in `external_pool`.")
+    external_vip: Address | None = Field(None, description="Fixed address of the external S3 endpoint in `external_pool`, used by no other endpoint.")
 
 
 class PostgresConfig(_Model):
@@ -127,7 +127,7 @@ class PolarisConfig(_Model):
     realm: DnsLabel = Field("fab", description="Polaris realm. Defaults to fab.")
     catalog: DnsLabel = Field("fab", description="Catalog (warehouse) name over the warehouse bucket. Defaults to fab.")
     pool: DnsLabel = Field("internal", description="Internal pool of the storage cluster for the REST endpoint. Defaults to internal.")
-    vip: Address = Field(description="Fixed address of the Polaris REST endpoint in `pool`.")
+    vip: Address = Field(description="Fixed address of the Polaris REST endpoint in `pool`, used by no other endpoint.")
     port: Port = Field(8181, description="Polaris REST port. Defaults to 8181.")
     replicas: int = Field(2, ge=1, le=10, strict=True, description="Polaris server replicas. Defaults to 2.")
     postgres: PostgresConfig
