@@ -38,7 +38,8 @@ def add_a_bucket(site: dict[str, Any], name: str) -> None:
 def add_peer(site: dict[str, Any], name: str) -> None:
     federation = site.setdefault("federation", {})
     federation.setdefault("peers", {})[f"site-{name}"] = {}
-    federation.setdefault("consumers", {})[f"site-{name}"] = {"replicate_gold": True}
+    has_gold = any(bucket["class"] == "gold" for bucket in site["storage"]["buckets"].values())
+    federation.setdefault("consumers", {})[f"site-{name}"] = {"replicate_gold": has_gold}  # a site without gold has none to copy
     federation.setdefault("ranges", {})[f"site-{name}"] = ["172.31.0.0/16"]
 
 
