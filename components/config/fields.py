@@ -131,16 +131,13 @@ SPECIAL_RANGES: tuple[tuple[IPv4Network, str], ...] = tuple(
 def _cidr(value: Any) -> Any:
     value = _text(value)
     try:
-        if "/" not in value:
-            ipaddress.IPv4Address(value)
-            raise ValueError(f"has no mask: write the range with its prefix length, such as {value}/24 (a bare address is not a range)")
-        network = ipaddress.IPv4Network(value)
-    except ValueError as exc:
-        if "has no mask" in str(exc):
-            raise
-        if "host bits set" in str(exc):
-            raise ValueError(f"has host bits set; the range is {ipaddress.IPv4Network(value, strict=False)}") from None
+        network = ipaddress.IPv4Network(value, strict=False)
+    except ValueError:
         raise ValueError("must be an IPv4 range such as 10.64.0.0/16") from None
+    if "/" not in value:
+        raise ValueError(f"has no mask: write the range with its prefix length, such as {value}/24 (a bare address is not a range)")
+    if ipaddress.IPv4Interface(value).ip != network.network_address:
+        raise ValueError(f"has host bits set; the range is {network}")
     for special, kind in SPECIAL_RANGES:
         if network.overlaps(special):
             raise ValueError(f"overlaps {kind}; use a routable range such as 10.64.0.0/16")
