@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from fabctl.render import PROJECT_DIR, Plan
 from helpers import STACKS, helm_rendered, render_small, rendered
@@ -18,6 +19,10 @@ from small_site import full_site, small_site
 
 
 SHARED_DIR = PROJECT_DIR.parent / "shared"
+
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+"""CI draws the same examples for the same commit (README, "Tests"); local runs draw new ones each time."""
 
 
 def shared_path(variable: str, relative: str, marker: str) -> Path | None:

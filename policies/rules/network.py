@@ -1,5 +1,6 @@
-"""Rules on cross-cluster traffic: default deny everywhere, allow rules only on approved ports, credentials only where a flow
-reaches their port, local traffic policy, authenticated routes."""
+"""Rules on cross-cluster traffic: default deny everywhere, allow rules only for the flows of the design's table (by
+direction, cluster roles and port), credentials only where a flow reaches their port, local traffic policy,
+authenticated routes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any, NamedTuple
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, StackValidationArgs
 
 from rules._k8s import (
+    HELM_RELEASE,
     UNKNOWN,
     field,
     gpu_providers,
@@ -19,52 +21,182 @@ from rules._k8s import (
     objects,
     provider_name,
     skip_unknown,
+    top_component,
     undecided,
+    unknown_paths,
 )
 from rules._policy import resource_rule, stack_rule
 
 S3_PORT, POLARIS_PORT = 9000, 8181
-APPROVED_PORTS = [S3_PORT, POLARIS_PORT, 10443, 6443, 2379, 53]
-"""S3, Polaris REST, Envoy's 443 listener, kube-apiserver, ClusterMesh etcd, cluster DNS."""
+ENVOY_HTTPS_POD_PORT, KUBE_APISERVER_PORT, CLUSTERMESH_PORT = 10443, 6443, 2379
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 NETWORK_POLICY = "CiliumClusterwideNetworkPolicy"
+NETWORK_POLICIES = {NETWORK_POLICY, "CiliumNetworkPolicy"}
 CLUSTER_LABEL = "io.cilium.k8s.policy.cluster"
 """Cilium's label of a pod's cluster: a flow rule names each source cluster with it (`<site>-<key>`, the provider's name)."""
 
+ROLE_COMPONENTS = {"fab:compute:ComputeCluster": "compute", "fab:gpu:GpuCluster": "gpu"}
+"""A cluster's role is what the program runs there: ComputeCluster on compute, GpuCluster on every GPU cluster (gpu and
+gpu-train alike), and StorageCluster's Helm releases (the object store, Polaris) on storage."""
+STORAGE_COMPONENT = "fab:storage:StorageCluster"
+
+WORLD, RANGES, REMOTE_NODES, API_SERVERS = "world", "ranges", "remote-node", "api-server"
+LOCAL_ENTITIES = {"host", "health", "kube-apiserver", "ingress", "init", "unmanaged", "cluster"}
+"""Cilium entities of a pod's own cluster; `world`, `all` and `remote-node` (every node of every remote cluster) are not."""
+DESIGN_FLOWS = [
+    {"name": "s3", "from": ["compute", "gpu", WORLD, RANGES], "to": "storage", "port": S3_PORT},
+    {"name": "polaris", "from": ["compute", "gpu", RANGES], "to": "storage", "port": POLARIS_PORT},
+    {"name": "inference", "from": ["compute"], "to": "gpu", "port": ENVOY_HTTPS_POD_PORT},
+    {"name": "compute-ingress", "from": [WORLD, RANGES], "to": "compute", "port": ENVOY_HTTPS_POD_PORT},
+    {"name": "multikueue", "from": ["compute"], "to": API_SERVERS, "port": KUBE_APISERVER_PORT},
+    {"name": "clustermesh", "from": [RANGES, REMOTE_NODES], "to": "*", "port": CLUSTERMESH_PORT},
+]
+"""DESIGN section 2, by the ports Cilium sees (the pods' ports): compute and GPU pods to S3 and Polaris on storage (and
+other sites by their ranges; outside S3 clients through the external endpoint), compute to the inference gateway,
+outside users to the compute ingress, the MultiKueue manager to the GPU clusters' API servers, and every cluster's
+agents to each ClusterMesh API server."""
+FLOWS_SETTING = {
+    "type": "array", "default": DESIGN_FLOWS,
+    "description": "the design's flow table: who (cluster roles compute, gpu, storage; world; ranges; remote-node) may "
+                   "reach which role (or api-server, or * for any) on which pod port",
+    "items": {"type": "object", "required": ["from", "to", "port"], "properties": {
+        "name": {"type": "string"}, "from": {"type": "array", "items": {"type": "string"}},
+        "to": {"type": "string"}, "port": {"type": "integer"}}},
+}
+
 
 def _ports(entry: dict[str, Any]) -> list[Any]:
-    """The ports an ingress or egress entry of a cluster-wide policy allows (as written: strings or numbers)."""
-    return [port.get("port") for port_rule in entry.get("toPorts") or [] for port in port_rule.get("ports") or []]
+    """The ports an ingress or egress entry of a cluster-wide policy allows (as written: strings or numbers); a port
+    range (`endPort`) counts as its first port and the range itself as `<port>-<endPort>`."""
+    return [port.get("port") if port.get("endPort") is None else f"{port.get('port')}-{port['endPort']}"
+            for port_rule in entry.get("toPorts") or [] for port in port_rule.get("ports") or []]
 
 
-@stack_rule("fab-cross-cluster-default-deny",
-            "Each cluster has the default-deny rule for remote clusters; every allow rule is on an approved port of the flow "
-            "table.",
-            settings={"approvedPorts": {"type": "array", "items": {"type": "integer"}, "default": APPROVED_PORTS}})
+def cluster_roles(resources: list[Any]) -> dict[str, set[str]]:
+    """Provider name -> the roles of what the program runs on that cluster."""
+    roles: dict[str, set[str]] = defaultdict(set)
+    for resource in resources:
+        top, cluster = top_component(resource), provider_name(resource)
+        kind = getattr(top, "resource_type", "")
+        role = ROLE_COMPONENTS.get(kind)
+        if role is None and kind == STORAGE_COMPONENT and resource.resource_type == HELM_RELEASE:
+            role = "storage"
+        if role and cluster:
+            roles[cluster].add(role)
+    return roles
+
+
+@stack_rule("fab-cross-cluster-default-deny", "Each cluster has the default-deny rule for remote clusters.")
 def cross_cluster_default_deny(args: StackValidationArgs, report: ReportViolation) -> None:
-    """Unknown values: a cluster-wide policy with an unknown part fails closed (its ports and selectors decide)."""
-    approved = {str(p) for p in args.get_config().get("approvedPorts", APPROVED_PORTS)}
+    """Unknown values: a cluster-wide policy whose label or spec is unknown does not count as the default deny (the
+    rule fails closed)."""
     clusters = {r.name: r for r in args.resources if r.resource_type == K8S_PROVIDER}
     denied = set()
     for resource, obj in objects(args.resources):
-        if obj["kind"] != NETWORK_POLICY:
-            continue
-        if problem := undecided(f"{NETWORK_POLICY} {name_of(obj)} on {provider_name(resource)}",
-                                {"labels": label(obj, "fab.internal/rule"), "spec": obj.get("spec")}):
-            report(problem, resource.urn)
+        if obj["kind"] != NETWORK_POLICY or unknown_paths({"labels": label(obj, "fab.internal/rule"), "spec": obj.get("spec")}):
             continue
         spec = obj.get("spec") or {}
-        rule = label(obj, "fab.internal/rule")
-        if rule == "default-deny" and spec.get("endpointSelector") == {} and spec.get("ingress"):
+        if label(obj, "fab.internal/rule") == "default-deny" and spec.get("endpointSelector") == {} and spec.get("ingress"):
             denied.add(provider_name(resource))
-        for entry in [*(spec.get("ingress") or []), *(spec.get("egress") or [])]:
-            for port in _ports(entry):
-                if str(port) not in approved:
-                    report(f"{NETWORK_POLICY} {name_of(obj)} on {provider_name(resource)} allows port {port}, which is not an "
-                           f"approved cross-cluster port ({', '.join(sorted(approved, key=int))})", resource.urn)
     for cluster in sorted(set(clusters) - denied):
         report(f"cluster {cluster} has no default-deny rule for remote clusters (a {NETWORK_POLICY} labelled "
                "fab.internal/rule=default-deny selecting every endpoint)", clusters[cluster].urn)
+
+
+class _Source(NamedTuple):
+    kind: str
+    """A role, WORLD, RANGES, REMOTE_NODES, or "" for the pod's own cluster."""
+    what: str
+
+
+def _sources(entry: dict[str, Any], cluster: str, roles: dict[str, set[str]]) -> list[_Source]:
+    """Who an ingress entry admits; a selector without a cluster label admits pods of every cluster (ClusterMesh)."""
+    found: list[_Source] = []
+    for selector in entry.get("fromEndpoints") or []:
+        labels = (selector or {}).get("matchLabels") or {}
+        named = labels.get(CLUSTER_LABEL) or labels.get(f"k8s:{CLUSTER_LABEL}")
+        if named == cluster:
+            found.append(_Source("", cluster))
+        elif named is None:
+            found.append(_Source("*", f"pods of every cluster (a selector without {CLUSTER_LABEL})"))
+        elif named not in roles:
+            found.append(_Source("?", f"{named}, which is not a cluster of this stack"))
+        else:
+            found += [_Source(role, f"{named} ({role})") for role in sorted(roles[named])]
+    for entity in entry.get("fromEntities") or []:
+        if entity in LOCAL_ENTITIES:
+            found.append(_Source("", entity))
+        elif entity == REMOTE_NODES:
+            found.append(_Source(REMOTE_NODES, "remote nodes (remote-node)"))
+        else:
+            found.append(_Source(WORLD if entity == WORLD else "*", f"the {entity} entity"))
+    for key in ("fromCIDR", "fromCIDRSet"):
+        if entry.get(key):
+            found.append(_Source(RANGES, f"address ranges ({key})"))
+    for key in sorted(set(entry) - {"fromEndpoints", "fromEntities", "fromCIDR", "fromCIDRSet", "toPorts"}):
+        found.append(_Source("*", f"sources by {key}"))
+    return found
+
+
+def _into(flow: dict[str, Any], destination: set[str]) -> bool:
+    """Whether a flow of the table reaches a cluster of these roles (`*`: every cluster, not the API servers)."""
+    return flow["to"] in destination or (flow["to"] == "*" and API_SERVERS not in destination)
+
+
+def _approved(flows: list[dict[str, Any]], source: str, destination: set[str], port: Any) -> bool:
+    return any(source in flow["from"] and _into(flow, destination) and str(flow["port"]) == str(port) for flow in flows)
+
+
+def _admitted(flows: list[dict[str, Any]], destination: set[str]) -> str:
+    pairs = sorted({(str(flow["port"]), source) for flow in flows if _into(flow, destination) for source in flow["from"]},
+                   key=lambda p: (int(p[0]) if p[0].isdigit() else 0, p[1]))
+    by_port: dict[str, list[str]] = defaultdict(list)
+    for port, source in pairs:
+        by_port[port].append(source)
+    return "; ".join(f"{port} from {', '.join(sources)}" for port, sources in by_port.items()) or "nothing"
+
+
+@stack_rule("fab-flow-direction",
+            "Every allow rule of a Cilium network policy admits only a flow of the design's table: its sources (cluster "
+            "role, world, ranges) reach the destination cluster's role on that port, and nothing from another cluster on "
+            "every port.",
+            settings={"flows": FLOWS_SETTING})
+def flow_direction(args: StackValidationArgs, report: ReportViolation) -> None:
+    """Ingress entries are checked on the cluster that enforces them (the destination); egress entries to addresses
+    (`toCIDR`, the remote API servers of a kube-apiserver flow) on the source. Unknown values: a policy with an
+    unknown part fails closed."""
+    flows = list(args.get_config().get("flows", DESIGN_FLOWS))
+    roles = cluster_roles(args.resources)
+    for resource, obj in objects(args.resources):
+        if obj["kind"] not in NETWORK_POLICIES:
+            continue
+        cluster = provider_name(resource)
+        where = f"{obj['kind']} {name_of(obj)} on {cluster}"
+        if problem := undecided(where, obj.get("spec"), ".spec"):
+            report(problem, resource.urn)
+            continue
+        spec = obj.get("spec") or {}
+        mine = roles.get(cluster, set())
+        role = "/".join(sorted(mine)) or "no role"
+        for entry in spec.get("ingress") or []:
+            ports = _ports(entry)
+            for source in _sources(entry, cluster, roles):
+                if source.kind == "":
+                    continue
+                if not ports:
+                    report(f"{where} ({role}) admits {source.what} on every port; name the flow's port", resource.urn)
+                for port in ports:
+                    if not _approved(flows, source.kind, mine, port):
+                        report(f"{where} ({role}) admits {source.what} on port {port}, which is not a flow of the design's "
+                               f"table (into {role}: {_admitted(flows, mine)})", resource.urn)
+        for entry in spec.get("egress") or []:
+            if not (entry.get("toCIDR") or entry.get("toCIDRSet")):
+                continue
+            for port in _ports(entry) or ["every port"]:
+                if not any(_approved(flows, own, {API_SERVERS}, port) for own in mine) or not mine:
+                    report(f"{where} ({role}) lets its pods reach addresses outside the cluster on port {port}, which is "
+                           f"not a flow of the design's table (to API servers: {_admitted(flows, {API_SERVERS})})",
+                           resource.urn)
 
 
 class Credential(NamedTuple):

@@ -44,10 +44,37 @@ def test_fails_when_the_inference_flow_leaves_out_the_serving_cluster():
     ]
 
 
-def test_a_flow_of_another_name_may_open_any_port():
+def test_a_flow_of_another_name_may_reach_a_service_of_the_design():
+    raw = small_site(flow_table=True)
+    raw["flows"]["s3-batch"] = {"from": ["compute"], "to": ["storage"], "port": 9000, "to_namespace": "aistor"}
+    assert parse_site(raw).flows["s3-batch"].port == 9000
+
+
+def test_fails_when_a_flow_of_another_name_opens_another_port_of_a_service():
     raw = small_site(flow_table=True)
     raw["flows"]["s3-console"] = {"from": ["compute"], "to": ["storage"], "port": 9001, "to_namespace": "aistor"}
-    assert parse_site(raw).flows["s3-console"].port == 9001
+    assert config_errors(raw) == [
+        "fab-platform:site.flows.s3-console.port: 9001 is not the port of the object store's S3 endpoint (9000, "
+        "storage.object_store.s3_port); clients dial 9000"
+    ]
+
+
+def test_fails_when_a_flow_comes_from_a_source_the_design_does_not_admit():
+    raw = small_site(flow_table=True)
+    raw["flows"]["inference"]["from"] = ["compute", "storage"]
+    assert config_errors(raw) == [
+        "fab-platform:site.flows.inference.from[1]: 'storage': the design does not let clusters.storage (storage) reach the "
+        "inference gateway; it admits compute clusters"
+    ]
+
+
+def test_fails_when_an_api_server_flow_comes_from_another_cluster_than_the_manager():
+    raw = small_site(flow_table=True)
+    raw["flows"]["multikueue"]["from"] = ["compute", "storage"]
+    assert config_errors(raw) == [
+        "fab-platform:site.flows.multikueue.from[1]: 'storage': only the MultiKueue manager (clusters.compute) reaches other "
+        "clusters' API servers; remove it"
+    ]
 
 
 def test_fails_when_a_list_names_an_entry_twice():

@@ -143,16 +143,18 @@ def test_schema_check_passes_for_the_committed_schema():
 
 
 def test_fails_when_the_stack_violates_a_mandatory_policy(project, tmp_path):
-    site = full_site()
-    site["flows"]["postgres"] = {"from": ["compute"], "to": ["storage"], "port": 5432, "to_namespace": "polaris"}
-    write_site(project, "open-port", site)
-    run = fabctl("plan", "--stack", "open-port", "--project-dir", str(project), "--out", str(tmp_path / "out"), "--no-check")
+    # A careless change to the program: the default deny lets the whole world in.
+    network = project / "components" / "network.py"
+    network.write_text(network.read_text().replace('LOCAL_ENTITIES = ["host",', 'LOCAL_ENTITIES = ["world", "host",'))
+    write_site(project, "open-world", small_site())
+    run = fabctl("plan", "--stack", "open-world", "--project-dir", str(project), "--out", str(tmp_path / "out"), "--no-check")
     assert run.returncode == 4
     assert run.stderr.splitlines() == [
-        "mandatory fab-cross-cluster-default-deny: CiliumClusterwideNetworkPolicy fab-flow-postgres on site-t-storage allows "
-        "port 5432, which is not an approved cross-cluster port (53, 2379, 6443, 8181, 9000, 10443) (network-storage-policy-fab-flow-postgres)"
+        f"mandatory fab-flow-direction: CiliumClusterwideNetworkPolicy fab-default-deny-remote on site-t-{cluster} ({role}) "
+        f"admits the world entity on every port; name the flow's port (network-{cluster}-policy-fab-default-deny-remote)"
+        for cluster, role in (("compute", "compute"), ("gpu", "gpu"), ("storage", "storage"))
     ]
-    assert run.stdout.splitlines()[-1] == "policies: 1 mandatory and 0 advisory violations"
+    assert run.stdout.splitlines()[-1] == "policies: 3 mandatory and 0 advisory violations"
 
 
 def test_plan_can_skip_the_policy_pack(project, tmp_path):

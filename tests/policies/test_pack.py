@@ -12,7 +12,7 @@ from google.protobuf import empty_pb2
 
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan
-from helpers import STACKS, render_small, rendered
+from helpers import STACKS, rendered
 from small_site import full_site
 
 LEVELS = {0: "advisory", 1: "mandatory"}
@@ -22,6 +22,7 @@ EXPECTED_RULES = {
     "fab-gateway-local-traffic": "advisory",
     "fab-routes-authenticated": "mandatory",
     "fab-cross-cluster-default-deny": "mandatory",
+    "fab-flow-direction": "mandatory",
     "fab-credentials-have-flow": "mandatory",
     "fab-host-network-allow-listed": "mandatory",
     "fab-single-catalog-authority": "mandatory",
@@ -103,6 +104,16 @@ def gpu_train_not_an_s3_source(rs):
         entry["fromEndpoints"] = [e for e in entry["fromEndpoints"] if e["matchLabels"]["io.cilium.k8s.policy.cluster"] != "site-t-gpu-train"]
 
 
+def no_default_deny(rs):
+    rs.remove(find(rs, ":CiliumClusterwideNetworkPolicy", "network-gpu-train-policy-fab-default-deny-remote"))
+
+
+def gpu_reaches_compute(rs):
+    rule = find(rs, ":CiliumClusterwideNetworkPolicy", "network-compute-policy-fab-flow-compute-ingress")
+    rule["inputs"]["spec"]["ingress"].append({"fromEndpoints": [{"matchLabels": {"io.cilium.k8s.policy.cluster": "site-t-gpu"}}],
+                                              "toPorts": [{"ports": [{"port": "10443", "protocol": "TCP"}]}]})
+
+
 def host_network(rs):
     find(rs, ":Deployment", "inference-vllm-qwen3-8b")["inputs"]["spec"]["template"]["spec"]["hostNetwork"] = True
 
@@ -175,6 +186,8 @@ PLAN_EDITS = {
     "fab-gpu-lb-private-only": public_gpu_vip,
     "fab-gateway-local-traffic": cluster_traffic,
     "fab-routes-authenticated": no_jwt,
+    "fab-cross-cluster-default-deny": no_default_deny,
+    "fab-flow-direction": gpu_reaches_compute,
     "fab-credentials-have-flow": gpu_train_not_an_s3_source,
     "fab-host-network-allow-listed": host_network,
     "fab-single-catalog-authority": tables_reachable,
@@ -204,13 +217,5 @@ def test_a_modified_site_triggers_the_rule(stub, full_plan, rule):
     assert all(v.level == EXPECTED_RULES[v.policy] for v in violations)
 
 
-def test_a_flow_on_an_unapproved_port_triggers_default_deny(stub):
-    raw = full_site()
-    raw["flows"]["postgres"] = {"from": ["compute"], "to": ["storage"], "port": 5432, "to_namespace": "polaris"}
-    violations = analyze_with(stub, render_small(raw))
-    assert [(v.policy, v.level) for v in violations] == [("fab-cross-cluster-default-deny", "mandatory")]
-    assert "allows port 5432, which is not an approved cross-cluster port" in violations[0].message
-
-
 def test_every_rule_is_shown_violated_by_some_modified_site():
-    assert set(PLAN_EDITS) | {"fab-cross-cluster-default-deny"} == set(EXPECTED_RULES)
+    assert set(PLAN_EDITS) == set(EXPECTED_RULES)

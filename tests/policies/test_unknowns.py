@@ -136,3 +136,18 @@ def test_the_versioning_rule_fails_closed_on_an_unknown_setting_without_crashing
         "S3BucketVersioning v: .versioningConfiguration can't be known during preview, and this rule decides on it, so it fails "
         "closed; compute the value in the program instead of from another resource's output"
     ]
+
+
+def test_the_flow_rule_fails_closed_on_an_unknown_port():
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
+
+    from rules.network import flow_direction
+
+    rule = {"apiVersion": "cilium.io/v2", "kind": "CiliumClusterwideNetworkPolicy", "metadata": {"name": "fab-flow-s3"},
+            "spec": {"endpointSelector": {}, "ingress": [{"fromEntities": ["world"],
+                                                           "toPorts": [{"ports": [{"port": UNKNOWN_STRING_VALUE}]}]}]}}
+    assert check(flow_direction, [kube(rule, cluster="site-a-storage")]) == [
+        "CiliumClusterwideNetworkPolicy fab-flow-s3 on site-a-storage: .spec.ingress[0].toPorts[0].ports[0].port can't be known "
+        "during preview, and this rule decides on it, so it fails closed; compute the value in the program instead of from "
+        "another resource's output"
+    ]

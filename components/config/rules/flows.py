@@ -1,6 +1,8 @@
-"""Cross-field rule of the flow table: a flow of the design's names opens what its service really listens on (DESIGN
-section 2, network rules). The table is written by hand; a port or namespace that drifts from the service's config
-would open a hole nothing listens behind and drop every real call.
+"""Cross-field rules of the flow table against the design's (DESIGN section 2, network rules): every flow reaches a
+service the design lets other clusters reach, opens what that service really listens on, and comes only from the
+sources the design allows for it. The table is written by hand; a port or namespace that drifts from the service's
+config would open a hole nothing listens behind and drop every real call, and a source the design does not name
+opens a path the default deny exists to close.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING
 
+from components.config.fields import GPU_ROLES, WORLD
 from components.config.problems import Problem
 from components.config.rules.network import sound_flows
 from components.config.views import INFERENCE_FLOW, INGRESS_FLOW, POLARIS_FLOW, S3_FLOW
@@ -21,8 +24,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Service:
-    """What a flow of the design's names must open: the service's port (and where it is set), its pods' port, their
-    namespace, and the clusters it runs on."""
+    """A service the design lets a flow reach: what a flow to it must open (the service's port and where it is set,
+    its pods' port, their namespace), the clusters it runs on, and who may reach it."""
 
     what: str
     port: int
@@ -31,31 +34,72 @@ class Service:
     namespace: str
     namespace_key: str
     clusters: list[str]
+    sources: tuple[str, ...]
+    """Who the design lets reach it: cluster roles, `world`, and `from_cidrs` (declared ranges outside the site)."""
+
+
+CIDRS = "from_cidrs"
+CLUSTER_SOURCES = ("compute", *sorted(GPU_ROLES))
+"""The clusters that use the site's data: compute and the GPU clusters (DESIGN section 2: compute/gpu -> S3 and Polaris)."""
 
 
 def services(site: SiteConfig) -> dict[str, Service]:
+    """The design's flows into the site, by the name a stack's flow table gives them: compute and GPU pods to S3 and
+    Polaris (and federated sites by their ranges), compute to the inference gateway, outside users to the compute
+    ingress, and outside S3 clients to the object store only where the site has an external S3 endpoint."""
     storage = site.keys_with_role("storage")
     store, polaris = site.storage.object_store, site.storage.polaris
     gateway = f"Envoy Gateway maps {HTTPS_PORT} to {ENVOY_HTTPS_TARGET_PORT}"
+    outside_s3 = (WORLD,) if site.storage.s3.external_pool is not None else ()
     return {
         S3_FLOW: Service("the object store's S3 endpoint", store.s3_port, "storage.object_store.s3_port", store.s3_port,
-                         store.namespace, "storage.object_store.namespace", storage),
+                         store.namespace, "storage.object_store.namespace", storage, (*CLUSTER_SOURCES, *outside_s3, CIDRS)),
         POLARIS_FLOW: Service("the Polaris REST endpoint", polaris.port, "storage.polaris.port", polaris.port,
-                              polaris.namespace, "storage.polaris.namespace", storage),
+                              polaris.namespace, "storage.polaris.namespace", storage, (*CLUSTER_SOURCES, CIDRS)),
         INFERENCE_FLOW: Service("the inference gateway", HTTPS_PORT, "its HTTPS listener", ENVOY_HTTPS_TARGET_PORT,
-                                GATEWAY_NAMESPACE, gateway, [site.inference.cluster]),
+                                GATEWAY_NAMESPACE, gateway, [site.inference.cluster], ("compute",)),
         INGRESS_FLOW: Service("the compute ingress", HTTPS_PORT, "its HTTPS listener", ENVOY_HTTPS_TARGET_PORT,
-                              GATEWAY_NAMESPACE, gateway, site.keys_with_role("compute")),
+                              GATEWAY_NAMESPACE, gateway, site.keys_with_role("compute"), (WORLD, CIDRS)),
     }
 
 
 def service_flow_problems(site: SiteConfig) -> Iterator[Problem]:
-    """The flows named s3, polaris, inference and compute-ingress open their service's port, pods and cluster; the
-    first problem of each, of those the flow rules accept."""
+    """Every flow of the stack's table that the flow rules accept reaches a service of the design (the flows named s3,
+    polaris, inference and compute-ingress their own), opens its port, pods and clusters, and comes only from the
+    sources the design allows; an API server flow comes from the MultiKueue manager to GPU clusters. The first
+    problem of each flow."""
     sound = sound_flows(site)
-    for name, service in services(site).items():
-        if name in sound:
-            yield from islice(_service_problems(site, name, service), 1)
+    known = services(site)
+    for name in sorted(sound, key=list(site.flows or {}).index):
+        flow = site.flows[name]
+        if name in known:
+            problems = _service_problems(site, name, known[name])
+        elif flow.target == "kube-apiserver":
+            problems = _apiserver_problems(site, name)
+        else:
+            problems = _landing_problems(site, name, known)
+        yield from islice(problems, 1)
+
+
+def _landing_problems(site: SiteConfig, name: str, known: dict[str, Service]) -> Iterator[Problem]:
+    """A flow under a name of its own: the service it lands on is the one running in its namespace on its clusters."""
+    flow = site.flows[name]
+    path = ("flows", name)
+    landing = {key: service for key, service in known.items() if service.namespace == flow.to_namespace}
+    if not landing:
+        reachable = "; ".join(f"{s.what} ({s.namespace!r} on {', '.join(f'clusters.{c}' for c in s.clusters)})"
+                              for s in known.values())
+        yield (*path, "to_namespace"), (
+            f"{flow.to_namespace!r} runs no service other clusters may reach; a flow reaches {reachable}"
+        )
+        return
+    for i, dest in enumerate(flow.to):
+        if not any(dest in service.clusters for service in landing.values()):
+            (first, *_), where = landing.values(), ", ".join(f"clusters.{c}" for s in landing.values() for c in s.clusters)
+            yield (*path, "to", i), f"{dest!r} does not run {first.what} ({flow.to_namespace!r} runs on {where}); remove it"
+            return
+    service = next(s for s in landing.values() if flow.to[0] in s.clusters)
+    yield from _service_problems(site, name, service)
 
 
 def _service_problems(site: SiteConfig, name: str, service: Service) -> Iterator[Problem]:
@@ -79,3 +123,51 @@ def _service_problems(site: SiteConfig, name: str, service: Service) -> Iterator
     missing = [cluster for cluster in service.clusters if cluster not in flow.to]
     if missing:
         yield (*path, "to"), f"{flow.to!r} leaves out clusters.{missing[0]}, where {service.what} runs; add it"
+    for i, dest in enumerate(flow.to):
+        if dest not in service.clusters:
+            yield (*path, "to", i), f"{dest!r} does not run {service.what}; remove it"
+    yield from _source_problems(site, name, service)
+
+
+def _source_problems(site: SiteConfig, name: str, service: Service) -> Iterator[Problem]:
+    flow = site.flows[name]
+    path = ("flows", name)
+    allowed = _allowed(service.sources)
+    for i, source in enumerate(flow.sources):
+        kind = source if source == WORLD else site.clusters[source].role
+        if kind not in service.sources:
+            who = f"clients outside the site ({WORLD})" if source == WORLD else f"clusters.{source} ({kind})"
+            yield (*path, "from", i), f"{source!r}: the design does not let {who} reach {service.what}; it admits {allowed}"
+    if flow.from_cidrs and CIDRS not in service.sources:
+        yield (*path, CIDRS), f"the design does not let ranges outside the site reach {service.what}; it admits {allowed}"
+
+
+def _allowed(sources: tuple[str, ...]) -> str:
+    roles = [s for s in sources if s not in (WORLD, CIDRS)]
+    parts = [
+        *([f"{', '.join(roles[:-1])} and {roles[-1]} clusters" if len(roles) > 1 else f"{roles[0]} clusters"] if roles else []),
+        *([WORLD] if WORLD in sources else []),
+        *([f"declared ranges ({CIDRS})"] if CIDRS in sources else []),
+    ]
+    return ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
+
+
+def _apiserver_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
+    """DESIGN section 2: the MultiKueue manager reaches its workers' API servers, and nothing else crosses to an API
+    server."""
+    flow = site.flows[name]
+    path = ("flows", name)
+    if flow.protocol != "TCP":
+        yield (*path, "protocol"), f"{flow.protocol!r}: an API server is served over TCP"
+    manager = site.multikueue_manager()
+    for i, source in enumerate(flow.sources):
+        if source != manager:
+            yield (*path, "from", i), (
+                f"{source!r}: only the MultiKueue manager (clusters.{manager}) reaches other clusters' API servers; remove it"
+            )
+    for i, dest in enumerate(flow.to):
+        if site.clusters[dest].role not in GPU_ROLES:
+            yield (*path, "to", i), (
+                f"{dest!r} is a {site.clusters[dest].role} cluster; the MultiKueue manager reaches the API servers of GPU "
+                "clusters only"
+            )
