@@ -54,7 +54,7 @@ def longest_site(**changed: str) -> dict[str, Any]:
     site["inference"]["models"] = {model: {**QWEN3_8B, "served_name": "qwen3-8b"}}
     site["gpu_types"] = {key["gpu_type"]: {"memory_mib": 81559, "product": "NVIDIA-H100-80GB-HBM3"}}
     site["gpu"]["gpu"]["nodes"]["gpu-trn-1"]["gpu_type"] = key["gpu_type"]
-    site["flows"][key["flow"]] = {"from": ["compute"], "to": ["storage"], "port": 8443, "to_namespace": "aistor"}
+    site["flows"][key["flow"]] = {"from": ["compute"], "to": ["storage"], "port": 9000, "to_namespace": "aistor"}
     compute = site["clusters"]["compute"]
     compute["lb_pools"][key["pool"]] = compute["lb_pools"].pop("external")
     site["compute"]["ingress"]["pool"] = key["pool"]

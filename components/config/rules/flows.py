@@ -160,6 +160,8 @@ def _apiserver_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
     if flow.protocol != "TCP":
         yield (*path, "protocol"), f"{flow.protocol!r}: an API server is served over TCP"
     manager = site.multikueue_manager()
+    if manager not in site.clusters or site.clusters[manager].role != "compute":
+        return  # the manager is refused by its own rule (training), which names the key to change
     for i, source in enumerate(flow.sources):
         if source != manager:
             yield (*path, "from", i), (
