@@ -37,6 +37,9 @@ EXPECTED_RULES = {
     "fab-pinned-versions": "mandatory",
     "fab-pod-security": "mandatory",
     "fab-no-plaintext-secrets": "mandatory",
+    "fab-catalog-uri-polaris": "mandatory",
+    "fab-no-hive-metastore": "mandatory",
+    "fab-object-store-tables-denied": "mandatory",
 }
 
 
@@ -170,6 +173,25 @@ def password_in_values(rs):
     find(rs, ":Release", "compute-trino")["inputs"]["values"]["auth"] = {"password": "Pl41nT3xtPassword"}
 
 
+def spark_defaults_edit(rs, old, new):
+    data = find(rs, ":ConfigMap", "compute-spark-defaults")["inputs"]["data"]
+    assert old in data["spark-defaults.conf"]
+    data["spark-defaults.conf"] = data["spark-defaults.conf"].replace(old, new)
+
+
+def spark_hive_catalog(rs):
+    spark_defaults_edit(rs, "spark.sql.catalog.fab.type rest\n", "spark.sql.catalog.fab.type hive\n")
+
+
+def trino_catalog_elsewhere(rs):
+    catalogs = find(rs, ":Release", "compute-trino")["inputs"]["values"]["catalogs"]
+    catalogs["fab"] = catalogs["fab"].replace("http://polaris.site-t.fab.internal:8181", "http://catalog.example.com:8181")
+
+
+def spark_metastore(rs):
+    spark_defaults_edit(rs, "spark.sql.defaultCatalog fab\n", "spark.sql.defaultCatalog fab\nspark.hadoop.hive.metastore.uris thrift://metastore:9083\n")
+
+
 PLAN_EDITS = {
     "fab-no-gpu-outside-gpu-clusters": gpu_on_compute,
     "fab-gpu-lb-private-only": public_gpu_vip,
@@ -177,7 +199,7 @@ PLAN_EDITS = {
     "fab-routes-authenticated": no_jwt,
     "fab-credentials-have-flow": gpu_train_not_an_s3_source,
     "fab-host-network-allow-listed": host_network,
-    "fab-single-catalog-authority": tables_reachable,
+    "fab-single-catalog-authority": spark_hive_catalog,
     "fab-bucket-least-privilege": s3_star,
     "fab-stateful-protected": unprotected_bucket,
     "fab-versioned-artifacts": unversioned_models,
@@ -190,6 +212,9 @@ PLAN_EDITS = {
     "fab-pinned-versions": floating_chart,
     "fab-pod-security": writable_root,
     "fab-no-plaintext-secrets": password_in_values,
+    "fab-catalog-uri-polaris": trino_catalog_elsewhere,
+    "fab-no-hive-metastore": spark_metastore,
+    "fab-object-store-tables-denied": tables_reachable,
 }
 
 
