@@ -2,6 +2,7 @@
 
 from rules.catalog import catalog_uri_polaris, no_hive_metastore, object_store_tables_denied, single_catalog_authority
 from rules.gpu import no_gpu_outside_gpu_clusters, gpu_lb_private_only, serving_not_preemptible, training_ib_nccl_only, training_kueue_managed
+from rules.gpu_routes import no_gpu_helm_values, no_gpu_spark_applications, no_gpu_spark_conf
 from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
 from rules.network import credentials_have_flow, cross_cluster_default_deny, gateway_local_traffic, routes_authenticated
 from rules.storage import bucket_least_privilege, residency, stateful_protected, versioned_artifacts
@@ -9,6 +10,9 @@ from rules.workloads import host_network_allow_listed, no_plaintext_secrets, pin
 
 POLICIES = [
     no_gpu_outside_gpu_clusters,
+    no_gpu_spark_applications,
+    no_gpu_helm_values,
+    no_gpu_spark_conf,
     gpu_lb_private_only,
     gateway_local_traffic,
     routes_authenticated,
