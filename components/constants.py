@@ -21,6 +21,10 @@ ENVOY_HTTPS_TARGET_PORT = 10443
 """Envoy Gateway maps a listener port below 1024 to port + 10000 on its proxy pods; flows admit this one."""
 KUBE_APISERVER_PORT = 6443
 
+HOSTNAME_ANNOTATION = "external-dns.alpha.kubernetes.io/hostname"
+"""The DNS name a LoadBalancer Service is reached by (external-dns publishes it where it runs); the policy pack reads
+it on the Polaris endpoint to know which catalog URIs reach Polaris."""
+
 ENVOY_PROXY_LABELS = {"app.kubernetes.io/name": "envoy"}
 """Labels Envoy Gateway puts on every proxy pod, which flows to a gateway select."""
 KUEUE_CONTROLLER_LABELS = {"control-plane": "controller-manager"}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # StarRocks setup, run by the starrocks-setup Job; idempotent. Credentials come only from the environment
-# (Secrets starrocks-root, polaris-starrocks, s3-starrocks), never from this file.
+# (Secrets starrocks-root, polaris-starrocks, s3-starrocks), never from this file; the program writes the
+# catalog's Polaris URI in (engines/starrocks.py, setup_script), where the policy pack checks it.
 #   1. give root its password (first run: root has none yet);
 #   2. the shared-data storage volume on the olap bucket, as the default;
 #   3. the Iceberg catalog on Polaris (REST, OAuth2 client credentials, vended S3 credentials).
@@ -39,7 +40,7 @@ SET fab_olap AS DEFAULT STORAGE VOLUME;
 CREATE EXTERNAL CATALOG IF NOT EXISTS polaris PROPERTIES (
   "type" = "iceberg",
   "iceberg.catalog.type" = "rest",
-  "iceberg.catalog.uri" = "$POLARIS_URI",
+  "iceberg.catalog.uri" = "@POLARIS_CATALOG_URI@",
   "iceberg.catalog.warehouse" = "$POLARIS_WAREHOUSE",
   "iceberg.catalog.security" = "oauth2",
   "iceberg.catalog.oauth2.credential" = "$POLARIS_CLIENT_ID:$POLARIS_CLIENT_SECRET",

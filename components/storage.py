@@ -28,7 +28,7 @@ import pulumi_tls as tls
 
 from components import versions
 from components.constants import (
-    CNPG_NAMESPACE, POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_SCOPE, POLARIS_URI, POLARIS_WAREHOUSE,
+    CNPG_NAMESPACE, HOSTNAME_ANNOTATION, POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_SCOPE, POLARIS_URI, POLARIS_WAREHOUSE,
     S3_ACCESS_KEY, S3_ENDPOINT, S3_REGION, S3_SECRET_KEY, polaris_secret, s3_secret,
 )
 from components.kube import Adoption, adopted, helm_release, namespace, random_secret, restricted_container, run_once_job
@@ -325,9 +325,10 @@ class StorageCluster(pulumi.ComponentResource):
     def _namespace(self, name: str) -> k8s.core.v1.Namespace:
         return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), adopt=self._cluster_adopt)
 
-    def _lb_service(self, network: CrossClusterNetwork, name: str, namespace: str, pool: str, vip: Any,
+    def _lb_service(self, network: CrossClusterNetwork, name: str, namespace: str, pool: str, vip: Any, hostname: str,
                     port: tuple[str, int], selector: dict[str, str], depends_on: list[pulumi.Resource]) -> k8s.core.v1.Service:
-        """A LoadBalancer Service at a fixed VIP of `pool`; `port` is (port name, number), pods listen on the same."""
+        """A LoadBalancer Service at a fixed VIP of `pool`, published as `hostname`; `port` is (port name, number), pods
+        listen on the same."""
         port_name, number = port
         return k8s.core.v1.Service(
             f"{self._name}-svc-{name}",
@@ -335,7 +336,9 @@ class StorageCluster(pulumi.ComponentResource):
                 "name": name,
                 "namespace": namespace,
                 "labels": network.lb_service_labels(self._cluster_key, pool),
-                "annotations": {"lbipam.cilium.io/ips": str(vip)},
+                # The name clients use (a record of `dns_records`): external-dns publishes it where it runs, and the
+                # policy pack reads it to know which URIs reach this endpoint.
+                "annotations": {"lbipam.cilium.io/ips": str(vip), HOSTNAME_ANNOTATION: hostname},
             },
             spec={
                 "type": "LoadBalancer",
@@ -352,9 +355,12 @@ class StorageCluster(pulumi.ComponentResource):
         store, s3 = self._config.object_store, self._config.s3
         selector = store.s3_pod_labels
         port = ("s3", store.s3_port)
-        self._lb_service(network, "s3-internal", store.namespace, s3.internal_pool, s3.internal_vip, port, selector, self.object_store)
+        domain = self._site.domain
+        self._lb_service(network, "s3-internal", store.namespace, s3.internal_pool, s3.internal_vip, names.S3_HOST(domain), port,
+                         selector, self.object_store)
         if s3.external_pool is not None:
-            self._lb_service(network, "s3-external", store.namespace, s3.external_pool, s3.external_vip, port, selector, self.object_store)
+            self._lb_service(network, "s3-external", store.namespace, s3.external_pool, s3.external_vip, names.S3_EXTERNAL_HOST(domain),
+                             port, selector, self.object_store)
 
     def _buckets(self) -> dict[str, minio.S3Bucket]:
         resources = {}
@@ -494,7 +500,8 @@ class StorageCluster(pulumi.ComponentResource):
             adopt=self._cluster_adopt,
         )
         # The chart's own ClusterIP Service is `polaris`; this is the cross-cluster endpoint.
-        self._lb_service(network, "polaris-rest", ns, polaris.pool, polaris.vip, ("rest", polaris.port), POLARIS_POD_LABELS, [release])
+        self._lb_service(network, "polaris-rest", ns, polaris.pool, polaris.vip, names.POLARIS_HOST(self._site.domain), ("rest", polaris.port),
+                         POLARIS_POD_LABELS, [release])
 
         for engine in sorted(self._principal_engines):
             self._principals[engine] = _Principal(

@@ -121,6 +121,10 @@ def _resources(plan: Plan) -> list[Any]:
                 provider=provider,
                 parent=record.get("parent") or "",
                 dependencies=record.get("dependencies", []),
+                propertyDependencies={
+                    key: analyzer_pb2.AnalyzerPropertyDependencies(urns=urns)
+                    for key, urns in (record.get("property_dependencies") or {}).items()
+                },
             )
         )
     return out

@@ -235,5 +235,5 @@ class EngineScope:
             delivered.append(self.storage.grant(engine.name, to))
         return delivered
 
-    def config_map(self, name: str, ns: str, data: dict[str, str], after: pulumi.Resource) -> k8s.core.v1.ConfigMap:
+    def config_map(self, name: str, ns: str, data: dict[str, pulumi.Input[str]], after: pulumi.Resource) -> k8s.core.v1.ConfigMap:
         return k8s.core.v1.ConfigMap(f"{self.prefix}-{name}", metadata={"name": name, "namespace": ns}, data=data, opts=self.after(after))

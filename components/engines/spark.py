@@ -1,8 +1,9 @@
 """Spark: the Spark operator with Apache YuniKorn as its batch scheduler (DESIGN section 2, compute row).
 
 Batch and interactive applications queue separately in YuniKorn; drivers and executors get the Polaris
-catalog and the internal S3 endpoint from `spark-defaults.conf`, their credentials as environment variables
-from the delivered Secrets, injected by the operator's webhook.
+catalog and the internal S3 endpoint from `spark-defaults.conf` (the catalog's URI written out, so that the policy
+pack can check it is Polaris's), their credentials as environment variables from the delivered Secrets, injected
+by the operator's webhook.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 import yaml
 
 from components import versions
-from components.constants import POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_URI, POLARIS_WAREHOUSE, S3_ENDPOINT
+from components.constants import POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_WAREHOUSE, S3_ENDPOINT
 from components.engines._base import BucketAccess, Engine, EngineScope, Quota
 
 SERVICE_ACCOUNT = "spark"
@@ -43,15 +44,16 @@ def yunikorn_queues(spark: Any) -> str:
     )
 
 
-def spark_defaults() -> str:
-    """spark-defaults.conf: the Polaris catalog and the internal S3 endpoint; credentials only as ${env:...} references."""
+def spark_defaults(catalog_uri: str) -> str:
+    """spark-defaults.conf: the Polaris catalog at `catalog_uri` and the internal S3 endpoint; credentials only as
+    ${env:...} references."""
     catalog = "spark.sql.catalog.fab"
     conf = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.defaultCatalog": "fab",
         catalog: "org.apache.iceberg.spark.SparkCatalog",
         f"{catalog}.type": "rest",
-        f"{catalog}.uri": f"${{env:{POLARIS_URI}}}",
+        f"{catalog}.uri": catalog_uri,
         f"{catalog}.warehouse": f"${{env:{POLARIS_WAREHOUSE}}}",
         f"{catalog}.credential": f"${{env:{POLARIS_CLIENT_ID}}}:${{env:{POLARIS_CLIENT_SECRET}}}",
         f"{catalog}.scope": "PRINCIPAL_ROLE:ALL",
@@ -87,7 +89,7 @@ def _deploy(scope: EngineScope) -> None:
         },
         [yunikorn, ns, scope.plain_namespace("spark-operator")],
     )
-    scope.config_map("spark-defaults", ENGINE.namespace, {"spark-defaults.conf": spark_defaults()}, ns)
+    scope.config_map("spark-defaults", ENGINE.namespace, {"spark-defaults.conf": scope.storage.catalog_uri.apply(spark_defaults)}, ns)
     scope.grants(ENGINE, ns)
 
 

@@ -18,6 +18,8 @@ from components.kube import restricted_container, run_once_job
 
 CLUSTER = "starrocks"
 SETUP_SCRIPT = Path(__file__).parents[1] / "starrocks_setup.sh"
+CATALOG_URI = "@POLARIS_CATALOG_URI@"
+"""Where the setup script's catalog takes this site's Polaris URI, written out so that the policy pack can check it."""
 SETUP_USER = 10001
 
 
@@ -53,6 +55,14 @@ def _cluster_spec(cfg) -> dict:
     }
 
 
+def setup_script(catalog_uri: str) -> str:
+    """The setup script with the Polaris catalog's URI in place; credentials stay environment references."""
+    script = SETUP_SCRIPT.read_text()
+    if CATALOG_URI not in script:
+        raise ValueError(f"{SETUP_SCRIPT} has no {CATALOG_URI} for the catalog URI")
+    return script.replace(CATALOG_URI, catalog_uri)
+
+
 def _deploy(scope: EngineScope) -> None:
     ns = ENGINE.namespace
     ns_resource = scope.namespace(ENGINE)
@@ -72,7 +82,7 @@ def _deploy(scope: EngineScope) -> None:
     )
     root = scope.secret("starrocks-root", "starrocks-root", ns,
                         {"STARROCKS_ROOT_PASSWORD": scope.random("starrocks-root", 32)}, ns_resource)
-    setup = scope.config_map("starrocks-setup", ns, {"setup.sh": SETUP_SCRIPT.read_text()}, ns_resource)
+    setup = scope.config_map("starrocks-setup", ns, {"setup.sh": scope.storage.catalog_uri.apply(setup_script)}, ns_resource)
     container = restricted_container(
         "setup", versions.MYSQL_CLIENT_IMAGE, SETUP_USER,
         command=["bash", "/etc/starrocks-setup/setup.sh"],

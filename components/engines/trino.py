@@ -16,15 +16,17 @@ from components.constants import (
 from components.engines._base import BucketAccess, Engine, EngineScope, Quota, Ui
 
 
-def trino_catalog(prefix: str = "", s3_endpoint_env: str = S3_ENDPOINT) -> str:
+def trino_catalog(uri: str, prefix: str = "", s3_endpoint_env: str = S3_ENDPOINT) -> str:
     """A Trino Iceberg catalog on a Polaris: REST with OAuth2 client credentials and vended S3 credentials.
 
-    `prefix` selects whose Polaris: none for this site's, `<PEER>_` for a federated peer's.
+    `prefix` selects whose Polaris principal and warehouse: none for this site's, `<PEER>_` for a federated peer's.
+    `uri` is this site's catalog URI written out (the policy pack checks it is Polaris's), or for a peer the reference
+    to the variable its Secret holds, read from the peer's stack.
     """
     props = {
         "connector.name": "iceberg",
         "iceberg.catalog.type": "rest",
-        "iceberg.rest-catalog.uri": f"${{ENV:{prefix}{POLARIS_URI}}}",
+        "iceberg.rest-catalog.uri": uri,
         "iceberg.rest-catalog.warehouse": f"${{ENV:{prefix}{POLARIS_WAREHOUSE}}}",
         "iceberg.rest-catalog.security": "OAUTH2",
         "iceberg.rest-catalog.oauth2.credential": f"${{ENV:{prefix}{POLARIS_CLIENT_ID}}}:${{ENV:{prefix}{POLARIS_CLIENT_SECRET}}}",
@@ -67,7 +69,8 @@ def _peer_catalogs(scope: EngineScope, ns_resource, values: dict) -> list:
             f"{prefix}_{POLARIS_CLIENT_SECRET}": found["client_secret"],
             f"{prefix}_S3_ENDPOINT": found["s3_endpoint"],
         }, ns_resource))
-        values["catalogs"][peer.replace("-", "_")] = trino_catalog(prefix=f"{prefix}_", s3_endpoint_env=f"{prefix}_S3_ENDPOINT")
+        values["catalogs"][peer.replace("-", "_")] = trino_catalog(f"${{ENV:{prefix}_{POLARIS_URI}}}", prefix=f"{prefix}_",
+                                                                   s3_endpoint_env=f"{prefix}_S3_ENDPOINT")
         values["envFrom"].append({"secretRef": {"name": names.PEER_CATALOG(peer)}})
     return secrets
 
@@ -93,7 +96,7 @@ def _deploy(scope: EngineScope) -> None:
             )),
         },
         "additionalConfigProperties": ["internal-communication.shared-secret=${ENV:TRINO_SHARED_SECRET}"],
-        "catalogs": {"fab": trino_catalog()},
+        "catalogs": {"fab": scope.storage.catalog_uri.apply(trino_catalog)},
         "resourceGroups": {"type": "configmap", "resourceGroupsConfig": trino_resource_groups()},
         "envFrom": [{"secretRef": {"name": name}} for name in ("trino-oidc", "trino-internal", polaris_secret("trino"), s3_secret("trino"))],
     }

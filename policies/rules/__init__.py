@@ -1,13 +1,18 @@
 """The fab-platform rules, one Policy each, in the order of the README's rule table."""
 
+from rules.catalog import catalog_uri_polaris, no_hive_metastore, object_store_tables_denied, single_catalog_authority
 from rules.gpu import no_gpu_outside_gpu_clusters, gpu_lb_private_only, serving_not_preemptible, training_ib_nccl_only, training_kueue_managed
+from rules.gpu_routes import no_gpu_helm_values, no_gpu_spark_applications, no_gpu_spark_conf
 from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
 from rules.network import credentials_have_flow, cross_cluster_default_deny, flow_direction, gateway_local_traffic, routes_authenticated
-from rules.storage import bucket_least_privilege, residency, single_catalog_authority, stateful_protected, versioned_artifacts
+from rules.storage import bucket_least_privilege, residency, stateful_protected, versioned_artifacts
 from rules.workloads import host_network_allow_listed, no_plaintext_secrets, pinned_versions, pod_security
 
 POLICIES = [
     no_gpu_outside_gpu_clusters,
+    no_gpu_spark_applications,
+    no_gpu_helm_values,
+    no_gpu_spark_conf,
     gpu_lb_private_only,
     gateway_local_traffic,
     routes_authenticated,
@@ -16,6 +21,9 @@ POLICIES = [
     credentials_have_flow,
     host_network_allow_listed,
     single_catalog_authority,
+    catalog_uri_polaris,
+    no_hive_metastore,
+    object_store_tables_denied,
     bucket_least_privilege,
     stateful_protected,
     versioned_artifacts,

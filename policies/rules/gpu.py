@@ -41,7 +41,10 @@ def requests_gpus(obj: dict[str, Any]) -> bool:
 
 @stack_rule("fab-no-gpu-outside-gpu-clusters", "No workload on a storage or compute cluster requests nvidia.com/gpu.")
 def no_gpu_outside_gpu_clusters(args: StackValidationArgs, report: ReportViolation) -> None:
-    """Unknown values: a pod template outside GPU clusters with an unknown part fails closed."""
+    """The pod-template route; the other routes (Spark applications, Helm values, Spark configuration) are the rules
+    of rules/gpu_routes.py.
+
+    Unknown values: a pod template outside GPU clusters with an unknown part fails closed."""
     gpu = gpu_providers(args.resources)
     for resource, obj in objects(args.resources):
         if provider_name(resource) in gpu or pod_spec(obj) is None:

@@ -1,14 +1,13 @@
-"""Rules on data: one catalog authority, least-privilege bucket access, nothing lost, versioned artifacts, residency."""
+"""Rules on data: least-privilege bucket access, nothing lost, versioned artifacts, residency (one catalog authority: rules/catalog.py)."""
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 
-from rules._k8s import HELM_RELEASE, UNKNOWN, field, k8s_object, name_of, namespace_of, objects, plain, skip_unknown, undecided
+from rules._k8s import HELM_RELEASE, UNKNOWN, field, k8s_object, plain, undecided
 from rules._policy import resource_rule, stack_rule
 
 IAM_POLICY = "minio:index/iamPolicy:IamPolicy"
@@ -17,30 +16,6 @@ VERSIONING = "minio:index/s3BucketVersioning:S3BucketVersioning"
 BUCKET_TAGS = "pulumi-python:dynamic/storage:BucketTags"
 VERSIONED_CLASSES = {"models", "checkpoints", "warehouse"}
 CLASS_TAG, RESIDENCY_TAG = "fab.internal/class", "fab.internal/residency"
-OTHER_CATALOGS = re.compile(r"(iceberg\.catalog\.type\s*[=:]\s*[\"']?(hive|glue|jdbc|nessie|hadoop)|hive\.metastore\.uri)", re.I)
-
-
-@stack_rule("fab-single-catalog-authority", "Polaris is the only Iceberg catalog.")
-def single_catalog_authority(args: StackValidationArgs, report: ReportViolation) -> None:
-    """Unknown values: skipped in values and ConfigMaps (catalog settings are literal text, never another resource's
-    output); an IAM policy whose document is unknown fails closed."""
-    for resource in args.resources:
-        props = plain(resource.props)
-        if resource.resource_type == HELM_RELEASE:
-            text = json.dumps(skip_unknown(props))
-            if OTHER_CATALOGS.search(text):
-                report(f"Helm release {resource.name} configures an Iceberg catalog other than Polaris's REST catalog", resource.urn)
-        if resource.resource_type == IAM_POLICY:
-            if problem := undecided(f"MinIO policy {resource.name}", props.get("policy"), ".policy"):
-                report(problem, resource.urn)
-                continue
-            document = json.loads(props.get("policy") or "{}")
-            if not any(s.get("Effect") == "Deny" and "s3tables:*" in s.get("Action", []) for s in document.get("Statement", [])):
-                report(f"MinIO policy {props.get('name')} does not deny s3tables:*: the object store's own table "
-                       "catalog must stay unreachable, Polaris is the only catalog", resource.urn)
-    for resource, obj in objects(args.resources):
-        if obj["kind"] == "ConfigMap" and OTHER_CATALOGS.search(json.dumps(skip_unknown(obj.get("data")) or {})):
-            report(f"ConfigMap {namespace_of(obj)}/{name_of(obj)} configures an Iceberg catalog other than Polaris", resource.urn)
 
 
 @resource_rule("fab-bucket-least-privilege", "No storage policy grants s3:* or a wildcard bucket.")

@@ -143,10 +143,12 @@ def test_s3_endpoints_are_separate_local_vips_on_their_pools(full_plan):
     services = storage_objects(full_plan, "Service")
     internal, external = named(services, "s3-internal"), named(services, "s3-external")
     assert (internal["metadata"]["labels"], internal["metadata"]["annotations"]) == (
-        {"lb.fab.internal/pool": "internal"}, {"lbipam.cilium.io/ips": "10.30.101.10"}
+        {"lb.fab.internal/pool": "internal"},
+        {"lbipam.cilium.io/ips": "10.30.101.10", "external-dns.alpha.kubernetes.io/hostname": "s3.site-t.fab.internal"},
     )
     assert (external["metadata"]["labels"], external["metadata"]["annotations"]) == (
-        {"lb.fab.internal/pool": "external"}, {"lbipam.cilium.io/ips": "198.51.100.10"}
+        {"lb.fab.internal/pool": "external"},
+        {"lbipam.cilium.io/ips": "198.51.100.10", "external-dns.alpha.kubernetes.io/hostname": "s3-external.site-t.fab.internal"},
     )
     for service in (internal, external):
         assert service["spec"]["type"] == "LoadBalancer"
@@ -199,7 +201,9 @@ def test_polaris_runs_on_the_cnpg_database_with_one_signing_key(small_plan):
 def test_polaris_rest_endpoint_is_an_internal_local_vip(small_plan):
     service = named(storage_objects(small_plan, "Service"), "polaris-rest")
     assert service["metadata"]["labels"] == {"lb.fab.internal/pool": "internal"}
-    assert service["metadata"]["annotations"] == {"lbipam.cilium.io/ips": "10.30.101.11"}
+    assert service["metadata"]["annotations"] == {
+        "lbipam.cilium.io/ips": "10.30.101.11", "external-dns.alpha.kubernetes.io/hostname": "polaris.site-t.fab.internal",
+    }
     assert service["spec"]["ports"] == [{"name": "rest", "port": 8181, "targetPort": 8181, "protocol": "TCP"}]
     assert service["spec"]["externalTrafficPolicy"] == "Local"
 

@@ -38,6 +38,12 @@ EXPECTED_RULES = {
     "fab-pinned-versions": "mandatory",
     "fab-pod-security": "mandatory",
     "fab-no-plaintext-secrets": "mandatory",
+    "fab-no-gpu-spark-applications": "mandatory",
+    "fab-no-gpu-helm-values": "mandatory",
+    "fab-no-gpu-spark-conf": "mandatory",
+    "fab-catalog-uri-polaris": "mandatory",
+    "fab-no-hive-metastore": "mandatory",
+    "fab-object-store-tables-denied": "mandatory",
 }
 
 
@@ -181,6 +187,46 @@ def password_in_values(rs):
     find(rs, ":Release", "compute-trino")["inputs"]["values"]["auth"] = {"password": "Pl41nT3xtPassword"}
 
 
+def spark_defaults_edit(rs, old, new):
+    data = find(rs, ":ConfigMap", "compute-spark-defaults")["inputs"]["data"]
+    assert old in data["spark-defaults.conf"]
+    data["spark-defaults.conf"] = data["spark-defaults.conf"].replace(old, new)
+
+
+def spark_hive_catalog(rs):
+    spark_defaults_edit(rs, "spark.sql.catalog.fab.type rest\n", "spark.sql.catalog.fab.type hive\n")
+
+
+def gpu_spark_application(rs):
+    app = copy.deepcopy(find(rs, ":ConfigMap", "compute-spark-defaults"))
+    app["name"], app["urn"] = "compute-gpu-etl", app["urn"] + "-gpu-etl"
+    app["type"] = "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication"
+    app["inputs"] = {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+                     "metadata": {"name": "gpu-etl", "namespace": "spark"},
+                     "spec": {"type": "Python", "mode": "cluster", "sparkVersion": "4.0.1", "mainApplicationFile": "local:///app/etl.py",
+                              "driver": {"cores": 1, "memory": "2g"},
+                              "executor": {"instances": 2, "cores": 4, "memory": "16g", "gpu": {"name": "nvidia.com/gpu", "quantity": 1}}}}
+    rs.append(app)
+
+
+def gpu_notebook_profile(rs):
+    profile = find(rs, ":Release", "compute-jupyterhub")["inputs"]["values"]["singleuser"]["profileList"][0]
+    profile["kubespawner_override"]["extra_resource_limits"] = {"nvidia.com/gpu": "1"}
+
+
+def gpu_spark_defaults(rs):
+    spark_defaults_edit(rs, "spark.sql.defaultCatalog fab\n", "spark.sql.defaultCatalog fab\nspark.executor.resource.gpu.amount 1\n")
+
+
+def trino_catalog_elsewhere(rs):
+    catalogs = find(rs, ":Release", "compute-trino")["inputs"]["values"]["catalogs"]
+    catalogs["fab"] = catalogs["fab"].replace("http://polaris.site-t.fab.internal:8181", "http://catalog.example.com:8181")
+
+
+def spark_metastore(rs):
+    spark_defaults_edit(rs, "spark.sql.defaultCatalog fab\n", "spark.sql.defaultCatalog fab\nspark.hadoop.hive.metastore.uris thrift://metastore:9083\n")
+
+
 PLAN_EDITS = {
     "fab-no-gpu-outside-gpu-clusters": gpu_on_compute,
     "fab-gpu-lb-private-only": public_gpu_vip,
@@ -190,7 +236,7 @@ PLAN_EDITS = {
     "fab-flow-direction": gpu_reaches_compute,
     "fab-credentials-have-flow": gpu_train_not_an_s3_source,
     "fab-host-network-allow-listed": host_network,
-    "fab-single-catalog-authority": tables_reachable,
+    "fab-single-catalog-authority": spark_hive_catalog,
     "fab-bucket-least-privilege": s3_star,
     "fab-stateful-protected": unprotected_bucket,
     "fab-versioned-artifacts": unversioned_models,
@@ -203,6 +249,12 @@ PLAN_EDITS = {
     "fab-pinned-versions": floating_chart,
     "fab-pod-security": writable_root,
     "fab-no-plaintext-secrets": password_in_values,
+    "fab-no-gpu-spark-applications": gpu_spark_application,
+    "fab-no-gpu-helm-values": gpu_notebook_profile,
+    "fab-no-gpu-spark-conf": gpu_spark_defaults,
+    "fab-catalog-uri-polaris": trino_catalog_elsewhere,
+    "fab-no-hive-metastore": spark_metastore,
+    "fab-object-store-tables-denied": tables_reachable,
 }
 
 

@@ -12,7 +12,7 @@ from rules import POLICIES
 from rules.gpu import gpu_lb_private_only, no_gpu_outside_gpu_clusters, serving_not_preemptible, training_ib_nccl_only, training_kueue_managed
 from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
 from rules.network import cross_cluster_default_deny, gateway_local_traffic, routes_authenticated
-from rules.storage import bucket_least_privilege, residency, single_catalog_authority, stateful_protected, versioned_artifacts
+from rules.storage import bucket_least_privilege, residency, stateful_protected, versioned_artifacts
 from rules.workloads import host_network_allow_listed, no_plaintext_secrets, pinned_versions, pod_security
 
 
@@ -175,43 +175,14 @@ def test_fails_when_a_namespace_is_privileged_outside_the_allow_list():
     ]
 
 
-# fab-single-catalog-authority -----------------------------------------------------------------
+# fab-bucket-least-privilege -----------------------------------------------------------------
 
 def iam_policy(statements: list[dict]) -> dict:
     return {"name": "fab-spark", "policy": json.dumps({"Version": "2012-10-17", "Statement": statements})}
 
 
 ALLOW_READ = {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": ["arn:aws:s3:::site-a-gold/*"]}
-DENY_TABLES = {"Effect": "Deny", "Action": ["s3tables:*"], "Resource": ["arn:aws:s3tables:::bucket/site-a-gold"]}
 
-
-def test_polaris_only_passes():
-    trino = resource("kubernetes:helm.sh/v3:Release", {"values": {"catalogs": {"fab": "iceberg.catalog.type=rest\n"}}}, "trino")
-    assert check(single_catalog_authority, [trino, resource("minio:index/iamPolicy:IamPolicy", iam_policy([ALLOW_READ, DENY_TABLES]))]) == []
-
-
-def test_fails_when_a_chart_configures_a_hive_catalog():
-    trino = resource("kubernetes:helm.sh/v3:Release", {"values": {"catalogs": {"hive": "hive.metastore.uri=thrift://x:9083\n"}}}, "trino")
-    assert check(single_catalog_authority, [trino]) == [
-        "Helm release trino configures an Iceberg catalog other than Polaris's REST catalog"
-    ]
-
-
-def test_fails_when_a_policy_leaves_the_object_stores_table_catalog_reachable():
-    assert check(single_catalog_authority, [resource("minio:index/iamPolicy:IamPolicy", iam_policy([ALLOW_READ]))]) == [
-        "MinIO policy fab-spark does not deny s3tables:*: the object store's own table catalog must stay unreachable, "
-        "Polaris is the only catalog"
-    ]
-
-
-def test_fails_when_a_config_map_configures_a_glue_catalog():
-    config = k8s("ConfigMap", "spark-defaults", "spark", data={"spark-defaults.conf": "iceberg.catalog.type=glue\n"})
-    assert check(single_catalog_authority, [kube(config)]) == [
-        "ConfigMap spark/spark-defaults configures an Iceberg catalog other than Polaris"
-    ]
-
-
-# fab-bucket-least-privilege -----------------------------------------------------------------
 
 def test_named_buckets_and_actions_pass():
     assert check(bucket_least_privilege, resource("minio:index/iamPolicy:IamPolicy", iam_policy([ALLOW_READ]))) == []
