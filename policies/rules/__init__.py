@@ -1,5 +1,12 @@
 """The fab-platform rules, one Policy each, in the order of the README's rule table."""
 
+from rules.compute import (
+    compute_batch_below_interactive,
+    compute_pool_placement,
+    compute_priority_class,
+    starrocks_cn_cache,
+    starrocks_shared_data,
+)
 from rules.gpu import no_gpu_outside_gpu_clusters, gpu_lb_private_only, serving_not_preemptible, training_ib_nccl_only, training_kueue_managed
 from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
 from rules.network import credentials_have_flow, cross_cluster_default_deny, gateway_local_traffic, routes_authenticated
@@ -27,4 +34,9 @@ POLICIES = [
     pinned_versions,
     pod_security,
     no_plaintext_secrets,
+    compute_pool_placement,
+    compute_priority_class,
+    compute_batch_below_interactive,
+    starrocks_shared_data,
+    starrocks_cn_cache,
 ]

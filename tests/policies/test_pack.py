@@ -37,6 +37,11 @@ EXPECTED_RULES = {
     "fab-pinned-versions": "mandatory",
     "fab-pod-security": "mandatory",
     "fab-no-plaintext-secrets": "mandatory",
+    "fab-compute-pool-placement": "mandatory",
+    "fab-compute-priority-class": "mandatory",
+    "fab-compute-batch-below-interactive": "mandatory",
+    "fab-starrocks-shared-data": "mandatory",
+    "fab-starrocks-cn-cache": "mandatory",
 }
 
 
@@ -170,6 +175,26 @@ def password_in_values(rs):
     find(rs, ":Release", "compute-trino")["inputs"]["values"]["auth"] = {"password": "Pl41nT3xtPassword"}
 
 
+def untolerated_trino_workers(rs):
+    find(rs, ":Release", "compute-trino")["inputs"]["values"]["worker"]["tolerations"] = []
+
+
+def interactive_airflow_tasks(rs):
+    find(rs, ":Release", "compute-airflow")["inputs"]["values"]["workers"]["kubernetes"]["priorityClassName"] = "compute-interactive"
+
+
+def batch_above_interactive(rs):
+    find(rs, ":PriorityClass", "compute-priority-batch")["inputs"]["value"] = 1000
+
+
+def shared_nothing_starrocks(rs):
+    find(rs, ":ConfigMap", "compute-starrocks-fe-conf")["inputs"]["data"]["fe.conf"] = "run_mode = shared_nothing\n"
+
+
+def no_cache_class_on_compute(rs):
+    rs.remove(find(rs, ":StorageClass", "compute-starrocks-cache"))
+
+
 PLAN_EDITS = {
     "fab-no-gpu-outside-gpu-clusters": gpu_on_compute,
     "fab-gpu-lb-private-only": public_gpu_vip,
@@ -190,6 +215,11 @@ PLAN_EDITS = {
     "fab-pinned-versions": floating_chart,
     "fab-pod-security": writable_root,
     "fab-no-plaintext-secrets": password_in_values,
+    "fab-compute-pool-placement": untolerated_trino_workers,
+    "fab-compute-priority-class": interactive_airflow_tasks,
+    "fab-compute-batch-below-interactive": batch_above_interactive,
+    "fab-starrocks-shared-data": shared_nothing_starrocks,
+    "fab-starrocks-cn-cache": no_cache_class_on_compute,
 }
 
 
