@@ -63,7 +63,8 @@ def _deploy(scope: EngineScope) -> None:
             },
         },
         "proxy": {"service": {"type": "ClusterIP"}, "chp": core},
-        "scheduling": {"userScheduler": {"enabled": False}},
+        # No placeholder pods (they only hold room for autoscaling) and no user scheduler: every pod here is placed by pool.
+        "scheduling": {"userScheduler": {"enabled": False}, "userPlaceholder": {"enabled": False}},
         "prePuller": {"hook": {"enabled": False}, "continuous": {"enabled": False}},
         "singleuser": {
             "profileList": _profiles(ENGINE.config(scope.compute)),

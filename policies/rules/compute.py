@@ -217,8 +217,18 @@ def compute_pool_placement(args: StackValidationArgs, report: ReportViolation) -
                 report(problem, w.urn)
             elif not tolerates(tolerations, w.pool):
                 report(f"{w.what} on {w.cluster}: {_of(pods)} do not tolerate the {w.pool} pool's taint ({path}: "
-                       f"{tolerations or []}); {w.subject} is {w.pool} work, allowed: a toleration of "
+                       f"{_tolerations(tolerations)}); {w.subject} is {w.pool} work, allowed: a toleration of "
                        f"{POOL_LABEL}={w.pool}:NoSchedule", w.urn)
+
+
+def _tolerations(tolerations: Any) -> str:
+    """Tolerations as taints are written (`key=value:effect`, `key:effect` for Exists), for messages."""
+    shown = []
+    for t in tolerations if isinstance(tolerations, list) else []:
+        t = t if isinstance(t, dict) else {}
+        key = t.get("key") or "*"
+        shown.append(f"{key}{'' if t.get('operator') == 'Exists' else '=' + str(t.get('value') or '')}:{t.get('effect') or '*'}")
+    return f"[{', '.join(shown)}]"
 
 
 def priority_classes(resources: list[Any], clusters: set[str]) -> dict[tuple[str, str], dict[str, Any]]:
