@@ -52,9 +52,11 @@ def _pool_problems(site: SiteConfig) -> Iterator[Problem]:
     for pool in ("batch", "interactive"):
         users = [e.name for e in ENGINES.values() if e.pool.name == pool and e.config(compute).enabled]
         if users and not getattr(compute, f"{pool}_nodes"):
+            one = len(users) == 1
             yield ("compute", f"{pool}_nodes"), (
-                f"is empty, but {', '.join(users)} run in the {pool} pool (their pods select and tolerate only its nodes): "
-                f"list the {pool} pool's nodes, or switch {'that engine' if len(users) == 1 else 'those engines'} off"
+                f"is empty, but {', '.join(users)} {'runs' if one else 'run'} in the {pool} pool ({'its' if one else 'their'} "
+                f"pods select and tolerate only its nodes): list the {pool} pool's nodes, or switch "
+                f"{'that engine' if one else 'those engines'} off"
             )
 
 
