@@ -297,7 +297,7 @@ def _shown(value: Any) -> str:
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
-RUN_MODE = re.compile(r"^\s*run_mode\s*=\s*(\S+)\s*$", re.M)
+RUN_MODE = re.compile(r"^\s*run_mode\s*=\s*(\S+)\s*$", re.MULTILINE)
 
 
 def starrocks_clusters(resources: list[Any]) -> Iterator[tuple[Any, dict[str, Any]]]:

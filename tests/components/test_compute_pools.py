@@ -24,8 +24,8 @@ def test_fails_when_a_node_is_in_both_pools():
     raw = small_site()
     raw["compute"]["interactive_nodes"] = ["compute-batch-1"]
     assert config_errors(raw) == [
-        "fab-platform:site.compute.interactive_nodes[0]: 'compute-batch-1' is also a batch node of compute.batch_nodes; a node "
-        "serves one pool (it registers with one pool's taint)"
+        ("fab-platform:site.compute.interactive_nodes[0]: 'compute-batch-1' is also a batch node of compute.batch_nodes; a node "
+        "serves one pool (it registers with one pool's taint)")
     ]
 
 
@@ -33,9 +33,9 @@ def test_fails_when_interactive_engines_are_on_without_interactive_nodes():
     raw = small_site()
     raw["compute"]["interactive_nodes"] = []
     assert config_errors(raw) == [
-        "fab-platform:site.compute.interactive_nodes: is empty, but jupyterhub, starrocks, superset, trino run in the "
+        ("fab-platform:site.compute.interactive_nodes: is empty, but jupyterhub, starrocks, superset, trino run in the "
         "interactive pool (their pods select and tolerate only its nodes): list the interactive pool's nodes, or switch "
-        "those engines off"
+        "those engines off")
     ]
 
 
@@ -44,8 +44,8 @@ def test_fails_when_spark_is_on_without_batch_nodes():
     raw["compute"]["batch_nodes"] = []
     raw["compute"]["airflow"] = {"enabled": False}
     assert config_errors(raw) == [
-        "fab-platform:site.compute.batch_nodes: is empty, but spark runs in the batch pool (its pods select and tolerate "
-        "only its nodes): list the batch pool's nodes, or switch that engine off"
+        ("fab-platform:site.compute.batch_nodes: is empty, but spark runs in the batch pool (its pods select and tolerate "
+        "only its nodes): list the batch pool's nodes, or switch that engine off")
     ]
 
 

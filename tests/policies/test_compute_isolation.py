@@ -12,10 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from policy_fixtures import check, options, provider
+from pulumi_policy import PolicyResource
+from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE
 
 from components.engines.spark import spark_application_template
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan
+from rules.compute import compute_pool_placement
 
 COMPUTE = "site-t-compute"
 
@@ -60,8 +64,10 @@ def add_spark_application(resources: list[dict[str, Any]], edit: Callable[[dict[
     resources.append(record)
 
 
-INTERACTIVE_TAINT = "fab.internal/compute-pool=interactive:NoSchedule"
-BATCH_TOLERATION = [{"key": "fab.internal/compute-pool", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}]
+POOL = "fab.internal/compute-pool"
+INTERACTIVE_TAINT = f"{POOL}=interactive:NoSchedule"
+BATCH_TOLERATION = [{"key": POOL, "operator": "Equal", "value": "batch", "effect": "NoSchedule"}]
+INTERACTIVE_TOLERATION = [{"key": POOL, "operator": "Equal", "value": "interactive", "effect": "NoSchedule"}]
 
 
 # fab-compute-pool-placement ----------------------------------------------------------------------
@@ -73,8 +79,8 @@ def test_fails_when_trino_workers_do_not_tolerate_the_interactive_pool(stub, ful
 
     assert violations(stub, full_plan, edit) == [(
         "fab-compute-pool-placement",
-        f"Helm release compute-trino (chart trino) on {COMPUTE}: its worker pods do not tolerate the interactive pool's taint "
-        f"(worker.tolerations: []); trino is interactive work, allowed: a toleration of {INTERACTIVE_TAINT}",
+        (f"Helm release compute-trino (chart trino) on {COMPUTE}: its worker pods do not tolerate the interactive pool's taint "
+        f"(worker.tolerations: []); trino is interactive work, allowed: a toleration of {INTERACTIVE_TAINT}"),
     )]
 
 
@@ -84,8 +90,8 @@ def test_fails_when_airflow_task_pods_select_the_interactive_pool(stub, full_pla
 
     assert violations(stub, full_plan, edit) == [(
         "fab-compute-pool-placement",
-        f"Helm release compute-airflow (chart airflow) on {COMPUTE}: its task pods select fab.internal/compute-pool=interactive "
-        "(workers.kubernetes.nodeSelector); airflow is batch work, allowed: nodeSelector fab.internal/compute-pool=batch",
+        (f"Helm release compute-airflow (chart airflow) on {COMPUTE}: its task pods select fab.internal/compute-pool=interactive "
+        "(workers.kubernetes.nodeSelector); airflow is batch work, allowed: nodeSelector fab.internal/compute-pool=batch"),
     )]
 
 
@@ -95,9 +101,9 @@ def test_fails_when_jupyter_single_user_servers_select_no_pool(stub, full_plan):
 
     assert violations(stub, full_plan, edit) == [(
         "fab-compute-pool-placement",
-        f"Helm release compute-jupyterhub (chart jupyterhub) on {COMPUTE}: its single-user pods select "
+        (f"Helm release compute-jupyterhub (chart jupyterhub) on {COMPUTE}: its single-user pods select "
         "fab.internal/compute-pool=None (singleuser.nodeSelector); jupyterhub is interactive work, allowed: nodeSelector "
-        "fab.internal/compute-pool=interactive",
+        "fab.internal/compute-pool=interactive"),
     )]
 
 
@@ -107,10 +113,10 @@ def test_fails_when_starrocks_compute_nodes_tolerate_the_batch_pool_instead(stub
 
     assert violations(stub, full_plan, edit) == [(
         "fab-compute-pool-placement",
-        f"StarRocksCluster starrocks/starrocks on {COMPUTE}: its CN pods do not tolerate the interactive pool's taint "
+        (f"StarRocksCluster starrocks/starrocks on {COMPUTE}: its CN pods do not tolerate the interactive pool's taint "
         "(spec.starRocksCnSpec.tolerations: [fab.internal/compute-pool=batch:NoSchedule]); StarRocksCluster is interactive "
         "work, allowed: a "
-        f"toleration of {INTERACTIVE_TAINT}",
+        f"toleration of {INTERACTIVE_TAINT}"),
     )]
 
 
@@ -120,8 +126,8 @@ def test_fails_when_a_spark_application_selects_no_pool(stub, full_plan):
 
     assert violations(stub, full_plan, edit) == [
         ("fab-compute-pool-placement",
-         f"SparkApplication spark/compaction on {COMPUTE}: its {role} pods select fab.internal/compute-pool=None "
-         f"(spec.nodeSelector); SparkApplication is batch work, allowed: nodeSelector fab.internal/compute-pool=batch")
+         (f"SparkApplication spark/compaction on {COMPUTE}: its {role} pods select fab.internal/compute-pool=None "
+         f"(spec.nodeSelector); SparkApplication is batch work, allowed: nodeSelector fab.internal/compute-pool=batch"))
         for role in ("driver", "executor")
     ]
 
@@ -133,8 +139,8 @@ def test_fails_when_a_job_in_an_interactive_namespace_selects_the_batch_pool(stu
 
     assert violations(stub, full_plan, edit) == [(
         "fab-compute-pool-placement",
-        f"Job starrocks/starrocks-setup on {COMPUTE}: its pods select fab.internal/compute-pool=batch (nodeSelector); "
-        "namespace starrocks is interactive work, allowed: nodeSelector fab.internal/compute-pool=interactive",
+        (f"Job starrocks/starrocks-setup on {COMPUTE}: its pods select fab.internal/compute-pool=batch (nodeSelector); "
+        "namespace starrocks is interactive work, allowed: nodeSelector fab.internal/compute-pool=interactive"),
     )]
 
 
@@ -144,8 +150,8 @@ def test_fails_when_an_engine_database_does_not_tolerate_its_pool(stub, full_pla
 
     assert violations(stub, full_plan, edit) == [(
         "fab-compute-pool-placement",
-        f"Cluster superset/superset-db on {COMPUTE}: its database pods do not tolerate the interactive pool's taint "
-        f"(spec.affinity.tolerations: []); namespace superset is interactive work, allowed: a toleration of {INTERACTIVE_TAINT}",
+        (f"Cluster superset/superset-db on {COMPUTE}: its database pods do not tolerate the interactive pool's taint "
+        f"(spec.affinity.tolerations: []); namespace superset is interactive work, allowed: a toleration of {INTERACTIVE_TAINT}"),
     )]
 
 
@@ -158,9 +164,9 @@ def test_fails_when_airflow_task_pods_run_at_the_interactive_priority(stub, full
 
     assert violations(stub, full_plan, edit) == [(
         "fab-compute-priority-class",
-        f"Helm release compute-airflow (chart airflow) on {COMPUTE}: its task pods run at PriorityClass compute-interactive "
+        (f"Helm release compute-airflow (chart airflow) on {COMPUTE}: its task pods run at PriorityClass compute-interactive "
         "(labelled fab.internal/compute-pool=interactive) (workers.kubernetes.priorityClassName); airflow is batch work, "
-        "allowed: compute-batch",
+        "allowed: compute-batch"),
     )]
 
 
@@ -170,8 +176,8 @@ def test_fails_when_jupyter_single_user_servers_name_no_priority_class(stub, ful
 
     assert violations(stub, full_plan, edit) == [(
         "fab-compute-priority-class",
-        f"Helm release compute-jupyterhub (chart jupyterhub) on {COMPUTE}: its single-user pods run at no PriorityClass "
-        "(hub.config.KubeSpawner.priority_class_name); jupyterhub is interactive work, allowed: compute-interactive",
+        (f"Helm release compute-jupyterhub (chart jupyterhub) on {COMPUTE}: its single-user pods run at no PriorityClass "
+        "(hub.config.KubeSpawner.priority_class_name); jupyterhub is interactive work, allowed: compute-interactive"),
     )]
 
 
@@ -181,9 +187,9 @@ def test_fails_when_a_priority_class_is_not_defined_on_the_cluster(stub, full_pl
 
     assert violations(stub, full_plan, edit) == [(
         "fab-compute-priority-class",
-        f"Helm release compute-trino (chart trino) on {COMPUTE}: its coordinator pods run at PriorityClass high-priority, "
+        (f"Helm release compute-trino (chart trino) on {COMPUTE}: its coordinator pods run at PriorityClass high-priority, "
         f"which is not defined on {COMPUTE} (coordinator.priorityClassName); trino is interactive work, allowed: "
-        "compute-interactive",
+        "compute-interactive"),
     )]
 
 
@@ -193,9 +199,9 @@ def test_fails_when_a_spark_executor_runs_at_the_interactive_priority(stub, full
 
     assert violations(stub, full_plan, edit) == [(
         "fab-compute-priority-class",
-        f"SparkApplication spark/compaction on {COMPUTE}: its executor pods run at PriorityClass compute-interactive "
+        (f"SparkApplication spark/compaction on {COMPUTE}: its executor pods run at PriorityClass compute-interactive "
         "(labelled fab.internal/compute-pool=interactive) (spec.executor.priorityClassName); SparkApplication is batch work, "
-        "allowed: compute-batch",
+        "allowed: compute-batch"),
     )]
 
 
@@ -208,8 +214,8 @@ def test_fails_when_batch_outranks_interactive(stub, full_plan):
 
     assert violations(stub, full_plan, edit) == [(
         "fab-compute-batch-below-interactive",
-        f"PriorityClass compute-batch (batch) on {COMPUTE} has value 200000; allowed: below every interactive priority "
-        "(PriorityClass compute-interactive: 100000, pods that name no PriorityClass: 0)",
+        (f"PriorityClass compute-batch (batch) on {COMPUTE} has value 200000; allowed: below every interactive priority "
+        "(PriorityClass compute-interactive: 100000, pods that name no PriorityClass: 0)"),
     )]
 
 
@@ -219,8 +225,8 @@ def test_fails_when_batch_is_at_the_priority_of_pods_that_name_none(stub, full_p
 
     assert violations(stub, full_plan, edit) == [(
         "fab-compute-batch-below-interactive",
-        f"PriorityClass compute-batch (batch) on {COMPUTE} has value 0; allowed: below every interactive priority "
-        "(PriorityClass compute-interactive: 100000, pods that name no PriorityClass: 0)",
+        (f"PriorityClass compute-batch (batch) on {COMPUTE} has value 0; allowed: below every interactive priority "
+        "(PriorityClass compute-interactive: 100000, pods that name no PriorityClass: 0)"),
     )]
 
 
@@ -233,8 +239,8 @@ def test_fails_when_starrocks_runs_shared_nothing(stub, full_plan):
 
     assert violations(stub, full_plan, edit) == [(
         "fab-starrocks-shared-data",
-        f"StarRocksCluster starrocks/starrocks on {COMPUTE} runs shared_nothing: ConfigMap starrocks/starrocks-fe-conf key "
-        "fe.conf sets run_mode = shared_nothing; allowed: run_mode = shared_data",
+        (f"StarRocksCluster starrocks/starrocks on {COMPUTE} runs shared_nothing: ConfigMap starrocks/starrocks-fe-conf key "
+        "fe.conf sets run_mode = shared_nothing; allowed: run_mode = shared_data"),
     )]
 
 
@@ -244,8 +250,8 @@ def test_fails_when_the_fe_config_sets_no_run_mode(stub, full_plan):
 
     assert violations(stub, full_plan, edit) == [(
         "fab-starrocks-shared-data",
-        f"StarRocksCluster starrocks/starrocks on {COMPUTE} runs shared_nothing: ConfigMap starrocks/starrocks-fe-conf key "
-        "fe.conf sets no run_mode; allowed: run_mode = shared_data",
+        (f"StarRocksCluster starrocks/starrocks on {COMPUTE} runs shared_nothing: ConfigMap starrocks/starrocks-fe-conf key "
+        "fe.conf sets no run_mode; allowed: run_mode = shared_data"),
     )]
 
 
@@ -255,8 +261,8 @@ def test_fails_when_starrocks_names_no_fe_config(stub, full_plan):
 
     assert violations(stub, full_plan, edit) == [(
         "fab-starrocks-shared-data",
-        f"StarRocksCluster starrocks/starrocks on {COMPUTE} runs shared_nothing: its FE config "
-        "(starRocksFeSpec.configMapInfo) names no ConfigMap; allowed: an FE config with run_mode = shared_data",
+        (f"StarRocksCluster starrocks/starrocks on {COMPUTE} runs shared_nothing: its FE config "
+        "(starRocksFeSpec.configMapInfo) names no ConfigMap; allowed: an FE config with run_mode = shared_data"),
     )]
 
 
@@ -269,8 +275,8 @@ def test_fails_when_the_cache_storage_class_is_only_on_the_gpu_cluster(stub, ful
 
     assert violations(stub, full_plan, edit) == [(
         "fab-starrocks-cn-cache",
-        f"StarRocksCluster starrocks/starrocks on {COMPUTE}: CN volume cn-cache uses StorageClass local-nvme-cache, which the "
-        f"stack does not define on {COMPUTE}; allowed: a StorageClass defined on {COMPUTE} (none is)",
+        (f"StarRocksCluster starrocks/starrocks on {COMPUTE}: CN volume cn-cache uses StorageClass local-nvme-cache, which the "
+        f"stack does not define on {COMPUTE}; allowed: a StorageClass defined on {COMPUTE} (none is)"),
     )]
 
 
@@ -280,8 +286,8 @@ def test_fails_when_the_compute_nodes_have_no_cache_volume(stub, full_plan):
 
     assert violations(stub, full_plan, edit) == [(
         "fab-starrocks-cn-cache",
-        f"StarRocksCluster starrocks/starrocks on {COMPUTE}: its CN have no cache volume (starRocksCnSpec.storageVolumes is "
-        f"empty); allowed: a volume on a StorageClass defined on {COMPUTE} (local-nvme-cache)",
+        (f"StarRocksCluster starrocks/starrocks on {COMPUTE}: its CN have no cache volume (starRocksCnSpec.storageVolumes is "
+        f"empty); allowed: a volume on a StorageClass defined on {COMPUTE} (local-nvme-cache)"),
     )]
 
 
@@ -291,6 +297,28 @@ def test_fails_when_the_cache_volume_uses_the_default_storage_class(stub, full_p
 
     assert violations(stub, full_plan, edit) == [(
         "fab-starrocks-cn-cache",
-        f"StarRocksCluster starrocks/starrocks on {COMPUTE}: CN volume cn-cache uses the default StorageClass, which the stack "
-        f"does not define on {COMPUTE}; allowed: a StorageClass defined on {COMPUTE} (local-nvme-cache)",
+        (f"StarRocksCluster starrocks/starrocks on {COMPUTE}: CN volume cn-cache uses the default StorageClass, which the stack "
+        f"does not define on {COMPUTE}; allowed: a StorageClass defined on {COMPUTE} (local-nvme-cache)"),
     )]
+
+
+# Unknown values (preview) ------------------------------------------------------------------------
+
+COMPUTE_COMPONENT = PolicyResource(
+    "fab:compute:ComputeCluster", {}, "urn:pulumi:s::p::fab:compute:ComputeCluster::compute", "compute", options(), None,
+    None, [], {},
+)
+FAILS_CLOSED = ("can't be known during preview, and this rule decides on it, so it fails closed; compute the value in the "
+                "program instead of from another resource's output")
+
+
+def test_fails_closed_when_a_node_selector_is_unknown_in_preview():
+    trino = {"chart": "trino", "version": "1.42.2", "values": {
+        "coordinator": {"nodeSelector": {POOL: "interactive"}, "tolerations": INTERACTIVE_TOLERATION},
+        "worker": {"nodeSelector": UNKNOWN_OBJECT_VALUE, "tolerations": INTERACTIVE_TOLERATION},
+    }}
+    release = PolicyResource("kubernetes:helm.sh/v3:Release", trino, "urn:pulumi:s::p::kubernetes:helm.sh/v3:Release::compute-trino",
+                             "compute-trino", options(), provider("site-a-compute"), COMPUTE_COMPONENT, [], {})
+    assert check(compute_pool_placement, [release]) == [
+        f"Helm release compute-trino (chart trino) on site-a-compute: its worker pods: .worker.nodeSelector {FAILS_CLOSED}"
+    ]
