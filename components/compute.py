@@ -1,7 +1,9 @@
 """ComputeCluster: the compute cluster's engines, their isolation and the site's one ingress (DESIGN sections 1, 2).
 
-Batch is isolated from interactive work by priority classes, a tainted batch node pool and per-namespace
-quotas (zero GPUs: compute never requests one). The engines themselves (Spark with YuniKorn, Airflow, Trino,
+Batch is isolated from interactive work by node pools, priority classes and per-namespace quotas (zero GPUs:
+compute never requests one). Every engine belongs to a pool (components/engines, `Pool`): its nodes are labelled
+here and register with the pool's taint, its pods select and tolerate that pool and run at its PriorityClass,
+and batch's priority is below every interactive pod's. The engines themselves (Spark with YuniKorn, Airflow, Trino,
 StarRocks, Superset, JupyterHub) are declared in components/engines, each in its own module: this component
 deploys every enabled one into an `EngineScope`, which gives them their namespace, their credentials from
 StorageCluster, their OIDC client from SiteIdentity, their Postgres and their route behind the ingress.
@@ -18,22 +20,16 @@ import pulumi_kubernetes as k8s
 
 from components.config import AdoptConfig, ComputeConfig
 from components.constants import AIRFLOW_NAMESPACE, TRAINING_POOL_TYPE
-from components.engines import ENGINES, GATEWAY, Engine, EngineScope
+from components.engines import ENGINES, GATEWAY, POOLS, Engine, EngineScope
 from components.federation import SiteFederation
 from components.gateway import envoy_gateway, https_listener
-from components.kube import Adoption, Priority, priority_classes
+from components.kube import Adoption, priority_classes
 from components.identity import SiteIdentity
 from components.network import CrossClusterNetwork
 from components.providers import ClusterRef
 from components.storage import StorageCluster
 
-POOL_LABEL = "fab.internal/compute-pool"
-INTERACTIVE_PRIORITY = "compute-interactive"
-BATCH_PRIORITY = "compute-batch"
-PRIORITY_CLASSES = {
-    INTERACTIVE_PRIORITY: Priority("interactive", 100_000, "PreemptLowerPriority", "Dashboards, notebooks and ad-hoc queries."),
-    BATCH_PRIORITY: Priority("batch", 1_000, "Never", "ETL and backfills: yield to interactive work."),
-}
+PRIORITY_CLASSES = {pool.priority_class: pool.priority for pool in POOLS}
 
 
 @dataclass(frozen=True)
@@ -79,15 +75,18 @@ class ComputeCluster(pulumi.ComponentResource):
         enabled = [engine for engine in ENGINES.values() if engine.config(config).enabled]
         uis = [engine for engine in enabled if engine.ui]
 
-        priority_classes(name, PRIORITY_CLASSES, self._child)
+        # A PriorityClass's value is immutable: a new value replaces it (deleted first, since its name is fixed).
+        priority_classes(name, PRIORITY_CLASSES, pulumi.ResourceOptions(
+            parent=self, replace_on_changes=["value"], delete_before_replace=True))
         # Labels only: a Node's taints are one list that the kubelet and the node lifecycle controller also
-        # write, so batch nodes register with their taint (docs/operations.md, "Node pools").
-        for node in config.batch_nodes:
-            k8s.core.v1.NodePatch(
-                f"{name}-node-{node}",
-                metadata={"name": node, "labels": {POOL_LABEL: "batch"}},
-                opts=self._child,
-            )
+        # write, so pool nodes register with their taint (docs/operations.md, "Node pools").
+        for pool in POOLS:
+            for node in getattr(config, f"{pool.name}_nodes"):
+                k8s.core.v1.NodePatch(
+                    f"{name}-node-{node}",
+                    metadata={"name": node, "labels": pool.node_selector},
+                    opts=self._child,
+                )
         # Airflow's namespace exists even with Airflow off: TrainingPool delivers the submitter kubeconfigs into
         # it. It was first created by TrainingPool (as `training-<compute>-ns-airflow`); the alias keeps a stack
         # that deployed that version from deleting and re-creating it.

@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.config import AdoptConfig, GpuClusterConfig
-from components.kube import Adoption, Priority, helm_release, namespace, priority_classes
+from components.kube import Adoption, Priority, cache_storage_class, helm_release, namespace, priority_classes
 from components.providers import ClusterRef
 
 POOL_LABEL = "fab.internal/gpu-pool"
@@ -109,18 +109,9 @@ class GpuCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         self.priority_classes = priority_classes(name, PRIORITY_CLASSES, child)
-        self.storage_class = k8s.storage.v1.StorageClass(
-            f"{name}-nvme",
-            metadata={
-                "name": NVME_STORAGE_CLASS,
-                "labels": {"fab.internal/durability": "cache"},
-                "annotations": {"fab.internal/purpose": "model cache and scratch only; AIStor holds everything that must survive"},
-            },
-            provisioner=spec.nvme_provisioner,
-            reclaim_policy="Delete",
-            volume_binding_mode="WaitForFirstConsumer",
-            allow_volume_expansion=False,
-            opts=child,
+        self.storage_class = cache_storage_class(
+            f"{name}-nvme", NVME_STORAGE_CLASS, spec.nvme_provisioner,
+            "model cache and scratch only; AIStor holds everything that must survive", child,
         )
         gpu_ns = self._privileged_namespace(GPU_OPERATOR_NAMESPACE)
         self.gpu_operator = helm_release(

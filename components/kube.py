@@ -128,14 +128,16 @@ class Priority:
     value: int
     preemption: str
     description: str
+    labels: dict[str, str] | None = None
+    """Labels of the PriorityClass (the compute pool it belongs to, which the policy pack reads)."""
 
 
 def priority_classes(prefix: str, table: dict[str, Priority], opts: pulumi.ResourceOptions) -> dict[str, k8s.scheduling.v1.PriorityClass]:
     """One PriorityClass per entry of `table` (PriorityClass name -> Priority), by name."""
     return {
         name: k8s.scheduling.v1.PriorityClass(
-            f"{prefix}-priority-{p.role}", metadata={"name": name}, value=p.value, preemption_policy=p.preemption,
-            description=p.description, opts=opts,
+            f"{prefix}-priority-{p.role}", metadata={"name": name, **({"labels": p.labels} if p.labels else {})}, value=p.value,
+            preemption_policy=p.preemption, description=p.description, opts=opts,
         )
         for name, p in table.items()
     }
@@ -188,9 +190,11 @@ def restricted_container(name: str, image: str, user: int, **extra: Any) -> dict
 
 
 def run_once_job(logical: str, *, name: str, namespace: str, containers: list[dict[str, Any]], volumes: list[dict[str, Any]],
-                 opts: pulumi.ResourceOptions, backoff_limit: int = 6, labels: dict[str, str] | None = None) -> k8s.batch.v1.Job:
+                 opts: pulumi.ResourceOptions, backoff_limit: int = 6, labels: dict[str, str] | None = None,
+                 placement: dict[str, Any] | None = None) -> k8s.batch.v1.Job:
     """A Job that runs its containers to completion once (retried on failure), in a restricted pod without an API token.
 
+    `placement`: pod fields choosing its nodes and priority (nodeSelector, tolerations, priorityClassName).
     A Job's pod template is immutable: a changed template replaces the Job, and the old one is deleted first
     since both have the same `name`.
     """
@@ -201,6 +205,7 @@ def run_once_job(logical: str, *, name: str, namespace: str, containers: list[di
             "securityContext": restricted_pod_security_context(),
             "containers": containers,
             "volumes": volumes,
+            **(placement or {}),
         },
     }
     if labels:
@@ -210,6 +215,24 @@ def run_once_job(logical: str, *, name: str, namespace: str, containers: list[di
         metadata={"name": name, "namespace": namespace, "annotations": checkov_skips(*WORKLOAD_SKIPS)},
         spec={"backoffLimit": backoff_limit, "template": template},
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True)),
+    )
+
+
+CACHE_DURABILITY = {"fab.internal/durability": "cache"}
+"""The label of a StorageClass whose volumes hold nothing that must survive (DESIGN section 2: local NVMe is cache only)."""
+
+
+def cache_storage_class(logical: str, name: str, provisioner: str, purpose: str,
+                        opts: pulumi.ResourceOptions) -> k8s.storage.v1.StorageClass:
+    """A local NVMe StorageClass for cache and scratch only: volumes bound where their pod runs, deleted with their claim."""
+    return k8s.storage.v1.StorageClass(
+        logical,
+        metadata={"name": name, "labels": CACHE_DURABILITY, "annotations": {"fab.internal/purpose": purpose}},
+        provisioner=provisioner,
+        reclaim_policy="Delete",
+        volume_binding_mode="WaitForFirstConsumer",
+        allow_volume_expansion=False,
+        opts=opts,
     )
 
 

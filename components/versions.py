@@ -105,6 +105,7 @@ KUEUE = HelmChart(chart="kueue", version="0.19.2", repo="oci://registry.k8s.io/k
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 
 SPARK_OPERATOR = HelmChart(chart="spark-operator", version="2.5.2", repo="https://kubeflow.github.io/spark-operator")
+SPARK_OPERATOR_API = "sparkoperator.k8s.io/v1beta2"
 YUNIKORN = HelmChart(chart="yunikorn", version="1.8.0", repo="https://apache.github.io/yunikorn-release")
 """1.8.0 is the release that supports Kubernetes 1.33 and 1.34."""
 AIRFLOW = HelmChart(chart="airflow", version="1.22.0", repo="https://airflow.apache.org", timeout_sec=1800)

@@ -64,6 +64,7 @@ _SITE: dict[str, Any] = {
     "inference": {"cluster": "gpu", "gateway": {"vip": GATEWAY_VIP}, "models": {"qwen3-8b": QWEN3_8B}},
     "compute": {
         "batch_nodes": ["compute-batch-1"],
+        "interactive_nodes": ["compute-interactive-1"],
         "ingress": {"vip": INGRESS_VIP},
         "spark": {p: {"guaranteed_vcores": 8, "guaranteed_memory_gib": 32, "max_vcores": 16, "max_memory_gib": 64}
                   for p in ("batch", "interactive")},

@@ -29,12 +29,19 @@ VERIFIED_VALUES = {
         "jwtSecretName", "env", "volumes", "volumeMounts", "apiServer.apiServerConfig", "apiServer.env", "config.*",
         "migrateDatabaseJob.useHelmHooks", "migrateDatabaseJob.applyCustomEnv", "createUserJob.useHelmHooks",
         "createUserJob.applyCustomEnv",
+        # Every component falls back to the top-level nodeSelector and tolerations (values.yaml, "Select certain nodes
+        # for airflow pods"; files/pod-template-file.kubernetes-helm-yaml reads workers.kubernetes, then workers, then
+        # these); workers.kubernetes.priorityClassName: chart 1.21.0 release notes (#61961).
+        "nodeSelector.*", "tolerations", "workers.kubernetes.priorityClassName",
     },
     # Superset chart values.yaml and README (0.13 to 0.22 line): the worker's count is replicas.replicaCount.
     "superset": {
         "secretEnv.create", "envFromSecret", "envFromSecrets", "postgresql.enabled", "redis.enabled",
         "supersetWorker.replicas.enabled", "supersetWorker.replicas.replicaCount", "supersetCeleryBeat.enabled",
         "runAsUser", "configOverrides.*", "init.createAdmin",
+        # templates/deployment.yaml and init-job.yaml read the top-level nodeSelector and tolerations; priorityClassName
+        # (superset pods) and init.priorityClassName (the init Job) since #29091 (README values table).
+        "nodeSelector.*", "tolerations", "priorityClassName", "init.priorityClassName",
     },
 }
 """For the charts that cannot be rendered here, the value keys checked by hand against the chart's documentation

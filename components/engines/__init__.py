@@ -11,7 +11,19 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from components.engines._base import GATEWAY, BucketAccess, Engine, EngineScope, Quota, Ui
+from components.engines._base import (
+    BATCH,
+    GATEWAY,
+    INTERACTIVE,
+    POOL_LABEL,
+    POOLS,
+    BucketAccess,
+    Engine,
+    EngineScope,
+    Pool,
+    Quota,
+    Ui,
+)
 
 
 def _discover() -> dict[str, Engine]:
@@ -27,4 +39,4 @@ def _discover() -> dict[str, Engine]:
 ENGINES: dict[str, Engine] = _discover()
 """Every engine, by name."""
 
-__all__ = ["ENGINES", "GATEWAY", "BucketAccess", "Engine", "EngineScope", "Quota", "Ui"]
+__all__ = ["BATCH", "ENGINES", "GATEWAY", "INTERACTIVE", "POOLS", "POOL_LABEL", "BucketAccess", "Engine", "EngineScope", "Pool", "Quota", "Ui"]

@@ -1,9 +1,12 @@
 """What a compute engine is, and what the compute cluster gives it (DESIGN section 2, the compute row).
 
-An `Engine` is a value: its name (also its config section under `compute` and its namespace), its quota,
-its S3 bucket access and Polaris catalog role, its UI, whether it has a Postgres database, and the function
-that deploys it into an `EngineScope`. StorageCluster reads the access of every registered engine, and
-ComputeCluster deploys the enabled ones; neither names an engine.
+An `Engine` is a value: its name (also its config section under `compute` and its namespace), its node pool
+(batch or interactive), its quota, its S3 bucket access and Polaris catalog role, its UI, whether it has a
+Postgres database, and the function that deploys it into an `EngineScope`. StorageCluster reads the access of
+every registered engine, and ComputeCluster deploys the enabled ones; neither names an engine.
+
+A `Pool` is one side of batch vs interactive isolation: its nodes carry `fab.internal/compute-pool=<pool>` as
+label and NoSchedule taint, and its pods select and tolerate exactly that and run at its PriorityClass.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import pulumi_kubernetes as k8s
 from components import versions
 from components.constants import CNPG_NAMESPACE, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ISSUER
 from components.gateway import ROUTES_LABEL, http_route
-from components.kube import Adoption, helm_release, namespace, random_secret
+from components.kube import Adoption, Priority, helm_release, namespace, random_secret
 from components.providers import ClusterRef, NamespaceRef
 
 if TYPE_CHECKING:
@@ -31,6 +34,45 @@ FLASK_KEYCLOAK_OAUTH = Path(__file__).parents[1] / "flask_keycloak_oauth.py"
 GATEWAY = "compute"
 """The compute ingress Gateway, whose listeners the UIs' routes attach to."""
 DATABASE_INSTANCES = 2
+POOL_LABEL = "fab.internal/compute-pool"
+"""Node label and taint key of the compute node pools; also the label naming the pool of an engine's namespace and of
+a PriorityClass."""
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A compute node pool and the PriorityClass its pods run at."""
+
+    name: str
+    priority_class: str
+    priority: Priority
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        return {POOL_LABEL: self.name}
+
+    @property
+    def taint(self) -> dict[str, str]:
+        """The taint its nodes register with (docs/operations.md, "Node pools")."""
+        return {"key": POOL_LABEL, "value": self.name, "effect": "NoSchedule"}
+
+    @property
+    def tolerations(self) -> list[dict[str, str]]:
+        return [{"key": POOL_LABEL, "operator": "Equal", "value": self.name, "effect": "NoSchedule"}]
+
+    def placement(self) -> dict[str, Any]:
+        """A pod spec's node selector, tolerations and PriorityClass for this pool."""
+        return {"nodeSelector": self.node_selector, "tolerations": self.tolerations, "priorityClassName": self.priority_class}
+
+
+INTERACTIVE = Pool("interactive", "compute-interactive", Priority(
+    "interactive", 100_000, "PreemptLowerPriority", "Dashboards, notebooks and ad-hoc queries.", labels={POOL_LABEL: "interactive"}))
+BATCH = Pool("batch", "compute-batch", Priority(
+    # Below 0, the priority of a pod that names no class: StarRocks' FE and CN cannot name one (operator 1.11.5's
+    # CRD has no priorityClassName), and batch stays below them too. Not below -10, the Cluster Autoscaler's
+    # cutoff for expendable pods.
+    "batch", -1, "Never", "ETL and backfills: below every interactive pod, and never preempting.", labels={POOL_LABEL: "batch"}))
+POOLS = (BATCH, INTERACTIVE)
 
 
 def flask_oauth_config(app_part: Path) -> str:
@@ -80,6 +122,8 @@ class Engine:
 
     name: str
     description: str
+    pool: Pool
+    """The node pool its pods run in: batch (scheduled work) or interactive (people waiting on it)."""
     quota: Quota
     deploy: Callable[[EngineScope], None]
     """Registers the engine's resources in its scope (runs only when the engine is enabled)."""
@@ -135,12 +179,12 @@ class EngineScope:
         return namespace(f"{self.prefix}-ns-{name}", name, opts or self.child, labels=labels, adopt=self.adopt)
 
     def namespace(self, engine: Engine, aliases: list[pulumi.Alias] | None = None) -> k8s.core.v1.Namespace:
-        """The engine's namespace, once: with its quota (and zero GPUs) and container defaults."""
+        """The engine's namespace, once: labelled with its pool, with its quota (and zero GPUs) and container defaults."""
         ns = engine.namespace
         if ns in self._namespaces:
             return self._namespaces[ns]
-        resource = self.plain_namespace(ns, pulumi.ResourceOptions(parent=self.parent, aliases=aliases),
-                                        labels={ROUTES_LABEL: GATEWAY} if engine.ui else None)
+        labels = {POOL_LABEL: engine.pool.name, **({ROUTES_LABEL: GATEWAY} if engine.ui else {})}
+        resource = self.plain_namespace(ns, pulumi.ResourceOptions(parent=self.parent, aliases=aliases), labels=labels)
         k8s.core.v1.ResourceQuota(
             f"{self.prefix}-quota-{ns}",
             metadata={"name": "compute", "namespace": ns},
@@ -215,6 +259,8 @@ class EngineScope:
                 "bootstrap": {"initdb": {"database": app, "owner": app, "secret": {"name": f"{app}-db-owner"}}},
                 "storage": {"size": "20Gi"},
                 "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+                "affinity": {"nodeSelector": engine.pool.node_selector, "tolerations": engine.pool.tolerations},
+                "priorityClassName": engine.pool.priority_class,
             },
             # The app's metadata: protected, and kept if it ever leaves the stack.
             opts=pulumi.ResourceOptions(parent=self.parent, depends_on=[self.cnpg, owner], protect=True, retain_on_delete=True),

@@ -3,7 +3,9 @@
 Batch and interactive applications queue separately in YuniKorn; drivers and executors get the Polaris
 catalog and the internal S3 endpoint from `spark-defaults.conf` (the catalog's URI written out, so that the policy
 pack can check it is Polaris's), their credentials as environment variables from the delivered Secrets, injected
-by the operator's webhook.
+by the operator's webhook. Spark is batch: the operator's chart has no values for drivers and executors, so their
+pool, tolerations and PriorityClass are SparkApplication fields, handed out in `spark_application_template()`
+(Airflow submits from it).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import yaml
 
 from components import versions
 from components.constants import POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_WAREHOUSE, S3_ENDPOINT
-from components.engines._base import BucketAccess, Engine, EngineScope, Quota
+from components.engines._base import BATCH, BucketAccess, Engine, EngineScope, Quota
 
 SERVICE_ACCOUNT = "spark"
+DEFAULTS_CONFIG_MAP = "spark-defaults"
 
 
 def yunikorn_queues(spark: Any) -> str:
@@ -69,6 +72,31 @@ def spark_defaults(catalog_uri: str) -> str:
     return "".join(f"{key} {value}\n" for key, value in conf.items())
 
 
+def spark_application_template() -> dict[str, Any]:
+    """A SparkApplication with what the platform decides for every Spark job: its namespace and service account,
+    `spark-defaults`, the batch YuniKorn queue, and the batch pool's node selector, tolerations and PriorityClass for
+    driver and executors. A job adds its own name, type, image, sparkVersion and mainApplicationFile."""
+    pool = ENGINE.pool
+
+    def pod() -> dict[str, Any]:
+        return {"tolerations": pool.tolerations, "priorityClassName": pool.priority_class}
+
+    return {
+        "apiVersion": versions.SPARK_OPERATOR_API,
+        "kind": "SparkApplication",
+        "metadata": {"namespace": ENGINE.namespace},
+        "spec": {
+            "mode": "cluster",
+            "sparkConfigMap": DEFAULTS_CONFIG_MAP,
+            "batchScheduler": "yunikorn",
+            "batchSchedulerOptions": {"queue": "root.batch"},
+            "nodeSelector": pool.node_selector,
+            "driver": {"serviceAccount": SERVICE_ACCOUNT, **pod()},
+            "executor": pod(),
+        },
+    }
+
+
 def _deploy(scope: EngineScope) -> None:
     ns = scope.namespace(ENGINE)
     yunikorn = scope.release(
@@ -89,13 +117,14 @@ def _deploy(scope: EngineScope) -> None:
         },
         [yunikorn, ns, scope.plain_namespace("spark-operator")],
     )
-    scope.config_map("spark-defaults", ENGINE.namespace, {"spark-defaults.conf": scope.storage.catalog_uri.apply(spark_defaults)}, ns)
+    scope.config_map(DEFAULTS_CONFIG_MAP, ENGINE.namespace, {"spark-defaults.conf": scope.storage.catalog_uri.apply(spark_defaults)}, ns)
     scope.grants(ENGINE, ns)
 
 
 ENGINE = Engine(
     name="spark",
     description="Spark ingest and ETL",
+    pool=BATCH,
     quota=Quota(cpu="512", memory="4Ti"),
     buckets=BucketAccess(read_write=("raw", "warehouse")),
     catalog_role="writer",

@@ -1,7 +1,10 @@
 """StarRocks: shared-data OLAP on AIStor with stateless, autoscaled compute nodes (DESIGN section 2, compute row).
 
-Three FE keep the metadata; CN keep no state but a local NVMe data cache; the shared-data storage volume,
-its S3 keys and the Polaris external catalog are created by a run-once setup Job over the MySQL protocol.
+Three FE keep the metadata; CN keep no state but a local NVMe data cache, on a cache StorageClass this engine
+creates on the compute cluster; the shared-data storage volume, its S3 keys and the Polaris external catalog are
+created by a run-once setup Job over the MySQL protocol. StarRocks is interactive: FE, CN and the setup Job run
+in the interactive pool (the CRD has no priorityClassName, so FE and CN run at the default priority 0, which is
+above batch's).
 """
 
 from __future__ import annotations
@@ -13,26 +16,36 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.constants import polaris_secret, s3_secret
-from components.engines._base import BucketAccess, Engine, EngineScope, Quota
-from components.kube import restricted_container, run_once_job
+from components.engines._base import INTERACTIVE, BucketAccess, Engine, EngineScope, Quota
+from components.kube import cache_storage_class, restricted_container, run_once_job
 
 CLUSTER = "starrocks"
+CN_CACHE_PATH = "/opt/starrocks/cn/storage"
+"""Where CN keep their data cache: the default `storage_root_path` of a CN."""
+FE_CONF = "fe.conf"
 SETUP_SCRIPT = Path(__file__).parents[1] / "starrocks_setup.sh"
 CATALOG_URI = "@POLARIS_CATALOG_URI@"
 """Where the setup script's catalog takes this site's Polaris URI, written out so that the policy pack can check it."""
 SETUP_USER = 10001
 
 
+def fe_conf() -> str:
+    """fe.conf: shared-data, tables on S3 (the storage volume is created by the setup Job, not from this file)."""
+    return "run_mode = shared_data\ncloud_native_storage_type = S3\nenable_load_volume_from_conf = false\n"
+
+
 def _cluster_spec(cfg) -> dict:
+    place = {"nodeSelector": ENGINE.pool.node_selector, "tolerations": ENGINE.pool.tolerations}
     return {
         "starRocksFeSpec": {
             "image": versions.STARROCKS_FE_IMAGE,
             "replicas": 3,
             "requests": {"cpu": "4", "memory": "16Gi"},
             "limits": {"cpu": "8", "memory": "32Gi"},
-            "configMapInfo": {"configMapName": "starrocks-fe-conf", "resolveKey": "fe.conf"},
+            "configMapInfo": {"configMapName": "starrocks-fe-conf", "resolveKey": FE_CONF},
             "storageVolumes": [{"name": "fe-meta", "storageSize": "50Gi", "mountPath": "/opt/starrocks/fe/meta"}],
             "runAsNonRoot": True,
+            **place,
         },
         "starRocksCnSpec": {
             "image": versions.STARROCKS_CN_IMAGE,
@@ -49,8 +62,9 @@ def _cluster_spec(cfg) -> dict:
                 "name": "cn-cache",
                 "storageClassName": cfg.cache_storage_class,
                 "storageSize": f"{cfg.cache_size_gib}Gi",
-                "mountPath": "/opt/starrocks/cn/storage",
+                "mountPath": CN_CACHE_PATH,
             }],
+            **place,
         },
     }
 
@@ -69,16 +83,17 @@ def _deploy(scope: EngineScope) -> None:
     operator = scope.release("starrocks-operator", versions.STARROCKS_OPERATOR, ns, {"timeZone": "UTC"}, [ns_resource])
     grants = scope.grants(ENGINE, ns_resource)
     # Shared-data: CN keep no state; the storage volume (and its keys) is created by the setup Job.
-    fe_conf = scope.config_map("starrocks-fe-conf", ns, {
-        "fe.conf": "run_mode = shared_data\ncloud_native_storage_type = S3\nenable_load_volume_from_conf = false\n",
-    }, ns_resource)
+    conf = scope.config_map("starrocks-fe-conf", ns, {FE_CONF: fe_conf()}, ns_resource)
+    cfg = ENGINE.config(scope.compute)
+    cache = cache_storage_class(f"{scope.prefix}-starrocks-cache", cfg.cache_storage_class, scope.compute.nvme_provisioner,
+                                "StarRocks CN data cache only; the olap bucket holds the tables", scope.child)
     cluster = k8s.apiextensions.CustomResource(
         f"{scope.prefix}-starrocks",
         api_version=versions.STARROCKS_API,
         kind="StarRocksCluster",
         metadata={"name": CLUSTER, "namespace": ns},
-        spec=_cluster_spec(ENGINE.config(scope.compute)),
-        opts=scope.after(operator, fe_conf),
+        spec=_cluster_spec(cfg),
+        opts=scope.after(operator, conf, cache),
     )
     root = scope.secret("starrocks-root", "starrocks-root", ns,
                         {"STARROCKS_ROOT_PASSWORD": scope.random("starrocks-root", 32)}, ns_resource)
@@ -100,12 +115,14 @@ def _deploy(scope: EngineScope) -> None:
         f"{scope.prefix}-starrocks-setup-job", name="starrocks-setup", namespace=ns, containers=[container],
         volumes=[{"name": "setup", "configMap": {"name": "starrocks-setup"}}, {"name": "tmp", "emptyDir": {}}],
         backoff_limit=20,
+        placement=ENGINE.pool.placement(),
         opts=pulumi.ResourceOptions(parent=scope.parent, depends_on=[cluster, root, setup, *grants], replace_on_changes=["spec"]),
     )
 
 ENGINE = Engine(
     name="starrocks",
     description="StarRocks",
+    pool=INTERACTIVE,
     quota=Quota(cpu="256", memory="2Ti"),
     # StarRocks reads the lakehouse and keeps its own tables and materialized views in its shared-data bucket.
     buckets=BucketAccess(read=("gold", "warehouse"), read_write=("olap",)),

@@ -1,7 +1,8 @@
 """Apache Superset: dashboards on StarRocks and Trino (DESIGN section 1, SPC/OEE dashboards).
 
 Its metadata in its own Postgres; no Redis and so no Celery worker; sign-in through Keycloak only (no
-local admin with the chart's default password).
+local admin with the chart's default password). Superset is interactive: its pods and its init Job run in the
+interactive pool at its PriorityClass.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from components import versions
-from components.engines._base import Engine, EngineScope, Quota, Ui, flask_oauth_config
+from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui, flask_oauth_config
 
 CONFIG_OVERRIDES = Path(__file__).parents[1] / "superset_config_overrides.py"
 USER = 1000
@@ -37,7 +38,11 @@ def _deploy(scope: EngineScope) -> None:
         # No Redis, so no Celery: the worker runs no pod (the chart reads replicas.replicaCount, not replicaCount).
         "supersetWorker": {"replicas": {"enabled": True, "replicaCount": 0}},
         # Sign-in is Keycloak's: no local admin with the chart's default password.
-        "init": {"createAdmin": False},
+        "init": {"createAdmin": False, "priorityClassName": ENGINE.pool.priority_class},
+        # Every Superset pod and the init Job; the web pods' PriorityClass (the init Job's is under init).
+        "nodeSelector": ENGINE.pool.node_selector,
+        "tolerations": ENGINE.pool.tolerations,
+        "priorityClassName": ENGINE.pool.priority_class,
         "supersetCeleryBeat": {"enabled": False},
         "runAsUser": USER,
         "configOverrides": {"fab": flask_oauth_config(CONFIG_OVERRIDES)},
@@ -49,6 +54,7 @@ def _deploy(scope: EngineScope) -> None:
 ENGINE = Engine(
     name="superset",
     description="Apache Superset",
+    pool=INTERACTIVE,
     quota=Quota(cpu="32", memory="128Gi"),
     ui=Ui(host="superset", service="superset", port=8088, callback="/oauth-authorized/keycloak"),
     database=True,

@@ -1,7 +1,8 @@
 """Trino: interactive SQL on the lakehouse through Polaris, and on federated sites' gold (DESIGN sections 1, 2).
 
 Signs in through Keycloak (OAuth2); Airflow's queries queue behind interactive users' in resource groups;
-one Iceberg catalog for this site's Polaris and one per federated peer, each with its own principal.
+one Iceberg catalog for this site's Polaris and one per federated peer, each with its own principal. Trino is
+interactive: coordinator and workers run in the interactive pool at its PriorityClass.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from components.config import names
 from components.constants import (
     POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_URI, POLARIS_WAREHOUSE, S3_ENDPOINT, S3_REGION, polaris_secret, s3_secret,
 )
-from components.engines._base import BucketAccess, Engine, EngineScope, Quota, Ui
+from components.engines._base import INTERACTIVE, BucketAccess, Engine, EngineScope, Quota, Ui
 
 
 def trino_catalog(uri: str, prefix: str = "", s3_endpoint_env: str = S3_ENDPOINT) -> str:
@@ -95,6 +96,8 @@ def _deploy(scope: EngineScope) -> None:
                 "http-server.process-forwarded=true",
             )),
         },
+        "coordinator": ENGINE.pool.placement(),
+        "worker": ENGINE.pool.placement(),
         "additionalConfigProperties": ["internal-communication.shared-secret=${ENV:TRINO_SHARED_SECRET}"],
         "catalogs": {"fab": scope.storage.catalog_uri.apply(trino_catalog)},
         "resourceGroups": {"type": "configmap", "resourceGroupsConfig": trino_resource_groups()},
@@ -108,6 +111,7 @@ def _deploy(scope: EngineScope) -> None:
 ENGINE = Engine(
     name="trino",
     description="Trino queries",
+    pool=INTERACTIVE,
     quota=Quota(cpu="256", memory="2Ti"),
     buckets=BucketAccess(read=("gold", "warehouse")),
     catalog_role="reader",

@@ -2,9 +2,9 @@
 
 The nodes are what the site declares. A GPU cluster declares all of them: its GPU nodes, labelled and tainted by
 pool through the plan's NodeFeatureRule (and offering `nvidia.com/gpu` and the RDMA resource only where the
-operators' device plugins run), and its untainted system nodes. Compute declares its batch nodes (labelled by
-the program, registered with the batch taint); its other nodes, and the storage cluster's, are not declared and
-stand as one untainted node without GPUs. A pod fits a node when its tolerations cover the node's taints, its
+operators' device plugins run), and its untainted system nodes. Compute declares its batch and interactive nodes
+(labelled by the program, registered with their pool's taint); its other nodes, and the storage cluster's, are
+not declared and stand as one untainted node without GPUs. A pod fits a node when its tolerations cover the node's taints, its
 node selector and required node affinity match the node's labels, and the node offers the extended resources it
 requests. Operators' operands are modelled as the DaemonSets they start from their ClusterPolicy and
 NicClusterPolicy, with the tolerations those policies give them.
@@ -17,8 +17,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.compute import POOL_LABEL as COMPUTE_POOL_LABEL
 from components.config import SiteConfig
+from components.engines import POOLS
 from components.gpu import GPU_TOLERATION
 from fabctl.check.findings import Finding
 from fabctl.check.picture import Picture, Placed
@@ -27,8 +27,6 @@ WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Cro
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRESENT = "nvidia.com/gpu.present"
 """The label NFD (with the GPU Operator's rules) puts on nodes with an NVIDIA GPU; the operands select it."""
-BATCH_TAINT = {"key": COMPUTE_POOL_LABEL, "value": "batch", "effect": "NoSchedule"}
-"""The taint compute batch nodes register with (docs/operations.md, "Node pools")."""
 
 
 @dataclass(frozen=True)
@@ -87,8 +85,10 @@ def declared_nodes(picture: Picture) -> dict[str, list[Node]]:
         patched = {p.name: (p.obj.get("metadata") or {}).get("labels") or {} for p in picture.placed if p.cluster == cluster and p.kind == "Node"}
         nodes = []
         if site.clusters[key].role == "compute":
-            for name in site.compute.batch_nodes:
-                nodes.append(Node(name, {**_standard_labels(name), **patched.pop(name, {})}, (BATCH_TAINT,)))
+            # Pool nodes register with their pool's taint (docs/operations.md, "Node pools").
+            for pool in POOLS:
+                for name in getattr(site.compute, f"{pool.name}_nodes"):
+                    nodes.append(Node(name, {**_standard_labels(name), **patched.pop(name, {})}, (pool.taint,)))
         nodes += [Node(name, {**_standard_labels(name), **labels}) for name, labels in sorted(patched.items())]
         stand_in = f"(other {key} nodes)"
         out[cluster] = [*nodes, Node(stand_in, _standard_labels(stand_in), stand_in=True)]

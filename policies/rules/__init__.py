@@ -1,6 +1,13 @@
 """The fab-platform rules, one Policy each, in the order of the README's rule table."""
 
 from rules.catalog import catalog_uri_polaris, no_hive_metastore, object_store_tables_denied, single_catalog_authority
+from rules.compute import (
+    compute_batch_below_interactive,
+    compute_pool_placement,
+    compute_priority_class,
+    starrocks_cn_cache,
+    starrocks_shared_data,
+)
 from rules.gpu import no_gpu_outside_gpu_clusters, gpu_lb_private_only, serving_not_preemptible, training_ib_nccl_only, training_kueue_managed
 from rules.gpu_routes import no_gpu_helm_values, no_gpu_spark_applications, no_gpu_spark_conf
 from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
@@ -36,4 +43,9 @@ POLICIES = [
     pinned_versions,
     pod_security,
     no_plaintext_secrets,
+    compute_pool_placement,
+    compute_priority_class,
+    compute_batch_below_interactive,
+    starrocks_shared_data,
+    starrocks_cn_cache,
 ]

@@ -41,10 +41,10 @@ def test_gpu_nodes_carry_their_pool_taint_and_offer_gpus_and_system_nodes_neithe
     }
 
 
-def test_compute_batch_nodes_carry_the_batch_taint_and_other_nodes_stand_as_one(small):
+def test_compute_pool_nodes_carry_their_pool_taint_and_other_nodes_stand_as_one(small):
     nodes = _nodes(small, "site-t-compute")
     assert {name: [t["value"] for t in n.taints] for name, n in nodes.items()} == {
-        "compute-batch-1": ["batch"], "(other compute nodes)": []
+        "compute-batch-1": ["batch"], "compute-interactive-1": ["interactive"], "(other compute nodes)": []
     }
 
 
@@ -138,7 +138,8 @@ def test_fails_when_gpus_are_requested_on_compute(small):
     (finding,) = small.findings("scheduling.fit")
     assert finding.problem == (
         "its pods fit no node (compute-batch-1: taint fab.internal/compute-pool=batch:NoSchedule not tolerated; "
-        "(other compute nodes): needs nvidia.com/gpu: 1, offers 0)"
+        "compute-interactive-1: needs nvidia.com/gpu: 1, offers 0; (other compute nodes): nodeSelector "
+        "fab.internal/compute-pool=interactive not matched)"
     )
 
 

@@ -119,11 +119,12 @@ def test_airflow_gets_one_kubernetes_connection_per_gpu_cluster(full_plan):
     }
 
 
-def test_batch_nodes_are_labelled_and_their_taints_left_to_the_kubelet(small_plan):
+def test_pool_nodes_are_labelled_and_their_taints_left_to_the_kubelet(small_plan):
     patches = {r["inputs"]["metadata"]["name"]: r["inputs"] for r in small_plan.of_type("kubernetes:core/v1:NodePatch") if small_plan.target(r) == "site-t-compute"}
-    assert sorted(patches) == ["compute-batch-1"]
-    assert patches["compute-batch-1"]["metadata"]["labels"] == {"fab.internal/compute-pool": "batch"}
-    assert "spec" not in patches["compute-batch-1"]
+    assert {name: (p["metadata"]["labels"], "spec" in p) for name, p in patches.items()} == {
+        "compute-batch-1": ({"fab.internal/compute-pool": "batch"}, False),
+        "compute-interactive-1": ({"fab.internal/compute-pool": "interactive"}, False),
+    }
 
 
 def test_ui_databases_are_protected(small_plan):

@@ -44,6 +44,11 @@ EXPECTED_RULES = {
     "fab-catalog-uri-polaris": "mandatory",
     "fab-no-hive-metastore": "mandatory",
     "fab-object-store-tables-denied": "mandatory",
+    "fab-compute-pool-placement": "mandatory",
+    "fab-compute-priority-class": "mandatory",
+    "fab-compute-batch-below-interactive": "mandatory",
+    "fab-starrocks-shared-data": "mandatory",
+    "fab-starrocks-cn-cache": "mandatory",
 }
 
 
@@ -225,6 +230,24 @@ def trino_catalog_elsewhere(rs):
 
 def spark_metastore(rs):
     spark_defaults_edit(rs, "spark.sql.defaultCatalog fab\n", "spark.sql.defaultCatalog fab\nspark.hadoop.hive.metastore.uris thrift://metastore:9083\n")
+def untolerated_trino_workers(rs):
+    find(rs, ":Release", "compute-trino")["inputs"]["values"]["worker"]["tolerations"] = []
+
+
+def interactive_airflow_tasks(rs):
+    find(rs, ":Release", "compute-airflow")["inputs"]["values"]["workers"]["kubernetes"]["priorityClassName"] = "compute-interactive"
+
+
+def batch_above_interactive(rs):
+    find(rs, ":PriorityClass", "compute-priority-batch")["inputs"]["value"] = 1000
+
+
+def shared_nothing_starrocks(rs):
+    find(rs, ":ConfigMap", "compute-starrocks-fe-conf")["inputs"]["data"]["fe.conf"] = "run_mode = shared_nothing\n"
+
+
+def no_cache_class_on_compute(rs):
+    rs.remove(find(rs, ":StorageClass", "compute-starrocks-cache"))
 
 
 PLAN_EDITS = {
@@ -255,6 +278,11 @@ PLAN_EDITS = {
     "fab-catalog-uri-polaris": trino_catalog_elsewhere,
     "fab-no-hive-metastore": spark_metastore,
     "fab-object-store-tables-denied": tables_reachable,
+    "fab-compute-pool-placement": untolerated_trino_workers,
+    "fab-compute-priority-class": interactive_airflow_tasks,
+    "fab-compute-batch-below-interactive": batch_above_interactive,
+    "fab-starrocks-shared-data": shared_nothing_starrocks,
+    "fab-starrocks-cn-cache": no_cache_class_on_compute,
 }
 
 

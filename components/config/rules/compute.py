@@ -1,5 +1,6 @@
 """Cross-field rules of the compute cluster: the ingress VIP in an external pool, StarRocks' replica range,
-YuniKorn queues guaranteed no more than their maximum (DESIGN section 2, compute role).
+YuniKorn queues guaranteed no more than their maximum, node pools that hold the engines selecting them
+(DESIGN section 2, compute role).
 """
 
 from __future__ import annotations
@@ -34,6 +35,29 @@ def compute_problems(site: SiteConfig) -> Iterator[Problem]:
         )
     for name in ("batch", "interactive"):
         yield from _yunikorn_problems(getattr(site.compute.spark, name), ("compute", "spark", name))
+    yield from _pool_problems(site)
+
+
+def _pool_problems(site: SiteConfig) -> Iterator[Problem]:
+    """Each node serves one pool, and a pool whose engines are on has nodes: their pods select it and fit nowhere else."""
+    from components.engines import ENGINES  # the engines' pools; imported here since the engines import the config
+
+    compute = site.compute
+    batch = set(compute.batch_nodes)
+    for i, node in enumerate(compute.interactive_nodes):
+        if node in batch:
+            yield ("compute", "interactive_nodes", i), (
+                f"{node!r} is also a batch node of compute.batch_nodes; a node serves one pool (it registers with one pool's taint)"
+            )
+    for pool in ("batch", "interactive"):
+        users = [e.name for e in ENGINES.values() if e.pool.name == pool and e.config(compute).enabled]
+        if users and not getattr(compute, f"{pool}_nodes"):
+            one = len(users) == 1
+            yield ("compute", f"{pool}_nodes"), (
+                f"is empty, but {', '.join(users)} {'runs' if one else 'run'} in the {pool} pool ({'its' if one else 'their'} "
+                f"pods select and tolerate only its nodes): list the {pool} pool's nodes, or switch "
+                f"{'that engine' if one else 'those engines'} off"
+            )
 
 
 def _yunikorn_problems(queue: YuniKornQueue, path: tuple[str | int, ...]) -> Iterator[Problem]:

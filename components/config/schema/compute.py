@@ -47,7 +47,11 @@ class StarRocksConfig(_Model):
     enabled: Flag = Field(True, description="Deploy it. Defaults to true.")
     cn_min_replicas: int = Field(2, ge=1, le=200, strict=True, description="Fewest compute nodes. Defaults to 2.")
     cn_max_replicas: int = Field(8, ge=1, le=200, strict=True, description="Most compute nodes. Defaults to 8.")
-    cache_storage_class: str = Field("local-nvme-cache", min_length=1, description="StorageClass of the CN data cache. Defaults to local-nvme-cache.")
+    cache_storage_class: str = Field(
+        "local-nvme-cache", min_length=1,
+        description="StorageClass of the CN data cache, created on the compute cluster with `compute.nvme_provisioner` (cache "
+        "only: StarRocks runs shared-data, its tables live in the olap bucket). Defaults to local-nvme-cache.",
+    )
     cache_size_gib: int = Field(500, ge=10, le=65536, strict=True, description="Data cache per CN (at most 64 TiB of local NVMe). Defaults to 500.")
 
 
@@ -89,7 +93,18 @@ class ComputeConfig(_Model):
 
     batch_nodes: Annotated[list[NodeName], Unique] = Field(
         default_factory=list,
-        description="Nodes of the batch pool: labelled by the program; they register with the batch taint (docs/operations.md, \"Node pools\").",
+        description="Nodes of the batch pool (Spark, Airflow): labelled by the program; they register with the batch taint "
+        "(docs/operations.md, \"Node pools\"). At least one while Spark or Airflow is on.",
+    )
+    interactive_nodes: Annotated[list[NodeName], Unique] = Field(
+        default_factory=list,
+        description="Nodes of the interactive pool (Trino, StarRocks, Superset, JupyterHub): labelled by the program; they "
+        "register with the interactive taint (docs/operations.md, \"Node pools\"). At least one while any of those is on; "
+        "none is also a batch node.",
+    )
+    nvme_provisioner: str = Field(
+        "rancher.io/local-path", min_length=1,
+        description="Provisioner of the local NVMe StorageClass of the StarRocks CN cache (cache only). Defaults to rancher.io/local-path.",
     )
     ingress: ComputeIngressConfig
     spark: SparkConfig
