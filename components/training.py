@@ -4,7 +4,8 @@ Kueue (`kueue.x-k8s.io/v1beta2` objects only) on every GPU cluster and, with Mul
 cluster as manager. Per team: a namespace with a LocalQueue and a RoleBinding for the team's Keycloak
 group on every Kueue cluster, and a ClusterQueue in the site's cohort whose GPU quota comes from
 config; the manager's quotas are the sum of its workers' (computed, never typed twice). Resident
-inference is not Kueue-managed: training flavors select training nodes only. Airflow on compute
+inference is not Kueue-managed: training flavors select training nodes only, and every Kueue cluster (the manager
+too) has the site's Topology, which every training flavor names for topology-aware placement. Airflow on compute
 submits through a ServiceAccount per GPU cluster that may only create, watch and delete jobs in team
 namespaces; its kubeconfig arrives as a Secret in compute's `airflow` namespace.
 """
@@ -276,19 +277,17 @@ class TrainingPool(pulumi.ComponentResource):
                 {"value": value, "description": f"{wpc.split('-')[1].capitalize()} training work."},
                 opts=self._on(cluster, [self.kueue[cluster]]),
             )
-        if not is_manager:
-            self._cr(cluster, "topology", "Topology", {"name": TOPOLOGY},
-                     {"levels": [{"nodeLabel": label} for label in config.topology_levels]})
+        # The manager needs the Topology and topology-aware flavors as well: Kueue admits a workload that asks for a
+        # topology only on such a flavor, and with MultiKueue it leaves the placement itself to the worker.
+        self._cr(cluster, "topology", "Topology", {"name": TOPOLOGY},
+                 {"levels": [{"nodeLabel": label} for label in config.topology_levels]})
         flavors = self._flavors(cluster)
         for flavor in flavors:
-            spec: dict[str, Any] = {}
-            if not is_manager:
-                spec = {
-                    "nodeLabels": {POOL_LABEL: "training", GPU_TYPE_LABEL: flavor.removeprefix("training-")},
-                    "tolerations": [toleration("training")],
-                    "topologyName": TOPOLOGY,
-                }
-            self._cr(cluster, f"flavor-{flavor}", "ResourceFlavor", {"name": flavor}, spec)
+            self._cr(cluster, f"flavor-{flavor}", "ResourceFlavor", {"name": flavor}, {
+                "nodeLabels": {POOL_LABEL: "training", GPU_TYPE_LABEL: flavor.removeprefix("training-")},
+                "tolerations": [toleration("training")],
+                "topologyName": TOPOLOGY,
+            })
         self._cr(cluster, "cohort", "Cohort", {"name": site.name}, {})
         k8s.rbac.v1.ClusterRole(
             f"{self._name}-{cluster}-team-role", metadata={"name": TEAM_ROLE}, rules=TEAM_RULES, opts=self._on(cluster)

@@ -261,6 +261,8 @@ def _misfits(pod: dict[str, Any], nodes: list[Node]) -> str:
 
 
 def scheduling_findings(picture: Picture) -> Iterator[Finding]:
+    # A MultiKueue manager's flavors only account quota: its workloads run on the workers, whose flavors select nodes.
+    managers = {placed.cluster for placed in picture.placed if placed.kind == "MultiKueueConfig"}
     for cluster, declared in declared_nodes(picture).items():
         nodes = with_device_plugins(picture, cluster, declared)
         real = [n for n in nodes if not n.stand_in]
@@ -288,7 +290,7 @@ def scheduling_findings(picture: Picture) -> Iterator[Finding]:
                 if not any(fits(one, n) for n in nodes):
                     yield Finding.of("scheduling.fit", placed, f"its pods{component} fit no node ({_misfits(one, nodes)})",
                                      "match its tolerations, node selector and resources to a declared node pool")
-            if placed.kind == "ResourceFlavor":
+            if placed.kind == "ResourceFlavor" and cluster not in managers:
                 spec = placed.obj.get("spec") or {}
                 flavor = {"nodeSelector": spec.get("nodeLabels") or {}, "tolerations": spec.get("tolerations") or []}
                 if spec.get("nodeLabels") and not any(fits(flavor, n) for n in gpu_nodes):

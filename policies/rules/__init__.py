@@ -8,10 +8,19 @@ from rules.compute import (
     starrocks_cn_cache,
     starrocks_shared_data,
 )
-from rules.gpu import no_gpu_outside_gpu_clusters, gpu_lb_private_only, serving_not_preemptible, training_ib_nccl_only, training_kueue_managed
+from rules.gpu import gpu_lb_private_only, no_gpu_outside_gpu_clusters, training_ib_nccl_only, training_kueue_managed
 from rules.gpu_routes import no_gpu_helm_values, no_gpu_spark_applications, no_gpu_spark_conf
-from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
+from rules.kueue import (
+    multikueue_not_own_worker,
+    multikueue_quota_sum,
+    multikueue_supported_frameworks,
+    serving_no_queue_label,
+    serving_not_kueue_managed,
+    training_flavor_topology,
+    training_preemptible,
+)
 from rules.network import credentials_have_flow, cross_cluster_default_deny, flow_direction, gateway_local_traffic, routes_authenticated
+from rules.priorities import priority_class_exists, serving_not_preemptible, training_below_serving
 from rules.storage import bucket_least_privilege, residency, stateful_protected, versioned_artifacts
 from rules.workloads import host_network_allow_listed, no_plaintext_secrets, pinned_versions, pod_security
 
@@ -37,7 +46,14 @@ POLICIES = [
     residency,
     multikueue_not_own_worker,
     multikueue_quota_sum,
+    multikueue_supported_frameworks,
+    training_flavor_topology,
+    priority_class_exists,
     serving_not_preemptible,
+    training_below_serving,
+    training_preemptible,
+    serving_not_kueue_managed,
+    serving_no_queue_label,
     training_kueue_managed,
     training_ib_nccl_only,
     pinned_versions,

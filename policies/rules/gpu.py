@@ -1,4 +1,4 @@
-"""Rules on GPU clusters: GPUs stay there, nothing there is exposed, serving outranks training."""
+"""Rules on GPU clusters: GPUs stay there, nothing there is exposed, training is queued and keeps InfiniBand for NCCL."""
 
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ from rules._k8s import (
 from rules._policy import resource_rule, stack_rule
 
 GPU = "nvidia.com/gpu"
-SERVING_PRIORITY = "fab-serving"
 TRAINING_KINDS = {"Job", "JobSet", "RayJob", "RayCluster", "PyTorchJob", "MPIJob", "TrainJob"}
 
 
@@ -91,25 +90,6 @@ def gpu_lb_private_only(args: StackValidationArgs, report: ReportViolation) -> N
                     if (peer.get("peerConfigRef") or {}).get("name") == "fab-public" or not is_private(peer.get("peerAddress", "")):
                         report(f"{where} peers with {peer.get('name')} ({peer.get('peerAddress')}) as a public peer; GPU clusters peer "
                                "only with private ToRs", resource.urn)
-
-
-@resource_rule("fab-serving-not-preemptible", "vLLM pods use the serving PriorityClass; training workloads never do.")
-def serving_not_preemptible(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    """Unknown values: a Deployment or training workload whose labels or pod template hold unknowns fails closed."""
-    obj = k8s_object(args.resource_type, args.props)
-    if obj is None:
-        return
-    pod = pod_spec(obj)
-    if pod is not None and (obj["kind"] == "Deployment" or obj["kind"] in TRAINING_KINDS):
-        deciding = {"labels": label(obj, "app.kubernetes.io/name"), "pod": pod_fields(pod, ("priorityClassName",), ())}
-        if problem := undecided(f"{obj['kind']} {name_of(obj)}", deciding):
-            report(problem)
-            return
-    if obj["kind"] == "Deployment" and label(obj, "app.kubernetes.io/name") == "vllm":
-        if (pod or {}).get("priorityClassName") != SERVING_PRIORITY:
-            report(f"vLLM Deployment {name_of(obj)} must use the PriorityClass {SERVING_PRIORITY}, got {(pod or {}).get('priorityClassName')!r}")
-    elif obj["kind"] in TRAINING_KINDS and pod is not None and pod.get("priorityClassName") == SERVING_PRIORITY:
-        report(f"training {obj['kind']} {name_of(obj)} must not use the serving PriorityClass {SERVING_PRIORITY}")
 
 
 @resource_rule("fab-training-kueue-managed", "Training Jobs on GPU clusters carry a LocalQueue label.", EnforcementLevel.ADVISORY)

@@ -108,15 +108,10 @@ def test_the_manager_to_worker_flow_is_added_to_the_default_flow_table():
 def test_training_flavors_select_training_nodes_only(full_plan):
     selecting = [(cluster, f["spec"]) for cluster, flavors in by_cluster(full_plan, "ResourceFlavor").items() for f in flavors
                  if f["spec"].get("nodeLabels") is not None]
-    assert sorted(cluster for cluster, _ in selecting) == ["site-t-gpu", "site-t-gpu-train"]
+    assert sorted(cluster for cluster, _ in selecting) == ["site-t-compute", "site-t-gpu", "site-t-gpu-train"]
     for _, spec in selecting:
         assert spec["nodeLabels"]["fab.internal/gpu-pool"] == "training"
         assert spec["tolerations"] == [{"key": "fab.internal/gpu-pool", "operator": "Equal", "value": "training", "effect": "NoSchedule"}]
-
-
-def test_the_managers_flavors_select_no_node(full_plan):
-    (flavor,) = by_cluster(full_plan, "ResourceFlavor")["site-t-compute"]
-    assert (flavor["metadata"]["name"], flavor["spec"]) == ("training-h100", {})
 
 
 def test_team_queues_reclaim_within_the_cohort_and_preempt_lower_priority(full_plan):

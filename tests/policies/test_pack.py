@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
 from google.protobuf import empty_pb2
 
 from fabctl.policy import analyze_with, analyzer
@@ -31,7 +32,7 @@ EXPECTED_RULES = {
     "fab-versioned-artifacts": "mandatory",
     "fab-residency": "mandatory",
     "fab-multikueue-not-own-worker": "mandatory",
-    "fab-multikueue-quota-sum": "advisory",
+    "fab-multikueue-quota-sum": "mandatory",
     "fab-serving-not-preemptible": "mandatory",
     "fab-training-kueue-managed": "advisory",
     "fab-training-ib-nccl-only": "advisory",
@@ -49,6 +50,13 @@ EXPECTED_RULES = {
     "fab-compute-batch-below-interactive": "mandatory",
     "fab-starrocks-shared-data": "mandatory",
     "fab-starrocks-cn-cache": "mandatory",
+    "fab-multikueue-supported-frameworks": "mandatory",
+    "fab-training-flavor-topology": "mandatory",
+    "fab-priority-class-exists": "mandatory",
+    "fab-training-below-serving": "mandatory",
+    "fab-training-preemptible": "mandatory",
+    "fab-serving-not-kueue-managed": "mandatory",
+    "fab-serving-no-queue-label": "mandatory",
 }
 
 
@@ -165,7 +173,7 @@ def manager_quota(rs):
 
 
 def serving_priority(rs):
-    find(rs, ":Deployment", "inference-vllm-qwen3-8b")["inputs"]["spec"]["template"]["spec"]["priorityClassName"] = "fab-training"
+    find(rs, ":PriorityClass", "gpu-gpu-priority-training")["inputs"]["value"] = 2_000_000
 
 
 def unqueued_job(rs):
@@ -230,6 +238,8 @@ def trino_catalog_elsewhere(rs):
 
 def spark_metastore(rs):
     spark_defaults_edit(rs, "spark.sql.defaultCatalog fab\n", "spark.sql.defaultCatalog fab\nspark.hadoop.hive.metastore.uris thrift://metastore:9083\n")
+
+
 def untolerated_trino_workers(rs):
     find(rs, ":Release", "compute-trino")["inputs"]["values"]["worker"]["tolerations"] = []
 
@@ -248,6 +258,41 @@ def shared_nothing_starrocks(rs):
 
 def no_cache_class_on_compute(rs):
     rs.remove(find(rs, ":StorageClass", "compute-starrocks-cache"))
+
+
+def kueue_config_edit(rs, release, change):
+    values = find(rs, ":Release", release)["inputs"]["values"]["managerConfig"]
+    config = yaml.safe_load(values["controllerManagerConfigYaml"])
+    change(config)
+    values["controllerManagerConfigYaml"] = yaml.safe_dump(config)
+
+
+def spark_on_manager(rs):
+    kueue_config_edit(rs, "training-compute-kueue", lambda c: c["integrations"]["frameworks"].append("sparkoperator.k8s.io/sparkapplication"))
+
+
+def flavor_without_topology(rs):
+    del find(rs, ":ResourceFlavor", "training-gpu-train-flavor-training-h100")["inputs"]["spec"]["topologyName"]
+
+
+def vllm_class_missing(rs):
+    find(rs, ":Deployment", "inference-vllm-qwen3-8b")["inputs"]["spec"]["template"]["spec"]["priorityClassName"] = "fab-servng"
+
+
+def urgent_training_at_serving(rs):
+    find(rs, ":WorkloadPriorityClass", "training-gpu-priority-training-urgent")["inputs"]["value"] = 1_000_000
+
+
+def queue_never_preempts(rs):
+    find(rs, ":ClusterQueue", "training-gpu-queue-yield")["inputs"]["spec"]["preemption"]["withinClusterQueue"] = "Never"
+
+
+def kueue_manages_every_namespace(rs):
+    kueue_config_edit(rs, "training-gpu-kueue", lambda c: c.pop("managedJobsNamespaceSelector"))
+
+
+def queued_vllm(rs):
+    find(rs, ":Deployment", "inference-vllm-qwen3-8b")["inputs"]["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "training"
 
 
 PLAN_EDITS = {
@@ -283,6 +328,13 @@ PLAN_EDITS = {
     "fab-compute-batch-below-interactive": batch_above_interactive,
     "fab-starrocks-shared-data": shared_nothing_starrocks,
     "fab-starrocks-cn-cache": no_cache_class_on_compute,
+    "fab-multikueue-supported-frameworks": spark_on_manager,
+    "fab-training-flavor-topology": flavor_without_topology,
+    "fab-priority-class-exists": vllm_class_missing,
+    "fab-training-below-serving": urgent_training_at_serving,
+    "fab-training-preemptible": queue_never_preempts,
+    "fab-serving-not-kueue-managed": kueue_manages_every_namespace,
+    "fab-serving-no-queue-label": queued_vllm,
 }
 
 

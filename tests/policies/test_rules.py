@@ -9,7 +9,7 @@ import pytest
 from policy_fixtures import SAFE, check, k8s, kube, pod, resource
 
 from rules import POLICIES
-from rules.gpu import gpu_lb_private_only, no_gpu_outside_gpu_clusters, serving_not_preemptible, training_ib_nccl_only, training_kueue_managed
+from rules.gpu import gpu_lb_private_only, no_gpu_outside_gpu_clusters, training_ib_nccl_only, training_kueue_managed
 from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
 from rules.network import cross_cluster_default_deny, gateway_local_traffic, routes_authenticated
 from rules.storage import bucket_least_privilege, residency, stateful_protected, versioned_artifacts
@@ -296,35 +296,12 @@ def test_manager_quotas_equal_to_the_workers_pass():
 def test_fails_when_manager_quotas_differ_from_the_workers_sum():
     stack = [kube(mk_cluster("gpu"), "site-a-compute"), kube(queue(16), "site-a-compute"), kube(queue(8), "site-a-gpu")]
     assert check(multikueue_quota_sum, stack) == [
-        "manager ClusterQueue team-yield on site-a-compute has GPU quotas {'training-h200': 16}, but its workers' add up to "
-        "{'training-h200': 8}"
+        "manager ClusterQueue team-yield on site-a-compute has the nominalQuota 16 of nvidia.com/gpu in flavor training-h200, "
+        "but its workers (gpu) add up to 8; a manager's quota is the sum of its workers'"
     ]
 
 
-# fab-serving-not-preemptible / fab-training-kueue-managed / fab-training-ib-nccl-only -----------
-
-def vllm(priority: str) -> dict:
-    obj = pod("Deployment", "vllm-a", "inference", SAFE, priorityClassName=priority)
-    obj["metadata"]["labels"] = {"app.kubernetes.io/name": "vllm"}
-    return obj
-
-
-def test_vllm_at_serving_priority_passes():
-    assert check(serving_not_preemptible, kube(vllm("fab-serving"), "site-a-gpu")) == []
-
-
-def test_fails_when_vllm_runs_at_another_priority():
-    assert check(serving_not_preemptible, kube(vllm("fab-training"), "site-a-gpu")) == [
-        "vLLM Deployment vllm-a must use the PriorityClass fab-serving, got 'fab-training'"
-    ]
-
-
-def test_fails_when_training_uses_the_serving_priority():
-    job = pod("Job", "train", "team-yield", SAFE, priorityClassName="fab-serving")
-    assert check(serving_not_preemptible, kube(job, "site-a-gpu")) == [
-        "training Job train must not use the serving PriorityClass fab-serving"
-    ]
-
+# fab-training-kueue-managed / fab-training-ib-nccl-only (the priority rules: test_kueue.py) ---------
 
 def test_a_queued_training_job_passes():
     job = pod("Job", "train", "team-yield", SAFE)

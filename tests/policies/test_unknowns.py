@@ -92,10 +92,6 @@ def test_plaintext_check_skips_an_unknown_config_value():
 
 
 CASES = {
-    "fab-serving-not-preemptible": ("kubernetes:apps/v1:Deployment", {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": UNKNOWN_OBJECT_VALUE,
-        "spec": {"template": {"spec": {"containers": []}}},
-    }),
     "fab-pinned-versions": ("kubernetes:apps/v1:Deployment", {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},
         "spec": {"template": {"spec": {"containers": UNKNOWN_ARRAY_VALUE}}},
@@ -106,10 +102,9 @@ CASES = {
 
 @pytest.mark.parametrize("rule", sorted(CASES))
 def test_a_wholly_unknown_map_or_list_fails_closed_without_crashing(rule):
-    from rules.gpu import serving_not_preemptible
     from rules.workloads import host_network_allow_listed, pinned_versions
 
-    policy = {p.name: p for p in (serving_not_preemptible, pinned_versions, host_network_allow_listed)}[rule]
+    policy = {p.name: p for p in (pinned_versions, host_network_allow_listed)}[rule]
     type_, props = CASES[rule]
     (message,) = check(policy, resource(type_, props, name="x"))
     assert "can't be known during preview, and this rule decides on it, so it fails closed" in message
