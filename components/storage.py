@@ -50,6 +50,8 @@ from components.providers import ClusterRef, NamespaceRef, SiteRef
 
 POLARIS_POD_LABELS = {"app.kubernetes.io/name": "polaris", "app.kubernetes.io/instance": "polaris"}
 POLARIS_DB = "polaris-db"
+POSTGRES_BACKUP = "postgres-backup"
+"""The principal of the catalog database's backups (PLATFORM_ACCESS)."""
 AISTOR_OPERATOR_NAMESPACE = "aistor-operator"
 
 
@@ -359,8 +361,8 @@ class StorageCluster(pulumi.ComponentResource):
         )
         return [operator, objectstore]
 
-    def _namespace(self, name: str) -> k8s.core.v1.Namespace:
-        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), adopt=self._cluster_adopt)
+    def _namespace(self, name: str, labels: dict[str, str] | None = None) -> k8s.core.v1.Namespace:
+        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), labels=labels, adopt=self._cluster_adopt)
 
     def _lb_service(self, network: CrossClusterNetwork, name: str, namespace: str, pool: str, vip: Any,
                     port: tuple[str, int], selector: dict[str, str], depends_on: list[pulumi.Resource]) -> k8s.core.v1.Service:
@@ -531,14 +533,15 @@ class StorageCluster(pulumi.ComponentResource):
     def _polaris(self, network: CrossClusterNetwork) -> None:
         polaris = self._config.polaris
         ns = polaris.namespace
-        ns_resource = self._namespace(ns)
+        # Polaris' workloads run as the polaris engine; the database's backups as postgres-backup (its own label).
+        ns_resource = self._namespace(ns, labels={ENGINE_LABEL: "polaris"})
         cnpg_ns = self._namespace(CNPG_NAMESPACE)
         operator = helm_release(
             f"{self._name}-cnpg", versions.CLOUDNATIVE_PG, name="cnpg", namespace=CNPG_NAMESPACE, values={"replicaCount": 2},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[cnpg_ns]), adopt=self._cluster_adopt,
         )
         here = NamespaceRef(self.cluster, ns, ns_resource)
-        backup_creds = self.grant("postgres-backup", here)
+        backup_creds = self.grant(POSTGRES_BACKUP, here)
         ca = self.site_ca(here)
         database = self._postgres_cluster(ns, backup_creds, ca, [operator, ns_resource])
 
@@ -575,7 +578,7 @@ class StorageCluster(pulumi.ComponentResource):
         storage: dict[str, Any] = {"size": f"{postgres.storage_gib}Gi"}
         if postgres.storage_class:
             storage["storageClass"] = postgres.storage_class
-        s3_key = lambda key: {"name": "s3-postgres-backup", "key": key}  # noqa: E731
+        s3_key = lambda key: {"name": s3_secret(POSTGRES_BACKUP), "key": key}  # noqa: E731
         store: dict[str, Any] = {
             "destinationPath": f"s3://{postgres.backup_bucket}/{POLARIS_DB}",
             "endpointURL": self._s3_internal,
@@ -593,7 +596,8 @@ class StorageCluster(pulumi.ComponentResource):
             f"{self._name}-{POLARIS_DB}",
             api_version=versions.CNPG_API,
             kind="Cluster",
-            metadata={"name": POLARIS_DB, "namespace": ns},
+            # Reads the backup keys: CloudNativePG's backups act as the postgres-backup principal.
+            metadata={"name": POLARIS_DB, "namespace": ns, "labels": {ENGINE_LABEL: POSTGRES_BACKUP}},
             spec={
                 "description": "Polaris metastore",
                 "instances": postgres.instances,

@@ -21,7 +21,7 @@ import yaml
 
 from components import versions
 from components.config import AdoptConfig, TeamQuota, TrainingConfig, names
-from components.constants import AIRFLOW_NAMESPACE, KUEUE_NAMESPACE, TEAM_LABEL, polaris_secret, s3_secret, submitter_kubeconfig_secret
+from components.constants import AIRFLOW_NAMESPACE, ENGINE_LABEL, KUEUE_NAMESPACE, TEAM_LABEL, polaris_secret, s3_secret, submitter_kubeconfig_secret
 from components.data_access import TRAINING
 from components.kube import Adoption, FlatCustomResource, helm_release, namespace, restricted_container, restricted_pod_security_context
 from components.gpu import GPU_TYPE_LABEL, POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
@@ -295,7 +295,8 @@ class TrainingPool(pulumi.ComponentResource):
         )
         for team in self._teams:
             ns_name = team_namespace(team)
-            ns = self._namespace(cluster, ns_name, labels={TEAM_LABEL: team, MANAGED_LABEL: "true"})
+            # Training jobs of the team run here: they read the training credentials, the team's own.
+            ns = self._namespace(cluster, ns_name, labels={TEAM_LABEL: team, ENGINE_LABEL: TRAINING, MANAGED_LABEL: "true"})
             self._team_namespaces[cluster, team] = ns
             k8s.rbac.v1.RoleBinding(
                 f"{self._name}-{cluster}-{ns_name}-members",

@@ -37,6 +37,7 @@ EXPECTED_RULES = {
     "fab-pinned-versions": "mandatory",
     "fab-pod-security": "mandatory",
     "fab-no-plaintext-secrets": "mandatory",
+    "fab-engine-reads-own-credentials": "mandatory",
 }
 
 
@@ -170,6 +171,10 @@ def password_in_values(rs):
     find(rs, ":Release", "compute-trino")["inputs"]["values"]["auth"] = {"password": "Pl41nT3xtPassword"}
 
 
+def starrocks_reads_trino_keys(rs):
+    containers_of(find(rs, ":Job", "compute-starrocks-setup-job"))[0]["envFrom"].append({"secretRef": {"name": "s3-trino"}})
+
+
 PLAN_EDITS = {
     "fab-no-gpu-outside-gpu-clusters": gpu_on_compute,
     "fab-gpu-lb-private-only": public_gpu_vip,
@@ -190,6 +195,7 @@ PLAN_EDITS = {
     "fab-pinned-versions": floating_chart,
     "fab-pod-security": writable_root,
     "fab-no-plaintext-secrets": password_in_values,
+    "fab-engine-reads-own-credentials": starrocks_reads_trino_keys,
 }
 
 

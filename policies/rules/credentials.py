@@ -1,0 +1,165 @@
+"""Rules on who holds and reads data credentials: each engine reads only its own, Airflow's submitter reads none, and each
+training team holds and reaches only its own.
+
+A credential Secret is one StorageCluster delivers, `s3-<engine>` or `polaris-<engine>`, marked by the label ENGINE_LABEL
+with its engine (training's also with TEAM_LABEL, the team). What reads one is the engine the reader declares: its own
+ENGINE_LABEL, else its namespace's (a Helm release's is always its namespace's).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from pulumi_policy import ReportViolation, StackValidationArgs
+
+from rules._k8s import (
+    HELM_RELEASE,
+    UNKNOWN,
+    field,
+    label,
+    name_of,
+    namespace_of,
+    objects,
+    plain,
+    pod_fields,
+    pod_spec,
+    provider_name,
+    skip_unknown,
+    undecided,
+    unknown_paths,
+)
+from rules._policy import stack_rule
+from rules.network import ENGINE_LABEL
+
+TEAM_LABEL = "fab.internal/team"
+NOT_READ = {"metadata", "apiVersion", "kind"}
+"""Parts of an object that name it rather than what it reads."""
+
+
+def _credential_secrets(resources: list[Any], report: ReportViolation) -> tuple[dict[tuple[str, str, str], str], dict[str, set[str]]]:
+    """The credential Secrets: (cluster, namespace, name) -> engine, and name -> the engines of the Secrets of that name.
+
+    Unknown values: a Secret whose name, namespace or engine label is unknown fails closed (it may be a credential)."""
+    where: dict[tuple[str, str, str], str] = {}
+    by_name: dict[str, set[str]] = {}
+    for resource, obj in objects(resources):
+        if obj["kind"] != "Secret":
+            continue
+        deciding = {"name": field(obj, "metadata", "name"), "namespace": field(obj, "metadata", "namespace"),
+                    "engine": label(obj, ENGINE_LABEL)}
+        if problem := undecided(f"Secret {namespace_of(obj)}/{name_of(obj)} on {provider_name(resource)}", deciding):
+            report(problem, resource.urn)
+            continue
+        engine = label(obj, ENGINE_LABEL)
+        if isinstance(engine, str):
+            where[provider_name(resource), namespace_of(obj), name_of(obj)] = engine
+            by_name.setdefault(name_of(obj), set()).add(engine)
+    return where, by_name
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a value (unknowns skipped: a Secret's name is written in the program, never another resource's output)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+REFERENCE_PATH = re.compile(r"(?i)secret|(\.(env|envFrom|volumes|containers|initContainers|valueFrom|projected|sources)(\[\d+\])?)$")
+"""Where an unknown part of a pod template could hide a Secret reference: a whole list of env, envFrom or volumes, an
+entry of one, or anything under a key naming a Secret (secretKeyRef, secretRef, secret.secretName)."""
+
+
+def _unknown_references(obj: dict[str, Any]) -> list[str]:
+    """Paths of a workload's pod template where an unknown value could be a Secret reference."""
+    pod = pod_spec(obj)
+    if pod is None:
+        return []
+    if pod is UNKNOWN:
+        return [".pod"]
+    deciding = pod_fields(pod, ("volumes",), ("env", "envFrom"))
+    return [p for p in unknown_paths(deciding, ".pod") if REFERENCE_PATH.search(p)]
+
+
+def _fails_closed(what: str, where: str) -> str:
+    """The fail-closed violation of this module's rules: `where` (paths, or a label) can't be known during preview."""
+    return undecided(what, UNKNOWN, where) or ""
+
+
+class _Reader:
+    """Something that makes a pod or a controller read Secrets of its namespace: a Kubernetes object or a Helm release."""
+
+    def __init__(self, what: str, cluster: str, namespace: str, own: Any, strings: list[str]):
+        self.what, self.cluster, self.namespace, self.own, self.strings = what, cluster, namespace, own, strings
+
+
+def _readers(resources: list[Any], report: ReportViolation) -> Iterator[_Reader]:
+    for resource in resources:
+        cluster = provider_name(resource) or "an unknown cluster"
+        if resource.resource_type == HELM_RELEASE:
+            props = plain(resource.props)
+            namespace = props.get("namespace")
+            if problem := undecided(f"Helm release {resource.name} on {cluster}", namespace, ".namespace"):
+                report(problem, resource.urn)
+                continue
+            strings = list(_strings(skip_unknown(props.get("values"))))
+            yield _Reader(f"Helm release {namespace}/{props.get('name')}", cluster, str(namespace or ""), None, strings)
+    for resource, obj in objects(resources):
+        if obj["kind"] in ("Secret", "Namespace"):
+            continue
+        what = f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)}".replace(" /", " ")
+        if paths := _unknown_references(obj):
+            report(_fails_closed(f"{what} on {provider_name(resource)}", ", ".join(paths)), resource.urn)
+            continue
+        body = {k: v for k, v in obj.items() if k not in NOT_READ}
+        own = label(obj, ENGINE_LABEL)
+        yield _Reader(what, provider_name(resource) or "an unknown cluster", namespace_of(obj), own,
+                      list(_strings(skip_unknown(body))))
+
+
+def _namespace_labels(resources: list[Any], key: str) -> dict[tuple[str, str], Any]:
+    """(cluster, namespace) -> the value of a label on that Namespace (None without it, UNKNOWN when its labels are unknown)."""
+    return {(provider_name(r), name_of(obj)): label(obj, key) for r, obj in objects(resources) if obj["kind"] == "Namespace"}
+
+
+@stack_rule("fab-engine-reads-own-credentials",
+            "Workloads, custom resources and Helm releases read only the credential Secrets (s3-<engine>, polaris-<engine>) of "
+            "the engine they run as.")
+def engine_reads_own_credentials(args: StackValidationArgs, report: ReportViolation) -> None:
+    """A reader references a Secret by name anywhere in its spec or values (env, envFrom, volumes, `existingSecret`-style
+    keys, a custom resource's credential fields): every string is compared with the names of the credential Secrets of its
+    namespace, and of those delivered anywhere (a reference to another engine's Secret is refused even where that Secret is
+    missing). It runs as the engine of its own ENGINE_LABEL, else of its namespace's.
+
+    Unknown values: a Secret whose identity is unknown, a release whose namespace is unknown, a pod template whose Secret
+    references may be unknown, or a reader of a credential whose engine label (or its namespace's) is unknown, fails closed.
+    Other unknown strings are skipped: a Secret's name is written in the program."""
+    where, by_name = _credential_secrets(args.resources, report)
+    namespaces = _namespace_labels(args.resources, ENGINE_LABEL)
+    for reader in _readers(args.resources, report):
+        seen = set()
+        for text in reader.strings:
+            local = where.get((reader.cluster, reader.namespace, text))
+            engines = {local} if local else by_name.get(text, set())
+            if not engines or text in seen:
+                continue
+            seen.add(text)
+            own, source = reader.own, f"its own {ENGINE_LABEL} label"
+            if own is None:
+                own, source = namespaces.get((reader.cluster, reader.namespace)), f"the {ENGINE_LABEL} label of namespace {reader.namespace}"
+            secret = f"Secret {reader.namespace}/{text}"
+            if own is UNKNOWN:
+                report(_fails_closed(f"{reader.what} on {reader.cluster} (reads {secret})", source))
+            elif own is None:
+                report(f"{reader.what} on {reader.cluster} reads {secret}, {' and '.join(sorted(engines))}'s credentials, but "
+                       f"neither it nor namespace {reader.namespace} carries a {ENGINE_LABEL} label; label it with the engine it "
+                       "runs as, which may read only its own credential Secrets")
+            elif own not in engines:
+                report(f"{reader.what} on {reader.cluster} reads {secret}, {' and '.join(sorted(engines))}'s credentials, but "
+                       f"runs as {own} (by {source}); an engine reads only its own credential Secrets (s3-{own}, polaris-{own})")

@@ -1,0 +1,195 @@
+"""The credential rules: each engine reads only its own credential Secrets (fab-engine-reads-own-credentials).
+
+Unit tests build what the program renders by hand: StorageCluster's credential Secrets (`s3-<engine>`, `polaris-<engine>`,
+labelled `fab.internal/engine`), the namespaces labelled with the engine whose workloads run there, and the readers: pod
+templates, custom resources and Helm releases that name a Secret. The pack tests break the full small site's render.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from policy_fixtures import SAFE, check, k8s, kube, pod, resource
+from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_OBJECT_VALUE
+from rules.credentials import engine_reads_own_credentials
+
+from fabctl.policy import analyze_with, analyzer
+from fabctl.render import Plan
+
+COMPUTE, STORAGE = "site-a-compute", "site-a-storage"
+FAILS_CLOSED = ("can't be known during preview, and this rule decides on it, so it fails closed; compute the value in the "
+                "program instead of from another resource's output")
+
+
+def credential(name: str, namespace: str, engine: str) -> dict:
+    return k8s("Secret", name, namespace, labels={"fab.internal/engine": engine}, type="Opaque")
+
+
+def engine_namespace(name: str, engine: str | None = None) -> dict:
+    return k8s("Namespace", name, labels={"fab.internal/engine": engine} if engine else None)
+
+
+def job(namespace: str, labels: dict | None = None, **container: object) -> dict:
+    obj = pod("Job", "setup", namespace, {**SAFE, **container})
+    if labels:
+        obj["metadata"]["labels"] = labels
+    return obj
+
+
+def release(namespace: str, values: dict, cluster: str = COMPUTE) -> object:
+    return resource("kubernetes:helm.sh/v3:Release", {"name": namespace, "namespace": namespace, "chart": namespace, "values": values},
+                    name=f"compute-{namespace}", cluster=cluster)
+
+
+SITE = [
+    kube(engine_namespace("starrocks", "starrocks")),
+    kube(engine_namespace("trino", "trino")),
+    kube(credential("s3-starrocks", "starrocks", "starrocks")),
+    kube(credential("polaris-starrocks", "starrocks", "starrocks")),
+    kube(credential("s3-trino", "trino", "trino")),
+    kube(credential("polaris-trino", "trino", "trino")),
+]
+"""Two engines on compute, each with its namespace and its two credential Secrets there."""
+
+
+def reads(*secrets: str) -> dict:
+    """A container that reads these Secrets as environment."""
+    return {"envFrom": [{"secretRef": {"name": s}} for s in secrets]}
+
+
+def test_an_engines_workload_reading_its_own_credentials_passes():
+    assert check(engine_reads_own_credentials, [*SITE, kube(job("starrocks", **reads("s3-starrocks", "polaris-starrocks")))]) == []
+
+
+def test_fails_when_a_workload_reads_another_engines_credentials_as_environment():
+    assert check(engine_reads_own_credentials, [*SITE, kube(credential("s3-trino", "starrocks", "trino")),
+                                                kube(job("starrocks", **reads("s3-starrocks", "s3-trino")))]) == [
+        ("Job starrocks/setup on site-a-compute reads Secret starrocks/s3-trino, trino's credentials, but runs as starrocks "
+        "(by the fab.internal/engine label of namespace starrocks); an engine reads only its own credential Secrets "
+        "(s3-starrocks, polaris-starrocks)")
+    ]
+
+
+def test_fails_when_a_workload_reads_one_key_of_another_engines_credentials():
+    env = [{"name": "AWS_SECRET_ACCESS_KEY", "valueFrom": {"secretKeyRef": {"name": "polaris-trino", "key": "POLARIS_CLIENT_SECRET"}}}]
+    assert check(engine_reads_own_credentials, [*SITE, kube(job("starrocks", env=env))]) == [
+        ("Job starrocks/setup on site-a-compute reads Secret starrocks/polaris-trino, trino's credentials, but runs as starrocks "
+        "(by the fab.internal/engine label of namespace starrocks); an engine reads only its own credential Secrets "
+        "(s3-starrocks, polaris-starrocks)")
+    ]
+
+
+def test_fails_when_a_workload_mounts_another_engines_credentials():
+    mounted = job("starrocks")
+    mounted["spec"]["template"]["spec"]["volumes"] = [{"name": "keys", "secret": {"secretName": "s3-trino"}}]
+    assert check(engine_reads_own_credentials, [*SITE, kube(mounted)]) == [
+        ("Job starrocks/setup on site-a-compute reads Secret starrocks/s3-trino, trino's credentials, but runs as starrocks "
+        "(by the fab.internal/engine label of namespace starrocks); an engine reads only its own credential Secrets "
+        "(s3-starrocks, polaris-starrocks)")
+    ]
+
+
+def test_fails_when_a_helm_release_names_another_engines_credentials_in_its_values():
+    values = {"envFrom": [{"secretRef": {"name": "s3-trino"}}], "auth": {"existingSecret": "s3-starrocks"}}
+    assert check(engine_reads_own_credentials, [*SITE, release("trino", values)]) == [
+        ("Helm release trino/trino on site-a-compute reads Secret trino/s3-starrocks, starrocks's credentials, but runs as trino "
+        "(by the fab.internal/engine label of namespace trino); an engine reads only its own credential Secrets (s3-trino, polaris-trino)")
+    ]
+
+
+# Two principals in one namespace: Polaris and its database's backups.
+
+POLARIS = [
+    kube(engine_namespace("polaris", "polaris"), STORAGE),
+    kube(credential("s3-polaris", "polaris", "polaris"), STORAGE),
+    kube(credential("s3-postgres-backup", "polaris", "postgres-backup"), STORAGE),
+]
+
+
+def database(engine: str) -> dict:
+    """CloudNativePG's Cluster, whose backups read the keys it names."""
+    return k8s("Cluster", "polaris-db", "polaris", api="postgresql.cnpg.io/v1", labels={"fab.internal/engine": engine}, spec={
+        "backup": {"barmanObjectStore": {"s3Credentials": {"accessKeyId": {"name": "s3-postgres-backup", "key": "AWS_ACCESS_KEY_ID"}}}},
+    })
+
+
+def test_an_objects_own_engine_label_decides_over_its_namespaces():
+    assert check(engine_reads_own_credentials, [*POLARIS, kube(database("postgres-backup"), STORAGE),
+                                                release("polaris", {"storage": {"secret": {"name": "s3-polaris"}}}, STORAGE)]) == []
+
+
+def test_fails_when_a_custom_resource_reads_credentials_of_another_engine_than_its_own_label():
+    assert check(engine_reads_own_credentials, [*POLARIS, kube(database("polaris"), STORAGE)]) == [
+        ("Cluster polaris/polaris-db on site-a-storage reads Secret polaris/s3-postgres-backup, postgres-backup's credentials, but "
+        "runs as polaris (by its own fab.internal/engine label); an engine reads only its own credential Secrets (s3-polaris, "
+        "polaris-polaris)")
+    ]
+
+
+def test_fails_when_a_reader_declares_no_engine():
+    unlabelled = kube(engine_namespace("tools"))
+    assert check(engine_reads_own_credentials, [*SITE, unlabelled, kube(job("tools", **reads("s3-trino")))]) == [
+        ("Job tools/setup on site-a-compute reads Secret tools/s3-trino, trino's credentials, but neither it nor namespace tools "
+        "carries a fab.internal/engine label; label it with the engine it runs as, which may read only its own credential Secrets")
+    ]
+
+
+def test_secrets_storage_cluster_did_not_deliver_are_not_credentials():
+    own = kube(k8s("Secret", "starrocks-root", "starrocks", type="Opaque"))
+    assert check(engine_reads_own_credentials, [*SITE, own, kube(job("trino", **reads("starrocks-root")))]) == []
+
+
+def test_fails_closed_when_a_pod_templates_environment_sources_are_unknown():
+    assert check(engine_reads_own_credentials, [*SITE, kube(job("starrocks", envFrom=UNKNOWN_ARRAY_VALUE))]) == [
+        f"Job starrocks/setup on site-a-compute: .pod.containers[0].envFrom {FAILS_CLOSED}"
+    ]
+
+
+def test_fails_closed_when_the_namespace_of_a_credential_reader_has_unknown_labels():
+    namespace = engine_namespace("starrocks")
+    namespace["metadata"]["labels"] = UNKNOWN_OBJECT_VALUE
+    site = [kube(namespace), *SITE[2:], kube(job("starrocks", **reads("s3-starrocks")))]
+    assert check(engine_reads_own_credentials, site) == [
+        (f"Job starrocks/setup on site-a-compute (reads Secret starrocks/s3-starrocks): the fab.internal/engine label of namespace "
+        f"starrocks {FAILS_CLOSED}")
+    ]
+
+
+# Through the pack's Analyzer service, on the full small site's render.
+
+@pytest.fixture(scope="module")
+def stub():
+    with analyzer() as started:
+        yield started
+
+
+def broken(plan: Plan, edit) -> Plan:
+    resources = copy.deepcopy(plan.resources)
+    edit({r["name"]: r for r in resources})
+    return Plan(stack=plan.stack, resources=resources, outputs=plan.outputs)
+
+
+def test_fails_when_the_starrocks_setup_job_reads_trinos_keys(stub, full_plan):
+    def edit(by_name):
+        container = by_name["compute-starrocks-setup-job"]["inputs"]["spec"]["template"]["spec"]["containers"][0]
+        container["envFrom"].append({"secretRef": {"name": "s3-trino"}})
+
+    assert [(v.policy, v.level, v.message.splitlines()[-1]) for v in analyze_with(stub, broken(full_plan, edit))] == [(
+        "fab-engine-reads-own-credentials", "mandatory",
+        ("Job starrocks/starrocks-setup on site-t-compute reads Secret starrocks/s3-trino, trino's credentials, but runs as "
+        "starrocks (by the fab.internal/engine label of namespace starrocks); an engine reads only its own credential Secrets "
+        "(s3-starrocks, polaris-starrocks)"),
+    )]
+
+
+def test_fails_when_the_polaris_release_reads_the_backup_keys(stub, full_plan):
+    def edit(by_name):
+        by_name["storage-polaris"]["inputs"]["values"]["storage"]["secret"]["name"] = "s3-postgres-backup"
+
+    assert [(v.policy, v.message.splitlines()[-1]) for v in analyze_with(stub, broken(full_plan, edit))] == [(
+        "fab-engine-reads-own-credentials",
+        ("Helm release polaris/polaris on site-t-storage reads Secret polaris/s3-postgres-backup, postgres-backup's credentials, "
+        "but runs as polaris (by the fab.internal/engine label of namespace polaris); an engine reads only its own credential "
+        "Secrets (s3-polaris, polaris-polaris)"),
+    )]
