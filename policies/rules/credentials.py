@@ -163,3 +163,108 @@ def engine_reads_own_credentials(args: StackValidationArgs, report: ReportViolat
             elif own not in engines:
                 report(f"{reader.what} on {reader.cluster} reads {secret}, {' and '.join(sorted(engines))}'s credentials, but "
                        f"runs as {own} (by {source}); an engine reads only its own credential Secrets (s3-{own}, polaris-{own})")
+
+
+SUBMITTER = "fab-access/airflow-submitter"
+"""Airflow's GPU-job submitter, `<namespace>/<name>` of its ServiceAccount on each GPU cluster (TrainingPool's)."""
+SUBMITTER_SETTING = {"submitter": {"type": "string", "default": SUBMITTER,
+                                   "description": "namespace/name of the ServiceAccount Airflow submits GPU jobs as"}}
+BINDING_KINDS = {"RoleBinding", "ClusterRoleBinding"}
+READ_VERBS = {"get", "list", "watch", "*"}
+
+
+class _BoundRole:
+    """A Role or ClusterRole bound to the submitter on a cluster, or the reference to one the stack does not define."""
+
+    def __init__(self, cluster: str, kind: str, namespace: str, name: str, obj: dict[str, Any] | None, urn: str):
+        self.cluster, self.kind, self.namespace, self.name, self.obj, self.urn = cluster, kind, namespace, name, obj, urn
+
+    @property
+    def what(self) -> str:
+        return f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name} on {self.cluster}"
+
+
+def _submitter_roles(args: StackValidationArgs, report: ReportViolation) -> tuple[str, list[_BoundRole]]:
+    """The submitter (`namespace/name`) and every role bound to it, once per cluster and role.
+
+    Unknown values: a binding whose subjects or role reference are unknown fails closed (it may bind the submitter), and so
+    does a bound role whose rules or aggregation are unknown."""
+    submitter = str(args.get_config().get("submitter", SUBMITTER))
+    sa_namespace, _, sa_name = submitter.partition("/")
+    roles = {(provider_name(r), obj["kind"], namespace_of(obj), name_of(obj)): (r, obj)
+             for r, obj in objects(args.resources) if obj["kind"] in ("Role", "ClusterRole")}
+    bound: dict[tuple[str, str, str, str], _BoundRole] = {}
+    for resource, obj in objects(args.resources):
+        if obj["kind"] not in BINDING_KINDS:
+            continue
+        cluster = provider_name(resource)
+        what = f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)}".replace(" /", " ")
+        if problem := undecided(f"{what} on {cluster}", {"subjects": obj.get("subjects"), "roleRef": obj.get("roleRef")}):
+            report(problem, resource.urn)
+            continue
+        binding_ns = namespace_of(obj)
+        if not any(s.get("kind") == "ServiceAccount" and s.get("name") == sa_name and (s.get("namespace") or binding_ns) == sa_namespace
+                   for s in obj.get("subjects") or [] if isinstance(s, dict)):
+            continue
+        ref = obj.get("roleRef") or {}
+        kind, role_ns = ref.get("kind", ""), binding_ns if ref.get("kind") == "Role" else ""
+        key = (cluster, kind, role_ns, ref.get("name", ""))
+        found = roles.get(key)
+        role = _BoundRole(*key, found[1] if found else None, found[0].urn if found else resource.urn)
+        if role.obj is not None and (problem := undecided(role.what, {"rules": role.obj.get("rules"),
+                                                                      "aggregationRule": role.obj.get("aggregationRule")})):
+            report(problem, role.urn)
+            continue
+        bound.setdefault(key, role)
+    return submitter, [bound[k] for k in sorted(bound)]
+
+
+def _rules(role: _BoundRole) -> list[dict[str, Any]]:
+    return [r if isinstance(r, dict) else {} for r in (role.obj or {}).get("rules") or []]
+
+
+def _values(rule: dict[str, Any], key: str) -> list[str]:
+    return [str(v) for v in rule.get(key) or []]
+
+
+@stack_rule("fab-submitter-no-secrets",
+            "Airflow's GPU-job submitter is bound to no role that lets it get, list or watch Secrets, or whose rules can't be read.",
+            settings=SUBMITTER_SETTING)
+def submitter_no_secrets(args: StackValidationArgs, report: ReportViolation) -> None:
+    """Airflow holds the submitter's token for every GPU cluster and acts for every team: if it could read Secrets in team
+    namespaces, any DAG could read every team's training credentials. A role is read rule by rule: a rule reads Secrets when
+    its API groups include the core group (or `*`), its resources `secrets` (or `*`) and its verbs get, list or watch (or
+    `*`), with or without resource names. A role the stack does not define (a built-in such as `edit`) or one that aggregates
+    others can't be read here, so it is refused too."""
+    submitter, roles = _submitter_roles(args, report)
+    for role in roles:
+        if role.obj is None:
+            report(f"the submitter {submitter} is bound to {role.what}, which the stack does not define, so its rules can't be "
+                   "checked; bind it only to roles the program defines", role.urn)
+            continue
+        if role.obj.get("aggregationRule"):
+            report(f"{role.what}, bound to the submitter {submitter}, aggregates other roles, whose rules can't be checked here; "
+                   "give it its rules directly", role.urn)
+            continue
+        for i, rule in enumerate(_rules(role)):
+            groups, resources, verbs = _values(rule, "apiGroups"), _values(rule, "resources"), _values(rule, "verbs")
+            reads = sorted(READ_VERBS & set(verbs))
+            if {"", "*"} & set(groups) and {"secrets", "*"} & set(resources) and reads:
+                report(f"{role.what}, bound to the submitter {submitter}, lets it {', '.join(reads)} Secrets (rule {i}: apiGroups "
+                       f"{groups}, resources {resources}, verbs {verbs}); the submitter creates, watches and deletes jobs and never "
+                       "reads Secrets", role.urn)
+
+
+@stack_rule("fab-submitter-no-wildcards",
+            "Every role bound to Airflow's GPU-job submitter names the API groups, resources and verbs it grants (no wildcard).",
+            settings=SUBMITTER_SETTING)
+def submitter_no_wildcards(args: StackValidationArgs, report: ReportViolation) -> None:
+    """A wildcard grants whatever the API servers add later (new kinds, subresources, verbs such as `escalate`), so the
+    submitter's rules name each of them. Roles that can't be read are `fab-submitter-no-secrets`' to refuse."""
+    submitter, roles = _submitter_roles(args, report)
+    for role in roles:
+        for i, rule in enumerate(_rules(role)):
+            for key in ("apiGroups", "resources", "verbs"):
+                if wild := [v for v in _values(rule, key) if "*" in v]:
+                    report(f"{role.what}, bound to the submitter {submitter}, grants the wildcard {key} {wild} in rule {i}; name "
+                           "the API groups, resources and verbs the submitter needs", role.urn)

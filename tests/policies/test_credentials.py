@@ -1,4 +1,5 @@
-"""The credential rules: each engine reads only its own credential Secrets (fab-engine-reads-own-credentials).
+"""The credential rules: each engine reads only its own credential Secrets (fab-engine-reads-own-credentials), and Airflow's
+GPU-job submitter reads none (fab-submitter-no-secrets) and is granted nothing by wildcard (fab-submitter-no-wildcards).
 
 Unit tests build what the program renders by hand: StorageCluster's credential Secrets (`s3-<engine>`, `polaris-<engine>`,
 labelled `fab.internal/engine`), the namespaces labelled with the engine whose workloads run there, and the readers: pod
@@ -12,7 +13,7 @@ import copy
 import pytest
 from policy_fixtures import SAFE, check, k8s, kube, pod, resource
 from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_OBJECT_VALUE
-from rules.credentials import engine_reads_own_credentials
+from rules.credentials import engine_reads_own_credentials, submitter_no_secrets, submitter_no_wildcards
 
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan
@@ -192,4 +193,109 @@ def test_fails_when_the_polaris_release_reads_the_backup_keys(stub, full_plan):
         ("Helm release polaris/polaris on site-t-storage reads Secret polaris/s3-postgres-backup, postgres-backup's credentials, "
         "but runs as polaris (by the fab.internal/engine label of namespace polaris); an engine reads only its own credential "
         "Secrets (s3-polaris, polaris-polaris)"),
+    )]
+
+
+# fab-submitter-no-secrets and fab-submitter-no-wildcards: the RBAC of Airflow's GPU-job submitter, as TrainingPool renders
+# it on each GPU cluster (a ClusterRole bound in each team namespace to the ServiceAccount fab-access/airflow-submitter).
+
+GPU = "site-a-gpu"
+JOBS = {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "delete", "get", "list", "watch"]}
+
+
+def submitter_rbac(*rules: dict, subject: str = "airflow-submitter") -> list:
+    role = k8s("ClusterRole", "fab-airflow-submitter", api="rbac.authorization.k8s.io/v1", rules=list(rules))
+    binding = k8s("RoleBinding", "airflow-submitter", "team-yield", api="rbac.authorization.k8s.io/v1",
+                  roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "fab-airflow-submitter"},
+                  subjects=[{"kind": "ServiceAccount", "name": subject, "namespace": "fab-access"}])
+    return [kube(role, GPU, gpu=True), kube(binding, GPU, gpu=True)]
+
+
+def test_a_submitter_that_manages_jobs_only_passes():
+    assert check(submitter_no_secrets, submitter_rbac(JOBS)) == []
+    assert check(submitter_no_wildcards, submitter_rbac(JOBS)) == []
+
+
+def test_fails_when_the_submitter_may_get_secrets():
+    secrets = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}
+    assert check(submitter_no_secrets, submitter_rbac(JOBS, secrets)) == [
+        ("ClusterRole fab-airflow-submitter on site-a-gpu, bound to the submitter fab-access/airflow-submitter, lets it get "
+         "Secrets (rule 1: apiGroups [''], resources ['secrets'], verbs ['get']); the submitter creates, watches and deletes jobs "
+         "and never reads Secrets")
+    ]
+
+
+def test_fails_when_the_submitter_may_list_every_core_resource():
+    everything = {"apiGroups": [""], "resources": ["*"], "verbs": ["list", "watch"]}
+    assert check(submitter_no_secrets, submitter_rbac(JOBS, everything)) == [
+        ("ClusterRole fab-airflow-submitter on site-a-gpu, bound to the submitter fab-access/airflow-submitter, lets it list, "
+         "watch Secrets (rule 1: apiGroups [''], resources ['*'], verbs ['list', 'watch']); the submitter creates, watches and "
+         "deletes jobs and never reads Secrets")
+    ]
+
+
+def test_a_role_that_may_create_secrets_only_does_not_read_them():
+    create = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}
+    assert check(submitter_no_secrets, submitter_rbac(create)) == []
+
+
+def test_roles_of_other_service_accounts_are_not_the_submitters():
+    secrets = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}
+    assert check(submitter_no_secrets, submitter_rbac(secrets, subject="multikueue")) == []
+
+
+def test_the_configured_submitter_is_the_one_checked():
+    secrets = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["watch"]}
+    (message,) = check(submitter_no_secrets, submitter_rbac(secrets, subject="dag-runner"), {"submitter": "fab-access/dag-runner"})
+    assert message.startswith("ClusterRole fab-airflow-submitter on site-a-gpu, bound to the submitter fab-access/dag-runner, lets it watch")
+
+
+def test_fails_when_the_submitter_is_bound_to_a_role_the_stack_does_not_define():
+    binding = submitter_rbac(JOBS)[1]
+    binding.props["roleRef"]["name"] = "edit"
+    assert check(submitter_no_secrets, [binding]) == [
+        ("the submitter fab-access/airflow-submitter is bound to ClusterRole edit on site-a-gpu, which the stack does not define, "
+         "so its rules can't be checked; bind it only to roles the program defines")
+    ]
+
+
+def test_fails_when_the_submitters_role_aggregates_others():
+    role, binding = submitter_rbac()
+    role.props["aggregationRule"] = {"clusterRoleSelectors": [{"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-edit": "true"}}]}
+    assert check(submitter_no_secrets, [role, binding]) == [
+        ("ClusterRole fab-airflow-submitter on site-a-gpu, bound to the submitter fab-access/airflow-submitter, aggregates other "
+         "roles, whose rules can't be checked here; give it its rules directly")
+    ]
+
+
+def test_fails_closed_when_a_bindings_subjects_are_unknown():
+    role, binding = submitter_rbac(JOBS)
+    binding.props["subjects"] = UNKNOWN_ARRAY_VALUE
+    assert check(submitter_no_secrets, [role, binding]) == [f"RoleBinding team-yield/airflow-submitter on site-a-gpu: .subjects {FAILS_CLOSED}"]
+
+
+def test_fails_when_the_submitter_is_granted_every_verb():
+    assert check(submitter_no_wildcards, submitter_rbac({**JOBS, "verbs": ["*"]})) == [
+        ("ClusterRole fab-airflow-submitter on site-a-gpu, bound to the submitter fab-access/airflow-submitter, grants the "
+         "wildcard verbs ['*'] in rule 0; name the API groups, resources and verbs the submitter needs")
+    ]
+
+
+def test_fails_when_the_submitter_is_granted_every_resource_of_a_group():
+    assert check(submitter_no_wildcards, submitter_rbac({**JOBS, "resources": ["*"]})) == [
+        ("ClusterRole fab-airflow-submitter on site-a-gpu, bound to the submitter fab-access/airflow-submitter, grants the "
+         "wildcard resources ['*'] in rule 0; name the API groups, resources and verbs the submitter needs")
+    ]
+
+
+def test_fails_when_the_rendered_submitter_role_may_read_secrets(stub, full_plan):
+    def edit(by_name):
+        by_name["training-gpu-train-role-airflow-submitter"]["inputs"]["rules"].append(
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]})
+
+    assert [(v.policy, v.level, v.message.splitlines()[-1]) for v in analyze_with(stub, broken(full_plan, edit))] == [(
+        "fab-submitter-no-secrets", "mandatory",
+        ("ClusterRole fab-airflow-submitter on site-t-gpu-train, bound to the submitter fab-access/airflow-submitter, lets it get, "
+         "list Secrets (rule 3: apiGroups [''], resources ['secrets'], verbs ['get', 'list']); the submitter creates, watches and "
+         "deletes jobs and never reads Secrets"),
     )]

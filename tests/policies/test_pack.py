@@ -38,6 +38,8 @@ EXPECTED_RULES = {
     "fab-pod-security": "mandatory",
     "fab-no-plaintext-secrets": "mandatory",
     "fab-engine-reads-own-credentials": "mandatory",
+    "fab-submitter-no-secrets": "mandatory",
+    "fab-submitter-no-wildcards": "mandatory",
 }
 
 
@@ -175,6 +177,15 @@ def starrocks_reads_trino_keys(rs):
     containers_of(find(rs, ":Job", "compute-starrocks-setup-job"))[0]["envFrom"].append({"secretRef": {"name": "s3-trino"}})
 
 
+def submitter_reads_secrets(rs):
+    find(rs, ":ClusterRole", "training-gpu-role-airflow-submitter")["inputs"]["rules"].append(
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]})
+
+
+def submitter_any_verb(rs):
+    find(rs, ":ClusterRole", "training-gpu-role-airflow-submitter")["inputs"]["rules"][0]["verbs"] = ["*"]
+
+
 PLAN_EDITS = {
     "fab-no-gpu-outside-gpu-clusters": gpu_on_compute,
     "fab-gpu-lb-private-only": public_gpu_vip,
@@ -196,6 +207,8 @@ PLAN_EDITS = {
     "fab-pod-security": writable_root,
     "fab-no-plaintext-secrets": password_in_values,
     "fab-engine-reads-own-credentials": starrocks_reads_trino_keys,
+    "fab-submitter-no-secrets": submitter_reads_secrets,
+    "fab-submitter-no-wildcards": submitter_any_verb,
 }
 
 
