@@ -1,6 +1,8 @@
 """The fab-platform rules, one Policy each, in the order of the README's rule table."""
 
-from rules.credentials import engine_reads_own_credentials, submitter_no_secrets, submitter_no_wildcards
+from rules.credentials import (
+    engine_reads_own_credentials, submitter_no_secrets, submitter_no_wildcards, team_namespace_own_credentials, team_policy_own_prefixes,
+)
 from rules.gpu import no_gpu_outside_gpu_clusters, gpu_lb_private_only, serving_not_preemptible, training_ib_nccl_only, training_kueue_managed
 from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
 from rules.network import credentials_have_flow, cross_cluster_default_deny, gateway_local_traffic, routes_authenticated
@@ -31,4 +33,6 @@ POLICIES = [
     engine_reads_own_credentials,
     submitter_no_secrets,
     submitter_no_wildcards,
+    team_namespace_own_credentials,
+    team_policy_own_prefixes,
 ]

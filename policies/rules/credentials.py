@@ -8,8 +8,10 @@ ENGINE_LABEL, else its namespace's (a Helm release's is always its namespace's).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
+from fnmatch import fnmatchcase
 from typing import Any
 
 from pulumi_policy import ReportViolation, StackValidationArgs
@@ -32,6 +34,7 @@ from rules._k8s import (
 )
 from rules._policy import stack_rule
 from rules.network import ENGINE_LABEL
+from rules.storage import BUCKET_TAGS, CLASS_TAG, IAM_POLICY
 
 TEAM_LABEL = "fab.internal/team"
 NOT_READ = {"metadata", "apiVersion", "kind"}
@@ -268,3 +271,147 @@ def submitter_no_wildcards(args: StackValidationArgs, report: ReportViolation) -
                 if wild := [v for v in _values(rule, key) if "*" in v]:
                     report(f"{role.what}, bound to the submitter {submitter}, grants the wildcard {key} {wild} in rule {i}; name "
                            "the API groups, resources and verbs the submitter needs", role.urn)
+
+
+@stack_rule("fab-team-namespace-own-credentials",
+            "A team namespace holds only credential Secrets of its own team (fab.internal/team on both).")
+def team_namespace_own_credentials(args: StackValidationArgs, report: ReportViolation) -> None:
+    """A team namespace is a Namespace labelled TEAM_LABEL; a credential Secret in it must carry the same team, so that no
+    team's jobs hold another team's keys, nor keys of no team (an engine's, which reach every team's data).
+
+    Unknown values: a credential Secret (or a Secret whose engine label is unknown) in a namespace whose team label is
+    unknown, or in a team namespace with an unknown team label, fails closed."""
+    teams = _namespace_labels(args.resources, TEAM_LABEL)
+    for resource, obj in objects(args.resources):
+        if obj["kind"] != "Secret":
+            continue
+        cluster, namespace = provider_name(resource), namespace_of(obj)
+        team, engine = teams.get((cluster, namespace)), label(obj, ENGINE_LABEL)
+        if team is None or engine is None:  # not a team namespace, or not a credential Secret
+            continue
+        where = f"Secret {namespace}/{name_of(obj)} on {cluster}"
+        if problem := undecided(where, {"namespace team": team, "engine": engine, "team": label(obj, TEAM_LABEL)}):
+            report(problem, resource.urn)
+            continue
+        owner = label(obj, TEAM_LABEL)
+        if owner == team:
+            continue
+        whose = f"team {owner}'s" if owner else f"no team's (no {TEAM_LABEL} label)"
+        report(f"{where} holds {whose} {engine} credentials in team {team}'s namespace; a team namespace holds only its own "
+               f"team's credential Secrets ({TEAM_LABEL}={team})", resource.urn)
+
+
+IAM_USER = "minio:index/iamUser:IamUser"
+IAM_ATTACHMENT = "minio:index/iamUserPolicyAttachment:IamUserPolicyAttachment"
+PREFIXED_CLASSES = ("checkpoints", "models")
+"""The bucket classes where each training team has a prefix of its own, `<bucket>/<team>/`."""
+READ_ACTION = re.compile(r"^s3:(Get|List)[A-Za-z]*$")
+"""Actions that only read; any other (Put, Delete, Abort, `s3:*`, `*`) writes."""
+
+
+def _bucket_classes(resources: list[Any], report: ReportViolation) -> dict[str, Any]:
+    """Bucket -> its class tag (UNKNOWN when its tags are unknown, which a rule deciding on the class fails closed on)."""
+    classes: dict[str, Any] = {}
+    for resource in resources:
+        if resource.resource_type == BUCKET_TAGS:
+            props = plain(resource.props)
+            if problem := undecided(f"BucketTags {resource.name}", props.get("bucket"), ".bucket"):
+                report(problem, resource.urn)
+                continue
+            tags = props.get("tags")
+            classes[str(props.get("bucket"))] = UNKNOWN if tags is UNKNOWN or not isinstance(tags, dict) else tags.get(CLASS_TAG)
+    return classes
+
+
+def _team_policies(resources: list[Any], report: ReportViolation) -> Iterator[tuple[str, str, Any, dict[str, Any]]]:
+    """(team, user, policy resource, policy document) for every MinIO policy attached to a user tagged with a team.
+
+    Unknown values: a user's name or tags, an attachment's names, or the document of a team's policy, unknown, fail closed."""
+    users: dict[str, str] = {}
+    for resource in resources:
+        if resource.resource_type == IAM_USER:
+            props = plain(resource.props)
+            if problem := undecided(f"MinIO user {resource.name}", {"name": props.get("name"), "tags": props.get("tags")}):
+                report(problem, resource.urn)
+                continue
+            team = (props.get("tags") or {}).get(TEAM_LABEL)
+            if team:
+                users[str(props.get("name"))] = str(team)
+    attached: dict[str, set[str]] = {}
+    for resource in resources:
+        if resource.resource_type == IAM_ATTACHMENT:
+            props = plain(resource.props)
+            if problem := undecided(f"MinIO policy attachment {resource.name}",
+                                    {"userName": props.get("userName"), "policyName": props.get("policyName")}):
+                report(problem, resource.urn)
+                continue
+            if props.get("userName") in users:
+                attached.setdefault(str(props.get("policyName")), set()).add(str(props.get("userName")))
+    for resource in resources:
+        if resource.resource_type != IAM_POLICY:
+            continue
+        props = plain(resource.props)
+        for user in sorted(attached.get(str(props.get("name")), ())):
+            if problem := undecided(f"MinIO policy {resource.name}", props.get("policy"), ".policy"):
+                report(problem, resource.urn)
+                break
+            yield users[user], user, resource, json.loads(props.get("policy") or "{}")
+
+
+def _listed_prefixes(statement: dict[str, Any]) -> list[str] | None:
+    """The `s3:prefix` values a statement's condition confines listing to, or None when it does not confine it (no prefix,
+    or any other condition operator, which could widen or negate it)."""
+    condition = statement.get("Condition")
+    if not isinstance(condition, dict) or not condition or set(condition) - {"StringLike", "StringEquals"}:
+        return None
+    prefixes = []
+    for operator in condition.values():
+        if not isinstance(operator, dict) or set(operator) != {"s3:prefix"}:
+            return None
+        values = operator["s3:prefix"]
+        prefixes += [values] if isinstance(values, str) else list(values)
+    return prefixes or None
+
+
+def _listify(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else [str(v) for v in value or []]
+
+
+@stack_rule("fab-team-policy-own-prefixes",
+            "A training team's MinIO policy reaches the checkpoint and model buckets only under <bucket>/<team>/, and writes "
+            "nowhere else.")
+def team_policy_own_prefixes(args: StackValidationArgs, report: ReportViolation) -> None:
+    """The team of a policy is the `fab.internal/team` tag of the user it is attached to. In a bucket of class checkpoints or
+    models (by its tags; a bucket ARN with wildcards counts for every bucket it matches), every object resource is under
+    `<bucket>/<team>/`, and the bucket itself is reached only by ListBucket confined to `<team>/` prefixes. Outside them,
+    the policy only reads.
+
+    Unknown values: a user, attachment or team policy whose deciding fields are unknown, or the class of a bucket a team's
+    policy reaches, fails closed."""
+    classes = _bucket_classes(args.resources, report)
+    for team, user, resource, document in _team_policies(args.resources, report):
+        name, own = plain(resource.props).get("name"), f"{team}/"
+        who = f"MinIO policy {name} of team {team}'s user {user}"
+        for statement in document.get("Statement", []):
+            if not isinstance(statement, dict) or statement.get("Effect") != "Allow":
+                continue
+            actions = _listify(statement.get("Action"))
+            writes = [a for a in actions if not READ_ACTION.match(a)]
+            for arn in _listify(statement.get("Resource")):
+                bucket, slash, key = arn.removeprefix("arn:aws:s3:::").partition("/")
+                matched = [b for b in sorted(classes) if fnmatchcase(b, bucket)]
+                if any(classes[b] is UNKNOWN for b in matched):
+                    report(_fails_closed(f"{who} (grants {arn})", "the class tag of a bucket it matches"), resource.urn)
+                    continue
+                prefixed = [b for b in matched if classes[b] in PREFIXED_CLASSES]
+                if prefixed and slash and not key.startswith(own):
+                    report(f"{who} grants {', '.join(actions)} on {arn}, outside the team's prefix {own} of {', '.join(prefixed)}; "
+                           "a team reaches the checkpoint and model buckets only under its own prefix", resource.urn)
+                elif prefixed and not slash and (actions != ["s3:ListBucket"] or not all(
+                        p.startswith(own) for p in _listed_prefixes(statement) or [""])):
+                    report(f"{who} grants {', '.join(actions)} on bucket {bucket} beyond the team's prefix (only s3:ListBucket "
+                           f"with s3:prefix under {own}); a team reaches the checkpoint and model buckets only under its own "
+                           "prefix", resource.urn)
+                elif not prefixed and writes:
+                    report(f"{who} grants {', '.join(writes)} on {arn}; a team writes only under its own prefix of the "
+                           "checkpoint and model buckets", resource.urn)

@@ -1,5 +1,7 @@
 """The credential rules: each engine reads only its own credential Secrets (fab-engine-reads-own-credentials), and Airflow's
-GPU-job submitter reads none (fab-submitter-no-secrets) and is granted nothing by wildcard (fab-submitter-no-wildcards).
+GPU-job submitter reads none (fab-submitter-no-secrets) and is granted nothing by wildcard (fab-submitter-no-wildcards), a team
+namespace holds only its team's credentials (fab-team-namespace-own-credentials) and a team's MinIO policy reaches checkpoints
+and models only under its prefix (fab-team-policy-own-prefixes).
 
 Unit tests build what the program renders by hand: StorageCluster's credential Secrets (`s3-<engine>`, `polaris-<engine>`,
 labelled `fab.internal/engine`), the namespaces labelled with the engine whose workloads run there, and the readers: pod
@@ -9,12 +11,20 @@ templates, custom resources and Helm releases that name a Secret. The pack tests
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 from policy_fixtures import SAFE, check, k8s, kube, pod, resource
-from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_OBJECT_VALUE
-from rules.credentials import engine_reads_own_credentials, submitter_no_secrets, submitter_no_wildcards
+from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_OBJECT_VALUE, UNKNOWN_STRING_VALUE
+from rules.credentials import (
+    engine_reads_own_credentials,
+    submitter_no_secrets,
+    submitter_no_wildcards,
+    team_namespace_own_credentials,
+    team_policy_own_prefixes,
+)
 
+from components.data_access import team_policy_document
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan
 
@@ -298,4 +308,187 @@ def test_fails_when_the_rendered_submitter_role_may_read_secrets(stub, full_plan
         ("ClusterRole fab-airflow-submitter on site-t-gpu-train, bound to the submitter fab-access/airflow-submitter, lets it get, "
          "list Secrets (rule 3: apiGroups [''], resources ['secrets'], verbs ['get', 'list']); the submitter creates, watches and "
          "deletes jobs and never reads Secrets"),
+    )]
+
+
+# fab-team-namespace-own-credentials: TrainingPool's team namespaces and the training Secrets StorageCluster delivers there.
+
+def team_namespace(team: str) -> dict:
+    return k8s("Namespace", f"team-{team}", labels={"fab.internal/team": team, "fab.internal/engine": "training"})
+
+
+def training_secret(name: str, namespace: str, team: str | None, engine: str = "training") -> dict:
+    labels = {"fab.internal/engine": engine, **({"fab.internal/team": team} if team else {})}
+    return k8s("Secret", name, namespace, labels=labels, type="Opaque")
+
+
+TEAMS = [kube(team_namespace("yield"), GPU, gpu=True), kube(team_namespace("fdc"), GPU, gpu=True)]
+
+
+def test_team_namespaces_holding_their_own_teams_credentials_pass():
+    held = [kube(training_secret(n, f"team-{t}", t), GPU, gpu=True) for t in ("yield", "fdc") for n in ("s3-training", "polaris-training")]
+    assert check(team_namespace_own_credentials, TEAMS + held) == []
+
+
+def test_fails_when_a_team_namespace_holds_another_teams_credentials():
+    assert check(team_namespace_own_credentials, TEAMS + [kube(training_secret("s3-training", "team-yield", "fdc"), GPU)]) == [
+        ("Secret team-yield/s3-training on site-a-gpu holds team fdc's training credentials in team yield's namespace; a team "
+         "namespace holds only its own team's credential Secrets (fab.internal/team=yield)")
+    ]
+
+
+def test_fails_when_a_team_namespace_holds_credentials_of_no_team():
+    assert check(team_namespace_own_credentials, TEAMS + [kube(training_secret("s3-spark", "team-fdc", None, "spark"), GPU)]) == [
+        ("Secret team-fdc/s3-spark on site-a-gpu holds no team's (no fab.internal/team label) spark credentials in team fdc's "
+         "namespace; a team namespace holds only its own team's credential Secrets (fab.internal/team=fdc)")
+    ]
+
+
+def test_a_teams_own_secrets_that_are_not_credentials_pass():
+    assert check(team_namespace_own_credentials, TEAMS + [kube(k8s("Secret", "wandb", "team-yield", type="Opaque"), GPU)]) == []
+
+
+def test_namespaces_of_no_team_are_not_checked():
+    assert check(team_namespace_own_credentials, [kube(training_secret("s3-training", "inference", "fdc"), GPU)]) == []
+
+
+def test_fails_closed_when_a_credential_secrets_team_label_is_unknown():
+    secret = training_secret("s3-training", "team-yield", "yield")
+    secret["metadata"]["labels"] = {"fab.internal/engine": "training", "fab.internal/team": UNKNOWN_STRING_VALUE}
+    assert check(team_namespace_own_credentials, TEAMS + [kube(secret, GPU)]) == [
+        f"Secret team-yield/s3-training on site-a-gpu: .team {FAILS_CLOSED}"
+    ]
+
+
+def test_fails_when_a_rendered_team_namespace_holds_another_teams_keys(stub, full_plan):
+    def edit(by_name):
+        by_name["storage-s3-training-gpu-train-team-yield"]["inputs"]["metadata"]["labels"]["fab.internal/team"] = "fdc"
+
+    assert [(v.policy, v.level, v.message.splitlines()[-1]) for v in analyze_with(stub, broken(full_plan, edit))] == [(
+        "fab-team-namespace-own-credentials", "mandatory",
+        ("Secret team-yield/s3-training on site-t-gpu-train holds team fdc's training credentials in team yield's namespace; a "
+         "team namespace holds only its own team's credential Secrets (fab.internal/team=yield)"),
+    )]
+
+
+# fab-team-policy-own-prefixes: a training team's MinIO user (tagged with its team), its policy and their attachment.
+
+BUCKETS = {"site-a-checkpoints": "checkpoints", "site-a-models": "models", "site-a-datasets": "datasets", "site-a-warehouse": "warehouse"}
+TAGS = [resource("pulumi-python:dynamic/storage:BucketTags", {"bucket": b, "tags": {"fab.internal/class": c}}, name=f"tags-{b}")
+        for b, c in BUCKETS.items()]
+
+
+def team_minio(team: str, document: dict, tags: dict | None = None) -> list:
+    name = f"fab-training-{team}"
+    return [
+        resource("minio:index/iamUser:IamUser", {"name": name, "tags": tags or {"fab.internal/team": team}}, name=f"{name}-user"),
+        resource("minio:index/iamPolicy:IamPolicy", {"name": name, "policy": json.dumps(document)}, name=f"{name}-policy"),
+        resource("minio:index/iamUserPolicyAttachment:IamUserPolicyAttachment", {"userName": name, "policyName": name},
+                 name=f"{name}-attachment"),
+    ]
+
+
+def allow(actions: list[str], *arns: str, **condition: object) -> dict:
+    statement = {"Effect": "Allow", "Action": actions, "Resource": list(arns)}
+    return {**statement, **({"Condition": condition} if condition else {})}
+
+
+def document(*statements: dict) -> dict:
+    return {"Version": "2012-10-17", "Statement": list(statements)}
+
+
+OWN_LIST = allow(["s3:ListBucket"], "arn:aws:s3:::site-a-checkpoints", "arn:aws:s3:::site-a-models", StringLike={"s3:prefix": ["yield/*"]})
+OWN_OBJECTS = allow(["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], "arn:aws:s3:::site-a-checkpoints/yield/*",
+                    "arn:aws:s3:::site-a-models/yield/*")
+READ_DATA = allow(["s3:GetObject"], "arn:aws:s3:::site-a-datasets/*", "arn:aws:s3:::site-a-warehouse/*")
+
+
+def test_the_programs_team_policy_passes():
+    program = team_policy_document("yield", ["site-a-datasets", "site-a-warehouse"], ["site-a-checkpoints", "site-a-models"])
+    assert check(team_policy_own_prefixes, TAGS + team_minio("yield", program)) == []
+
+
+def test_fails_when_a_team_may_write_the_whole_checkpoint_bucket():
+    whole = allow(["s3:PutObject"], "arn:aws:s3:::site-a-checkpoints/*")
+    assert check(team_policy_own_prefixes, TAGS + team_minio("yield", document(OWN_LIST, whole))) == [
+        ("MinIO policy fab-training-yield of team yield's user fab-training-yield grants s3:PutObject on "
+         "arn:aws:s3:::site-a-checkpoints/*, outside the team's prefix yield/ of site-a-checkpoints; a team reaches the "
+         "checkpoint and model buckets only under its own prefix")
+    ]
+
+
+def test_fails_when_a_team_may_read_another_teams_models():
+    other = allow(["s3:GetObject"], "arn:aws:s3:::site-a-models/fdc/*")
+    assert check(team_policy_own_prefixes, TAGS + team_minio("yield", document(OWN_OBJECTS, other))) == [
+        ("MinIO policy fab-training-yield of team yield's user fab-training-yield grants s3:GetObject on "
+         "arn:aws:s3:::site-a-models/fdc/*, outside the team's prefix yield/ of site-a-models; a team reaches the checkpoint and "
+         "model buckets only under its own prefix")
+    ]
+
+
+def test_fails_when_a_teams_prefix_is_not_closed_by_a_slash():
+    # `yield*` also reaches a team `yieldx`.
+    loose = allow(["s3:PutObject"], "arn:aws:s3:::site-a-checkpoints/yield*")
+    (message,) = check(team_policy_own_prefixes, TAGS + team_minio("yield", document(loose)))
+    assert "grants s3:PutObject on arn:aws:s3:::site-a-checkpoints/yield*, outside the team's prefix yield/" in message
+
+
+def test_fails_when_a_team_may_list_a_checkpoint_bucket_without_confining_the_prefix():
+    listing = allow(["s3:ListBucket"], "arn:aws:s3:::site-a-checkpoints")
+    assert check(team_policy_own_prefixes, TAGS + team_minio("yield", document(listing, OWN_OBJECTS))) == [
+        ("MinIO policy fab-training-yield of team yield's user fab-training-yield grants s3:ListBucket on bucket "
+         "site-a-checkpoints beyond the team's prefix (only s3:ListBucket with s3:prefix under yield/); a team reaches the "
+         "checkpoint and model buckets only under its own prefix")
+    ]
+
+
+def test_fails_when_a_team_may_list_another_teams_prefix():
+    listing = allow(["s3:ListBucket"], "arn:aws:s3:::site-a-models", StringLike={"s3:prefix": ["yield/*", "fdc/*"]})
+    (message,) = check(team_policy_own_prefixes, TAGS + team_minio("yield", document(listing)))
+    assert message.startswith("MinIO policy fab-training-yield of team yield's user fab-training-yield grants s3:ListBucket on "
+                              "bucket site-a-models beyond the team's prefix")
+
+
+def test_fails_when_a_wildcard_bucket_reaches_the_checkpoint_bucket():
+    wildcard = allow(["s3:GetObject"], "arn:aws:s3:::site-a-*/*")
+    (message,) = check(team_policy_own_prefixes, TAGS + team_minio("yield", document(wildcard)))
+    assert message.startswith("MinIO policy fab-training-yield of team yield's user fab-training-yield grants s3:GetObject on "
+                              "arn:aws:s3:::site-a-*/*, outside the team's prefix yield/ of site-a-checkpoints, site-a-models;")
+
+
+def test_fails_when_a_team_may_write_training_data():
+    write = allow(["s3:PutObject"], "arn:aws:s3:::site-a-datasets/*")
+    assert check(team_policy_own_prefixes, TAGS + team_minio("yield", document(READ_DATA, write))) == [
+        ("MinIO policy fab-training-yield of team yield's user fab-training-yield grants s3:PutObject on "
+         "arn:aws:s3:::site-a-datasets/*; a team writes only under its own prefix of the checkpoint and model buckets")
+    ]
+
+
+def test_policies_of_users_of_no_team_are_not_checked():
+    engine = allow(["s3:PutObject"], "arn:aws:s3:::site-a-checkpoints/*")
+    assert check(team_policy_own_prefixes, TAGS + team_minio("yield", document(engine), tags={"fab.internal/engine": "spark"})) == []
+
+
+def test_fails_closed_when_an_attachments_user_is_unknown():
+    user, policy, attachment = team_minio("yield", document(OWN_OBJECTS))
+    attachment.props["userName"] = UNKNOWN_STRING_VALUE
+    assert check(team_policy_own_prefixes, TAGS + [user, policy, attachment]) == [
+        f"MinIO policy attachment fab-training-yield-attachment: .userName {FAILS_CLOSED}"
+    ]
+
+
+def test_fails_when_a_rendered_teams_policy_reaches_the_whole_checkpoint_bucket(stub, full_plan):
+    def edit(by_name):
+        policy = by_name["storage-training-yield-policy"]["inputs"]
+        document = json.loads(policy["policy"])
+        (objects,) = [s for s in document["Statement"] if s.get("Sid") == "TeamObjects"]
+        objects["Resource"] = ["arn:aws:s3:::site-t-checkpoints/*", "arn:aws:s3:::site-t-models/yield/*"]
+        policy["policy"] = json.dumps(document)
+
+    assert [(v.policy, v.level, v.message.splitlines()[-1]) for v in analyze_with(stub, broken(full_plan, edit))] == [(
+        "fab-team-policy-own-prefixes", "mandatory",
+        ("MinIO policy fab-training-yield of team yield's user fab-training-yield grants s3:GetObject, s3:GetObjectVersion, "
+         "s3:PutObject, s3:DeleteObject, s3:AbortMultipartUpload, s3:ListMultipartUploadParts on arn:aws:s3:::site-t-checkpoints/*, "
+         "outside the team's prefix yield/ of site-t-checkpoints; a team reaches the checkpoint and model buckets only under its "
+         "own prefix"),
     )]

@@ -40,6 +40,8 @@ EXPECTED_RULES = {
     "fab-engine-reads-own-credentials": "mandatory",
     "fab-submitter-no-secrets": "mandatory",
     "fab-submitter-no-wildcards": "mandatory",
+    "fab-team-namespace-own-credentials": "mandatory",
+    "fab-team-policy-own-prefixes": "mandatory",
 }
 
 
@@ -186,6 +188,18 @@ def submitter_any_verb(rs):
     find(rs, ":ClusterRole", "training-gpu-role-airflow-submitter")["inputs"]["rules"][0]["verbs"] = ["*"]
 
 
+def other_teams_keys(rs):
+    find(rs, ":Secret", "storage-s3-training-gpu-team-yield")["inputs"]["metadata"]["labels"]["fab.internal/team"] = "fdc"
+
+
+def whole_checkpoint_bucket(rs):
+    policy = find(rs, ":IamPolicy", "storage-training-yield-policy")
+    document = json.loads(policy["inputs"]["policy"])
+    (objects,) = [s for s in document["Statement"] if s.get("Sid") == "TeamObjects"]
+    objects["Resource"] = ["arn:aws:s3:::site-t-checkpoints/*"]
+    policy["inputs"]["policy"] = json.dumps(document)
+
+
 PLAN_EDITS = {
     "fab-no-gpu-outside-gpu-clusters": gpu_on_compute,
     "fab-gpu-lb-private-only": public_gpu_vip,
@@ -209,6 +223,8 @@ PLAN_EDITS = {
     "fab-engine-reads-own-credentials": starrocks_reads_trino_keys,
     "fab-submitter-no-secrets": submitter_reads_secrets,
     "fab-submitter-no-wildcards": submitter_any_verb,
+    "fab-team-namespace-own-credentials": other_teams_keys,
+    "fab-team-policy-own-prefixes": whole_checkpoint_bucket,
 }
 
 
