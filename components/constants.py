@@ -30,6 +30,12 @@ ENVOY_PROXY_LABELS = {"app.kubernetes.io/name": "envoy"}
 KUEUE_CONTROLLER_LABELS = {"control-plane": "controller-manager"}
 """Labels of Kueue's controller pods (the chart's), the MultiKueue manager's client of the workers' API servers."""
 
+ENGINE_LABEL = "fab.internal/engine"
+"""On a credential Secret StorageCluster delivers (`s3-<engine>`, `polaris-<engine>`): whose it is. On a namespace, or on an
+object that reads such a Secret: the engine whose workloads run there, which may read its own credential Secrets only."""
+TEAM_LABEL = "fab.internal/team"
+"""On a team's namespaces, and on the training credential Secrets delivered into them: the team they belong to."""
+
 # Keys of the Secrets StorageCluster delivers (s3-<engine>, polaris-<engine>); engines read them as environment.
 S3_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
 S3_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
@@ -40,6 +46,9 @@ POLARIS_CLIENT_SECRET = "POLARIS_CLIENT_SECRET"
 POLARIS_URI = "POLARIS_URI"
 POLARIS_WAREHOUSE = "POLARIS_WAREHOUSE"
 POLARIS_SCOPE = "POLARIS_SCOPE"
+# Keys only a training team's `s3-training` holds: the prefixes of the checkpoint and model buckets it may write.
+TRAINING_CHECKPOINT_URI = "CHECKPOINT_URI"
+TRAINING_MODEL_URI = "MODEL_URI"
 # Keys of each UI's OIDC client Secret (<ui>-oidc).
 OIDC_CLIENT_ID = "OIDC_CLIENT_ID"
 OIDC_CLIENT_SECRET = "OIDC_CLIENT_SECRET"

@@ -23,8 +23,6 @@ PLATFORM_ACCESS: dict[str, BucketAccess] = {
     # Polaris writes table metadata and vends scoped credentials for every table location it serves,
     # and gold tables live in the gold bucket (so that only gold replicates), hence gold as well.
     "polaris": BucketAccess(read_write=("gold", "warehouse"), description="Polaris catalog"),
-    # Training resumes from its own checkpoints, so "write" there includes reading them back.
-    "training": BucketAccess(read=("datasets", "warehouse"), read_write=("checkpoints", "models"), description="GPU training"),
     "inference": BucketAccess(read=("models",), description="vLLM weight loading"),
     "sharing": BucketAccess(read=("gold",), description="external sharing with equipment vendors"),
     "postgres-backup": BucketAccess(read_write=("backups",), description="CloudNativePG base backups and WAL"),
@@ -34,7 +32,17 @@ PLATFORM_ACCESS: dict[str, BucketAccess] = {
 ENGINE_ACCESS: dict[str, BucketAccess] = dict(sorted({
     **PLATFORM_ACCESS, **{name: engine.buckets for name, engine in ENGINES.items() if engine.buckets},
 }.items()))
-"""Every principal with S3 keys and the bucket classes it may read, or read and write."""
+"""Every principal with S3 keys and the bucket classes it may read, or read and write (training's are per team, below)."""
+
+# Training: one principal per team, so that no team can overwrite another's checkpoints or models.
+TRAINING = "training"
+"""The grantee of training's Secrets: `s3-training` and `polaris-training` in each team namespace, each holding the team's own."""
+TRAINING_ACCESS = BucketAccess(
+    # Training resumes from its own checkpoints, so "write" there includes reading them back; it is confined to the
+    # team's prefix (`<bucket>/<team>/`) of the read-write classes.
+    read=("datasets", "warehouse"), read_write=("checkpoints", "models"), description="GPU training of one team",
+)
+TRAINING_CATALOG_ROLE = "reader"
 
 READ_ACTIONS = ("s3:GetObject", "s3:GetObjectVersion")
 WRITE_ACTIONS = ("s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts")
@@ -52,17 +60,27 @@ CATALOG_ROLES: dict[str, list[dict[str, Any]]] = {
         for p in ("NAMESPACE_READ_PROPERTIES", "TABLE_LIST", "TABLE_READ_PROPERTIES", "TABLE_READ_DATA")
     ],
 }
-PLATFORM_CATALOG_ACCESS: dict[str, str] = {"training": "reader", "sharing": "gold-reader"}
+PLATFORM_CATALOG_ACCESS: dict[str, str] = {"sharing": "gold-reader"}
 CATALOG_ACCESS: dict[str, str] = dict(sorted({
     **PLATFORM_CATALOG_ACCESS, **{name: engine.catalog_role for name, engine in ENGINES.items() if engine.catalog_role},
 }.items()))
-"""Polaris principal of each engine and the one catalog role it gets."""
+"""Polaris principal of each engine and the one catalog role it gets (each training team has its own, `team_principal()`)."""
 
 GOLD_NAMESPACE = "gold"
 
 
 def bucket_arn(bucket: str, objects: bool = False) -> str:
     return f"arn:aws:s3:::{bucket}/*" if objects else f"arn:aws:s3:::{bucket}"
+
+
+def _no_table_catalog(buckets: list[str]) -> dict[str, Any]:
+    """AIStor's own table catalog denied on these buckets: Polaris is the only catalog."""
+    return {
+        "Sid": "NoTableCatalog",
+        "Effect": "Deny",
+        "Action": ["s3tables:*"],
+        "Resource": [r for b in buckets for r in (f"arn:aws:s3tables:::bucket/{b}", f"arn:aws:s3tables:::bucket/{b}/*")],
+    }
 
 
 def policy_document(read: list[str], read_write: list[str]) -> dict[str, Any]:
@@ -78,20 +96,47 @@ def policy_document(read: list[str], read_write: list[str]) -> dict[str, Any]:
             {"Sid": "ListUploads", "Effect": "Allow", "Action": list(BUCKET_WRITE_ACTIONS), "Resource": [bucket_arn(b) for b in rw]},
             {"Sid": "WriteObjects", "Effect": "Allow", "Action": list(WRITE_ACTIONS), "Resource": [bucket_arn(b, True) for b in rw]},
         ]
-    statements.append(
-        {
-            "Sid": "NoTableCatalog",
-            "Effect": "Deny",
-            "Action": ["s3tables:*"],
-            "Resource": [r for b in every for r in (f"arn:aws:s3tables:::bucket/{b}", f"arn:aws:s3tables:::bucket/{b}/*")],
-        }
-    )
+    statements.append(_no_table_catalog(every))
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def team_principal(team: str) -> str:
+    """A training team's MinIO user and policy, and its Polaris principal and principal role."""
+    return f"fab-{TRAINING}-{team}"
+
+
+def team_prefix(bucket: str, team: str) -> str:
+    """Where a team's checkpoints or models live in their bucket: `s3://<bucket>/<team>/`."""
+    return f"s3://{bucket}/{team}/"
+
+
+def team_policy_document(team: str, read: list[str], own: list[str]) -> dict[str, Any]:
+    """A training team's MinIO policy: `read` buckets whole and read-only; in the `own` buckets (checkpoints and models)
+    listing, reading and writing under `<team>/` only. Nothing else of those buckets is named, not even the bucket's
+    location, so one team can neither overwrite nor read another's checkpoints and models."""
+    read, own = sorted(set(read) - set(own)), sorted(own)
+    statements: list[dict[str, Any]] = []
+    if read:
+        statements += [
+            {"Sid": "ListBuckets", "Effect": "Allow", "Action": list(BUCKET_READ_ACTIONS), "Resource": [bucket_arn(b) for b in read]},
+            {"Sid": "ReadObjects", "Effect": "Allow", "Action": list(READ_ACTIONS), "Resource": [bucket_arn(b, True) for b in read]},
+        ]
+    if own:
+        statements += [
+            # MinIO evaluates s3:prefix on ListBucket only (ListBucketMultipartUploads takes no prefix condition, so the
+            # team does without it: uploads need PutObject, AbortMultipartUpload and ListMultipartUploadParts on its objects).
+            {"Sid": "ListTeamPrefix", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn(b) for b in own],
+             "Condition": {"StringLike": {"s3:prefix": [f"{team}/*"]}}},
+            {"Sid": "TeamObjects", "Effect": "Allow", "Action": [*READ_ACTIONS, *WRITE_ACTIONS],
+             "Resource": [f"arn:aws:s3:::{b}/{team}/*" for b in own]},
+        ]
+    statements.append(_no_table_catalog(sorted({*read, *own})))
     return {"Version": "2012-10-17", "Statement": statements}
 
 
 def engine_buckets(buckets: dict[str, Bucket], engine: str) -> tuple[list[str], list[str]]:
-    """(read-only buckets, read-write buckets) of an engine among the site's buckets."""
-    access = ENGINE_ACCESS[engine]
+    """(read-only buckets, read-write buckets) of an engine (or of `TRAINING`, any team's) among the site's buckets."""
+    access = TRAINING_ACCESS if engine == TRAINING else ENGINE_ACCESS[engine]
     by_class = lambda classes: sorted(n for n, b in buckets.items() if b.data_class in classes)  # noqa: E731
     return by_class(access.read), by_class(access.read_write)
 
@@ -149,6 +194,22 @@ def polaris_setup_plan(storage: StorageConfig, s3_endpoint: str, region: str, pr
             }
             for engine, role in sorted(principals.items())
         ],
+    }
+
+
+TEAM_CREDENTIALS_ENV = "TEAM"
+"""The environment prefix of the team principal's credentials in a team's setup Job (`TEAM_CLIENT_ID`, `TEAM_CLIENT_SECRET`)."""
+
+
+def team_setup_plan(catalog: str, team: str) -> dict[str, Any]:
+    """What a training team's setup Job applies: its own principal and principal role, granted the catalog role
+    `TRAINING_CATALOG_ROLE` that the site's setup Job creates (desired state, no secrets). A Job of its own per
+    team, so that adding a team changes nothing another team or the site's setup holds."""
+    name = team_principal(team)
+    return {
+        "catalog_name": catalog,
+        "principals": [{"name": name, "principal_role": name, "catalog_roles": [TRAINING_CATALOG_ROLE],
+                        "credentials_env": TEAM_CREDENTIALS_ENV}],
     }
 
 

@@ -28,12 +28,14 @@ import pulumi_minio as minio
 from components import versions
 from components.minio_admin import BucketTags, guard
 from components.config import PROJECT, AdoptConfig, FederationConfig, names, replica_bucket
-from components.constants import S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY
+from components.constants import ENGINE_LABEL, S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY, s3_secret
 from components.kube import WORKLOAD_SKIPS, Adoption, adopted, checkov_skips, namespace, restricted_container, restricted_pod_security_context
 from components.providers import NamespaceRef, SiteRef
 from components.storage import MC_CA_DIR, StorageCluster, policy_document
 
 REPLICATION_NAMESPACE = "fab-replication"
+REPLICATION = "replication"
+"""The principal that reads gold to copy it (PLATFORM_ACCESS); the replication namespace runs as it."""
 MIRROR_SCHEDULE = "*/15 * * * *"
 
 
@@ -82,8 +84,8 @@ class SiteFederation(pulumi.ComponentResource):
         mirrored = sorted(c for c, spec in federation.consumers.items() if spec.replicate_gold and c in self.references)
         if mirrored:
             ns = namespace(f"{name}-ns-{REPLICATION_NAMESPACE}", REPLICATION_NAMESPACE, pulumi.ResourceOptions(parent=self),
-                           adopt=Adoption(args.adopt, self._storage_key))
-            local = args.storage.grant("replication", NamespaceRef(args.storage.cluster, REPLICATION_NAMESPACE, ns))
+                           labels={ENGINE_LABEL: REPLICATION}, adopt=Adoption(args.adopt, self._storage_key))
+            local = args.storage.grant(REPLICATION, NamespaceRef(args.storage.cluster, REPLICATION_NAMESPACE, ns))
             for consumer in mirrored:
                 self._mirror(consumer, ns, local)
 
@@ -193,7 +195,7 @@ class SiteFederation(pulumi.ComponentResource):
                                         resources=small, volumeMounts=mounts)
 
         init = [
-            mc("alias-local", ["alias", "set", "local", f"$({S3_ENDPOINT})", f"$({S3_ACCESS_KEY})", f"$({S3_SECRET_KEY})"], local.metadata["name"]),
+            mc("alias-local", ["alias", "set", "local", f"$({S3_ENDPOINT})", f"$({S3_ACCESS_KEY})", f"$({S3_SECRET_KEY})"], s3_secret(REPLICATION)),
             mc("alias-remote", ["alias", "set", "remote", "$(REMOTE_ENDPOINT)", "$(REMOTE_ACCESS_KEY)", "$(REMOTE_SECRET_KEY)"], names.REPLICA_TARGET(consumer)),
             *(mc(f"mirror-{i}", ["mirror", "--overwrite", f"local/{bucket}", f"remote/$(REMOTE_BUCKET)/{bucket}"], names.REPLICA_TARGET(consumer))
               for i, bucket in enumerate(gold[:-1])),

@@ -34,7 +34,7 @@ from components.gpu import (
     GpuCluster,
     toleration,
 )
-from components.constants import GATEWAY_NAMESPACE, S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY
+from components.constants import ENGINE_LABEL, GATEWAY_NAMESPACE, S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY, s3_secret
 from components.gateway import ROUTES_LABEL, envoy_gateway, http_route, https_listener
 from components.identity import SiteIdentity
 from components.kube import (
@@ -61,6 +61,9 @@ JWT_PROVIDER = "keycloak"
 MODEL_LABEL = "fab.internal/model"
 VLLM_USER = 10001
 """vLLM runs unprivileged (the image defaults to root); its HOME and caches are emptyDirs, so any high UID works."""
+
+PRINCIPAL = "inference"
+"""The S3 principal of weight loading (PLATFORM_ACCESS): its keys are `s3-inference`, its namespace runs as it."""
 
 
 def model_path(model: str) -> str:
@@ -120,7 +123,7 @@ class InferencePool(pulumi.ComponentResource):
 
         namespace = self._namespace(INFERENCE_NAMESPACE)
         here = NamespaceRef(args.gpu.cluster, INFERENCE_NAMESPACE, namespace)
-        s3 = args.storage.grant("inference", here)
+        s3 = args.storage.grant(PRINCIPAL, here)
         ca = args.storage.site_ca(here)
         ipoib = args.gpu.ipoib
         self.deployments = {
@@ -167,8 +170,9 @@ class InferencePool(pulumi.ComponentResource):
         self.register_outputs({"serving": self.serving, "capacity": self.capacity, "dns_records": self.dns_records})
 
     def _namespace(self, name: str) -> k8s.core.v1.Namespace:
-        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), labels={ROUTES_LABEL: GATEWAY_NAME},
-                         adopt=self._adopt)
+        # Its workloads (the vLLM Deployments) run as the inference principal and read its S3 keys only.
+        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self),
+                         labels={ROUTES_LABEL: GATEWAY_NAME, ENGINE_LABEL: PRINCIPAL}, adopt=self._adopt)
 
     # ---------------------------------------------------------------------------------------------
     # Models.
@@ -182,7 +186,7 @@ class InferencePool(pulumi.ComponentResource):
         models_bucket = self._models_bucket
         mc_env = [
             {"name": "MC_CONFIG_DIR", "value": "/work/.mc"},
-            *({"name": key, "valueFrom": {"secretKeyRef": {"name": "s3-inference", "key": key}}}
+            *({"name": key, "valueFrom": {"secretKeyRef": {"name": s3_secret(PRINCIPAL), "key": key}}}
               for key in (S3_ACCESS_KEY, S3_SECRET_KEY, S3_ENDPOINT)),
         ]
         small = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}}

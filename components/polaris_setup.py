@@ -4,6 +4,7 @@ This file is shipped as-is into a ConfigMap and run with the pinned Python image
 standard library only. Its input is the desired state as JSON (the `PLAN` file) and credentials
 from the environment:
 
+    PLAN_JSON                the plan itself instead of the file (a training team's principal)
     POLARIS_URL              e.g. http://polaris.polaris.svc:8181
     POLARIS_REALM            the realm to configure
     ROOT_CLIENT_ID/SECRET    the bootstrap (root) principal's credentials
@@ -73,17 +74,19 @@ class Polaris:
 def apply(polaris: Polaris, plan: dict[str, Any], env: dict[str, str]) -> list[str]:
     """Bring Polaris to the plan; returns the steps taken, for the Job's log."""
     steps = []
-    catalog = plan["catalog"]
-    name = catalog["name"]
-    polaris.call("POST", f"{MANAGEMENT}/catalogs", {"catalog": catalog}, ok=(409,))
-    steps.append(f"catalog {name}")
+    catalog = plan.get("catalog")
+    # A team's plan names the catalog the site's plan creates, and adds only its principal.
+    name = catalog["name"] if catalog else plan["catalog_name"]
+    if catalog:
+        polaris.call("POST", f"{MANAGEMENT}/catalogs", {"catalog": catalog}, ok=(409,))
+        steps.append(f"catalog {name}")
 
     for namespace in plan.get("namespaces", []):
         body = {"namespace": namespace["name"], "properties": namespace.get("properties", {})}
         polaris.call("POST", f"/api/catalog/v1/{name}/namespaces", body, ok=(409,))
         steps.append(f"namespace {'.'.join(namespace['name'])}")
 
-    for role, grants in sorted(plan["catalog_roles"].items()):
+    for role, grants in sorted(plan.get("catalog_roles", {}).items()):
         polaris.call("POST", f"{MANAGEMENT}/catalogs/{name}/catalog-roles", {"catalogRole": {"name": role}}, ok=(409,))
         for grant in grants:
             polaris.call("PUT", f"{MANAGEMENT}/catalogs/{name}/catalog-roles/{role}/grants", {"grant": grant})
@@ -114,8 +117,11 @@ def apply(polaris: Polaris, plan: dict[str, Any], env: dict[str, str]) -> list[s
 
 def main() -> int:
     env = dict(os.environ)
-    with open(env.get("PLAN", "/etc/polaris-setup/plan.json"), encoding="utf-8") as handle:
-        plan = json.load(handle)
+    if "PLAN_JSON" in env:  # a team's plan, given inline
+        plan = json.loads(env["PLAN_JSON"])
+    else:
+        with open(env.get("PLAN", "/etc/polaris-setup/plan.json"), encoding="utf-8") as handle:
+            plan = json.load(handle)
     polaris = Polaris(env["POLARIS_URL"], env["POLARIS_REALM"], env["ROOT_CLIENT_ID"], env["ROOT_CLIENT_SECRET"])
     for step in apply(polaris, plan, env):
         print(f"ok: {step}", flush=True)

@@ -28,8 +28,9 @@ import pulumi_tls as tls
 
 from components import versions
 from components.constants import (
-    CNPG_NAMESPACE, HOSTNAME_ANNOTATION, POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_SCOPE, POLARIS_URI, POLARIS_WAREHOUSE,
-    S3_ACCESS_KEY, S3_ENDPOINT, S3_REGION, S3_SECRET_KEY, polaris_secret, s3_secret,
+    CNPG_NAMESPACE, ENGINE_LABEL, HOSTNAME_ANNOTATION, POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_SCOPE, POLARIS_URI,
+    POLARIS_WAREHOUSE, S3_ACCESS_KEY, S3_ENDPOINT, S3_REGION, S3_SECRET_KEY, TEAM_LABEL, TRAINING_CHECKPOINT_URI, TRAINING_MODEL_URI,
+    polaris_secret, s3_secret,
 )
 from components.kube import Adoption, adopted, helm_release, namespace, random_secret, restricted_container, run_once_job
 from components.minio_admin import AdminEndpoint, BucketTags, MinioNamesFree, guard
@@ -40,14 +41,17 @@ from components.config import (
     names,
 )
 from components.data_access import (
-    CATALOG_ACCESS, ENGINE_ACCESS, bucket_tags, buckets_of, catalog_uri, engine_buckets, lifecycle_rules, polaris_setup_plan,
-    policy_document, principal_engines, s3_endpoint_internal,
+    CATALOG_ACCESS, ENGINE_ACCESS, TEAM_CREDENTIALS_ENV, TRAINING, bucket_tags, buckets_of, catalog_uri, engine_buckets, lifecycle_rules,
+    polaris_setup_plan, policy_document, principal_engines, s3_endpoint_internal, team_policy_document, team_prefix, team_principal,
+    team_setup_plan,
 )
 from components.network import CrossClusterNetwork
 from components.providers import ClusterRef, NamespaceRef, SiteRef
 
 POLARIS_POD_LABELS = {"app.kubernetes.io/name": "polaris", "app.kubernetes.io/instance": "polaris"}
 POLARIS_DB = "polaris-db"
+POSTGRES_BACKUP = "postgres-backup"
+"""The principal of the catalog database's backups (PLATFORM_ACCESS)."""
 AISTOR_OPERATOR_NAMESPACE = "aistor-operator"
 
 
@@ -69,6 +73,9 @@ class StorageClusterArgs:
     """The provider of the object store."""
     federation_consumers: list[str]
     """The sites that read this site's gold; each gets a gold-only Polaris principal."""
+    teams: list[str]
+    """The training teams: each gets its own MinIO user and policy, confined to its prefix of the checkpoint and model
+    buckets, and its own Polaris principal, delivered by `training_grants()`."""
     adopt: AdoptConfig
     """Declares the namespaces, releases, buckets and MinIO users and policies that exist already."""
     network: CrossClusterNetwork
@@ -142,6 +149,7 @@ class StorageCluster(pulumi.ComponentResource):
         self._config, self._region, self._adopt = args.config, args.admin_endpoint.region, args.adopt
         self._cluster_adopt = Adoption(args.adopt, self._cluster_key)
         self._principal_engines = principal_engines(args.federation_consumers)
+        self._teams = sorted(args.teams)
         super().__init__(
             "fab:storage:StorageCluster",
             name,
@@ -155,6 +163,8 @@ class StorageCluster(pulumi.ComponentResource):
         self._catalog_uri = catalog_uri(site.domain, storage.polaris)
         self._credentials: dict[str, _Credentials] = {}
         self._principals: dict[str, _Principal] = {}
+        self._team_credentials: dict[str, _Credentials] = {}
+        self._team_principals: dict[str, tuple[_Principal, k8s.batch.v1.Job]] = {}
         self._grants: dict[tuple[str, str, str], k8s.core.v1.Secret] = {}
 
         endpoint = args.admin_endpoint
@@ -169,6 +179,7 @@ class StorageCluster(pulumi.ComponentResource):
         self._s3_services(args.network)
         self.bucket_resources = self._buckets()
         self._engine_access()
+        self._team_access()
         self._polaris(args.network)
 
         s3 = storage.s3
@@ -220,7 +231,7 @@ class StorageCluster(pulumi.ComponentResource):
         if engine not in ENGINE_ACCESS:
             raise ValueError(f"unknown engine {engine!r}; engines: {', '.join(sorted(ENGINE_ACCESS))}")
         creds = self._credentials[engine]
-        return self._delivered(s3_secret(engine), {"fab.internal/engine": engine}, to, [*(depends_on or []), *creds.usable_after], {
+        return self._delivered(s3_secret(engine), {ENGINE_LABEL: engine}, to, [*(depends_on or []), *creds.usable_after], {
             S3_ACCESS_KEY: creds.access_key,
             S3_SECRET_KEY: creds.secret_key,
             S3_ENDPOINT: self._s3_internal,
@@ -232,13 +243,41 @@ class StorageCluster(pulumi.ComponentResource):
         if engine not in CATALOG_ACCESS:
             raise ValueError(f"engine {engine!r} has no Polaris principal; principals: {', '.join(sorted(CATALOG_ACCESS))}")
         principal = self._principals[engine]
-        return self._delivered(polaris_secret(engine), {"fab.internal/engine": engine}, to, depends_on, {
+        return self._delivered(polaris_secret(engine), {ENGINE_LABEL: engine}, to, depends_on, {
             POLARIS_CLIENT_ID: principal.client_id,
             POLARIS_CLIENT_SECRET: principal.client_secret,
             POLARIS_URI: self._catalog_uri,
             POLARIS_WAREHOUSE: self._config.polaris.catalog,
             POLARIS_SCOPE: "PRINCIPAL_ROLE:ALL",
         })
+
+    def training_grants(self, team: str, to: NamespaceRef) -> list[k8s.core.v1.Secret]:
+        """The Secrets `s3-training` and `polaris-training` in a namespace of `team`, holding that team's own S3 keys
+        (with the prefixes it may write, `CHECKPOINT_URI` and `MODEL_URI`) and its own Polaris principal.
+
+        Every team namespace gets the same two names, so that a job runs in any team's namespace unchanged; what
+        they hold is the team's alone, and they carry the team's label beside the engine's."""
+        if team not in self._team_credentials:
+            raise ValueError(f"unknown team {team!r}; teams: {', '.join(self._teams)}")
+        creds, (principal, setup) = self._team_credentials[team], self._team_principals[team]
+        labels = {ENGINE_LABEL: TRAINING, TEAM_LABEL: team}
+        keys = self._delivered(s3_secret(TRAINING), labels, to, creds.usable_after, {
+            S3_ACCESS_KEY: creds.access_key,
+            S3_SECRET_KEY: creds.secret_key,
+            S3_ENDPOINT: self._s3_internal,
+            S3_REGION: self._region,
+            TRAINING_CHECKPOINT_URI: team_prefix(self.bucket_of("checkpoints"), team),
+            TRAINING_MODEL_URI: team_prefix(self.bucket_of("models"), team),
+        })
+        # The principal works once the team's setup Job has given it its role and credentials.
+        catalog = self._delivered(polaris_secret(TRAINING), labels, to, [setup], {
+            POLARIS_CLIENT_ID: principal.client_id,
+            POLARIS_CLIENT_SECRET: principal.client_secret,
+            POLARIS_URI: self._catalog_uri,
+            POLARIS_WAREHOUSE: self._config.polaris.catalog,
+            POLARIS_SCOPE: "PRINCIPAL_ROLE:ALL",
+        })
+        return [keys, catalog]
 
     def site_ca(self, to: NamespaceRef) -> SiteCa:
         """The site's CA bundle as the Secret `fab-site-ca` (key `ca.crt`) in a namespace, for pods that call AIStor over TLS."""
@@ -322,8 +361,8 @@ class StorageCluster(pulumi.ComponentResource):
         )
         return [operator, objectstore]
 
-    def _namespace(self, name: str) -> k8s.core.v1.Namespace:
-        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), adopt=self._cluster_adopt)
+    def _namespace(self, name: str, labels: dict[str, str] | None = None) -> k8s.core.v1.Namespace:
+        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), labels=labels, adopt=self._cluster_adopt)
 
     def _lb_service(self, network: CrossClusterNetwork, name: str, namespace: str, pool: str, vip: Any, hostname: str,
                     port: tuple[str, int], selector: dict[str, str], depends_on: list[pulumi.Resource]) -> k8s.core.v1.Service:
@@ -411,43 +450,71 @@ class StorageCluster(pulumi.ComponentResource):
             opts=opts,
         )
 
-    def _minio_identity(self, opts: pulumi.ResourceOptions, kind: str, name: str) -> pulumi.ResourceOptions:
+    def _minio_identity(self, opts: pulumi.ResourceOptions, kind: str, name: str,
+                        names_free: MinioNamesFree | None) -> pulumi.ResourceOptions:
         """A MinIO user or policy: imported when adopted, else created only once the guard found its name free."""
-        guarded = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=guard(self._names_free)))
+        guarded = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=guard(names_free)))
         return pulumi.ResourceOptions.merge(guarded, adopted(self._adopt.claims(kind, name), name))
+
+    def _minio_principal(self, prefix: str, name: str, document: dict[str, Any], tags: dict[str, str], buckets: list[str],
+                         names_free: MinioNamesFree | None) -> _Credentials:
+        """A MinIO policy `name` with `document`, a user of that name holding it, and a service account for its keys.
+
+        A policy is a document naming buckets by ARN; MinIO does not need them to exist. The user, its policy and
+        its keys are created side by side, and the Secret that delivers the keys waits for the attachment and the
+        buckets (`usable_after`), so keys never reach a pod before they work. The attachment names both by the
+        program's names, so that the policy pack reads who holds which policy even in a first preview.
+        """
+        child = pulumi.ResourceOptions(parent=self)
+        policy = minio.IamPolicy(
+            f"{prefix}-policy", name=name, policy=json.dumps(document, sort_keys=True),
+            opts=self._minio_identity(child, "minio_policy", name, names_free),
+        )
+        user = minio.IamUser(
+            f"{prefix}-user",
+            name=name,
+            tags={**tags, "fab.internal/site": self._site.name},
+            opts=self._minio_identity(pulumi.ResourceOptions(parent=self, additional_secret_outputs=["secret"]), "minio_user", name,
+                                      names_free),
+        )
+        attachment = minio.IamUserPolicyAttachment(
+            f"{prefix}-policy-attachment", user_name=name, policy_name=name,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[user, policy]),
+        )
+        account = minio.IamServiceAccount(
+            f"{prefix}-keys",
+            target_user=user.name,
+            opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=["secret_key"]),
+        )
+        return _Credentials(
+            access_key=account.access_key, secret_key=pulumi.Output.secret(account.secret_key),
+            usable_after=[attachment, *(self.bucket_resources[b] for b in sorted(buckets))],
+        )
 
     def _engine_access(self) -> None:
         """Per engine: a policy with exactly its buckets, a user holding it, and a service account for its keys."""
         for engine in sorted(ENGINE_ACCESS):
             read, read_write = engine_buckets(self._config.buckets, engine)
             read = [b for b in read if b not in read_write]
-            prefix = f"{self._name}-{engine}"
-            buckets = [self.bucket_resources[b] for b in sorted({*read, *read_write})]
-            # A policy is a document naming buckets by ARN; MinIO does not need them to exist. The user,
-            # its policy and its keys are created side by side, and the Secret that delivers the keys
-            # waits for the attachment and the buckets (grant()), so keys never reach a pod before they work.
-            child = pulumi.ResourceOptions(parent=self)
-            name = f"fab-{engine}"
-            policy = minio.IamPolicy(
-                f"{prefix}-policy", name=name, policy=json.dumps(policy_document(read, read_write), sort_keys=True),
-                opts=self._minio_identity(child, "minio_policy", name),
+            self._credentials[engine] = self._minio_principal(
+                f"{self._name}-{engine}", f"fab-{engine}", policy_document(read, read_write), {ENGINE_LABEL: engine},
+                [*read, *read_write], self._names_free,
             )
-            user = minio.IamUser(
-                f"{prefix}-user",
-                name=name,
-                tags={"fab.internal/engine": engine, "fab.internal/site": self._site.name},
-                opts=self._minio_identity(pulumi.ResourceOptions(parent=self, additional_secret_outputs=["secret"]), "minio_user", name),
+
+    def _team_access(self) -> None:
+        """Per training team: a policy that reads the training data and reaches the checkpoint and model buckets only under
+        the team's prefix, a user holding it and its keys, each named after the team (adding a team adds, and changes
+        nothing another team has, not even the name check, which is the team's own)."""
+        read, own = engine_buckets(self._config.buckets, TRAINING)
+        for team in self._teams:
+            name, prefix = team_principal(team), f"{self._name}-{TRAINING}-{team}"
+            names_free = self.minio_names_guard(
+                f"{prefix}-names-free", users=[name], policies=[name], buckets=[],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=self.object_store),
             )
-            attachment = minio.IamUserPolicyAttachment(
-                f"{prefix}-policy-attachment", user_name=user.name, policy_name=policy.name, opts=child
-            )
-            account = minio.IamServiceAccount(
-                f"{prefix}-keys",
-                target_user=user.name,
-                opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=["secret_key"]),
-            )
-            self._credentials[engine] = _Credentials(
-                access_key=account.access_key, secret_key=pulumi.Output.secret(account.secret_key), usable_after=[attachment, *buckets]
+            self._team_credentials[team] = self._minio_principal(
+                prefix, name, team_policy_document(team, read, own), {ENGINE_LABEL: TRAINING, TEAM_LABEL: team},
+                [*read, *own], names_free,
             )
 
     # ---------------------------------------------------------------------------------------------
@@ -472,14 +539,15 @@ class StorageCluster(pulumi.ComponentResource):
     def _polaris(self, network: CrossClusterNetwork) -> None:
         polaris = self._config.polaris
         ns = polaris.namespace
-        ns_resource = self._namespace(ns)
+        # Polaris' workloads run as the polaris engine; the database's backups as postgres-backup (its own label).
+        ns_resource = self._namespace(ns, labels={ENGINE_LABEL: "polaris"})
         cnpg_ns = self._namespace(CNPG_NAMESPACE)
         operator = helm_release(
             f"{self._name}-cnpg", versions.CLOUDNATIVE_PG, name="cnpg", namespace=CNPG_NAMESPACE, values={"replicaCount": 2},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[cnpg_ns]), adopt=self._cluster_adopt,
         )
         here = NamespaceRef(self.cluster, ns, ns_resource)
-        backup_creds = self.grant("postgres-backup", here)
+        backup_creds = self.grant(POSTGRES_BACKUP, here)
         ca = self.site_ca(here)
         database = self._postgres_cluster(ns, backup_creds, ca, [operator, ns_resource])
 
@@ -507,7 +575,9 @@ class StorageCluster(pulumi.ComponentResource):
             self._principals[engine] = _Principal(
                 client_id=self._random_id(f"polaris-{engine}-id"), client_secret=self._random_secret(f"polaris-{engine}-secret")
             )
-        self._polaris_setup_job(ns, ns_resource, root, release)
+        setup = self._polaris_setup_job(ns, ns_resource, root, release)
+        for team in self._teams:
+            self._team_principals[team] = self._team_principal(team, ns, root, setup)
 
     def _postgres_cluster(self, ns: str, backup_creds: k8s.core.v1.Secret, ca: SiteCa,
                           depends_on: list[pulumi.Resource]) -> k8s.apiextensions.CustomResource:
@@ -515,7 +585,7 @@ class StorageCluster(pulumi.ComponentResource):
         storage: dict[str, Any] = {"size": f"{postgres.storage_gib}Gi"}
         if postgres.storage_class:
             storage["storageClass"] = postgres.storage_class
-        s3_key = lambda key: {"name": "s3-postgres-backup", "key": key}  # noqa: E731
+        s3_key = lambda key: {"name": s3_secret(POSTGRES_BACKUP), "key": key}  # noqa: E731
         store: dict[str, Any] = {
             "destinationPath": f"s3://{postgres.backup_bucket}/{POLARIS_DB}",
             "endpointURL": self._s3_internal,
@@ -533,7 +603,8 @@ class StorageCluster(pulumi.ComponentResource):
             f"{self._name}-{POLARIS_DB}",
             api_version=versions.CNPG_API,
             kind="Cluster",
-            metadata={"name": POLARIS_DB, "namespace": ns},
+            # Reads the backup keys: CloudNativePG's backups act as the postgres-backup principal.
+            metadata={"name": POLARIS_DB, "namespace": ns, "labels": {ENGINE_LABEL: POSTGRES_BACKUP}},
             spec={
                 "description": "Polaris metastore",
                 "instances": postgres.instances,
@@ -614,7 +685,19 @@ class StorageCluster(pulumi.ComponentResource):
             "serviceMonitor": {"enabled": False},
         }
 
-    def _polaris_setup_job(self, ns: str, ns_resource: pulumi.Resource, root: k8s.core.v1.Secret, release: pulumi.Resource) -> None:
+    def _setup_env(self, ns: str) -> list[dict[str, Any]]:
+        """What every Polaris setup Job is told: where Polaris is, the realm, and the root principal to act as."""
+        polaris = self._config.polaris
+        return [
+            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+            {"name": "POLARIS_URL", "value": f"http://polaris.{ns}.svc:{polaris.port}"},
+            {"name": "POLARIS_REALM", "value": polaris.realm},
+            _secret_env("ROOT_CLIENT_ID", "polaris-root", "client-id"),
+            _secret_env("ROOT_CLIENT_SECRET", "polaris-root", "client-secret"),
+        ]
+
+    def _polaris_setup_job(self, ns: str, ns_resource: pulumi.Resource, root: k8s.core.v1.Secret,
+                           release: pulumi.Resource) -> k8s.batch.v1.Job:
         """Applies `setup_plan()` through the management API; a changed plan or script is a new Job."""
         plan = json.dumps(polaris_setup_plan(self._config, self._s3_internal, self._region, self._principal_engines), indent=2, sort_keys=True)
         script = Path(__file__).with_name("polaris_setup.py").read_text()
@@ -634,20 +717,38 @@ class StorageCluster(pulumi.ComponentResource):
             },
             [root],
         )
-        polaris = self._config.polaris
+        env = self._setup_env(ns)
+        container = restricted_container(
+            "setup", versions.SETUP_IMAGE, 65532,
+            command=["python", "/etc/polaris-setup/polaris_setup.py"],
+            env=[*env[:1], {"name": "PLAN", "value": "/etc/polaris-setup/plan.json"}, *env[1:]],
+            envFrom=[{"secretRef": {"name": "polaris-principals"}}],
+            volumeMounts=[{"name": "setup", "mountPath": "/etc/polaris-setup", "readOnly": True}],
+        )
+        return self._job("polaris-setup", f"polaris-setup-{digest}", ns, container,
+                         [{"name": "setup", "configMap": {"name": "polaris-setup"}}], [config, principals, release])
+
+    def _team_principal(self, team: str, ns: str, root: k8s.core.v1.Secret,
+                        setup: k8s.batch.v1.Job) -> tuple[_Principal, k8s.batch.v1.Job]:
+        """A training team's Polaris principal and the Job that creates it, with its own principal role holding the
+        training catalog role, once the site's setup Job made the catalog and its roles. Its own Job (the site's setup
+        script, its own plan inline): adding a team changes nothing of the site's setup or another team's."""
+        principal = _Principal(
+            client_id=self._random_id(f"polaris-{TRAINING}-{team}-id"),
+            client_secret=self._random_secret(f"polaris-{TRAINING}-{team}-secret"),
+        )
+        name = names.TEAM_POLARIS_SETUP(team)
+        credentials = self._opaque_secret(name, ns, {"client-id": principal.client_id, "client-secret": principal.client_secret}, [root])
+        plan = json.dumps(team_setup_plan(self._config.polaris.catalog, team), sort_keys=True)
         container = restricted_container(
             "setup", versions.SETUP_IMAGE, 65532,
             command=["python", "/etc/polaris-setup/polaris_setup.py"],
             env=[
-                {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
-                {"name": "PLAN", "value": "/etc/polaris-setup/plan.json"},
-                {"name": "POLARIS_URL", "value": f"http://polaris.{ns}.svc:{polaris.port}"},
-                {"name": "POLARIS_REALM", "value": polaris.realm},
-                _secret_env("ROOT_CLIENT_ID", "polaris-root", "client-id"),
-                _secret_env("ROOT_CLIENT_SECRET", "polaris-root", "client-secret"),
+                *self._setup_env(ns), {"name": "PLAN_JSON", "value": plan},
+                _secret_env(f"{TEAM_CREDENTIALS_ENV}_CLIENT_ID", name, "client-id"),
+                _secret_env(f"{TEAM_CREDENTIALS_ENV}_CLIENT_SECRET", name, "client-secret"),
             ],
-            envFrom=[{"secretRef": {"name": "polaris-principals"}}],
             volumeMounts=[{"name": "setup", "mountPath": "/etc/polaris-setup", "readOnly": True}],
         )
-        self._job("polaris-setup", f"polaris-setup-{digest}", ns, container,
-                  [{"name": "setup", "configMap": {"name": "polaris-setup"}}], [config, principals, release])
+        job = self._job(name, name, ns, container, [{"name": "setup", "configMap": {"name": "polaris-setup"}}], [credentials, setup])
+        return principal, job

@@ -22,7 +22,8 @@ import yaml
 
 from components import versions
 from components.config import AdoptConfig, TeamQuota, TrainingConfig, names
-from components.constants import AIRFLOW_NAMESPACE, KUEUE_NAMESPACE, submitter_kubeconfig_secret
+from components.constants import AIRFLOW_NAMESPACE, ENGINE_LABEL, KUEUE_NAMESPACE, TEAM_LABEL, polaris_secret, s3_secret, submitter_kubeconfig_secret
+from components.data_access import TRAINING
 from components.kube import Adoption, FlatCustomResource, helm_release, namespace, restricted_container, restricted_pod_security_context
 from components.gpu import GPU_TYPE_LABEL, POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
 from components.providers import ClusterRef, NamespaceRef, SiteRef
@@ -186,7 +187,7 @@ class TrainingPoolArgs:
     adopt: AdoptConfig
     """Declares the namespaces and Kueue releases that exist already."""
     storage: StorageCluster
-    """Gives team namespaces the training engine's S3 keys and Polaris principal."""
+    """Gives each team namespace on the workers its own team's S3 keys and Polaris principal (`training_grants()`)."""
     airflow_namespace: k8s.core.v1.Namespace
     """Compute's Airflow namespace (ComputeCluster's), which receives the submitter kubeconfigs."""
 
@@ -230,9 +231,8 @@ class TrainingPool(pulumi.ComponentResource):
                 for team in self._teams
             }
         )
-        checkpoints = args.storage.bucket_of("checkpoints")
         self.example_job = pulumi.Output.all(args.storage.catalog_uri, args.storage.warehouse).apply(
-            lambda catalog: yaml.safe_dump(example_job(catalog[0], catalog[1], checkpoints), sort_keys=False)
+            lambda catalog: yaml.safe_dump(example_job(catalog[0], catalog[1]), sort_keys=False)
         )
         self.register_outputs({"submission": self.submission, "example_job": self.example_job})
 
@@ -294,7 +294,8 @@ class TrainingPool(pulumi.ComponentResource):
         )
         for team in self._teams:
             ns_name = team_namespace(team)
-            ns = self._namespace(cluster, ns_name, labels={"fab.internal/team": team, MANAGED_LABEL: "true"})
+            # Training jobs of the team run here: they read the training credentials, the team's own.
+            ns = self._namespace(cluster, ns_name, labels={TEAM_LABEL: team, ENGINE_LABEL: TRAINING, MANAGED_LABEL: "true"})
             self._team_namespaces[cluster, team] = ns
             k8s.rbac.v1.RoleBinding(
                 f"{self._name}-{cluster}-{ns_name}-members",
@@ -326,10 +327,8 @@ class TrainingPool(pulumi.ComponentResource):
             self._cr(cluster, f"queue-{team}", "ClusterQueue", {"name": ns_name}, queue_spec)
             self._cr(cluster, f"localqueue-{team}", "LocalQueue", {"name": LOCAL_QUEUE, "namespace": ns_name},
                      {"clusterQueue": ns_name}, depends_on=[ns])
-            if not is_manager:  # pods run on workers: data by reference, read with the training keys
-                team_ns = NamespaceRef(self._clusters[cluster], ns_name, ns)
-                self._storage.grant("training", team_ns)
-                self._storage.catalog_grant("training", team_ns)
+            if not is_manager:  # pods run on workers: data by reference, read with the team's own training keys
+                self._storage.training_grants(team, NamespaceRef(self._clusters[cluster], ns_name, ns))
 
     def _flavor_quota(self, flavor: str, cluster: str, team_quotas: dict[str, TeamQuota], quota: TeamQuota) -> dict[str, Any]:
         """One flavor's quotas; on the manager, each flavor gets the sum over the workers that have it."""
@@ -432,10 +431,11 @@ class TrainingPool(pulumi.ComponentResource):
                  depends_on=[config])
 
 
-def example_job(catalog_uri: str, warehouse: str, checkpoints_bucket: str) -> dict[str, Any]:
+def example_job(catalog_uri: str, warehouse: str) -> dict[str, Any]:
     """A training Job as Airflow submits it: suspended for Kueue, labelled for the LocalQueue, data by reference.
 
-    It names no team: it is created in a team's namespace (`submission`), which its checkpoint path is derived from.
+    It names no team: it is created in a team's namespace (`submission`), whose `s3-training` and `polaris-training`
+    hold that team's own keys and principal, and its checkpoint prefix (`CHECKPOINT_URI`, the only place it may write).
     """
     return {
         "apiVersion": "batch/v1",
@@ -461,10 +461,8 @@ def example_job(catalog_uri: str, warehouse: str, checkpoints_bucket: str) -> di
                                 {"name": "ICEBERG_WAREHOUSE", "value": warehouse},
                                 {"name": "ICEBERG_TABLE", "value": "fab.yield.wafer_features"},
                                 {"name": "ICEBERG_SNAPSHOT_ID", "value": "4187342123553412345"},
-                                {"name": "TEAM_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-                                {"name": "CHECKPOINT_URI", "value": f"s3://{checkpoints_bucket}/$(TEAM_NAMESPACE)/"},
                             ],
-                            envFrom=[{"secretRef": {"name": "s3-training"}}],
+                            envFrom=[{"secretRef": {"name": s3_secret(TRAINING)}}, {"secretRef": {"name": polaris_secret(TRAINING)}}],
                             resources={
                                 "requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "1"},
                                 "limits": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "1"},

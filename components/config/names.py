@@ -151,6 +151,8 @@ TEAM_LABEL = Derived("label value", "{key}", LABEL_VALUE)
 TEAM_GROUP = Derived("Keycloak group", "team-{key}", KEYCLOAK)
 TEAM_GATEWAY_CLIENT = Derived("Keycloak client id", "inference-{key}", KEYCLOAK)
 """The team's client of the inference gateway."""
+TEAM_POLARIS_SETUP = Derived("Job", "polaris-team-{key}", DNS_LABEL)
+"""The Job on the storage cluster that creates the team's Polaris principal, and the Secret there with its credentials."""
 
 # Served models --------------------------------------------------------------------------------------------------
 
@@ -212,7 +214,7 @@ def ui_hosts() -> tuple[Derived, ...]:
 SiteName = Annotated[DnsLabel, Derives((CLUSTER_NAME, REPLICA_BUCKET), site_name=True)]
 Domain = Annotated[DnsName, Derives((GATEWAY_HOST, S3_HOST, S3_EXTERNAL_HOST, POLARIS_HOST), more=ui_hosts)]
 ClusterKey = Annotated[DnsLabel, Derives((CLUSTER_NAME, SUBMITTER_KUBECONFIG, MULTIKUEUE_KUBECONFIG))]
-TeamKey = Annotated[DnsLabel, Derives((TEAM_NAMESPACE, TEAM_LABEL, TEAM_GROUP, TEAM_GATEWAY_CLIENT))]
+TeamKey = Annotated[DnsLabel, Derives((TEAM_NAMESPACE, TEAM_LABEL, TEAM_GROUP, TEAM_GATEWAY_CLIENT, TEAM_POLARIS_SETUP))]
 ModelKey = Annotated[DnsLabel, Derives((VLLM, MODEL_LABEL))]
 GpuTypeKey = Annotated[DnsLabel, Derives((GPU_TYPE_LABEL, FLAVOR))]
 FlowKey = Annotated[DnsLabel, Derives((FLOW_LABEL, FLOW_POLICY))]

@@ -20,7 +20,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
-from components.constants import CNPG_NAMESPACE, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ISSUER
+from components.constants import CNPG_NAMESPACE, ENGINE_LABEL, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ISSUER
 from components.gateway import ROUTES_LABEL, http_route
 from components.kube import Adoption, Priority, helm_release, namespace, random_secret
 from components.providers import ClusterRef, NamespaceRef
@@ -179,11 +179,13 @@ class EngineScope:
         return namespace(f"{self.prefix}-ns-{name}", name, opts or self.child, labels=labels, adopt=self.adopt)
 
     def namespace(self, engine: Engine, aliases: list[pulumi.Alias] | None = None) -> k8s.core.v1.Namespace:
-        """The engine's namespace, once: labelled with its pool, with its quota (and zero GPUs) and container defaults."""
+        """The engine's namespace, once: labelled with the engine and its pool, with its quota (and zero GPUs) and
+        container defaults."""
         ns = engine.namespace
         if ns in self._namespaces:
             return self._namespaces[ns]
-        labels = {POOL_LABEL: engine.pool.name, **({ROUTES_LABEL: GATEWAY} if engine.ui else {})}
+        # The engine's workloads run here and read its credential Secrets only (fab-engine-reads-own-credentials).
+        labels = {ENGINE_LABEL: engine.name, POOL_LABEL: engine.pool.name, **({ROUTES_LABEL: GATEWAY} if engine.ui else {})}
         resource = self.plain_namespace(ns, pulumi.ResourceOptions(parent=self.parent, aliases=aliases), labels=labels)
         k8s.core.v1.ResourceQuota(
             f"{self.prefix}-quota-{ns}",

@@ -8,6 +8,13 @@ from rules.compute import (
     starrocks_cn_cache,
     starrocks_shared_data,
 )
+from rules.credentials import (
+    engine_reads_own_credentials,
+    submitter_no_secrets,
+    submitter_no_wildcards,
+    team_namespace_own_credentials,
+    team_policy_own_prefixes,
+)
 from rules.gpu import gpu_lb_private_only, no_gpu_outside_gpu_clusters, training_ib_nccl_only, training_kueue_managed
 from rules.gpu_routes import no_gpu_helm_values, no_gpu_spark_applications, no_gpu_spark_conf
 from rules.kueue import (
@@ -64,4 +71,9 @@ POLICIES = [
     compute_batch_below_interactive,
     starrocks_shared_data,
     starrocks_cn_cache,
+    engine_reads_own_credentials,
+    submitter_no_secrets,
+    submitter_no_wildcards,
+    team_namespace_own_credentials,
+    team_policy_own_prefixes,
 ]

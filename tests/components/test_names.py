@@ -26,7 +26,7 @@ from small_site import QWEN3_8B, add_bucket, small_site
 LONGEST = {
     "site": "s" * 24,  # `<site>-storage` and `<site>-compute` are Cilium cluster names of 32
     "domain": ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 49]),  # `s3-external.<domain>` is a host name of 253
-    "team": "t" * 58,  # `team-<team>` is a namespace of 63
+    "team": "t" * 50,  # `polaris-team-<team>` is a Job of 63
     "model": "m" * 58,  # `vllm-<model>` is a Service of 63
     "consumer": "c" * 44,  # `gold-to-<consumer>` is a CronJob of 52, `federation-<consumer>-polaris` a label value of 63
     "peer": "p" * 30,  # `<site>-replica-<peer>` is a bucket of 63
@@ -178,8 +178,8 @@ def test_every_keycloak_name_of_the_longest_site_fits(plan):
 
 
 ONE_LONGER = {
-    "team": f"teams.{TEAM}z: namespace 'team-{TEAM}z' ('team-' + key) has 64 characters; Kubernetes allows at most 63: use "
-            "a key of at most 58 characters",
+    "team": f"teams.{TEAM}z: Job 'polaris-team-{TEAM}z' ('polaris-team-' + key) has 64 characters; Kubernetes allows at most "
+            "63: use a key of at most 50 characters",
     "model": f"inference.models.{MODEL}z: Service 'vllm-{MODEL}z' ('vllm-' + key) has 64 characters; Kubernetes allows at "
              "most 63: use a key of at most 58 characters",
     "consumer": f"federation.consumers.{CONSUMER}z: CronJob 'gold-to-{CONSUMER}z' ('gold-to-' + key) has 53 characters; "
@@ -230,7 +230,7 @@ def test_fails_when_a_domain_label_is_longer_than_63_characters():
 def test_the_reference_states_a_keys_limit_next_to_it():
     teams = SiteConfig.model_fields["teams"].annotation
     assert type_name(teams) == (
-        "map of DNS label, at most 58 characters (namespace `team-<key>`), to [Team](#team)"
+        "map of DNS label, at most 50 characters (Job `polaris-team-<key>`), to [Team](#team)"
     )
 
 

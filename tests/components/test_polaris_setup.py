@@ -134,10 +134,9 @@ def desired_plan(rendered_plan: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(rendered_plan))
 
 
-ROLES = {"sharing": "gold-reader", "spark": "writer", "starrocks": "reader", "training": "reader", "trino": "reader",
-         "federation-site-u": "gold-reader"}
+ROLES = {"sharing": "gold-reader", "spark": "writer", "starrocks": "reader", "trino": "reader", "federation-site-u": "gold-reader"}
 """Each principal's catalog role (docs/architecture.md): Spark writes, the other engines read, sharing and federated sites
-read gold only."""
+read gold only. Training teams' principals are each created by the team's own Job (below)."""
 
 
 def credentials_env() -> dict[str, str]:
@@ -178,3 +177,25 @@ def test_fails_when_polaris_rejects_a_request(fake_polaris, rendered_plan):
     polaris.token = "expired"
     with pytest.raises(RuntimeError, match=r"^POST /api/management/v1/catalogs: HTTP 401"):
         polaris_setup.apply(polaris, plan, credentials_env())
+
+
+def team_job_plan(team: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The plan and credential variables the team's setup Job is given, as a small site renders it."""
+    site = small_site(teams=("yield", team))
+    (job,) = [j for j in render_small(site).objects("Job", "site-t-storage") if j["metadata"]["name"] == f"polaris-team-{team}"]
+    env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    credentials = {name: f"{team}-{name}" for name in env if name.startswith("TEAM_CLIENT_")}
+    return json.loads(env["PLAN_JSON"]["value"]), credentials
+
+
+def test_a_team_setup_adds_only_the_teams_principal_with_the_reader_role(fake_polaris, rendered_plan):
+    fake, url = fake_polaris
+    polaris_setup.apply(polaris_setup.Polaris(url, "fab", *ROOT), desired_plan(rendered_plan), credentials_env())
+    before = fake.state()
+    plan, env = team_job_plan("fdc")
+    steps = polaris_setup.apply(polaris_setup.Polaris(url, "fab", *ROOT), plan, env)
+    after = fake.state()
+    assert steps == ["principal fab-training-fdc -> fab-training-fdc -> reader"]
+    assert after["principals"].pop("fab-training-fdc") == (["fab-training-fdc"], ("fdc-TEAM_CLIENT_ID", "fdc-TEAM_CLIENT_SECRET"))
+    assert after["principal_roles"].pop("fab-training-fdc") == ["fab/reader"]
+    assert after == before

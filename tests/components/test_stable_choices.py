@@ -63,12 +63,12 @@ def test_adding_a_gpu_cluster_that_sorts_first_keeps_the_submission_cluster_and_
     assert changed_inputs(before, after, "fab:training:TrainingPool") == []
 
 
-def test_the_example_job_names_no_team_and_derives_its_checkpoint_path_from_its_namespace(before):
+def test_the_example_job_names_no_team_and_takes_its_checkpoint_path_from_its_namespaces_secrets(before):
     job = yaml.safe_load(before.outputs["training"]["example_job"])
     assert "namespace" not in job["metadata"]
-    env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["TEAM_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
-    assert env["CHECKPOINT_URI"]["value"] == "s3://site-t-checkpoints/$(TEAM_NAMESPACE)/"
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert "CHECKPOINT_URI" not in {e["name"] for e in container["env"]}
+    assert container["envFrom"] == [{"secretRef": {"name": "s3-training"}}, {"secretRef": {"name": "polaris-training"}}]
 
 
 def test_a_kubeconfig_without_a_namespace_leaves_it_to_each_request():

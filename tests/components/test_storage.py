@@ -13,13 +13,13 @@ from small_site import full_site, small_site
 READ = {"s3:GetObject", "s3:GetObjectVersion", "s3:GetBucketLocation", "s3:ListBucket"}
 WRITE = READ | {"s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts", "s3:ListBucketMultipartUploads"}
 
-# The issue's access table, written out independently of components/storage.py.
+# The issue's access table, written out independently of components/storage.py. Training has a principal per team,
+# confined to its prefixes (tests/components/test_team_credentials.py).
 EXPECTED_CLASSES = {
     "spark": {"raw": WRITE, "warehouse": WRITE},
     "trino": {"warehouse": READ, "gold": READ},
     "starrocks": {"warehouse": READ, "gold": READ, "olap": WRITE},
     "polaris": {"warehouse": WRITE, "gold": WRITE},
-    "training": {"datasets": READ, "warehouse": READ, "checkpoints": WRITE, "models": WRITE},
     "inference": {"models": READ},
     "sharing": {"gold": READ},
     "postgres-backup": {"backups": WRITE},
@@ -40,10 +40,10 @@ def allowed(policy: dict) -> dict[str, set[str]]:
 
 
 def policies(plan) -> dict[str, dict]:
-    """The storage engines' policies (the federation's replica writers have their own test)."""
+    """The storage engines' policies (the federation's replica writers and the training teams' have their own tests)."""
     return {
         r["inputs"]["name"].removeprefix("fab-"): json.loads(r["inputs"]["policy"]) for r in plan.of_type("minio:index/iamPolicy:IamPolicy")
-        if plan.component(r)["name"] == "storage"
+        if plan.component(r)["name"] == "storage" and not r["inputs"]["name"].startswith("fab-training-")
     }
 
 
@@ -69,7 +69,7 @@ def test_every_engine_has_a_policy_user_and_keys(small_plan):
     engines = sorted(EXPECTED_CLASSES)
     assert sorted(policies(small_plan)) == engines
     users = [r for r in small_plan.of_type("minio:index/iamUser:IamUser") if small_plan.component(r)["name"] == "storage"]
-    assert sorted(r["inputs"]["name"] for r in users) == [f"fab-{e}" for e in engines]
+    assert sorted(r["inputs"]["name"] for r in users) == sorted([*(f"fab-{e}" for e in engines), "fab-training-yield"])
 
 
 def test_no_policy_grants_s3_star_or_a_wildcard_bucket(plan):
@@ -230,7 +230,6 @@ def test_setup_plan_declares_the_catalog_roles_and_principals(full_plan):
         "fab-sharing": ["gold-reader"],
         "fab-spark": ["writer"],
         "fab-starrocks": ["reader"],
-        "fab-training": ["reader"],
         "fab-trino": ["reader"],
     }
     assert plan["catalog_roles"] == {
@@ -328,5 +327,6 @@ def test_engine_keys_reach_a_cluster_only_once_their_policy_is_attached(small_pl
     delivered = [r for r in small_plan.resources if r["type"] == "kubernetes:core/v1:Secret" and r["name"].startswith("storage-s3-")]
     assert delivered
     for secret in delivered:
-        engine = secret["inputs"]["metadata"]["labels"]["fab.internal/engine"]
-        assert by_name[f"storage-{engine}-policy-attachment"]["urn"] in secret["dependencies"], secret["name"]
+        labels = secret["inputs"]["metadata"]["labels"]
+        owner = "-".join(labels[key] for key in ("fab.internal/engine", "fab.internal/team") if key in labels)  # training-<team>
+        assert by_name[f"storage-{owner}-policy-attachment"]["urn"] in secret["dependencies"], secret["name"]

@@ -57,6 +57,11 @@ EXPECTED_RULES = {
     "fab-training-preemptible": "mandatory",
     "fab-serving-not-kueue-managed": "mandatory",
     "fab-serving-no-queue-label": "mandatory",
+    "fab-engine-reads-own-credentials": "mandatory",
+    "fab-submitter-no-secrets": "mandatory",
+    "fab-submitter-no-wildcards": "mandatory",
+    "fab-team-namespace-own-credentials": "mandatory",
+    "fab-team-policy-own-prefixes": "mandatory",
 }
 
 
@@ -295,6 +300,31 @@ def queued_vllm(rs):
     find(rs, ":Deployment", "inference-vllm-qwen3-8b")["inputs"]["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "training"
 
 
+def starrocks_reads_trino_keys(rs):
+    containers_of(find(rs, ":Job", "compute-starrocks-setup-job"))[0]["envFrom"].append({"secretRef": {"name": "s3-trino"}})
+
+
+def submitter_reads_secrets(rs):
+    find(rs, ":ClusterRole", "training-gpu-role-airflow-submitter")["inputs"]["rules"].append(
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]})
+
+
+def submitter_any_verb(rs):
+    find(rs, ":ClusterRole", "training-gpu-role-airflow-submitter")["inputs"]["rules"][0]["verbs"] = ["*"]
+
+
+def other_teams_keys(rs):
+    find(rs, ":Secret", "storage-s3-training-gpu-team-yield")["inputs"]["metadata"]["labels"]["fab.internal/team"] = "fdc"
+
+
+def whole_checkpoint_bucket(rs):
+    policy = find(rs, ":IamPolicy", "storage-training-yield-policy")
+    document = json.loads(policy["inputs"]["policy"])
+    (objects,) = [s for s in document["Statement"] if s.get("Sid") == "TeamObjects"]
+    objects["Resource"] = ["arn:aws:s3:::site-t-checkpoints/*"]
+    policy["inputs"]["policy"] = json.dumps(document)
+
+
 PLAN_EDITS = {
     "fab-no-gpu-outside-gpu-clusters": gpu_on_compute,
     "fab-gpu-lb-private-only": public_gpu_vip,
@@ -335,6 +365,11 @@ PLAN_EDITS = {
     "fab-training-preemptible": queue_never_preempts,
     "fab-serving-not-kueue-managed": kueue_manages_every_namespace,
     "fab-serving-no-queue-label": queued_vllm,
+    "fab-engine-reads-own-credentials": starrocks_reads_trino_keys,
+    "fab-submitter-no-secrets": submitter_reads_secrets,
+    "fab-submitter-no-wildcards": submitter_any_verb,
+    "fab-team-namespace-own-credentials": other_teams_keys,
+    "fab-team-policy-own-prefixes": whole_checkpoint_bucket,
 }
 
 
