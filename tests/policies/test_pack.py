@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -68,7 +69,7 @@ def test_the_full_small_site_passes_every_policy(stub, full_plan):
 def modified(plan: Plan, edit: Callable[[list[dict[str, Any]]], None]) -> Plan:
     resources = copy.deepcopy(plan.resources)
     edit(resources)
-    return Plan(stack=plan.stack, resources=resources, outputs=plan.outputs)
+    return dataclasses.replace(plan, resources=resources)
 
 
 def find(resources: list[dict[str, Any]], type_suffix: str, name: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ whose decision rests on an unknown value fail closed; rules that look for litera
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -35,7 +36,7 @@ def with_edit(edit) -> Plan:
     plan = render_small(small_site())
     resources = copy.deepcopy(plan.resources)
     edit({r["name"]: r for r in resources})
-    return Plan(stack=plan.stack, resources=resources, outputs=plan.outputs)
+    return dataclasses.replace(plan, resources=resources)
 
 
 def test_an_unknown_image_fails_the_pinned_versions_rule_closed(stub):
