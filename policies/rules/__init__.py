@@ -4,7 +4,14 @@ from rules.gpu import no_gpu_outside_gpu_clusters, gpu_lb_private_only, serving_
 from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
 from rules.network import credentials_have_flow, cross_cluster_default_deny, gateway_local_traffic, routes_authenticated
 from rules.storage import bucket_least_privilege, residency, single_catalog_authority, stateful_protected, versioned_artifacts
-from rules.workloads import host_network_allow_listed, no_plaintext_secrets, pinned_versions, pod_security
+from rules.workloads import (
+    host_network_allow_listed,
+    no_plaintext_secrets,
+    pinned_versions,
+    pod_security,
+    privileged_allow_listed,
+    privileged_namespace_allow_listed,
+)
 
 POLICIES = [
     no_gpu_outside_gpu_clusters,
@@ -14,6 +21,8 @@ POLICIES = [
     cross_cluster_default_deny,
     credentials_have_flow,
     host_network_allow_listed,
+    privileged_allow_listed,
+    privileged_namespace_allow_listed,
     single_catalog_authority,
     bucket_least_privilege,
     stateful_protected,

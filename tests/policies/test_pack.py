@@ -38,6 +38,8 @@ EXPECTED_RULES = {
     "fab-pinned-versions": "mandatory",
     "fab-pod-security": "mandatory",
     "fab-no-plaintext-secrets": "mandatory",
+    "fab-privileged-allow-listed": "mandatory",
+    "fab-privileged-namespace-allow-listed": "mandatory",
 }
 
 
@@ -171,6 +173,14 @@ def password_in_values(rs):
     find(rs, ":Release", "compute-trino")["inputs"]["values"]["auth"] = {"password": "Pl41nT3xtPassword"}
 
 
+def privileged_serving(rs):
+    containers_of(find(rs, ":Deployment", "inference-vllm-qwen3-8b"))[0]["securityContext"]["privileged"] = True
+
+
+def privileged_storage_namespace(rs):
+    find(rs, ":Namespace", "storage-ns-polaris")["inputs"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "privileged"
+
+
 PLAN_EDITS = {
     "fab-no-gpu-outside-gpu-clusters": gpu_on_compute,
     "fab-gpu-lb-private-only": public_gpu_vip,
@@ -191,6 +201,8 @@ PLAN_EDITS = {
     "fab-pinned-versions": floating_chart,
     "fab-pod-security": writable_root,
     "fab-no-plaintext-secrets": password_in_values,
+    "fab-privileged-allow-listed": privileged_serving,
+    "fab-privileged-namespace-allow-listed": privileged_storage_namespace,
 }
 
 

@@ -13,13 +13,13 @@ from rules.gpu import gpu_lb_private_only, no_gpu_outside_gpu_clusters, serving_
 from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
 from rules.network import cross_cluster_default_deny, gateway_local_traffic, routes_authenticated
 from rules.storage import bucket_least_privilege, residency, single_catalog_authority, stateful_protected, versioned_artifacts
-from rules.workloads import host_network_allow_listed, no_plaintext_secrets, pinned_versions, pod_security
+from rules.workloads import no_plaintext_secrets, pinned_versions, pod_security
 
 
 def test_every_rule_has_a_fab_id_and_a_description():
-    assert len(POLICIES) == 20
+    assert len(POLICIES) == 22
     assert all(p.name.startswith("fab-") and p.description.endswith(".") for p in POLICIES)
-    assert len({p.name for p in POLICIES}) == 20
+    assert len({p.name for p in POLICIES}) == 22
 
 
 # fab-no-gpu-outside-gpu-clusters ---------------------------------------------------------------
@@ -157,31 +157,7 @@ def test_approved_ports_are_configurable():
     assert check(cross_cluster_default_deny, [CLUSTER, kube(DENY, "site-a-storage"), kube(flow_rule("5432"), "site-a-storage")], config) == []
 
 
-# fab-host-network-allow-listed --------------------------------------------------------------
-
-def test_host_network_in_an_allowed_namespace_passes():
-    daemon = pod("Deployment", "driver", "gpu-operator", SAFE, hostNetwork=True)
-    assert check(host_network_allow_listed, kube(daemon)) == []
-
-
-def test_fails_when_host_network_is_used_outside_the_allow_list():
-    assert check(host_network_allow_listed, kube(pod("Deployment", "app", "team-yield", SAFE, hostNetwork=True))) == [
-        "Deployment team-yield/app uses the host's namespaces outside the allow-list"
-    ]
-
-
-def test_fails_when_a_container_is_privileged_outside_the_allow_list():
-    container = {**SAFE, "securityContext": {**SAFE["securityContext"], "privileged": True}}
-    assert check(host_network_allow_listed, kube(pod("Deployment", "app", "team-yield", container))) == [
-        "container app of Deployment team-yield/app is privileged outside the allow-list"
-    ]
-
-
-def test_fails_when_a_namespace_is_privileged_outside_the_allow_list():
-    ns = k8s("Namespace", "scratch", labels={"pod-security.kubernetes.io/enforce": "privileged"})
-    assert check(host_network_allow_listed, kube(ns)) == [
-        "namespace scratch is privileged but not in the host-access allow-list (kube-system, gpu-operator, nvidia-network-operator)"
-    ]
+# fab-host-network-allow-listed, fab-privileged-allow-listed, fab-privileged-namespace-allow-listed: tests/policies/test_host_access.py
 
 
 # fab-single-catalog-authority -----------------------------------------------------------------

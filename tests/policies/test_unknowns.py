@@ -101,16 +101,26 @@ CASES = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},
         "spec": {"template": {"spec": {"containers": UNKNOWN_ARRAY_VALUE}}},
     }),
-    "fab-host-network-allow-listed": ("kubernetes:core/v1:Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": UNKNOWN_OBJECT_VALUE}),
+    "fab-host-network-allow-listed": ("kubernetes:apps/v1:Deployment", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},
+        "spec": {"template": UNKNOWN_OBJECT_VALUE},
+    }),
+    "fab-privileged-allow-listed": ("kubernetes:apps/v1:Deployment", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},
+        "spec": {"template": {"spec": {"containers": UNKNOWN_ARRAY_VALUE}}},
+    }),
+    "fab-privileged-namespace-allow-listed": ("kubernetes:core/v1:Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": UNKNOWN_OBJECT_VALUE}),
 }
 
 
 @pytest.mark.parametrize("rule", sorted(CASES))
 def test_a_wholly_unknown_map_or_list_fails_closed_without_crashing(rule):
     from rules.gpu import serving_not_preemptible
-    from rules.workloads import host_network_allow_listed, pinned_versions
+    from rules.workloads import host_network_allow_listed, pinned_versions, privileged_allow_listed, privileged_namespace_allow_listed
 
-    policy = {p.name: p for p in (serving_not_preemptible, pinned_versions, host_network_allow_listed)}[rule]
+    policies = (serving_not_preemptible, pinned_versions, host_network_allow_listed, privileged_allow_listed,
+                privileged_namespace_allow_listed)
+    policy = {p.name: p for p in policies}[rule]
     type_, props = CASES[rule]
     (message,) = check(policy, resource(type_, props, name="x"))
     assert "can't be known during preview, and this rule decides on it, so it fails closed" in message
