@@ -3,7 +3,14 @@
 from rules.gpu import no_gpu_outside_gpu_clusters, gpu_lb_private_only, serving_not_preemptible, training_ib_nccl_only, training_kueue_managed
 from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
 from rules.network import credentials_have_flow, cross_cluster_default_deny, gateway_local_traffic, routes_authenticated
-from rules.storage import bucket_least_privilege, residency, single_catalog_authority, stateful_protected, versioned_artifacts
+from rules.storage import (
+    bucket_least_privilege,
+    replication_gold_only,
+    residency,
+    single_catalog_authority,
+    stateful_protected,
+    versioned_artifacts,
+)
 from rules.workloads import (
     host_network_allow_listed,
     no_plaintext_secrets,
@@ -28,6 +35,7 @@ POLICIES = [
     stateful_protected,
     versioned_artifacts,
     residency,
+    replication_gold_only,
     multikueue_not_own_worker,
     multikueue_quota_sum,
     serving_not_preemptible,

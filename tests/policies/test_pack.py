@@ -40,6 +40,7 @@ EXPECTED_RULES = {
     "fab-no-plaintext-secrets": "mandatory",
     "fab-privileged-allow-listed": "mandatory",
     "fab-privileged-namespace-allow-listed": "mandatory",
+    "fab-replication-gold-only": "mandatory",
 }
 
 
@@ -181,6 +182,12 @@ def privileged_storage_namespace(rs):
     find(rs, ":Namespace", "storage-ns-polaris")["inputs"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "privileged"
 
 
+def raw_copied_out(rs):
+    pod = find(rs, ":Deployment", "inference-vllm-qwen3-8b")["inputs"]["spec"]["template"]["spec"]
+    (sync,) = [c for c in pod["initContainers"] if c["name"] == "weights-sync"]
+    sync["args"] = ["mirror", "--overwrite", "models/site-t-raw-fdc", "peer/site-u-replica/site-t-raw-fdc"]
+
+
 PLAN_EDITS = {
     "fab-no-gpu-outside-gpu-clusters": gpu_on_compute,
     "fab-gpu-lb-private-only": public_gpu_vip,
@@ -203,6 +210,7 @@ PLAN_EDITS = {
     "fab-no-plaintext-secrets": password_in_values,
     "fab-privileged-allow-listed": privileged_serving,
     "fab-privileged-namespace-allow-listed": privileged_storage_namespace,
+    "fab-replication-gold-only": raw_copied_out,
 }
 
 
