@@ -85,24 +85,35 @@ def bucket_least_privilege(args: ResourceValidationArgs, report: ReportViolation
                 report(f"policy {props.get('name')} grants the wildcard resource {arn!r}; name the buckets")
 
 
-def _stateful_kind(args: ResourceValidationArgs) -> str | None:
-    if args.resource_type in (BUCKET, "keycloak:index/realm:Realm"):
-        return args.resource_type.rsplit(":", 1)[-1]
-    if args.resource_type == HELM_RELEASE and plain(args.props).get("chart") in ("aistor-objectstore", UNKNOWN):
+STATEFUL_TYPES = {BUCKET: "S3Bucket", "keycloak:index/realm:Realm": "Realm"}
+OBJECT_STORE_CHART = "aistor-objectstore"
+
+
+def stateful_kind(resource_type: str, props: Any) -> str | None:
+    """What a resource keeps that must survive the stack (a bucket, a realm, the object store, a PVC, a Postgres cluster),
+    by kind, or None. Shared with the render test that checks `retain_on_delete`, which no policy can see."""
+    if resource_type in STATEFUL_TYPES:
+        return STATEFUL_TYPES[resource_type]
+    if resource_type == HELM_RELEASE and plain(props).get("chart") in (OBJECT_STORE_CHART, UNKNOWN):
         return "object store"
-    obj = k8s_object(args.resource_type, args.props)
+    obj = k8s_object(resource_type, props)
     if obj is not None and (obj["kind"] == "PersistentVolumeClaim" or (obj["kind"] == "Cluster" and obj["apiVersion"].startswith("postgresql.cnpg.io/"))):
         return obj["kind"]
     return None
 
 
 @resource_rule("fab-stateful-protected",
-               "Buckets, Postgres clusters, PVCs and the object store are protected or retained on delete.")
+               "Buckets, Postgres clusters, PVCs, the object store and a created realm are protected.")
 def stateful_protected(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    """Unknown values: a Helm release whose chart is unknown is held to the object store's rule (fails closed)."""
-    kind = _stateful_kind(args)
+    """Unknown values: a Helm release whose chart is unknown is held to the object store's rule (fails closed).
+
+    `retain_on_delete` is not in the Analyzer request of the pinned pulumi (AnalyzerResourceOptions), so no policy can
+    check it: tests/policies/test_stateful.py checks it on the render."""
+    kind = stateful_kind(args.resource_type, args.props)
     if kind is not None and not args.opts.protect:
-        report(f"{kind} {args.name} holds data and must be protected (and retained on delete)")
+        on = f" on {provider_name(args)}" if provider_name(args) else ""
+        report(f"{kind} {args.name}{on} holds data but has protect: false; resources that hold data are protected "
+               "(and retained on delete)")
 
 
 def _bucket_classes(resources: list[Any]) -> dict[str, dict[str, str]]:

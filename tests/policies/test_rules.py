@@ -224,14 +224,15 @@ def test_a_protected_bucket_passes():
 
 def test_fails_when_a_bucket_is_not_protected():
     assert check(stateful_protected, resource("minio:index/s3Bucket:S3Bucket", {"bucket": "b"}, "bucket-b")) == [
-        "S3Bucket bucket-b holds data and must be protected (and retained on delete)"
+        "S3Bucket bucket-b holds data but has protect: false; resources that hold data are protected (and retained on delete)"
     ]
 
 
 def test_fails_when_a_postgres_cluster_is_not_protected():
     cluster = k8s("Cluster", "polaris-db", "polaris", api="postgresql.cnpg.io/v1", spec={"instances": 3})
     assert check(stateful_protected, kube(cluster, "site-a-storage")) == [
-        "Cluster polaris-db holds data and must be protected (and retained on delete)"
+        "Cluster polaris-db on site-a-storage holds data but has protect: false; resources that hold data are protected "
+        "(and retained on delete)"
     ]
 
 
