@@ -3,9 +3,10 @@ a GPU cluster lists the namespaces where the program runs the NVIDIA operators p
 
 from __future__ import annotations
 
-from components.config import parse_site
 from helpers import config_errors, render_small
 from small_site import add_gpu_cluster, small_site
+
+from components.config import parse_site
 
 
 def test_a_gpu_cluster_listing_its_operators_passes():
@@ -16,9 +17,9 @@ def test_fails_when_a_gpu_cluster_does_not_list_the_network_operator():
     raw = small_site()
     raw["clusters"]["gpu"]["host_network_namespaces"] = ["gpu-operator"]
     assert config_errors(raw) == [
-        "fab-platform:site.clusters.gpu.host_network_namespaces: [gpu-operator] lacks nvidia-network-operator, where the "
+        ("fab-platform:site.clusters.gpu.host_network_namespaces: [gpu-operator] lacks nvidia-network-operator, where the "
         "program runs an NVIDIA operator with host access on every GPU cluster; the policy pack allows host access only in "
-        "the namespaces listed here, so add it"
+        "the namespaces listed here, so add it")
     ]
 
 
@@ -27,9 +28,9 @@ def test_fails_when_a_training_cluster_lists_no_namespace():
     add_gpu_cluster(raw, "gpu-train")
     del raw["clusters"]["gpu-train"]["host_network_namespaces"]
     assert config_errors(raw) == [
-        "fab-platform:site.clusters.gpu-train.host_network_namespaces: [] lacks gpu-operator, nvidia-network-operator, where "
+        ("fab-platform:site.clusters.gpu-train.host_network_namespaces: [] lacks gpu-operator, nvidia-network-operator, where "
         "the program runs an NVIDIA operator with host access on every GPU cluster; the policy pack allows host access only "
-        "in the namespaces listed here, so add them"
+        "in the namespaces listed here, so add them")
     ]
 
 

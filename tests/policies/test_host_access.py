@@ -14,12 +14,12 @@ import json
 
 import pytest
 from policy_fixtures import SAFE, check, k8s, kube, pod
+from rules.workloads import host_network_allow_listed, pod_security, privileged_allow_listed, privileged_namespace_allow_listed
+from small_site import small_site
 
 from fabctl.policy import analyze_with, analyzer, pack_environment
 from fabctl.render import Plan
 from fabctl.stackfile import SITE_KEY
-from rules.workloads import host_network_allow_listed, pod_security, privileged_allow_listed, privileged_namespace_allow_listed
-from small_site import small_site
 
 GPU_LIST = "clusters.gpu.host_network_namespaces (gpu-operator, nvidia-network-operator)"
 NO_CONFIG = ("the stack's host_network_namespaces (none; the stack's config did not reach the policy pack, which the Pulumi "
@@ -52,15 +52,15 @@ def test_host_network_in_a_namespace_the_cluster_lists_passes(stack):
 
 def test_fails_when_host_network_is_used_in_a_namespace_the_cluster_does_not_list(stack):
     assert check(host_network_allow_listed, kube(host_pod("inference", hostNetwork=True), "site-t-gpu")) == [
-        f"DaemonSet inference/agent on site-t-gpu sets hostNetwork: true; on site-t-gpu only the namespaces of {GPU_LIST} "
-        "may share the node's namespaces"
+        (f"DaemonSet inference/agent on site-t-gpu sets hostNetwork: true; on site-t-gpu only the namespaces of {GPU_LIST} "
+        "may share the node's namespaces")
     ]
 
 
 def test_fails_when_a_namespace_listed_on_a_gpu_cluster_uses_host_network_on_storage(stack):
     assert check(host_network_allow_listed, kube(host_pod("gpu-operator", hostPID=True, hostIPC=True), "site-t-storage")) == [
-        "DaemonSet gpu-operator/agent on site-t-storage sets hostPID: true, hostIPC: true; on site-t-storage only the "
-        "namespaces of clusters.storage.host_network_namespaces (none) may share the node's namespaces"
+        ("DaemonSet gpu-operator/agent on site-t-storage sets hostPID: true, hostIPC: true; on site-t-storage only the "
+        "namespaces of clusters.storage.host_network_namespaces (none) may share the node's namespaces")
     ]
 
 
@@ -74,15 +74,15 @@ def test_a_namespace_the_stack_adds_to_storage_is_allowed_there(stack):
 def test_fails_when_the_pack_gets_no_stack_config(monkeypatch):
     monkeypatch.delenv("PULUMI_CONFIG", raising=False)
     assert check(host_network_allow_listed, kube(host_pod("gpu-operator", hostNetwork=True), "site-t-gpu")) == [
-        f"DaemonSet gpu-operator/agent on site-t-gpu sets hostNetwork: true; on site-t-gpu only the namespaces of {NO_CONFIG} "
-        "may share the node's namespaces"
+        (f"DaemonSet gpu-operator/agent on site-t-gpu sets hostNetwork: true; on site-t-gpu only the namespaces of {NO_CONFIG} "
+        "may share the node's namespaces")
     ]
 
 
 def test_fails_when_the_cluster_is_not_one_of_the_stacks(stack):
     assert check(host_network_allow_listed, kube(host_pod("gpu-operator", hostNetwork=True), "site-x-gpu")) == [
-        "DaemonSet gpu-operator/agent on site-x-gpu sets hostNetwork: true; on site-x-gpu only the namespaces of the stack's "
-        "host_network_namespaces (none; site-x-gpu is not a cluster of site site-t) may share the node's namespaces"
+        ("DaemonSet gpu-operator/agent on site-x-gpu sets hostNetwork: true; on site-x-gpu only the namespaces of the stack's "
+        "host_network_namespaces (none; site-x-gpu is not a cluster of site site-t) may share the node's namespaces")
     ]
 
 
@@ -94,8 +94,8 @@ def test_a_privileged_container_in_a_namespace_the_cluster_lists_passes(stack):
 
 def test_fails_when_a_container_is_privileged_in_a_namespace_the_cluster_does_not_list(stack):
     assert check(privileged_allow_listed, kube(host_pod("gpu-operator", PRIVILEGED), "site-t-compute")) == [
-        "container app of DaemonSet gpu-operator/agent on site-t-compute is privileged; on site-t-compute only the namespaces "
-        "of clusters.compute.host_network_namespaces (none) may run privileged containers"
+        ("container app of DaemonSet gpu-operator/agent on site-t-compute is privileged; on site-t-compute only the namespaces "
+        "of clusters.compute.host_network_namespaces (none) may run privileged containers")
     ]
 
 
@@ -111,8 +111,8 @@ def test_a_privileged_namespace_the_cluster_lists_passes(stack):
 
 def test_fails_when_a_namespace_is_privileged_on_a_cluster_that_does_not_list_it(stack):
     assert check(privileged_namespace_allow_listed, kube(privileged_namespace("gpu-operator"), "site-t-storage")) == [
-        "namespace gpu-operator on site-t-storage enforces Pod Security privileged; on site-t-storage only the namespaces of "
-        "clusters.storage.host_network_namespaces (none) may"
+        ("namespace gpu-operator on site-t-storage enforces Pod Security privileged; on site-t-storage only the namespaces of "
+        "clusters.storage.host_network_namespaces (none) may")
     ]
 
 
@@ -162,8 +162,8 @@ def test_fails_when_a_serving_pod_takes_the_host_network(packs, full_plan):
 
     assert messages(analyze_with(packs, edited(full_plan, edit))) == [(
         "fab-host-network-allow-listed",
-        f"Deployment inference/vllm-qwen3-8b on site-t-gpu sets hostNetwork: true; on site-t-gpu only the namespaces of "
-        f"{GPU_LIST} may share the node's namespaces",
+        (f"Deployment inference/vllm-qwen3-8b on site-t-gpu sets hostNetwork: true; on site-t-gpu only the namespaces of "
+        f"{GPU_LIST} may share the node's namespaces"),
     )]
 
 
@@ -173,8 +173,8 @@ def test_fails_when_a_storage_namespace_is_made_privileged(packs, full_plan):
 
     assert messages(analyze_with(packs, edited(full_plan, edit))) == [(
         "fab-privileged-namespace-allow-listed",
-        "namespace polaris on site-t-storage enforces Pod Security privileged; on site-t-storage only the namespaces of "
-        "clusters.storage.host_network_namespaces (none) may",
+        ("namespace polaris on site-t-storage enforces Pod Security privileged; on site-t-storage only the namespaces of "
+        "clusters.storage.host_network_namespaces (none) may"),
     )]
 
 
@@ -187,8 +187,8 @@ def test_fails_when_the_gpu_operators_namespace_is_put_on_storage(packs, full_pl
 
     assert messages(analyze_with(packs, edited(full_plan, edit))) == [(
         "fab-privileged-namespace-allow-listed",
-        "namespace gpu-operator on site-t-storage enforces Pod Security privileged; on site-t-storage only the namespaces of "
-        "clusters.storage.host_network_namespaces (none) may",
+        ("namespace gpu-operator on site-t-storage enforces Pod Security privileged; on site-t-storage only the namespaces of "
+        "clusters.storage.host_network_namespaces (none) may"),
     )]
 
 
@@ -199,8 +199,8 @@ def test_fails_when_a_privileged_container_runs_in_a_team_namespace(packs, full_
 
     assert messages(analyze_with(packs, edited(full_plan, edit))) == [(
         "fab-privileged-allow-listed",
-        f"container vllm of Deployment inference/vllm-qwen3-8b on site-t-gpu is privileged; on site-t-gpu only the namespaces "
-        f"of {GPU_LIST} may run privileged containers",
+        (f"container vllm of Deployment inference/vllm-qwen3-8b on site-t-gpu is privileged; on site-t-gpu only the namespaces "
+        f"of {GPU_LIST} may run privileged containers"),
     )]
 
 
@@ -208,6 +208,6 @@ def test_fails_when_the_pack_is_started_without_the_stacks_config(packs, full_pl
     without = dataclasses.replace(full_plan, config={})
     found = {(v.policy, v.message.splitlines()[-1]) for v in analyze_with(packs, without)}
     assert ("fab-privileged-namespace-allow-listed",
-            f"namespace gpu-operator on site-t-gpu enforces Pod Security privileged; on site-t-gpu only the namespaces of "
-            f"{NO_CONFIG} may") in found
+            (f"namespace gpu-operator on site-t-gpu enforces Pod Security privileged; on site-t-gpu only the namespaces of "
+            f"{NO_CONFIG} may")) in found
     assert {policy for policy, _ in found} == {"fab-privileged-namespace-allow-listed"}

@@ -9,12 +9,12 @@ import dataclasses
 
 import pytest
 from policy_fixtures import SAFE, check, k8s, kube, resource
+from rules.storage import replication_gold_only
+from small_site import small_site
 
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan, render_config
 from fabctl.stackfile import SITE_KEY
-from rules.storage import replication_gold_only
-from small_site import small_site
 
 SITE_U_EXPORTS = {"federation": {
     "site": "site-u", "catalog_uri": "http://polaris.site-u.fab.internal:8181/api/catalog", "warehouse": "fab",
@@ -69,8 +69,8 @@ def test_fails_when_the_copy_job_mirrors_a_raw_bucket(packs, replicating_plan):
     plan = with_mirror(replicating_plan, args=["mirror", "--overwrite", "local/site-t-raw-fdc", "remote/$(REMOTE_BUCKET)/site-t-raw-fdc"])
     assert messages(analyze_with(packs, plan)) == [(
         "fab-replication-gold-only",
-        f"container mirror of {JOB} copies local/site-t-raw-fdc to remote/$(REMOTE_BUCKET)/site-t-raw-fdc, bucket "
-        "site-t-raw-fdc (class raw); only gold buckets leave the site",
+        (f"container mirror of {JOB} copies local/site-t-raw-fdc to remote/$(REMOTE_BUCKET)/site-t-raw-fdc, bucket "
+        "site-t-raw-fdc (class raw); only gold buckets leave the site"),
     )]
 
 
@@ -78,8 +78,8 @@ def test_fails_when_the_copy_job_mirrors_every_bucket(packs, replicating_plan):
     plan = with_mirror(replicating_plan, args=["mirror", "--overwrite", "local", "remote/$(REMOTE_BUCKET)"])
     assert messages(analyze_with(packs, plan)) == [(
         "fab-replication-gold-only",
-        f"container mirror of {JOB} copies local to remote/$(REMOTE_BUCKET), every bucket of that store; only gold buckets, "
-        "named one by one, leave the site",
+        (f"container mirror of {JOB} copies local to remote/$(REMOTE_BUCKET), every bucket of that store; only gold buckets, "
+        "named one by one, leave the site"),
     )]
 
 
@@ -88,8 +88,8 @@ def test_fails_when_the_source_bucket_comes_from_the_jobs_environment(packs, rep
                        env=[{"name": "MC_CONFIG_DIR", "value": "/work/.mc"}, {"name": "SOURCE", "value": "site-t-models/qwen"}])
     assert messages(analyze_with(packs, plan)) == [(
         "fab-replication-gold-only",
-        f"container mirror of {JOB} copies local/$(SOURCE) to remote/$(REMOTE_BUCKET)/copy, bucket site-t-models (class "
-        "models); only gold buckets leave the site",
+        (f"container mirror of {JOB} copies local/$(SOURCE) to remote/$(REMOTE_BUCKET)/copy, bucket site-t-models (class "
+        "models); only gold buckets leave the site"),
     )]
 
 
@@ -97,9 +97,9 @@ def test_fails_closed_when_the_source_bucket_comes_from_a_secret(packs, replicat
     plan = with_mirror(replicating_plan, args=["mirror", "local/$(REMOTE_BUCKET)", "remote/$(REMOTE_BUCKET)/copy"])
     assert messages(analyze_with(packs, plan)) == [(
         "fab-replication-gold-only",
-        f"container mirror of {JOB} copies local/$(REMOTE_BUCKET) to remote/$(REMOTE_BUCKET)/copy: its bucket can't be "
+        (f"container mirror of {JOB} copies local/$(REMOTE_BUCKET) to remote/$(REMOTE_BUCKET)/copy: its bucket can't be "
         "decided from the job (a variable without a literal value), so this rule fails closed; name the gold bucket in the "
-        "job's arguments",
+        "job's arguments"),
     )]
 
 
@@ -109,8 +109,8 @@ def test_fails_when_a_shell_script_copies_a_raw_bucket(packs, replicating_plan):
     plan = with_mirror(replicating_plan, command=["/bin/sh", "-c", script], args=[])
     assert messages(analyze_with(packs, plan)) == [(
         "fab-replication-gold-only",
-        f"container mirror of {JOB} copies local/site-t-raw-fdc/2024/ to remote/b/raw/, bucket site-t-raw-fdc (class raw); "
-        "only gold buckets leave the site",
+        (f"container mirror of {JOB} copies local/site-t-raw-fdc/2024/ to remote/b/raw/, bucket site-t-raw-fdc (class raw); "
+        "only gold buckets leave the site"),
     )]
 
 
@@ -143,8 +143,8 @@ def test_a_copy_within_one_store_stays_in_the_site():
 def test_fails_when_an_mc_command_copies_a_bucket_of_no_class():
     job = copy_job("mirror", "--exclude", "*.tmp", "local/scratch", "peer/backup", command=["mc"])
     assert check(replication_gold_only, [*BUCKETS, job]) == [
-        "container copy of Job ops/copy on site-a-storage copies local/scratch to peer/backup, bucket scratch (not a bucket of "
-        "this site, so of no class); only gold buckets leave the site"
+        ("container copy of Job ops/copy on site-a-storage copies local/scratch to peer/backup, bucket scratch (not a bucket of "
+        "this site, so of no class); only gold buckets leave the site")
     ]
 
 

@@ -12,12 +12,12 @@ import dataclasses
 
 import pytest
 from pulumi.runtime.proto import analyzer_pb2
+from rules.storage import stateful_kind
+from small_site import full_site
 
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan, render_config
 from fabctl.stackfile import SITE_KEY
-from rules.storage import stateful_kind
-from small_site import full_site
 
 ANALYZER_OPTIONS = {"protect", "ignoreChanges", "deleteBeforeReplace", "deleteBeforeReplaceDefined", "additionalSecretOutputs",
                     "aliases", "customTimeouts", "parent"}
@@ -89,14 +89,14 @@ def packs():
 
 
 @pytest.mark.parametrize(("name", "message"), [
-    ("storage-polaris-db", "Cluster storage-polaris-db on site-t-storage holds data but has protect: false; resources that "
-                           "hold data are protected (and retained on delete)"),
-    ("storage-bucket-site-t-raw-fdc", "S3Bucket storage-bucket-site-t-raw-fdc on site-t-minio holds data but has protect: "
-                                      "false; resources that hold data are protected (and retained on delete)"),
-    ("identity-realm", "Realm identity-realm on site-t-keycloak holds data but has protect: false; resources that hold data "
-                       "are protected (and retained on delete)"),
-    ("storage-aistor-objectstore", "object store storage-aistor-objectstore on site-t-storage holds data but has protect: "
-                                   "false; resources that hold data are protected (and retained on delete)"),
+    ("storage-polaris-db", ("Cluster storage-polaris-db on site-t-storage holds data but has protect: false; resources that "
+                           "hold data are protected (and retained on delete)")),
+    ("storage-bucket-site-t-raw-fdc", ("S3Bucket storage-bucket-site-t-raw-fdc on site-t-minio holds data but has protect: "
+                                      "false; resources that hold data are protected (and retained on delete)")),
+    ("identity-realm", ("Realm identity-realm on site-t-keycloak holds data but has protect: false; resources that hold data "
+                       "are protected (and retained on delete)")),
+    ("storage-aistor-objectstore", ("object store storage-aistor-objectstore on site-t-storage holds data but has protect: "
+                                   "false; resources that hold data are protected (and retained on delete)")),
 ])
 def test_fails_when_a_stateful_resource_is_not_protected(packs, stateful_plan, name, message):
     resources = copy.deepcopy(stateful_plan.resources)
