@@ -231,8 +231,8 @@ def test_fails_when_a_bucket_is_not_protected():
 def test_fails_when_a_postgres_cluster_is_not_protected():
     cluster = k8s("Cluster", "polaris-db", "polaris", api="postgresql.cnpg.io/v1", spec={"instances": 3})
     assert check(stateful_protected, kube(cluster, "site-a-storage")) == [
-        "Cluster polaris-db on site-a-storage holds data but has protect: false; resources that hold data are protected "
-        "(and retained on delete)"
+        ("Cluster polaris-db on site-a-storage holds data but has protect: false; resources that hold data are protected "
+         "(and retained on delete)")
     ]
 
 

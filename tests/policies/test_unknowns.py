@@ -116,7 +116,12 @@ CASES = {
 @pytest.mark.parametrize("rule", sorted(CASES))
 def test_a_wholly_unknown_map_or_list_fails_closed_without_crashing(rule):
     from rules.gpu import serving_not_preemptible
-    from rules.workloads import host_network_allow_listed, pinned_versions, privileged_allow_listed, privileged_namespace_allow_listed
+    from rules.workloads import (
+        host_network_allow_listed,
+        pinned_versions,
+        privileged_allow_listed,
+        privileged_namespace_allow_listed,
+    )
 
     policies = (serving_not_preemptible, pinned_versions, host_network_allow_listed, privileged_allow_listed,
                 privileged_namespace_allow_listed)
