@@ -19,14 +19,13 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.config import AdoptConfig, GpuClusterConfig
+from components.constants import GPU_OPERATOR_NAMESPACE, NETWORK_OPERATOR_NAMESPACE
 from components.kube import Adoption, Priority, cache_storage_class, helm_release, namespace, priority_classes
 from components.providers import ClusterRef
 
 POOL_LABEL = "fab.internal/gpu-pool"
 """Node label and taint key of the GPU pools: inference or training."""
 GPU_TYPE_LABEL = "fab.internal/gpu-type"
-GPU_OPERATOR_NAMESPACE = "gpu-operator"
-NETWORK_OPERATOR_NAMESPACE = "nvidia-network-operator"
 INFERENCE_NAMESPACE = "inference"
 SERVING_PRIORITY = "fab-serving"
 TRAINING_PRIORITY = "fab-training"

@@ -71,6 +71,7 @@ _SITE: dict[str, Any] = {
     },
     "clusters": {key: cluster_entry(i, key) for i, key in enumerate(CLUSTERS)},
 }
+_SITE["clusters"]["gpu"]["host_network_namespaces"] = ["gpu-operator", "nvidia-network-operator"]
 _SITE["clusters"]["compute"]["bgp_peers"]["edge"] = {"address": "10.30.2.254", "asn": 65399, "kind": "public"}
 _SITE["clusters"]["compute"]["lb_pools"]["external"] = {"cidrs": ["203.0.113.16/28"], "visibility": "external"}
 

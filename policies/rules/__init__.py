@@ -28,8 +28,15 @@ from rules.kueue import (
 )
 from rules.network import credentials_have_flow, cross_cluster_default_deny, flow_direction, gateway_local_traffic, routes_authenticated
 from rules.priorities import priority_class_exists, serving_not_preemptible, training_below_serving
-from rules.storage import bucket_least_privilege, residency, stateful_protected, versioned_artifacts
-from rules.workloads import host_network_allow_listed, no_plaintext_secrets, pinned_versions, pod_security
+from rules.storage import bucket_least_privilege, replication_gold_only, residency, stateful_protected, versioned_artifacts
+from rules.workloads import (
+    host_network_allow_listed,
+    no_plaintext_secrets,
+    pinned_versions,
+    pod_security,
+    privileged_allow_listed,
+    privileged_namespace_allow_listed,
+)
 
 POLICIES = [
     no_gpu_outside_gpu_clusters,
@@ -43,6 +50,8 @@ POLICIES = [
     flow_direction,
     credentials_have_flow,
     host_network_allow_listed,
+    privileged_allow_listed,
+    privileged_namespace_allow_listed,
     single_catalog_authority,
     catalog_uri_polaris,
     no_hive_metastore,
@@ -51,6 +60,7 @@ POLICIES = [
     stateful_protected,
     versioned_artifacts,
     residency,
+    replication_gold_only,
     multikueue_not_own_worker,
     multikueue_quota_sum,
     multikueue_supported_frameworks,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -62,6 +63,9 @@ EXPECTED_RULES = {
     "fab-submitter-no-wildcards": "mandatory",
     "fab-team-namespace-own-credentials": "mandatory",
     "fab-team-policy-own-prefixes": "mandatory",
+    "fab-privileged-allow-listed": "mandatory",
+    "fab-privileged-namespace-allow-listed": "mandatory",
+    "fab-replication-gold-only": "mandatory",
 }
 
 
@@ -93,7 +97,7 @@ def test_the_full_small_site_passes_every_policy(stub, full_plan):
 def modified(plan: Plan, edit: Callable[[list[dict[str, Any]]], None]) -> Plan:
     resources = copy.deepcopy(plan.resources)
     edit(resources)
-    return Plan(stack=plan.stack, resources=resources, outputs=plan.outputs)
+    return dataclasses.replace(plan, resources=resources)
 
 
 def find(resources: list[dict[str, Any]], type_suffix: str, name: str) -> dict[str, Any]:
@@ -325,6 +329,20 @@ def whole_checkpoint_bucket(rs):
     policy["inputs"]["policy"] = json.dumps(document)
 
 
+def privileged_serving(rs):
+    containers_of(find(rs, ":Deployment", "inference-vllm-qwen3-8b"))[0]["securityContext"]["privileged"] = True
+
+
+def privileged_storage_namespace(rs):
+    find(rs, ":Namespace", "storage-ns-polaris")["inputs"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "privileged"
+
+
+def raw_copied_out(rs):
+    pod = find(rs, ":Deployment", "inference-vllm-qwen3-8b")["inputs"]["spec"]["template"]["spec"]
+    (sync,) = [c for c in pod["initContainers"] if c["name"] == "weights-sync"]
+    sync["args"] = ["mirror", "--overwrite", "models/site-t-raw-fdc", "peer/site-u-replica/site-t-raw-fdc"]
+
+
 PLAN_EDITS = {
     "fab-no-gpu-outside-gpu-clusters": gpu_on_compute,
     "fab-gpu-lb-private-only": public_gpu_vip,
@@ -370,6 +388,9 @@ PLAN_EDITS = {
     "fab-submitter-no-wildcards": submitter_any_verb,
     "fab-team-namespace-own-credentials": other_teams_keys,
     "fab-team-policy-own-prefixes": whole_checkpoint_bucket,
+    "fab-privileged-allow-listed": privileged_serving,
+    "fab-privileged-namespace-allow-listed": privileged_storage_namespace,
+    "fab-replication-gold-only": raw_copied_out,
 }
 
 

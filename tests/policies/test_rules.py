@@ -13,7 +13,7 @@ from rules.gpu import gpu_lb_private_only, no_gpu_outside_gpu_clusters, training
 from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
 from rules.network import cross_cluster_default_deny, gateway_local_traffic, routes_authenticated
 from rules.storage import bucket_least_privilege, residency, stateful_protected, versioned_artifacts
-from rules.workloads import host_network_allow_listed, no_plaintext_secrets, pinned_versions, pod_security
+from rules.workloads import no_plaintext_secrets, pinned_versions, pod_security
 
 
 def test_every_rule_has_a_fab_id_and_a_description():
@@ -148,31 +148,7 @@ def test_fails_when_the_default_deny_selects_only_some_endpoints():
     ]
 
 
-# fab-host-network-allow-listed --------------------------------------------------------------
-
-def test_host_network_in_an_allowed_namespace_passes():
-    daemon = pod("Deployment", "driver", "gpu-operator", SAFE, hostNetwork=True)
-    assert check(host_network_allow_listed, kube(daemon)) == []
-
-
-def test_fails_when_host_network_is_used_outside_the_allow_list():
-    assert check(host_network_allow_listed, kube(pod("Deployment", "app", "team-yield", SAFE, hostNetwork=True))) == [
-        "Deployment team-yield/app uses the host's namespaces outside the allow-list"
-    ]
-
-
-def test_fails_when_a_container_is_privileged_outside_the_allow_list():
-    container = {**SAFE, "securityContext": {**SAFE["securityContext"], "privileged": True}}
-    assert check(host_network_allow_listed, kube(pod("Deployment", "app", "team-yield", container))) == [
-        "container app of Deployment team-yield/app is privileged outside the allow-list"
-    ]
-
-
-def test_fails_when_a_namespace_is_privileged_outside_the_allow_list():
-    ns = k8s("Namespace", "scratch", labels={"pod-security.kubernetes.io/enforce": "privileged"})
-    assert check(host_network_allow_listed, kube(ns)) == [
-        "namespace scratch is privileged but not in the host-access allow-list (kube-system, gpu-operator, nvidia-network-operator)"
-    ]
+# fab-host-network-allow-listed, fab-privileged-allow-listed, fab-privileged-namespace-allow-listed: tests/policies/test_host_access.py
 
 
 # fab-bucket-least-privilege -----------------------------------------------------------------
@@ -210,14 +186,15 @@ def test_a_protected_bucket_passes():
 
 def test_fails_when_a_bucket_is_not_protected():
     assert check(stateful_protected, resource("minio:index/s3Bucket:S3Bucket", {"bucket": "b"}, "bucket-b")) == [
-        "S3Bucket bucket-b holds data and must be protected (and retained on delete)"
+        "S3Bucket bucket-b holds data but has protect: false; resources that hold data are protected (and retained on delete)"
     ]
 
 
 def test_fails_when_a_postgres_cluster_is_not_protected():
     cluster = k8s("Cluster", "polaris-db", "polaris", api="postgresql.cnpg.io/v1", spec={"instances": 3})
     assert check(stateful_protected, kube(cluster, "site-a-storage")) == [
-        "Cluster polaris-db holds data and must be protected (and retained on delete)"
+        ("Cluster polaris-db on site-a-storage holds data but has protect: false; resources that hold data are protected "
+         "(and retained on delete)")
     ]
 
 
@@ -257,13 +234,6 @@ def test_replicable_gold_passes():
 def test_fails_when_raw_data_is_marked_replicable():
     assert check(residency, [tags("raw", "replicable")]) == [
         "bucket b-raw of class raw is marked 'replicable'; only gold may leave the site"
-    ]
-
-
-def test_fails_when_a_non_gold_bucket_replicates():
-    replication = resource("minio:index/s3BucketReplication:S3BucketReplication", {"bucket": "b-raw"}, "repl-raw")
-    assert check(residency, [tags("raw", "site-local"), replication]) == [
-        "repl-raw replicates bucket b-raw, which is not gold; raw and detailed data stay in their site"
     ]
 
 

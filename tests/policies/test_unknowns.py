@@ -8,6 +8,7 @@ whose decision rests on an unknown value fail closed; rules that look for litera
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -35,7 +36,7 @@ def with_edit(edit) -> Plan:
     plan = render_small(small_site())
     resources = copy.deepcopy(plan.resources)
     edit({r["name"]: r for r in resources})
-    return Plan(stack=plan.stack, resources=resources, outputs=plan.outputs)
+    return dataclasses.replace(plan, resources=resources)
 
 
 def test_an_unknown_image_fails_the_pinned_versions_rule_closed(stub):
@@ -96,15 +97,29 @@ CASES = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},
         "spec": {"template": {"spec": {"containers": UNKNOWN_ARRAY_VALUE}}},
     }),
-    "fab-host-network-allow-listed": ("kubernetes:core/v1:Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": UNKNOWN_OBJECT_VALUE}),
+    "fab-host-network-allow-listed": ("kubernetes:apps/v1:Deployment", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},
+        "spec": {"template": UNKNOWN_OBJECT_VALUE},
+    }),
+    "fab-privileged-allow-listed": ("kubernetes:apps/v1:Deployment", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},
+        "spec": {"template": {"spec": {"containers": UNKNOWN_ARRAY_VALUE}}},
+    }),
+    "fab-privileged-namespace-allow-listed": ("kubernetes:core/v1:Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": UNKNOWN_OBJECT_VALUE}),
 }
 
 
 @pytest.mark.parametrize("rule", sorted(CASES))
 def test_a_wholly_unknown_map_or_list_fails_closed_without_crashing(rule):
-    from rules.workloads import host_network_allow_listed, pinned_versions
+    from rules.workloads import (
+        host_network_allow_listed,
+        pinned_versions,
+        privileged_allow_listed,
+        privileged_namespace_allow_listed,
+    )
 
-    policy = {p.name: p for p in (pinned_versions, host_network_allow_listed)}[rule]
+    policies = (pinned_versions, host_network_allow_listed, privileged_allow_listed, privileged_namespace_allow_listed)
+    policy = {p.name: p for p in policies}[rule]
     type_, props = CASES[rule]
     (message,) = check(policy, resource(type_, props, name="x"))
     assert "can't be known during preview, and this rule decides on it, so it fails closed" in message

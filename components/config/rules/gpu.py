@@ -10,13 +10,19 @@ from typing import TYPE_CHECKING
 from components.config.fields import GPU_ROLES
 from components.config.problems import Problem
 from components.config.rules.training import profile_problems_exist
+from components.constants import GPU_OPERATOR_NAMESPACE, NETWORK_OPERATOR_NAMESPACE
 
 if TYPE_CHECKING:
     from components.config.site import SiteConfig
 
 
+GPU_HOST_ACCESS_NAMESPACES = (GPU_OPERATOR_NAMESPACE, NETWORK_OPERATOR_NAMESPACE)
+"""Where the program runs the GPU and Network Operators, Pod Security privileged, on every GPU cluster."""
+
+
 def gpu_problems(site: SiteConfig) -> Iterator[Problem]:
     gpu_keys = set(site.keys_with_role(*GPU_ROLES))
+    yield from _host_access_problems(site, sorted(gpu_keys))
     for key in sorted(set(site.gpu) - gpu_keys):
         role = site.clusters[key].role if key in site.clusters else None
         yield ("gpu", key), (
@@ -49,6 +55,19 @@ def gpu_problems(site: SiteConfig) -> Iterator[Problem]:
                 "is required while inference_weights_over_ib is true: give the IPoIB network an address range"
             )
     yield from _inference_problems(site)
+
+
+def _host_access_problems(site: SiteConfig, gpu_keys: list[str]) -> Iterator[Problem]:
+    """The stack's host-access allow-list is the only one the policy pack reads: a GPU cluster lists its operators'."""
+    for key in gpu_keys:
+        listed = site.clusters[key].host_network_namespaces
+        missing = [ns for ns in GPU_HOST_ACCESS_NAMESPACES if ns not in listed]
+        if missing:
+            yield ("clusters", key, "host_network_namespaces"), (
+                f"[{', '.join(listed)}] lacks {', '.join(missing)}, where the program runs an NVIDIA operator with host access on "
+                f"every GPU cluster; the policy pack allows host access only in the namespaces listed here, so add "
+                f"{'it' if len(missing) == 1 else 'them'}"
+            )
 
 
 def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
