@@ -21,7 +21,6 @@ from rules._k8s import (
     plain,
     pod_spec,
     provider_name,
-    skip_unknown,
     undecided,
     unknown_paths,
 )

@@ -4,6 +4,7 @@ breaking edit, through the real analyzer; then what they do with values unknown 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +29,7 @@ def violations(stub, plan: Plan, edit: Callable[[dict[str, dict[str, Any]]], Non
     """(policy, message without the description line) of every violation of the full small site's render after `edit` (on records by logical name)."""
     resources = copy.deepcopy(plan.resources)
     edit({r["name"]: r for r in resources} | {"": resources})
-    plan = Plan(stack=plan.stack, resources=resources, outputs=plan.outputs)
+    plan = dataclasses.replace(plan, resources=resources)
     return [(v.policy, v.message.splitlines()[-1]) for v in analyze_with(stub, plan)]
 
 

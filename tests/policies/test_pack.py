@@ -11,11 +11,10 @@ from typing import Any
 import pytest
 import yaml
 from google.protobuf import empty_pb2
+from helpers import STACKS, rendered
 
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan
-from helpers import STACKS, rendered
-from small_site import full_site
 
 LEVELS = {0: "advisory", 1: "mandatory"}
 EXPECTED_RULES = {
