@@ -6,7 +6,8 @@ group on every Kueue cluster, and a ClusterQueue in the site's cohort whose GPU 
 config; the manager's quotas are the sum of its workers' (computed, never typed twice). Resident
 inference is not Kueue-managed: training flavors select training nodes only. Airflow on compute
 submits through a ServiceAccount per GPU cluster that may only create, watch and delete jobs in team
-namespaces; its kubeconfig arrives as a Secret in compute's `airflow` namespace.
+namespaces; its kubeconfig arrives as a Secret in compute's `airflow` namespace. Every team namespace on a GPU
+cluster holds the ConfigMap `nccl` with that cluster's NCCL settings (NCCL_IB_SL), which jobs load with envFrom.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from components import versions
 from components.config import AdoptConfig, TeamQuota, TrainingConfig, names
 from components.constants import AIRFLOW_NAMESPACE, KUEUE_NAMESPACE, submitter_kubeconfig_secret
 from components.kube import Adoption, FlatCustomResource, helm_release, namespace, restricted_container, restricted_pod_security_context
-from components.gpu import GPU_TYPE_LABEL, POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
+from components.gpu import GPU_TYPE_LABEL, NCCL_CONFIG, POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
 from components.providers import ClusterRef, NamespaceRef, SiteRef
 from components.storage import StorageCluster
 
@@ -331,6 +332,13 @@ class TrainingPool(pulumi.ComponentResource):
                 team_ns = NamespaceRef(self._clusters[cluster], ns_name, ns)
                 self._storage.grant("training", team_ns)
                 self._storage.catalog_grant("training", team_ns)
+                # The cluster's NCCL settings (its fabric's service level), wherever MultiKueue places a job.
+                k8s.core.v1.ConfigMap(
+                    f"{self._name}-{cluster}-{ns_name}-nccl",
+                    metadata={"name": NCCL_CONFIG, "namespace": ns_name, "labels": {"fab.internal/team": team}},
+                    data=self._gpus[cluster].nccl_env,
+                    opts=self._on(cluster, [ns]),
+                )
 
     def _flavor_quota(self, flavor: str, cluster: str, team_quotas: dict[str, TeamQuota], quota: TeamQuota) -> dict[str, Any]:
         """One flavor's quotas; on the manager, each flavor gets the sum over the workers that have it."""
@@ -465,7 +473,8 @@ def example_job(catalog_uri: str, warehouse: str, checkpoints_bucket: str) -> di
                                 {"name": "TEAM_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
                                 {"name": "CHECKPOINT_URI", "value": f"s3://{checkpoints_bucket}/$(TEAM_NAMESPACE)/"},
                             ],
-                            envFrom=[{"secretRef": {"name": "s3-training"}}],
+                            # The S3 keys, and the NCCL settings of whichever GPU cluster runs the job.
+                            envFrom=[{"secretRef": {"name": "s3-training"}}, {"configMapRef": {"name": NCCL_CONFIG}}],
                             resources={
                                 "requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "1"},
                                 "limits": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "1"},
