@@ -1,6 +1,13 @@
 """The fab-platform rules, one Policy each, in the order of the README's rule table."""
 
-from rules.gpu import no_gpu_outside_gpu_clusters, gpu_lb_private_only, serving_not_preemptible, training_ib_nccl_only, training_kueue_managed
+from rules.gpu import no_gpu_outside_gpu_clusters, gpu_lb_private_only, serving_not_preemptible, training_kueue_managed
+from rules.infiniband import (
+    ipoib_not_in_training_namespaces,
+    ipoib_partition_key,
+    ipoib_weights_route,
+    training_ib_nccl_only,
+    training_nccl_service_level,
+)
 from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
 from rules.network import credentials_have_flow, cross_cluster_default_deny, gateway_local_traffic, routes_authenticated
 from rules.storage import bucket_least_privilege, residency, single_catalog_authority, stateful_protected, versioned_artifacts
@@ -24,6 +31,10 @@ POLICIES = [
     serving_not_preemptible,
     training_kueue_managed,
     training_ib_nccl_only,
+    ipoib_not_in_training_namespaces,
+    ipoib_partition_key,
+    ipoib_weights_route,
+    training_nccl_service_level,
     pinned_versions,
     pod_security,
     no_plaintext_secrets,

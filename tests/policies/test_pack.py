@@ -33,10 +33,14 @@ EXPECTED_RULES = {
     "fab-multikueue-quota-sum": "advisory",
     "fab-serving-not-preemptible": "mandatory",
     "fab-training-kueue-managed": "advisory",
-    "fab-training-ib-nccl-only": "advisory",
+    "fab-training-ib-nccl-only": "mandatory",
     "fab-pinned-versions": "mandatory",
     "fab-pod-security": "mandatory",
     "fab-no-plaintext-secrets": "mandatory",
+    "fab-ipoib-not-in-training-namespaces": "mandatory",
+    "fab-ipoib-partition-key": "mandatory",
+    "fab-ipoib-weights-route": "mandatory",
+    "fab-training-nccl-service-level": "mandatory",
 }
 
 
@@ -158,6 +162,22 @@ def ipoib_for_training(rs):
     pool["inputs"]["spec"]["nodeSelector"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] = ["training"]
 
 
+def ipoib_in_team_namespace(rs):
+    find(rs, ":IPoIBNetwork", "gpu-gpu-ipoib-network")["inputs"]["spec"]["networkNamespace"] = "team-fdc"
+
+
+def ipoib_default_partition(rs):
+    find(rs, ":IPoIBNetwork", "gpu-gpu-ipoib-network")["inputs"]["spec"]["master"] = "ib0"
+
+
+def weights_over_ethernet(rs):
+    del find(rs, ":Deployment", "inference-vllm-qwen3-8b")["inputs"]["spec"]["template"]["spec"]["hostAliases"]
+
+
+def nccl_without_service_level(rs):
+    del find(rs, ":ConfigMap", "training-gpu-train-team-yield-nccl")["inputs"]["data"]["NCCL_IB_SL"]
+
+
 def floating_chart(rs):
     find(rs, ":Release", "storage-polaris")["inputs"]["version"] = "1.x"
 
@@ -190,6 +210,10 @@ PLAN_EDITS = {
     "fab-pinned-versions": floating_chart,
     "fab-pod-security": writable_root,
     "fab-no-plaintext-secrets": password_in_values,
+    "fab-ipoib-not-in-training-namespaces": ipoib_in_team_namespace,
+    "fab-ipoib-partition-key": ipoib_default_partition,
+    "fab-ipoib-weights-route": weights_over_ethernet,
+    "fab-training-nccl-service-level": nccl_without_service_level,
 }
 
 
