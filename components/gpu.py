@@ -245,7 +245,7 @@ def infiniband_contract(config: GpuClusterConfig, ipoib: bool) -> dict[str, Any]
     contract: dict[str, Any] = {"nccl_service_level": ib.nccl_service_level}
     if ipoib:
         contract["storage_partition"] = {
-            "partition_key": f"{ib.ipoib_partition_key:#06x}",
+            "partition_key": ib.ipoib_partition_key,
             "interface": ib.partition_interface,
             "service_level": ib.storage_qos_service_level,
             "ipoib_range": str(ib.ipoib_range),

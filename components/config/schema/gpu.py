@@ -46,8 +46,9 @@ DEFAULT_PARTITION = 0x7FFF
 """The default partition (0xffff as a full member): every port of the fabric is a member of it."""
 
 
-def _partition_key(value: Any) -> int:
-    """A partition key as written in the stack file (0x0a01, or the number): its 15 bits, without the membership bit."""
+def _partition_key(value: Any) -> str:
+    """A partition key as written in the stack file (0x0a01, or the number), as four hex digits without the membership
+    bit: an identifier, not a quantity."""
     example = "such as 0x0a01"
     if isinstance(value, str):
         if not re.fullmatch(r"0[xX][0-9a-fA-F]{1,4}", value):
@@ -65,13 +66,14 @@ def _partition_key(value: Any) -> int:
     if value & 0x8000:
         raise ValueError(f"{value:#06x} has the full-membership bit 0x8000 set; give the partition's key without it, "
                          f"{value & 0x7FFF:#06x} (the hosts join as full members)")
-    return value
+    return f"{value:#06x}"
 
 
 _WRITTEN_PARTITION_KEY = Annotated[int, Field(ge=1, le=0x7FFE)] | Annotated[str, Field(pattern=r"^0[xX][0-9a-fA-F]{1,4}$")]
 """How a partition key may be written (for editors' schema checks): a number, or hex text such as 0x0a01."""
-PartitionKey = Annotated[int, BeforeValidator(_partition_key, json_schema_input_type=_WRITTEN_PARTITION_KEY)]
-"""An InfiniBand partition key (P_Key) other than the default partition, without its membership bit: 0x0001-0x7ffe."""
+PartitionKey = Annotated[str, BeforeValidator(_partition_key, json_schema_input_type=_WRITTEN_PARTITION_KEY)]
+"""An InfiniBand partition key (P_Key) other than the default partition, without its membership bit: 0x0001-0x7ffe,
+kept as written in hex (0x0a01)."""
 
 
 _ipoib_port = matching(
@@ -130,7 +132,7 @@ class InfinibandConfig(_Model):
     def partition_interface(self) -> str | None:
         """The hosts' IPoIB child interface of the storage partition (full member), or None without a partition."""
         key = self.ipoib_partition_key
-        return None if key is None else f"{self.ipoib_master}.{key | 0x8000:04x}"
+        return None if key is None else f"{self.ipoib_master}.{int(key, 16) | 0x8000:04x}"
 
 
 class GpuClusterConfig(_Model):
