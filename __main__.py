@@ -133,6 +133,7 @@ pulumi.export("serving", inference.serving)
 pulumi.export("capacity", inference.capacity)
 pulumi.export("training", {"submission": training.submission, "example_job": training.example_job, "profile": site.active_profile})
 pulumi.export("gpu_pools", {key: gpu.pools for key, gpu in gpus.items()})
+pulumi.export("infiniband", {key: gpu.infiniband for key, gpu in gpus.items()})
 pulumi.export("ui_urls", compute.ui_urls)
 pulumi.export("federation", federation.exports)
 pulumi.export("site_federation", {

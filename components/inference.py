@@ -2,8 +2,9 @@
 
 On the inference (gpu) cluster: per model a vLLM Deployment sized by `components.capacity`, scheduled
 only on inference nodes at serving priority, its weights copied from the models bucket to the node's
-NVMe cache with inference's read-only keys, a PodDisruptionBudget and a Service. In front, one Envoy
-Gateway at a fixed internal VIP (`externalTrafficPolicy: Local`), TLS, one HTTPRoute per model, each
+NVMe cache with inference's read-only keys (over the Ethernet S3 endpoint; where the cluster loads
+weights over InfiniBand, over IPoIB, the S3 host name resolved to the object store's IPoIB address),
+a PodDisruptionBudget and a Service. In front, one Envoy Gateway at a fixed internal VIP (`externalTrafficPolicy: Local`), TLS, one HTTPRoute per model, each
 covered by a Keycloak JWT SecurityPolicy and a per-team rate limit. Each consuming team gets a
 client-credentials client whose tokens carry its team.
 
@@ -125,7 +126,8 @@ class InferencePool(pulumi.ComponentResource):
         here = NamespaceRef(args.gpu.cluster, INFERENCE_NAMESPACE, namespace)
         s3 = args.storage.grant(PRINCIPAL, here)
         ca = args.storage.site_ca(here)
-        ipoib = args.gpu.ipoib
+        # Over InfiniBand, the weight sync reaches the object store at its IPoIB address under the S3 host name.
+        ipoib = [{"ip": args.gpu.s3_ipoib_address, "hostnames": [args.storage.s3_host]}] if args.gpu.s3_ipoib_address else None
         self.deployments = {
             model: self._model(model, sized[model], s3, ca, [namespace, args.gpu], ipoib) for model in sorted(inference.models)
         }
@@ -178,7 +180,8 @@ class InferencePool(pulumi.ComponentResource):
     # Models.
 
     def _model(self, model: str, size: ModelCapacity, s3: k8s.core.v1.Secret, ca: SiteCa, depends_on: list[pulumi.Resource],
-               ipoib: bool) -> k8s.apps.v1.Deployment:
+               ipoib: list[dict[str, Any]] | None) -> k8s.apps.v1.Deployment:
+        """A model's vLLM Deployment; `ipoib`, the host aliases of the object store's IPoIB address, attaches the IPoIB network."""
         spec = self._config.models[model]
         labels = {"app.kubernetes.io/name": "vllm", MODEL_LABEL: model}
         tp = size.tensor_parallel
@@ -265,6 +268,7 @@ class InferencePool(pulumi.ComponentResource):
                         "tolerations": [toleration("inference")],
                         "automountServiceAccountToken": False,
                         "securityContext": restricted_pod_security_context(fsGroup=VLLM_USER),
+                        **({"hostAliases": ipoib} if ipoib else {}),
                         "initContainers": init,
                         "containers": [container],
                         "volumes": [

@@ -160,6 +160,9 @@ class StorageCluster(pulumi.ComponentResource):
         store = storage.object_store
         scheme = "https" if store.tls else "http"
         self._s3_internal = s3_endpoint_internal(site.domain, store)
+        self.s3_host = names.S3_HOST(site.domain)
+        """The host name of the internal S3 endpoint, which its certificate names; pods that reach the object store by
+        another address (the IPoIB one) resolve this name to it, so TLS still verifies."""
         self._catalog_uri = catalog_uri(site.domain, storage.polaris)
         self._credentials: dict[str, _Credentials] = {}
         self._principals: dict[str, _Principal] = {}

@@ -7,7 +7,8 @@ config; the manager's quotas are the sum of its workers' (computed, never typed 
 inference is not Kueue-managed: training flavors select training nodes only, and every Kueue cluster (the manager
 too) has the site's Topology, which every training flavor names for topology-aware placement. Airflow on compute
 submits through a ServiceAccount per GPU cluster that may only create, watch and delete jobs in team
-namespaces; its kubeconfig arrives as a Secret in compute's `airflow` namespace.
+namespaces; its kubeconfig arrives as a Secret in compute's `airflow` namespace. Every team namespace on a GPU
+cluster holds the ConfigMap `nccl` with that cluster's NCCL settings (NCCL_IB_SL), which jobs load with envFrom.
 """
 
 from __future__ import annotations
@@ -22,10 +23,25 @@ import yaml
 
 from components import versions
 from components.config import AdoptConfig, TeamQuota, TrainingConfig, names
-from components.constants import AIRFLOW_NAMESPACE, ENGINE_LABEL, KUEUE_NAMESPACE, TEAM_LABEL, polaris_secret, s3_secret, submitter_kubeconfig_secret
+from components.constants import (
+    AIRFLOW_NAMESPACE,
+    ENGINE_LABEL,
+    KUEUE_NAMESPACE,
+    TEAM_LABEL,
+    polaris_secret,
+    s3_secret,
+    submitter_kubeconfig_secret,
+)
 from components.data_access import TRAINING
-from components.kube import Adoption, FlatCustomResource, helm_release, namespace, restricted_container, restricted_pod_security_context
-from components.gpu import GPU_TYPE_LABEL, POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
+from components.gpu import GPU_TYPE_LABEL, NCCL_CONFIG, POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
+from components.kube import (
+    Adoption,
+    FlatCustomResource,
+    helm_release,
+    namespace,
+    restricted_container,
+    restricted_pod_security_context,
+)
 from components.providers import ClusterRef, NamespaceRef, SiteRef
 from components.storage import StorageCluster
 
@@ -328,7 +344,15 @@ class TrainingPool(pulumi.ComponentResource):
             self._cr(cluster, f"localqueue-{team}", "LocalQueue", {"name": LOCAL_QUEUE, "namespace": ns_name},
                      {"clusterQueue": ns_name}, depends_on=[ns])
             if not is_manager:  # pods run on workers: data by reference, read with the team's own training keys
-                self._storage.training_grants(team, NamespaceRef(self._clusters[cluster], ns_name, ns))
+                team_ns = NamespaceRef(self._clusters[cluster], ns_name, ns)
+                self._storage.training_grants(team, team_ns)
+                # The cluster's NCCL settings (its fabric's service level), wherever MultiKueue places a job.
+                k8s.core.v1.ConfigMap(
+                    f"{self._name}-{cluster}-{ns_name}-nccl",
+                    metadata={"name": NCCL_CONFIG, "namespace": ns_name, "labels": {"fab.internal/team": team}},
+                    data=self._gpus[cluster].nccl_env,
+                    opts=self._on(cluster, [ns]),
+                )
 
     def _flavor_quota(self, flavor: str, cluster: str, team_quotas: dict[str, TeamQuota], quota: TeamQuota) -> dict[str, Any]:
         """One flavor's quotas; on the manager, each flavor gets the sum over the workers that have it."""
@@ -462,7 +486,9 @@ def example_job(catalog_uri: str, warehouse: str) -> dict[str, Any]:
                                 {"name": "ICEBERG_TABLE", "value": "fab.yield.wafer_features"},
                                 {"name": "ICEBERG_SNAPSHOT_ID", "value": "4187342123553412345"},
                             ],
-                            envFrom=[{"secretRef": {"name": s3_secret(TRAINING)}}, {"secretRef": {"name": polaris_secret(TRAINING)}}],
+                            # The team's S3 and Polaris keys, and the NCCL settings of whichever GPU cluster runs the job.
+                            envFrom=[{"secretRef": {"name": s3_secret(TRAINING)}}, {"secretRef": {"name": polaris_secret(TRAINING)}},
+                                     {"configMapRef": {"name": NCCL_CONFIG}}],
                             resources={
                                 "requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "1"},
                                 "limits": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "1"},

@@ -15,8 +15,15 @@ from rules.credentials import (
     team_namespace_own_credentials,
     team_policy_own_prefixes,
 )
-from rules.gpu import gpu_lb_private_only, no_gpu_outside_gpu_clusters, training_ib_nccl_only, training_kueue_managed
+from rules.gpu import gpu_lb_private_only, no_gpu_outside_gpu_clusters, training_kueue_managed
 from rules.gpu_routes import no_gpu_helm_values, no_gpu_spark_applications, no_gpu_spark_conf
+from rules.infiniband import (
+    ipoib_not_in_training_namespaces,
+    ipoib_partition_key,
+    ipoib_weights_route,
+    training_ib_nccl_only,
+    training_nccl_service_level,
+)
 from rules.kueue import (
     multikueue_not_own_worker,
     multikueue_quota_sum,
@@ -26,7 +33,13 @@ from rules.kueue import (
     training_flavor_topology,
     training_preemptible,
 )
-from rules.network import credentials_have_flow, cross_cluster_default_deny, flow_direction, gateway_local_traffic, routes_authenticated
+from rules.network import (
+    credentials_have_flow,
+    cross_cluster_default_deny,
+    flow_direction,
+    gateway_local_traffic,
+    routes_authenticated,
+)
 from rules.priorities import priority_class_exists, serving_not_preemptible, training_below_serving
 from rules.storage import bucket_least_privilege, replication_gold_only, residency, stateful_protected, versioned_artifacts
 from rules.workloads import (
@@ -73,6 +86,10 @@ POLICIES = [
     serving_no_queue_label,
     training_kueue_managed,
     training_ib_nccl_only,
+    ipoib_not_in_training_namespaces,
+    ipoib_partition_key,
+    ipoib_weights_route,
+    training_nccl_service_level,
     pinned_versions,
     pod_security,
     no_plaintext_secrets,

@@ -35,7 +35,7 @@ EXPECTED_RULES = {
     "fab-multikueue-quota-sum": "mandatory",
     "fab-serving-not-preemptible": "mandatory",
     "fab-training-kueue-managed": "advisory",
-    "fab-training-ib-nccl-only": "advisory",
+    "fab-training-ib-nccl-only": "mandatory",
     "fab-pinned-versions": "mandatory",
     "fab-pod-security": "mandatory",
     "fab-no-plaintext-secrets": "mandatory",
@@ -65,6 +65,10 @@ EXPECTED_RULES = {
     "fab-privileged-allow-listed": "mandatory",
     "fab-privileged-namespace-allow-listed": "mandatory",
     "fab-replication-gold-only": "mandatory",
+    "fab-ipoib-not-in-training-namespaces": "mandatory",
+    "fab-ipoib-partition-key": "mandatory",
+    "fab-ipoib-weights-route": "mandatory",
+    "fab-training-nccl-service-level": "mandatory",
 }
 
 
@@ -194,6 +198,22 @@ def unqueued_job(rs):
 def ipoib_for_training(rs):
     pool = find(rs, ":IPPool", "gpu-gpu-ipoib-pool")
     pool["inputs"]["spec"]["nodeSelector"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] = ["training"]
+
+
+def ipoib_in_team_namespace(rs):
+    find(rs, ":IPoIBNetwork", "gpu-gpu-ipoib-network")["inputs"]["spec"]["networkNamespace"] = "team-fdc"
+
+
+def ipoib_default_partition(rs):
+    find(rs, ":IPoIBNetwork", "gpu-gpu-ipoib-network")["inputs"]["spec"]["master"] = "ib0"
+
+
+def weights_over_ethernet(rs):
+    del find(rs, ":Deployment", "inference-vllm-qwen3-8b")["inputs"]["spec"]["template"]["spec"]["hostAliases"]
+
+
+def nccl_without_service_level(rs):
+    del find(rs, ":ConfigMap", "training-gpu-train-team-yield-nccl")["inputs"]["data"]["NCCL_IB_SL"]
 
 
 def floating_chart(rs):
@@ -390,6 +410,10 @@ PLAN_EDITS = {
     "fab-privileged-allow-listed": privileged_serving,
     "fab-privileged-namespace-allow-listed": privileged_storage_namespace,
     "fab-replication-gold-only": raw_copied_out,
+    "fab-ipoib-not-in-training-namespaces": ipoib_in_team_namespace,
+    "fab-ipoib-partition-key": ipoib_default_partition,
+    "fab-ipoib-weights-route": weights_over_ethernet,
+    "fab-training-nccl-service-level": nccl_without_service_level,
 }
 
 

@@ -7,9 +7,8 @@ import json
 
 import pytest
 from policy_fixtures import SAFE, check, k8s, kube, pod, resource
-
 from rules import POLICIES
-from rules.gpu import gpu_lb_private_only, no_gpu_outside_gpu_clusters, training_ib_nccl_only, training_kueue_managed
+from rules.gpu import gpu_lb_private_only, no_gpu_outside_gpu_clusters, training_kueue_managed
 from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
 from rules.network import cross_cluster_default_deny, gateway_local_traffic, routes_authenticated
 from rules.storage import bucket_least_privilege, residency, stateful_protected, versioned_artifacts
@@ -285,31 +284,7 @@ def test_fails_when_a_training_job_has_no_local_queue():
     ]
 
 
-def ipoib(namespace: str) -> dict:
-    return k8s("IPoIBNetwork", "ipoib", api="mellanox.com/v1alpha1", spec={"networkNamespace": namespace})
-
-
-def test_ipoib_for_inference_passes():
-    assert check(training_ib_nccl_only, kube(ipoib("inference"), "site-a-gpu")) == []
-
-
-def test_fails_when_training_namespaces_get_storage_over_infiniband():
-    assert check(training_ib_nccl_only, kube(ipoib("team-yield"), "site-a-gpu")) == [
-        "IPoIBNetwork ipoib gives training namespace team-yield storage traffic over InfiniBand; set an IB QoS service level "
-        "or keep training storage on the Ethernet bond"
-    ]
-
-
-def test_fails_when_training_nodes_get_ipoib_addresses():
-    pool = k8s("IPPool", "ipoib", "nvidia-network-operator", api="nv-ipam.nvidia.com/v1alpha1", spec={"nodeSelector": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "fab.internal/gpu-pool", "operator": "In", "values": ["training"]}]}]}})
-    assert check(training_ib_nccl_only, kube(pool, "site-a-gpu")) == [
-        "IPPool ipoib hands IPoIB addresses to training nodes; InfiniBand on training nodes is for NCCL only"
-    ]
-
-
-def test_a_qos_service_level_allows_storage_over_infiniband():
-    assert check(training_ib_nccl_only, kube(ipoib("team-yield"), "site-a-gpu"), {"storageQosServiceLevel": 3}) == []
+# fab-training-ib-nccl-only and the other InfiniBand rules: tests/policies/test_infiniband.py
 
 
 # fab-pinned-versions ----------------------------------------------------------------------

@@ -49,11 +49,7 @@ def gpu_problems(site: SiteConfig) -> Iterator[Problem]:
                     yield ("gpu", key, "nodes", node_name, "pool"), (
                         f"'inference' is not allowed on gpu-train cluster {key}: it trains only; serve from a gpu cluster"
                     )
-        ib = spec.infiniband
-        if ib.inference_weights_over_ib and ib.ipoib_range is None and key == site.inference.cluster:
-            yield ("gpu", key, "infiniband", "ipoib_range"), (
-                "is required while inference_weights_over_ib is true: give the IPoIB network an address range"
-            )
+        yield from _infiniband_problems(site, key)
     yield from _inference_problems(site)
 
 
@@ -68,6 +64,65 @@ def _host_access_problems(site: SiteConfig, gpu_keys: list[str]) -> Iterator[Pro
                 f"every GPU cluster; the policy pack allows host access only in the namespaces listed here, so add "
                 f"{'it' if len(missing) == 1 else 'them'}"
             )
+
+
+_WEIGHTS_OVER_IB_NEEDS = {
+    "ipoib_range": "give the IPoIB network an address range",
+    "ipoib_partition_key": "IPoIB is invisible to Cilium, so the network stays in a partition of its own (0x0001-0x7ffe)",
+    "s3_ipoib_address": "the weight sync reaches the object store at its IPoIB address, or it still goes over Ethernet",
+    "storage_qos_service_level": "storage traffic on InfiniBand gets a service level of its own, apart from NCCL's",
+}
+"""What loading weights over InfiniBand needs, and why."""
+
+
+def _infiniband_problems(site: SiteConfig, key: str) -> Iterator[Problem]:
+    """Training nodes keep InfiniBand for NCCL; weights load over it only on the inference cluster, and only in a way
+    that routes: an IPoIB network in its own partition and service level, and an IPoIB address of the object store."""
+    ib = site.gpu[key].infiniband
+    path = ("gpu", key, "infiniband")
+    if not ib.inference_weights_over_ib:
+        for field in _WEIGHTS_OVER_IB_NEEDS:
+            if getattr(ib, field) is not None:
+                yield (*path, field), (
+                    "is set but inference_weights_over_ib is false, so nothing uses it (weights load from the Ethernet S3 "
+                    "endpoint); remove it, or turn inference_weights_over_ib on"
+                )
+        return
+    if key != site.inference.cluster:
+        yield (*path, "inference_weights_over_ib"), (
+            f"is true on {key}, which does not serve inference (inference.cluster is {site.inference.cluster!r}): training "
+            "nodes keep InfiniBand for NCCL only; set it on the inference cluster or remove it"
+        )
+        return
+    if site.storage.object_store.install:
+        yield (*path, "inference_weights_over_ib"), (
+            "is true but storage.object_store.install is true: an object store this program installs answers S3 on the "
+            "storage cluster's network only, never on IPoIB, so the weights would still load over Ethernet; keep it false"
+        )
+        return
+    missing = False
+    for field, why in _WEIGHTS_OVER_IB_NEEDS.items():
+        if getattr(ib, field) is None:
+            missing = True
+            yield (*path, field), f"is required while inference_weights_over_ib is true: {why}"
+    if missing:
+        return
+    address, network = ib.s3_ipoib_address, ib.ipoib_range
+    if address not in network:
+        yield (*path, "s3_ipoib_address"), (
+            f"{address} is not in ipoib_range ({network}): the weight sync reaches the object store over the IPoIB network, "
+            "so its address is one of that network's"
+        )
+    elif network.prefixlen <= 30 and address in (network.network_address, network.broadcast_address):
+        yield (*path, "s3_ipoib_address"), (
+            f"{address} is the {'network' if address == network.network_address else 'broadcast'} address of ipoib_range "
+            f"({network}); give the object store's host address"
+        )
+    if ib.storage_qos_service_level == ib.nccl_service_level:
+        yield (*path, "storage_qos_service_level"), (
+            f"{ib.storage_qos_service_level} is also nccl_service_level: storage and NCCL traffic need different service "
+            "levels, so that the subnet manager keeps storage off NCCL's virtual lane"
+        )
 
 
 def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
