@@ -2,6 +2,15 @@
 
 from rules.gpu import no_gpu_outside_gpu_clusters, gpu_lb_private_only, serving_not_preemptible, training_ib_nccl_only, training_kueue_managed
 from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
+from rules.gateway import (
+    gateway_default_deny,
+    gateway_jwt_audience,
+    gateway_jwt_issuer,
+    gateway_jwt_jwks,
+    gateway_rate_limit_backend,
+    gateway_rate_limits_global,
+    gateway_team_rate_limits,
+)
 from rules.network import credentials_have_flow, cross_cluster_default_deny, gateway_local_traffic, routes_authenticated
 from rules.storage import bucket_least_privilege, residency, single_catalog_authority, stateful_protected, versioned_artifacts
 from rules.workloads import host_network_allow_listed, no_plaintext_secrets, pinned_versions, pod_security
@@ -11,6 +20,13 @@ POLICIES = [
     gpu_lb_private_only,
     gateway_local_traffic,
     routes_authenticated,
+    gateway_jwt_issuer,
+    gateway_jwt_jwks,
+    gateway_jwt_audience,
+    gateway_default_deny,
+    gateway_team_rate_limits,
+    gateway_rate_limits_global,
+    gateway_rate_limit_backend,
     cross_cluster_default_deny,
     credentials_have_flow,
     host_network_allow_listed,
