@@ -8,11 +8,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from helpers import render_small
+from policy_fixtures import check, k8s, kube
+from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE
+from rules.network import gateway_local_traffic
+from small_site import full_site
 
+from fabctl._mockrun import UNKNOWN_VALUE
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan
-from helpers import render_small
-from small_site import full_site
 
 ROUTE = "HTTPRoute inference/vllm-qwen3-8b on site-t-gpu"
 POLICY = "SecurityPolicy inference/vllm-qwen3-8b on site-t-gpu"
@@ -312,22 +316,15 @@ def test_fails_when_the_rate_limit_backend_port_is_not_the_services(stub, full_p
 # Values unknown during a preview -----------------------------------------------------------------
 
 def test_the_local_traffic_rule_fails_closed_on_an_unknown_service():
-    from policy_fixtures import check, k8s, kube
-    from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE
-
-    from rules.network import gateway_local_traffic
-
     proxy = k8s("EnvoyProxy", "llm", "envoy-gateway-system", api="gateway.envoyproxy.io/v1alpha1",
                 spec={"provider": {"type": "Kubernetes", "kubernetes": {"envoyService": UNKNOWN_OBJECT_VALUE}}})
-    assert check(gateway_local_traffic, kube(proxy, "site-a-gpu")) == [
+    assert check(gateway_local_traffic, kube(proxy, "site-a-gpu")) == [(
         "EnvoyProxy llm: .spec.provider.kubernetes.envoyService can't be known during preview, and this rule decides on it, so "
         "it fails closed; compute the value in the program instead of from another resource's output"
-    ]
+    )]
 
 
 def test_the_issuer_rule_fails_closed_on_an_unknown_issuer(stub, full_plan):
-    from fabctl._mockrun import UNKNOWN_VALUE
-
     def edit(rs):
         provider(rs)["issuer"] = UNKNOWN_VALUE
 
