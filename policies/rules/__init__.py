@@ -15,6 +15,15 @@ from rules.credentials import (
     team_namespace_own_credentials,
     team_policy_own_prefixes,
 )
+from rules.gateway import (
+    gateway_default_deny,
+    gateway_jwt_audience,
+    gateway_jwt_issuer,
+    gateway_jwt_jwks,
+    gateway_rate_limit_backend,
+    gateway_rate_limits_global,
+    gateway_team_rate_limits,
+)
 from rules.gpu import gpu_lb_private_only, no_gpu_outside_gpu_clusters, training_kueue_managed
 from rules.gpu_routes import no_gpu_helm_values, no_gpu_spark_applications, no_gpu_spark_conf
 from rules.infiniband import (
@@ -59,6 +68,13 @@ POLICIES = [
     gpu_lb_private_only,
     gateway_local_traffic,
     routes_authenticated,
+    gateway_jwt_issuer,
+    gateway_jwt_jwks,
+    gateway_jwt_audience,
+    gateway_default_deny,
+    gateway_team_rate_limits,
+    gateway_rate_limits_global,
+    gateway_rate_limit_backend,
     cross_cluster_default_deny,
     flow_direction,
     credentials_have_flow,

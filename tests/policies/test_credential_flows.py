@@ -12,15 +12,15 @@ import copy
 import dataclasses
 
 import pytest
+from helpers import render_config
 from policy_fixtures import check, k8s, kube
 from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_OBJECT_VALUE
+from rules.network import credentials_have_flow
+from small_site import small_site
 
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan
 from fabctl.stackfile import SITE_KEY
-from helpers import render_config
-from rules.network import credentials_have_flow
-from small_site import small_site
 
 STORAGE, COMPUTE, GPU, GPU_TRAIN = "site-a-storage", "site-a-compute", "site-a-gpu", "site-a-gpu-train"
 FAILS_CLOSED = ("can't be known during preview, and this rule decides on it, so it fails closed; compute the value in the "

@@ -20,7 +20,7 @@ LEVELS = {0: "advisory", 1: "mandatory"}
 EXPECTED_RULES = {
     "fab-no-gpu-outside-gpu-clusters": "mandatory",
     "fab-gpu-lb-private-only": "mandatory",
-    "fab-gateway-local-traffic": "advisory",
+    "fab-gateway-local-traffic": "mandatory",
     "fab-routes-authenticated": "mandatory",
     "fab-cross-cluster-default-deny": "mandatory",
     "fab-flow-direction": "mandatory",
@@ -69,6 +69,13 @@ EXPECTED_RULES = {
     "fab-ipoib-partition-key": "mandatory",
     "fab-ipoib-weights-route": "mandatory",
     "fab-training-nccl-service-level": "mandatory",
+    "fab-gateway-jwt-issuer": "mandatory",
+    "fab-gateway-jwt-jwks": "mandatory",
+    "fab-gateway-jwt-audience": "mandatory",
+    "fab-gateway-default-deny": "mandatory",
+    "fab-gateway-team-rate-limits": "mandatory",
+    "fab-gateway-rate-limits-global": "mandatory",
+    "fab-gateway-rate-limit-backend": "mandatory",
 }
 
 
@@ -362,6 +369,42 @@ def raw_copied_out(rs):
     sync["args"] = ["mirror", "--overwrite", "models/site-t-raw-fdc", "peer/site-u-replica/site-t-raw-fdc"]
 
 
+def jwt_provider(rs):
+    return find(rs, ":SecurityPolicy", "inference-jwt-qwen3-8b")["inputs"]["spec"]["jwt"]["providers"][0]
+
+
+def foreign_issuer(rs):
+    jwt_provider(rs)["issuer"] = "https://keycloak.example.com/realms/fab"
+
+
+def foreign_keys(rs):
+    jwt_provider(rs)["remoteJWKS"]["uri"] = "https://keycloak.example.com/realms/fab/protocol/openid-connect/certs"
+
+
+def any_audience(rs):
+    jwt_provider(rs)["audiences"] = []
+
+
+def allow_by_default(rs):
+    find(rs, ":SecurityPolicy", "inference-jwt-qwen3-8b")["inputs"]["spec"]["authorization"]["defaultAction"] = "Allow"
+
+
+def unlimited_team(rs):
+    limits = find(rs, ":BackendTrafficPolicy", "inference-ratelimit-qwen3-8b")["inputs"]["spec"]["rateLimit"]
+    for scope in ("global", "local"):
+        limits[scope]["rules"][0]["clientSelectors"][0]["headers"].append(
+            {"name": "x-fab-team", "type": "Exact", "value": "yield", "invert": True})
+
+
+def local_limits(rs):
+    spec = find(rs, ":BackendTrafficPolicy", "inference-ratelimit-qwen3-8b")["inputs"]["spec"]
+    spec["rateLimit"] = {"local": spec["rateLimit"]["global"]}
+
+
+def no_rate_limit_backend(rs):
+    del find(rs, ":Release", "inference-envoy-gateway")["inputs"]["values"]["config"]
+
+
 PLAN_EDITS = {
     "fab-no-gpu-outside-gpu-clusters": gpu_on_compute,
     "fab-gpu-lb-private-only": public_gpu_vip,
@@ -414,6 +457,13 @@ PLAN_EDITS = {
     "fab-ipoib-partition-key": ipoib_default_partition,
     "fab-ipoib-weights-route": weights_over_ethernet,
     "fab-training-nccl-service-level": nccl_without_service_level,
+    "fab-gateway-jwt-issuer": foreign_issuer,
+    "fab-gateway-jwt-jwks": foreign_keys,
+    "fab-gateway-jwt-audience": any_audience,
+    "fab-gateway-default-deny": allow_by_default,
+    "fab-gateway-team-rate-limits": unlimited_team,
+    "fab-gateway-rate-limits-global": local_limits,
+    "fab-gateway-rate-limit-backend": no_rate_limit_backend,
 }
 
 

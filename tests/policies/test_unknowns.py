@@ -11,18 +11,17 @@ import copy
 import dataclasses
 
 import pytest
-
-from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_OBJECT_VALUE
-
-from fabctl._mockrun import UNKNOWN_VALUE
-from fabctl.policy import analyze_with, analyzer
-from fabctl.render import Plan
 from helpers import render_small
 from policy_fixtures import SAFE, check, kube, pod, resource
+from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_OBJECT_VALUE
 from rules._k8s import UNKNOWN, plain, unknown_paths
 from rules.storage import bucket_least_privilege
 from rules.workloads import no_plaintext_secrets, pod_security
 from small_site import small_site
+
+from fabctl._mockrun import UNKNOWN_VALUE
+from fabctl.policy import analyze_with, analyzer
+from fabctl.render import Plan
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +149,6 @@ def test_the_versioning_rule_fails_closed_on_an_unknown_setting_without_crashing
 
 def test_the_flow_rule_fails_closed_on_an_unknown_port():
     from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
-
     from rules.network import flow_direction
 
     rule = {"apiVersion": "cilium.io/v2", "kind": "CiliumClusterwideNetworkPolicy", "metadata": {"name": "fab-flow-s3"},

@@ -138,6 +138,7 @@ def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
         return
     for team in sorted(set(inference.team_requests_per_minute) - set(site.teams)):
         yield (*path, "team_requests_per_minute", team), f"{team!r} is not a team; teams: {', '.join(sorted(site.teams))}"
+    yield from _gateway_size_problems(site)
     yield from _served_name_problems(site)
     bad_models = False
     for name, model in sorted(inference.models.items()):
@@ -176,6 +177,21 @@ def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
             yield where, f"{exc}{suffix}"
         except StopIteration:
             yield ("profiles", profile or "", "node_pools"), f"leaves no inference node on {inference.cluster}{suffix}"
+
+
+GATEWAY_MAX_OWN_RATES = 15
+"""The per-proxy backstop of the rate limits has a rule per team with its own rate plus the default one; Envoy Gateway
+1.9 allows 16 local rules."""
+
+
+def _gateway_size_problems(site: SiteConfig) -> Iterator[Problem]:
+    """What the inference gateway's rate limits can hold (see components/inference.py): the teams' own rates."""
+    own = site.inference.team_requests_per_minute
+    if len(own) > GATEWAY_MAX_OWN_RATES:
+        yield ("inference", "team_requests_per_minute"), (
+            f"{len(own)} teams have their own rate; at most {GATEWAY_MAX_OWN_RATES} can (Envoy Gateway's 16 local rate limit "
+            "rules hold one per team with its own rate and the default); give the others the default requests_per_minute"
+        )
 
 
 def _served_name_problems(site: SiteConfig) -> Iterator[Problem]:

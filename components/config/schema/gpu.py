@@ -197,5 +197,9 @@ class InferenceConfig(_Model):
     reserve_gib: float = Field(2.0, ge=0, le=32, strict=True, description="Memory per GPU kept for activations and CUDA graphs. Defaults to 2.")
     gateway: GatewayConfig
     models: dict[ModelKey, InferenceModelConfig] = Field(min_length=1, description="Served models by name.")
-    requests_per_minute: RequestsPerMinute = Field(600, description="Default rate limit per team. Defaults to 600.")
-    team_requests_per_minute: dict[DnsLabel, RequestsPerMinute] = Field(default_factory=dict, description="Rate limit per team where it differs from the default.")
+    requests_per_minute: RequestsPerMinute = Field(
+        600, description="Requests per minute each team may send to each model, counted once across all gateway replicas. Defaults to 600."
+    )
+    team_requests_per_minute: dict[DnsLabel, RequestsPerMinute] = Field(
+        default_factory=dict, description="Requests per minute to each model for the teams whose rate differs from the default (at most 15 teams)."
+    )
