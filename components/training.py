@@ -221,8 +221,12 @@ class TrainingPool(pulumi.ComponentResource):
             self._multikueue(self._manager, args.config.multikueue.workers)
 
         # Teams submit to the MultiKueue manager, which dispatches to its workers; without it, to the site's main GPU
-        # cluster, the one that serves inference (a configured key, so adding a GPU cluster moves no team's submissions).
-        submit = manager or next(gpu.cluster for gpu in args.gpus.values() if gpu.serves_inference)
+        # cluster, the one that serves inference (a configured key, so adding a GPU cluster moves no team's submissions),
+        # or before the site serves models (phase 1, a single GPU cluster) its first gpu cluster.
+        submit = manager or next(
+            (gpu.cluster for gpu in args.gpus.values() if gpu.serves_inference),
+            next(gpu.cluster for _, gpu in sorted(args.gpus.items()) if gpu.cluster.role == "gpu"),
+        )
         self.submission = pulumi.Output.from_input(
             {
                 team: {"cluster": submit.name, "namespace": team_namespace(team), "local_queue": LOCAL_QUEUE}

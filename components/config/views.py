@@ -84,10 +84,13 @@ class SiteViews:
         return self.training.multikueue.manager or compute
 
     def model_capacity(self, profile: str | None = ...) -> dict[str, Any]:  # type: ignore[assignment]
-        """GPU sizing of every served model (components.capacity); raises CapacityError when one cannot be served."""
+        """GPU sizing of every served model (components.capacity), none without inference; raises CapacityError when
+        one cannot be served."""
         from components import capacity
 
         inference = self.inference
+        if inference is None:
+            return {}
         nodes = self.pool_nodes(inference.cluster, "inference", profile)
         replicas = self.profile(profile).replicas
         first = next(iter(nodes.values()))
@@ -138,7 +141,8 @@ INGRESS_FLOW = "compute-ingress"
 
 
 def default_flows(site: SiteConfig) -> dict[str, Flow]:
-    """The design's four flows for the site's clusters (DESIGN section 2, network rules)."""
+    """The design's four flows for the site's clusters (DESIGN section 2, network rules); the inference gateway's only
+    where the site serves models."""
     storage = site.keys_with_role("storage")
     compute = site.keys_with_role("compute")
     gpus = site.keys_with_role(*GPU_ROLES)
@@ -152,12 +156,12 @@ def default_flows(site: SiteConfig) -> dict[str, Flow]:
             description="Compute and GPU pods use the Polaris Iceberg REST catalog.",
             sources=compute + gpus, to=storage, port=polaris.port, to_namespace=polaris.namespace,
         ),
-        INFERENCE_FLOW: Flow(
+        **({INFERENCE_FLOW: Flow(
             # Envoy Gateway runs the proxy unprivileged and maps listener ports below 1024 to port + 10000.
             description="Compute apps call the inference gateway (OpenAI-compatible, JWT).",
             sources=compute, to=site.keys_with_role("gpu"), port=HTTPS_PORT, target_port=ENVOY_HTTPS_TARGET_PORT,
             to_namespace=GATEWAY_NAMESPACE, to_labels=ENVOY_PROXY_LABELS,
-        ),
+        )} if site.inference is not None else {}),
         MULTIKUEUE_FLOW: Flow(
             description="The MultiKueue manager on compute dispatches workloads to the GPU clusters' API servers.",
             sources=compute, to=gpus, port=KUBE_APISERVER_PORT, target="kube-apiserver",
@@ -241,7 +245,8 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
     # Training pods run on the GPU clusters; the MultiKueue manager (compute) only holds queues.
     for cluster in site.keys_with_role(*GPU_ROLES):
         holds(cluster, "training", catalog=True)
-    holds(site.inference.cluster, "inference", catalog=False)
+    if site.inference is not None:
+        holds(site.inference.cluster, "inference", catalog=False)
     federation = site.federation
     replicating = any(spec.replicate_gold and name in federation.linked for name, spec in federation.consumers.items())
     for cluster in site.keys_with_role("storage"):

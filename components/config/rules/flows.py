@@ -37,13 +37,15 @@ def services(site: SiteConfig) -> dict[str, Service]:
     storage = site.keys_with_role("storage")
     store, polaris = site.storage.object_store, site.storage.polaris
     gateway = f"Envoy Gateway maps {HTTPS_PORT} to {ENVOY_HTTPS_TARGET_PORT}"
+    # Without inference (phase 1) nothing serves behind an `inference` flow: the flow is then not checked against it.
+    serving = [site.inference.cluster] if site.inference is not None else []
     return {
         S3_FLOW: Service("the object store's S3 endpoint", store.s3_port, "storage.object_store.s3_port", store.s3_port,
                          store.namespace, "storage.object_store.namespace", storage),
         POLARIS_FLOW: Service("the Polaris REST endpoint", polaris.port, "storage.polaris.port", polaris.port,
                               polaris.namespace, "storage.polaris.namespace", storage),
-        INFERENCE_FLOW: Service("the inference gateway", HTTPS_PORT, "its HTTPS listener", ENVOY_HTTPS_TARGET_PORT,
-                                GATEWAY_NAMESPACE, gateway, [site.inference.cluster]),
+        **({INFERENCE_FLOW: Service("the inference gateway", HTTPS_PORT, "its HTTPS listener", ENVOY_HTTPS_TARGET_PORT,
+                                    GATEWAY_NAMESPACE, gateway, serving)} if serving else {}),
         INGRESS_FLOW: Service("the compute ingress", HTTPS_PORT, "its HTTPS listener", ENVOY_HTTPS_TARGET_PORT,
                               GATEWAY_NAMESPACE, gateway, site.keys_with_role("compute")),
     }
@@ -53,6 +55,11 @@ def service_flow_problems(site: SiteConfig) -> Iterator[Problem]:
     """The flows named s3, polaris, inference and compute-ingress open their service's port, pods and cluster; the
     first problem of each, of those the flow rules accept."""
     sound = sound_flows(site)
+    if site.inference is None and INFERENCE_FLOW in sound:
+        yield ("flows", INFERENCE_FLOW), (
+            "opens the inference gateway's port, but the site serves no models (no inference section); remove the flow "
+            "until the site serves models"
+        )
     for name, service in services(site).items():
         if name in sound:
             yield from islice(_service_problems(site, name, service), 1)

@@ -16,6 +16,11 @@ if TYPE_CHECKING:
 
 
 def gpu_problems(site: SiteConfig) -> Iterator[Problem]:
+    if site.inference is None and site.phase >= 2:
+        yield ("inference",), (
+            f"is required from phase 02 (inference) on, and the site is at phase {site.phase}: add the inference section, "
+            "or set phase: 1 while the GPU base is brought up"
+        )
     gpu_keys = set(site.keys_with_role(*GPU_ROLES))
     for key in sorted(set(site.gpu) - gpu_keys):
         role = site.clusters[key].role if key in site.clusters else None
@@ -43,8 +48,14 @@ def gpu_problems(site: SiteConfig) -> Iterator[Problem]:
                     yield ("gpu", key, "nodes", node_name, "pool"), (
                         f"'inference' is not allowed on gpu-train cluster {key}: it trains only; serve from a gpu cluster"
                     )
+        elif site.inference is None and site.phase == 1:
+            for node_name, node in sorted(spec.nodes.items()):
+                if node.pool == "inference":
+                    yield ("gpu", key, "nodes", node_name, "pool"), (
+                        "'inference' but the site serves no models (no inference section): use pool training until it does"
+                    )
         ib = spec.infiniband
-        if ib.inference_weights_over_ib and ib.ipoib_range is None and key == site.inference.cluster:
+        if ib.inference_weights_over_ib and ib.ipoib_range is None and site.inference is not None and key == site.inference.cluster:
             yield ("gpu", key, "infiniband", "ipoib_range"), (
                 "is required while inference_weights_over_ib is true: give the IPoIB network an address range"
             )
@@ -55,6 +66,8 @@ def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
     from components.capacity import CapacityError
 
     inference = site.inference
+    if inference is None:
+        return
     path = ("inference",)
     cluster = site.clusters.get(inference.cluster)
     if cluster is None or cluster.role != "gpu":

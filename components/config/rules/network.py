@@ -192,7 +192,8 @@ def fixed_vips(site: SiteConfig) -> Iterator[tuple[tuple[str | int, ...], Any]]:
     if site.storage.s3.external_vip is not None:
         yield ("storage", "s3", "external_vip"), site.storage.s3.external_vip
     yield ("storage", "polaris", "vip"), site.storage.polaris.vip
-    yield ("inference", "gateway", "vip"), site.inference.gateway.vip
+    if site.inference is not None:
+        yield ("inference", "gateway", "vip"), site.inference.gateway.vip
     yield ("compute", "ingress", "vip"), site.compute.ingress.vip
 
 

@@ -35,9 +35,12 @@ def _profile_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
                 yield (*path, "node_pools", cluster, node), f"{node!r} is not a node of gpu.{cluster}; nodes: {', '.join(sorted(site.gpu[cluster].nodes))}"
             elif pool == "inference" and site.clusters.get(cluster) and site.clusters[cluster].role == "gpu-train":
                 yield (*path, "node_pools", cluster, node), f"'inference' is not allowed on gpu-train cluster {cluster}: it trains only"
+            elif pool == "inference" and site.inference is None:
+                yield (*path, "node_pools", cluster, node), "'inference' but the site serves no models (no inference section)"
+    models = sorted(site.inference.models) if site.inference is not None else []
     for model in sorted(profile.replicas):
-        if model not in site.inference.models:
-            yield (*path, "replicas", model), f"{model!r} is not a served model; models: {', '.join(sorted(site.inference.models))}"
+        if model not in models:
+            yield (*path, "replicas", model), f"{model!r} is not a served model; models: {', '.join(models) or 'none'}"
     yield from _quota_key_problems(site, profile.quotas, (*path, "quotas"))
 
 
