@@ -84,9 +84,11 @@ inference = InferencePool(
         gpu=gpus[site.inference.cluster],
     ),
 ) if site.inference is not None else None
+remote_teams = site.remote_teams(linked_only=True)
 federation = SiteFederation(
     "federation",
-    SiteFederationArgs(site=site_ref, config=site.federation, adopt=site.adopt, minio_provider=providers.minio, storage=storage),
+    SiteFederationArgs(site=site_ref, config=site.federation, adopt=site.adopt, minio_provider=providers.minio, storage=storage,
+                       remote_teams=remote_teams),
 )
 compute = ComputeCluster(
     "compute",
@@ -116,6 +118,9 @@ training = TrainingPool(
         adopt=site.adopt,
         storage=storage,
         airflow_namespace=compute.airflow_namespace,
+        remote_teams=remote_teams,
+        federation=federation,
+        identity=identity,
     ),
 )
 
@@ -131,7 +136,8 @@ pulumi.export("data", storage.data)
 pulumi.export("artifacts", storage.artifacts)
 pulumi.export("serving", inference.serving if inference else None)
 pulumi.export("capacity", inference.capacity if inference else {})
-pulumi.export("training", {"submission": training.submission, "example_job": training.example_job, "profile": site.active_profile})
+pulumi.export("training", {"submission": training.submission, "remote_submission": training.remote_submission,
+                           "example_job": training.example_job, "profile": site.active_profile})
 pulumi.export("gpu_pools", {key: gpu.pools for key, gpu in gpus.items()})
 pulumi.export("ui_urls", compute.ui_urls)
 pulumi.export("federation", federation.exports)

@@ -28,6 +28,26 @@ if TYPE_CHECKING:
     from components.config.site import SiteConfig
 
 
+@dataclasses.dataclass(frozen=True)
+class RemoteTeam:
+    """A peer's team that trains on this site's GPU clusters (`federation.peers.<peer>.remote_training`)."""
+
+    peer: str
+    team: str
+    quotas: dict[str, TeamQuota]
+    """GPU cluster -> quota; none on the others."""
+
+    @property
+    def namespace(self) -> str:
+        """Its namespace and ClusterQueue on every Kueue cluster, and its prefix of the checkpoints bucket."""
+        return names.REMOTE_TEAM_NAMESPACE(self.team, self.peer)
+
+    @property
+    def group(self) -> str:
+        """Its Keycloak group in this site's realm."""
+        return names.REMOTE_TEAM_GROUP(self.team, self.peer)
+
+
 class SiteViews:
     """Derived views of a site, mixed into SiteConfig: they read its fields and change nothing."""
 
@@ -74,6 +94,15 @@ class SiteViews:
         for team, clusters in self.profile(profile).quotas.items():
             merged.setdefault(team, {}).update(clusters)
         return {team: dict(sorted(clusters.items())) for team, clusters in sorted(merged.items())}
+
+    def remote_teams(self, linked_only: bool = False) -> dict[str, RemoteTeam]:
+        """Peers' teams that train here, by namespace; with `linked_only`, those of linked peers (the ones set up)."""
+        peers = self.federation.peers
+        return {
+            team.namespace: team
+            for peer, spec in sorted(peers.items()) if not linked_only or peer in self.federation.linked
+            for team in (RemoteTeam(peer, name, dict(sorted(quotas.items()))) for name, quotas in sorted(spec.remote_training.items()))
+        }
 
     def kueue_clusters(self) -> list[str]:
         """Clusters running Kueue: every GPU cluster, and the MultiKueue manager when enabled."""
@@ -215,7 +244,8 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
 
     - the compute cluster: each enabled engine of components/engines with bucket access (S3) or a catalog
       role (Polaris), as it declares them;
-    - every gpu and gpu-train cluster: training, in each team's namespace (S3 and Polaris);
+    - every gpu and gpu-train cluster: training, in each team's namespace (S3 and Polaris), and remote-training, in
+      each linked peer's team's namespace (S3 only: the peer's replica and the team's checkpoint prefix);
     - the inference cluster: inference, which loads model weights (S3);
     - the storage cluster: polaris and postgres-backup, and replication while a linked consumer takes
       copies of gold (S3).
@@ -243,8 +273,11 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
             if engine.config(site.compute).enabled:
                 holds(cluster, engine.name, keys=engine.buckets is not None, catalog=engine.catalog_role is not None)
     # Training pods run on the GPU clusters; the MultiKueue manager (compute) only holds queues.
+    remote = bool(site.remote_teams(linked_only=True))
     for cluster in site.keys_with_role(*GPU_ROLES):
         holds(cluster, "training", catalog=True)
+        if remote:
+            holds(cluster, "remote-training", catalog=False)
     if site.inference is not None:
         holds(site.inference.cluster, "inference", catalog=False)
     federation = site.federation

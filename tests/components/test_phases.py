@@ -209,3 +209,14 @@ def test_scaling_out_keeps_the_serving_url_and_each_teams_namespace_and_queue():
     assert after.outputs["serving"] == before.outputs["serving"]
     kept = lambda plan: {team: (s["namespace"], s["local_queue"]) for team, s in plan.outputs["training"]["submission"].items()}
     assert kept(before) and kept(after) == kept(before)
+
+
+def test_fails_when_hosting_a_peers_team_comes_before_phase_5():
+    site = at_phase(4)
+    site["federation"] = {"peers": {"site-u": {"remote_training": {"yield": {"gpu": {"gpus": 8}}}}},
+                          "ranges": {"site-u": ["172.20.0.0/16"]}}
+    assert config_errors(site) == [
+        "fab-platform:site.federation.peers.site-u.remote_training: gives site-u's yield GPU quota here: GPU training across "
+        "sites comes in phase 05 (scale-out) and the site is at phase 4; do without it until phase 04 is done and phase is "
+        "5 (docs/roadmap.md), or list remote-training in early_features"
+    ]

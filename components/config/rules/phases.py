@@ -65,6 +65,10 @@ def _remote_training(site: SiteConfig) -> Iterator[Use]:
         if consumer.remote_training_teams:
             yield (("federation", "consumers", name, "remote_training_teams"),
                    f"lets {', '.join(consumer.remote_training_teams)} train on {name}'s GPUs")
+    for name, peer in sorted(site.federation.peers.items()):
+        if peer.remote_training:
+            yield (("federation", "peers", name, "remote_training"),
+                   f"gives {name}'s {', '.join(sorted(peer.remote_training))} GPU quota here")
 
 
 def _storage_over_ib(site: SiteConfig) -> Iterator[Use]:

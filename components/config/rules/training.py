@@ -51,10 +51,10 @@ def _quota_key_problems(site: SiteConfig, quotas: dict[str, dict[str, TeamQuota]
         for cluster, quota in sorted(clusters.items()):
             if cluster not in site.gpu:
                 yield (*path, team, cluster), f"{cluster!r} is not a GPU cluster with a gpu section; known: {', '.join(sorted(site.gpu))}"
-            yield from _lending_problems(quota, (*path, team, cluster))
+            yield from lending_problems(quota, (*path, team, cluster))
 
 
-def _lending_problems(quota: TeamQuota, path: tuple[str | int, ...]) -> Iterator[Problem]:
+def lending_problems(quota: TeamQuota, path: tuple[str | int, ...]) -> Iterator[Problem]:
     """Kueue's ClusterQueue webhook refuses a lendingLimit above the nominalQuota. (Borrowing and lending limits also
     need a cohort; every team's ClusterQueue is in the site's cohort, so that one cannot fail.)"""
     lend = quota.lending_limit_gpus
@@ -127,8 +127,9 @@ def _multikueue_problems(site: SiteConfig) -> Iterator[Problem]:
 
 
 def _quota_capacity_problems(site: SiteConfig, profile: str | None) -> Iterator[Problem]:
-    """Nominal GPU quotas must fit the training pool of each cluster; borrowing only moves unused quota around."""
-    quotas = site.team_quotas(profile)
+    """Nominal GPU quotas must fit the training pool of each cluster; borrowing only moves unused quota around. Peers'
+    teams (`federation.peers.<peer>.remote_training`) count as well, under every profile."""
+    quotas = {**site.team_quotas(profile), **{f"{t.peer}/{t.team}": t.quotas for t in site.remote_teams().values()}}
     suffix = "" if profile is None else f" (profile {profile})"
     where = ("training", "quotas") if profile is None else ("profiles", profile, "quotas")
     for cluster in sorted(site.gpu):

@@ -32,7 +32,7 @@ class AdoptConfig(_Model):
     buckets: list[BucketName] = Field(default_factory=list, description="Buckets (of `storage.buckets`, or federation replicas) that exist in the object store. Defaults to none.")
     minio_users: list[str] = Field(
         default_factory=list,
-        description="MinIO users of the platform (`fab-<engine>`, `fab-replica-<site>`) that exist; creating one would "
+        description="MinIO users of the platform (`fab-<engine>`, `fab-replica-<site>`, `fab-remote-<site>-<team>`) that exist; creating one would "
         "reset its secret. Defaults to none.",
     )
     minio_policies: list[str] = Field(
