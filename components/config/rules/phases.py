@@ -46,7 +46,7 @@ def _multikueue(site: SiteConfig) -> Iterator[Use]:
         yield ("training", "multikueue", "enabled"), "true makes compute a MultiKueue manager"
 
 
-def first_gpu_cluster(site: SiteConfig) -> str | None:
+def _first_gpu_cluster(site: SiteConfig) -> str | None:
     """The GPU cluster a site starts with: the one that serves inference, else its first gpu cluster."""
     if site.inference is not None and site.inference.cluster in site.clusters:
         return site.inference.cluster
@@ -54,7 +54,7 @@ def first_gpu_cluster(site: SiteConfig) -> str | None:
 
 
 def _more_gpu_clusters(site: SiteConfig) -> Iterator[Use]:
-    first = first_gpu_cluster(site)
+    first = _first_gpu_cluster(site)
     for key in site.keys_with_role(*GPU_ROLES):
         if key != first:
             yield ("clusters", key, "role"), f"{site.clusters[key].role!r} adds GPU cluster {key} to {first or 'none'}"
