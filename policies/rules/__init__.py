@@ -1,5 +1,6 @@
 """The fab-platform rules, one Policy each, in the order of the README's rule table."""
 
+from rules.federation import remote_training_replica_only
 from rules.gpu import no_gpu_outside_gpu_clusters, gpu_lb_private_only, serving_not_preemptible, training_ib_nccl_only, training_kueue_managed
 from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
 from rules.network import credentials_have_flow, cross_cluster_default_deny, gateway_local_traffic, routes_authenticated
@@ -19,6 +20,7 @@ POLICIES = [
     stateful_protected,
     versioned_artifacts,
     residency,
+    remote_training_replica_only,
     multikueue_not_own_worker,
     multikueue_quota_sum,
     serving_not_preemptible,

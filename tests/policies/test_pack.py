@@ -37,6 +37,7 @@ EXPECTED_RULES = {
     "fab-pinned-versions": "mandatory",
     "fab-pod-security": "mandatory",
     "fab-no-plaintext-secrets": "mandatory",
+    "fab-remote-training-replica-only": "mandatory",
 }
 
 
@@ -190,6 +191,8 @@ PLAN_EDITS = {
     "fab-pinned-versions": floating_chart,
     "fab-pod-security": writable_root,
     "fab-no-plaintext-secrets": password_in_values,
+    "fab-remote-training-replica-only": lambda rs: find(rs, ":IamUser", "storage-training-user")["inputs"]["tags"].update(
+        {"fab.internal/engine": "remote-training"}),  # the training keys, read as a peer's team's: they reach the warehouse
 }
 
 

@@ -17,9 +17,9 @@ from rules.workloads import host_network_allow_listed, no_plaintext_secrets, pin
 
 
 def test_every_rule_has_a_fab_id_and_a_description():
-    assert len(POLICIES) == 20
+    assert len(POLICIES) == 21
     assert all(p.name.startswith("fab-") and p.description.endswith(".") for p in POLICIES)
-    assert len({p.name for p in POLICIES}) == 20
+    assert len({p.name for p in POLICIES}) == 21
 
 
 # fab-no-gpu-outside-gpu-clusters ---------------------------------------------------------------
