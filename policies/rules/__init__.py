@@ -15,6 +15,7 @@ from rules.credentials import (
     team_namespace_own_credentials,
     team_policy_own_prefixes,
 )
+from rules.federation import remote_training_replica_only
 from rules.gateway import (
     gateway_default_deny,
     gateway_jwt_audience,
@@ -90,6 +91,7 @@ POLICIES = [
     versioned_artifacts,
     residency,
     replication_gold_only,
+    remote_training_replica_only,
     multikueue_not_own_worker,
     multikueue_quota_sum,
     multikueue_supported_frameworks,

@@ -76,6 +76,7 @@ EXPECTED_RULES = {
     "fab-gateway-team-rate-limits": "mandatory",
     "fab-gateway-rate-limits-global": "mandatory",
     "fab-gateway-rate-limit-backend": "mandatory",
+    "fab-remote-training-replica-only": "mandatory",
 }
 
 
@@ -464,6 +465,8 @@ PLAN_EDITS = {
     "fab-gateway-team-rate-limits": unlimited_team,
     "fab-gateway-rate-limits-global": local_limits,
     "fab-gateway-rate-limit-backend": no_rate_limit_backend,
+    "fab-remote-training-replica-only": lambda rs: find(rs, ":IamUser", "storage-training-user")["inputs"]["tags"].update(
+        {"fab.internal/engine": "remote-training"}),  # the training keys, read as a peer's team's: they reach the warehouse
 }
 
 

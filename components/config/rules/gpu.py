@@ -21,6 +21,11 @@ GPU_HOST_ACCESS_NAMESPACES = (GPU_OPERATOR_NAMESPACE, NETWORK_OPERATOR_NAMESPACE
 
 
 def gpu_problems(site: SiteConfig) -> Iterator[Problem]:
+    if site.inference is None and site.phase >= 2:
+        yield ("inference",), (
+            f"is required from phase 02 (inference) on, and the site is at phase {site.phase}: add the inference section, "
+            "or set phase: 1 while the GPU base is brought up"
+        )
     gpu_keys = set(site.keys_with_role(*GPU_ROLES))
     yield from _host_access_problems(site, sorted(gpu_keys))
     for key in sorted(set(site.gpu) - gpu_keys):
@@ -48,6 +53,12 @@ def gpu_problems(site: SiteConfig) -> Iterator[Problem]:
                 if node.pool == "inference":
                     yield ("gpu", key, "nodes", node_name, "pool"), (
                         f"'inference' is not allowed on gpu-train cluster {key}: it trains only; serve from a gpu cluster"
+                    )
+        elif site.inference is None and site.phase == 1:
+            for node_name, node in sorted(spec.nodes.items()):
+                if node.pool == "inference":
+                    yield ("gpu", key, "nodes", node_name, "pool"), (
+                        "'inference' but the site serves no models (no inference section): use pool training until it does"
                     )
         yield from _infiniband_problems(site, key)
     yield from _inference_problems(site)
@@ -88,9 +99,10 @@ def _infiniband_problems(site: SiteConfig, key: str) -> Iterator[Problem]:
                     "endpoint); remove it, or turn inference_weights_over_ib on"
                 )
         return
-    if key != site.inference.cluster:
+    serving = site.inference.cluster if site.inference is not None else None
+    if key != serving:
         yield (*path, "inference_weights_over_ib"), (
-            f"is true on {key}, which does not serve inference (inference.cluster is {site.inference.cluster!r}): training "
+            f"is true on {key}, which does not serve inference (inference.cluster is {serving!r}): training "
             "nodes keep InfiniBand for NCCL only; set it on the inference cluster or remove it"
         )
         return
@@ -129,6 +141,8 @@ def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
     from components.capacity import CapacityError
 
     inference = site.inference
+    if inference is None:
+        return
     path = ("inference",)
     cluster = site.clusters.get(inference.cluster)
     if cluster is None or cluster.role != "gpu":

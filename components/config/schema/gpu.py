@@ -9,9 +9,20 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from components.config.fields import Address, Cidr, DnsLabel, DnsName, Flag, LabelValue, NodeName, RelativePath, Unique, _Model, matching
+from components.config.fields import (
+    Address,
+    Cidr,
+    DnsLabel,
+    DnsName,
+    Flag,
+    LabelValue,
+    NodeName,
+    RelativePath,
+    Unique,
+    _Model,
+    matching,
+)
 from components.config.names import ModelKey
-
 
 MAX_CONTEXT = 10 * 1024 * 1024
 """Longest context a model may be sized for: 10 Mi tokens, the longest context window models offer."""
