@@ -14,7 +14,7 @@ from small_site import small_site
 FLINK_MODULE = '''"""Apache Flink: streaming features for predictive maintenance (an engine added by a test)."""
 
 from components import versions
-from components.engines._base import BucketAccess, Engine, EngineScope, Quota
+from components.engines._base import BATCH, BucketAccess, Engine, EngineScope, Quota
 
 
 def _deploy(scope: EngineScope) -> None:
@@ -29,6 +29,7 @@ ENGINE = Engine(
     quota=Quota(cpu="64", memory="256Gi"),
     buckets=BucketAccess(read_write=("warehouse",), description="Flink streaming"),
     catalog_role="writer",
+    pool=BATCH,
     deploy=_deploy,
 )
 '''

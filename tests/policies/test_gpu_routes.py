@@ -16,6 +16,7 @@ from pulumi_policy import PolicyResource
 from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE, UNKNOWN_STRING_VALUE
 from rules.gpu_routes import no_gpu_helm_values, no_gpu_spark_applications, no_gpu_spark_conf
 
+from components.engines.spark import spark_application_template
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan
 
@@ -233,7 +234,12 @@ def test_fails_when_a_plan_gives_a_compute_spark_application_gpus(stub, small_pl
     def edit(by_name, resources):
         app = copy.deepcopy(by_name["compute-spark-defaults"])
         app["name"], app["urn"] = "compute-gpu-etl", app["urn"] + "-gpu-etl"
-        app["type"], app["inputs"] = "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication", spark_app(executor=GPU_EXECUTOR)
+        # A job from the platform's template (batch pool, its priority and queue), with GPUs on its executors.
+        placed = spark_application_template()
+        placed["metadata"]["name"] = "etl"
+        for role, spec in spark_app(executor=GPU_EXECUTOR)["spec"].items():
+            placed["spec"][role] = {**placed["spec"][role], **spec} if isinstance(spec, dict) and role in placed["spec"] else spec
+        app["type"], app["inputs"] = "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication", placed
         resources.append(app)
 
     assert messages(stub, small_plan, edit) == [

@@ -13,6 +13,7 @@ import yaml
 from google.protobuf import empty_pb2
 from helpers import STACKS, rendered
 
+from components.engines.spark import spark_application_template
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan
 
@@ -250,11 +251,13 @@ def gpu_spark_application(rs):
     app = copy.deepcopy(find(rs, ":ConfigMap", "compute-spark-defaults"))
     app["name"], app["urn"] = "compute-gpu-etl", app["urn"] + "-gpu-etl"
     app["type"] = "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication"
-    app["inputs"] = {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
-                     "metadata": {"name": "gpu-etl", "namespace": "spark"},
-                     "spec": {"type": "Python", "mode": "cluster", "sparkVersion": "4.0.1", "mainApplicationFile": "local:///app/etl.py",
-                              "driver": {"cores": 1, "memory": "2g"},
-                              "executor": {"instances": 2, "cores": 4, "memory": "16g", "gpu": {"name": "nvidia.com/gpu", "quantity": 1}}}}
+    # A job from the platform's template (batch pool, its priority and queue), with GPUs on its executors.
+    app["inputs"] = spark_application_template()
+    app["inputs"]["metadata"]["name"] = "gpu-etl"
+    spec = app["inputs"]["spec"]
+    spec.update({"type": "Python", "sparkVersion": "4.0.1", "mainApplicationFile": "local:///app/etl.py"})
+    spec["driver"].update({"cores": 1, "memory": "2g"})
+    spec["executor"].update({"instances": 2, "cores": 4, "memory": "16g", "gpu": {"name": "nvidia.com/gpu", "quantity": 1}})
     rs.append(app)
 
 
