@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers import config_errors, render_small
+from small_site import add_gpu_cluster, small_site, write_flow_table
 
 from components.config import parse_site
 from components.config.rules.phases import USES
 from components.config.schema.roadmap import FEATURES
 from fabctl.policy import analyze
-from helpers import config_errors, render_small
-from small_site import add_gpu_cluster, small_site, write_flow_table
 
 
 def at_phase(phase: int) -> dict[str, Any]:
@@ -20,7 +20,6 @@ def at_phase(phase: int) -> dict[str, Any]:
     (its inference node trains)."""
     site = small_site()
     site["phase"] = phase
-    site["gpu"]["gpu"]["infiniband"]["inference_weights_over_ib"] = False
     if phase == 1:
         del site["inference"]
         site["gpu"]["gpu"]["nodes"]["gpu-inf-1"]["pool"] = "training"
@@ -51,7 +50,6 @@ def test_fails_when_the_phase_is_beyond_the_roadmap():
 def test_fails_when_inference_comes_in_phase_1():
     site = small_site()
     site["phase"] = 1
-    site["gpu"]["gpu"]["infiniband"]["inference_weights_over_ib"] = False
     assert config_errors(site) == [
         "fab-platform:site.inference: serves qwen3-8b: online inference (the `inference` section: vLLM behind the gateway) "
         "comes in phase 02 (inference) and the site is at phase 1; do without it until phase 01 is done and phase is 2 "

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -68,7 +69,7 @@ def found(stub: Any, plan: Plan, edit: Callable[[list[dict[str, Any]]], None]) -
     """(rule, level, message) of every violation of the plan with `edit` applied to a copy of its resources."""
     resources = copy.deepcopy(plan.resources)
     edit(resources)
-    violations = analyze_with(stub, Plan(stack=plan.stack, resources=resources, outputs=plan.outputs))
+    violations = analyze_with(stub, dataclasses.replace(plan, resources=resources))
     return [(v.policy, v.level, v.message.splitlines()[-1]) for v in violations]
 
 

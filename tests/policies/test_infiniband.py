@@ -6,6 +6,7 @@ changed as a careless edit of the program would change it."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
@@ -220,7 +221,7 @@ def stub():
 def violations(stub: Any, plan: Plan, edit: Any) -> list[tuple[str, str, str]]:
     resources = copy.deepcopy(plan.resources)
     edit(resources)
-    found = analyze_with(stub, Plan(stack=plan.stack, resources=resources, outputs=plan.outputs))
+    found = analyze_with(stub, dataclasses.replace(plan, resources=resources))
     return [(v.policy, v.level, v.message.splitlines()[-1]) for v in found]
 
 
