@@ -29,6 +29,7 @@ def everything_stateful() -> dict:
     replica bucket for a peer site."""
     site = full_site()
     site["storage"]["object_store"] = {"install": True}
+    site["gpu"][site["inference"]["cluster"]].pop("infiniband")  # an installed store answers on Ethernet only
     site["identity"] = {"realm": "fab-t", "create_realm": True}
     site["federation"] = {"peers": {"site-u": {}}, "ranges": {"site-u": ["172.20.0.0/16"]}}
     return site
