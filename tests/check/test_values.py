@@ -27,7 +27,7 @@ def test_keys_outside_the_chart_defaults_are_tried_and_maps_it_passes_through_ar
     rendered = small.release("jupyterhub", "site-t-compute")
     values = rendered.release["inputs"]["values"]
     found = sorted(".".join(p) for p in candidates(values, chart_defaults(rendered.package)))
-    assert found == ["hub.config.GenericOAuthenticator"]
+    assert found == ["hub.config.GenericOAuthenticator", "hub.config.KubeSpawner"]
 
 
 def test_a_value_the_chart_writes_into_a_secret_is_read(small, helm):

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from helpers import config_errors, render_small
-from small_site import add_gpu_cluster, small_site, write_flow_table
+from small_site import add_gpu_cluster, add_weights_over_ib, small_site, write_flow_table
 
 from components.config import parse_site
 from components.config.rules.phases import USES
@@ -126,19 +126,9 @@ def test_fails_when_a_second_gpu_cluster_comes_before_phase_5():
 
 def test_fails_when_weights_load_over_infiniband_before_phase_5():
     site = at_phase(4)
-    site["gpu"]["gpu"]["infiniband"]["inference_weights_over_ib"] = True
+    add_weights_over_ib(site)
     assert config_errors(site) == [
-        "fab-platform:site.gpu.gpu.infiniband.inference_weights_over_ib: true (the default) loads model weights over "
-        "InfiniBand: storage traffic over InfiniBand comes in phase 05 (scale-out) and the site is at phase 4; do without "
-        "it until phase 04 is done and phase is 5 (docs/roadmap.md), or list storage-over-ib in early_features"
-    ]
-
-
-def test_fails_when_training_storage_goes_over_infiniband_before_phase_5():
-    site = at_phase(4)
-    site["gpu"]["gpu"]["infiniband"]["storage_qos_service_level"] = 3
-    assert config_errors(site) == [
-        "fab-platform:site.gpu.gpu.infiniband.storage_qos_service_level: 3 sends training storage traffic over "
+        "fab-platform:site.gpu.gpu.infiniband.inference_weights_over_ib: true loads model weights over "
         "InfiniBand: storage traffic over InfiniBand comes in phase 05 (scale-out) and the site is at phase 4; do without "
         "it until phase 04 is done and phase is 5 (docs/roadmap.md), or list storage-over-ib in early_features"
     ]

@@ -75,11 +75,9 @@ def _storage_over_ib(site: SiteConfig) -> Iterator[Use]:
     serving = site.inference.cluster if site.inference is not None else None
     for key, spec in sorted(site.gpu.items()):
         ib = spec.infiniband
+        # Its partition, service level and the object store's IPoIB address come with it (they are refused without it).
         if ib.inference_weights_over_ib and key == serving:
-            yield ("gpu", key, "infiniband", "inference_weights_over_ib"), "true (the default) loads model weights over InfiniBand"
-        if ib.storage_qos_service_level is not None:
-            yield (("gpu", key, "infiniband", "storage_qos_service_level"),
-                   f"{ib.storage_qos_service_level} sends training storage traffic over InfiniBand")
+            yield ("gpu", key, "infiniband", "inference_weights_over_ib"), "true loads model weights over InfiniBand"
 
 
 USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
