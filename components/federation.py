@@ -66,12 +66,12 @@ def remote_training_policy(replica: str, checkpoints: str, prefix: str) -> dict[
     AIStor's table catalog is denied on both, as on every platform policy."""
     own = f"{prefix}/"
     return {"Version": "2012-10-17", "Statement": [
-        {"Sid": "LocateBuckets", "Effect": "Allow", "Action": ["s3:GetBucketLocation"],
-         "Resource": [bucket_arn(checkpoints), bucket_arn(replica)]},
+        # Of the checkpoints bucket only the team's prefix is named (not even its location), as for the site's own teams.
+        {"Sid": "LocateReplica", "Effect": "Allow", "Action": ["s3:GetBucketLocation"], "Resource": [bucket_arn(replica)]},
         {"Sid": "ListReplica", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn(replica)]},
         {"Sid": "ReadReplica", "Effect": "Allow", "Action": list(READ_ACTIONS), "Resource": [bucket_arn(replica, True)]},
         {"Sid": "ListOwnPrefix", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn(checkpoints)],
-         "Condition": {"StringLike": {"s3:prefix": [own, f"{own}*"]}}},
+         "Condition": {"StringLike": {"s3:prefix": [f"{own}*"]}}},
         {"Sid": "OwnPrefix", "Effect": "Allow", "Action": [*READ_ACTIONS, *WRITE_ACTIONS],
          "Resource": [f"{bucket_arn(checkpoints)}/{own}*"]},
         {"Sid": "NoTableCatalog", "Effect": "Deny", "Action": ["s3tables:*"],
@@ -220,7 +220,9 @@ class SiteFederation(pulumi.ComponentResource):
         policy = minio.IamPolicy(f"{prefix}-policy", name=principal, policy=json.dumps(document, sort_keys=True),
                                  opts=self._guarded("minio_policy", principal, depends_on=[bucket]))
         user = minio.IamUser(f"{prefix}-user", name=principal,
-                             tags={"fab.internal/engine": REMOTE_TRAINING, "fab.internal/site": team.peer, "fab.internal/team": team.team},
+                             # Its team here is its namespace, which names its prefix; the peer's team name is kept beside it.
+                             tags={"fab.internal/engine": REMOTE_TRAINING, "fab.internal/site": team.peer,
+                                   "fab.internal/team": team.namespace, "fab.internal/peer-team": team.team},
                              opts=self._guarded("minio_user", principal))
         attachment = minio.IamUserPolicyAttachment(f"{prefix}-attachment", user_name=user.name, policy_name=policy.name,
                                                    opts=pulumi.ResourceOptions(parent=self))

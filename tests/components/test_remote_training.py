@@ -80,7 +80,7 @@ def test_a_peers_team_reads_only_the_replica_and_writes_only_its_checkpoint_pref
     (policy,) = [p for p in plan.of_type("minio:index/iamPolicy:IamPolicy") if p["inputs"]["name"] == f"fab-{NAMESPACE}"]
     allowed = {(s["Sid"], r) for s in json.loads(policy["inputs"]["policy"])["Statement"] if s["Effect"] == "Allow" for r in s["Resource"]}
     assert allowed == {
-        ("LocateBuckets", "arn:aws:s3:::site-t-checkpoints"), ("LocateBuckets", "arn:aws:s3:::site-t-replica-site-u"),
+        ("LocateReplica", "arn:aws:s3:::site-t-replica-site-u"),
         ("ListReplica", "arn:aws:s3:::site-t-replica-site-u"), ("ReadReplica", "arn:aws:s3:::site-t-replica-site-u/*"),
         ("ListOwnPrefix", "arn:aws:s3:::site-t-checkpoints"), ("OwnPrefix", f"arn:aws:s3:::site-t-checkpoints/{NAMESPACE}/*"),
     }
@@ -89,7 +89,7 @@ def test_a_peers_team_reads_only_the_replica_and_writes_only_its_checkpoint_pref
 def test_a_peers_team_lists_the_checkpoints_bucket_under_its_prefix_only(plan):
     (policy,) = [p for p in plan.of_type("minio:index/iamPolicy:IamPolicy") if p["inputs"]["name"] == f"fab-{NAMESPACE}"]
     (listing,) = [s for s in json.loads(policy["inputs"]["policy"])["Statement"] if s["Sid"] == "ListOwnPrefix"]
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"{NAMESPACE}/", f"{NAMESPACE}/*"]}}
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"{NAMESPACE}/*"]}}
 
 
 def test_a_peers_team_gets_its_own_keys_and_no_catalog(plan):

@@ -468,7 +468,7 @@ PLAN_EDITS = {
     "fab-gateway-team-rate-limits": unlimited_team,
     "fab-gateway-rate-limits-global": local_limits,
     "fab-gateway-rate-limit-backend": no_rate_limit_backend,
-    "fab-remote-training-replica-only": lambda rs: find(rs, ":IamUser", "storage-training-user")["inputs"]["tags"].update(
+    "fab-remote-training-replica-only": lambda rs: find(rs, ":IamUser", "storage-training-yield-user")["inputs"]["tags"].update(
         {"fab.internal/engine": "remote-training"}),  # the training keys, read as a peer's team's: they reach the warehouse
 }
 
