@@ -53,8 +53,19 @@ INHERENT_CHAIN = [
     "storage-polaris-db",  # the Postgres cluster Polaris stores its catalog in,
     "storage-job-polaris-bootstrap",  # the schema bootstrap, which needs the database,
     "storage-polaris",  # Polaris, which starts on the bootstrapped schema,
-    "storage-job-polaris-setup",  # and the catalog setup, which needs Polaris' management API.
+    "storage-job-polaris-setup",  # the catalog setup, which needs Polaris' management API,
 ]
+TEAM_CHAIN = [
+    "storage-job-polaris-team-{team}",  # a training team's own principal, on the catalog roles the setup made,
+    "storage-polaris-training-gpu-team-{team}",  # and the Secret that hands its keys to the team's namespace.
+]
+
+
+def inherent_chain(plan: Plan) -> list[str]:
+    """INHERENT_CHAIN, then TEAM_CHAIN for the stack's first training team (by name)."""
+    prefix = TEAM_CHAIN[0].split("{", 1)[0]
+    teams = sorted(r["name"].removeprefix(prefix) for r in plan.resources if r["name"].startswith(prefix) and r["custom"])
+    return [*INHERENT_CHAIN, *(step.format(team=teams[0]) for step in TEAM_CHAIN)] if teams else list(INHERENT_CHAIN)
 
 
 @dataclass
@@ -162,7 +173,7 @@ def check_row(plan: Plan) -> Row | None:
 
 def critical_path_row(plan: Plan) -> Row:
     path = critical_path(plan)
-    inherent = Chain(tuple(_urn(plan, name) for name in INHERENT_CHAIN))
+    inherent = Chain(tuple(_urn(plan, name) for name in inherent_chain(plan)))
     if not chain_exists(plan, list(inherent.urns)):
         raise SystemExit(f"the inherent chain is not a dependency chain of {plan.stack}: update INHERENT_CHAIN in benchmarks/run.py")
     listed = "\n".join(f"{i}. {_short(urn)}" for i, urn in enumerate(path.urns, 1))
