@@ -175,8 +175,10 @@ def test_fails_when_the_serving_namespace_is_labelled_for_kueue(stub, full_plan)
     selector = 'managedJobsNamespaceSelector {"matchLabels": {"fab.internal/kueue-managed": "true"}}'
     found = violations(stub, full_plan, edit)
     assert ("fab-serving-not-kueue-managed", SERVING_MANAGED.format(selector=selector)) in found
-    # The serving namespace also holds the IPoIB network, which a namespace whose jobs Kueue admits may not.
-    assert {policy for policy, _ in found} == {"fab-serving-not-kueue-managed", "fab-ipoib-not-in-training-namespaces"}
+    # A namespace whose jobs Kueue admits may not hold the IPoIB network, and must hold NCCL's settings: the serving one
+    # breaks both rules too.
+    assert {policy for policy, _ in found} == {"fab-serving-not-kueue-managed", "fab-ipoib-not-in-training-namespaces",
+                                               "fab-training-nccl-service-level"}
 
 
 def test_fails_when_kueue_runs_the_charts_default_configuration(stub, full_plan):
