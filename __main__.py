@@ -65,11 +65,12 @@ gpus = {
         f"gpu-{key}",
         GpuClusterArgs(
             cluster=providers.cluster(key), config=spec, node_pools={node: site.node_pool(key, node) for node in spec.nodes},
-            serves_inference=key == site.inference.cluster, adopt=site.adopt,
+            serves_inference=site.inference is not None and key == site.inference.cluster, adopt=site.adopt,
         ),
     )
     for key, spec in sorted(site.gpu.items())
 }
+# From phase 2 on (docs/roadmap.md); a phase 1 site brings up the GPU base without serving.
 inference = InferencePool(
     "inference",
     InferencePoolArgs(
@@ -83,10 +84,12 @@ inference = InferencePool(
         identity=identity,
         gpu=gpus[site.inference.cluster],
     ),
-)
+) if site.inference is not None else None
+remote_teams = site.remote_teams(linked_only=True)
 federation = SiteFederation(
     "federation",
-    SiteFederationArgs(site=site_ref, config=site.federation, adopt=site.adopt, minio_provider=providers.minio, storage=storage),
+    SiteFederationArgs(site=site_ref, config=site.federation, adopt=site.adopt, minio_provider=providers.minio, storage=storage,
+                       remote_teams=remote_teams),
 )
 compute = ComputeCluster(
     "compute",
@@ -116,6 +119,9 @@ training = TrainingPool(
         adopt=site.adopt,
         storage=storage,
         airflow_namespace=compute.airflow_namespace,
+        remote_teams=remote_teams,
+        federation=federation,
+        identity=identity,
     ),
 )
 
@@ -124,15 +130,17 @@ training = TrainingPool(
 if unclaimed := site.adopt.unclaimed():
     raise pulumi.RunError("\n".join(unclaimed))
 
-pulumi.export("site", {"name": site.name, "domain": site.domain})
+pulumi.export("site", {"name": site.name, "domain": site.domain, "phase": site.phase})
 pulumi.export("network", {"clusters": network.clusters, "flows": network.flows})
 pulumi.export("identity", {"realm": identity.realm_id, "issuer_url": identity.issuer_url, "team_groups": identity.team_groups})
 pulumi.export("data", storage.data)
 pulumi.export("artifacts", storage.artifacts)
-pulumi.export("serving", inference.serving)
-pulumi.export("capacity", inference.capacity)
-pulumi.export("training", {"submission": training.submission, "example_job": training.example_job, "profile": site.active_profile})
+pulumi.export("serving", inference.serving if inference else None)
+pulumi.export("capacity", inference.capacity if inference else {})
+pulumi.export("training", {"submission": training.submission, "remote_submission": training.remote_submission,
+                           "example_job": training.example_job, "profile": site.active_profile})
 pulumi.export("gpu_pools", {key: gpu.pools for key, gpu in gpus.items()})
+pulumi.export("infiniband", {key: gpu.infiniband for key, gpu in gpus.items()})
 pulumi.export("ui_urls", compute.ui_urls)
 pulumi.export("federation", federation.exports)
 pulumi.export("site_federation", {
@@ -140,6 +148,6 @@ pulumi.export("site_federation", {
     "reads_from": sorted(site.federation.peers),
     "linked": sorted(site.federation.linked),
 })
-pulumi.export("dns_records", pulumi.Output.all(storage.dns_records, inference.dns_records, compute.dns_records).apply(
+pulumi.export("dns_records", pulumi.Output.all(storage.dns_records, *([inference.dns_records] if inference else []), compute.dns_records).apply(
     lambda records: {name: vip for part in records for name, vip in part.items()}
 ))

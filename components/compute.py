@@ -23,8 +23,8 @@ from components.constants import AIRFLOW_NAMESPACE, TRAINING_POOL_TYPE
 from components.engines import ENGINES, GATEWAY, POOLS, Engine, EngineScope
 from components.federation import SiteFederation
 from components.gateway import envoy_gateway, https_listener
-from components.kube import Adoption, priority_classes
 from components.identity import SiteIdentity
+from components.kube import Adoption, priority_classes
 from components.network import CrossClusterNetwork
 from components.providers import ClusterRef
 from components.storage import StorageCluster

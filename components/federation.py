@@ -6,13 +6,17 @@ preview, so each site deploys on its own first. For each consumer site, this sit
 gold-only Polaris principal (exported, secret, for that consumer alone) and, once linked and when
 asked, copies its gold buckets, and nothing else, to the replica bucket the consumer exports. For each
 peer site, it keeps a replica bucket with a writer the peer uses and, once linked, gives Trino a
-catalog on the peer's Polaris through the principal the peer created for this site. A linked site
-whose stack does not export what this site needs ends the program with the reason, never with empty
-values written into a Secret.
+catalog on the peer's Polaris through the principal the peer created for this site, and S3 keys to
+each of the peer's teams that train here (`remote_training`): they read the replica and write their
+own checkpoint prefix, nothing else of this site, and only with the peer's consent (its
+`remote_training_teams`, read from its stack). A linked site whose stack does not export what this
+site needs ends the program with the reason, never with empty values written into a Secret.
 
 Replication is a CronJob running the pinned MinIO client (`mc mirror`): object by object, so Iceberg
-metadata keeps the producer's absolute paths (see docs/federation.md for why the replica is read
-through the producer's catalog and how a local catalog over the replica would need path rewriting).
+metadata keeps the producer's absolute paths. The replica is therefore not a table of this site's
+catalog: queries read the peer's gold through the peer's Polaris, and the replica is the disaster
+recovery copy and the local bytes remote training reads (docs/federation.md, "The replica is not a
+catalog").
 """
 
 from __future__ import annotations
@@ -26,10 +30,19 @@ import pulumi_kubernetes as k8s
 import pulumi_minio as minio
 
 from components import versions
+from components.config import PROJECT, AdoptConfig, FederationConfig, RemoteTeam, names, replica_bucket
+from components.constants import ENGINE_LABEL, S3_ACCESS_KEY, S3_ENDPOINT, S3_REGION, S3_SECRET_KEY, s3_secret
+from components.data_access import READ_ACTIONS, WRITE_ACTIONS, bucket_arn
+from components.kube import (
+    WORKLOAD_SKIPS,
+    Adoption,
+    adopted,
+    checkov_skips,
+    namespace,
+    restricted_container,
+    restricted_pod_security_context,
+)
 from components.minio_admin import BucketTags, guard
-from components.config import PROJECT, AdoptConfig, FederationConfig, names, replica_bucket
-from components.constants import ENGINE_LABEL, S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY, s3_secret
-from components.kube import WORKLOAD_SKIPS, Adoption, adopted, checkov_skips, namespace, restricted_container, restricted_pod_security_context
 from components.providers import NamespaceRef, SiteRef
 from components.storage import MC_CA_DIR, StorageCluster, policy_document
 
@@ -37,6 +50,42 @@ REPLICATION_NAMESPACE = "fab-replication"
 REPLICATION = "replication"
 """The principal that reads gold to copy it (PLATFORM_ACCESS); the replication namespace runs as it."""
 MIRROR_SCHEDULE = "*/15 * * * *"
+REMOTE_TRAINING = "remote-training"
+"""The principal kind of a peer's team that trains here: its MinIO user's engine tag, its Secret `s3-remote-training`."""
+CONSENT_ANNOTATION = "fab.internal/consented-by"
+"""On a remote team's S3 Secret: the peer whose stack lists the team (read at deploy, never typed in config)."""
+
+
+def remote_principal(team: RemoteTeam) -> str:
+    """The MinIO user and policy of a peer's team that trains here: `fab-remote-<peer>-<team>`."""
+    return f"fab-{team.namespace}"
+
+
+def remote_training_policy(replica: str, checkpoints: str, prefix: str) -> dict[str, Any]:
+    """A peer's team: read the peer's replica, write under `prefix/` of the checkpoints bucket; nothing else of this site.
+    AIStor's table catalog is denied on both, as on every platform policy."""
+    own = f"{prefix}/"
+    return {"Version": "2012-10-17", "Statement": [
+        # Of the checkpoints bucket only the team's prefix is named (not even its location), as for the site's own teams.
+        {"Sid": "LocateReplica", "Effect": "Allow", "Action": ["s3:GetBucketLocation"], "Resource": [bucket_arn(replica)]},
+        {"Sid": "ListReplica", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn(replica)]},
+        {"Sid": "ReadReplica", "Effect": "Allow", "Action": list(READ_ACTIONS), "Resource": [bucket_arn(replica, True)]},
+        {"Sid": "ListOwnPrefix", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn(checkpoints)],
+         "Condition": {"StringLike": {"s3:prefix": [f"{own}*"]}}},
+        {"Sid": "OwnPrefix", "Effect": "Allow", "Action": [*READ_ACTIONS, *WRITE_ACTIONS],
+         "Resource": [f"{bucket_arn(checkpoints)}/{own}*"]},
+        {"Sid": "NoTableCatalog", "Effect": "Deny", "Action": ["s3tables:*"],
+         "Resource": [r for b in sorted({replica, checkpoints}) for r in (f"arn:aws:s3tables:::bucket/{b}", f"arn:aws:s3tables:::bucket/{b}/*")]},
+    ]}
+
+
+@dataclass(frozen=True)
+class _RemoteKeys:
+    access_key: pulumi.Output[str]
+    secret_key: pulumi.Output[str]
+    consent: pulumi.Output[str]
+    """The peer's name once its stack is read to list the team; the read fails the program otherwise."""
+    usable_after: list[pulumi.Resource]
 
 
 @dataclass(frozen=True)
@@ -51,6 +100,8 @@ class SiteFederationArgs:
     """The provider of this site's object store, which keeps the replicas."""
     storage: StorageCluster
     """This site's data plane: the gold buckets, grants, principals; federation runs on its cluster."""
+    remote_teams: dict[str, RemoteTeam]
+    """Linked peers' teams that train on this site's GPU clusters, by namespace: each gets its own S3 keys (`remote_grant`)."""
 
 
 class SiteFederation(pulumi.ComponentResource):
@@ -75,12 +126,14 @@ class SiteFederation(pulumi.ComponentResource):
             for other in sorted(federation.linked)
         }
         peers = sorted(federation.peers)
-        writers = [f"fab-replica-{peer}" for peer in peers]
+        writers = [f"fab-replica-{peer}" for peer in peers] + [remote_principal(t) for t in args.remote_teams.values()]
         self._names_free = args.storage.minio_names_guard(
             f"{name}-names-free", users=writers, policies=writers, buckets=[replica_bucket(site.name, p) for p in peers],
             opts=pulumi.ResourceOptions(parent=self),
         ) if peers else None
+        self._replica_buckets: dict[str, minio.S3Bucket] = {}
         replica_targets = {peer: self._replica(peer) for peer in peers}
+        self._remote = {namespace: self._remote_trainer(team) for namespace, team in sorted(args.remote_teams.items())}
         mirrored = sorted(c for c, spec in federation.consumers.items() if spec.replicate_gold and c in self.references)
         if mirrored:
             ns = namespace(f"{name}-ns-{REPLICATION_NAMESPACE}", REPLICATION_NAMESPACE, pulumi.ResourceOptions(parent=self),
@@ -101,6 +154,9 @@ class SiteFederation(pulumi.ComponentResource):
             "s3_endpoint": args.storage.s3_endpoint_internal,
             "principals": principals,
             "replica_targets": replica_targets,
+            # Consent for this site's teams to train on a consumer's GPUs; the consumer checks it before giving them keys.
+            "remote_training_teams": {consumer: sorted(spec.remote_training_teams)
+                                      for consumer, spec in sorted(federation.consumers.items()) if spec.remote_training_teams},
         })
         self.register_outputs({"exports": self.exports})
 
@@ -135,20 +191,73 @@ class SiteFederation(pulumi.ComponentResource):
 
         return reference.get_output("federation").apply(dig)
 
+    def remote_grant(self, namespace: str, to: NamespaceRef) -> k8s.core.v1.Secret:
+        """The Secret `s3-remote-training` in a peer's team's namespace on a GPU cluster: its keys and the internal endpoint,
+        annotated with the peer that consented (the value is read from the peer's stack, so without consent no Secret)."""
+        keys = self._remote[namespace]
+        return k8s.core.v1.Secret(
+            f"{self._name}-{REMOTE_TRAINING}-{to.cluster.key}-{namespace}",
+            metadata={"name": s3_secret(REMOTE_TRAINING), "namespace": namespace, "labels": {"fab.internal/engine": REMOTE_TRAINING},
+                      "annotations": {CONSENT_ANNOTATION: keys.consent}},
+            type="Opaque",
+            string_data={S3_ACCESS_KEY: keys.access_key, S3_SECRET_KEY: keys.secret_key,
+                         S3_ENDPOINT: self._storage.s3_endpoint_internal, S3_REGION: self._storage.admin_endpoint.region},
+            opts=pulumi.ResourceOptions(parent=self, provider=to.cluster.provider, depends_on=[to.resource, *keys.usable_after]),
+        )
+
+    def _guarded(self, kind: str, name: str, **more: Any) -> pulumi.ResourceOptions:
+        """A MinIO object of federation: imported when adopted, else created once the names check found its name free."""
+        return pulumi.ResourceOptions.merge(
+            pulumi.ResourceOptions(parent=self, depends_on=[*guard(self._names_free), *more.pop("depends_on", [])], **more),
+            adopted(self._adopt.claims(kind, name), name),
+        )
+
+    def _remote_trainer(self, team: RemoteTeam) -> _RemoteKeys:
+        """A peer's team's MinIO user: reads the peer's replica, writes its checkpoint prefix; usable once the peer consents."""
+        principal, prefix = remote_principal(team), f"{self._name}-remote-{team.namespace}"
+        bucket, checkpoints = self._replica_buckets[team.peer], self._storage.bucket_of("checkpoints")
+        document = remote_training_policy(replica_bucket(self._site.name, team.peer), checkpoints, team.namespace)
+        policy = minio.IamPolicy(f"{prefix}-policy", name=principal, policy=json.dumps(document, sort_keys=True),
+                                 opts=self._guarded("minio_policy", principal, depends_on=[bucket]))
+        user = minio.IamUser(f"{prefix}-user", name=principal,
+                             # Its team here is its namespace, which names its prefix; the peer's team name is kept beside it.
+                             tags={"fab.internal/engine": REMOTE_TRAINING, "fab.internal/site": team.peer,
+                                   "fab.internal/team": team.namespace, "fab.internal/peer-team": team.team},
+                             opts=self._guarded("minio_user", principal))
+        attachment = minio.IamUserPolicyAttachment(f"{prefix}-attachment", user_name=user.name, policy_name=policy.name,
+                                                   opts=pulumi.ResourceOptions(parent=self))
+        keys = minio.IamServiceAccount(f"{prefix}-keys", target_user=user.name,
+                                       opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment], additional_secret_outputs=["secret_key"]))
+        return _RemoteKeys(access_key=keys.access_key, secret_key=pulumi.Output.secret(keys.secret_key), consent=self._consent(team),
+                           usable_after=[attachment, bucket, self._storage.bucket_resources[checkpoints]])
+
+    def _consent(self, team: RemoteTeam) -> pulumi.Output[str]:
+        """The peer's name, once its stack lists the team for this site; otherwise the program ends with the reason and the fix."""
+        site, peer = self._site.name, team.peer
+
+        def check(exports: Any) -> str:
+            if team.team not in (_dig(exports, ("remote_training_teams", site)) or []):
+                raise pulumi.RunError(
+                    f"fab-platform:site.federation.peers.{peer}.remote_training.{team.team}: the stack "
+                    f"{stack_name(self._config.organization, peer)} does not list {team.team!r} in "
+                    f"federation.consumers.{site}.remote_training_teams, so {peer} has not agreed that the team trains here; "
+                    f"add it there and deploy {peer}, or remove the team here (docs/federation.md)"
+                )
+            return peer
+
+        return self.references[peer].get_output("federation").apply(check)
+
     def _replica(self, peer: str) -> dict[str, Any]:
         """The bucket this site keeps a peer's gold in, with a writer only the peer uses; exported for the peer."""
         site = self._site
         bucket_name, writer = replica_bucket(site.name, peer), f"fab-replica-{peer}"
-        adopt = self._adopt
         child = pulumi.ResourceOptions(parent=self)
-        guarded = lambda kind, name, **more: pulumi.ResourceOptions.merge(  # noqa: E731
-            pulumi.ResourceOptions(parent=self, depends_on=[*guard(self._names_free), *more.pop("depends_on", [])], **more),
-            adopted(adopt.claims(kind, name), name),
-        )
+        guarded = self._guarded
         bucket = minio.S3Bucket(
             f"{self._name}-replica-{peer}", bucket=bucket_name, acl="private", force_destroy=False,
             opts=guarded("bucket", bucket_name, protect=True, retain_on_delete=True),
         )
+        self._replica_buckets[peer] = bucket
         BucketTags(
             f"{self._name}-replica-{peer}-tags", bucket=bucket_name,
             tags={"fab.internal/class": "gold", "fab.internal/residency": "replica", "fab.internal/site": site.name,

@@ -3,7 +3,9 @@
 Installs the pinned Envoy Gateway chart, then an EnvoyProxy whose Service is a LoadBalancer at the
 given VIP with `externalTrafficPolicy: Local` (flow rules match the client's address), a
 GatewayClass, and a Gateway with HTTPS listeners that accept routes only from namespaces that ask
-for them by label.
+for them by label. Where a gateway's rate limits must hold across its replicas (the inference
+gateway's per-team limits), `rate_limit_store()` adds the counter store of Envoy Gateway's global
+rate limit service: see docs/architecture.md, "Per-team rate limits".
 """
 
 from __future__ import annotations
@@ -15,10 +17,31 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.constants import GATEWAY_NAMESPACE, HTTPS_PORT
-from components.kube import Adoption, helm_release, namespace
+from components.kube import (
+    Adoption,
+    checkov_skips,
+    helm_release,
+    namespace,
+    random_secret,
+    restricted_container,
+    restricted_pod_security_context,
+)
 
 ROUTES_LABEL = "fab.internal/gateway"
 """Namespace label naming the Gateway whose routes the namespace may attach."""
+PROXY_REPLICAS = 2
+"""Envoy proxies per Gateway: a node or pod loss keeps the VIP served."""
+CONTROLLER_REPLICAS = 2
+
+RATE_LIMIT_STORE = "ratelimit-valkey"
+"""Deployment, Service and Secret of the global rate limit counters, in envoy-gateway-system."""
+RATE_LIMIT_STORE_PORT = 6379
+RATE_LIMIT_STORE_USER = 10001
+"""Valkey runs as any non-root UID whose data directory is writable (an emptyDir here); a high one keeps clear of host users."""
+RATE_LIMIT_STORE_PASSWORD_KEY = "password"
+RATE_LIMIT_STORE_CONFIG_KEY = "valkey.conf"
+RATE_LIMIT_SERVICE_REPLICAS = 2
+"""Envoy Gateway's rate limit service (the `envoy-ratelimit` Deployment it runs): stateless, so two for availability."""
 
 
 def https_listener(name: str, hostname: str, tls_secret: str, gateway: str) -> dict[str, Any]:
@@ -33,12 +56,25 @@ def https_listener(name: str, hostname: str, tls_secret: str, gateway: str) -> d
 
 
 def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption, gateway: str, gateway_class: str,
-                  description: str, service_labels: dict[str, str], vip: str, listeners: list[dict[str, Any]]) -> k8s.apiextensions.CustomResource:
-    """Envoy Gateway and one Gateway named `gateway` in envoy-gateway-system of the cluster `opts` deploy to; returns the Gateway."""
+                  description: str, service_labels: dict[str, str], vip: str, listeners: list[dict[str, Any]],
+                  global_rate_limits: bool = False) -> k8s.apiextensions.CustomResource:
+    """Envoy Gateway and one Gateway named `gateway` in envoy-gateway-system of the cluster `opts` deploy to; returns the Gateway.
+
+    `global_rate_limits` runs the rate limit service with its counter store, so that the gateway's routes can
+    use `rateLimit.global` (counted once across all proxies); without it Envoy Gateway refuses global limits.
+    """
     ns = namespace(f"{prefix}-ns-{GATEWAY_NAMESPACE}", GATEWAY_NAMESPACE, opts, adopt=adopt)
+    in_ns = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns]))
+    values: dict[str, Any] = {"deployment": {"replicas": CONTROLLER_REPLICAS}}
+    before_controller: list[pulumi.Resource] = [ns]
+    if global_rate_limits:
+        values["config"] = {"envoyGateway": rate_limit_settings()}
+        # The rate limit service Envoy Gateway starts reads the store's password from its Secret; the store itself may
+        # come up later (until then the service fails open onto the local backstop).
+        before_controller.append(rate_limit_store(prefix, in_ns))
     controller = helm_release(
         f"{prefix}-envoy-gateway", versions.ENVOY_GATEWAY, name="envoy-gateway", namespace=GATEWAY_NAMESPACE,
-        values={"deployment": {"replicas": 2}}, opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns])),
+        values=values, opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=before_controller)),
         adopt=adopt,
     )
     after = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[controller]))
@@ -52,7 +88,7 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
             "provider": {
                 "type": "Kubernetes",
                 "kubernetes": {
-                    "envoyDeployment": {"replicas": 2},
+                    "envoyDeployment": {"replicas": PROXY_REPLICAS},
                     "envoyService": {
                         "type": "LoadBalancer",
                         # Keeps the caller's address, which the cross-cluster flow rules match on.
@@ -92,3 +128,109 @@ def http_route(logical: str, opts: pulumi.ResourceOptions, *, name: str, namespa
         },
         opts=opts,
     )
+
+
+def rate_limit_settings() -> dict[str, Any]:
+    """The EnvoyGateway settings (chart values `config.envoyGateway`) of the global rate limit service and its store.
+
+    Fail open: when the service or its store does not answer in time, Envoy admits the request, and the
+    routes' local rate limits (the same per-team rates, per proxy) still bound every team. Failing closed
+    would turn a restart of the store into an outage of every model.
+    """
+    return {
+        "rateLimit": {
+            "backend": {"type": "Redis", "redis": {"url": f"{RATE_LIMIT_STORE}.{GATEWAY_NAMESPACE}.svc:{RATE_LIMIT_STORE_PORT}"}},
+            "failClosed": False,
+        },
+        "provider": {
+            "type": "Kubernetes",
+            "kubernetes": {
+                "rateLimitDeployment": {
+                    "replicas": RATE_LIMIT_SERVICE_REPLICAS,
+                    "container": {
+                        "env": [{
+                            "name": "REDIS_AUTH",
+                            "valueFrom": {"secretKeyRef": {"name": RATE_LIMIT_STORE, "key": RATE_LIMIT_STORE_PASSWORD_KEY}},
+                        }],
+                    },
+                },
+            },
+        },
+    }
+
+
+def _store_config(password: str) -> str:
+    """valkey.conf: counters only, kept in memory and never written to disk; clients authenticate."""
+    return "\n".join([
+        "bind * -::*",
+        f"port {RATE_LIMIT_STORE_PORT}",
+        "protected-mode yes",
+        f"requirepass {password}",
+        'save ""',
+        "appendonly no",
+        "dir /data",
+        # Counters expire with their window; under memory pressure the nearest to expiring go first.
+        "maxmemory 128mb",
+        "maxmemory-policy volatile-ttl",
+        "",
+    ])
+
+
+def rate_limit_store(prefix: str, opts: pulumi.ResourceOptions) -> k8s.core.v1.Secret:
+    """Valkey (a Redis-protocol server) holding the global rate limit counters, for Envoy Gateway's rate limit service.
+
+    One replica and no volume: the counters are worth one rate limit window, so losing them on a restart
+    admits at most one extra window, which costs less than running a replicated store. The password is
+    generated and kept in the stack's state; the server reads it from its configuration file (not its
+    command line), the rate limit service from the same Secret, which is returned.
+    """
+    labels = {"app.kubernetes.io/name": RATE_LIMIT_STORE, "app.kubernetes.io/component": "ratelimit-store"}
+    password = random_secret(f"{prefix}-{RATE_LIMIT_STORE}-password", 40, opts)
+    secret = k8s.core.v1.Secret(
+        f"{prefix}-{RATE_LIMIT_STORE}-secret",
+        metadata={"name": RATE_LIMIT_STORE, "namespace": GATEWAY_NAMESPACE, "labels": labels},
+        type="Opaque",
+        string_data={RATE_LIMIT_STORE_PASSWORD_KEY: password, RATE_LIMIT_STORE_CONFIG_KEY: password.apply(_store_config)},
+        opts=opts,
+    )
+    port = {"name": "redis", "containerPort": RATE_LIMIT_STORE_PORT, "protocol": "TCP"}
+    probe = {"tcpSocket": {"port": "redis"}, "periodSeconds": 10}
+    container = restricted_container(
+        "valkey", versions.RATE_LIMIT_STORE_IMAGE, RATE_LIMIT_STORE_USER,
+        args=[f"/etc/valkey/{RATE_LIMIT_STORE_CONFIG_KEY}"],
+        ports=[port],
+        resources={"requests": {"cpu": "100m", "memory": "160Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}},
+        readinessProbe=probe,
+        livenessProbe={**probe, "failureThreshold": 6},
+        volumeMounts=[{"name": "config", "mountPath": "/etc/valkey", "readOnly": True}, {"name": "data", "mountPath": "/data"}],
+    )
+    k8s.apps.v1.Deployment(
+        f"{prefix}-{RATE_LIMIT_STORE}",
+        metadata={"name": RATE_LIMIT_STORE, "namespace": GATEWAY_NAMESPACE, "labels": labels,
+                  "annotations": checkov_skips("CKV_K8S_43", "CKV2_K8S_6")},
+        spec={
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "securityContext": restricted_pod_security_context(fsGroup=RATE_LIMIT_STORE_USER),
+                    "containers": [container],
+                    "volumes": [
+                        {"name": "config", "secret": {"secretName": RATE_LIMIT_STORE, "defaultMode": 0o440}},
+                        {"name": "data", "emptyDir": {"sizeLimit": "64Mi"}},
+                    ],
+                },
+            },
+        },
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[secret])),
+    )
+    k8s.core.v1.Service(
+        f"{prefix}-{RATE_LIMIT_STORE}-svc",
+        metadata={"name": RATE_LIMIT_STORE, "namespace": GATEWAY_NAMESPACE, "labels": labels},
+        spec={"type": "ClusterIP", "selector": labels,
+              "ports": [{"name": "redis", "port": RATE_LIMIT_STORE_PORT, "targetPort": "redis", "protocol": "TCP"}]},
+        opts=opts,
+    )
+    return secret

@@ -6,6 +6,9 @@ previewed and checked against the CRDs. Node pools are labels and taints that no
 (deployed by the GPU Operator) puts on the listed nodes from one NodeFeatureRule: no Node object is
 Pulumi's, so taints set by the kubelet, the node lifecycle controller or a drain are never touched.
 Every operand of both operators tolerates the pool taints; system pods run on the untainted system nodes.
+InfiniBand carries NCCL on training nodes (its service level is what `nccl_env` hands TrainingPool); only
+where inference loads weights over it does an IPoIB network exist, for inference nodes, on the storage
+partition's child interface, its pool keeping the object store's IPoIB address free.
 """
 
 from __future__ import annotations
@@ -19,14 +22,13 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.config import AdoptConfig, GpuClusterConfig
+from components.constants import GPU_OPERATOR_NAMESPACE, NETWORK_OPERATOR_NAMESPACE
 from components.kube import Adoption, Priority, cache_storage_class, helm_release, namespace, priority_classes
 from components.providers import ClusterRef
 
 POOL_LABEL = "fab.internal/gpu-pool"
 """Node label and taint key of the GPU pools: inference or training."""
 GPU_TYPE_LABEL = "fab.internal/gpu-type"
-GPU_OPERATOR_NAMESPACE = "gpu-operator"
-NETWORK_OPERATOR_NAMESPACE = "nvidia-network-operator"
 INFERENCE_NAMESPACE = "inference"
 SERVING_PRIORITY = "fab-serving"
 TRAINING_PRIORITY = "fab-training"
@@ -38,6 +40,8 @@ NVME_STORAGE_CLASS = "local-nvme-cache"
 RDMA_RESOURCE = "rdma/rdma_shared_ib"
 """Extended resource the RDMA shared device plugin advertises; pods request it to use InfiniBand."""
 IPOIB_NETWORK = "ipoib-weights"
+NCCL_CONFIG = "nccl"
+"""The ConfigMap of NCCL settings in every team namespace of a GPU cluster; training jobs load it with envFrom."""
 POSTRENDER = "components/helm/drop_clusterpolicy.py"
 """Helm post-renderer (path from the project root, where Pulumi runs the program) removing the chart's ClusterPolicy."""
 
@@ -91,6 +95,9 @@ class GpuCluster(pulumi.ComponentResource):
 
     pools: pulumi.Output[dict[str, Any]]
     """Per pool (inference, training): nodes and GPUs."""
+    infiniband: pulumi.Output[dict[str, Any]]
+    """What the fabric's subnet manager must hold for this cluster: NCCL's service level and, where weights load over
+    InfiniBand, the storage partition (key, service level, IPoIB range, the object store's IPoIB address)."""
 
     def __init__(self, name: str, args: GpuClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(
@@ -104,6 +111,11 @@ class GpuCluster(pulumi.ComponentResource):
         self.serves_inference = args.serves_inference
         self.ipoib = ipoib_enabled(spec, args.serves_inference)
         """Whether its inference pods load weights over IPoIB (the IPoIB network exists)."""
+        ib = spec.infiniband
+        self.s3_ipoib_address = str(ib.s3_ipoib_address) if self.ipoib else None
+        """The object store's address on the IPoIB network, which the weight sync resolves the S3 host name to, or None."""
+        self.nccl_env = nccl_env(spec)
+        """The NCCL settings training jobs on this cluster load (ConfigMap `nccl` in each team namespace)."""
         self.gpu_types = sorted({node.gpu_type for node in spec.nodes.values()})
         """The GPU types of its nodes."""
         child = pulumi.ResourceOptions(parent=self)
@@ -163,13 +175,7 @@ class GpuCluster(pulumi.ComponentResource):
                 api_version=versions.NV_IPAM_API,
                 kind="IPPool",
                 metadata={"name": IPOIB_NETWORK, "namespace": NETWORK_OPERATOR_NAMESPACE},
-                spec={
-                    "subnet": str(spec.infiniband.ipoib_range),
-                    "perNodeBlockSize": 32,
-                    "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
-                        {"key": POOL_LABEL, "operator": "In", "values": ["inference"]}
-                    ]}]},
-                },
+                spec=ipoib_pool_spec(spec),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[nic_policy]),
             )
             k8s.apiextensions.CustomResource(
@@ -179,7 +185,8 @@ class GpuCluster(pulumi.ComponentResource):
                 metadata={"name": IPOIB_NETWORK},
                 spec={
                     "networkNamespace": INFERENCE_NAMESPACE,
-                    "master": spec.infiniband.ipoib_master,
+                    # The partition's child interface: pods' IPoIB links are in the storage partition, not the default one.
+                    "master": ib.partition_interface,
                     "ipam": json.dumps({"type": "nv-ipam", "poolName": IPOIB_NETWORK}),
                 },
                 opts=nic_opts,
@@ -189,7 +196,8 @@ class GpuCluster(pulumi.ComponentResource):
         self.pools = pulumi.Output.from_input(
             {pool: {"nodes": nodes, "gpus": sum(spec.nodes[node].gpus for node in nodes)} for pool, nodes in members.items()}
         )
-        self.register_outputs({"pools": self.pools})
+        self.infiniband = pulumi.Output.from_input(infiniband_contract(spec, self.ipoib))
+        self.register_outputs({"pools": self.pools, "infiniband": self.infiniband})
 
     def _privileged_namespace(self, name: str) -> k8s.core.v1.Namespace:
         return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), privileged_reason=PRIVILEGED_REASON,
@@ -199,6 +207,41 @@ class GpuCluster(pulumi.ComponentResource):
 def ipoib_enabled(config: GpuClusterConfig, serves_inference: bool) -> bool:
     """Whether the cluster's inference pods load weights over IPoIB (independent of the profile in force)."""
     return config.infiniband.inference_weights_over_ib and serves_inference
+
+
+def nccl_env(config: GpuClusterConfig) -> dict[str, str]:
+    """NCCL's settings on the cluster: the InfiniBand service level of its traffic, apart from storage's."""
+    return {"NCCL_IB_SL": str(config.infiniband.nccl_service_level)}
+
+
+def ipoib_pool_spec(config: GpuClusterConfig) -> dict[str, Any]:
+    """The nv-ipam pool of the IPoIB network: inference nodes only, never the object store's own IPoIB address."""
+    ib = config.infiniband
+    address = str(ib.s3_ipoib_address)
+    return {
+        "subnet": str(ib.ipoib_range),
+        "perNodeBlockSize": 32,
+        "exclusions": [{"startIP": address, "endIP": address}],
+        "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": POOL_LABEL, "operator": "In", "values": ["inference"]}
+        ]}]},
+    }
+
+
+def infiniband_contract(config: GpuClusterConfig, ipoib: bool) -> dict[str, Any]:
+    """What the subnet manager (outside Kubernetes) must hold for the cluster: NCCL's service level, and the storage
+    partition with its own service level where weights load over IPoIB."""
+    ib = config.infiniband
+    contract: dict[str, Any] = {"nccl_service_level": ib.nccl_service_level}
+    if ipoib:
+        contract["storage_partition"] = {
+            "partition_key": ib.ipoib_partition_key,
+            "interface": ib.partition_interface,
+            "service_level": ib.storage_qos_service_level,
+            "ipoib_range": str(ib.ipoib_range),
+            "s3_ipoib_address": str(ib.s3_ipoib_address),
+        }
+    return contract
 
 
 def gpu_operator_values() -> dict[str, Any]:

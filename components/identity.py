@@ -142,10 +142,17 @@ class SiteIdentity(pulumi.ComponentResource):
             opts=child,
         )
 
+        self._realm_input = realm_id
         self.realm_id = self._realm_id
         self.issuer_url = pulumi.Output.from_input(self._issuer)
         self.team_groups = pulumi.Output.from_input({team: team_group_name(team) for team in sorted(args.teams)})
         self.register_outputs({"realm_id": self.realm_id, "issuer_url": self.issuer_url, "team_groups": self.team_groups})
+
+    def group(self, group: str, description: str) -> keycloak.Group:
+        """A group of the realm besides the teams' (a peer site's team that trains here), whose members a group's
+        RoleBinding names (`<group prefix><group>`)."""
+        return keycloak.Group(f"{self._name}-group-{group}", realm_id=self._realm_input, name=group, description=description,
+                              opts=pulumi.ResourceOptions(parent=self))
 
     def oidc_client(
         self,

@@ -2,10 +2,13 @@
 
 On the inference (gpu) cluster: per model a vLLM Deployment sized by `components.capacity`, scheduled
 only on inference nodes at serving priority, its weights copied from the models bucket to the node's
-NVMe cache with inference's read-only keys, a PodDisruptionBudget and a Service. In front, one Envoy
-Gateway at a fixed internal VIP (`externalTrafficPolicy: Local`), TLS, one HTTPRoute per model, each
-covered by a Keycloak JWT SecurityPolicy and a per-team rate limit. Each consuming team gets a
-client-credentials client whose tokens carry its team.
+NVMe cache with inference's read-only keys (over the Ethernet S3 endpoint; where the cluster loads
+weights over InfiniBand, over IPoIB, the S3 host name resolved to the object store's IPoIB address),
+a PodDisruptionBudget and a Service. In front, one Envoy Gateway at a fixed internal VIP
+(`externalTrafficPolicy: Local`), TLS, one HTTPRoute per model, each covered by a Keycloak JWT
+SecurityPolicy that admits the site's teams only and by a per-team rate limit counted once across all
+gateway replicas (a global limit). Each consuming team gets a client-credentials client whose tokens
+carry its team.
 
 Routing is by path (`/models/<model>/v1/...`, rewritten to `/v1/...`): Gateway API cannot match on the
 request body, where the OpenAI API names the model. Body-based routing on one `/v1` needs Envoy AI
@@ -14,6 +17,7 @@ Gateway with an InferencePool endpoint picker, which Envoy Gateway alone does no
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +28,8 @@ import pulumi_kubernetes as k8s
 from components import versions
 from components.capacity import ModelCapacity
 from components.config import AdoptConfig, InferenceConfig, names
+from components.constants import ENGINE_LABEL, GATEWAY_NAMESPACE, S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY, s3_secret
+from components.gateway import ROUTES_LABEL, envoy_gateway, http_route, https_listener
 from components.gpu import (
     INFERENCE_NAMESPACE,
     IPOIB_NETWORK,
@@ -34,8 +40,6 @@ from components.gpu import (
     GpuCluster,
     toleration,
 )
-from components.constants import ENGINE_LABEL, GATEWAY_NAMESPACE, S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY, s3_secret
-from components.gateway import ROUTES_LABEL, envoy_gateway, http_route, https_listener
 from components.identity import SiteIdentity
 from components.kube import (
     WORKLOAD_SKIPS,
@@ -54,7 +58,7 @@ GATEWAY_CLASS = "fab-llm"
 VLLM_PORT = 8000
 TEAM_CLAIM = "team"
 ACCESS_CLAIM = "llm_access"
-"""A fixed claim only the teams' gateway clients carry: the gateway admits it without listing teams."""
+"""A fixed claim only the teams' gateway clients carry, so that a token of another client is refused even if it names a team."""
 TEAM_HEADER = "x-fab-team"
 AUDIENCE = "llm-gateway"
 JWT_PROVIDER = "keycloak"
@@ -125,7 +129,8 @@ class InferencePool(pulumi.ComponentResource):
         here = NamespaceRef(args.gpu.cluster, INFERENCE_NAMESPACE, namespace)
         s3 = args.storage.grant(PRINCIPAL, here)
         ca = args.storage.site_ca(here)
-        ipoib = args.gpu.ipoib
+        # Over InfiniBand, the weight sync reaches the object store at its IPoIB address under the S3 host name.
+        ipoib = [{"ip": args.gpu.s3_ipoib_address, "hostnames": [args.storage.s3_host]}] if args.gpu.s3_ipoib_address else None
         self.deployments = {
             model: self._model(model, sized[model], s3, ca, [namespace, args.gpu], ipoib) for model in sorted(inference.models)
         }
@@ -178,7 +183,8 @@ class InferencePool(pulumi.ComponentResource):
     # Models.
 
     def _model(self, model: str, size: ModelCapacity, s3: k8s.core.v1.Secret, ca: SiteCa, depends_on: list[pulumi.Resource],
-               ipoib: bool) -> k8s.apps.v1.Deployment:
+               ipoib: list[dict[str, Any]] | None) -> k8s.apps.v1.Deployment:
+        """A model's vLLM Deployment; `ipoib`, the host aliases of the object store's IPoIB address, attaches the IPoIB network."""
         spec = self._config.models[model]
         labels = {"app.kubernetes.io/name": "vllm", MODEL_LABEL: model}
         tp = size.tensor_parallel
@@ -265,6 +271,7 @@ class InferencePool(pulumi.ComponentResource):
                         "tolerations": [toleration("inference")],
                         "automountServiceAccountToken": False,
                         "securityContext": restricted_pod_security_context(fsGroup=VLLM_USER),
+                        **({"hostAliases": ipoib} if ipoib else {}),
                         "initContainers": init,
                         "containers": [container],
                         "volumes": [
@@ -310,6 +317,7 @@ class InferencePool(pulumi.ComponentResource):
             service_labels=network.lb_service_labels(self._cluster, gateway_cfg.pool),
             vip=str(gateway_cfg.vip),
             listeners=[https_listener("https", hostname, gateway_cfg.tls_secret, GATEWAY_NAME)],
+            global_rate_limits=True,
         )
         # The team header is only ever set from a verified token: strip whatever the client sent.
         k8s.apiextensions.CustomResource(
@@ -342,12 +350,12 @@ class InferencePool(pulumi.ComponentResource):
         )
 
     def _policies(self, model: str, after: list[pulumi.Resource], identity: SiteIdentity) -> list[pulumi.Resource]:
-        """Every route: a Keycloak JWT for this gateway from a known team, and that team's rate limit.
+        """Every route: a Keycloak JWT for this gateway from one of the site's teams, and that team's rate limit.
 
         The policies name the route they attach to; Envoy Gateway attaches them when it appears.
         """
-        config = self._config
         opts = pulumi.ResourceOptions(parent=self, depends_on=after)
+        teams = sorted(self._teams)
 
         def route_policy(logical: str, kind: str, spec: dict[str, Any]) -> k8s.apiextensions.CustomResource:
             """An Envoy Gateway policy named like the model's route and attached to it."""
@@ -373,35 +381,12 @@ class InferencePool(pulumi.ComponentResource):
                         }
                     ]
                 },
-                "authorization": {
-                    "defaultAction": "Deny",
-                    "rules": [
-                        {
-                            "name": "team-clients",
-                            "action": "Allow",
-                            "principal": {"jwt": {"provider": JWT_PROVIDER, "claims": [{"name": ACCESS_CLAIM, "values": ["true"]}]}},
-                        }
-                    ],
-                },
+                # Only the teams' gateway clients, and only for a team of the site: every admitted request carries the
+                # team header the rate limits below count by.
+                "authorization": {"defaultAction": "Deny", "rules": team_allow_rules(teams)},
             },
         )
-        overrides = config.team_requests_per_minute
-        team_header = lambda **match: {"name": TEAM_HEADER, **match}  # noqa: E731
-        # Every team gets its own bucket at the default limit (Distinct), except the teams with their own limit;
-        # so adding a team at the default changes nothing here.
-        default_rule = {
-            "clientSelectors": [{"headers": [
-                team_header(type="Distinct"),
-                *(team_header(type="Exact", value=team, invert=True) for team in sorted(overrides)),
-            ]}],
-            "limit": {"requests": config.requests_per_minute, "unit": "Minute"},
-        }
-        override_rules = [
-            {"clientSelectors": [{"headers": [team_header(type="Exact", value=team)]}], "limit": {"requests": rpm, "unit": "Minute"}}
-            for team, rpm in sorted(overrides.items())
-        ]
-        rate_limit = route_policy("ratelimit", "BackendTrafficPolicy", {"rateLimit": {"local": {"rules": [default_rule, *override_rules]}}})
-        return [jwt, rate_limit]
+        return [jwt, route_policy("ratelimit", "BackendTrafficPolicy", {"rateLimit": team_rate_limits(self._config)})]
 
     def _team_clients(self, identity: SiteIdentity) -> dict[str, Any]:
         """A client-credentials client per team whose tokens carry `team` and the gateway's audience."""
@@ -412,3 +397,57 @@ class InferencePool(pulumi.ComponentResource):
             )
             for team in sorted(self._teams)
         }
+
+
+CLAIM_VALUES_MAX = 128
+"""Values one Envoy Gateway authorization claim may list; more teams take more Allow rules."""
+
+
+def team_allow_rules(teams: list[str]) -> list[dict[str, Any]]:
+    """Allow rules admitting the tokens of the teams' gateway clients: `llm_access` and a `team` claim naming a team,
+    `CLAIM_VALUES_MAX` teams per rule (`team-clients`, then `team-clients-2`, ...)."""
+    chunks = [teams[i:i + CLAIM_VALUES_MAX] for i in range(0, len(teams), CLAIM_VALUES_MAX)]
+    return [
+        {
+            "name": "team-clients" if n == 1 else f"team-clients-{n}",
+            "action": "Allow",
+            "principal": {"jwt": {"provider": JWT_PROVIDER, "claims": [
+                {"name": ACCESS_CLAIM, "values": ["true"]},
+                {"name": TEAM_CLAIM, "values": chunk},
+            ]}},
+        }
+        for n, chunk in enumerate(chunks, start=1)
+    ]
+
+
+def _team_header(**match: Any) -> dict[str, Any]:
+    return {"name": TEAM_HEADER, **match}
+
+
+def team_rate_limits(config: InferenceConfig) -> dict[str, Any]:
+    """A route's `rateLimit`: each team's requests per minute, counted once across all gateway replicas.
+
+    Every team gets a bucket of its own at the default rate (one `Distinct` rule on the team header, so adding a
+    team at the default changes nothing here), except the teams with their own rate, which have a rule each.
+    `global` is the limit, counted by Envoy Gateway's rate limit service. `local` holds the same rules as the
+    backstop for when that service does not answer (the gateway then fails open): each proxy counts them on its
+    own, so a team gets at most its rate times the proxy replicas, never unlimited.
+    """
+    overrides = config.team_requests_per_minute
+
+    def per_minute(rpm: int) -> dict[str, Any]:
+        return {"requests": rpm, "unit": "Minute"}
+
+    default_rule = {
+        "clientSelectors": [{"headers": [
+            _team_header(type="Distinct"),
+            *(_team_header(type="Exact", value=team, invert=True) for team in sorted(overrides)),
+        ]}],
+        "limit": per_minute(config.requests_per_minute),
+    }
+    override_rules = [
+        {"clientSelectors": [{"headers": [_team_header(type="Exact", value=team)]}], "limit": per_minute(rpm)}
+        for team, rpm in sorted(overrides.items())
+    ]
+    rules = [default_rule, *override_rules]
+    return {"global": {"rules": rules}, "local": {"rules": copy.deepcopy(rules)}}

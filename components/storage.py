@@ -27,24 +27,52 @@ import pulumi_random as random
 import pulumi_tls as tls
 
 from components import versions
-from components.constants import (
-    CNPG_NAMESPACE, ENGINE_LABEL, HOSTNAME_ANNOTATION, POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_SCOPE, POLARIS_URI,
-    POLARIS_WAREHOUSE, S3_ACCESS_KEY, S3_ENDPOINT, S3_REGION, S3_SECRET_KEY, TEAM_LABEL, TRAINING_CHECKPOINT_URI, TRAINING_MODEL_URI,
-    polaris_secret, s3_secret,
-)
-from components.kube import Adoption, adopted, helm_release, namespace, random_secret, restricted_container, run_once_job
-from components.minio_admin import AdminEndpoint, BucketTags, MinioNamesFree, guard
 from components.config import (
     AdoptConfig,
     MinioEndpoint,
     StorageConfig,
     names,
 )
+from components.constants import (
+    CNPG_NAMESPACE,
+    ENGINE_LABEL,
+    HOSTNAME_ANNOTATION,
+    POLARIS_CLIENT_ID,
+    POLARIS_CLIENT_SECRET,
+    POLARIS_SCOPE,
+    POLARIS_URI,
+    POLARIS_WAREHOUSE,
+    S3_ACCESS_KEY,
+    S3_ENDPOINT,
+    S3_REGION,
+    S3_SECRET_KEY,
+    TEAM_LABEL,
+    TRAINING_CHECKPOINT_URI,
+    TRAINING_MODEL_URI,
+    polaris_secret,
+    s3_secret,
+)
 from components.data_access import (
-    CATALOG_ACCESS, ENGINE_ACCESS, TEAM_CREDENTIALS_ENV, TRAINING, bucket_tags, buckets_of, catalog_uri, engine_buckets, lifecycle_rules,
-    polaris_setup_plan, policy_document, principal_engines, s3_endpoint_internal, team_policy_document, team_prefix, team_principal,
+    CATALOG_ACCESS,
+    ENGINE_ACCESS,
+    TEAM_CREDENTIALS_ENV,
+    TRAINING,
+    bucket_tags,
+    buckets_of,
+    catalog_uri,
+    engine_buckets,
+    lifecycle_rules,
+    polaris_setup_plan,
+    policy_document,
+    principal_engines,
+    s3_endpoint_internal,
+    team_policy_document,
+    team_prefix,
+    team_principal,
     team_setup_plan,
 )
+from components.kube import Adoption, adopted, helm_release, namespace, random_secret, restricted_container, run_once_job
+from components.minio_admin import AdminEndpoint, BucketTags, MinioNamesFree, guard
 from components.network import CrossClusterNetwork
 from components.providers import ClusterRef, NamespaceRef, SiteRef
 
@@ -160,6 +188,9 @@ class StorageCluster(pulumi.ComponentResource):
         store = storage.object_store
         scheme = "https" if store.tls else "http"
         self._s3_internal = s3_endpoint_internal(site.domain, store)
+        self.s3_host = names.S3_HOST(site.domain)
+        """The host name of the internal S3 endpoint, which its certificate names; pods that reach the object store by
+        another address (the IPoIB one) resolve this name to it, so TLS still verifies."""
         self._catalog_uri = catalog_uri(site.domain, storage.polaris)
         self._credentials: dict[str, _Credentials] = {}
         self._principals: dict[str, _Principal] = {}

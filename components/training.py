@@ -7,7 +7,13 @@ config; the manager's quotas are the sum of its workers' (computed, never typed 
 inference is not Kueue-managed: training flavors select training nodes only, and every Kueue cluster (the manager
 too) has the site's Topology, which every training flavor names for topology-aware placement. Airflow on compute
 submits through a ServiceAccount per GPU cluster that may only create, watch and delete jobs in team
-namespaces; its kubeconfig arrives as a Secret in compute's `airflow` namespace.
+namespaces; its kubeconfig arrives as a Secret in compute's `airflow` namespace. Every team namespace on a GPU
+cluster holds the ConfigMap `nccl` with that cluster's NCCL settings (NCCL_IB_SL), which jobs load with envFrom.
+
+A linked peer's team that trains here (`federation.peers.<peer>.remote_training`; DESIGN section 2:
+remote-site GPUs are used only for data replicated there) gets the same queue in `remote-<peer>-<team>`,
+confined to the clusters its quotas name, a Keycloak group of that name, and S3 keys from SiteFederation
+for the peer's replica and its checkpoint prefix only; no catalog, and no Airflow submitter of this site.
 """
 
 from __future__ import annotations
@@ -21,11 +27,28 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components import versions
-from components.config import AdoptConfig, TeamQuota, TrainingConfig, names
-from components.constants import AIRFLOW_NAMESPACE, ENGINE_LABEL, KUEUE_NAMESPACE, TEAM_LABEL, polaris_secret, s3_secret, submitter_kubeconfig_secret
+from components.config import AdoptConfig, RemoteTeam, TeamQuota, TrainingConfig, names
+from components.constants import (
+    AIRFLOW_NAMESPACE,
+    ENGINE_LABEL,
+    KUEUE_NAMESPACE,
+    TEAM_LABEL,
+    polaris_secret,
+    s3_secret,
+    submitter_kubeconfig_secret,
+)
 from components.data_access import TRAINING
-from components.kube import Adoption, FlatCustomResource, helm_release, namespace, restricted_container, restricted_pod_security_context
-from components.gpu import GPU_TYPE_LABEL, POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
+from components.federation import SiteFederation
+from components.gpu import GPU_TYPE_LABEL, NCCL_CONFIG, POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
+from components.identity import SiteIdentity
+from components.kube import (
+    Adoption,
+    FlatCustomResource,
+    helm_release,
+    namespace,
+    restricted_container,
+    restricted_pod_security_context,
+)
 from components.providers import ClusterRef, NamespaceRef, SiteRef
 from components.storage import StorageCluster
 
@@ -39,6 +62,9 @@ TEAM_ROLE = "fab-team-member"
 SUBMITTER = "airflow-submitter"
 MULTIKUEUE_SA = "multikueue"
 MANAGED_LABEL = "fab.internal/kueue-managed"
+REMOTE_TEAM_LABEL = "fab.internal/remote-team"
+"""On a peer's team's namespace: the team, as its site names it (with REMOTE_SITE_LABEL, the peer)."""
+REMOTE_SITE_LABEL = "fab.internal/remote-site"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITIES = {"training-normal": 100, "training-urgent": 1000}
 FRAMEWORKS = [
@@ -190,6 +216,12 @@ class TrainingPoolArgs:
     """Gives each team namespace on the workers its own team's S3 keys and Polaris principal (`training_grants()`)."""
     airflow_namespace: k8s.core.v1.Namespace
     """Compute's Airflow namespace (ComputeCluster's), which receives the submitter kubeconfigs."""
+    remote_teams: dict[str, RemoteTeam]
+    """Linked peers' teams that train here, by namespace: a queue like a team's, confined to their clusters."""
+    federation: SiteFederation
+    """Gives a peer's team its S3 keys (the peer's replica, its checkpoint prefix) once the peer consents."""
+    identity: SiteIdentity
+    """Holds the Keycloak group of each peer's team, which its RoleBindings name."""
 
 
 class TrainingPool(pulumi.ComponentResource):
@@ -197,6 +229,8 @@ class TrainingPool(pulumi.ComponentResource):
 
     submission: pulumi.Output[dict[str, Any]]
     """The training-submission contract, per team: cluster, namespace and LocalQueue."""
+    remote_submission: pulumi.Output[dict[str, Any]]
+    """The same for peers' teams that train here, per peer and team."""
     example_job: pulumi.Output[str]
     """A suspended Job that pins an Iceberg table and snapshot id, labelled for its LocalQueue."""
 
@@ -204,6 +238,9 @@ class TrainingPool(pulumi.ComponentResource):
         super().__init__("fab:training:TrainingPool", name, None, opts)
         self._name, self._site, self._config, self._storage = name, args.site, args.config, args.storage
         self._teams, self._gpus, self._api_servers, self._adopt = sorted(args.teams), args.gpus, args.api_servers, args.adopt
+        self._remote_teams, self._federation = args.remote_teams, args.federation
+        for ns_name, remote in sorted(args.remote_teams.items()):
+            args.identity.group(remote.group, f"Members of {remote.peer}'s team {remote.team}, who train in {ns_name} on this site")
         self._clusters = {key: gpu.cluster for key, gpu in args.gpus.items()} | {args.compute.key: args.compute}
         self._access_namespaces: dict[str, k8s.core.v1.Namespace] = {}
         self._team_namespaces: dict[tuple[str, str], k8s.core.v1.Namespace] = {}
@@ -223,18 +260,27 @@ class TrainingPool(pulumi.ComponentResource):
             self._multikueue(self._manager, args.config.multikueue.workers)
 
         # Teams submit to the MultiKueue manager, which dispatches to its workers; without it, to the site's main GPU
-        # cluster, the one that serves inference (a configured key, so adding a GPU cluster moves no team's submissions).
-        submit = manager or next(gpu.cluster for gpu in args.gpus.values() if gpu.serves_inference)
+        # cluster, the one that serves inference (a configured key, so adding a GPU cluster moves no team's submissions),
+        # or before the site serves models (phase 1, a single GPU cluster) its first gpu cluster.
+        submit = manager or next(
+            (gpu.cluster for gpu in args.gpus.values() if gpu.serves_inference),
+            next(gpu.cluster for _, gpu in sorted(args.gpus.items()) if gpu.cluster.role == "gpu"),
+        )
         self.submission = pulumi.Output.from_input(
             {
                 team: {"cluster": submit.name, "namespace": team_namespace(team), "local_queue": LOCAL_QUEUE}
                 for team in self._teams
             }
         )
+        self.remote_submission = pulumi.Output.from_input({
+            peer: {remote.team: {"cluster": submit.name, "namespace": ns_name, "local_queue": LOCAL_QUEUE}
+                   for ns_name, remote in sorted(args.remote_teams.items()) if remote.peer == peer}
+            for peer in sorted({remote.peer for remote in args.remote_teams.values()})
+        })
         self.example_job = pulumi.Output.all(args.storage.catalog_uri, args.storage.warehouse).apply(
             lambda catalog: yaml.safe_dump(example_job(catalog[0], catalog[1]), sort_keys=False)
         )
-        self.register_outputs({"submission": self.submission, "example_job": self.example_job})
+        self.register_outputs({"submission": self.submission, "remote_submission": self.remote_submission, "example_job": self.example_job})
 
     def _on(self, cluster: str, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, provider=self._clusters[cluster].provider, depends_on=depends_on or [])
@@ -295,46 +341,81 @@ class TrainingPool(pulumi.ComponentResource):
         for team in self._teams:
             ns_name = team_namespace(team)
             # Training jobs of the team run here: they read the training credentials, the team's own.
-            ns = self._namespace(cluster, ns_name, labels={TEAM_LABEL: team, ENGINE_LABEL: TRAINING, MANAGED_LABEL: "true"})
+            ns = self._team_queue(cluster, ns_name, {TEAM_LABEL: team, ENGINE_LABEL: TRAINING}, names.TEAM_GROUP(team),
+                                  quotas.get(team, {}), flavors, (f"queue-{team}", f"localqueue-{team}"))
             self._team_namespaces[cluster, team] = ns
-            k8s.rbac.v1.RoleBinding(
-                f"{self._name}-{cluster}-{ns_name}-members",
-                metadata={"name": "team-members", "namespace": ns_name},
-                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": TEAM_ROLE},
-                subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"{config.group_prefix}team-{team}"}],
-                opts=self._on(cluster, [ns]),
-            )
-            team_quotas = quotas.get(team, {})
-            quota = summed_quota(team_quotas, config.multikueue.workers) if is_manager else team_quotas.get(cluster, TeamQuota(gpus=0))
-            queue_spec: dict[str, Any] = {
-                "cohortName": site.name,
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns_name}},
-                "queueingStrategy": "BestEffortFIFO",
-                "preemption": {
-                    "reclaimWithinCohort": "Any",
-                    "withinClusterQueue": "LowerPriority",
-                    "borrowWithinCohort": {"policy": "Never"},
-                },
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                        "flavors": [self._flavor_quota(flavor, cluster, team_quotas, quota) for flavor in flavors],
-                    }
-                ],
-            }
-            if is_manager:
-                queue_spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": ADMISSION_CHECK}]}
-            self._cr(cluster, f"queue-{team}", "ClusterQueue", {"name": ns_name}, queue_spec)
-            self._cr(cluster, f"localqueue-{team}", "LocalQueue", {"name": LOCAL_QUEUE, "namespace": ns_name},
-                     {"clusterQueue": ns_name}, depends_on=[ns])
             if not is_manager:  # pods run on workers: data by reference, read with the team's own training keys
-                self._storage.training_grants(team, NamespaceRef(self._clusters[cluster], ns_name, ns))
+                team_ns = NamespaceRef(self._clusters[cluster], ns_name, ns)
+                self._storage.training_grants(team, team_ns)
+                self._nccl_settings(cluster, ns_name, team, ns)
+        for ns_name, remote in sorted(self._remote_teams.items()):
+            # A peer's team: quota on the clusters its peer entry names only, and no catalog, no bucket of this site but
+            # the peer's replica and its own checkpoint prefix (SiteFederation's keys, once the peer consents).
+            ns = self._team_queue(cluster, ns_name, {REMOTE_TEAM_LABEL: remote.team, REMOTE_SITE_LABEL: remote.peer}, remote.group,
+                                  remote.quotas, flavors, (f"hosted-queue-{ns_name}", f"hosted-localqueue-{ns_name}"), confined=True)
+            if not is_manager:
+                self._federation.remote_grant(ns_name, NamespaceRef(self._clusters[cluster], ns_name, ns))
+                self._nccl_settings(cluster, ns_name, remote.team, ns)
 
-    def _flavor_quota(self, flavor: str, cluster: str, team_quotas: dict[str, TeamQuota], quota: TeamQuota) -> dict[str, Any]:
-        """One flavor's quotas; on the manager, each flavor gets the sum over the workers that have it."""
+    def _nccl_settings(self, cluster: str, ns_name: str, team: str, ns: k8s.core.v1.Namespace) -> None:
+        """The cluster's NCCL settings (its fabric's service level) in a namespace where jobs train, wherever MultiKueue
+        places a job."""
+        k8s.core.v1.ConfigMap(
+            f"{self._name}-{cluster}-{ns_name}-nccl",
+            metadata={"name": NCCL_CONFIG, "namespace": ns_name, "labels": {"fab.internal/team": team}},
+            data=self._gpus[cluster].nccl_env,
+            opts=self._on(cluster, [ns]),
+        )
+
+    def _team_queue(self, cluster: str, ns_name: str, labels: dict[str, str], group: str, team_quotas: dict[str, TeamQuota],
+                    flavors: list[str], logical: tuple[str, str], confined: bool = False) -> k8s.core.v1.Namespace:
+        """A team's namespace on `cluster`, its members' RoleBinding, its ClusterQueue (named as the namespace) in the site's
+        cohort with its quota, and its LocalQueue. A `confined` team has no quota, not even borrowed, on the clusters its
+        quotas do not name."""
+        config, is_manager = self._config, cluster == self._manager
+        ns = self._namespace(cluster, ns_name, labels={**labels, MANAGED_LABEL: "true"})
+        k8s.rbac.v1.RoleBinding(
+            f"{self._name}-{cluster}-{ns_name}-members",
+            metadata={"name": "team-members", "namespace": ns_name},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": TEAM_ROLE},
+            subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"{config.group_prefix}{group}"}],
+            opts=self._on(cluster, [ns]),
+        )
+        quota = summed_quota(team_quotas, config.multikueue.workers) if is_manager else team_quotas.get(cluster, TeamQuota(gpus=0))
+        queue_spec: dict[str, Any] = {
+            "cohortName": self._site.name,
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns_name}},
+            "queueingStrategy": "BestEffortFIFO",
+            "preemption": {
+                "reclaimWithinCohort": "Any",
+                "withinClusterQueue": "LowerPriority",
+                "borrowWithinCohort": {"policy": "Never"},
+            },
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                    "flavors": [self._flavor_quota(flavor, cluster, team_quotas, quota, confined) for flavor in flavors],
+                }
+            ],
+        }
+        if is_manager:
+            queue_spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": ADMISSION_CHECK}]}
+        queue, local_queue = logical
+        self._cr(cluster, queue, "ClusterQueue", {"name": ns_name}, queue_spec)
+        self._cr(cluster, local_queue, "LocalQueue", {"name": LOCAL_QUEUE, "namespace": ns_name}, {"clusterQueue": ns_name}, depends_on=[ns])
+        return ns
+
+    def _flavor_quota(self, flavor: str, cluster: str, team_quotas: dict[str, TeamQuota], quota: TeamQuota,
+                      confined: bool = False) -> dict[str, Any]:
+        """One flavor's quotas; on the manager, each flavor gets the sum over the workers that have it. A confined team
+        gets nothing, and may borrow nothing, where none of those clusters is one of its quotas'."""
+        members = [cluster]
         if cluster == self._manager:
-            workers = [w for w in self._config.multikueue.workers if flavor in self._flavors(w)]
-            quota = summed_quota(team_quotas, workers)
+            members = [w for w in self._config.multikueue.workers if flavor in self._flavors(w)]
+            quota = summed_quota(team_quotas, members)
+        if confined and not any(member in team_quotas for member in members):
+            return {"name": flavor, "resources": [{"name": resource, "nominalQuota": "0", "borrowingLimit": "0"}
+                                                  for resource in ("cpu", "memory", "nvidia.com/gpu")]}
         gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominalQuota": _quantity(quota.gpus)}
         if quota.borrowing_limit_gpus is not None:
             gpu["borrowingLimit"] = _quantity(quota.borrowing_limit_gpus)
@@ -462,7 +543,9 @@ def example_job(catalog_uri: str, warehouse: str) -> dict[str, Any]:
                                 {"name": "ICEBERG_TABLE", "value": "fab.yield.wafer_features"},
                                 {"name": "ICEBERG_SNAPSHOT_ID", "value": "4187342123553412345"},
                             ],
-                            envFrom=[{"secretRef": {"name": s3_secret(TRAINING)}}, {"secretRef": {"name": polaris_secret(TRAINING)}}],
+                            # The team's S3 and Polaris keys, and the NCCL settings of whichever GPU cluster runs the job.
+                            envFrom=[{"secretRef": {"name": s3_secret(TRAINING)}}, {"secretRef": {"name": polaris_secret(TRAINING)}},
+                                     {"configMapRef": {"name": NCCL_CONFIG}}],
                             resources={
                                 "requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "1"},
                                 "limits": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "1"},

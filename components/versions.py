@@ -47,6 +47,8 @@ GPU_OPERATOR = HelmChart(chart="gpu-operator", version="v25.10.1", repo="https:/
 NETWORK_OPERATOR = HelmChart(chart="network-operator", version="26.4.1", repo="https://helm.ngc.nvidia.com/nvidia")
 ENVOY_GATEWAY = HelmChart(chart="gateway-helm", version="v1.9.0", repo="oci://docker.io/envoyproxy")
 """Envoy Gateway; the chart also installs the Gateway API CRDs it was built with."""
+RATE_LIMIT_STORE_IMAGE = "valkey/valkey:9.0.8-alpine"
+"""The counter store of Envoy Gateway's global rate limit service (Redis protocol; BSD-licensed Valkey)."""
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,26 @@
 """Run the CrossGuard policy pack the way the Pulumi CLI does (DESIGN section 5.3).
 
 The pack is started as `python -u -m pulumi.policy 127.0.0.1:0 .` in `policies/`, with the interpreter of
-the virtualenv its PulumiPolicy.yaml names (as the CLI starts it); it prints the port
-of its Analyzer gRPC service, which gets every resource of a render (`Analyze` per resource, then
-`AnalyzeStack` once). `fabctl plan`, CI and the tests share this one runner.
+the virtualenv its PulumiPolicy.yaml names and the stack's config in its environment (as the CLI starts it);
+it prints the port of its Analyzer gRPC service, which gets every resource of a render (`Analyze` per
+resource, then `AnalyzeStack` once). `fabctl plan`, CI and the tests share this one runner.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from fabctl.render import FABCTL_HOME, Plan
+from components.config import PROJECT
+from fabctl.render import FABCTL_HOME, MOCK_ORGANIZATION, Plan
 
 POLICIES_DIR = FABCTL_HOME / "policies"
 STARTUP_SECONDS = 60
@@ -52,15 +55,29 @@ def pack_python(policies_dir: Path = POLICIES_DIR) -> Path:
     return python
 
 
+def pack_environment(plan: Plan) -> dict[str, str]:
+    """What the Pulumi CLI adds to a policy pack's environment when it previews a stack (`constructEnv` in
+    sdk/go/common/resource/plugin/analyzer_plugin.go): the stack's config as PULUMI_CONFIG (left out when the stack has
+    none), the organization, project and stack, and that this is a preview. The policy SDK hands the config to the
+    pack's `pulumi.Config` (`_configure_runtime_settings`), which is how rules read the stack's own allow-lists."""
+    env = {"PULUMI_ORGANIZATION": MOCK_ORGANIZATION, "PULUMI_PROJECT": PROJECT, "PULUMI_STACK": plan.stack, "PULUMI_DRY_RUN": "true"}
+    if plan.config:
+        env["PULUMI_CONFIG"] = json.dumps(plan.config)
+    return env
+
+
 @contextmanager
-def analyzer(policies_dir: Path = POLICIES_DIR) -> Iterator[Any]:
-    """A started policy pack and a stub of its Analyzer service, run as the CLI runs it: in the pack's virtualenv."""
+def started_pack(policies_dir: Path = POLICIES_DIR, environment: Mapping[str, str] | None = None) -> Iterator[Any]:
+    """One started policy pack and a stub of its Analyzer service, run as the CLI runs it: in the pack's virtualenv, with
+    `environment` (a stack's, from `pack_environment`) added to this process's environment; none for a pack asked
+    about itself only (`pulumi policy publish` starts it so)."""
     import grpc
     from pulumi.runtime.proto import analyzer_pb2_grpc
 
+    env = {key: value for key, value in os.environ.items() if key not in _STACK_VARIABLES}
     proc = subprocess.Popen(
         [str(pack_python(policies_dir)), "-u", "-m", "pulumi.policy", "127.0.0.1:0", "."],
-        cwd=policies_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=policies_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**env, **(environment or {})},
     )
     try:
         line = proc.stdout.readline().strip() if proc.stdout else ""
@@ -74,6 +91,42 @@ def analyzer(policies_dir: Path = POLICIES_DIR) -> Iterator[Any]:
     finally:
         proc.kill()
         proc.wait()
+
+
+_STACK_VARIABLES = ("PULUMI_CONFIG", "PULUMI_CONFIG_SECRET_KEYS", "PULUMI_ORGANIZATION", "PULUMI_PROJECT", "PULUMI_STACK",
+                    "PULUMI_DRY_RUN")
+"""A stack's variables, never inherited from the caller: a pack sees only the stack it is started for."""
+
+
+class PolicyPacks:
+    """The policy pack started for each stack analyzed, as the CLI starts it for the stack it previews: a pack reads the
+    stack's config when it starts, so renders of different stacks (or configs) get different processes; a render of a
+    stack analyzed before reuses that stack's pack. Every pack stops when the `analyzer()` block ends."""
+
+    def __init__(self, policies_dir: Path, stack: ExitStack):
+        self._policies_dir, self._stack = policies_dir, stack
+        self._started: dict[str, Any] = {}
+
+    def _pack(self, environment: dict[str, str]) -> Any:
+        key = json.dumps(environment, sort_keys=True)
+        if key not in self._started:
+            self._started[key] = self._stack.enter_context(started_pack(self._policies_dir, environment))
+        return self._started[key]
+
+    def for_plan(self, plan: Plan) -> Any:
+        """The Analyzer stub of the pack started for `plan`'s stack and config."""
+        return self._pack(pack_environment(plan))
+
+    def GetAnalyzerInfo(self, request: Any) -> Any:
+        """The pack's description and rules, from a pack started without a stack."""
+        return self._pack({}).GetAnalyzerInfo(request)
+
+
+@contextmanager
+def analyzer(policies_dir: Path = POLICIES_DIR) -> Iterator[PolicyPacks]:
+    """Policy packs started on demand, one per stack analyzed (`analyze_with`), all stopped when the block ends."""
+    with ExitStack() as stack:
+        yield PolicyPacks(policies_dir, stack)
 
 
 _LEVELS = {0: "advisory", 1: "mandatory", 2: "disabled", 3: "remediate"}
@@ -137,11 +190,12 @@ def _violations(response: Any) -> list[Violation]:
     ]
 
 
-def analyze_with(stub: Any, plan: Plan) -> list[Violation]:
-    """Every violation a started pack reports for a render: per resource, then for the whole stack."""
+def analyze_with(packs: PolicyPacks, plan: Plan) -> list[Violation]:
+    """Every violation the pack started for the render's stack reports: per resource, then for the whole stack."""
     import grpc
     from pulumi.runtime.proto import analyzer_pb2
 
+    stub = packs.for_plan(plan)
     resources = _resources(plan)
     found: list[Violation] = []
     try:
@@ -158,12 +212,12 @@ def analyze_with(stub: Any, plan: Plan) -> list[Violation]:
 
 def analyze(plan: Plan, policies_dir: Path = POLICIES_DIR) -> list[Violation]:
     """Start the pack, analyze one render, stop the pack."""
-    with analyzer(policies_dir) as stub:
-        return analyze_with(stub, plan)
+    with analyzer(policies_dir) as packs:
+        return analyze_with(packs, plan)
 
 
 def info(policies_dir: Path = POLICIES_DIR) -> Any:
     from google.protobuf import empty_pb2
 
-    with analyzer(policies_dir) as stub:
-        return stub.GetAnalyzerInfo(empty_pb2.Empty())
+    with analyzer(policies_dir) as packs:
+        return packs.GetAnalyzerInfo(empty_pb2.Empty())

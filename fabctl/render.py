@@ -55,6 +55,9 @@ class Plan:
     resources: list[dict[str, Any]]
     outputs: dict[str, Any] = field(default_factory=dict)
     stats: RenderStats | None = None
+    config: dict[str, str] = field(default_factory=dict)
+    """The stack's config as the Pulumi CLI hands it to the program and to a policy pack (`PULUMI_CONFIG`: every value
+    a string, objects as JSON). A copy of a plan that keeps its stack keeps this too: `dataclasses.replace(plan, ...)`."""
 
     @cached_property
     def by_urn(self) -> dict[str, dict[str, Any]]:
@@ -158,7 +161,7 @@ def render_config(stack: str, config: dict[str, Any], project_dir: Path = PROJEC
     error = result.get("error")
     if error:
         raise RenderError(error["message"], user=error["kind"] == "user")
-    return Plan(stack=stack, resources=result["resources"], outputs=result["outputs"], stats=stats)
+    return Plan(stack=stack, resources=result["resources"], outputs=result["outputs"], stats=stats, config=env)
 
 def linked_stack_outputs(config: dict[str, Any], project_dir: Path) -> dict[str, dict[str, Any]]:
     """Outputs of the federated sites a stack's config links, from their own stack files in `project_dir`.

@@ -44,6 +44,7 @@ QWEN3_8B = {
 _SITE: dict[str, Any] = {
     "name": NAME,
     "domain": f"{NAME}.fab.internal",
+    "phase": 5,  # the last phase: a test adds any part without thinking of the roadmap; the phases' own tests lower it
     "minio": {"server": f"s3-admin.{NAME}.fab.internal:9000"},
     "keycloak": {"url": f"https://keycloak.{NAME}.fab.internal"},
     "teams": {},
@@ -59,7 +60,6 @@ _SITE: dict[str, Any] = {
         "nodes": {"gpu-inf-1": {"gpu_type": GPU_TYPE, "gpus": 8, "pool": "inference"},
                   "gpu-trn-1": {"gpu_type": GPU_TYPE, "gpus": 8, "pool": "training"}},
         "system_nodes": ["gpu-sys-1"],
-        "infiniband": {"ipoib_range": "10.30.203.0/24"},
     }},
     "inference": {"cluster": "gpu", "gateway": {"vip": GATEWAY_VIP}, "models": {"qwen3-8b": QWEN3_8B}},
     "compute": {
@@ -71,6 +71,7 @@ _SITE: dict[str, Any] = {
     },
     "clusters": {key: cluster_entry(i, key) for i, key in enumerate(CLUSTERS)},
 }
+_SITE["clusters"]["gpu"]["host_network_namespaces"] = ["gpu-operator", "nvidia-network-operator"]
 _SITE["clusters"]["compute"]["bgp_peers"]["edge"] = {"address": "10.30.2.254", "asn": 65399, "kind": "public"}
 _SITE["clusters"]["compute"]["lb_pools"]["external"] = {"cidrs": ["203.0.113.16/28"], "visibility": "external"}
 
@@ -101,9 +102,10 @@ def small_site(*, gpu_clusters: int = 1, teams: Sequence[str] = ("yield",), mult
 def full_site() -> dict[str, Any]:
     """Every optional part of a site once, for the tests that read one of them from a shared render: a training-only
     GPU cluster joined by MultiKueue, two teams with GPU quotas (yield on both clusters, fdc on gpu only), the stack's
-    own flow table, an external S3 endpoint, a bucket of every data class (some with lifecycle rules) and fdc's own rate
-    limit at the inference gateway."""
+    own flow table, an external S3 endpoint, a bucket of every data class (some with lifecycle rules), fdc's own rate
+    limit at the inference gateway and model weights loaded over InfiniBand."""
     site = small_site(gpu_clusters=2, teams=("fdc", "yield"), multikueue=True, flow_table=True, external_s3=True)
+    add_weights_over_ib(site)
     site["training"]["quotas"] = {"yield": {"gpu": {"gpus": 4}, "gpu-train": {"gpus": 8}}, "fdc": {"gpu": {"gpus": 4}}}
     site["inference"]["team_requests_per_minute"] = {"fdc": 3000}
     add_bucket(site, f"{NAME}-raw-fdc", "raw", retention_days=730)
@@ -133,7 +135,6 @@ def add_gpu_cluster(site: dict[str, Any], key: str, role: str = "gpu-train", tra
     site["gpu"][key] = {
         "nodes": {f"{key}-trn-{n}": {"gpu_type": gpu_type, "gpus": 8, "pool": "training"} for n in range(1, training_nodes + 1)},
         "system_nodes": [f"{key}-sys-1"],
-        "infiniband": {"inference_weights_over_ib": False},
     }
     multikueue = site.get("training", {}).get("multikueue", {})
     if multikueue.get("enabled"):
@@ -144,6 +145,19 @@ def add_gpu_cluster(site: dict[str, Any], key: str, role: str = "gpu-train", tra
             flows[name]["from"].append(key)
         if "multikueue" in flows:
             flows["multikueue"]["to"].append(key)
+
+
+IPOIB_RANGE = "10.30.203.0/24"
+S3_IPOIB_ADDRESS = "10.30.203.250"
+
+
+def add_weights_over_ib(site: dict[str, Any]) -> None:
+    """The inference cluster loads weights over InfiniBand: its IPoIB network, partition and service level, and the
+    object store's IPoIB address."""
+    site["gpu"][site["inference"]["cluster"]]["infiniband"] = {
+        "inference_weights_over_ib": True, "ipoib_range": IPOIB_RANGE, "ipoib_partition_key": "0x0a01",
+        "s3_ipoib_address": S3_IPOIB_ADDRESS, "storage_qos_service_level": 1,
+    }
 
 
 def add_model(site: dict[str, Any], name: str, **profile: Any) -> None:

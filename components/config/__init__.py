@@ -118,6 +118,7 @@ from components.config.views import (
     PEM_CERTIFICATE,
     POLARIS_FLOW,
     S3_FLOW,
+    RemoteTeam,
     credential_holders,
     default_flows,
     federation_flows,
@@ -144,7 +145,7 @@ __all__ = [
     "IdentityConfig", "KeycloakEndpoint", "MultiKueueConfig", "Profile", "Team", "TeamQuota", "TrainingConfig",
     # site, views, rules, loading
     "SiteConfig",
-    "INFERENCE_FLOW", "INGRESS_FLOW", "MULTIKUEUE_FLOW", "PEM_CERTIFICATE", "POLARIS_FLOW", "S3_FLOW", "credential_holders",
+    "INFERENCE_FLOW", "INGRESS_FLOW", "MULTIKUEUE_FLOW", "PEM_CERTIFICATE", "POLARIS_FLOW", "S3_FLOW", "RemoteTeam", "credential_holders",
     "default_flows", "federation_flows", "multikueue_flow", "replica_bucket",
     "Problem", "SiteRuleError", "format_path",
     "ConfigError", "SiteSecrets", "load_secrets", "load_site", "parse_site", "stack_file_schema",

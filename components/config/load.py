@@ -18,7 +18,6 @@ from components.config.fields import CONFIG_KEY, PROJECT
 from components.config.problems import SiteRuleError, key_location
 from components.config.site import SiteConfig
 
-
 SECRET_KEYS: tuple[str, ...] = ("aistorLicense", "aistorRootPassword")
 """The project's config keys that hold credentials: set only with `pulumi config set --secret`, never in plain text."""
 PROJECT_KEYS: tuple[str, ...] = (CONFIG_KEY, *SECRET_KEYS)

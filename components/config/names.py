@@ -185,6 +185,11 @@ REPLICA_TARGET = Derived("Secret", "replica-target-{key}", DNS_SUBDOMAIN)
 """A consumer's replica bucket and writer keys, read by the gold copy job."""
 PEER_CATALOG = Derived("Secret", "polaris-peer-{key}", DNS_SUBDOMAIN)
 """Trino's principal on a peer's Polaris."""
+REMOTE_TEAM_NAMESPACE = Derived("namespace", "remote-{site}-{key}", DNS_LABEL)
+"""A peer's team's namespace (and ClusterQueue) on every Kueue cluster: `{site}` is the peer, `{key}` its team. Made of
+two keys, so its length is checked by the federation rules, not by type."""
+REMOTE_TEAM_GROUP = Derived("Keycloak group", "remote-{site}-{key}", KEYCLOAK)
+"""The group of this site's Keycloak whose members act for a peer's team."""
 
 # The object store -----------------------------------------------------------------------------------------------
 

@@ -7,9 +7,11 @@ the whole site is parsed.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field, model_validator
 
-from components.config.fields import DnsLabel, _Model
+from components.config.fields import DnsLabel, Unique, _Model
 from components.config.names import ClusterKey, Domain, FlowKey, GpuTypeKey, SiteName, TeamKey
 from components.config.problems import SiteRuleError
 from components.config.rules import site_problems
@@ -18,6 +20,7 @@ from components.config.schema.compute import ComputeConfig
 from components.config.schema.federation import FederationConfig
 from components.config.schema.gpu import GpuClusterConfig, GpuType, InferenceConfig
 from components.config.schema.network import ClusterConfig, Flow
+from components.config.schema.roadmap import FeatureId, Phase
 from components.config.schema.storage import MinioEndpoint, StorageConfig
 from components.config.schema.teams import IdentityConfig, KeycloakEndpoint, Profile, Team, TrainingConfig
 from components.config.views import SiteViews
@@ -28,6 +31,17 @@ class SiteConfig(SiteViews, _Model):
 
     name: SiteName = Field(description="Site name, for example site-a; prefixes every cluster name.")
     domain: Domain = Field(description="Internal DNS domain of the site, for example site-a.fab.internal.")
+    phase: Phase = Field(
+        description="The roadmap phase the site is in (docs/roadmap.md): 1 GPU base, 2 inference, 3 training pipeline, "
+        "4 operations, 5 scale-out. A feature of a later phase is refused (MultiKueue or a second GPU cluster before 5, "
+        "profiles before 4, training quotas before 3) unless `early_features` names it; from phase 2 on, the site serves "
+        "models (`inference`).",
+    )
+    early_features: Annotated[list[FeatureId], Unique] = Field(  # type: ignore[valid-type]
+        default_factory=list,
+        description="Features of a later phase the site uses ahead of `phase`, each named on purpose (docs/roadmap.md "
+        "lists them with their phase). Defaults to none.",
+    )
     ca_bundle: str | None = Field(
         None, min_length=1,
         description="PEM file, relative to the project directory, with the CA certificates of the site's PKI that issued "
@@ -47,7 +61,9 @@ class SiteConfig(SiteViews, _Model):
         default_factory=dict, description="GPU models by key, added to (or replacing) the built-in h100 and h200."
     )
     gpu: dict[DnsLabel, GpuClusterConfig] = Field(description="GPU nodes and operators per gpu or gpu-train cluster key.")
-    inference: InferenceConfig
+    inference: InferenceConfig | None = Field(
+        None, description="Online inference: served models behind the gateway. Required from phase 2; none in phase 1 (GPU base)."
+    )
     training: TrainingConfig = Field(default_factory=TrainingConfig, description="Kueue quotas and MultiKueue.")
     compute: ComputeConfig
     federation: FederationConfig = Field(default_factory=FederationConfig, description="Cross-site federation. Defaults to off.")
@@ -58,7 +74,8 @@ class SiteConfig(SiteViews, _Model):
     flows: dict[FlowKey, Flow] | None = Field(
         None,
         description="The cross-cluster flow table by name. Defaults to the design's four flows: S3 and Polaris REST "
-        "from compute and GPU clusters to storage, the inference gateway from compute to gpu clusters, and the "
+        "from compute and GPU clusters to storage, the inference gateway from compute to gpu clusters (from phase 2, once "
+        "the site serves models), and the "
         "MultiKueue manager on compute to every GPU cluster's API server.",
     )
 

@@ -12,20 +12,45 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING, Any
 
-from components.constants import (
-    ENVOY_HTTPS_TARGET_PORT, ENVOY_PROXY_LABELS, GATEWAY_NAMESPACE, HTTPS_PORT, KUBE_APISERVER_PORT, KUEUE_CONTROLLER_LABELS,
-    KUEUE_NAMESPACE,
-)
 from components.config import names
 from components.config.fields import GPU_ROLES, WORLD
 from components.config.schema.gpu import DEFAULT_GPU_TYPES
 from components.config.schema.network import Flow
 from components.config.schema.teams import Profile
+from components.constants import (
+    ENVOY_HTTPS_TARGET_PORT,
+    ENVOY_PROXY_LABELS,
+    GATEWAY_NAMESPACE,
+    HTTPS_PORT,
+    KUBE_APISERVER_PORT,
+    KUEUE_CONTROLLER_LABELS,
+    KUEUE_NAMESPACE,
+)
 
 if TYPE_CHECKING:
     from components.config.schema.gpu import GpuNode, GpuType
     from components.config.schema.teams import TeamQuota
     from components.config.site import SiteConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteTeam:
+    """A peer's team that trains on this site's GPU clusters (`federation.peers.<peer>.remote_training`)."""
+
+    peer: str
+    team: str
+    quotas: dict[str, TeamQuota]
+    """GPU cluster -> quota; none on the others."""
+
+    @property
+    def namespace(self) -> str:
+        """Its namespace and ClusterQueue on every Kueue cluster, and its prefix of the checkpoints bucket."""
+        return names.REMOTE_TEAM_NAMESPACE(self.team, self.peer)
+
+    @property
+    def group(self) -> str:
+        """Its Keycloak group in this site's realm."""
+        return names.REMOTE_TEAM_GROUP(self.team, self.peer)
 
 
 class SiteViews:
@@ -75,6 +100,15 @@ class SiteViews:
             merged.setdefault(team, {}).update(clusters)
         return {team: dict(sorted(clusters.items())) for team, clusters in sorted(merged.items())}
 
+    def remote_teams(self, linked_only: bool = False) -> dict[str, RemoteTeam]:
+        """Peers' teams that train here, by namespace; with `linked_only`, those of linked peers (the ones set up)."""
+        peers = self.federation.peers
+        return {
+            team.namespace: team
+            for peer, spec in sorted(peers.items()) if not linked_only or peer in self.federation.linked
+            for team in (RemoteTeam(peer, name, dict(sorted(quotas.items()))) for name, quotas in sorted(spec.remote_training.items()))
+        }
+
     def kueue_clusters(self) -> list[str]:
         """Clusters running Kueue: every GPU cluster, and the MultiKueue manager when enabled."""
         return sorted({*self.keys_with_role(*GPU_ROLES), *([self.multikueue_manager()] if self.training.multikueue.enabled else [])})
@@ -84,10 +118,13 @@ class SiteViews:
         return self.training.multikueue.manager or compute
 
     def model_capacity(self, profile: str | None = ...) -> dict[str, Any]:  # type: ignore[assignment]
-        """GPU sizing of every served model (components.capacity); raises CapacityError when one cannot be served."""
+        """GPU sizing of every served model (components.capacity), none without inference; raises CapacityError when
+        one cannot be served."""
         from components import capacity
 
         inference = self.inference
+        if inference is None:
+            return {}
         nodes = self.pool_nodes(inference.cluster, "inference", profile)
         replicas = self.profile(profile).replicas
         first = next(iter(nodes.values()))
@@ -138,7 +175,8 @@ INGRESS_FLOW = "compute-ingress"
 
 
 def default_flows(site: SiteConfig) -> dict[str, Flow]:
-    """The design's four flows for the site's clusters (DESIGN section 2, network rules)."""
+    """The design's four flows for the site's clusters (DESIGN section 2, network rules); the inference gateway's only
+    where the site serves models."""
     storage = site.keys_with_role("storage")
     compute = site.keys_with_role("compute")
     gpus = site.keys_with_role(*GPU_ROLES)
@@ -152,12 +190,12 @@ def default_flows(site: SiteConfig) -> dict[str, Flow]:
             description="Compute and GPU pods use the Polaris Iceberg REST catalog.",
             sources=compute + gpus, to=storage, port=polaris.port, to_namespace=polaris.namespace,
         ),
-        INFERENCE_FLOW: Flow(
+        **({INFERENCE_FLOW: Flow(
             # Envoy Gateway runs the proxy unprivileged and maps listener ports below 1024 to port + 10000.
             description="Compute apps call the inference gateway (OpenAI-compatible, JWT).",
             sources=compute, to=site.keys_with_role("gpu"), port=HTTPS_PORT, target_port=ENVOY_HTTPS_TARGET_PORT,
             to_namespace=GATEWAY_NAMESPACE, to_labels=ENVOY_PROXY_LABELS,
-        ),
+        )} if site.inference is not None else {}),
         MULTIKUEUE_FLOW: Flow(
             description="The MultiKueue manager on compute dispatches workloads to the GPU clusters' API servers.",
             sources=compute, to=gpus, port=KUBE_APISERVER_PORT, target="kube-apiserver",
@@ -211,7 +249,8 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
 
     - the compute cluster: each enabled engine of components/engines with bucket access (S3) or a catalog
       role (Polaris), as it declares them;
-    - every gpu and gpu-train cluster: training, in each team's namespace (S3 and Polaris);
+    - every gpu and gpu-train cluster: training, in each team's namespace (S3 and Polaris), and remote-training, in
+      each linked peer's team's namespace (S3 only: the peer's replica and the team's checkpoint prefix);
     - the inference cluster: inference, which loads model weights (S3);
     - the storage cluster: polaris and postgres-backup, and replication while a linked consumer takes
       copies of gold (S3).
@@ -239,9 +278,13 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
             if engine.config(site.compute).enabled:
                 holds(cluster, engine.name, keys=engine.buckets is not None, catalog=engine.catalog_role is not None)
     # Training pods run on the GPU clusters; the MultiKueue manager (compute) only holds queues.
+    remote = bool(site.remote_teams(linked_only=True))
     for cluster in site.keys_with_role(*GPU_ROLES):
         holds(cluster, "training", catalog=True)
-    holds(site.inference.cluster, "inference", catalog=False)
+        if remote:
+            holds(cluster, "remote-training", catalog=False)
+    if site.inference is not None:
+        holds(site.inference.cluster, "inference", catalog=False)
     federation = site.federation
     replicating = any(spec.replicate_gold and name in federation.linked for name, spec in federation.consumers.items())
     for cluster in site.keys_with_role("storage"):

@@ -12,7 +12,14 @@ import json
 from components import versions
 from components.config import names
 from components.constants import (
-    POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_URI, POLARIS_WAREHOUSE, S3_ENDPOINT, S3_REGION, polaris_secret, s3_secret,
+    POLARIS_CLIENT_ID,
+    POLARIS_CLIENT_SECRET,
+    POLARIS_URI,
+    POLARIS_WAREHOUSE,
+    S3_ENDPOINT,
+    S3_REGION,
+    polaris_secret,
+    s3_secret,
 )
 from components.engines._base import INTERACTIVE, BucketAccess, Engine, EngineScope, Quota, Ui
 

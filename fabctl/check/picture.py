@@ -45,7 +45,8 @@ def site_provided(site: SiteConfig) -> list[tuple[str, str]]:
     for key in site.keys_with_role("compute"):
         provided.append((key, f"Secret {GATEWAY_NAMESPACE}/{site.compute.ingress.tls_secret}"))
         provided.append((key, f"StorageClass {site.compute.starrocks.cache_storage_class}"))
-    provided.append((site.inference.cluster, f"Secret {GATEWAY_NAMESPACE}/{site.inference.gateway.tls_secret}"))
+    if site.inference is not None:
+        provided.append((site.inference.cluster, f"Secret {GATEWAY_NAMESPACE}/{site.inference.gateway.tls_secret}"))
     store, postgres = site.storage.object_store, site.storage.polaris.postgres
     for key in site.keys_with_role("storage"):
         if not store.install:

@@ -15,8 +15,25 @@ from rules.credentials import (
     team_namespace_own_credentials,
     team_policy_own_prefixes,
 )
-from rules.gpu import gpu_lb_private_only, no_gpu_outside_gpu_clusters, training_ib_nccl_only, training_kueue_managed
+from rules.federation import remote_training_replica_only
+from rules.gateway import (
+    gateway_default_deny,
+    gateway_jwt_audience,
+    gateway_jwt_issuer,
+    gateway_jwt_jwks,
+    gateway_rate_limit_backend,
+    gateway_rate_limits_global,
+    gateway_team_rate_limits,
+)
+from rules.gpu import gpu_lb_private_only, no_gpu_outside_gpu_clusters, training_kueue_managed
 from rules.gpu_routes import no_gpu_helm_values, no_gpu_spark_applications, no_gpu_spark_conf
+from rules.infiniband import (
+    ipoib_not_in_training_namespaces,
+    ipoib_partition_key,
+    ipoib_weights_route,
+    training_ib_nccl_only,
+    training_nccl_service_level,
+)
 from rules.kueue import (
     multikueue_not_own_worker,
     multikueue_quota_sum,
@@ -26,10 +43,23 @@ from rules.kueue import (
     training_flavor_topology,
     training_preemptible,
 )
-from rules.network import credentials_have_flow, cross_cluster_default_deny, flow_direction, gateway_local_traffic, routes_authenticated
+from rules.network import (
+    credentials_have_flow,
+    cross_cluster_default_deny,
+    flow_direction,
+    gateway_local_traffic,
+    routes_authenticated,
+)
 from rules.priorities import priority_class_exists, serving_not_preemptible, training_below_serving
-from rules.storage import bucket_least_privilege, residency, stateful_protected, versioned_artifacts
-from rules.workloads import host_network_allow_listed, no_plaintext_secrets, pinned_versions, pod_security
+from rules.storage import bucket_least_privilege, replication_gold_only, residency, stateful_protected, versioned_artifacts
+from rules.workloads import (
+    host_network_allow_listed,
+    no_plaintext_secrets,
+    pinned_versions,
+    pod_security,
+    privileged_allow_listed,
+    privileged_namespace_allow_listed,
+)
 
 POLICIES = [
     no_gpu_outside_gpu_clusters,
@@ -39,10 +69,19 @@ POLICIES = [
     gpu_lb_private_only,
     gateway_local_traffic,
     routes_authenticated,
+    gateway_jwt_issuer,
+    gateway_jwt_jwks,
+    gateway_jwt_audience,
+    gateway_default_deny,
+    gateway_team_rate_limits,
+    gateway_rate_limits_global,
+    gateway_rate_limit_backend,
     cross_cluster_default_deny,
     flow_direction,
     credentials_have_flow,
     host_network_allow_listed,
+    privileged_allow_listed,
+    privileged_namespace_allow_listed,
     single_catalog_authority,
     catalog_uri_polaris,
     no_hive_metastore,
@@ -51,6 +90,8 @@ POLICIES = [
     stateful_protected,
     versioned_artifacts,
     residency,
+    replication_gold_only,
+    remote_training_replica_only,
     multikueue_not_own_worker,
     multikueue_quota_sum,
     multikueue_supported_frameworks,
@@ -63,6 +104,10 @@ POLICIES = [
     serving_no_queue_label,
     training_kueue_managed,
     training_ib_nccl_only,
+    ipoib_not_in_training_namespaces,
+    ipoib_partition_key,
+    ipoib_weights_route,
+    training_nccl_service_level,
     pinned_versions,
     pod_security,
     no_plaintext_secrets,

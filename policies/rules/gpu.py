@@ -1,4 +1,5 @@
-"""Rules on GPU clusters: GPUs stay there, nothing there is exposed, training is queued and keeps InfiniBand for NCCL."""
+"""Rules on GPU clusters: GPUs stay there, nothing there is exposed, training is queued (InfiniBand: rules/infiniband.py;
+priorities: rules/priorities.py)."""
 
 from __future__ import annotations
 
@@ -100,25 +101,3 @@ def training_kueue_managed(args: ResourceValidationArgs, report: ReportViolation
         return
     if not label(obj, "kueue.x-k8s.io/queue-name"):
         report(f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)} has no kueue.x-k8s.io/queue-name label; training is admitted by Kueue")
-
-
-@resource_rule("fab-training-ib-nccl-only",
-               "Storage RDMA is not configured on training nodes unless an IB QoS service level is set.", EnforcementLevel.ADVISORY,
-               settings={"storageQosServiceLevel": {"type": "integer", "minimum": 0, "maximum": 15,
-                                                    "description": "IB service level of storage traffic"}})
-def training_ib_nccl_only(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    """Advisory; unknown fields count as absent."""
-    obj = skip_unknown(k8s_object(args.resource_type, args.props))
-    if obj is None:
-        return
-    level = args.get_config().get("storageQosServiceLevel")
-    spec = obj.get("spec") or {}
-    if obj["kind"] == "IPoIBNetwork" and str(spec.get("networkNamespace", "")).startswith("team-") and level is None:
-        report(f"IPoIBNetwork {name_of(obj)} gives training namespace {spec['networkNamespace']} storage traffic over "
-               "InfiniBand; set an IB QoS service level or keep training storage on the Ethernet bond")
-    if obj["kind"] == "IPPool" and level is None:
-        terms = ((spec.get("nodeSelector") or {}).get("nodeSelectorTerms") or [])
-        for term in terms:
-            for expression in term.get("matchExpressions") or []:
-                if expression.get("key") == "fab.internal/gpu-pool" and "training" in (expression.get("values") or []):
-                    report(f"IPPool {name_of(obj)} hands IPoIB addresses to training nodes; InfiniBand on training nodes is for NCCL only")

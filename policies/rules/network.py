@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, NamedTuple
 
-from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, StackValidationArgs
+from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 
 from rules._k8s import (
     HELM_RELEASE,
@@ -20,7 +20,6 @@ from rules._k8s import (
     namespace_of,
     objects,
     provider_name,
-    skip_unknown,
     top_component,
     undecided,
     unknown_paths,
@@ -268,14 +267,20 @@ def credentials_have_flow(args: StackValidationArgs, report: ReportViolation) ->
                    f"add a flow from {cluster} to the cluster serving {credential.what}", resource.urn)
 
 
-@resource_rule("fab-gateway-local-traffic", "The inference gateway Service uses externalTrafficPolicy: Local.",
-               EnforcementLevel.ADVISORY)
+@resource_rule("fab-gateway-local-traffic", "Every Envoy Gateway LoadBalancer Service uses externalTrafficPolicy: Local.")
 def gateway_local_traffic(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    """Advisory; unknown fields count as absent."""
-    obj = skip_unknown(k8s_object(args.resource_type, args.props))
+    """The design's network rule: the gateway keeps the caller's address (Cluster would SNAT it to a node's), which the
+    cross-cluster flow rules match on. Unknown values: an EnvoyProxy whose Service type or traffic policy is unknown
+    fails closed."""
+    obj = k8s_object(args.resource_type, args.props)
     if obj is None or obj["kind"] != "EnvoyProxy":
         return
-    service = (((obj.get("spec") or {}).get("provider") or {}).get("kubernetes") or {}).get("envoyService") or {}
+    service = field(obj, "spec", "provider", "kubernetes", "envoyService")
+    deciding = service if service is UNKNOWN else {k: (service or {}).get(k) for k in ("type", "externalTrafficPolicy")}
+    if problem := undecided(f"EnvoyProxy {name_of(obj)}", deciding, ".spec.provider.kubernetes.envoyService"):
+        report(problem)
+        return
+    service = service or {}
     if service.get("type", "LoadBalancer") == "LoadBalancer" and service.get("externalTrafficPolicy") != "Local":
         report(f"EnvoyProxy {name_of(obj)}: the gateway Service must use externalTrafficPolicy Local (got "
                f"{service.get('externalTrafficPolicy')!r}) so that flow rules see the caller's address")
@@ -292,8 +297,10 @@ def routes_authenticated(args: StackValidationArgs, report: ReportViolation) -> 
     for resource, obj in objects(args.resources):
         if obj["kind"] not in ROUTE_KINDS:
             continue
+        # Whether a JWT provider or a rate limit is there decides, not what they say (the gateway rules check that).
+        present = lambda value: value if value is UNKNOWN else bool(value)
         deciding = {"metadata": obj.get("metadata"), "targetRefs": field(obj, "spec", "targetRefs"),
-                    "jwt": field(obj, "spec", "jwt"), "rateLimit": field(obj, "spec", "rateLimit")}
+                    "jwt": present(field(obj, "spec", "jwt", "providers")), "rateLimit": present(field(obj, "spec", "rateLimit"))}
         if problem := undecided(f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)}", deciding):
             report(problem, resource.urn)
             continue

@@ -3,11 +3,27 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from typing import Any
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 
-from rules._k8s import HELM_RELEASE, UNKNOWN, field, k8s_object, plain, undecided
+from rules._k8s import (
+    HELM_RELEASE,
+    UNKNOWN,
+    containers,
+    field,
+    k8s_object,
+    name_of,
+    namespace_of,
+    objects,
+    plain,
+    pod_spec,
+    provider_name,
+    undecided,
+    unknown_paths,
+)
 from rules._policy import resource_rule, stack_rule
 
 IAM_POLICY = "minio:index/iamPolicy:IamPolicy"
@@ -44,24 +60,35 @@ def bucket_least_privilege(args: ResourceValidationArgs, report: ReportViolation
                 report(f"policy {props.get('name')} grants the wildcard resource {arn!r}; name the buckets")
 
 
-def _stateful_kind(args: ResourceValidationArgs) -> str | None:
-    if args.resource_type in (BUCKET, "keycloak:index/realm:Realm"):
-        return args.resource_type.rsplit(":", 1)[-1]
-    if args.resource_type == HELM_RELEASE and plain(args.props).get("chart") in ("aistor-objectstore", UNKNOWN):
+STATEFUL_TYPES = {BUCKET: "S3Bucket", "keycloak:index/realm:Realm": "Realm"}
+OBJECT_STORE_CHART = "aistor-objectstore"
+
+
+def stateful_kind(resource_type: str, props: Any) -> str | None:
+    """What a resource keeps that must survive the stack (a bucket, a realm, the object store, a PVC, a Postgres cluster),
+    by kind, or None. Shared with the render test that checks `retain_on_delete`, which no policy can see."""
+    if resource_type in STATEFUL_TYPES:
+        return STATEFUL_TYPES[resource_type]
+    if resource_type == HELM_RELEASE and plain(props).get("chart") in (OBJECT_STORE_CHART, UNKNOWN):
         return "object store"
-    obj = k8s_object(args.resource_type, args.props)
+    obj = k8s_object(resource_type, props)
     if obj is not None and (obj["kind"] == "PersistentVolumeClaim" or (obj["kind"] == "Cluster" and obj["apiVersion"].startswith("postgresql.cnpg.io/"))):
         return obj["kind"]
     return None
 
 
 @resource_rule("fab-stateful-protected",
-               "Buckets, Postgres clusters, PVCs and the object store are protected or retained on delete.")
+               "Buckets, Postgres clusters, PVCs, the object store and a created realm are protected.")
 def stateful_protected(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    """Unknown values: a Helm release whose chart is unknown is held to the object store's rule (fails closed)."""
-    kind = _stateful_kind(args)
+    """Unknown values: a Helm release whose chart is unknown is held to the object store's rule (fails closed).
+
+    `retain_on_delete` is not in the Analyzer request of the pinned pulumi (AnalyzerResourceOptions), so no policy can
+    check it: tests/policies/test_stateful.py checks it on the render."""
+    kind = stateful_kind(args.resource_type, args.props)
     if kind is not None and not args.opts.protect:
-        report(f"{kind} {args.name} holds data and must be protected (and retained on delete)")
+        on = f" on {provider_name(args)}" if provider_name(args) else ""
+        report(f"{kind} {args.name}{on} holds data but has protect: false; resources that hold data are protected "
+               "(and retained on delete)")
 
 
 def _bucket_classes(resources: list[Any]) -> dict[str, dict[str, str]]:
@@ -99,24 +126,187 @@ def versioned_artifacts(args: StackValidationArgs, report: ReportViolation) -> N
             report(f"bucket {bucket} holds {data_class} and must be versioned", resource.urn)
 
 
-@stack_rule("fab-residency", "Only gold-class buckets replicate to another site.")
+@stack_rule("fab-residency", "Only gold-class buckets are marked replicable.")
 def residency(args: StackValidationArgs, report: ReportViolation) -> None:
-    """Unknown values: tags or a replicated bucket name that are unknown fail closed."""
-    classes = _bucket_classes(args.resources)
+    """Unknown values: tags that are unknown fail closed."""
     for resource in args.resources:
-        if resource.resource_type == BUCKET_TAGS or "replication" in resource.resource_type.lower():
-            props = plain(resource.props)
-            if problem := undecided(f"{resource.resource_type.rsplit(':', 1)[-1]} {resource.name}",
-                                    {"bucket": props.get("bucket"), "tags": props.get("tags")}):
-                report(problem, resource.urn)
+        if resource.resource_type != BUCKET_TAGS:
+            continue
+        props = plain(resource.props)
+        if problem := undecided(f"BucketTags {resource.name}", {"bucket": props.get("bucket"), "tags": props.get("tags")}):
+            report(problem, resource.urn)
+            continue
+        tags = props.get("tags") or {}
+        if tags.get(RESIDENCY_TAG) != "site-local" and tags.get(CLASS_TAG) != "gold":
+            report(f"bucket {props.get('bucket')} of class {tags.get(CLASS_TAG)} is marked "
+                   f"{tags.get(RESIDENCY_TAG)!r}; only gold may leave the site", resource.urn)
+
+
+MC_COPY_COMMANDS = {"cp", "mirror", "mv"}
+"""MinIO client commands that copy objects from a source to a target."""
+MC_VALUE_FLAGS = {
+    "attr", "C", "checksum", "config-dir", "custom-header", "enc-c", "enc-kms", "enc-s3", "encrypt", "encrypt-key", "exclude",
+    "exclude-bucket", "exclude-storageclass", "H", "legal-hold", "limit-download", "limit-upload", "max-workers",
+    "monitoring-address", "newer-than", "older-than", "region", "resolve", "retention-duration", "retention-mode", "rewind",
+    "sc", "storage-class", "tags", "version-id", "vid",
+}
+"""Flags of `mc` and its copy commands that take a value as the next word (`--older-than 7`): that word is no operand."""
+SHELLS = {"sh", "bash", "ash", "dash", "zsh"}
+VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+"""A Kubernetes `$(VAR)` reference in a container's command or arguments, which the kubelet expands from its env."""
+
+
+def _is_mc_image(image: Any) -> bool:
+    """The MinIO client image, from any registry: a repository named `mc`."""
+    if not isinstance(image, str):
+        return False
+    repository = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    return repository.split(":", 1)[0] == "mc"
+
+
+def _script_calls(script: str) -> list[list[str]]:
+    """The words of each `mc` call of a shell script, one call per command between `;`, `&&`, `||`, `|` or a line end."""
+    calls = []
+    for line in script.replace("\\\n", " ").splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        current: list[str] = []
+        for token in [*lexer, ";"]:
+            if set(token) <= set(";&|()"):
+                if current and current[0].rsplit("/", 1)[-1] == "mc":
+                    calls.append(current[1:])
+                current = []
+            else:
+                current.append(token)
+    return calls
+
+
+def _mc_calls(container: dict[str, Any]) -> list[list[str]]:
+    """The words of each `mc` call a container makes: its args under the client image's entrypoint, an `mc` command, or
+    the `mc` calls of a `sh -c` script."""
+    command = [str(w) for w in container.get("command") or []]
+    words = [*command, *(str(w) for w in container.get("args") or [])]
+    if not command:
+        return [words] if _is_mc_image(container.get("image")) and words else []
+    program = words[0].rsplit("/", 1)[-1]
+    if program == "mc":
+        return [words[1:]]
+    if program in SHELLS and "-c" in words[1:-1]:
+        return _script_calls(words[words.index("-c", 1) + 1])
+    return []
+
+
+def _copy_operands(call: list[str]) -> tuple[list[str], str] | None:
+    """(sources, target) of an `mc cp|mirror|mv` call, None for any other call."""
+    positional, skip = [], False
+    for word in call:
+        if skip:
+            skip = False
+        elif word.startswith("-") and len(word) > 1:
+            name = word.lstrip("-")
+            skip = "=" not in name and name in MC_VALUE_FLAGS
+        else:
+            positional.append(word)
+    if len(positional) < 3 or positional[0] not in MC_COPY_COMMANDS:
+        return None
+    return positional[1:-1], positional[-1]
+
+
+def _is_local_path(operand: str) -> bool:
+    return operand.startswith(("/", "./", "../", "~")) or operand in (".", "..")
+
+
+def _alias_and_bucket(operand: str, env: dict[str, Any]) -> tuple[Any, Any]:
+    """An `alias/bucket/...` operand's alias and bucket, with `$(VAR)` references expanded from the container's literal
+    environment (as the kubelet does); UNKNOWN for a part that still holds a reference (to a Secret, a ConfigMap, a shell
+    variable or a value unknown during preview); "" for a bucket that is not named (every bucket of the alias)."""
+    expanded = VARIABLE.sub(lambda m: env[m.group(1)] if isinstance(env.get(m.group(1)), str) else m.group(0), operand)
+    alias, _, path = expanded.partition("/")
+    bucket = path.split("/", 1)[0]
+    return (UNKNOWN if "$" in alias else alias), (UNKNOWN if "$" in alias or "$" in bucket else bucket)
+
+
+def _bucket_copies(container: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """(source as written, its bucket, target as written) of each copy a container makes from one object store to another
+    (different aliases); copies to or from a local path (a cache, a download) are not between stores."""
+    env = {e.get("name"): e.get("value") for e in container.get("env") or [] if isinstance(e, dict)}
+    copies = []
+    for call in _mc_calls(container):
+        operands = _copy_operands(call)
+        if operands is None or _is_local_path(operands[1]):
+            continue
+        sources, target = operands
+        target_alias, _ = _alias_and_bucket(target, env)
+        for source in sources:
+            if _is_local_path(source):
                 continue
+            alias, bucket = _alias_and_bucket(source, env)
+            if alias is not UNKNOWN and alias == target_alias:
+                continue
+            copies.append((source, bucket, target))
+    return copies
+
+
+def _copy_deciding(pod: Any) -> Any:
+    """What decides whether a pod copies buckets: each container's command and arguments, and its image where it has no
+    command (the MinIO client image's entrypoint is `mc`)."""
+    if pod is UNKNOWN:
+        return UNKNOWN
+    out: dict[str, Any] = {}
+    for key in ("initContainers", "containers"):
+        items = pod.get(key)
+        out[key] = items if not isinstance(items, list) else [
+            c if not isinstance(c, dict) else {k: c.get(k) for k in ("command", "args", *(() if c.get("command") else ("image",)))}
+            for c in items
+        ]
+    return out
+
+
+@stack_rule("fab-replication-gold-only",
+            "Only this site's gold buckets are copied to another object store: bucket replication and copy jobs "
+            "(mc cp, mirror, mv) alike.")
+def replication_gold_only(args: StackValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: a workload whose containers' commands, arguments or images are unknown, a copy whose source bucket
+    depends on a value the job does not hold literally, a replicated bucket name or bucket tags that are unknown: all fail
+    closed."""
+    undecidable_tags = False
+    for resource in args.resources:
         if resource.resource_type == BUCKET_TAGS:
-            tags = plain(resource.props).get("tags") or {}
-            if tags.get(RESIDENCY_TAG) != "site-local" and tags.get(CLASS_TAG) != "gold":
-                report(f"bucket {resource.props.get('bucket')} of class {tags.get(CLASS_TAG)} is marked "
-                       f"{tags.get(RESIDENCY_TAG)!r}; only gold may leave the site", resource.urn)
+            props = plain(resource.props)
+            undecidable_tags |= bool(unknown_paths({"bucket": props.get("bucket"), "tags": props.get("tags")}))
+    classes = _bucket_classes(args.resources)
+
+    def refusal(bucket: str) -> str | None:
+        """Why copying `bucket` out is refused, or None for a gold bucket of this site."""
+        if bucket in classes:
+            data_class = classes[bucket].get(CLASS_TAG)
+            return None if data_class == "gold" else f"bucket {bucket} (class {data_class})"
+        if undecidable_tags:
+            return f"bucket {bucket}, whose class can't be known during preview (its tags are unknown)"
+        return f"bucket {bucket} (not a bucket of this site, so of no class)"
+
+    for resource in args.resources:
         if "replication" in resource.resource_type.lower():
             bucket = plain(resource.props).get("bucket")
-            if classes.get(bucket, {}).get(CLASS_TAG) != "gold":
-                report(f"{resource.name} replicates bucket {bucket}, which is not gold; raw and detailed data stay in their site",
-                       resource.urn)
+            if problem := undecided(f"{resource.resource_type.rsplit(':', 1)[-1]} {resource.name}", bucket, ".bucket"):
+                report(problem, resource.urn)
+            elif reason := refusal(str(bucket)):
+                report(f"{resource.name} replicates {reason} to another store; only gold buckets leave the site", resource.urn)
+    for resource, obj in objects(args.resources):
+        pod = pod_spec(obj)
+        if pod is None:
+            continue
+        where = f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)} on {provider_name(resource)}"
+        if problem := undecided(where, _copy_deciding(pod), ".pod"):
+            report(problem, resource.urn)
+            continue
+        for container in containers(pod):
+            for source, bucket, target in _bucket_copies(container):
+                copy = f"container {container.get('name')} of {where} copies {source} to {target}"
+                if bucket is UNKNOWN:
+                    report(f"{copy}: its bucket can't be decided from the job (a variable without a literal value), so this "
+                           "rule fails closed; name the gold bucket in the job's arguments", resource.urn)
+                elif bucket == "":
+                    report(f"{copy}, every bucket of that store; only gold buckets, named one by one, leave the site", resource.urn)
+                elif reason := refusal(bucket):
+                    report(f"{copy}, {reason}; only gold buckets leave the site", resource.urn)

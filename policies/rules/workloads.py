@@ -1,4 +1,4 @@
-"""Rules on what runs: host access only where allowed, pinned versions, Pod Security restricted, no plaintext secrets."""
+"""Rules on what runs: host access only where the stack allows it, pinned versions, Pod Security restricted, no plaintext secrets."""
 
 from __future__ import annotations
 
@@ -17,12 +17,13 @@ from rules._k8s import (
     plain,
     pod_fields,
     pod_spec,
+    provider_name,
     skip_unknown,
     undecided,
 )
 from rules._policy import resource_rule
+from rules._stack import host_access
 
-HOST_NAMESPACES = ["kube-system", "gpu-operator", "nvidia-network-operator"]
 EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
 CREDENTIAL_KEY = re.compile(r"(password|passwd|secret|token|access[_-]?key|credential|license|private[_-]?key)", re.I)
 REFERENCE_KEY = re.compile(r"(name|ref|url|uri|path|file|env|key_?name)$", re.I)
@@ -46,42 +47,71 @@ ALLOWED_SECRET_PATHS = ["tls.ca.key", "tls.ca.cert", "license", "secrets.secretK
 """Helm values that are Pulumi secrets handed to a chart that stores them in its own Secret."""
 
 
-NAMESPACES_SETTING = {"allowedNamespaces": {"type": "array", "items": {"type": "string"}, "default": HOST_NAMESPACES}}
-"""The host-access allow-list, shared by the host-network and Pod Security rules."""
+HOST_NAMESPACES = ("hostNetwork", "hostPID", "hostIPC")
+"""Pod fields that share a node's namespaces with the pod: Cilium cannot see or police such a pod's traffic."""
+PRIVILEGED_LEVEL = "pod-security.kubernetes.io/enforce"
 
 
-def _namespaces(args: ResourceValidationArgs) -> list[str]:
-    return list(args.get_config().get("allowedNamespaces", HOST_NAMESPACES))
-
-
-@resource_rule("fab-host-network-allow-listed", "Host-network or privileged pods only in allow-listed namespaces.",
-               settings=NAMESPACES_SETTING)
+@resource_rule("fab-host-network-allow-listed",
+               "Pods share the node's network, PID or IPC namespace only in namespaces their cluster's "
+               "host_network_namespaces (stack config) lists.")
 def host_network_allow_listed(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    """Unknown values: a namespace with unknown labels, or a pod template with unknown parts, fails closed."""
+    """Unknown values: a pod template with unknown host fields (outside the allow-list) fails closed."""
     obj = k8s_object(args.resource_type, args.props)
-    if obj is None:
+    pod = pod_spec(obj) if obj else None
+    if pod is None:
         return
-    allowed = _namespaces(args)
-    if obj["kind"] == "Namespace" and (problem := undecided(f"namespace {name_of(obj)}", field(obj, "metadata", "labels"), ".labels")):
+    allowed = host_access(provider_name(args))
+    if allowed.allows(namespace_of(obj)):
+        return
+    where = f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)} on {allowed.cluster}"
+    if problem := undecided(where, pod_fields(pod, HOST_NAMESPACES, ()), ".pod"):
         report(problem)
         return
-    if obj["kind"] == "Namespace":
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        if labels.get("pod-security.kubernetes.io/enforce") == "privileged" and name_of(obj) not in allowed:
-            report(f"namespace {name_of(obj)} is privileged but not in the host-access allow-list ({', '.join(allowed)})")
+    used = [key for key in HOST_NAMESPACES if pod.get(key)]
+    if used:
+        report(f"{where} sets {', '.join(f'{key}: true' for key in used)}; on {allowed.cluster} only the namespaces of "
+               f"{allowed.describe()} may share the node's namespaces")
+
+
+@resource_rule("fab-privileged-allow-listed",
+               "Privileged containers run only in namespaces their cluster's host_network_namespaces (stack config) lists.")
+def privileged_allow_listed(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: a pod template with unknown security contexts (outside the allow-list) fails closed."""
+    obj = k8s_object(args.resource_type, args.props)
+    pod = pod_spec(obj) if obj else None
+    if pod is None:
         return
-    pod = pod_spec(obj)
-    if pod is None or namespace_of(obj) in allowed:
+    allowed = host_access(provider_name(args))
+    if allowed.allows(namespace_of(obj)):
         return
-    deciding = pod_fields(pod, ("hostNetwork", "hostPID", "hostIPC"), ("securityContext",))
-    if problem := undecided(f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)}", deciding, ".pod"):
+    where = f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)} on {allowed.cluster}"
+    if problem := undecided(where, pod_fields(pod, (), ("securityContext",)), ".pod"):
         report(problem)
         return
-    if pod.get("hostNetwork") or pod.get("hostPID") or pod.get("hostIPC"):
-        report(f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)} uses the host's namespaces outside the allow-list")
     for container in containers(pod):
         if (container.get("securityContext") or {}).get("privileged"):
-            report(f"container {container.get('name')} of {obj['kind']} {namespace_of(obj)}/{name_of(obj)} is privileged outside the allow-list")
+            report(f"container {container.get('name')} of {where} is privileged; on {allowed.cluster} only the namespaces "
+                   f"of {allowed.describe()} may run privileged containers")
+
+
+@resource_rule("fab-privileged-namespace-allow-listed",
+               "A namespace is Pod Security privileged only where its cluster's host_network_namespaces (stack config) "
+               "lists it.")
+def privileged_namespace_allow_listed(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """Unknown values: a namespace with unknown labels fails closed."""
+    obj = k8s_object(args.resource_type, args.props)
+    if obj is None or obj["kind"] != "Namespace":
+        return
+    allowed = host_access(provider_name(args))
+    where = f"namespace {name_of(obj)} on {allowed.cluster}"
+    if problem := undecided(where, field(obj, "metadata", "labels"), ".labels"):
+        report(problem)
+        return
+    level = (field(obj, "metadata", "labels") or {}).get(PRIVILEGED_LEVEL)
+    if level == "privileged" and not allowed.allows(name_of(obj)):
+        report(f"{where} enforces Pod Security privileged; on {allowed.cluster} only the namespaces of "
+               f"{allowed.describe()} may")
 
 
 @resource_rule("fab-pinned-versions", "Every Helm chart has an exact version and no image uses latest.")
@@ -106,13 +136,13 @@ def pinned_versions(args: ResourceValidationArgs, report: ReportViolation) -> No
             report(f"container {container.get('name')} of {obj['kind']} {name_of(obj)} uses the unpinned image {image!r}")
 
 
-@resource_rule("fab-pod-security", "Outside the allow-list, containers run as non-root, no privilege escalation, read-only root "
-               "filesystem, with requests and limits.", settings=NAMESPACES_SETTING)
+@resource_rule("fab-pod-security", "Outside the host-access allow-list (the cluster's host_network_namespaces), containers "
+               "run as non-root, no privilege escalation, read-only root filesystem, with requests and limits.")
 def pod_security(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a pod template with unknown parts (outside the allow-list) fails closed."""
     obj = k8s_object(args.resource_type, args.props)
     pod = pod_spec(obj) if obj else None
-    if pod is None or namespace_of(obj) in _namespaces(args):
+    if pod is None or host_access(provider_name(args)).allows(namespace_of(obj)):
         return
     deciding = pod_fields(pod, ("securityContext",), ("securityContext", "resources"))
     if problem := undecided(f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)}", deciding, ".pod"):

@@ -2,8 +2,24 @@
 
 from __future__ import annotations
 
+import pytest
+
 from components.config import parse_site
-from small_site import small_site
+from small_site import add_weights_over_ib, small_site
+
+_IB: list = []
+
+
+@pytest.fixture
+def ib(chart_dir, helm):
+    """The smallest site loading weights over InfiniBand (so with its IPoIB pool), a fresh copy per test."""
+    from check_helpers import deploy_of
+
+    if not _IB:
+        raw = small_site()
+        add_weights_over_ib(raw)
+        _IB.append(deploy_of(raw, chart_dir, helm))
+    return _IB[0].copy()
 
 
 def test_the_smallest_site_deploys_in_order(small):
@@ -20,9 +36,9 @@ def test_fails_when_a_custom_resource_does_not_wait_for_the_chart_that_installs_
     ]
 
 
-def test_fails_when_the_ipoib_pool_is_created_before_the_network_operator_registers_its_crd(small):
-    small.drop_dependency("gpu-gpu-ipoib-pool", "gpu-gpu-nic-cluster-policy")
-    assert small.lines("order.crd") == [
+def test_fails_when_the_ipoib_pool_is_created_before_the_network_operator_registers_its_crd(ib):
+    ib.drop_dependency("gpu-gpu-ipoib-pool", "gpu-gpu-nic-cluster-policy")
+    assert ib.lines("order.crd") == [
         "error [order.crd] site-t-gpu IPPool nvidia-network-operator/ipoib-weights (gpu-gpu-ipoib-pool): its CRD "
         "(nv-ipam.nvidia.com/IPPool) is registered at run time by the Network Operator, which applies the nv-ipam CRDs when it "
         "reconciles a NicClusterPolicy with nvIpam (state state-nv-ipam-cni), and nothing it waits for ensures that has happened. "
@@ -31,10 +47,10 @@ def test_fails_when_the_ipoib_pool_is_created_before_the_network_operator_regist
     ]
 
 
-def test_fails_when_the_nic_cluster_policy_is_not_awaited_until_nv_ipam_is_ready(small):
-    (policy,) = small.plan.objects("NicClusterPolicy", "site-t-gpu")
+def test_fails_when_the_nic_cluster_policy_is_not_awaited_until_nv_ipam_is_ready(ib):
+    (policy,) = ib.plan.objects("NicClusterPolicy", "site-t-gpu")
     del policy["metadata"]["annotations"]["pulumi.com/waitFor"]
-    assert [f.subject for f in small.findings("order.crd")] == ["IPPool nvidia-network-operator/ipoib-weights"]
+    assert [f.subject for f in ib.findings("order.crd")] == ["IPPool nvidia-network-operator/ipoib-weights"]
 
 
 def test_fails_when_a_cilium_object_does_not_wait_for_the_cilium_release(small):

@@ -8,7 +8,7 @@ from fabctl.check.pins import image_problem
 
 
 def _vllm_container(small):
-    (deployment,) = small.plan.objects("Deployment", "site-t-gpu")
+    (deployment,) = [d for d in small.plan.objects("Deployment", "site-t-gpu") if d["metadata"]["name"] == "vllm-qwen3-8b"]
     return deployment["spec"]["template"]["spec"]["containers"][0]
 
 

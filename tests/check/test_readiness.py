@@ -31,7 +31,7 @@ def test_fails_when_a_chart_makes_its_service_a_load_balancer_before_any_pool(sm
 
 def test_fails_when_what_an_awaited_pod_needs_waits_for_it(small):
     small.add_dependency("storage-s3-inference-gpu-inference", "inference-vllm-qwen3-8b")
-    (deployment,) = small.plan.objects("Deployment", "site-t-gpu")
+    (deployment,) = [d for d in small.plan.objects("Deployment", "site-t-gpu") if d["metadata"]["name"] == "vllm-qwen3-8b"]
     paths = [f"spec.template.spec.initContainers[{i}].env[{j}].valueFrom.secretKeyRef"
              for i, c in enumerate(deployment["spec"]["template"]["spec"]["initContainers"])
              for j, e in enumerate(c.get("env") or []) if e.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == "s3-inference"]
@@ -47,7 +47,7 @@ def test_fails_when_what_an_awaited_pod_needs_waits_for_it(small):
 
 def test_a_pod_that_is_not_awaited_may_wait_for_what_it_needs(small):
     small.add_dependency("storage-s3-inference-gpu-inference", "inference-vllm-qwen3-8b")
-    (deployment,) = small.plan.objects("Deployment", "site-t-gpu")
+    (deployment,) = [d for d in small.plan.objects("Deployment", "site-t-gpu") if d["metadata"]["name"] == "vllm-qwen3-8b"]
     deployment["metadata"].setdefault("annotations", {})["pulumi.com/skipAwait"] = "true"
     assert small.lines("readiness.deadlock") == []
 

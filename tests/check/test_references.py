@@ -7,7 +7,7 @@ from small_site import small_site
 
 
 def _vllm(small):
-    (deployment,) = small.plan.objects("Deployment", "site-t-gpu")
+    (deployment,) = [d for d in small.plan.objects("Deployment", "site-t-gpu") if d["metadata"]["name"] == "vllm-qwen3-8b"]
     return deployment["spec"]["template"]["spec"]
 
 

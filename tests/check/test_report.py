@@ -28,7 +28,7 @@ def test_every_release_of_each_stack_file_is_rendered_or_listed_missing(plan, re
 
 
 def _vllm_untolerated(small) -> None:
-    (deployment,) = small.plan.objects("Deployment", "site-t-gpu")
+    (deployment,) = [d for d in small.plan.objects("Deployment", "site-t-gpu") if d["metadata"]["name"] == "vllm-qwen3-8b"]
     deployment["spec"]["template"]["spec"]["tolerations"] = []
 
 

@@ -24,7 +24,7 @@ def _nodes(small, cluster: str = "site-t-gpu"):
 
 
 def _vllm(small):
-    (deployment,) = small.plan.objects("Deployment", "site-t-gpu")
+    (deployment,) = [d for d in small.plan.objects("Deployment", "site-t-gpu") if d["metadata"]["name"] == "vllm-qwen3-8b"]
     return deployment["spec"]["template"]["spec"]
 
 

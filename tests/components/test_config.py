@@ -502,15 +502,6 @@ def test_fails_when_a_training_only_cluster_has_inference_nodes():
     ) in errors_of(raw)
 
 
-def test_fails_when_ipoib_has_no_address_range():
-    raw = small_site()
-    del raw["gpu"]["gpu"]["infiniband"]["ipoib_range"]
-    assert errors_of(raw) == [
-        "fab-platform:site.gpu.gpu.infiniband.ipoib_range: is required while inference_weights_over_ib is true: give the "
-        "IPoIB network an address range"
-    ]
-
-
 def test_fails_when_a_rate_limit_names_an_unknown_team():
     raw = small_site()
     raw["inference"]["team_requests_per_minute"] = {"litho": 100}

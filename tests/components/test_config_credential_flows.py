@@ -19,6 +19,7 @@ def with_gpu_train(raw: dict[str, Any], key: str = "gpu-train") -> dict[str, Any
         "role": "gpu-train", "cluster_id": 4, "pod_cidr": "10.93.0.0/16", "node_cidr": "10.30.4.0/24",
         "api_server": "10.30.4.10", "bgp_asn": 65304, "bgp_peers": {"tor": {"address": "10.30.4.1", "asn": 65300}},
         "lb_pools": {"internal": {"cidrs": ["10.30.104.0/27"]}}, "clustermesh_vip": "10.30.104.2",
+        "host_network_namespaces": ["gpu-operator", "nvidia-network-operator"],
     }
     raw["gpu"][key] = {"nodes": {f"{key}-trn-1": {"gpu_type": "h100", "gpus": 8, "pool": "training"}}, "system_nodes": [f"{key}-sys-1"]}
     return raw

@@ -137,9 +137,11 @@ def test_rate_limits_are_per_team_with_overrides(full_plan):
     }
 
 
-def test_the_gateway_admits_team_clients_without_listing_teams(small_plan):
-    (policy,) = [p for p in small_plan.objects("SecurityPolicy") if p["metadata"]["name"] == "vllm-qwen3-8b"]
-    assert policy["spec"]["authorization"]["rules"][0]["principal"]["jwt"]["claims"] == [{"name": "llm_access", "values": ["true"]}]
+def test_the_gateway_admits_only_the_team_clients_of_the_site_teams(full_plan):
+    (policy,) = [p for p in full_plan.objects("SecurityPolicy") if p["metadata"]["name"] == "vllm-qwen3-8b"]
+    assert policy["spec"]["authorization"]["rules"][0]["principal"]["jwt"]["claims"] == [
+        {"name": "llm_access", "values": ["true"]}, {"name": "team", "values": ["fdc", "yield"]},
+    ]
 
 
 def test_clients_cannot_forge_the_team_header(small_plan):

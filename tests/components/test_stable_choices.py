@@ -50,7 +50,8 @@ def test_adding_a_team_that_sorts_first_changes_no_resource_and_no_other_teams_c
     assert sorted(raw["teams"]) == ["yield"]
     raw["teams"]["aaa"] = {}
     after = render(raw)
-    assert changed_inputs(before, after) == []
+    # Each model's JWT SecurityPolicy lists the site's teams it admits (default deny): it is updated in place, nothing else.
+    assert [urn.rsplit("::", 1)[1] for urn in changed_inputs(before, after)] == ["inference-jwt-qwen3-8b"]
     submission = after.outputs["training"]["submission"]
     assert submission.pop("aaa") == {"cluster": "site-t-gpu", "namespace": "team-aaa", "local_queue": "training"}
     assert submission == before.outputs["training"]["submission"]
@@ -68,7 +69,8 @@ def test_the_example_job_names_no_team_and_takes_its_checkpoint_path_from_its_na
     assert "namespace" not in job["metadata"]
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert "CHECKPOINT_URI" not in {e["name"] for e in container["env"]}
-    assert container["envFrom"] == [{"secretRef": {"name": "s3-training"}}, {"secretRef": {"name": "polaris-training"}}]
+    assert container["envFrom"] == [{"secretRef": {"name": "s3-training"}}, {"secretRef": {"name": "polaris-training"}},
+                                    {"configMapRef": {"name": "nccl"}}]
 
 
 def test_a_kubeconfig_without_a_namespace_leaves_it_to_each_request():

@@ -48,7 +48,7 @@ def test_the_programs_minio_calls_carry_the_site_ca(trusting_plan):
 
 
 def test_pods_that_call_aistor_mount_the_site_ca(trusting_plan):
-    (deployment,) = trusting_plan.objects("Deployment", "site-t-gpu")
+    (deployment,) = [d for d in trusting_plan.objects("Deployment", "site-t-gpu") if d["metadata"]["name"] == "vllm-qwen3-8b"]
     pod = deployment["spec"]["template"]["spec"]
     mounts = {c["name"]: [m["mountPath"] for m in c["volumeMounts"] if m["name"] == "site-ca"] for c in pod["initContainers"]}
     assert mounts == {"weights-alias": [MC_CA_DIR], "weights-sync": [MC_CA_DIR]}

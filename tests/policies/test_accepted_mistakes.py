@@ -4,13 +4,13 @@ and passes every mandatory policy (issue 16). The mistakes are those of tests/mi
 from __future__ import annotations
 
 import pytest
+from helpers import render_config
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from mistakes import CLASSES, outcome
 
 from fabctl.policy import analyze_with, analyzer
 from fabctl.stackfile import SITE_KEY
-from helpers import render_config
-from mistakes import CLASSES, outcome
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ smallest site's render the way a careless change to an engine would.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -367,7 +368,7 @@ def edited(plan: Plan, name: str, edit) -> Plan:
     resources = copy.deepcopy(plan.resources)
     (record,) = [r for r in resources if r["name"] == name]
     edit(record["inputs"])
-    return Plan(stack=plan.stack, resources=resources, outputs=plan.outputs)
+    return dataclasses.replace(plan, resources=resources)
 
 
 def messages(stub, plan: Plan) -> list[tuple[str, str]]:

@@ -8,6 +8,7 @@ mistaken change to the program or a stack file would, and asserts the exact viol
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -15,11 +16,11 @@ import pytest
 from policy_fixtures import check, options, provider
 from pulumi_policy import PolicyResource
 from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE
+from rules.compute import compute_pool_placement
 
 from components.engines.spark import spark_application_template
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan
-from rules.compute import compute_pool_placement
 
 COMPUTE = "site-t-compute"
 
@@ -34,7 +35,7 @@ def violations(stub: Any, plan: Plan, edit: Callable[[list[dict[str, Any]]], Non
     """(policy, message without the policy's description) of every violation of the plan after one edit."""
     resources = copy.deepcopy(plan.resources)
     edit(resources)
-    found = analyze_with(stub, Plan(stack=plan.stack, resources=resources, outputs=plan.outputs))
+    found = analyze_with(stub, dataclasses.replace(plan, resources=resources))
     return [(v.policy, v.message.splitlines()[-1]) for v in found]
 
 

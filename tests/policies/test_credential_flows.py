@@ -9,17 +9,18 @@ Cilium's cluster label). The pack test takes the smallest site's render and drop
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
+from helpers import render_config
 from policy_fixtures import check, k8s, kube
 from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_OBJECT_VALUE
+from rules.network import credentials_have_flow
+from small_site import small_site
 
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan
 from fabctl.stackfile import SITE_KEY
-from helpers import render_config
-from rules.network import credentials_have_flow
-from small_site import small_site
 
 STORAGE, COMPUTE, GPU, GPU_TRAIN = "site-a-storage", "site-a-compute", "site-a-gpu", "site-a-gpu-train"
 FAILS_CLOSED = ("can't be known during preview, and this rule decides on it, so it fails closed; compute the value in the "
@@ -127,7 +128,7 @@ def test_fails_when_the_gpu_cluster_is_dropped_from_the_rendered_s3_flow(stub, s
     (rule,) = [r for r in resources if r["name"] == "network-storage-policy-fab-flow-s3"]
     for entry in rule["inputs"]["spec"]["ingress"]:
         entry["fromEndpoints"] = [e for e in entry["fromEndpoints"] if e["matchLabels"]["io.cilium.k8s.policy.cluster"] != "site-t-gpu"]
-    violations = analyze_with(stub, Plan(stack=small_plan.stack, resources=resources, outputs=small_plan.outputs))
+    violations = analyze_with(stub, dataclasses.replace(small_plan, resources=resources))
     assert {(v.policy, v.level) for v in violations} == {("fab-credentials-have-flow", "mandatory")}
     assert sorted(v.message.splitlines()[-1] for v in violations) == [
         f"Secret {ns}/s3-{engine} on site-t-gpu holds S3 credentials, but site-t-gpu is not a source of the flow to port 9000 "

@@ -11,6 +11,7 @@ templates, custom resources and Helm releases that name a Secret. The pack tests
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -178,7 +179,7 @@ def stub():
 def broken(plan: Plan, edit) -> Plan:
     resources = copy.deepcopy(plan.resources)
     edit({r["name"]: r for r in resources})
-    return Plan(stack=plan.stack, resources=resources, outputs=plan.outputs)
+    return dataclasses.replace(plan, resources=resources)
 
 
 def test_fails_when_the_starrocks_setup_job_reads_trinos_keys(stub, full_plan):

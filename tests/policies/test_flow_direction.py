@@ -6,7 +6,6 @@ from typing import Any
 
 from policy_fixtures import check, k8s, options, provider
 from pulumi_policy import PolicyResource
-
 from rules.network import DESIGN_FLOWS, flow_direction
 
 

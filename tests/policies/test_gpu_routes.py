@@ -8,6 +8,7 @@ way a careless change to an engine would.
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 from policy_fixtures import check, k8s, kube, resource
@@ -222,7 +223,7 @@ def messages(stub, plan: Plan, edit) -> list[tuple[str, str]]:
     """(policy, message) of each violation of the plan with one edit; the pack puts the rule's description first."""
     resources = copy.deepcopy(plan.resources)
     edit({r["name"]: r for r in resources}, resources)
-    violations = analyze_with(stub, Plan(stack=plan.stack, resources=resources, outputs=plan.outputs))
+    violations = analyze_with(stub, dataclasses.replace(plan, resources=resources))
     return [(v.policy, v.message.splitlines()[-1]) for v in violations]
 
 

@@ -4,6 +4,7 @@ breaking edit, through the real analyzer; then what they do with values unknown 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +29,7 @@ def violations(stub, plan: Plan, edit: Callable[[dict[str, dict[str, Any]]], Non
     """(policy, message without the description line) of every violation of the full small site's render after `edit` (on records by logical name)."""
     resources = copy.deepcopy(plan.resources)
     edit({r["name"]: r for r in resources} | {"": resources})
-    plan = Plan(stack=plan.stack, resources=resources, outputs=plan.outputs)
+    plan = dataclasses.replace(plan, resources=resources)
     return [(v.policy, v.message.splitlines()[-1]) for v in analyze_with(stub, plan)]
 
 
@@ -172,7 +173,12 @@ def test_fails_when_the_serving_namespace_is_labelled_for_kueue(stub, full_plan)
         by_name["inference-ns-inference"]["inputs"]["metadata"]["labels"]["fab.internal/kueue-managed"] = "true"
 
     selector = 'managedJobsNamespaceSelector {"matchLabels": {"fab.internal/kueue-managed": "true"}}'
-    assert violations(stub, full_plan, edit) == [("fab-serving-not-kueue-managed", SERVING_MANAGED.format(selector=selector))]
+    found = violations(stub, full_plan, edit)
+    assert ("fab-serving-not-kueue-managed", SERVING_MANAGED.format(selector=selector)) in found
+    # A namespace whose jobs Kueue admits may not hold the IPoIB network, and must hold NCCL's settings: the serving one
+    # breaks both rules too.
+    assert {policy for policy, _ in found} == {"fab-serving-not-kueue-managed", "fab-ipoib-not-in-training-namespaces",
+                                               "fab-training-nccl-service-level"}
 
 
 def test_fails_when_kueue_runs_the_charts_default_configuration(stub, full_plan):

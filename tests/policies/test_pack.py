@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -10,18 +11,17 @@ from typing import Any
 import pytest
 import yaml
 from google.protobuf import empty_pb2
+from helpers import STACKS, rendered
 
 from components.engines.spark import spark_application_template
 from fabctl.policy import analyze_with, analyzer
 from fabctl.render import Plan
-from helpers import STACKS, rendered
-from small_site import full_site
 
 LEVELS = {0: "advisory", 1: "mandatory"}
 EXPECTED_RULES = {
     "fab-no-gpu-outside-gpu-clusters": "mandatory",
     "fab-gpu-lb-private-only": "mandatory",
-    "fab-gateway-local-traffic": "advisory",
+    "fab-gateway-local-traffic": "mandatory",
     "fab-routes-authenticated": "mandatory",
     "fab-cross-cluster-default-deny": "mandatory",
     "fab-flow-direction": "mandatory",
@@ -36,7 +36,7 @@ EXPECTED_RULES = {
     "fab-multikueue-quota-sum": "mandatory",
     "fab-serving-not-preemptible": "mandatory",
     "fab-training-kueue-managed": "advisory",
-    "fab-training-ib-nccl-only": "advisory",
+    "fab-training-ib-nccl-only": "mandatory",
     "fab-pinned-versions": "mandatory",
     "fab-pod-security": "mandatory",
     "fab-no-plaintext-secrets": "mandatory",
@@ -63,6 +63,21 @@ EXPECTED_RULES = {
     "fab-submitter-no-wildcards": "mandatory",
     "fab-team-namespace-own-credentials": "mandatory",
     "fab-team-policy-own-prefixes": "mandatory",
+    "fab-privileged-allow-listed": "mandatory",
+    "fab-privileged-namespace-allow-listed": "mandatory",
+    "fab-replication-gold-only": "mandatory",
+    "fab-ipoib-not-in-training-namespaces": "mandatory",
+    "fab-ipoib-partition-key": "mandatory",
+    "fab-ipoib-weights-route": "mandatory",
+    "fab-training-nccl-service-level": "mandatory",
+    "fab-gateway-jwt-issuer": "mandatory",
+    "fab-gateway-jwt-jwks": "mandatory",
+    "fab-gateway-jwt-audience": "mandatory",
+    "fab-gateway-default-deny": "mandatory",
+    "fab-gateway-team-rate-limits": "mandatory",
+    "fab-gateway-rate-limits-global": "mandatory",
+    "fab-gateway-rate-limit-backend": "mandatory",
+    "fab-remote-training-replica-only": "mandatory",
 }
 
 
@@ -94,7 +109,7 @@ def test_the_full_small_site_passes_every_policy(stub, full_plan):
 def modified(plan: Plan, edit: Callable[[list[dict[str, Any]]], None]) -> Plan:
     resources = copy.deepcopy(plan.resources)
     edit(resources)
-    return Plan(stack=plan.stack, resources=resources, outputs=plan.outputs)
+    return dataclasses.replace(plan, resources=resources)
 
 
 def find(resources: list[dict[str, Any]], type_suffix: str, name: str) -> dict[str, Any]:
@@ -192,6 +207,22 @@ def unqueued_job(rs):
 def ipoib_for_training(rs):
     pool = find(rs, ":IPPool", "gpu-gpu-ipoib-pool")
     pool["inputs"]["spec"]["nodeSelector"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] = ["training"]
+
+
+def ipoib_in_team_namespace(rs):
+    find(rs, ":IPoIBNetwork", "gpu-gpu-ipoib-network")["inputs"]["spec"]["networkNamespace"] = "team-fdc"
+
+
+def ipoib_default_partition(rs):
+    find(rs, ":IPoIBNetwork", "gpu-gpu-ipoib-network")["inputs"]["spec"]["master"] = "ib0"
+
+
+def weights_over_ethernet(rs):
+    del find(rs, ":Deployment", "inference-vllm-qwen3-8b")["inputs"]["spec"]["template"]["spec"]["hostAliases"]
+
+
+def nccl_without_service_level(rs):
+    del find(rs, ":ConfigMap", "training-gpu-train-team-yield-nccl")["inputs"]["data"]["NCCL_IB_SL"]
 
 
 def floating_chart(rs):
@@ -328,6 +359,56 @@ def whole_checkpoint_bucket(rs):
     policy["inputs"]["policy"] = json.dumps(document)
 
 
+def privileged_serving(rs):
+    containers_of(find(rs, ":Deployment", "inference-vllm-qwen3-8b"))[0]["securityContext"]["privileged"] = True
+
+
+def privileged_storage_namespace(rs):
+    find(rs, ":Namespace", "storage-ns-polaris")["inputs"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "privileged"
+
+
+def raw_copied_out(rs):
+    pod = find(rs, ":Deployment", "inference-vllm-qwen3-8b")["inputs"]["spec"]["template"]["spec"]
+    (sync,) = [c for c in pod["initContainers"] if c["name"] == "weights-sync"]
+    sync["args"] = ["mirror", "--overwrite", "models/site-t-raw-fdc", "peer/site-u-replica/site-t-raw-fdc"]
+
+
+def jwt_provider(rs):
+    return find(rs, ":SecurityPolicy", "inference-jwt-qwen3-8b")["inputs"]["spec"]["jwt"]["providers"][0]
+
+
+def foreign_issuer(rs):
+    jwt_provider(rs)["issuer"] = "https://keycloak.example.com/realms/fab"
+
+
+def foreign_keys(rs):
+    jwt_provider(rs)["remoteJWKS"]["uri"] = "https://keycloak.example.com/realms/fab/protocol/openid-connect/certs"
+
+
+def any_audience(rs):
+    jwt_provider(rs)["audiences"] = []
+
+
+def allow_by_default(rs):
+    find(rs, ":SecurityPolicy", "inference-jwt-qwen3-8b")["inputs"]["spec"]["authorization"]["defaultAction"] = "Allow"
+
+
+def unlimited_team(rs):
+    limits = find(rs, ":BackendTrafficPolicy", "inference-ratelimit-qwen3-8b")["inputs"]["spec"]["rateLimit"]
+    for scope in ("global", "local"):
+        limits[scope]["rules"][0]["clientSelectors"][0]["headers"].append(
+            {"name": "x-fab-team", "type": "Exact", "value": "yield", "invert": True})
+
+
+def local_limits(rs):
+    spec = find(rs, ":BackendTrafficPolicy", "inference-ratelimit-qwen3-8b")["inputs"]["spec"]
+    spec["rateLimit"] = {"local": spec["rateLimit"]["global"]}
+
+
+def no_rate_limit_backend(rs):
+    del find(rs, ":Release", "inference-envoy-gateway")["inputs"]["values"]["config"]
+
+
 PLAN_EDITS = {
     "fab-no-gpu-outside-gpu-clusters": gpu_on_compute,
     "fab-gpu-lb-private-only": public_gpu_vip,
@@ -373,6 +454,22 @@ PLAN_EDITS = {
     "fab-submitter-no-wildcards": submitter_any_verb,
     "fab-team-namespace-own-credentials": other_teams_keys,
     "fab-team-policy-own-prefixes": whole_checkpoint_bucket,
+    "fab-privileged-allow-listed": privileged_serving,
+    "fab-privileged-namespace-allow-listed": privileged_storage_namespace,
+    "fab-replication-gold-only": raw_copied_out,
+    "fab-ipoib-not-in-training-namespaces": ipoib_in_team_namespace,
+    "fab-ipoib-partition-key": ipoib_default_partition,
+    "fab-ipoib-weights-route": weights_over_ethernet,
+    "fab-training-nccl-service-level": nccl_without_service_level,
+    "fab-gateway-jwt-issuer": foreign_issuer,
+    "fab-gateway-jwt-jwks": foreign_keys,
+    "fab-gateway-jwt-audience": any_audience,
+    "fab-gateway-default-deny": allow_by_default,
+    "fab-gateway-team-rate-limits": unlimited_team,
+    "fab-gateway-rate-limits-global": local_limits,
+    "fab-gateway-rate-limit-backend": no_rate_limit_backend,
+    "fab-remote-training-replica-only": lambda rs: find(rs, ":IamUser", "storage-training-yield-user")["inputs"]["tags"].update(
+        {"fab.internal/engine": "remote-training"}),  # the training keys, read as a peer's team's: they reach the warehouse
 }
 
 

@@ -7,13 +7,12 @@ import json
 
 import pytest
 from policy_fixtures import SAFE, check, k8s, kube, pod, resource
-
 from rules import POLICIES
-from rules.gpu import gpu_lb_private_only, no_gpu_outside_gpu_clusters, training_ib_nccl_only, training_kueue_managed
+from rules.gpu import gpu_lb_private_only, no_gpu_outside_gpu_clusters, training_kueue_managed
 from rules.kueue import multikueue_not_own_worker, multikueue_quota_sum
 from rules.network import cross_cluster_default_deny, gateway_local_traffic, routes_authenticated
 from rules.storage import bucket_least_privilege, residency, stateful_protected, versioned_artifacts
-from rules.workloads import host_network_allow_listed, no_plaintext_secrets, pinned_versions, pod_security
+from rules.workloads import no_plaintext_secrets, pinned_versions, pod_security
 
 
 def test_every_rule_has_a_fab_id_and_a_description():
@@ -148,31 +147,7 @@ def test_fails_when_the_default_deny_selects_only_some_endpoints():
     ]
 
 
-# fab-host-network-allow-listed --------------------------------------------------------------
-
-def test_host_network_in_an_allowed_namespace_passes():
-    daemon = pod("Deployment", "driver", "gpu-operator", SAFE, hostNetwork=True)
-    assert check(host_network_allow_listed, kube(daemon)) == []
-
-
-def test_fails_when_host_network_is_used_outside_the_allow_list():
-    assert check(host_network_allow_listed, kube(pod("Deployment", "app", "team-yield", SAFE, hostNetwork=True))) == [
-        "Deployment team-yield/app uses the host's namespaces outside the allow-list"
-    ]
-
-
-def test_fails_when_a_container_is_privileged_outside_the_allow_list():
-    container = {**SAFE, "securityContext": {**SAFE["securityContext"], "privileged": True}}
-    assert check(host_network_allow_listed, kube(pod("Deployment", "app", "team-yield", container))) == [
-        "container app of Deployment team-yield/app is privileged outside the allow-list"
-    ]
-
-
-def test_fails_when_a_namespace_is_privileged_outside_the_allow_list():
-    ns = k8s("Namespace", "scratch", labels={"pod-security.kubernetes.io/enforce": "privileged"})
-    assert check(host_network_allow_listed, kube(ns)) == [
-        "namespace scratch is privileged but not in the host-access allow-list (kube-system, gpu-operator, nvidia-network-operator)"
-    ]
+# fab-host-network-allow-listed, fab-privileged-allow-listed, fab-privileged-namespace-allow-listed: tests/policies/test_host_access.py
 
 
 # fab-bucket-least-privilege -----------------------------------------------------------------
@@ -210,14 +185,15 @@ def test_a_protected_bucket_passes():
 
 def test_fails_when_a_bucket_is_not_protected():
     assert check(stateful_protected, resource("minio:index/s3Bucket:S3Bucket", {"bucket": "b"}, "bucket-b")) == [
-        "S3Bucket bucket-b holds data and must be protected (and retained on delete)"
+        "S3Bucket bucket-b holds data but has protect: false; resources that hold data are protected (and retained on delete)"
     ]
 
 
 def test_fails_when_a_postgres_cluster_is_not_protected():
     cluster = k8s("Cluster", "polaris-db", "polaris", api="postgresql.cnpg.io/v1", spec={"instances": 3})
     assert check(stateful_protected, kube(cluster, "site-a-storage")) == [
-        "Cluster polaris-db holds data and must be protected (and retained on delete)"
+        ("Cluster polaris-db on site-a-storage holds data but has protect: false; resources that hold data are protected "
+         "(and retained on delete)")
     ]
 
 
@@ -257,13 +233,6 @@ def test_replicable_gold_passes():
 def test_fails_when_raw_data_is_marked_replicable():
     assert check(residency, [tags("raw", "replicable")]) == [
         "bucket b-raw of class raw is marked 'replicable'; only gold may leave the site"
-    ]
-
-
-def test_fails_when_a_non_gold_bucket_replicates():
-    replication = resource("minio:index/s3BucketReplication:S3BucketReplication", {"bucket": "b-raw"}, "repl-raw")
-    assert check(residency, [tags("raw", "site-local"), replication]) == [
-        "repl-raw replicates bucket b-raw, which is not gold; raw and detailed data stay in their site"
     ]
 
 
@@ -315,31 +284,7 @@ def test_fails_when_a_training_job_has_no_local_queue():
     ]
 
 
-def ipoib(namespace: str) -> dict:
-    return k8s("IPoIBNetwork", "ipoib", api="mellanox.com/v1alpha1", spec={"networkNamespace": namespace})
-
-
-def test_ipoib_for_inference_passes():
-    assert check(training_ib_nccl_only, kube(ipoib("inference"), "site-a-gpu")) == []
-
-
-def test_fails_when_training_namespaces_get_storage_over_infiniband():
-    assert check(training_ib_nccl_only, kube(ipoib("team-yield"), "site-a-gpu")) == [
-        "IPoIBNetwork ipoib gives training namespace team-yield storage traffic over InfiniBand; set an IB QoS service level "
-        "or keep training storage on the Ethernet bond"
-    ]
-
-
-def test_fails_when_training_nodes_get_ipoib_addresses():
-    pool = k8s("IPPool", "ipoib", "nvidia-network-operator", api="nv-ipam.nvidia.com/v1alpha1", spec={"nodeSelector": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "fab.internal/gpu-pool", "operator": "In", "values": ["training"]}]}]}})
-    assert check(training_ib_nccl_only, kube(pool, "site-a-gpu")) == [
-        "IPPool ipoib hands IPoIB addresses to training nodes; InfiniBand on training nodes is for NCCL only"
-    ]
-
-
-def test_a_qos_service_level_allows_storage_over_infiniband():
-    assert check(training_ib_nccl_only, kube(ipoib("team-yield"), "site-a-gpu"), {"storageQosServiceLevel": 3}) == []
+# fab-training-ib-nccl-only and the other InfiniBand rules: tests/policies/test_infiniband.py
 
 
 # fab-pinned-versions ----------------------------------------------------------------------

@@ -8,20 +8,20 @@ whose decision rests on an unknown value fail closed; rules that look for litera
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
-
-from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_OBJECT_VALUE
-
-from fabctl._mockrun import UNKNOWN_VALUE
-from fabctl.policy import analyze_with, analyzer
-from fabctl.render import Plan
 from helpers import render_small
 from policy_fixtures import SAFE, check, kube, pod, resource
+from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_OBJECT_VALUE
 from rules._k8s import UNKNOWN, plain, unknown_paths
 from rules.storage import bucket_least_privilege
 from rules.workloads import no_plaintext_secrets, pod_security
 from small_site import small_site
+
+from fabctl._mockrun import UNKNOWN_VALUE
+from fabctl.policy import analyze_with, analyzer
+from fabctl.render import Plan
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def with_edit(edit) -> Plan:
     plan = render_small(small_site())
     resources = copy.deepcopy(plan.resources)
     edit({r["name"]: r for r in resources})
-    return Plan(stack=plan.stack, resources=resources, outputs=plan.outputs)
+    return dataclasses.replace(plan, resources=resources)
 
 
 def test_an_unknown_image_fails_the_pinned_versions_rule_closed(stub):
@@ -96,15 +96,29 @@ CASES = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},
         "spec": {"template": {"spec": {"containers": UNKNOWN_ARRAY_VALUE}}},
     }),
-    "fab-host-network-allow-listed": ("kubernetes:core/v1:Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": UNKNOWN_OBJECT_VALUE}),
+    "fab-host-network-allow-listed": ("kubernetes:apps/v1:Deployment", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},
+        "spec": {"template": UNKNOWN_OBJECT_VALUE},
+    }),
+    "fab-privileged-allow-listed": ("kubernetes:apps/v1:Deployment", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"},
+        "spec": {"template": {"spec": {"containers": UNKNOWN_ARRAY_VALUE}}},
+    }),
+    "fab-privileged-namespace-allow-listed": ("kubernetes:core/v1:Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": UNKNOWN_OBJECT_VALUE}),
 }
 
 
 @pytest.mark.parametrize("rule", sorted(CASES))
 def test_a_wholly_unknown_map_or_list_fails_closed_without_crashing(rule):
-    from rules.workloads import host_network_allow_listed, pinned_versions
+    from rules.workloads import (
+        host_network_allow_listed,
+        pinned_versions,
+        privileged_allow_listed,
+        privileged_namespace_allow_listed,
+    )
 
-    policy = {p.name: p for p in (pinned_versions, host_network_allow_listed)}[rule]
+    policies = (pinned_versions, host_network_allow_listed, privileged_allow_listed, privileged_namespace_allow_listed)
+    policy = {p.name: p for p in policies}[rule]
     type_, props = CASES[rule]
     (message,) = check(policy, resource(type_, props, name="x"))
     assert "can't be known during preview, and this rule decides on it, so it fails closed" in message
@@ -135,7 +149,6 @@ def test_the_versioning_rule_fails_closed_on_an_unknown_setting_without_crashing
 
 def test_the_flow_rule_fails_closed_on_an_unknown_port():
     from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
-
     from rules.network import flow_direction
 
     rule = {"apiVersion": "cilium.io/v2", "kind": "CiliumClusterwideNetworkPolicy", "metadata": {"name": "fab-flow-s3"},

@@ -21,6 +21,7 @@ from components.config.rules.flows import service_flow_problems
 from components.config.rules.gpu import gpu_problems
 from components.config.rules.names import name_problems
 from components.config.rules.network import cluster_problems, flow_problems, overlap_problems, role_problems, vip_problems
+from components.config.rules.phases import phase_problems
 from components.config.rules.storage import storage_problems
 from components.config.rules.training import training_problems
 
@@ -31,12 +32,14 @@ STAGES = (
     (role_problems, cluster_problems, name_problems),
     (overlap_problems,),
     (pod_range_problems, host_address_problems, vip_problems, vip_edge_problems),
-    (flow_problems, service_flow_problems, credential_flow_problems),
+    (flow_problems, service_flow_problems),
+    (credential_flow_problems,),
     (storage_problems, gpu_problems, training_problems, compute_problems, federation_problems, adoption_problems,
      check_problems),
+    (phase_problems,),
 )
 """The rules in stages: the clusters and their pools, disjoint ranges, addresses in them, the flows between the
-clusters, then each domain. A stage runs only when the ones before it found nothing: its rules build on what those
+clusters, who holds credentials for them (once the flows are sound), each domain, then the roadmap phase of what the site enables (on a site that is otherwise sound). A stage runs only when the ones before it found nothing: its rules build on what those
 checked, and one mistake (a pool that overlaps a pod range) is then reported once, not again as every VIP the pool
 no longer holds."""
 RULES = tuple(rule for stage in STAGES for rule in stage)

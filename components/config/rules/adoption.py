@@ -36,7 +36,7 @@ def adoption_problems(site: SiteConfig) -> Iterator[Problem]:
     for field in ("minio_users", "minio_policies"):
         for i, name in enumerate(getattr(adopt, field)):
             if not name.startswith("fab-"):
-                yield ("adopt", field, i), f"{name!r} is not a platform name: the platform's MinIO users and policies are fab-<engine> and fab-replica-<site>"
+                yield ("adopt", field, i), f"{name!r} is not a platform name: the platform's MinIO users and policies are fab-<engine>, fab-replica-<site> and fab-remote-<site>-<team>"
     if adopt.realm and not site.identity.create_realm:
         yield ("adopt", "realm"), "true needs identity.create_realm: true; a realm the platform does not manage is only referenced"
     for field in ("namespaces", "helm_releases"):

@@ -50,9 +50,10 @@ def credential_flow_problems(site: SiteConfig) -> Iterator[Problem]:
 
 def _whose(grantees: list[str]) -> str:
     """`whose team namespaces receive`, `whose trino namespace receives`: each grantee has its namespace, training one per team."""
-    named = [g for g in grantees if g != "training"]
+    named = [g for g in grantees if g not in ("training", "remote-training")]
     parts = [f"{_and(named)} namespace{'s' if len(named) > 1 else ''}"] if named else []
     parts += ["team namespaces"] if "training" in grantees else []
+    parts += ["remote teams' namespaces"] if "remote-training" in grantees else []
     plural = len(parts) > 1 or parts[0].endswith("s")
     return f"whose {' and '.join(parts)} {'receive' if plural else 'receives'}"
 

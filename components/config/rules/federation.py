@@ -1,5 +1,6 @@
 """Cross-field rules of federation: known sites, their declared ranges outside this site's, and remote
-training only on replicated data (DESIGN section 2: raw data stays in its site).
+training only on replicated data (DESIGN section 2: raw data stays in its site; remote-site GPUs are used only
+for data that was replicated there).
 """
 
 from __future__ import annotations
@@ -7,8 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from components.config import names
 from components.config.problems import Problem, format_path
 from components.config.rules.network import site_ranges
+from components.config.rules.training import lending_problems
 
 if TYPE_CHECKING:
     from components.config.site import SiteConfig
@@ -54,3 +57,25 @@ def federation_problems(site: SiteConfig) -> Iterator[Problem]:
                     f"team {team!r} cannot train on {name}'s GPUs: no data is replicated there; remote GPUs are used only "
                     "for replicated (gold) data, so set replicate_gold"
                 )
+    yield from _hosted_team_problems(site)
+
+
+def _hosted_team_problems(site: SiteConfig) -> Iterator[Problem]:
+    """A peer's team trains on GPU clusters of this site, with quotas Kueue accepts, in a namespace whose name fits."""
+    gpus = ", ".join(sorted(site.gpu))
+    for peer, spec in sorted(site.federation.peers.items()):
+        for team, quotas in sorted(spec.remote_training.items()):
+            path = ("federation", "peers", peer, "remote_training", team)
+            namespace = names.REMOTE_TEAM_NAMESPACE(team, peer)
+            limit = names.REMOTE_TEAM_NAMESPACE.limit.max_length
+            if len(namespace) > limit:
+                yield path, (
+                    f"namespace {namespace!r} ('remote-' + peer + '-' + team) has {len(namespace)} characters; Kubernetes "
+                    f"allows at most {limit}: the peer's and the team's names together may have at most {limit - 8}"
+                )
+            if not quotas:
+                yield path, f"gives {peer}'s team {team!r} no GPU cluster; name the clusters it trains on: {gpus}"
+            for cluster, quota in sorted(quotas.items()):
+                if cluster not in site.gpu:
+                    yield (*path, cluster), f"{cluster!r} is not a GPU cluster with a gpu section; known: {gpus}"
+                yield from lending_problems(quota, (*path, cluster))

@@ -51,13 +51,15 @@ def services(site: SiteConfig) -> dict[str, Service]:
     store, polaris = site.storage.object_store, site.storage.polaris
     gateway = f"Envoy Gateway maps {HTTPS_PORT} to {ENVOY_HTTPS_TARGET_PORT}"
     outside_s3 = (WORLD,) if site.storage.s3.external_pool is not None else ()
+    # Without inference (phase 1) nothing serves behind an `inference` flow: the flow is then not checked against it.
+    serving = [site.inference.cluster] if site.inference is not None else []
     return {
         S3_FLOW: Service("the object store's S3 endpoint", store.s3_port, "storage.object_store.s3_port", store.s3_port,
                          store.namespace, "storage.object_store.namespace", storage, (*CLUSTER_SOURCES, *outside_s3, CIDRS)),
         POLARIS_FLOW: Service("the Polaris REST endpoint", polaris.port, "storage.polaris.port", polaris.port,
                               polaris.namespace, "storage.polaris.namespace", storage, (*CLUSTER_SOURCES, CIDRS)),
-        INFERENCE_FLOW: Service("the inference gateway", HTTPS_PORT, "its HTTPS listener", ENVOY_HTTPS_TARGET_PORT,
-                                GATEWAY_NAMESPACE, gateway, [site.inference.cluster], ("compute",)),
+        **({INFERENCE_FLOW: Service("the inference gateway", HTTPS_PORT, "its HTTPS listener", ENVOY_HTTPS_TARGET_PORT,
+                                    GATEWAY_NAMESPACE, gateway, serving, ("compute",))} if serving else {}),
         INGRESS_FLOW: Service("the compute ingress", HTTPS_PORT, "its HTTPS listener", ENVOY_HTTPS_TARGET_PORT,
                               GATEWAY_NAMESPACE, gateway, site.keys_with_role("compute"), (WORLD, CIDRS)),
     }
@@ -72,7 +74,12 @@ def service_flow_problems(site: SiteConfig) -> Iterator[Problem]:
     known = services(site)
     for name in sorted(sound, key=list(site.flows or {}).index):
         flow = site.flows[name]
-        if name in known:
+        if name == INFERENCE_FLOW and site.inference is None:
+            problems = iter([(("flows", INFERENCE_FLOW), (
+                "opens the inference gateway's port, but the site serves no models (no inference section); remove the flow "
+                "until the site serves models"
+            ))])
+        elif name in known:
             problems = _service_problems(site, name, known[name])
         elif flow.target == "kube-apiserver":
             problems = _apiserver_problems(site, name)

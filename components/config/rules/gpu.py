@@ -10,13 +10,24 @@ from typing import TYPE_CHECKING
 from components.config.fields import GPU_ROLES
 from components.config.problems import Problem
 from components.config.rules.training import profile_problems_exist
+from components.constants import GPU_OPERATOR_NAMESPACE, NETWORK_OPERATOR_NAMESPACE
 
 if TYPE_CHECKING:
     from components.config.site import SiteConfig
 
 
+GPU_HOST_ACCESS_NAMESPACES = (GPU_OPERATOR_NAMESPACE, NETWORK_OPERATOR_NAMESPACE)
+"""Where the program runs the GPU and Network Operators, Pod Security privileged, on every GPU cluster."""
+
+
 def gpu_problems(site: SiteConfig) -> Iterator[Problem]:
+    if site.inference is None and site.phase >= 2:
+        yield ("inference",), (
+            f"is required from phase 02 (inference) on, and the site is at phase {site.phase}: add the inference section, "
+            "or set phase: 1 while the GPU base is brought up"
+        )
     gpu_keys = set(site.keys_with_role(*GPU_ROLES))
+    yield from _host_access_problems(site, sorted(gpu_keys))
     for key in sorted(set(site.gpu) - gpu_keys):
         role = site.clusters[key].role if key in site.clusters else None
         yield ("gpu", key), (
@@ -43,18 +54,95 @@ def gpu_problems(site: SiteConfig) -> Iterator[Problem]:
                     yield ("gpu", key, "nodes", node_name, "pool"), (
                         f"'inference' is not allowed on gpu-train cluster {key}: it trains only; serve from a gpu cluster"
                     )
-        ib = spec.infiniband
-        if ib.inference_weights_over_ib and ib.ipoib_range is None and key == site.inference.cluster:
-            yield ("gpu", key, "infiniband", "ipoib_range"), (
-                "is required while inference_weights_over_ib is true: give the IPoIB network an address range"
-            )
+        elif site.inference is None and site.phase == 1:
+            for node_name, node in sorted(spec.nodes.items()):
+                if node.pool == "inference":
+                    yield ("gpu", key, "nodes", node_name, "pool"), (
+                        "'inference' but the site serves no models (no inference section): use pool training until it does"
+                    )
+        yield from _infiniband_problems(site, key)
     yield from _inference_problems(site)
+
+
+def _host_access_problems(site: SiteConfig, gpu_keys: list[str]) -> Iterator[Problem]:
+    """The stack's host-access allow-list is the only one the policy pack reads: a GPU cluster lists its operators'."""
+    for key in gpu_keys:
+        listed = site.clusters[key].host_network_namespaces
+        missing = [ns for ns in GPU_HOST_ACCESS_NAMESPACES if ns not in listed]
+        if missing:
+            yield ("clusters", key, "host_network_namespaces"), (
+                f"[{', '.join(listed)}] lacks {', '.join(missing)}, where the program runs an NVIDIA operator with host access on "
+                f"every GPU cluster; the policy pack allows host access only in the namespaces listed here, so add "
+                f"{'it' if len(missing) == 1 else 'them'}"
+            )
+
+
+_WEIGHTS_OVER_IB_NEEDS = {
+    "ipoib_range": "give the IPoIB network an address range",
+    "ipoib_partition_key": "IPoIB is invisible to Cilium, so the network stays in a partition of its own (0x0001-0x7ffe)",
+    "s3_ipoib_address": "the weight sync reaches the object store at its IPoIB address, or it still goes over Ethernet",
+    "storage_qos_service_level": "storage traffic on InfiniBand gets a service level of its own, apart from NCCL's",
+}
+"""What loading weights over InfiniBand needs, and why."""
+
+
+def _infiniband_problems(site: SiteConfig, key: str) -> Iterator[Problem]:
+    """Training nodes keep InfiniBand for NCCL; weights load over it only on the inference cluster, and only in a way
+    that routes: an IPoIB network in its own partition and service level, and an IPoIB address of the object store."""
+    ib = site.gpu[key].infiniband
+    path = ("gpu", key, "infiniband")
+    if not ib.inference_weights_over_ib:
+        for field in _WEIGHTS_OVER_IB_NEEDS:
+            if getattr(ib, field) is not None:
+                yield (*path, field), (
+                    "is set but inference_weights_over_ib is false, so nothing uses it (weights load from the Ethernet S3 "
+                    "endpoint); remove it, or turn inference_weights_over_ib on"
+                )
+        return
+    serving = site.inference.cluster if site.inference is not None else None
+    if key != serving:
+        yield (*path, "inference_weights_over_ib"), (
+            f"is true on {key}, which does not serve inference (inference.cluster is {serving!r}): training "
+            "nodes keep InfiniBand for NCCL only; set it on the inference cluster or remove it"
+        )
+        return
+    if site.storage.object_store.install:
+        yield (*path, "inference_weights_over_ib"), (
+            "is true but storage.object_store.install is true: an object store this program installs answers S3 on the "
+            "storage cluster's network only, never on IPoIB, so the weights would still load over Ethernet; keep it false"
+        )
+        return
+    missing = False
+    for field, why in _WEIGHTS_OVER_IB_NEEDS.items():
+        if getattr(ib, field) is None:
+            missing = True
+            yield (*path, field), f"is required while inference_weights_over_ib is true: {why}"
+    if missing:
+        return
+    address, network = ib.s3_ipoib_address, ib.ipoib_range
+    if address not in network:
+        yield (*path, "s3_ipoib_address"), (
+            f"{address} is not in ipoib_range ({network}): the weight sync reaches the object store over the IPoIB network, "
+            "so its address is one of that network's"
+        )
+    elif network.prefixlen <= 30 and address in (network.network_address, network.broadcast_address):
+        yield (*path, "s3_ipoib_address"), (
+            f"{address} is the {'network' if address == network.network_address else 'broadcast'} address of ipoib_range "
+            f"({network}); give the object store's host address"
+        )
+    if ib.storage_qos_service_level == ib.nccl_service_level:
+        yield (*path, "storage_qos_service_level"), (
+            f"{ib.storage_qos_service_level} is also nccl_service_level: storage and NCCL traffic need different service "
+            "levels, so that the subnet manager keeps storage off NCCL's virtual lane"
+        )
 
 
 def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
     from components.capacity import CapacityError
 
     inference = site.inference
+    if inference is None:
+        return
     path = ("inference",)
     cluster = site.clusters.get(inference.cluster)
     if cluster is None or cluster.role != "gpu":
@@ -64,6 +152,7 @@ def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
         return
     for team in sorted(set(inference.team_requests_per_minute) - set(site.teams)):
         yield (*path, "team_requests_per_minute", team), f"{team!r} is not a team; teams: {', '.join(sorted(site.teams))}"
+    yield from _gateway_size_problems(site)
     yield from _served_name_problems(site)
     bad_models = False
     for name, model in sorted(inference.models.items()):
@@ -102,6 +191,21 @@ def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
             yield where, f"{exc}{suffix}"
         except StopIteration:
             yield ("profiles", profile or "", "node_pools"), f"leaves no inference node on {inference.cluster}{suffix}"
+
+
+GATEWAY_MAX_OWN_RATES = 15
+"""The per-proxy backstop of the rate limits has a rule per team with its own rate plus the default one; Envoy Gateway
+1.9 allows 16 local rules."""
+
+
+def _gateway_size_problems(site: SiteConfig) -> Iterator[Problem]:
+    """What the inference gateway's rate limits can hold (see components/inference.py): the teams' own rates."""
+    own = site.inference.team_requests_per_minute
+    if len(own) > GATEWAY_MAX_OWN_RATES:
+        yield ("inference", "team_requests_per_minute"), (
+            f"{len(own)} teams have their own rate; at most {GATEWAY_MAX_OWN_RATES} can (Envoy Gateway's 16 local rate limit "
+            "rules hold one per team with its own rate and the default); give the others the default requests_per_minute"
+        )
 
 
 def _served_name_problems(site: SiteConfig) -> Iterator[Problem]:

@@ -4,9 +4,9 @@ flows and fixed VIPs (DESIGN section 2, network rules).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from ipaddress import IPv4Network
-from collections import Counter
 from itertools import combinations, islice
 from typing import TYPE_CHECKING, Any
 
@@ -192,7 +192,8 @@ def fixed_vips(site: SiteConfig) -> Iterator[tuple[tuple[str | int, ...], Any]]:
     if site.storage.s3.external_vip is not None:
         yield ("storage", "s3", "external_vip"), site.storage.s3.external_vip
     yield ("storage", "polaris", "vip"), site.storage.polaris.vip
-    yield ("inference", "gateway", "vip"), site.inference.gateway.vip
+    if site.inference is not None:
+        yield ("inference", "gateway", "vip"), site.inference.gateway.vip
     yield ("compute", "ingress", "vip"), site.compute.ingress.vip
 
 

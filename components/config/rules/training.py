@@ -35,9 +35,12 @@ def _profile_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
                 yield (*path, "node_pools", cluster, node), f"{node!r} is not a node of gpu.{cluster}; nodes: {', '.join(sorted(site.gpu[cluster].nodes))}"
             elif pool == "inference" and site.clusters.get(cluster) and site.clusters[cluster].role == "gpu-train":
                 yield (*path, "node_pools", cluster, node), f"'inference' is not allowed on gpu-train cluster {cluster}: it trains only"
+            elif pool == "inference" and site.inference is None:
+                yield (*path, "node_pools", cluster, node), "'inference' but the site serves no models (no inference section)"
+    models = sorted(site.inference.models) if site.inference is not None else []
     for model in sorted(profile.replicas):
-        if model not in site.inference.models:
-            yield (*path, "replicas", model), f"{model!r} is not a served model; models: {', '.join(sorted(site.inference.models))}"
+        if model not in models:
+            yield (*path, "replicas", model), f"{model!r} is not a served model; models: {', '.join(models) or 'none'}"
     yield from _quota_key_problems(site, profile.quotas, (*path, "quotas"))
 
 
@@ -48,10 +51,10 @@ def _quota_key_problems(site: SiteConfig, quotas: dict[str, dict[str, TeamQuota]
         for cluster, quota in sorted(clusters.items()):
             if cluster not in site.gpu:
                 yield (*path, team, cluster), f"{cluster!r} is not a GPU cluster with a gpu section; known: {', '.join(sorted(site.gpu))}"
-            yield from _lending_problems(quota, (*path, team, cluster))
+            yield from lending_problems(quota, (*path, team, cluster))
 
 
-def _lending_problems(quota: TeamQuota, path: tuple[str | int, ...]) -> Iterator[Problem]:
+def lending_problems(quota: TeamQuota, path: tuple[str | int, ...]) -> Iterator[Problem]:
     """Kueue's ClusterQueue webhook refuses a lendingLimit above the nominalQuota. (Borrowing and lending limits also
     need a cohort; every team's ClusterQueue is in the site's cohort, so that one cannot fail.)"""
     lend = quota.lending_limit_gpus
@@ -124,8 +127,9 @@ def _multikueue_problems(site: SiteConfig) -> Iterator[Problem]:
 
 
 def _quota_capacity_problems(site: SiteConfig, profile: str | None) -> Iterator[Problem]:
-    """Nominal GPU quotas must fit the training pool of each cluster; borrowing only moves unused quota around."""
-    quotas = site.team_quotas(profile)
+    """Nominal GPU quotas must fit the training pool of each cluster; borrowing only moves unused quota around. Peers'
+    teams (`federation.peers.<peer>.remote_training`) count as well, under every profile."""
+    quotas = {**site.team_quotas(profile), **{f"{t.peer}/{t.team}": t.quotas for t in site.remote_teams().values()}}
     suffix = "" if profile is None else f" (profile {profile})"
     where = ("training", "quotas") if profile is None else ("profiles", profile, "quotas")
     for cluster in sorted(site.gpu):

@@ -14,7 +14,6 @@ from components.config.problems import key_location
 from components.config.schema.network import CILIUM_RELEASE
 from components.config.schema.storage import BucketName
 
-
 RELEASE_REF = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -32,7 +31,7 @@ class AdoptConfig(_Model):
     buckets: list[BucketName] = Field(default_factory=list, description="Buckets (of `storage.buckets`, or federation replicas) that exist in the object store. Defaults to none.")
     minio_users: list[str] = Field(
         default_factory=list,
-        description="MinIO users of the platform (`fab-<engine>`, `fab-replica-<site>`) that exist; creating one would "
+        description="MinIO users of the platform (`fab-<engine>`, `fab-replica-<site>`, `fab-remote-<site>-<team>`) that exist; creating one would "
         "reset its secret. Defaults to none.",
     )
     minio_policies: list[str] = Field(

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from components.config.fields import Cidr, DnsLabel, Flag, Unique, _Model
 from components.config.names import ConsumerKey, PeerKey
+from components.config.schema.teams import TeamQuota
 
 
 class FederationConsumer(_Model):
@@ -18,13 +19,25 @@ class FederationConsumer(_Model):
     replicate_gold: Flag = Field(True, description="Copy this site's gold buckets to the consumer. Defaults to true.")
     remote_training_teams: Annotated[list[DnsLabel], Unique] = Field(
         default_factory=list,
-        description="Teams whose training may run on the consumer's GPU clusters; only on replicated data, so "
-        "replicate_gold must be on. Defaults to none.",
+        description="Teams of this site that may train on the consumer's GPU clusters, on the gold replicated there and "
+        "nothing else, so replicate_gold must be on. This is the consent the consumer checks: the consumer gives them "
+        "quota (its `federation.peers.<this site>.remote_training`). Defaults to none.",
     )
 
 
 class FederationPeer(_Model):
     """A site whose gold tables this site reads (a Trino catalog) and keeps a replica of."""
+
+    remote_training: dict[DnsLabel, dict[DnsLabel, TeamQuota]] = Field(
+        default_factory=dict,
+        description="The peer's teams that train on this site's GPU clusters, on the peer's replicated gold only: team -> "
+        "GPU cluster -> quota (none on the other GPU clusters, not even borrowed; profiles do not change it). Once the peer "
+        "is `linked`, each gets a namespace `remote-<peer>-<team>` with a LocalQueue on every Kueue cluster, a Keycloak "
+        "group of the same name, and S3 keys that read the peer's replica bucket and write the prefix "
+        "`remote-<peer>-<team>/` of the checkpoints bucket, nothing else of this site (no catalog, no other bucket). The "
+        "peer consents by listing the team in its `federation.consumers.<this site>.remote_training_teams`; a team it "
+        "does not list stops the deployment. Defaults to none.",
+    )
 
 
 class FederationConfig(_Model):

@@ -4,13 +4,25 @@ the gateway (DESIGN section 2, gpu role; section 1, inference).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
-from components.config.fields import Address, Cidr, DnsLabel, DnsName, Flag, LabelValue, NodeName, RelativePath, Unique, _Model
+from components.config.fields import (
+    Address,
+    Cidr,
+    DnsLabel,
+    DnsName,
+    Flag,
+    LabelValue,
+    NodeName,
+    RelativePath,
+    Unique,
+    _Model,
+    matching,
+)
 from components.config.names import ModelKey
-
 
 MAX_CONTEXT = 10 * 1024 * 1024
 """Longest context a model may be sized for: 10 Mi tokens, the longest context window models offer."""
@@ -39,19 +51,99 @@ class GpuNode(_Model):
     pool: Literal["inference", "training"] = Field(description="inference (serving, high priority) or training (Kueue, preemptible).")
 
 
+ServiceLevel = Annotated[int, Field(ge=0, le=15, strict=True)]
+"""An InfiniBand service level: 0-15 (the subnet manager maps each to a virtual lane)."""
+DEFAULT_PARTITION = 0x7FFF
+"""The default partition (0xffff as a full member): every port of the fabric is a member of it."""
+
+
+def _partition_key(value: Any) -> str:
+    """A partition key as written in the stack file (0x0a01, or the number), as four hex digits without the membership
+    bit: an identifier, not a quantity."""
+    example = "such as 0x0a01"
+    if isinstance(value, str):
+        if not re.fullmatch(r"0[xX][0-9a-fA-F]{1,4}", value):
+            raise ValueError(f"must be a partition key in hex, {example}")
+        value = int(value, 16)
+    if type(value) is not int:  # a YAML true or 1.5 is no partition
+        raise ValueError(f"must be a partition key in hex, {example}")
+    if not 0 <= value <= 0xFFFF:
+        raise ValueError(f"{value:#x} is not a 16-bit partition key; give the storage partition's key, 0x0001-0x7ffe, {example}")
+    if value & 0x7FFF == DEFAULT_PARTITION:
+        raise ValueError(f"{value:#06x} is the default partition, which every port of the fabric is a member of; give the "
+                         "storage partition's key, 0x0001-0x7ffe")
+    if value & 0x7FFF == 0:
+        raise ValueError(f"{value:#06x} is not a partition key; give the storage partition's key, 0x0001-0x7ffe")
+    if value & 0x8000:
+        raise ValueError(f"{value:#06x} has the full-membership bit 0x8000 set; give the partition's key without it, "
+                         f"{value & 0x7FFF:#06x} (the hosts join as full members)")
+    return f"{value:#06x}"
+
+
+_WRITTEN_PARTITION_KEY = Annotated[int, Field(ge=1, le=0x7FFE)] | Annotated[str, Field(pattern=r"^0[xX][0-9a-fA-F]{1,4}$")]
+"""How a partition key may be written (for editors' schema checks): a number, or hex text such as 0x0a01."""
+PartitionKey = Annotated[str, BeforeValidator(_partition_key, json_schema_input_type=_WRITTEN_PARTITION_KEY)]
+"""An InfiniBand partition key (P_Key) other than the default partition, without its membership bit: 0x0001-0x7ffe,
+kept as written in hex (0x0a01)."""
+
+
+_ipoib_port = matching(
+    re.compile(r"^[A-Za-z0-9_-]{1,10}$"),
+    "must be the host's IPoIB port interface, such as ib0: at most 10 letters, digits, '-' or '_', and no '.', since the "
+    "program adds the partition's '.<P_Key>' and an interface name has at most 15 characters",
+)
+IpoibPort = Annotated[str, AfterValidator(_ipoib_port)]
+"""The name of a host's IPoIB port interface (ib0), whose partition child interfaces are `<name>.<P_Key>`."""
+
+
 class InfinibandConfig(_Model):
-    """How InfiniBand is used: NCCL on training nodes; weight loading too on inference nodes."""
+    """How InfiniBand is used: NCCL on training nodes; weight loading too on inference nodes, when turned on."""
 
     rdma_hca_max: int = Field(63, ge=1, le=1000, strict=True, description="Pods sharing one HCA through the RDMA shared device plugin. Defaults to 63.")
+    nccl_service_level: ServiceLevel = Field(
+        0,
+        description="InfiniBand service level of NCCL traffic: NCCL_IB_SL in the ConfigMap `nccl` of every team namespace "
+        "on the cluster, which training jobs load with envFrom. Defaults to 0, NCCL's own default.",
+    )
     inference_weights_over_ib: Flag = Field(
-        True, description="Give inference pods an IPoIB interface to load weights over InfiniBand. Defaults to true."
+        False,
+        description="Inference pods load model weights over InfiniBand: an IPoIB interface in the storage partition, and the "
+        "S3 host name resolved to the object store's IPoIB address. The inference cluster only, and only once an RDMA and "
+        "contention proof of concept has passed. Needs ipoib_range, ipoib_partition_key, s3_ipoib_address and "
+        "storage_qos_service_level. Defaults to false: weights load from the Ethernet S3 endpoint over TCP.",
     )
-    ipoib_range: Cidr | None = Field(None, description="Addresses of the IPoIB network for inference pods; required when weights load over IB.")
-    ipoib_master: str = Field("ib0", min_length=1, description="Host IPoIB interface the inference pods' IPoIB network sits on. Defaults to ib0.")
-    storage_qos_service_level: int | None = Field(
-        None, ge=0, le=15, strict=True,
-        description="InfiniBand service level for storage traffic of training nodes. Unset: training storage traffic stays on the Ethernet bond.",
+    ipoib_range: Cidr | None = Field(
+        None, description="Addresses of the IPoIB network of inference pods. Required while inference_weights_over_ib, unused otherwise.",
     )
+    ipoib_master: IpoibPort = Field(
+        "ib0",
+        description="Host IPoIB interface whose child interface of the storage partition (`<ipoib_master>.<P_Key>`, "
+        "for example ib0.8a01) the IPoIB network sits on. Defaults to ib0.",
+    )
+    ipoib_partition_key: PartitionKey | None = Field(
+        None,
+        description="InfiniBand partition of the IPoIB network, 0x0001-0x7ffe (not the default partition): IPoIB is "
+        "invisible to Cilium, so the partition, which holds only the inference nodes and the object store, keeps other "
+        "ports off it. The hosts carry its full-member child interface (0x8000 added: ib0.8a01 for 0x0a01). Required while "
+        "inference_weights_over_ib, unused otherwise.",
+    )
+    s3_ipoib_address: Address | None = Field(
+        None,
+        description="Address at which the object store answers S3 on the IPoIB network, inside ipoib_range (never handed "
+        "to a pod): the weight sync resolves the S3 host name to it. Required while inference_weights_over_ib, unused otherwise.",
+    )
+    storage_qos_service_level: ServiceLevel | None = Field(
+        None,
+        description="InfiniBand service level of storage traffic: the subnet manager gives it to the storage partition "
+        "(stack output `infiniband`). Differs from nccl_service_level, so storage never shares NCCL's virtual lane. "
+        "Required while inference_weights_over_ib, unused otherwise.",
+    )
+
+    @property
+    def partition_interface(self) -> str | None:
+        """The hosts' IPoIB child interface of the storage partition (full member), or None without a partition."""
+        key = self.ipoib_partition_key
+        return None if key is None else f"{self.ipoib_master}.{int(key, 16) | 0x8000:04x}"
 
 
 class GpuClusterConfig(_Model):
@@ -116,5 +208,9 @@ class InferenceConfig(_Model):
     reserve_gib: float = Field(2.0, ge=0, le=32, strict=True, description="Memory per GPU kept for activations and CUDA graphs. Defaults to 2.")
     gateway: GatewayConfig
     models: dict[ModelKey, InferenceModelConfig] = Field(min_length=1, description="Served models by name.")
-    requests_per_minute: RequestsPerMinute = Field(600, description="Default rate limit per team. Defaults to 600.")
-    team_requests_per_minute: dict[DnsLabel, RequestsPerMinute] = Field(default_factory=dict, description="Rate limit per team where it differs from the default.")
+    requests_per_minute: RequestsPerMinute = Field(
+        600, description="Requests per minute each team may send to each model, counted once across all gateway replicas. Defaults to 600."
+    )
+    team_requests_per_minute: dict[DnsLabel, RequestsPerMinute] = Field(
+        default_factory=dict, description="Requests per minute to each model for the teams whose rate differs from the default (at most 15 teams)."
+    )

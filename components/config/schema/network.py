@@ -76,8 +76,11 @@ class ClusterConfig(_Model):
     )
     host_network_namespaces: Annotated[list[DnsLabel], Unique] = Field(
         default_factory=list,
-        description="Namespaces allowed to run host-network or privileged pods (operators, RDMA). Such pods are "
-        "invisible to Cilium policy, so they are named here. Defaults to none.",
+        description="The cluster's host-access allow-list: the only namespaces where pods may use the node's network, PID or "
+        "IPC namespace or run privileged containers, and that may be Pod Security privileged (operators, RDMA). Such pods "
+        "are invisible to Cilium policy, so they are named here; the policy pack reads this list from the stack and "
+        "refuses host access anywhere else on this cluster. A GPU cluster lists gpu-operator and nvidia-network-operator, "
+        "where the program runs the NVIDIA operators. Defaults to none.",
     )
     cilium: CiliumSettings = Field(default_factory=CiliumSettings, description="Cilium installation settings.")
 

@@ -8,7 +8,19 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from components.config.fields import MAX_CORES, MAX_GPUS, MAX_MEMORY_GIB, DnsLabel, Flag, HttpsUrl, LabelKey, ModelName, NodeName, Unique, _Model
+from components.config.fields import (
+    MAX_CORES,
+    MAX_GPUS,
+    MAX_MEMORY_GIB,
+    DnsLabel,
+    Flag,
+    HttpsUrl,
+    LabelKey,
+    ModelName,
+    NodeName,
+    Unique,
+    _Model,
+)
 
 
 class KeycloakEndpoint(_Model):

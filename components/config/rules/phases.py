@@ -1,0 +1,119 @@
+"""Phased adoption: no feature of a later roadmap phase unless the site names it in `early_features` (DESIGN: "do
+not introduce MultiKueue, Spark RAPIDS, S3 over RDMA and complex LLM routing all at once"; docs/roadmap.md).
+
+Each feature of components/config/schema/roadmap.py is found by where the site enables it; the first such key is
+reported, once per feature. These rules run last, on a site that is otherwise sound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from components.config.fields import GPU_ROLES
+from components.config.problems import Problem
+from components.config.schema.roadmap import FEATURES, phase_name
+
+if TYPE_CHECKING:
+    from components.config.site import SiteConfig
+
+Use = tuple[tuple[str | int, ...], str]
+"""Where a site enables a feature (key path) and what that key says (value and effect)."""
+
+
+def _inference(site: SiteConfig) -> Iterator[Use]:
+    if site.inference is not None:
+        yield ("inference",), f"serves {', '.join(sorted(site.inference.models))}"
+
+
+def _training_quotas(site: SiteConfig) -> Iterator[Use]:
+    for team, clusters in sorted(site.training.quotas.items()):
+        yield ("training", "quotas", team), f"gives {team} GPU quota on {', '.join(sorted(clusters))}"
+    for name, profile in sorted(site.profiles.items()):
+        for team, clusters in sorted(profile.quotas.items()):
+            yield ("profiles", name, "quotas", team), f"gives {team} GPU quota on {', '.join(sorted(clusters))}"
+
+
+def _profiles(site: SiteConfig) -> Iterator[Use]:
+    if site.profiles:
+        yield ("profiles",), f"defines {', '.join(sorted(site.profiles))}"
+    if site.active_profile is not None:
+        yield ("active_profile",), f"{site.active_profile!r} is a profile"
+
+
+def _multikueue(site: SiteConfig) -> Iterator[Use]:
+    if site.training.multikueue.enabled:
+        yield ("training", "multikueue", "enabled"), "true makes compute a MultiKueue manager"
+
+
+def _first_gpu_cluster(site: SiteConfig) -> str | None:
+    """The GPU cluster a site starts with: the one that serves inference, else its first gpu cluster."""
+    if site.inference is not None and site.inference.cluster in site.clusters:
+        return site.inference.cluster
+    return next(iter(site.keys_with_role("gpu")), None)
+
+
+def _more_gpu_clusters(site: SiteConfig) -> Iterator[Use]:
+    first = _first_gpu_cluster(site)
+    for key in site.keys_with_role(*GPU_ROLES):
+        if key != first:
+            yield ("clusters", key, "role"), f"{site.clusters[key].role!r} adds GPU cluster {key} to {first or 'none'}"
+
+
+def _remote_training(site: SiteConfig) -> Iterator[Use]:
+    for name, consumer in sorted(site.federation.consumers.items()):
+        if consumer.remote_training_teams:
+            yield (("federation", "consumers", name, "remote_training_teams"),
+                   f"lets {', '.join(consumer.remote_training_teams)} train on {name}'s GPUs")
+    for name, peer in sorted(site.federation.peers.items()):
+        if peer.remote_training:
+            yield (("federation", "peers", name, "remote_training"),
+                   f"gives {name}'s {', '.join(sorted(peer.remote_training))} GPU quota here")
+
+
+def _storage_over_ib(site: SiteConfig) -> Iterator[Use]:
+    serving = site.inference.cluster if site.inference is not None else None
+    for key, spec in sorted(site.gpu.items()):
+        ib = spec.infiniband
+        # Its partition, service level and the object store's IPoIB address come with it (they are refused without it).
+        if ib.inference_weights_over_ib and key == serving:
+            yield ("gpu", key, "infiniband", "inference_weights_over_ib"), "true loads model weights over InfiniBand"
+
+
+USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
+    "inference": _inference,
+    "training-quotas": _training_quotas,
+    "profiles": _profiles,
+    "multikueue": _multikueue,
+    "more-gpu-clusters": _more_gpu_clusters,
+    "remote-training": _remote_training,
+    "storage-over-ib": _storage_over_ib,
+}
+"""Where each feature of the roadmap is enabled, by feature id (every id of FEATURES)."""
+
+
+def feature_uses(site: SiteConfig) -> dict[str, list[Use]]:
+    """Every feature the site enables, with the keys that enable it."""
+    return {feature: uses for feature, find in USES.items() if (uses := list(find(site)))}
+
+
+def phase_problems(site: SiteConfig) -> Iterator[Problem]:
+    phase, early = site.phase, site.early_features
+    used = feature_uses(site)
+    for feature, uses in used.items():
+        spec = FEATURES[feature]
+        if spec.phase <= phase or feature in early:
+            continue
+        path, says = uses[0]
+        done = f"phase {phase:02d} is" if spec.phase == phase + 1 else f"phases {phase:02d}-{spec.phase - 1:02d} are"
+        yield path, (
+            f"{says}: {spec.what} comes in {phase_name(spec.phase)} and the site is at phase {phase}; do without it "
+            f"until {done} done and phase is {spec.phase} (docs/roadmap.md), or list {feature} in early_features"
+        )
+    for i, feature in enumerate(early):
+        spec = FEATURES[feature]
+        if spec.phase <= phase:
+            yield ("early_features", i), f"{feature!r} is a {phase_name(spec.phase)} feature, which phase {phase} includes: remove it"
+        elif feature not in used:
+            yield ("early_features", i), f"{feature!r} is enabled nowhere in this site: remove it"
+

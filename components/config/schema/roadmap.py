@@ -1,0 +1,52 @@
+"""Phased adoption: the roadmap's phases and the features each one brings (docs/roadmap.md).
+
+The design introduces the GPU platform in five phases and warns against turning on MultiKueue, S3 over RDMA and
+the rest all at once. A site states the phase it is in (`phase`); a feature of a later phase is refused unless the
+site names it in `early_features`. What each feature is enabled by is checked in components/config/rules/phases.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+PHASES: dict[int, str] = {
+    1: "GPU base",
+    2: "inference",
+    3: "training pipeline",
+    4: "operations",
+    5: "scale-out",
+}
+"""The roadmap's phases, in order, by number (01-05 in docs/roadmap.md)."""
+
+Phase = Annotated[int, Field(ge=1, le=len(PHASES), strict=True)]
+
+
+@dataclass(frozen=True)
+class Feature:
+    """A capability the roadmap introduces in a given phase."""
+
+    phase: int
+    what: str
+    """What it is, as an error line names it."""
+
+
+FEATURES: dict[str, Feature] = {
+    "inference": Feature(2, "online inference (the `inference` section: vLLM behind the gateway)"),
+    "training-quotas": Feature(3, "teams' GPU training quotas"),
+    "profiles": Feature(4, "fleet profiles (the day/night switch)"),
+    "multikueue": Feature(5, "MultiKueue dispatch"),
+    "more-gpu-clusters": Feature(5, "a second GPU cluster"),
+    "remote-training": Feature(5, "GPU training across sites"),
+    "storage-over-ib": Feature(5, "storage traffic over InfiniBand"),
+}
+"""Every feature the phases gate, by the id `early_features` names it with."""
+
+FeatureId = Literal[tuple(FEATURES)]  # type: ignore[valid-type]
+
+
+def phase_name(phase: int) -> str:
+    """`phase 05 (scale-out)`: how errors and docs name a phase."""
+    return f"phase {phase:02d} ({PHASES[phase]})"

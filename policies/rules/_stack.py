@@ -1,0 +1,67 @@
+"""The stack's own config, which the Pulumi CLI hands to the pack: where a rule's allow-list is the stack's, not the pack's.
+
+The CLI starts a policy pack with the stack's config in PULUMI_CONFIG, as it starts the program (`constructEnv` in
+pulumi's sdk/go/common/resource/plugin/analyzer_plugin.go), and the policy SDK hands it to `pulumi.Config` before each
+analysis (`_configure_runtime_settings`). The pack reads the stack file's `fab-platform:site` object as written: it
+cannot import the config model (it runs in its own process), and it needs only a few keys, each read defensively.
+What is absent allows nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+PROJECT, SITE = "fab-platform", "site"
+"""The program's config key, `fab-platform:site`."""
+
+
+def site_config() -> dict[str, Any] | None:
+    """The stack's `fab-platform:site` object, or None when the pack was started without it."""
+    raw = pulumi.Config(PROJECT).get(SITE)
+    if raw is None:
+        return None
+    value = json.loads(raw)
+    return value if isinstance(value, dict) else None
+
+
+@dataclass(frozen=True)
+class HostAccess:
+    """Where one cluster allows host access (host namespaces, privileged containers, Pod Security `privileged`): the
+    namespaces its `clusters.<key>.host_network_namespaces` lists in the stack's config, and nowhere else."""
+
+    cluster: str
+    """The cluster, by its provider's name (`<site>-<cluster key>`)."""
+    namespaces: tuple[str, ...]
+    source: str
+    """The key the list comes from."""
+    note: str = ""
+    """Why the list is empty although the stack may list namespaces: the config or the cluster is missing."""
+
+    def allows(self, namespace: str) -> bool:
+        return namespace in self.namespaces
+
+    def describe(self) -> str:
+        """The allow-list as a message states it: `clusters.gpu.host_network_namespaces (gpu-operator, ...)`."""
+        return f"{self.source} ({', '.join(self.namespaces) or 'none'}{'; ' + self.note if self.note else ''})"
+
+
+def host_access(cluster: str) -> HostAccess:
+    """The host-access allow-list of `cluster` (a provider name) from the stack's config; empty where the config does
+    not name the cluster, or did not reach the pack."""
+    anywhere = "the stack's host_network_namespaces"
+    site = site_config()
+    if site is None:
+        return HostAccess(cluster, (), anywhere, "the stack's config did not reach the policy pack, which the Pulumi CLI and "
+                                                 "fabctl pass in PULUMI_CONFIG")
+    clusters = site.get("clusters") if isinstance(site.get("clusters"), dict) else {}
+    for key, entry in clusters.items():
+        if f"{site.get('name')}-{key}" == cluster:
+            listed = entry.get("host_network_namespaces") if isinstance(entry, dict) else None
+            names = tuple(n for n in listed if isinstance(n, str)) if isinstance(listed, list) else ()
+            return HostAccess(cluster, names, f"clusters.{key}.host_network_namespaces")
+    return HostAccess(cluster, (), anywhere, f"{cluster} is not a cluster of site {site.get('name')}" if cluster else
+                      "the resource is on no cluster")
