@@ -63,11 +63,13 @@ from components.config.schema.adopt import (
     ReleaseRef,
 )
 from components.config.schema.compute import (
+    ArgoCdConfig,
     ComputeConfig,
     ComputeIngressConfig,
     JupyterConfig,
     JupyterProfile,
     ServiceToggle,
+    ServingRepoConfig,
     SparkConfig,
     StarRocksConfig,
     TrinoConfig,
@@ -76,6 +78,7 @@ from components.config.schema.compute import (
 from components.config.schema.federation import FederationConfig, FederationConsumer, FederationPeer
 from components.config.schema.gpu import (
     DEFAULT_GPU_TYPES,
+    CanaryConfig,
     GatewayConfig,
     GpuClusterConfig,
     GpuNode,
@@ -133,10 +136,11 @@ __all__ = [
     "Port", "Role", "Unique",
     # schema
     "CHECK_RULES", "OBJECT_REF", "RELEASE_REF", "AcceptedFinding", "AdoptConfig", "CheckConfig", "ObjectRef", "ReleaseRef",
-    "ComputeConfig", "ComputeIngressConfig", "JupyterConfig", "JupyterProfile", "ServiceToggle", "SparkConfig",
+    "ArgoCdConfig", "ComputeConfig", "ComputeIngressConfig", "JupyterConfig", "JupyterProfile", "ServiceToggle",
+    "ServingRepoConfig", "SparkConfig",
     "StarRocksConfig", "TrinoConfig", "YuniKornQueue",
     "FederationConfig", "FederationConsumer", "FederationPeer",
-    "DEFAULT_GPU_TYPES", "GatewayConfig", "GpuClusterConfig", "GpuNode", "GpuType", "InferenceConfig",
+    "DEFAULT_GPU_TYPES", "CanaryConfig", "GatewayConfig", "GpuClusterConfig", "GpuNode", "GpuType", "InferenceConfig",
     "InferenceModelConfig", "InfinibandConfig",
     "CILIUM_RELEASE", "BgpPeer", "CiliumSettings", "ClusterConfig", "Flow", "LbPool",
     "AISTOR_POD_LABEL", "CONTRACT_CLASSES", "NO_EXPIRY_CLASSES", "REPLICABLE_CLASSES", "VERSIONED_CLASSES", "Bucket",

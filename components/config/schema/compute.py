@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from components.config.fields import MAX_CORES, MAX_MEMORY_GIB, Address, DnsLabel, Flag, NodeName, Unique, _Model
+from components.config.fields import MAX_CORES, MAX_MEMORY_GIB, Address, DnsLabel, Flag, HttpsUrl, NodeName, RelativePath, Unique, _Model
 
 
 class YuniKornQueue(_Model):
@@ -88,6 +88,38 @@ class ComputeIngressConfig(_Model):
     )
 
 
+class ServingRepoConfig(_Model):
+    """The Git repository that holds the serving manifests Argo CD applies (`fabctl serving render` writes them)."""
+
+    url: HttpsUrl = Field(description="HTTPS clone URL of the serving repository, on the site's Git server.")
+    revision: str = Field(
+        "main", min_length=1, max_length=255, pattern=r"^[A-Za-z0-9._/-]+$",
+        description="Branch, tag or commit Argo CD follows. Defaults to main.",
+    )
+    path: RelativePath | None = Field(
+        None,
+        description="Directory of this site in the repository; each serving cluster reads `<path>/<cluster>/`. "
+        "Defaults to sites/<site name>.",
+    )
+    username: str = Field(
+        "git", min_length=1, max_length=255,
+        description="User name sent with the token (`servingRepoToken`); most Git servers accept any. Defaults to git.",
+    )
+
+
+class ArgoCdConfig(_Model):
+    """Argo CD on compute: applies the serving manifests from Git to the serving cluster."""
+
+    enabled: Flag = Field(
+        False,
+        description="Deploy Argo CD on the compute cluster, signing in through the site's realm (roadmap phase 03). "
+        "Defaults to false.",
+    )
+    serving_repo: ServingRepoConfig | None = Field(
+        None, description="The serving repository. Required while inference.delivery is argocd.",
+    )
+
+
 class ComputeConfig(_Model):
     """What runs on the compute cluster; each service can be switched off."""
 
@@ -113,3 +145,4 @@ class ComputeConfig(_Model):
     starrocks: StarRocksConfig = Field(default_factory=StarRocksConfig, description="StarRocks.")
     superset: ServiceToggle = Field(default_factory=ServiceToggle, description="Apache Superset.")
     jupyterhub: JupyterConfig = Field(default_factory=JupyterConfig, description="JupyterHub.")
+    argocd: ArgoCdConfig = Field(default_factory=ArgoCdConfig, description="Argo CD, for serving through Git.")

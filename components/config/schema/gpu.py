@@ -164,6 +164,17 @@ class GpuClusterConfig(_Model):
     )
 
 
+class CanaryConfig(_Model):
+    """A model's next revision, served beside the current one to a share of the requests."""
+
+    revision: LabelValue = Field(min_length=1, description="The revision under test: its weights are `<source><revision>/`.")
+    weight_percent: int = Field(
+        10, ge=1, le=50, strict=True,
+        description="Share of the model's requests, in percent, that the gateway sends to the canary. Defaults to 10.",
+    )
+    replicas: int = Field(1, ge=1, le=64, strict=True, description="Replicas of the canary, sized like the model's. Defaults to 1.")
+
+
 class InferenceModelConfig(_Model):
     """A served model: its profile for GPU sizing and where its weights are."""
 
@@ -185,6 +196,17 @@ class InferenceModelConfig(_Model):
     )
     concurrent_sequences: int = Field(ge=1, le=1_000_000, strict=True, description="Sequences served at once across replicas.")
     min_replicas: int = Field(2, ge=1, le=64, strict=True, description="Replicas kept whatever the sizing says, for availability. Defaults to 2.")
+    revision: LabelValue | None = Field(
+        None, min_length=1,
+        description="Version of the weights: read from `<source><revision>/` in the models bucket, and part of the NVMe "
+        "cache path and of the pods' labels, so a new revision never serves from another's cache. Defaults to none: the "
+        "weights are read from `source` itself.",
+    )
+    canary: CanaryConfig | None = Field(
+        None,
+        description="A new revision served to a share of the traffic before it replaces `revision` (docs/mlops.md, "
+        "\"Canary then switch\"). Defaults to none: every request goes to `revision`.",
+    )
 
 
 class GatewayConfig(_Model):
@@ -204,6 +226,12 @@ class InferenceConfig(_Model):
     """Online inference: vLLM per model behind one authenticated, rate-limited gateway."""
 
     cluster: DnsLabel = Field(description="The gpu cluster that serves (role gpu).")
+    delivery: Literal["pulumi", "argocd"] = Field(
+        "pulumi",
+        description="Who applies each model's serving objects (vLLM Deployment, Service, PodDisruptionBudget, HTTPRoute): "
+        "pulumi, or argocd from the serving repository that `fabctl serving render` writes (needs compute.argocd). "
+        "Pulumi keeps the platform either way. Defaults to pulumi.",
+    )
     gpu_memory_utilization: float = Field(0.9, ge=0.5, le=0.98, strict=True, description="vLLM's share of GPU memory. Defaults to 0.9.")
     reserve_gib: float = Field(2.0, ge=0, le=32, strict=True, description="Memory per GPU kept for activations and CUDA graphs. Defaults to 2.")
     gateway: GatewayConfig
