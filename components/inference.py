@@ -4,7 +4,10 @@ On the inference (gpu) cluster: per model a vLLM Deployment sized by `components
 only on inference nodes at serving priority, its weights copied from the models bucket to the node's
 NVMe cache with inference's read-only keys (over the Ethernet S3 endpoint; where the cluster loads
 weights over InfiniBand, over IPoIB, the S3 host name resolved to the object store's IPoIB address),
-a PodDisruptionBudget and a Service. In front, one Envoy Gateway at a fixed internal VIP
+a PodDisruptionBudget, a Service and an HTTPRoute, with a canary's Deployment and Service beside them: the
+objects of components/serving.py, registered here under `inference.delivery: pulumi` and applied by Argo CD
+from the serving repository under `argocd` (then this component keeps only the platform around them).
+In front, one Envoy Gateway at a fixed internal VIP
 (`externalTrafficPolicy: Local`), TLS, one HTTPRoute per model, each covered by a Keycloak JWT
 SecurityPolicy that admits the site's teams only and by a per-team rate limit counted once across all
 gateway replicas (a global limit). Each consuming team gets a client-credentials client whose tokens
@@ -18,69 +21,34 @@ Gateway with an InferencePool endpoint picker, which Envoy Gateway alone does no
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import versions
+from components import serving, versions
 from components.capacity import ModelCapacity
 from components.config import AdoptConfig, InferenceConfig, names
-from components.constants import ENGINE_LABEL, GATEWAY_NAMESPACE, S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY, s3_secret
+from components.constants import ENGINE_LABEL, GATEWAY_NAMESPACE
 from components.gateway import ROUTES_LABEL, envoy_gateway, http_route, https_listener
-from components.gpu import (
-    INFERENCE_NAMESPACE,
-    IPOIB_NETWORK,
-    NVME_STORAGE_CLASS,
-    POOL_LABEL,
-    RDMA_RESOURCE,
-    SERVING_PRIORITY,
-    GpuCluster,
-    toleration,
-)
+from components.gpu import INFERENCE_NAMESPACE, GpuCluster
 from components.identity import SiteIdentity
-from components.kube import (
-    WORKLOAD_SKIPS,
-    Adoption,
-    checkov_skips,
-    namespace,
-    restricted_container,
-    restricted_pod_security_context,
-)
+from components.kube import Adoption, namespace
 from components.network import CrossClusterNetwork
 from components.providers import NamespaceRef, SiteRef
-from components.storage import MC_CA_DIR, SiteCa, StorageCluster
+from components.serving import GATEWAY_NAME, PRINCIPAL, VLLM_PORT, route_prefix
+from components.storage import StorageCluster
 
-GATEWAY_NAME = "llm"
 GATEWAY_CLASS = "fab-llm"
-VLLM_PORT = 8000
 TEAM_CLAIM = "team"
 ACCESS_CLAIM = "llm_access"
 """A fixed claim only the teams' gateway clients carry, so that a token of another client is refused even if it names a team."""
 TEAM_HEADER = "x-fab-team"
 AUDIENCE = "llm-gateway"
 JWT_PROVIDER = "keycloak"
-MODEL_LABEL = "fab.internal/model"
-VLLM_USER = 10001
-"""vLLM runs unprivileged (the image defaults to root); its HOME and caches are emptyDirs, so any high UID works."""
 
-PRINCIPAL = "inference"
-"""The S3 principal of weight loading (PLATFORM_ACCESS): its keys are `s3-inference`, its namespace runs as it."""
-
-
-def model_path(model: str) -> str:
-    return f"/models/{model}"
-
-
-def route_prefix(model: str) -> str:
-    return f"/models/{model}/v1"
-
-
-def cache_size_gib(weights_gib: float) -> int:
-    """NVMe cache per pod: the weights plus a fifth for tokenizer files and safety."""
-    return max(10, math.ceil(weights_gib * 1.2))
+__all__ = ["GATEWAY_NAME", "PRINCIPAL", "VLLM_PORT", "InferencePool", "InferencePoolArgs", "route_prefix"]
 
 
 @dataclass(frozen=True)
@@ -115,6 +83,7 @@ class InferencePool(pulumi.ComponentResource):
     def __init__(self, name: str, args: InferencePoolArgs, opts: pulumi.ResourceOptions | None = None):
         inference = args.config
         self._name, self._config, self._teams = name, inference, args.teams
+        self._served: dict[str, serving.ServedModel] = {}
         self._cluster = args.gpu.cluster.key
         self._adopt = Adoption(args.adopt, self._cluster)
         super().__init__(
@@ -129,18 +98,30 @@ class InferencePool(pulumi.ComponentResource):
         here = NamespaceRef(args.gpu.cluster, INFERENCE_NAMESPACE, namespace)
         s3 = args.storage.grant(PRINCIPAL, here)
         ca = args.storage.site_ca(here)
-        # Over InfiniBand, the weight sync reaches the object store at its IPoIB address under the S3 host name.
-        ipoib = [{"ip": args.gpu.s3_ipoib_address, "hostnames": [args.storage.s3_host]}] if args.gpu.s3_ipoib_address else None
-        self.deployments = {
-            model: self._model(model, sized[model], s3, ca, [namespace, args.gpu], ipoib) for model in sorted(inference.models)
-        }
+        self.site = serving.ServingSite(
+            hostname=hostname,
+            models_bucket=args.storage.bucket_of("models"),
+            gpu_memory_utilization=inference.gpu_memory_utilization,
+            site_ca=ca.secret is not None,
+            # Over InfiniBand, the weight sync reaches the object store at its IPoIB address under the S3 host name.
+            s3_ipoib=(args.gpu.s3_ipoib_address, args.storage.s3_host) if args.gpu.s3_ipoib_address else None,
+        )
+        """What every model is served with: `fabctl serving render` builds the same objects from it."""
+        served = self._served = {model: serving.ServedModel(model, spec, sized[model]) for model, spec in sorted(inference.models.items())}
+        delivered = inference.delivery == "pulumi"
+        self.deployments: dict[str, k8s.apps.v1.Deployment] = {
+            model: self._model(model, [namespace, args.gpu, s3, *ca.resources()]) for model in served
+        } if delivered else {}
+        """Each model's vLLM Deployment (`self.deployments[model]`), none when Argo CD delivers them."""
 
         gateway = self._gateway(args.network, hostname)
         team_clients = self._team_clients(args.identity)
-        for model in sorted(inference.models):
-            # Authentication and rate limits exist before the route: a route is never served without them.
+        for model in served:
+            # Authentication and rate limits exist before the route: a route is never served without them. Under Argo CD
+            # they exist before its first sync, which the Application follows (docs/operations.md).
             policies = self._policies(model, [gateway, namespace], args.identity)
-            self._route(model, hostname, [gateway, self.deployments[model], *policies])
+            if delivered:
+                self._route(model, [gateway, self.deployments[model], *policies])
 
         base = f"https://{hostname}"
         self.serving = pulumi.Output.from_input(
@@ -182,124 +163,25 @@ class InferencePool(pulumi.ComponentResource):
     # ---------------------------------------------------------------------------------------------
     # Models.
 
-    def _model(self, model: str, size: ModelCapacity, s3: k8s.core.v1.Secret, ca: SiteCa, depends_on: list[pulumi.Resource],
-               ipoib: list[dict[str, Any]] | None) -> k8s.apps.v1.Deployment:
-        """A model's vLLM Deployment; `ipoib`, the host aliases of the object store's IPoIB address, attaches the IPoIB network."""
-        spec = self._config.models[model]
-        labels = {"app.kubernetes.io/name": "vllm", MODEL_LABEL: model}
-        tp = size.tensor_parallel
-        weights_gib = size.weights_per_gpu_gib * tp
-        models_bucket = self._models_bucket
-        mc_env = [
-            {"name": "MC_CONFIG_DIR", "value": "/work/.mc"},
-            *({"name": key, "valueFrom": {"secretKeyRef": {"name": s3_secret(PRINCIPAL), "key": key}}}
-              for key in (S3_ACCESS_KEY, S3_SECRET_KEY, S3_ENDPOINT)),
-        ]
-        small = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}}
-        work = {"name": "work", "mountPath": "/work"}
-        init = [
-            restricted_container(
-                "weights-alias", versions.WEIGHTS_SYNC_IMAGE, VLLM_USER,
-                args=["alias", "set", "models", f"$({S3_ENDPOINT})", f"$({S3_ACCESS_KEY})", f"$({S3_SECRET_KEY})"],
-                env=mc_env, resources=small, volumeMounts=[work, *ca.mounts(MC_CA_DIR)],
-            ),
-            restricted_container(
-                "weights-sync", versions.WEIGHTS_SYNC_IMAGE, VLLM_USER,
-                args=["mirror", "--overwrite", "--remove", f"models/{models_bucket}/{spec.source.strip('/')}", model_path(model)],
-                env=mc_env, resources=small, volumeMounts=[work, {"name": "model-cache", "mountPath": "/models"}, *ca.mounts(MC_CA_DIR)],
-            ),
-        ]
-        gpu_resources: dict[str, Any] = {"nvidia.com/gpu": str(tp)}
-        if ipoib:
-            gpu_resources[RDMA_RESOURCE] = "1"
-        host_memory = f"{math.ceil(weights_gib) + 32}Gi"
-        health = lambda period, failures: {  # noqa: E731
-            "httpGet": {"path": "/health", "port": "http"}, "periodSeconds": period, "failureThreshold": failures,
-        }
-        container = restricted_container(
-            "vllm", versions.VLLM_IMAGE, VLLM_USER,
-            args=[
-                "--model", model_path(model),
-                "--served-model-name", spec.served_name or model,
-                "--tensor-parallel-size", str(tp),
-                "--gpu-memory-utilization", str(self._config.gpu_memory_utilization),
-                "--max-model-len", str(spec.max_context),
-                "--port", str(VLLM_PORT),
-            ],
-            env=[{"name": "HOME", "value": "/home/vllm"}, {"name": "HF_HUB_OFFLINE", "value": "1"}],
-            ports=[{"name": "http", "containerPort": VLLM_PORT, "protocol": "TCP"}],
-            resources={
-                "requests": {"cpu": str(4 * tp), "memory": host_memory, **gpu_resources},
-                "limits": {"cpu": str(8 * tp), "memory": host_memory, **gpu_resources},
-            },
-            startupProbe=health(10, 180),
-            readinessProbe=health(5, 3),
-            livenessProbe=health(10, 6),
-            volumeMounts=[
-                {"name": "model-cache", "mountPath": "/models", "readOnly": True},
-                {"name": "home", "mountPath": "/home/vllm"},
-                {"name": "tmp", "mountPath": "/tmp"},
-                {"name": "shm", "mountPath": "/dev/shm"},
-            ],
-        )
-        annotations = {"k8s.v1.cni.cncf.io/networks": f"{IPOIB_NETWORK}@ib0"} if ipoib else {}
-        cache = {
-            "ephemeral": {
-                "volumeClaimTemplate": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "accessModes": ["ReadWriteOnce"],
-                        "storageClassName": NVME_STORAGE_CLASS,
-                        "resources": {"requests": {"storage": f"{cache_size_gib(weights_gib)}Gi"}},
-                    },
-                }
-            }
-        }
-        deployment = k8s.apps.v1.Deployment(
-            f"{self._name}-vllm-{model}",
-            metadata={"name": names.VLLM(model), "namespace": INFERENCE_NAMESPACE, "labels": labels,
-                      "annotations": checkov_skips(*WORKLOAD_SKIPS)},
-            spec={
-                "replicas": size.replicas,
-                "selector": {"matchLabels": labels},
-                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
-                "template": {
-                    "metadata": {"labels": labels, "annotations": annotations},
-                    "spec": {
-                        "priorityClassName": SERVING_PRIORITY,
-                        "nodeSelector": {POOL_LABEL: "inference"},
-                        "tolerations": [toleration("inference")],
-                        "automountServiceAccountToken": False,
-                        "securityContext": restricted_pod_security_context(fsGroup=VLLM_USER),
-                        **({"hostAliases": ipoib} if ipoib else {}),
-                        "initContainers": init,
-                        "containers": [container],
-                        "volumes": [
-                            {"name": "model-cache", **cache},
-                            {"name": "work", "emptyDir": {"sizeLimit": "64Mi"}},
-                            {"name": "home", "emptyDir": {"sizeLimit": "8Gi"}},
-                            {"name": "tmp", "emptyDir": {"sizeLimit": "8Gi"}},
-                            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
-                            *ca.volumes(),
-                        ],
-                        "terminationGracePeriodSeconds": 120,
-                    },
-                },
-            },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on, s3, *ca.resources()]),
-        )
-        k8s.policy.v1.PodDisruptionBudget(
-            f"{self._name}-vllm-{model}-pdb",
-            metadata={"name": names.VLLM(model), "namespace": INFERENCE_NAMESPACE},
-            spec={"maxUnavailable": 1, "selector": {"matchLabels": labels}},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
-        )
-        k8s.core.v1.Service(
-            f"{self._name}-vllm-{model}-svc",
-            metadata={"name": names.VLLM(model), "namespace": INFERENCE_NAMESPACE, "labels": labels},
-            spec={"type": "ClusterIP", "selector": labels, "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http", "protocol": "TCP"}]},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
-        )
+    def _model(self, model: str, depends_on: list[pulumi.Resource]) -> k8s.apps.v1.Deployment:
+        """A model's serving objects (components/serving.py) as Pulumi resources: its Deployment, PodDisruptionBudget and
+        Service, and with a canary the canary's Deployment and Service."""
+        served = self._served[model]
+        child = pulumi.ResourceOptions(parent=self)
+
+        def register(logical: str, obj: dict[str, Any], after: list[pulumi.Resource]) -> pulumi.CustomResource:
+            kinds = {"Deployment": k8s.apps.v1.Deployment, "Service": k8s.core.v1.Service,
+                     "PodDisruptionBudget": k8s.policy.v1.PodDisruptionBudget}
+            return kinds[obj["kind"]](logical, metadata=obj["metadata"], spec=obj["spec"],
+                                      opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=after)))
+
+        prefix = f"{self._name}-vllm-{model}"
+        deployment = register(prefix, serving.deployment(self.site, served), depends_on)
+        register(f"{prefix}-pdb", serving.disruption_budget(model), [deployment])
+        register(f"{prefix}-svc", serving.service(model), [deployment])
+        if served.spec.canary is not None:
+            canary = register(f"{prefix}-canary", serving.deployment(self.site, served, canary=True), depends_on)
+            register(f"{prefix}-canary-svc", serving.service(model, canary=True), [canary])
         return deployment
 
     # ---------------------------------------------------------------------------------------------
@@ -333,20 +215,14 @@ class InferencePool(pulumi.ComponentResource):
         )
         return gateway
 
-    def _route(self, model: str, hostname: str, after: list[pulumi.Resource]) -> k8s.apiextensions.CustomResource:
+    def _route(self, model: str, after: list[pulumi.Resource]) -> k8s.apiextensions.CustomResource:
+        spec = serving.route_spec(self.site, self._served[model])
+        (parent,) = spec["parentRefs"]
         return http_route(
             f"{self._name}-route-{model}",
             pulumi.ResourceOptions(parent=self, depends_on=after),
-            name=names.VLLM(model), namespace_=INFERENCE_NAMESPACE, gateway=GATEWAY_NAME, listener="https", hostname=hostname,
-            rules=[
-                {
-                    "matches": [{"path": {"type": "PathPrefix", "value": route_prefix(model)}}],
-                    "filters": [
-                        {"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v1"}}}
-                    ],
-                    "backendRefs": [{"name": names.VLLM(model), "port": VLLM_PORT}],
-                }
-            ],
+            name=names.VLLM(model), namespace_=INFERENCE_NAMESPACE, gateway=parent["name"], listener=parent["sectionName"],
+            hostname=self.site.hostname, rules=spec["rules"],
         )
 
     def _policies(self, model: str, after: list[pulumi.Resource], identity: SiteIdentity) -> list[pulumi.Resource]:

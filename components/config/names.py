@@ -158,6 +158,8 @@ TEAM_POLARIS_SETUP = Derived("Job", "polaris-team-{key}", DNS_LABEL)
 
 VLLM = Derived("Service", "vllm-{key}", DNS_1035_LABEL)
 """A model's Service, and its Deployment, PodDisruptionBudget, HTTPRoute and route policies."""
+VLLM_CANARY = Derived("Service", "vllm-{key}-canary", DNS_1035_LABEL)
+"""A model's canary: its Deployment and Service."""
 MODEL_LABEL = Derived("label value", "{key}", LABEL_VALUE)
 """`fab.internal/model` on the model's pods."""
 

@@ -141,7 +141,12 @@ class SiteViews:
                 model_profile, gpu, first.gpus, inference.gpu_memory_utilization, inference.reserve_gib, model.min_replicas
             )
             sized[name] = dataclasses.replace(size, replicas=replicas[name]) if name in replicas else size
-        capacity.check_pool(list(sized.values()), [n.gpus for n in nodes.values()], f"{inference.cluster}/inference")
+        # A canary's replicas are sized like the model's and take GPUs of the same pool.
+        canaries = [
+            dataclasses.replace(sized[name], model=f"{name} canary", replicas=model.canary.replicas)
+            for name, model in sorted(inference.models.items()) if model.canary is not None
+        ]
+        capacity.check_pool([*sized.values(), *canaries], [n.gpus for n in nodes.values()], f"{inference.cluster}/inference")
         return sized
 
     def flow_table(self) -> dict[str, Flow]:

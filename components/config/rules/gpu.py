@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from components.config import names
 from components.config.fields import GPU_ROLES
 from components.config.problems import Problem
 from components.config.rules.training import profile_problems_exist
@@ -154,6 +155,7 @@ def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
         yield (*path, "team_requests_per_minute", team), f"{team!r} is not a team; teams: {', '.join(sorted(site.teams))}"
     yield from _gateway_size_problems(site)
     yield from _served_name_problems(site)
+    yield from _canary_problems(site)
     bad_models = False
     for name, model in sorted(inference.models.items()):
         if model.mean_context is not None and model.mean_context > model.max_context:
@@ -191,6 +193,27 @@ def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
             yield where, f"{exc}{suffix}"
         except StopIteration:
             yield ("profiles", profile or "", "node_pools"), f"leaves no inference node on {inference.cluster}{suffix}"
+
+
+def _canary_problems(site: SiteConfig) -> Iterator[Problem]:
+    """A canary is a model's next revision beside its current one: the two differ, and the canary's names fit."""
+    assert site.inference is not None
+    for name, model in sorted(site.inference.models.items()):
+        canary = model.canary
+        if canary is None:
+            continue
+        path = ("inference", "models", name, "canary")
+        canary_name = names.VLLM_CANARY(name)
+        if canary.revision == model.revision:
+            yield (*path, "revision"), (
+                f"{canary.revision!r} is the model's current revision; a canary serves the next one (promote it by setting "
+                f"revision: {canary.revision} and removing the canary)"
+            )
+        if len(canary_name) > names.DNS_1035_LABEL.max_length:
+            yield (*path,), (
+                f"the canary's Deployment and Service would be named {canary_name!r} ({len(canary_name)} characters, at most "
+                f"{names.DNS_1035_LABEL.max_length}): use a model key of at most {names.VLLM_CANARY.room()} characters"
+            )
 
 
 GATEWAY_MAX_OWN_RATES = 15

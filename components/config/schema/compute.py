@@ -8,7 +8,18 @@ from typing import Annotated
 
 from pydantic import Field
 
-from components.config.fields import MAX_CORES, MAX_MEMORY_GIB, Address, DnsLabel, Flag, HttpsUrl, NodeName, RelativePath, Unique, _Model
+from components.config.fields import (
+    MAX_CORES,
+    MAX_MEMORY_GIB,
+    Address,
+    DnsLabel,
+    Flag,
+    HttpsUrl,
+    NodeName,
+    RelativePath,
+    Unique,
+    _Model,
+)
 
 
 class YuniKornQueue(_Model):
