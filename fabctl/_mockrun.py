@@ -118,7 +118,7 @@ def main() -> int:
             raise RuntimeError(f"invoke {args.token} cannot run offline; compute the value in the program instead")
 
     class RecordingMonitor(mocks.MockMonitor):
-        def ReadResource(self, request):  # noqa: N802 (gRPC method name)
+        def ReadResource(self, request):
             """Reads (StackReference) register nothing new; recorded so that tests and plan.json see them."""
             response = super().ReadResource(request)
             raw = json_format.MessageToDict(request.properties, preserving_proto_field_name=True)
@@ -131,7 +131,7 @@ def main() -> int:
             })
             return response
 
-        def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+        def RegisterResource(self, request):
             response = super().RegisterResource(request)
             if request.type != "pulumi:pulumi:Stack":
                 raw = json_format.MessageToDict(request.object, preserving_proto_field_name=True)

@@ -13,6 +13,10 @@
     import --stack STACK [--out FILE] the `pulumi import` file of the objects the stack adopts (config `adopt`)
     stack-name --stack STACK [--organization ORG]
                                      the stack's <organization>/fab-platform/<stack> name (CI)
+    serving render --stack STACK --out DIR
+                                     write the serving repository Argo CD applies: each model's objects as
+                                     `inference.delivery: pulumi` registers them, under DIR/<cluster>/<model>/
+    serving handover --stack STACK   the `pulumi state delete` commands that hand the live serving objects to Argo CD
     schema [--check]                 write (or check) schema/stack.schema.json and docs/configuration.md tables
 
 Exit status: 0 success, 1 the stack's config or its stack file is wrong (one line per problem), 2 bad usage
@@ -46,6 +50,7 @@ from fabctl.helm import ChartPackages, ChartRepositories, ChartSource, render_re
 from fabctl.policy import PolicyPackError, analyze
 from fabctl.reference import with_reference
 from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, Plan, RenderError, render, render_config
+from fabctl.serving import ServingError, delivered_by_pulumi, handover_commands, serving_tree, write_tree
 from fabctl.stackfile import SITE_KEY, NoStackFile, StackFileError, read_stack_config, stack_file
 
 SCHEMA_PATH = PROJECT_DIR / "schema" / "stack.schema.json"
@@ -260,7 +265,7 @@ def cmd_diff(args: argparse.Namespace, console: Console, err: Console) -> int:
     if isinstance(after, int):
         return after
     result = diff(before, after)
-    short = lambda urn: urn.rsplit("::", 1)[-1]  # noqa: E731
+    short = lambda urn: urn.rsplit("::", 1)[-1]
     for change in result.added:
         console.print(f"+ {short(change.urn)} ({change.type})", markup=False, highlight=False)
     for change in result.changed:
@@ -272,12 +277,57 @@ def cmd_diff(args: argparse.Namespace, console: Console, err: Console) -> int:
         mark = " PROTECTED" if change.protected else ""
         hint = " (a rename deletes and re-creates: keep the key, or move it with an alias)" if change.protected else ""
         console.print(f"- {short(change.urn)} ({change.type}) deleted{mark}{hint}", markup=False, highlight=False)
+    for change in result.handed_over:
+        console.print(f"> {short(change.urn)} ({change.type}) handed over to Argo CD", markup=False, highlight=False)
+    if result.handed_over:
+        console.print(
+            f"{len(result.handed_over)} serving objects are handed over to Argo CD: take them out of the stack before "
+            f"`pulumi up`, or it deletes them and the models stop serving. The commands: python -m fabctl serving handover "
+            f"--stack {args.stack} (docs/operations.md, \"Serving through Argo CD\")",
+            markup=False, highlight=False,
+        )
     console.print(
         f"{len(result.added)} to add, {len(result.changed)} to change, {len(result.replaced)} to replace, "
-        f"{len(result.removed)} to delete; {len(result.dangerous)} protected resources replaced or deleted",
+        f"{len(result.removed)} to delete{f', {len(result.handed_over)} to hand over' if result.handed_over else ''}; "
+        f"{len(result.dangerous)} protected resources replaced or deleted",
         highlight=False,
     )
     return EXIT_DANGER if result.dangerous else 0
+
+
+def _serving_tree(args: argparse.Namespace, err: Console) -> dict[str, Any] | int:
+    """The serving objects the stack registers with `inference.delivery: pulumi`, or the exit status."""
+    project = Path(args.project_dir)
+    try:
+        config = delivered_by_pulumi(read_stack_config(stack_file(project, args.stack)))
+    except StackFileError as exc:
+        return _stack_file_error(exc, err)
+    except ServingError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        return EXIT_CONFIG
+    plan = _render_or_report(args.stack, project, err, config)
+    if isinstance(plan, int):
+        return plan
+    try:
+        return serving_tree(plan, config)
+    except ServingError as exc:
+        err.print(f"error: the program crashed rendering {args.stack} (a bug, not your config): {exc}", markup=False)
+        return EXIT_CRASH
+
+
+def cmd_serving(args: argparse.Namespace, console: Console, err: Console) -> int:
+    tree = _serving_tree(args, err)
+    if isinstance(tree, int):
+        return tree
+    if args.action == "handover":
+        for command in handover_commands(tree, args.stack):
+            console.print(command, markup=False, highlight=False, soft_wrap=True)
+        return 0
+    out = Path(args.out)
+    written = write_tree(tree, out)
+    models = sorted({path.rsplit("/", 1)[0] for path in tree})
+    console.print(f"wrote {len(written)} files for {len(models)} models under {out}: {', '.join(models)}", highlight=False)
+    return 0
 
 
 def cmd_graph(args: argparse.Namespace, console: Console, err: Console) -> int:
@@ -438,6 +488,18 @@ def parser() -> argparse.ArgumentParser:
         if name == "stack-name":
             command.add_argument("--organization", help="the organization the run deploys to; must agree with the stack file's")
         command.set_defaults(func=func)
+    serving = sub.add_parser("serving", help="the serving repository Argo CD applies (inference.delivery: argocd)")
+    actions = serving.add_subparsers(dest="action", required=True)
+    for action, help_text in (
+        ("render", "write each model's objects as delivery pulumi registers them, in the repository's layout"),
+        ("handover", "print the `pulumi state delete` commands that hand the live serving objects over to Argo CD"),
+    ):
+        command = actions.add_parser(action, help=help_text)
+        command.add_argument("--stack", required=True, help="stack name, e.g. site-a")
+        command.add_argument("--project-dir", default=str(PROJECT_DIR), help="checkout holding __main__.py and the stack files")
+        if action == "render":
+            command.add_argument("--out", required=True, help="the site's directory in the serving repository (serving_repo.path)")
+        command.set_defaults(func=cmd_serving)
     schema = sub.add_parser("schema", help="write the stack file JSON Schema and the configuration reference tables")
     schema.add_argument("--check", action="store_true", help="only check that the committed schema is current")
     schema.set_defaults(func=cmd_schema)

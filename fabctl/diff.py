@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from components.config import CONFIG_KEY, PROJECT
 from fabctl.render import Plan
 
 REPLACE_KEYS = {
@@ -64,6 +65,8 @@ class Diff:
     removed: list[Change] = field(default_factory=list)
     changed: list[Change] = field(default_factory=list)
     replaced: list[Change] = field(default_factory=list)
+    handed_over: list[Change] = field(default_factory=list)
+    """Serving objects the stack lets go of because Argo CD applies them now (`inference.delivery: argocd`)."""
 
     @property
     def dangerous(self) -> list[Change]:
@@ -83,6 +86,25 @@ def aliased_urns(record: dict[str, Any]) -> list[str]:
     return out
 
 
+INFERENCE_POOL_TYPE = "fab:inference:InferencePool"
+SERVING_KINDS = {"Deployment", "Service", "PodDisruptionBudget", "HTTPRoute"}
+
+
+def delivery(plan: Plan) -> str | None:
+    """The plan's `inference.delivery` (pulumi by default), or None when its config is unknown or it serves nothing."""
+    raw = plan.config.get(f"{PROJECT}:{CONFIG_KEY}")
+    try:
+        inference = json.loads(raw).get("inference") if raw else None
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    return inference.get("delivery", "pulumi") if isinstance(inference, dict) else None
+
+
+def _is_serving_object(record: dict[str, Any]) -> bool:
+    parent = record.get("parent") or ""
+    return parent.split("::")[2].split("$")[-1] == INFERENCE_POOL_TYPE if parent.count("::") >= 3 else False
+
+
 def diff(before: Plan, after: Plan) -> Diff:
     old = {r["urn"]: r for r in before.resources}
     new = {r["urn"]: r for r in after.resources}
@@ -97,7 +119,9 @@ def diff(before: Plan, after: Plan) -> Diff:
     for urn, record in old.items():
         protected = record["protect"] or record["retain_on_delete"]
         if urn not in new:
-            result.removed.append(Change(urn, record["type"], protected))
+            handed_over = (delivery(after) == "argocd" and _is_serving_object(record)
+                           and (record["inputs"] or {}).get("kind") in SERVING_KINDS)
+            (result.handed_over if handed_over else result.removed).append(Change(urn, record["type"], protected))
             continue
         paths = changed_paths(record["inputs"], new[urn]["inputs"])
         if replacement_inputs(record) != replacement_inputs(new[urn]) or record["type"] != new[urn]["type"]:

@@ -239,4 +239,4 @@ class Picture:
     def cluster_key(self, cluster: str) -> str:
         """The config key of a cluster from its provider name (`site-a-gpu` -> `gpu`)."""
         prefix = f"{self.site.name}-"
-        return cluster[len(prefix):] if cluster.startswith(prefix) else cluster
+        return cluster.removeprefix(prefix)

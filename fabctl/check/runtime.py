@@ -6,11 +6,9 @@ can tell "created later by a controller this plan waits for" from "never created
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
-
-from collections.abc import Iterator
 
 from fabctl.check.picture import Picture, Placed
 

@@ -125,6 +125,12 @@ def gpu_routes(resources: list[Any], report: ReportViolation) -> list[Route]:
         for target in deciding["targetRefs"] or []:
             if isinstance(target, dict) and target.get("kind") == "HTTPRoute":
                 policies[(cluster, namespace_of(obj), target.get("name"))][kind].append((resource, obj))
+    planned = {(route.cluster, route.namespace, route.name) for route in routes}
+    for key in sorted(set(policies) - planned, key=str):
+        # A route Argo CD applies from the serving repository (`inference.delivery: argocd`) is not in the plan; the
+        # policies that name it are, and are held to the same rules. It is reported on its first policy.
+        cluster, namespace, name = key
+        routes.append(Route(next(iter(policies[key].values()))[0][0], cluster, namespace, name))
     for route in routes:
         attached = policies.get((route.cluster, route.namespace, route.name), {})
         route.security, route.traffic = attached.get("SecurityPolicy", []), attached.get("BackendTrafficPolicy", [])
