@@ -116,6 +116,8 @@ class InferencePool(pulumi.ComponentResource):
 
         gateway = self._gateway(args.network, hostname)
         team_clients = self._team_clients(args.identity)
+        if not delivered:
+            self._gateway_policies([gateway], args.identity)
         for model in served:
             # Authentication and rate limits exist before the route: a route is never served without them. Under Argo CD
             # they exist before its first sync, which the Application follows (docs/operations.md).
@@ -230,20 +232,31 @@ class InferencePool(pulumi.ComponentResource):
 
         The policies name the route they attach to; Envoy Gateway attaches them when it appears.
         """
+        target = {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": names.VLLM(model)}
+        return self._access_policies(lambda kind: f"{self._name}-{kind}-{model}", names.VLLM(model), INFERENCE_NAMESPACE,
+                                     target, after, identity)
+
+    def _gateway_policies(self, after: list[pulumi.Resource], identity: SiteIdentity) -> list[pulumi.Resource]:
+        """The same policies on the whole gateway, for the routes Argo CD applies from Git: a route the serving repository
+        holds for a model the stack does not know has no policy of its own, and gets these (Envoy Gateway applies a
+        Gateway's policy to each of its routes that has none of its own kind)."""
+        target = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY_NAME}
+        return self._access_policies(lambda kind: f"{self._name}-gateway-{kind}", GATEWAY_NAME, GATEWAY_NAMESPACE,
+                                     target, after, identity)
+
+    def _access_policies(self, logical: Any, name: str, namespace_: str, target: dict[str, str], after: list[pulumi.Resource],
+                         identity: SiteIdentity) -> list[pulumi.Resource]:
         opts = pulumi.ResourceOptions(parent=self, depends_on=after)
         teams = sorted(self._teams)
 
-        def route_policy(logical: str, kind: str, spec: dict[str, Any]) -> k8s.apiextensions.CustomResource:
-            """An Envoy Gateway policy named like the model's route and attached to it."""
+        def policy(role: str, kind: str, spec: dict[str, Any]) -> k8s.apiextensions.CustomResource:
             return k8s.apiextensions.CustomResource(
-                f"{self._name}-{logical}-{model}", api_version=versions.ENVOY_GATEWAY_API, kind=kind,
-                metadata={"name": names.VLLM(model), "namespace": INFERENCE_NAMESPACE},
-                spec={"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": names.VLLM(model)}], **spec},
-                opts=opts,
+                logical(role), api_version=versions.ENVOY_GATEWAY_API, kind=kind,
+                metadata={"name": name, "namespace": namespace_}, spec={"targetRefs": [target], **spec}, opts=opts,
             )
 
         issuer = identity.issuer
-        jwt = route_policy(
+        jwt = policy(
             "jwt", "SecurityPolicy",
             {
                 "jwt": {
@@ -262,7 +275,7 @@ class InferencePool(pulumi.ComponentResource):
                 "authorization": {"defaultAction": "Deny", "rules": team_allow_rules(teams)},
             },
         )
-        return [jwt, route_policy("ratelimit", "BackendTrafficPolicy", {"rateLimit": team_rate_limits(self._config)})]
+        return [jwt, policy("ratelimit", "BackendTrafficPolicy", {"rateLimit": team_rate_limits(self._config)})]
 
     def _team_clients(self, identity: SiteIdentity) -> dict[str, Any]:
         """A client-credentials client per team whose tokens carry `team` and the gateway's audience."""

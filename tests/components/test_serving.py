@@ -187,3 +187,12 @@ def test_the_handover_takes_each_object_out_of_the_stack_before_what_it_depends_
         "inference-route-qwen3-8b", "inference-vllm-qwen3-8b-svc", "inference-vllm-qwen3-8b-pdb", "inference-vllm-qwen3-8b",
     ]
     assert commands[0].startswith("pulumi state delete --stack site-t --yes 'urn:pulumi:site-t::fab-platform::")
+
+
+def test_delivery_argocd_authenticates_every_route_of_the_gateway():
+    plan = render_small(argocd(small_site()))
+    on_gateway = sorted((obj["kind"], obj["spec"]["targetRefs"])
+                        for obj in (*plan.objects("SecurityPolicy", "site-t-gpu"), *plan.objects("BackendTrafficPolicy", "site-t-gpu"))
+                        if obj["metadata"]["namespace"] == "envoy-gateway-system")
+    target = [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "llm"}]
+    assert on_gateway == [("BackendTrafficPolicy", target), ("SecurityPolicy", target)]
