@@ -326,7 +326,8 @@ def cmd_serving(args: argparse.Namespace, console: Console, err: Console) -> int
     out = Path(args.out)
     written = write_tree(tree, out)
     models = sorted({path.rsplit("/", 1)[0] for path in tree})
-    console.print(f"wrote {len(written)} files for {len(models)} models under {out}: {', '.join(models)}", highlight=False)
+    console.print(f"wrote {len(written)} files for {len(models)} model{'' if len(models) == 1 else 's'} under {out}: "
+                  f"{', '.join(models)}", highlight=False)
     return 0
 
 

@@ -1,0 +1,69 @@
+"""`python -m fabctl serving` as a user runs it, on stack files of small sites written into a copy of the project."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import copy_project
+from small_site import small_site
+
+from fabctl.render import PROJECT_DIR
+from fabctl.stackfile import SITE_KEY
+
+
+def fabctl(project: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fabctl", *args, "--project-dir", str(project)], cwd=PROJECT_DIR,
+                          capture_output=True, text=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A copy of the program with the smallest site as stack `site-t`, and the same site at phase 1 (no models) as `site-u`."""
+    project = copy_project(tmp_path_factory.mktemp("project"))
+    (project / "Pulumi.site-t.yaml").write_text(yaml.safe_dump({"config": {SITE_KEY: small_site()}}))
+    base = small_site()
+    base.update(name="site-u", domain="site-u.fab.internal", phase=1)
+    del base["inference"]
+    for node in base["gpu"]["gpu"]["nodes"].values():
+        node["pool"] = "training"
+    (project / "Pulumi.site-u.yaml").write_text(yaml.safe_dump({"config": {SITE_KEY: base}}))
+    return project
+
+
+def test_render_writes_each_models_directory(project, tmp_path):
+    run = fabctl(project, "serving", "render", "--stack", "site-t", "--out", str(tmp_path / "sites" / "site-t"))
+    assert (run.returncode, run.stderr) == (0, "")
+    assert run.stdout == f"wrote 4 files for 1 model under {tmp_path / 'sites' / 'site-t'}: gpu/qwen3-8b\n"
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.yaml")) == [
+        "sites/site-t/gpu/qwen3-8b/deployment.yaml", "sites/site-t/gpu/qwen3-8b/httproute.yaml",
+        "sites/site-t/gpu/qwen3-8b/pdb.yaml", "sites/site-t/gpu/qwen3-8b/service.yaml",
+    ]
+
+
+def test_render_removes_a_model_that_left_the_config(project, tmp_path):
+    stale = tmp_path / "gpu" / "old-model" / "deployment.yaml"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("kind: Deployment\n")
+    run = fabctl(project, "serving", "render", "--stack", "site-t", "--out", str(tmp_path))
+    assert run.returncode == 0
+    assert not stale.parent.exists()
+
+
+def test_fails_when_the_stack_serves_no_models(project, tmp_path):
+    run = fabctl(project, "serving", "render", "--stack", "site-u", "--out", str(tmp_path))
+    assert (run.returncode, run.stdout) == (1, "")
+    assert run.stderr == (
+        "error: fab-platform:site.inference: the stack serves no models (no inference section), so it has no serving repository\n"
+    )
+
+
+def test_handover_prints_one_state_deletion_per_object(project):
+    run = fabctl(project, "serving", "handover", "--stack", "site-t")
+    assert (run.returncode, run.stderr) == (0, "")
+    assert [line.split("::")[-1] for line in run.stdout.splitlines()] == [
+        "inference-route-qwen3-8b'", "inference-vllm-qwen3-8b-svc'", "inference-vllm-qwen3-8b-pdb'", "inference-vllm-qwen3-8b'",
+    ]
