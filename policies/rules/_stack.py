@@ -65,3 +65,13 @@ def host_access(cluster: str) -> HostAccess:
             return HostAccess(cluster, names, f"clusters.{key}.host_network_namespaces")
     return HostAccess(cluster, (), anywhere, f"{cluster} is not a cluster of site {site.get('name')}" if cluster else
                       "the resource is on no cluster")
+
+
+def routes_from_git() -> str | None:
+    """The cluster (a provider name) whose model routes Argo CD applies from the serving repository
+    (`inference.delivery: argocd`), or None: then every route of the site is in the plan."""
+    site = site_config()
+    inference = site.get("inference") if site is not None else None
+    if not isinstance(inference, dict) or inference.get("delivery") != "argocd":
+        return None
+    return f"{site.get('name')}-{inference.get('cluster')}"

@@ -25,6 +25,7 @@ from rules._k8s import (
     unknown_paths,
 )
 from rules._policy import resource_rule, stack_rule
+from rules._stack import routes_from_git
 
 S3_PORT, POLARIS_PORT = 9000, 8181
 ENVOY_HTTPS_POD_PORT, KUBE_APISERVER_PORT, CLUSTERMESH_PORT = 10443, 6443, 2379
@@ -289,12 +290,20 @@ def gateway_local_traffic(args: ResourceValidationArgs, report: ReportViolation)
 ROUTE_KINDS = {"HTTPRoute", "SecurityPolicy", "BackendTrafficPolicy"}
 
 
-@stack_rule("fab-routes-authenticated", "Every HTTPRoute on a GPU cluster is covered by a JWT SecurityPolicy and a rate limit.")
+@stack_rule("fab-routes-authenticated", "Every HTTPRoute on a GPU cluster, in the plan or applied by Argo CD from Git, is covered "
+            "by a JWT SecurityPolicy and a rate limit.")
 def routes_authenticated(args: StackValidationArgs, report: ReportViolation) -> None:
-    """Unknown values: a route or a policy whose identity or targets are unknown fails closed."""
+    """A route Argo CD applies (`inference.delivery: argocd`) is not in the plan: the policies that name it stand for it,
+    and since the repository may hold a route the stack does not know, the gateway itself must carry both policies.
+    Unknown values: a route or a policy whose identity or targets are unknown fails closed."""
     gpu = gpu_providers(args.resources)
-    routes, jwt, limited = [], set(), set()
+    routes, named, gateways = {}, {}, {}
+    jwt: set[tuple[str, str, str]] = set()
+    limited: set[tuple[str, str, str]] = set()
     for resource, obj in objects(args.resources):
+        cluster = provider_name(resource)
+        if obj["kind"] == "Gateway" and cluster in gpu:
+            gateways[("Gateway", namespace_of(obj), name_of(obj))] = (resource, cluster)
         if obj["kind"] not in ROUTE_KINDS:
             continue
         # Whether a JWT provider or a rate limit is there decides, not what they say (the gateway rules check that).
@@ -306,16 +315,24 @@ def routes_authenticated(args: StackValidationArgs, report: ReportViolation) -> 
             continue
         key_ns = namespace_of(obj)
         spec = obj.get("spec") or {}
-        if obj["kind"] == "HTTPRoute" and provider_name(resource) in gpu:
-            routes.append((resource, obj))
-        targets = {(key_ns, t.get("name")) for t in spec.get("targetRefs") or [] if t.get("kind") == "HTTPRoute"}
+        if obj["kind"] == "HTTPRoute":
+            if cluster in gpu:
+                routes[("HTTPRoute", key_ns, name_of(obj))] = (resource, cluster)
+            continue
+        targets = {(t.get("kind"), key_ns, t.get("name")) for t in spec.get("targetRefs") or [] if t.get("kind") in ("HTTPRoute", "Gateway")}
+        if cluster in gpu:
+            named.update({t: (resource, cluster) for t in targets if t[0] == "HTTPRoute"})
         if obj["kind"] == "SecurityPolicy" and (spec.get("jwt") or {}).get("providers"):
             jwt |= targets
         if obj["kind"] == "BackendTrafficPolicy" and spec.get("rateLimit"):
             limited |= targets
-    for resource, obj in routes:
-        key = (namespace_of(obj), name_of(obj))
+    covered = {**{key: found for key, found in named.items() if key not in routes}, **routes}
+    from_git = routes_from_git()
+    covered.update({key: found for key, found in gateways.items() if found[1] == from_git})
+    for key, (resource, cluster) in sorted(covered.items(), key=lambda item: item[0]):
+        kind, namespace, name = key
+        why = " (its routes come from Git: inference.delivery is argocd)" if kind == "Gateway" else ""
         if key not in jwt:
-            report(f"HTTPRoute {key[0]}/{key[1]} on {provider_name(resource)} has no JWT SecurityPolicy", resource.urn)
+            report(f"{kind} {namespace}/{name} on {cluster} has no JWT SecurityPolicy{why}", resource.urn)
         if key not in limited:
-            report(f"HTTPRoute {key[0]}/{key[1]} on {provider_name(resource)} has no rate limit (BackendTrafficPolicy)", resource.urn)
+            report(f"{kind} {namespace}/{name} on {cluster} has no rate limit (BackendTrafficPolicy){why}", resource.urn)
