@@ -33,6 +33,10 @@ def _moves(site: SiteConfig, profile: str) -> list[str]:
     ]
 
 
+def _count(replicas: int) -> str:
+    return f"{replicas} replica" + ("" if replicas == 1 else "s")
+
+
 def _replicas(site: SiteConfig, profile: str | None) -> dict[str, int] | None:
     """Each served model's replicas under a profile, or None where a model cannot be served (its own rule says why)."""
     from components.capacity import CapacityError
@@ -82,7 +86,7 @@ def schedule_problems(site: SiteConfig) -> Iterator[Problem]:
             differ = sorted(m for m, n in states[name][1].items() if n != base[m])
             if differ:
                 yield (*path, name), (
-                    f"profile {name} serves {', '.join(f'{m} with {states[name][1][m]} replicas' for m in differ)} against "
+                    f"profile {name} serves {', '.join(f'{m} with {_count(states[name][1][m])}' for m in differ)} against "
                     f"{base[differ[0]]} under {_active(site)}, but inference.delivery is argocd: the Deployments are the "
                     "serving repository's, which Argo CD keeps as committed, so a switch changes queues only; change replicas "
                     "by a commit there, or leave replicas out of scheduled profiles"
