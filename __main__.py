@@ -135,8 +135,7 @@ if site.profile_schedule is not None:
     ProfileSwitches(
         "profiles",
         ProfileSwitchesArgs(schedule=site.profile_schedule, active_profile=site.active_profile, switched=switched,
-                            clusters=providers.clusters, adopt=site.adopt),
-        opts=pulumi.ResourceOptions(depends_on=[training, *([inference] if inference else [])]),
+                            clusters=providers.clusters, adopt=site.adopt, registered_by=[training, *([inference] if inference else [])]),
     )
 
 # Every object declared as existing (`adopt`) must be one the platform manages: a misspelt name would

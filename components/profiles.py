@@ -263,6 +263,9 @@ class ProfileSwitchesArgs:
     """The site's clusters by key; a switch runs on each that has switched objects."""
     adopt: AdoptConfig
     """Declares the namespaces that exist already."""
+    registered_by: list[pulumi.Resource]
+    """The components that register the switched objects (TrainingPool, InferencePool): everything here waits for them,
+    the roles in their namespaces as well as the switches."""
 
 
 class ProfileSwitches(pulumi.ComponentResource):
@@ -277,7 +280,7 @@ class ProfileSwitches(pulumi.ComponentResource):
         out: dict[str, Any] = {}
         for cluster, objects in sorted(args.switched.items()):
             ref = args.clusters[cluster]
-            on = pulumi.ResourceOptions(parent=self, provider=ref.provider)
+            on = pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=args.registered_by)
             prefix = f"{name}-{cluster}"
             ns = namespace(f"{prefix}-ns", SWITCH_NAMESPACE, on, adopt=Adoption(args.adopt, cluster))
             account = k8s.core.v1.ServiceAccount(

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 import yaml
-
-from components import versions
-from components.profiles import PROFILE_ANNOTATION, RECORD, SWITCH_ACCOUNT, SWITCH_NAMESPACE
 from helpers import config_errors, render_small
 from schemas import CrdSchemas, schema_errors
 from small_site import add_profile_schedule, small_site
+
+from components import versions
+from components.profiles import PROFILE_ANNOTATION, RECORD, SWITCH_ACCOUNT, SWITCH_NAMESPACE
 
 DAY, NIGHT = "day", "night"
 QUEUE = "kueue.x-k8s.io/v1beta2:ClusterQueue"
@@ -132,7 +132,7 @@ def test_a_switch_runs_the_pinned_kubectl_unprivileged_with_a_short_lived_token(
     assert container["securityContext"]["runAsNonRoot"] and container["securityContext"]["readOnlyRootFilesystem"]
     token = next(v for v in pod["volumes"] if v["name"] == "token")["projected"]["sources"][0]["serviceAccountToken"]
     assert token == {"path": "token", "expirationSeconds": 600}
-    assert f"--field-manager=\"$FIELD_MANAGER\"" in container["command"][2]
+    assert "--field-manager=\"$FIELD_MANAGER\"" in container["command"][2]
     assert {e["name"]: e.get("value") for e in container["env"]}["FIELD_MANAGER"] == SWITCH_ACCOUNT
 
 
@@ -169,29 +169,29 @@ def test_a_scheduled_site_is_accepted():
 def test_fails_when_a_switch_time_is_not_a_cron_schedule():
     site = scheduled_site()
     site["profile_schedule"]["switches"][NIGHT] = "0 24 * * *"
-    assert config_errors(site) == [
+    assert config_errors(site) == [(
         "fab-platform:site.profile_schedule.switches.night: is not a cron schedule: its hour field '24': 24 is outside 0-23; "
         "write five fields, minute hour day-of-month month day-of-week, such as '0 19 * * 1-5' (got '0 24 * * *')"
-    ]
+    )]
 
 
 def test_fails_when_a_switch_time_has_four_fields():
     site = scheduled_site()
     site["profile_schedule"]["switches"][NIGHT] = "0 19 * *"
-    assert config_errors(site) == [
+    assert config_errors(site) == [(
         "fab-platform:site.profile_schedule.switches.night: has 4 fields; a cron schedule has five fields, minute hour "
         "day-of-month month day-of-week, such as '0 19 * * 1-5', or is one of @yearly, @annually, @monthly, @weekly, @daily, "
         "@midnight, @hourly (got '0 19 * *')"
-    ]
+    )]
 
 
 def test_fails_when_the_timezone_is_unknown():
     site = scheduled_site()
     site["profile_schedule"]["timezone"] = "Europe/Atlantis"
-    assert config_errors(site) == [
+    assert config_errors(site) == [(
         "fab-platform:site.profile_schedule.timezone: is not a time zone of the IANA database; use an IANA time zone such as "
         "Europe/Berlin or UTC (got 'Europe/Atlantis')"
-    ]
+    )]
 
 
 def test_fails_when_a_switch_names_an_unknown_profile():
@@ -203,40 +203,48 @@ def test_fails_when_a_switch_names_an_unknown_profile():
 def test_fails_when_a_schedule_has_one_profile():
     site = scheduled_site()
     del site["profile_schedule"]["switches"][DAY]
-    assert config_errors(site) == [
+    assert config_errors(site) == [(
         "fab-platform:site.profile_schedule.switches: switches to night only; a schedule switches between at least two "
         "profiles: add the one it switches back to"
-    ]
+    )]
 
 
 def test_fails_when_a_scheduled_profile_moves_nodes():
     site = scheduled_site()
     site["gpu"]["gpu"]["nodes"]["gpu-inf-2"] = {"gpu_type": "h100", "gpus": 8, "pool": "inference"}
     site["profiles"][NIGHT]["node_pools"] = {"gpu": {"gpu-inf-2": "training"}}
-    assert config_errors(site) == [
+    assert config_errors(site) == [(
         "fab-platform:site.profile_schedule.switches.night: profile night moves gpu/gpu-inf-2 (inference -> training) against "
         "the active profile day; a scheduled switch never moves nodes: node-feature-discovery re-taints a node without "
         "draining it, so the pods on it keep its GPUs while the other pool counts them (docs/operations.md, \"Scheduled "
         "switching\"): leave node_pools out of scheduled profiles and move nodes by hand"
-    ]
+    )]
 
 
 def test_fails_when_profiles_change_replicas_under_argocd_delivery():
     site = scheduled_site()
     site["inference"]["delivery"] = "argocd"
     site["compute"]["argocd"] = {"enabled": True, "serving_repo": {"url": "https://git.site-t.fab.internal/serving.git"}}
-    assert config_errors(site) == [
+    assert config_errors(site) == [(
         "fab-platform:site.profile_schedule.switches.night: profile night serves qwen3-8b with 1 replica against 2 under "
         "the active profile day, but inference.delivery is argocd: the Deployments are the serving repository's, which "
         "Argo CD keeps as committed, so a switch changes queues only; change replicas by a commit there, or leave replicas "
         "out of scheduled profiles"
-    ]
+    )]
 
 
 def test_fails_when_the_scheduled_profiles_change_nothing():
     site = scheduled_site()
     site["profiles"][NIGHT] = {"description": "the same"}
-    assert config_errors(site) == [
+    assert config_errors(site) == [(
         "fab-platform:site.profile_schedule: profiles day, night set the same queue quotas and replicas as the active profile "
         "day: there is nothing to switch; remove profile_schedule"
-    ]
+    )]
+
+
+@pytest.mark.parametrize("multikueue", [False, True])
+def test_the_deploy_check_finds_nothing_on_a_scheduled_site(chart_dir, helm, multikueue):
+    """Order (the roles in the serving namespace wait for it), references and scheduling of the switches."""
+    from check_helpers import deploy_of
+
+    assert deploy_of(scheduled_site(multikueue=multikueue), chart_dir, helm).lines() == []
