@@ -5,11 +5,11 @@ secret), as do the objects Pulumi then leaves to them."""
 from __future__ import annotations
 
 import pytest
+from helpers import render_small
+from small_site import add_profile_schedule, small_site
 
 from components.profiles import SWITCH_NAMESPACE
 from fabctl.policy import analyze_with, analyzer
-from helpers import render_small
-from small_site import add_profile_schedule, small_site
 
 
 @pytest.fixture(scope="module")
