@@ -12,6 +12,7 @@ from components.gpu import GpuCluster, GpuClusterArgs
 from components.identity import SiteIdentity, SiteIdentityArgs
 from components.inference import InferencePool, InferencePoolArgs
 from components.network import CrossClusterNetwork, CrossClusterNetworkArgs
+from components.profiles import ProfileSwitches, ProfileSwitchesArgs, leave_to_schedule, switched_objects
 from components.providers import SiteRef, site_providers
 from components.storage import StorageCluster, StorageClusterArgs
 from components.training import TrainingPool, TrainingPoolArgs
@@ -31,6 +32,10 @@ site_ref = SiteRef.of(site)
 teams = sorted(site.teams)
 api_servers = {key: f"https://{cluster.api_server}:{cluster.api_server_port}" for key, cluster in site.clusters.items()}
 multikueue_manager = providers.cluster(site.multikueue_manager()) if site.training.multikueue.enabled else None
+# Profiles switched on a schedule (docs/operations.md, "Scheduled switching"): the fields a switch sets are left alone by
+# `pulumi up` in the components that register them.
+switched = switched_objects(site)
+switched_by_schedule = pulumi.ResourceOptions(transformations=[leave_to_schedule(switched, providers.kubernetes)] if switched else None)
 
 network = CrossClusterNetwork(
     "network",
@@ -84,6 +89,7 @@ inference = InferencePool(
         identity=identity,
         gpu=gpus[site.inference.cluster],
     ),
+    opts=switched_by_schedule,
 ) if site.inference is not None else None
 remote_teams = site.remote_teams(linked_only=True)
 federation = SiteFederation(
@@ -123,7 +129,14 @@ training = TrainingPool(
         federation=federation,
         identity=identity,
     ),
+    opts=switched_by_schedule,
 )
+if site.profile_schedule is not None:
+    ProfileSwitches(
+        "profiles",
+        ProfileSwitchesArgs(schedule=site.profile_schedule, active_profile=site.active_profile, switched=switched,
+                            clusters=providers.clusters, adopt=site.adopt, registered_by=[training, *([inference] if inference else [])]),
+    )
 
 # Every object declared as existing (`adopt`) must be one the platform manages: a misspelt name would
 # otherwise be created anew instead of imported.

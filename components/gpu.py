@@ -116,7 +116,7 @@ class GpuCluster(pulumi.ComponentResource):
         """The object store's address on the IPoIB network, which the weight sync resolves the S3 host name to, or None."""
         self.nccl_env = nccl_env(spec)
         """The NCCL settings training jobs on this cluster load (ConfigMap `nccl` in each team namespace)."""
-        self.gpu_types = sorted({node.gpu_type for node in spec.nodes.values()})
+        self.gpu_types = gpu_types(spec)
         """The GPU types of its nodes."""
         child = pulumi.ResourceOptions(parent=self)
 
@@ -202,6 +202,11 @@ class GpuCluster(pulumi.ComponentResource):
     def _privileged_namespace(self, name: str) -> k8s.core.v1.Namespace:
         return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), privileged_reason=PRIVILEGED_REASON,
                          adopt=self._adopt)
+
+
+def gpu_types(config: GpuClusterConfig) -> list[str]:
+    """The GPU types of a cluster's nodes (its training flavors), whatever pool they serve."""
+    return sorted({node.gpu_type for node in config.nodes.values()})
 
 
 def ipoib_enabled(config: GpuClusterConfig, serves_inference: bool) -> bool:

@@ -191,6 +191,66 @@ def _quantity(value: int, unit: str = "") -> str:
     return f"{value}{unit}"
 
 
+def queue_flavors(cluster: str, manager: str | None, workers: list[str], gpu_types: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The training flavors of a cluster's ClusterQueues, each with the GPU clusters whose quotas it holds: on a GPU
+    cluster its own GPU types, its own quota; on the MultiKueue manager every worker's, the sum over the workers that
+    have it."""
+    members = workers if cluster == manager else [cluster]
+    flavors = sorted({flavor_name(gpu_type) for member in members for gpu_type in gpu_types[member]})
+    return {flavor: [m for m in members if flavor in {flavor_name(t) for t in gpu_types[m]}] for flavor in flavors}
+
+
+def flavor_quota(flavor: str, members: list[str], team_quotas: dict[str, TeamQuota], confined: bool = False) -> dict[str, Any]:
+    """One flavor's quotas in a team's ClusterQueue: the team's quotas summed over `members`. A confined team gets
+    nothing, and may borrow nothing, where none of them is one of its quotas' clusters."""
+    if confined and not any(member in team_quotas for member in members):
+        return {"name": flavor, "resources": [{"name": resource, "nominalQuota": "0", "borrowingLimit": "0"}
+                                              for resource in ("cpu", "memory", "nvidia.com/gpu")]}
+    quota = summed_quota(team_quotas, members)
+    gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominalQuota": _quantity(quota.gpus)}
+    if quota.borrowing_limit_gpus is not None:
+        gpu["borrowingLimit"] = _quantity(quota.borrowing_limit_gpus)
+    if quota.lending_limit_gpus is not None:
+        gpu["lendingLimit"] = _quantity(quota.lending_limit_gpus)
+    return {
+        "name": flavor,
+        "resources": [
+            {"name": "cpu", "nominalQuota": _quantity(quota.cpu_cores)},
+            {"name": "memory", "nominalQuota": _quantity(quota.memory, "Gi")},
+            gpu,
+        ],
+    }
+
+
+def queue_resource_groups(flavors: dict[str, list[str]], team_quotas: dict[str, TeamQuota], confined: bool = False) -> list[dict[str, Any]]:
+    """A team's ClusterQueue `resourceGroups`: its quota per flavor (`queue_flavors`). The only part of the queue a
+    profile changes, and what a scheduled profile switch applies."""
+    return [{
+        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+        "flavors": [flavor_quota(flavor, members, team_quotas, confined) for flavor, members in flavors.items()],
+    }]
+
+
+def team_queue_spec(cohort: str, ns_name: str, flavors: dict[str, list[str]], team_quotas: dict[str, TeamQuota],
+                    manager: bool, confined: bool = False) -> dict[str, Any]:
+    """A team's ClusterQueue (named as its namespace) in the site's cohort: preemptible training, its quota per flavor and,
+    on the MultiKueue manager, the admission check that dispatches to the workers."""
+    spec: dict[str, Any] = {
+        "cohortName": cohort,
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns_name}},
+        "queueingStrategy": "BestEffortFIFO",
+        "preemption": {
+            "reclaimWithinCohort": "Any",
+            "withinClusterQueue": "LowerPriority",
+            "borrowWithinCohort": {"policy": "Never"},
+        },
+        "resourceGroups": queue_resource_groups(flavors, team_quotas, confined),
+    }
+    if manager:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": ADMISSION_CHECK}]}
+    return spec
+
+
 @dataclass(frozen=True)
 class TrainingPoolArgs:
     site: SiteRef
@@ -309,10 +369,10 @@ class TrainingPool(pulumi.ComponentResource):
             opts=self._on(cluster, [self.kueue[cluster], *(depends_on or [])]),
         )
 
-    def _flavors(self, cluster: str) -> list[str]:
-        """Training flavors of a cluster; the manager carries its workers' flavors."""
-        members = self._config.multikueue.workers if cluster == self._manager else [cluster]
-        return sorted({flavor_name(gpu_type) for member in members for gpu_type in self._gpus[member].gpu_types})
+    def _flavors(self, cluster: str) -> dict[str, list[str]]:
+        """Training flavors of a cluster, each with the clusters whose quotas it holds (`queue_flavors`)."""
+        gpu_types = {key: gpu.gpu_types for key, gpu in self._gpus.items()}
+        return queue_flavors(cluster, self._manager, self._config.multikueue.workers, gpu_types)
 
     def _queues(self, cluster: str, quotas: dict[str, dict[str, TeamQuota]]) -> None:
         site, config = self._site, self._config
@@ -368,7 +428,7 @@ class TrainingPool(pulumi.ComponentResource):
         )
 
     def _team_queue(self, cluster: str, ns_name: str, labels: dict[str, str], group: str, team_quotas: dict[str, TeamQuota],
-                    flavors: list[str], logical: tuple[str, str], confined: bool = False) -> k8s.core.v1.Namespace:
+                    flavors: dict[str, list[str]], logical: tuple[str, str], confined: bool = False) -> k8s.core.v1.Namespace:
         """A team's namespace on `cluster`, its members' RoleBinding, its ClusterQueue (named as the namespace) in the site's
         cohort with its quota, and its LocalQueue. A `confined` team has no quota, not even borrowed, on the clusters its
         quotas do not name."""
@@ -381,54 +441,11 @@ class TrainingPool(pulumi.ComponentResource):
             subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"{config.group_prefix}{group}"}],
             opts=self._on(cluster, [ns]),
         )
-        quota = summed_quota(team_quotas, config.multikueue.workers) if is_manager else team_quotas.get(cluster, TeamQuota(gpus=0))
-        queue_spec: dict[str, Any] = {
-            "cohortName": self._site.name,
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns_name}},
-            "queueingStrategy": "BestEffortFIFO",
-            "preemption": {
-                "reclaimWithinCohort": "Any",
-                "withinClusterQueue": "LowerPriority",
-                "borrowWithinCohort": {"policy": "Never"},
-            },
-            "resourceGroups": [
-                {
-                    "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                    "flavors": [self._flavor_quota(flavor, cluster, team_quotas, quota, confined) for flavor in flavors],
-                }
-            ],
-        }
-        if is_manager:
-            queue_spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": ADMISSION_CHECK}]}
         queue, local_queue = logical
-        self._cr(cluster, queue, "ClusterQueue", {"name": ns_name}, queue_spec)
+        self._cr(cluster, queue, "ClusterQueue", {"name": ns_name},
+                 team_queue_spec(self._site.name, ns_name, flavors, team_quotas, is_manager, confined))
         self._cr(cluster, local_queue, "LocalQueue", {"name": LOCAL_QUEUE, "namespace": ns_name}, {"clusterQueue": ns_name}, depends_on=[ns])
         return ns
-
-    def _flavor_quota(self, flavor: str, cluster: str, team_quotas: dict[str, TeamQuota], quota: TeamQuota,
-                      confined: bool = False) -> dict[str, Any]:
-        """One flavor's quotas; on the manager, each flavor gets the sum over the workers that have it. A confined team
-        gets nothing, and may borrow nothing, where none of those clusters is one of its quotas'."""
-        members = [cluster]
-        if cluster == self._manager:
-            members = [w for w in self._config.multikueue.workers if flavor in self._flavors(w)]
-            quota = summed_quota(team_quotas, members)
-        if confined and not any(member in team_quotas for member in members):
-            return {"name": flavor, "resources": [{"name": resource, "nominalQuota": "0", "borrowingLimit": "0"}
-                                                  for resource in ("cpu", "memory", "nvidia.com/gpu")]}
-        gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominalQuota": _quantity(quota.gpus)}
-        if quota.borrowing_limit_gpus is not None:
-            gpu["borrowingLimit"] = _quantity(quota.borrowing_limit_gpus)
-        if quota.lending_limit_gpus is not None:
-            gpu["lendingLimit"] = _quantity(quota.lending_limit_gpus)
-        return {
-            "name": flavor,
-            "resources": [
-                {"name": "cpu", "nominalQuota": _quantity(quota.cpu_cores)},
-                {"name": "memory", "nominalQuota": _quantity(quota.memory, "Gi")},
-                gpu,
-            ],
-        }
 
     def _access_namespace(self, cluster: str) -> k8s.core.v1.Namespace:
         if cluster not in self._access_namespaces:

@@ -91,6 +91,9 @@ NIC_CNI_PLUGINS = _nic_operand("plugins")
 NIC_MULTUS = _nic_operand("multus-cni")
 NIC_IPOIB = _nic_operand("ipoib-cni")
 
+KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.34.1"
+"""Runs the scheduled profile switches (components/profiles.py): the Kubernetes project's kubectl image of the targeted
+minor, which carries bash and coreutils for the switch's record."""
 VLLM_IMAGE = "vllm/vllm-openai:v0.31.0"
 WEIGHTS_SYNC_IMAGE = "quay.io/minio/mc:RELEASE.2025-08-13T08-35-41Z"
 """Copies weights from the models bucket to the node's NVMe cache before vLLM starts."""

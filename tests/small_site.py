@@ -190,3 +190,13 @@ def add_external_s3(site: dict[str, Any]) -> None:
     site["storage"]["s3"].update({"external_pool": "external", "external_vip": S3_EXTERNAL_VIP})
     if site.get("flows") is not None:
         site["flows"]["s3-external"] = {"from": ["world"], "to": ["storage"], "port": 9000, "to_namespace": "aistor"}
+
+
+def add_profile_schedule(site: dict[str, Any]) -> None:
+    """Day (the base config) and night (one vLLM replica fewer, yield's quota doubled) switched on a schedule: day at
+    07:00 on weekdays, night at 19:00, Berlin time; yield has 4 GPUs of quota by day."""
+    site.setdefault("training", {})["quotas"] = {"yield": {"gpu": {"gpus": 4}}}
+    site["profiles"] = {"day": {"description": "office hours"},
+                        "night": {"replicas": {"qwen3-8b": 1}, "quotas": {"yield": {"gpu": {"gpus": 8}}}}}
+    site["active_profile"] = "day"
+    site["profile_schedule"] = {"timezone": "Europe/Berlin", "switches": {"day": "0 7 * * 1-5", "night": "0 19 * * *"}}

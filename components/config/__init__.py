@@ -109,6 +109,7 @@ from components.config.schema.teams import (
     KeycloakEndpoint,
     MultiKueueConfig,
     Profile,
+    ProfileSchedule,
     Team,
     TeamQuota,
     TrainingConfig,
@@ -146,7 +147,7 @@ __all__ = [
     "AISTOR_POD_LABEL", "CONTRACT_CLASSES", "NO_EXPIRY_CLASSES", "REPLICABLE_CLASSES", "VERSIONED_CLASSES", "Bucket",
     "BucketName", "DataClass", "MinioEndpoint", "ObjectStoreConfig", "PolarisConfig", "PostgresConfig", "S3Endpoints",
     "StorageConfig",
-    "IdentityConfig", "KeycloakEndpoint", "MultiKueueConfig", "Profile", "Team", "TeamQuota", "TrainingConfig",
+    "IdentityConfig", "KeycloakEndpoint", "MultiKueueConfig", "Profile", "ProfileSchedule", "Team", "TeamQuota", "TrainingConfig",
     # site, views, rules, loading
     "SiteConfig",
     "INFERENCE_FLOW", "INGRESS_FLOW", "MULTIKUEUE_FLOW", "PEM_CERTIFICATE", "POLARIS_FLOW", "S3_FLOW", "RemoteTeam", "credential_holders",

@@ -208,6 +208,77 @@ def _relative_path(value: str) -> str:
     return value
 
 
+CRON_FIELDS = (
+    ("minute", 0, 59, ()),
+    ("hour", 0, 23, ()),
+    ("day of month", 1, 31, ()),
+    ("month", 1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")),
+    ("day of week", 0, 6, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+)
+"""The five fields of a CronJob schedule with their bounds and names (the standard parser Kubernetes uses,
+robfig/cron's ParseStandard: day of week 0-6 from Sunday, names in any case)."""
+CRON_DESCRIPTORS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+CRON_EXAMPLE = "five fields, minute hour day-of-month month day-of-week, such as '0 19 * * 1-5'"
+
+
+def _cron_value(text: str, low: int, high: int, names: tuple[str, ...]) -> int:
+    if text.lower() in names:
+        return low + names.index(text.lower())
+    if not text.isdigit():
+        raise ValueError(f"{text!r} is not a number{' or a name (' + ', '.join(names[:3]) + ', ...)' if names else ''}")
+    value = int(text)
+    if not low <= value <= high:
+        raise ValueError(f"{value} is outside {low}-{high}")
+    return value
+
+
+def _cron_field(text: str, low: int, high: int, names: tuple[str, ...]) -> None:
+    """One field: a comma-separated list of `*` (or `?`), a value or a range `a-b`, each optionally with `/step`."""
+    for item in text.split(","):
+        spread, slash, step = item.partition("/")
+        if slash and (not step.isdigit() or int(step) == 0):
+            raise ValueError(f"its step {step!r} must be a positive number")
+        if spread in ("*", "?"):
+            continue
+        first, dash, last = spread.partition("-")
+        start = _cron_value(first, low, high, names)
+        if dash and _cron_value(last, low, high, names) < start:
+            raise ValueError(f"its range {spread!r} ends before it starts")
+
+
+def _cron_schedule(value: str) -> str:
+    """A CronJob schedule as Kubernetes accepts it, without a time zone of its own (that is `timezone`'s)."""
+    if value.strip() in CRON_DESCRIPTORS:
+        return value
+    if value.upper().startswith(("TZ=", "CRON_TZ=")):
+        raise ValueError("names its own time zone; give it in `timezone` (Kubernetes refuses TZ= in a schedule that has timeZone)")
+    fields = value.split()
+    if len(fields) != len(CRON_FIELDS):
+        raise ValueError(f"has {len(fields)} fields; a cron schedule has {CRON_EXAMPLE}, or is one of {', '.join(CRON_DESCRIPTORS)}")
+    for text, (name, low, high, names) in zip(fields, CRON_FIELDS, strict=True):
+        try:
+            _cron_field(text, low, high, names)
+        except ValueError as problem:
+            raise ValueError(f"is not a cron schedule: its {name} field {text!r}: {problem}; write {CRON_EXAMPLE}") from None
+    return value
+
+
+def _time_zone(value: str) -> str:
+    """An IANA time zone the API server knows (a CronJob's `timeZone`): `Area/Location` or `UTC`, never `Local`."""
+    import zoneinfo
+
+    example = "an IANA time zone such as Europe/Berlin or UTC"
+    if value == "Local" or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*", value):
+        raise ValueError(f"must be {example}")
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"is not a time zone of the IANA database; use {example}") from None
+    return value
+
+
+CronSchedule = Annotated[str, AfterValidator(_cron_schedule)]
+TimeZone = Annotated[str, AfterValidator(_time_zone)]
 HostPort = Annotated[str, AfterValidator(_host_port)]
 HttpsUrl = Annotated[str, AfterValidator(_https_url)]
 RelativePath = Annotated[str, AfterValidator(_relative_path)]

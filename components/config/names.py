@@ -193,6 +193,11 @@ two keys, so its length is checked by the federation rules, not by type."""
 REMOTE_TEAM_GROUP = Derived("Keycloak group", "remote-{site}-{key}", KEYCLOAK)
 """The group of this site's Keycloak whose members act for a peer's team."""
 
+# Profiles -------------------------------------------------------------------------------------------------------
+
+PROFILE_SWITCH = Derived("CronJob", "fab-profile-{key}", CRONJOB)
+"""The CronJob that switches a cluster to a scheduled profile (`profile_schedule`), and the ConfigMap with what it applies."""
+
 # The object store -----------------------------------------------------------------------------------------------
 
 OBJECT_STORE_RELEASE = Derived("Helm release name", "{key}", HELM_RELEASE)
@@ -227,5 +232,6 @@ GpuTypeKey = Annotated[DnsLabel, Derives((GPU_TYPE_LABEL, FLAVOR))]
 FlowKey = Annotated[DnsLabel, Derives((FLOW_LABEL, FLOW_POLICY))]
 ConsumerKey = Annotated[DnsLabel, Derives((GOLD_COPY_JOB, FEDERATION_S3_FLOW, FEDERATION_POLARIS_FLOW, REPLICA_TARGET))]
 PeerKey = Annotated[DnsLabel, Derives((REPLICA_BUCKET, FEDERATION_S3_FLOW, PEER_CATALOG))]
+ProfileKey = Annotated[DnsLabel, Derives((PROFILE_SWITCH,))]
 ObjectStoreName = Annotated[DnsLabel, Derives((OBJECT_STORE_RELEASE, OBJECT_STORE_SERVICE, OBJECT_STORE_SECRET))]
 

@@ -12,7 +12,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from components.config.fields import DnsLabel, Unique, _Model
-from components.config.names import ClusterKey, Domain, FlowKey, GpuTypeKey, SiteName, TeamKey
+from components.config.names import ClusterKey, Domain, FlowKey, GpuTypeKey, ProfileKey, SiteName, TeamKey
 from components.config.problems import SiteRuleError
 from components.config.rules import site_problems
 from components.config.schema.adopt import AdoptConfig, CheckConfig
@@ -22,7 +22,7 @@ from components.config.schema.gpu import GpuClusterConfig, GpuType, InferenceCon
 from components.config.schema.network import ClusterConfig, Flow
 from components.config.schema.roadmap import FeatureId, Phase
 from components.config.schema.storage import MinioEndpoint, StorageConfig
-from components.config.schema.teams import IdentityConfig, KeycloakEndpoint, Profile, Team, TrainingConfig
+from components.config.schema.teams import IdentityConfig, KeycloakEndpoint, Profile, ProfileSchedule, Team, TrainingConfig
 from components.config.views import SiteViews
 
 
@@ -67,9 +67,16 @@ class SiteConfig(SiteViews, _Model):
     training: TrainingConfig = Field(default_factory=TrainingConfig, description="Kueue quotas and MultiKueue.")
     compute: ComputeConfig
     federation: FederationConfig = Field(default_factory=FederationConfig, description="Cross-site federation. Defaults to off.")
-    profiles: dict[DnsLabel, Profile] = Field(default_factory=dict, description="Named fleet profiles (day, night, ...).")
+    profiles: dict[ProfileKey, Profile] = Field(default_factory=dict, description="Named fleet profiles (day, night, ...).")
     active_profile: DnsLabel | None = Field(
-        None, description="The profile in force; switching is a config change and `pulumi up`. Defaults to the base config."
+        None,
+        description="The profile in force; switching is a config change and `pulumi up`. With `profile_schedule`, the "
+        "profile the switched objects are created with, and the nodes' pools. Defaults to the base config.",
+    )
+    profile_schedule: ProfileSchedule | None = Field(
+        None,
+        description="Switch profiles on a schedule, in the clusters, instead of by `active_profile` and `pulumi up` "
+        "(docs/operations.md, \"Scheduled switching\"). Defaults to none: profiles switch by hand.",
     )
     flows: dict[FlowKey, Flow] | None = Field(
         None,

@@ -22,6 +22,7 @@ from components.config.rules.gpu import gpu_problems
 from components.config.rules.names import name_problems
 from components.config.rules.network import cluster_problems, flow_problems, overlap_problems, role_problems, vip_problems
 from components.config.rules.phases import phase_problems
+from components.config.rules.profiles import schedule_problems
 from components.config.rules.storage import storage_problems
 from components.config.rules.training import training_problems
 
@@ -34,7 +35,7 @@ STAGES = (
     (pod_range_problems, host_address_problems, vip_problems, vip_edge_problems),
     (flow_problems, service_flow_problems),
     (credential_flow_problems,),
-    (storage_problems, gpu_problems, training_problems, compute_problems, federation_problems, adoption_problems,
+    (storage_problems, gpu_problems, training_problems, schedule_problems, compute_problems, federation_problems, adoption_problems,
      check_problems),
     (phase_problems,),
 )

@@ -39,6 +39,8 @@ def _profiles(site: SiteConfig) -> Iterator[Use]:
         yield ("profiles",), f"defines {', '.join(sorted(site.profiles))}"
     if site.active_profile is not None:
         yield ("active_profile",), f"{site.active_profile!r} is a profile"
+    if site.profile_schedule is not None:
+        yield ("profile_schedule",), f"switches {', '.join(sorted(site.profile_schedule.switches))} on a schedule"
 
 
 def _multikueue(site: SiteConfig) -> Iterator[Use]:

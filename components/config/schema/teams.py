@@ -12,15 +12,18 @@ from components.config.fields import (
     MAX_CORES,
     MAX_GPUS,
     MAX_MEMORY_GIB,
+    CronSchedule,
     DnsLabel,
     Flag,
     HttpsUrl,
     LabelKey,
     ModelName,
     NodeName,
+    TimeZone,
     Unique,
     _Model,
 )
+from components.config.names import ProfileKey
 
 
 class KeycloakEndpoint(_Model):
@@ -120,4 +123,23 @@ class Profile(_Model):
     )
     quotas: dict[DnsLabel, dict[DnsLabel, TeamQuota]] = Field(
         default_factory=dict, description="Team -> GPU cluster -> quota, overriding `training.quotas`."
+    )
+
+
+class ProfileSchedule(_Model):
+    """Profiles switched on a schedule: on each cluster whose queues or serving replicas differ between the profiles, a
+    CronJob per profile applies that profile's values (docs/operations.md, "Scheduled switching")."""
+
+    timezone: TimeZone = Field(
+        description="IANA time zone the times are in, for example Europe/Berlin (the CronJobs' `timeZone`: daylight saving "
+        "time moves with it)."
+    )
+    switches: dict[ProfileKey, CronSchedule] = Field(
+        description="Profile -> when it takes over, as a cron schedule (minute hour day-of-month month day-of-week, for "
+        "example `0 19 * * 1-5`). At least two profiles; none may move nodes between pools (a switch does not drain them)."
+    )
+    suspend: Flag = Field(
+        False,
+        description="Suspend every switch (the CronJobs' `suspend`): the fields stay as the last switch left them, and "
+        "`pulumi up` still leaves them alone. Defaults to false.",
     )
