@@ -14,12 +14,12 @@ import json
 from typing import Any
 
 import pytest
+from helpers import config_errors
+from small_site import small_site
 
 from components.config import credential_holders, parse_site
 from fabctl.render import Plan, RenderError, render_config
 from fabctl.stackfile import SITE_KEY
-from helpers import config_errors
-from small_site import small_site
 
 SITE_U = "organization/fab-platform/site-u"
 RANGES = {"site-u": ["172.20.0.0/16"]}
@@ -186,21 +186,21 @@ def test_a_standby_model_is_served_from_the_peers_prefix():
 def test_fails_when_a_model_is_served_from_the_replicas_of_a_peer_whose_models_are_not_kept():
     site = standby_site()
     site["inference"]["models"]["qwen3-8b"]["source"] = "replicas/site-z/qwen/qwen3-8b/"
-    assert config_errors(site) == [
+    assert config_errors(site) == [(
         "fab-platform:site.inference.models.qwen3-8b.source: 'replicas/site-z/qwen/qwen3-8b/' is under replicas/, where this "
         "site keeps the models of the peers it stands by for, but it keeps no models of 'site-z'; peers whose models it keeps "
         "(federation.peers.<peer>.standby_models: true): site-u"
-    ]
+    )]
 
 
 def test_fails_when_a_team_is_named_like_the_folder_of_the_peers_models():
     site = standby_site()
     site["teams"]["replicas"] = {"description": "a team named like the folder"}
-    assert config_errors(site) == [
+    assert config_errors(site) == [(
         "fab-platform:site.teams.replicas: a team named 'replicas' owns the prefix replicas/ of the models bucket, where this "
         "site keeps its peers' models (federation.peers.site-u.standby_models): rename the team, so that neither overwrites "
         "the other"
-    ]
+    )]
 
 
 def test_fails_when_the_models_copy_job_of_a_consumer_would_not_fit_a_cronjob_name():
@@ -208,8 +208,8 @@ def test_fails_when_the_models_copy_job_of_a_consumer_would_not_fit_a_cronjob_na
     site = small_site()
     site["federation"] = {"consumers": {consumer: {"replicate_gold": False, "replicate_models": True}},
                           "ranges": {consumer: ["172.20.0.0/16"]}}
-    assert config_errors(site) == [
+    assert config_errors(site) == [(
         f"fab-platform:site.federation.consumers.{consumer}.replicate_models: true needs the CronJob 'models-to-{consumer}' "
         "('models-to-' + consumer), which has 53 characters; Kubernetes allows at most 52: models are copied only to a "
         "consumer whose name has at most 42 characters"
-    ]
+    )]
