@@ -57,6 +57,7 @@ storage = StorageCluster(
         admin_endpoint=site.minio,
         minio_provider=providers.minio,
         federation_consumers=sorted(site.federation.consumers),
+        replicated_classes=site.federation.replicated_classes(),
         teams=teams,
         adopt=site.adopt,
         network=network,

@@ -26,9 +26,12 @@ PLATFORM_ACCESS: dict[str, BucketAccess] = {
     "inference": BucketAccess(read=("models",), description="vLLM weight loading"),
     "sharing": BucketAccess(read=("gold",), description="external sharing with equipment vendors"),
     "postgres-backup": BucketAccess(read_write=("backups",), description="CloudNativePG base backups and WAL"),
-    # Copies gold, and only gold, to federated sites (SiteFederation).
-    "replication": BucketAccess(read=("gold",), description="gold replication to other sites"),
+    # Copies gold to federated sites (SiteFederation), and models to those that keep them: the classes that leave the
+    # site, `engine_buckets(..., replicated=...)`; gold alone unless a consumer has replicate_models.
+    "replication": BucketAccess(read=tuple(sorted(REPLICABLE_CLASSES)), description="replication to other sites"),
 }
+REPLICATION = "replication"
+"""The principal that reads what leaves the site to copy it; the replication namespace runs as it."""
 ENGINE_ACCESS: dict[str, BucketAccess] = dict(sorted({
     **PLATFORM_ACCESS, **{name: engine.buckets for name, engine in ENGINES.items() if engine.buckets},
 }.items()))
@@ -134,16 +137,21 @@ def team_policy_document(team: str, read: list[str], own: list[str]) -> dict[str
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def engine_buckets(buckets: dict[str, Bucket], engine: str) -> tuple[list[str], list[str]]:
-    """(read-only buckets, read-write buckets) of an engine (or of `TRAINING`, any team's) among the site's buckets."""
+def engine_buckets(buckets: dict[str, Bucket], engine: str,
+                   replicated: frozenset[str] = REPLICABLE_CLASSES) -> tuple[list[str], list[str]]:
+    """(read-only buckets, read-write buckets) of an engine (or of `TRAINING`, any team's) among the site's buckets.
+    The replication principal reads the classes that leave the site, `replicated` (`FederationConfig.replicated_classes`)."""
     access = TRAINING_ACCESS if engine == TRAINING else ENGINE_ACCESS[engine]
+    read = tuple(sorted(replicated)) if engine == REPLICATION else access.read
     by_class = lambda classes: sorted(n for n, b in buckets.items() if b.data_class in classes)  # noqa: E731
-    return by_class(access.read), by_class(access.read_write)
+    return by_class(read), by_class(access.read_write)
 
 
-def bucket_tags(site: str, spec: Bucket) -> dict[str, str]:
+def bucket_tags(site: str, spec: Bucket, replicated: frozenset[str] = REPLICABLE_CLASSES) -> dict[str, str]:
+    """A bucket's class, site and residency: `replicable` for the classes that leave the site (`replicated`), else
+    `site-local`."""
     data_class = spec.data_class
-    residency = "replicable" if data_class in REPLICABLE_CLASSES else "site-local"
+    residency = "replicable" if data_class in replicated else "site-local"
     return {"fab.internal/class": data_class, "fab.internal/residency": residency, "fab.internal/site": site}
 
 

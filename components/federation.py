@@ -12,6 +12,12 @@ own checkpoint prefix, nothing else of this site, and only with the peer's conse
 `remote_training_teams`, read from its stack). A linked site whose stack does not export what this
 site needs ends the program with the reason, never with empty values written into a Secret.
 
+Models for DR (the design: serving is the easiest DR axis): a site copies its models bucket to a consumer that keeps them
+(`replicate_models`) with the same machinery, a second CronJob beside the gold one through the same target Secret, into
+the prefix `replicas/<site>/` of the consumer's own models bucket, which the consumer's writer for this site may write
+(its `standby_models`, read from its stack as the consent) and the consumer's inference reads: a warm standby that serves
+this site's models from there. The peers' models a site keeps never travel on (the copy leaves out `replicas/`).
+
 Replication is a CronJob running the pinned MinIO client (`mc mirror`): object by object, so Iceberg
 metadata keeps the producer's absolute paths. The replica is therefore not a table of this site's
 catalog: queries read the peer's gold through the peer's Polaris, and the replica is the disaster
@@ -32,7 +38,7 @@ import pulumi_minio as minio
 from components import versions
 from components.config import PROJECT, AdoptConfig, FederationConfig, RemoteTeam, names, replica_bucket
 from components.constants import ENGINE_LABEL, S3_ACCESS_KEY, S3_ENDPOINT, S3_REGION, S3_SECRET_KEY, s3_secret
-from components.data_access import READ_ACTIONS, WRITE_ACTIONS, bucket_arn
+from components.data_access import READ_ACTIONS, REPLICATION, WRITE_ACTIONS, bucket_arn
 from components.kube import (
     WORKLOAD_SKIPS,
     Adoption,
@@ -44,12 +50,14 @@ from components.kube import (
 )
 from components.minio_admin import BucketTags, guard
 from components.providers import NamespaceRef, SiteRef
-from components.storage import MC_CA_DIR, StorageCluster, policy_document
+from components.storage import MC_CA_DIR, SiteCa, StorageCluster
 
 REPLICATION_NAMESPACE = "fab-replication"
-REPLICATION = "replication"
-"""The principal that reads gold to copy it (PLATFORM_ACCESS); the replication namespace runs as it."""
 MIRROR_SCHEDULE = "*/15 * * * *"
+REPLICATES_LABEL = "fab.internal/replicates"
+"""On a copy job: the class it copies out (gold, models)."""
+REPLICATES_TO_LABEL = "fab.internal/replicates-to"
+"""On a copy job: the consumer it copies to; the policy pack lets models leave only to one the stack's config names."""
 REMOTE_TRAINING = "remote-training"
 """The principal kind of a peer's team that trains here: its MinIO user's engine tag, its Secret `s3-remote-training`."""
 CONSENT_ANNOTATION = "fab.internal/consented-by"
@@ -59,6 +67,31 @@ CONSENT_ANNOTATION = "fab.internal/consented-by"
 def remote_principal(team: RemoteTeam) -> str:
     """The MinIO user and policy of a peer's team that trains here: `fab-remote-<peer>-<team>`."""
     return f"fab-{team.namespace}"
+
+
+def replica_writer_policy(replica: str, models: str | None = None, models_prefix: str | None = None) -> dict[str, Any]:
+    """A peer's replica writer: its replica bucket whole; with `standby_models`, also the prefix `models_prefix` of this
+    site's models bucket, listed, read and written under it only (as a team's prefix: not even the bucket's location).
+    AIStor's table catalog is denied on both, as on every platform policy."""
+    replica_objects = bucket_arn(replica, True)
+    statements: list[dict[str, Any]] = [
+        {"Sid": "ListBuckets", "Effect": "Allow", "Action": ["s3:GetBucketLocation", "s3:ListBucket"], "Resource": [bucket_arn(replica)]},
+        {"Sid": "ReadObjects", "Effect": "Allow", "Action": list(READ_ACTIONS), "Resource": [replica_objects]},
+        {"Sid": "ListUploads", "Effect": "Allow", "Action": ["s3:ListBucketMultipartUploads"], "Resource": [bucket_arn(replica)]},
+        {"Sid": "WriteObjects", "Effect": "Allow", "Action": list(WRITE_ACTIONS), "Resource": [replica_objects]},
+    ]
+    buckets = [replica]
+    if models is not None and models_prefix is not None:
+        buckets.append(models)
+        statements += [
+            {"Sid": "ListModelsPrefix", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn(models)],
+             "Condition": {"StringLike": {"s3:prefix": [f"{models_prefix}*"]}}},
+            {"Sid": "ModelsPrefix", "Effect": "Allow", "Action": [*READ_ACTIONS, *WRITE_ACTIONS],
+             "Resource": [f"{bucket_arn(models)}/{models_prefix}*"]},
+        ]
+    statements.append({"Sid": "NoTableCatalog", "Effect": "Deny", "Action": ["s3tables:*"],
+                       "Resource": [r for b in sorted(buckets) for r in (f"arn:aws:s3tables:::bucket/{b}", f"arn:aws:s3tables:::bucket/{b}/*")]})
+    return {"Version": "2012-10-17", "Statement": statements}
 
 
 def remote_training_policy(replica: str, checkpoints: str, prefix: str) -> dict[str, Any]:
@@ -105,7 +138,7 @@ class SiteFederationArgs:
 
 
 class SiteFederation(pulumi.ComponentResource):
-    """Stack references to federated sites, gold replication out, replicas and catalogs in."""
+    """Stack references to federated sites, gold (and models, where asked) replication out, replicas and catalogs in."""
 
     exports: pulumi.Output[dict[str, Any]]
     """What peers need of this site, and only that (the stack output `federation`)."""
@@ -134,13 +167,15 @@ class SiteFederation(pulumi.ComponentResource):
         self._replica_buckets: dict[str, minio.S3Bucket] = {}
         replica_targets = {peer: self._replica(peer) for peer in peers}
         self._remote = {namespace: self._remote_trainer(team) for namespace, team in sorted(args.remote_teams.items())}
-        mirrored = sorted(c for c, spec in federation.consumers.items() if spec.replicate_gold and c in self.references)
+        mirrored = sorted(c for c, spec in federation.consumers.items()
+                          if (spec.replicate_gold or spec.replicate_models) and c in self.references)
         if mirrored:
             ns = namespace(f"{name}-ns-{REPLICATION_NAMESPACE}", REPLICATION_NAMESPACE, pulumi.ResourceOptions(parent=self),
                            labels={ENGINE_LABEL: REPLICATION}, adopt=Adoption(args.adopt, self._storage_key))
-            local = args.storage.grant(REPLICATION, NamespaceRef(args.storage.cluster, REPLICATION_NAMESPACE, ns))
+            here = NamespaceRef(args.storage.cluster, REPLICATION_NAMESPACE, ns)
+            local, ca = args.storage.grant(REPLICATION, here), args.storage.site_ca(here)
             for consumer in mirrored:
-                self._mirror(consumer, ns, local)
+                self._mirror(consumer, ns, local, ca)
 
         principals = {}
         for consumer in sorted(federation.consumers):
@@ -264,8 +299,12 @@ class SiteFederation(pulumi.ComponentResource):
                   "fab.internal/source-site": peer},
             endpoint=self._storage.admin_endpoint, opts=pulumi.ResourceOptions(parent=self, depends_on=[bucket]),
         )
-        policy = minio.IamPolicy(f"{self._name}-replica-{peer}-policy", name=writer,
-                                 policy=json.dumps(policy_document([], [bucket_name]), sort_keys=True),
+        # With standby_models the writer also fills the peer's prefix of this site's models bucket (the peer's consent check
+        # reads `models_bucket` and `models_prefix` below); this site's inference reads it there like its own models.
+        standby = self._config.peers[peer].standby_models
+        models, models_prefix = self._storage.bucket_of("models"), names.MODEL_REPLICA_PREFIX(peer)
+        document = replica_writer_policy(bucket_name, models, models_prefix) if standby else replica_writer_policy(bucket_name)
+        policy = minio.IamPolicy(f"{self._name}-replica-{peer}-policy", name=writer, policy=json.dumps(document, sort_keys=True),
                                  opts=guarded("minio_policy", writer, depends_on=[bucket]))
         user = minio.IamUser(f"{self._name}-replica-{peer}-user", name=writer,
                              tags={"fab.internal/engine": "replica-writer", "fab.internal/site": peer}, opts=guarded("minio_user", writer))
@@ -273,31 +312,71 @@ class SiteFederation(pulumi.ComponentResource):
                                                    policy_name=policy.name, opts=child)
         keys = minio.IamServiceAccount(f"{self._name}-replica-{peer}-keys", target_user=user.name,
                                        opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment], additional_secret_outputs=["secret_key"]))
-        return {"endpoint": self._storage.s3_endpoint_internal, "bucket": bucket_name, "access_key": keys.access_key,
-                "secret_key": pulumi.Output.secret(keys.secret_key)}
+        target = {"endpoint": self._storage.s3_endpoint_internal, "bucket": bucket_name, "access_key": keys.access_key,
+                  "secret_key": pulumi.Output.secret(keys.secret_key)}
+        if standby:
+            target |= {"models_bucket": models, "models_prefix": models_prefix}
+        return target
 
-    def _mirror(self, consumer: str, ns: k8s.core.v1.Namespace, local: k8s.core.v1.Secret) -> None:
+    def _mirror(self, consumer: str, ns: k8s.core.v1.Namespace, local: k8s.core.v1.Secret, ca: SiteCa) -> None:
         # The peer's endpoint is under its own domain: the CA bundle must hold the peer site's CA as well.
-        """Every few minutes, copy each gold bucket into the consumer's replica of this site (and nothing else)."""
-        site = self._site
-        target = self._required(consumer, ("replica_targets", site.name))
+        """Every few minutes, copy each gold bucket into the consumer's replica of this site (and nothing else); with
+        `replicate_models`, the models bucket into the consumer's prefix for this site, by a second job of the same kind."""
+        spec = self._config.consumers[consumer]
+        target = self._models_target(consumer) if spec.replicate_models else self._required(consumer, ("replica_targets", self._site.name))
+        data = {
+            "REMOTE_ENDPOINT": target.apply(lambda t: t["endpoint"]),
+            "REMOTE_BUCKET": target.apply(lambda t: t["bucket"]),
+            "REMOTE_ACCESS_KEY": pulumi.Output.secret(target.apply(lambda t: t["access_key"])),
+            "REMOTE_SECRET_KEY": pulumi.Output.secret(target.apply(lambda t: t["secret_key"])),
+        }
+        if spec.replicate_models:
+            data |= {"REMOTE_MODELS_BUCKET": target.apply(lambda t: t["models_bucket"]),
+                     "REMOTE_MODELS_PREFIX": target.apply(lambda t: t["models_prefix"])}
         remote = k8s.core.v1.Secret(
             f"{self._name}-target-{consumer}",
             metadata={"name": names.REPLICA_TARGET(consumer), "namespace": REPLICATION_NAMESPACE},
             type="Opaque",
-            string_data={
-                "REMOTE_ENDPOINT": target.apply(lambda t: t["endpoint"]),
-                "REMOTE_BUCKET": target.apply(lambda t: t["bucket"]),
-                "REMOTE_ACCESS_KEY": pulumi.Output.secret(target.apply(lambda t: t["access_key"])),
-                "REMOTE_SECRET_KEY": pulumi.Output.secret(target.apply(lambda t: t["secret_key"])),
-            },
+            string_data=data,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]),
         )
-        gold = self._storage.buckets_of("gold")
+        after = [remote, local, *ca.resources()]
+        if spec.replicate_gold:
+            copies = [["mirror", "--overwrite", f"local/{bucket}", f"remote/$(REMOTE_BUCKET)/{bucket}"] for bucket in self._storage.buckets_of("gold")]
+            self._copy_job(f"{self._name}-mirror-{consumer}", names.GOLD_COPY_JOB(consumer), "gold", consumer, copies, ca, after)
+        if spec.replicate_models:
+            # The whole bucket but the peers' models it keeps: those are theirs to send, never this site's.
+            copies = [["mirror", "--overwrite", "--exclude", f"{names.MODEL_REPLICAS}/*", f"local/{self._storage.bucket_of('models')}",
+                       "remote/$(REMOTE_MODELS_BUCKET)/$(REMOTE_MODELS_PREFIX)"]]
+            self._copy_job(f"{self._name}-models-{consumer}", names.MODELS_COPY_JOB(consumer), "models", consumer, copies, ca, after)
+
+    def _models_target(self, consumer: str) -> pulumi.Output[dict[str, Any]]:
+        """The consumer's replica target for this site, once it keeps this site's models (its `standby_models`, which it
+        exports as `models_bucket` and `models_prefix`); otherwise the program ends with the reason and the fix."""
+        site = self._site.name
+
+        def check(exports: Any) -> dict[str, Any]:
+            target = _dig(exports, ("replica_targets", site))
+            if not isinstance(target, dict) or not target.get("models_bucket") or not target.get("models_prefix"):
+                raise pulumi.RunError(
+                    f"fab-platform:site.federation.consumers.{consumer}.replicate_models: the stack "
+                    f"{stack_name(self._config.organization, consumer)} does not export "
+                    f"federation.replica_targets.{site}.models_bucket, so {consumer} has not agreed to keep {site}'s models; "
+                    f"set federation.peers.{site}.standby_models there and deploy {consumer}, or set replicate_models: false "
+                    "here (docs/federation.md)"
+                )
+            return target
+
+        return self.references[consumer].get_output("federation").apply(check)
+
+    def _copy_job(self, logical: str, job: str, data_class: str, consumer: str, copies: list[list[str]], ca: SiteCa,
+                  after: list[pulumi.Resource]) -> None:
+        """A CronJob that aliases this site's store (the replication principal) and the consumer's (the target Secret), then
+        makes each `mc` copy in turn, the last as its main container."""
         env = [{"name": "MC_CONFIG_DIR", "value": "/work/.mc"}]
-        ca = self._storage.site_ca(NamespaceRef(self._storage.cluster, REPLICATION_NAMESPACE, ns))
         mounts = [{"name": "work", "mountPath": "/work"}, *ca.mounts(MC_CA_DIR)]
         small = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+        target = names.REPLICA_TARGET(consumer)
 
         def mc(name: str, args: list[str], secret: pulumi.Input[str]) -> dict[str, Any]:
             return restricted_container(name, versions.WEIGHTS_SYNC_IMAGE, 10001, args=args, env=env, envFrom=[{"secretRef": {"name": secret}}],
@@ -305,15 +384,13 @@ class SiteFederation(pulumi.ComponentResource):
 
         init = [
             mc("alias-local", ["alias", "set", "local", f"$({S3_ENDPOINT})", f"$({S3_ACCESS_KEY})", f"$({S3_SECRET_KEY})"], s3_secret(REPLICATION)),
-            mc("alias-remote", ["alias", "set", "remote", "$(REMOTE_ENDPOINT)", "$(REMOTE_ACCESS_KEY)", "$(REMOTE_SECRET_KEY)"], names.REPLICA_TARGET(consumer)),
-            *(mc(f"mirror-{i}", ["mirror", "--overwrite", f"local/{bucket}", f"remote/$(REMOTE_BUCKET)/{bucket}"], names.REPLICA_TARGET(consumer))
-              for i, bucket in enumerate(gold[:-1])),
+            mc("alias-remote", ["alias", "set", "remote", "$(REMOTE_ENDPOINT)", "$(REMOTE_ACCESS_KEY)", "$(REMOTE_SECRET_KEY)"], target),
+            *(mc(f"mirror-{i}", args, target) for i, args in enumerate(copies[:-1])),
         ]
-        main = mc("mirror", ["mirror", "--overwrite", f"local/{gold[-1]}", f"remote/$(REMOTE_BUCKET)/{gold[-1]}"], names.REPLICA_TARGET(consumer))
         k8s.batch.v1.CronJob(
-            f"{self._name}-mirror-{consumer}",
-            metadata={"name": names.GOLD_COPY_JOB(consumer), "namespace": REPLICATION_NAMESPACE, "annotations": checkov_skips(*WORKLOAD_SKIPS),
-                      "labels": {"fab.internal/replicates": "gold"}},
+            logical,
+            metadata={"name": job, "namespace": REPLICATION_NAMESPACE, "annotations": checkov_skips(*WORKLOAD_SKIPS),
+                      "labels": {REPLICATES_LABEL: data_class, REPLICATES_TO_LABEL: consumer}},
             spec={
                 "schedule": MIRROR_SCHEDULE,
                 "concurrencyPolicy": "Forbid",
@@ -324,13 +401,12 @@ class SiteFederation(pulumi.ComponentResource):
                     "automountServiceAccountToken": False,
                     "securityContext": restricted_pod_security_context(),
                     "initContainers": init,
-                    "containers": [main],
+                    "containers": [mc("mirror", copies[-1], target)],
                     "volumes": [{"name": "work", "emptyDir": {"sizeLimit": "64Mi"}}, *ca.volumes()],
                 }}}},
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[remote, local, *ca.resources()]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after),
         )
-
 
 def stack_name(organization: str | None, other: str) -> str:
     """The fully qualified stack of a federated site: `<organization>/fab-platform/<site>`, this stack's organization by default."""

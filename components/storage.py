@@ -101,6 +101,9 @@ class StorageClusterArgs:
     """The provider of the object store."""
     federation_consumers: list[str]
     """The sites that read this site's gold; each gets a gold-only Polaris principal."""
+    replicated_classes: frozenset[str]
+    """The bucket classes that leave the site (`FederationConfig.replicated_classes`): gold, and models once a consumer
+    keeps them. Their buckets are tagged `replicable`, and the replication principal reads them."""
     teams: list[str]
     """The training teams: each gets its own MinIO user and policy, confined to its prefix of the checkpoint and model
     buckets, and its own Polaris principal, delivered by `training_grants()`."""
@@ -177,6 +180,7 @@ class StorageCluster(pulumi.ComponentResource):
         self._config, self._region, self._adopt = args.config, args.admin_endpoint.region, args.adopt
         self._cluster_adopt = Adoption(args.adopt, self._cluster_key)
         self._principal_engines = principal_engines(args.federation_consumers)
+        self._replicated = args.replicated_classes
         self._teams = sorted(args.teams)
         super().__init__(
             "fab:storage:StorageCluster",
@@ -458,7 +462,8 @@ class StorageCluster(pulumi.ComponentResource):
             rules = lifecycle_rules(spec)
             if rules:
                 minio.IlmPolicy(f"{prefix}-lifecycle", bucket=bucket, rules=rules, opts=child)
-            BucketTags(f"{prefix}-tags", bucket=bucket, tags=bucket_tags(self._site.name, spec), endpoint=self.admin_endpoint, opts=child)
+            BucketTags(f"{prefix}-tags", bucket=bucket, tags=bucket_tags(self._site.name, spec, self._replicated),
+                       endpoint=self.admin_endpoint, opts=child)
         return resources
 
     def minio_names_guard(self, logical: str, users: list[str], policies: list[str], buckets: list[str],
@@ -525,7 +530,7 @@ class StorageCluster(pulumi.ComponentResource):
     def _engine_access(self) -> None:
         """Per engine: a policy with exactly its buckets, a user holding it, and a service account for its keys."""
         for engine in sorted(ENGINE_ACCESS):
-            read, read_write = engine_buckets(self._config.buckets, engine)
+            read, read_write = engine_buckets(self._config.buckets, engine, self._replicated)
             read = [b for b in read if b not in read_write]
             self._credentials[engine] = self._minio_principal(
                 f"{self._name}-{engine}", f"fab-{engine}", policy_document(read, read_write), {ENGINE_LABEL: engine},

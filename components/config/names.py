@@ -48,6 +48,7 @@ CILIUM_CLUSTER = Limit(CILIUM_CLUSTER_NAME_MAX, "Cilium")
 HOST_NAME = Limit(253, "DNS")
 KEYCLOAK = Limit(255, "Keycloak")
 """Keycloak stores client ids and group names in columns of 255 characters."""
+S3_KEY = Limit(1024, "S3", where=" in an object key")
 
 
 @dataclass(frozen=True)
@@ -183,10 +184,18 @@ FEDERATION_POLARIS_FLOW = Derived("flow", "federation-{key}-polaris", LABEL_VALU
 """The flow that admits a consumer to Polaris."""
 GOLD_COPY_JOB = Derived("CronJob", "gold-to-{key}", CRONJOB)
 """The job that copies this site's gold into a consumer's replica."""
+MODELS_COPY_JOB = Derived("CronJob", "models-to-{key}", CRONJOB)
+"""The job that copies this site's models into a consumer that keeps them (`replicate_models`). Only made when asked for,
+so its length is checked by the federation rules, not by type (it would shorten every consumer's key otherwise)."""
 REPLICA_TARGET = Derived("Secret", "replica-target-{key}", DNS_SUBDOMAIN)
 """A consumer's replica bucket and writer keys, read by the gold copy job."""
 PEER_CATALOG = Derived("Secret", "polaris-peer-{key}", DNS_SUBDOMAIN)
 """Trino's principal on a peer's Polaris."""
+MODEL_REPLICAS = "replicas"
+"""The folder of the models bucket under which a site keeps its peers' models (`standby_models`), one prefix per peer;
+a site's models copy job leaves it out, so that a peer's models never travel on to a third site."""
+MODEL_REPLICA_PREFIX = Derived("prefix of the models bucket", MODEL_REPLICAS + "/{key}/", S3_KEY)
+"""Where a site keeps a peer's models (`federation.peers.<peer>.standby_models`): its standby serving reads them there."""
 REMOTE_TEAM_NAMESPACE = Derived("namespace", "remote-{site}-{key}", DNS_LABEL)
 """A peer's team's namespace (and ClusterQueue) on every Kueue cluster: `{site}` is the peer, `{key}` its team. Made of
 two keys, so its length is checked by the federation rules, not by type."""
@@ -231,7 +240,7 @@ ModelKey = Annotated[DnsLabel, Derives((VLLM, MODEL_LABEL))]
 GpuTypeKey = Annotated[DnsLabel, Derives((GPU_TYPE_LABEL, FLAVOR))]
 FlowKey = Annotated[DnsLabel, Derives((FLOW_LABEL, FLOW_POLICY))]
 ConsumerKey = Annotated[DnsLabel, Derives((GOLD_COPY_JOB, FEDERATION_S3_FLOW, FEDERATION_POLARIS_FLOW, REPLICA_TARGET))]
-PeerKey = Annotated[DnsLabel, Derives((REPLICA_BUCKET, FEDERATION_S3_FLOW, PEER_CATALOG))]
+PeerKey = Annotated[DnsLabel, Derives((REPLICA_BUCKET, FEDERATION_S3_FLOW, PEER_CATALOG, MODEL_REPLICA_PREFIX))]
 ProfileKey = Annotated[DnsLabel, Derives((PROFILE_SWITCH,))]
 ObjectStoreName = Annotated[DnsLabel, Derives((OBJECT_STORE_RELEASE, OBJECT_STORE_SERVICE, OBJECT_STORE_SECRET))]
 

@@ -222,7 +222,8 @@ def federation_flows(site: SiteConfig) -> dict[str, Flow]:
         flows[names.FEDERATION_S3_FLOW(other)] = Flow(
             description=f"Federated site {other}: " + " and ".join(
                 part for part, on in (("its Trino reads our gold", other in federation.consumers),
-                                      ("its copy job writes its replica bucket", other in federation.peers)) if on
+                                      ("its copy job writes its replica bucket", other in federation.peers),
+                                      ("its models into our models bucket", other in federation.standby_peers())) if on
             ) + " over the internal S3 endpoint.",
             from_cidrs=[str(r) for r in ranges], to=storage, port=store.s3_port, to_namespace=store.namespace, to_labels=store.s3_pod_labels,
         )
@@ -291,7 +292,8 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
     if site.inference is not None:
         holds(site.inference.cluster, "inference", catalog=False)
     federation = site.federation
-    replicating = any(spec.replicate_gold and name in federation.linked for name, spec in federation.consumers.items())
+    replicating = any((spec.replicate_gold or spec.replicate_models) and name in federation.linked
+                      for name, spec in federation.consumers.items())
     for cluster in site.keys_with_role("storage"):
         for grantee in ("polaris", "postgres-backup", *(["replication"] if replicating else [])):
             holds(cluster, grantee, catalog=False)

@@ -17,6 +17,7 @@ import pulumi
 
 PROJECT, SITE = "fab-platform", "site"
 """The program's config key, `fab-platform:site`."""
+NO_CONFIG = "the stack's config did not reach the policy pack, which the Pulumi CLI and fabctl pass in PULUMI_CONFIG"
 
 
 def site_config() -> dict[str, Any] | None:
@@ -55,8 +56,7 @@ def host_access(cluster: str) -> HostAccess:
     anywhere = "the stack's host_network_namespaces"
     site = site_config()
     if site is None:
-        return HostAccess(cluster, (), anywhere, "the stack's config did not reach the policy pack, which the Pulumi CLI and "
-                                                 "fabctl pass in PULUMI_CONFIG")
+        return HostAccess(cluster, (), anywhere, NO_CONFIG)
     clusters = site.get("clusters") if isinstance(site.get("clusters"), dict) else {}
     for key, entry in clusters.items():
         if f"{site.get('name')}-{key}" == cluster:
@@ -75,3 +75,33 @@ def routes_from_git() -> str | None:
     if not isinstance(inference, dict) or inference.get("delivery") != "argocd":
         return None
     return f"{site.get('name')}-{inference.get('cluster')}"
+
+
+@dataclass(frozen=True)
+class ModelReplication:
+    """The consumers the stack's config copies its models to (`federation.consumers.<site>.replicate_models: true`, a warm
+    standby there): the only places models may go. No other class is ever allowed by config; gold always is."""
+
+    consumers: tuple[str, ...]
+    note: str = ""
+    """Why the list is empty although the stack may name consumers: the config is missing."""
+
+    def allows(self, consumer: Any) -> bool:
+        return consumer in self.consumers
+
+    def describe(self) -> str:
+        """The allow-list as a message states it: `federation.consumers.<site>.replicate_models: true (site-b)`."""
+        return (f"federation.consumers.<site>.replicate_models: true ({', '.join(self.consumers) or 'none'}"
+                f"{'; ' + self.note if self.note else ''})")
+
+
+def model_replication() -> ModelReplication:
+    """The consumers the stack replicates its models to; none where the config does not say so, or did not reach the pack."""
+    site = site_config()
+    if site is None:
+        return ModelReplication((), NO_CONFIG)
+    federation = site.get("federation") if isinstance(site.get("federation"), dict) else {}
+    consumers = federation.get("consumers") if isinstance(federation.get("consumers"), dict) else {}
+    return ModelReplication(tuple(sorted(
+        name for name, spec in consumers.items() if isinstance(spec, dict) and spec.get("replicate_models") is True
+    )))

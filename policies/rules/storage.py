@@ -1,4 +1,8 @@
-"""Rules on data: least-privilege bucket access, nothing lost, versioned artifacts, residency (one catalog authority: rules/catalog.py)."""
+"""Rules on data: least-privilege bucket access, nothing lost, versioned artifacts, residency (one catalog authority: rules/catalog.py).
+
+Residency: gold leaves the site; models leave it only to the consumers the stack's config names
+(`federation.consumers.<site>.replicate_models`, a warm standby for serving), read through rules/_stack.py; nothing else.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from rules._k8s import (
     containers,
     field,
     k8s_object,
+    label,
     name_of,
     namespace_of,
     objects,
@@ -25,6 +30,7 @@ from rules._k8s import (
     unknown_paths,
 )
 from rules._policy import resource_rule, stack_rule
+from rules._stack import model_replication
 
 IAM_POLICY = "minio:index/iamPolicy:IamPolicy"
 BUCKET = "minio:index/s3Bucket:S3Bucket"
@@ -32,6 +38,13 @@ VERSIONING = "minio:index/s3BucketVersioning:S3BucketVersioning"
 BUCKET_TAGS = "pulumi-python:dynamic/storage:BucketTags"
 VERSIONED_CLASSES = {"models", "checkpoints", "warehouse"}
 CLASS_TAG, RESIDENCY_TAG = "fab.internal/class", "fab.internal/residency"
+MODELS = "models"
+"""The class that leaves the site only to the consumers the stack's config names."""
+MODEL_REPLICAS = "replicas"
+"""The folder of the models bucket holding the peers' models this site keeps (components/config/names.py MODEL_REPLICAS):
+theirs, never this site's to send."""
+REPLICATES_TO_LABEL = "fab.internal/replicates-to"
+"""The consumer a copy job copies to (components/federation.py)."""
 
 
 @resource_rule("fab-bucket-least-privilege", "No storage policy grants s3:* or a wildcard bucket.")
@@ -126,9 +139,11 @@ def versioned_artifacts(args: StackValidationArgs, report: ReportViolation) -> N
             report(f"bucket {bucket} holds {data_class} and must be versioned", resource.urn)
 
 
-@stack_rule("fab-residency", "Only gold-class buckets are marked replicable.")
+@stack_rule("fab-residency",
+            "Only gold-class buckets, and the models bucket when the stack replicates models to a consumer, are marked replicable.")
 def residency(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: tags that are unknown fail closed."""
+    models = model_replication()
     for resource in args.resources:
         if resource.resource_type != BUCKET_TAGS:
             continue
@@ -137,9 +152,14 @@ def residency(args: StackValidationArgs, report: ReportViolation) -> None:
             report(problem, resource.urn)
             continue
         tags = props.get("tags") or {}
-        if tags.get(RESIDENCY_TAG) != "site-local" and tags.get(CLASS_TAG) != "gold":
-            report(f"bucket {props.get('bucket')} of class {tags.get(CLASS_TAG)} is marked "
-                   f"{tags.get(RESIDENCY_TAG)!r}; only gold may leave the site", resource.urn)
+        if tags.get(RESIDENCY_TAG) == "site-local" or tags.get(CLASS_TAG) == "gold":
+            continue
+        marked = f"bucket {props.get('bucket')} of class {tags.get(CLASS_TAG)} is marked {tags.get(RESIDENCY_TAG)!r}"
+        if tags.get(CLASS_TAG) != MODELS:
+            report(f"{marked}; only gold may leave the site", resource.urn)
+        elif tags.get(RESIDENCY_TAG) != "replicable" or not models.consumers:
+            report(f"{marked}; only gold may leave the site, and models as 'replicable' only while the stack copies them "
+                   f"to a consumer with {models.describe()}", resource.urn)
 
 
 MC_COPY_COMMANDS = {"cp", "mirror", "mv"}
@@ -226,9 +246,10 @@ def _alias_and_bucket(operand: str, env: dict[str, Any]) -> tuple[Any, Any]:
     return (UNKNOWN if "$" in alias else alias), (UNKNOWN if "$" in alias or "$" in bucket else bucket)
 
 
-def _bucket_copies(container: dict[str, Any]) -> list[tuple[str, Any, str]]:
-    """(source as written, its bucket, target as written) of each copy a container makes from one object store to another
-    (different aliases); copies to or from a local path (a cache, a download) are not between stores."""
+def _bucket_copies(container: dict[str, Any]) -> list[tuple[str, Any, str, list[str]]]:
+    """(source as written, its bucket, target as written, the patterns it excludes) of each copy a container makes from one
+    object store to another (different aliases); copies to or from a local path (a cache, a download) are not between
+    stores."""
     env = {e.get("name"): e.get("value") for e in container.get("env") or [] if isinstance(e, dict)}
     copies = []
     for call in _mc_calls(container):
@@ -243,7 +264,7 @@ def _bucket_copies(container: dict[str, Any]) -> list[tuple[str, Any, str]]:
             alias, bucket = _alias_and_bucket(source, env)
             if alias is not UNKNOWN and alias == target_alias:
                 continue
-            copies.append((source, bucket, target))
+            copies.append((source, bucket, target, _excludes(call)))
     return copies
 
 
@@ -262,13 +283,48 @@ def _copy_deciding(pod: Any) -> Any:
     return out
 
 
+def _excludes(call: list[str]) -> list[str]:
+    """The patterns an `mc` call leaves out (`--exclude P`, `--exclude=P`)."""
+    out = []
+    for i, word in enumerate(call):
+        name, equals, value = word.lstrip("-").partition("=")
+        if word.startswith("-") and name == "exclude":
+            out += [value] if equals else call[i + 1:i + 2]
+    return out
+
+
+def _models_refusal(obj: dict[str, Any], source: str, bucket: str, excludes: list[str], env: dict[str, Any]) -> str | None:
+    """Why a copy of the models bucket out of the site is refused (the end of the message), or None: it runs in the copy job
+    of a consumer the stack replicates models to (`fab.internal/replicates-to`), and sends this site's own models only,
+    never the peers' models it keeps under `replicas/` (a whole-bucket copy leaves that folder out: `--exclude replicas/*`)."""
+    models, consumer = model_replication(), label(obj, REPLICATES_TO_LABEL)
+    what = f"bucket {bucket} (class {MODELS})"
+    if consumer is UNKNOWN:
+        return (f", {what}, to a consumer that can't be known during preview (its {REPLICATES_TO_LABEL} label is unknown), "
+                "so this rule fails closed")
+    if not models.allows(consumer):
+        to = f"to consumer {consumer}" if consumer else f"in a workload labelled for no consumer ({REPLICATES_TO_LABEL} is unset)"
+        return f", {what}, {to}; models leave the site only in the copy job of a consumer with {models.describe()}"
+    expanded = VARIABLE.sub(lambda m: env[m.group(1)] if isinstance(env.get(m.group(1)), str) else m.group(0), source)
+    path = expanded.partition("/")[2].partition("/")[2].strip("/")
+    if path.split("/", 1)[0] == MODEL_REPLICAS:
+        return f", the peers' models this site keeps under {MODEL_REPLICAS}/; only this site's own models leave it"
+    if not path and f"{MODEL_REPLICAS}/*" not in excludes:
+        return (f", the whole {what} without --exclude {MODEL_REPLICAS}/*: the peers' models this site keeps under "
+                f"{MODEL_REPLICAS}/ would leave with it; only this site's own models leave it")
+    return None
+
+
 @stack_rule("fab-replication-gold-only",
-            "Only this site's gold buckets are copied to another object store: bucket replication and copy jobs "
-            "(mc cp, mirror, mv) alike.")
+            "Only this site's gold buckets, and its own models to the consumers the stack replicates models to, are copied to "
+            "another object store: bucket replication and copy jobs (mc cp, mirror, mv) alike.")
 def replication_gold_only(args: StackValidationArgs, report: ReportViolation) -> None:
-    """Unknown values: a workload whose containers' commands, arguments or images are unknown, a copy whose source bucket
-    depends on a value the job does not hold literally, a replicated bucket name or bucket tags that are unknown: all fail
-    closed."""
+    """A copy of the models bucket passes only in a workload labelled `fab.internal/replicates-to: <consumer>` for a
+    consumer with `replicate_models` in the stack's config, and never carries the peers' models kept under `replicas/`.
+
+    Unknown values: a workload whose containers' commands, arguments or images are unknown, a copy whose source bucket
+    depends on a value the job does not hold literally, a replicated bucket name, bucket tags or the consumer label of a
+    models copy that are unknown: all fail closed."""
     undecidable_tags = False
     for resource in args.resources:
         if resource.resource_type == BUCKET_TAGS:
@@ -276,11 +332,12 @@ def replication_gold_only(args: StackValidationArgs, report: ReportViolation) ->
             undecidable_tags |= bool(unknown_paths({"bucket": props.get("bucket"), "tags": props.get("tags")}))
     classes = _bucket_classes(args.resources)
 
-    def refusal(bucket: str) -> str | None:
-        """Why copying `bucket` out is refused, or None for a gold bucket of this site."""
+    def refusal(bucket: str, models: bool) -> str | None:
+        """Why copying `bucket` out is refused, or None for a gold bucket of this site, and for its models bucket where
+        `models` (a copy job, which `_models_refusal` then judges)."""
         if bucket in classes:
             data_class = classes[bucket].get(CLASS_TAG)
-            return None if data_class == "gold" else f"bucket {bucket} (class {data_class})"
+            return None if data_class == "gold" or (models and data_class == MODELS) else f"bucket {bucket} (class {data_class})"
         if undecidable_tags:
             return f"bucket {bucket}, whose class can't be known during preview (its tags are unknown)"
         return f"bucket {bucket} (not a bucket of this site, so of no class)"
@@ -290,8 +347,10 @@ def replication_gold_only(args: StackValidationArgs, report: ReportViolation) ->
             bucket = plain(resource.props).get("bucket")
             if problem := undecided(f"{resource.resource_type.rsplit(':', 1)[-1]} {resource.name}", bucket, ".bucket"):
                 report(problem, resource.urn)
-            elif reason := refusal(str(bucket)):
-                report(f"{resource.name} replicates {reason} to another store; only gold buckets leave the site", resource.urn)
+            # Bucket replication names no consumer: models leave only through a consumer's copy job.
+            elif reason := refusal(str(bucket), models=False):
+                report(f"{resource.name} replicates {reason} to another store; only gold buckets leave the site by bucket "
+                       "replication (models only by the copy job of a consumer the stack replicates them to)", resource.urn)
     for resource, obj in objects(args.resources):
         pod = pod_spec(obj)
         if pod is None:
@@ -301,12 +360,16 @@ def replication_gold_only(args: StackValidationArgs, report: ReportViolation) ->
             report(problem, resource.urn)
             continue
         for container in containers(pod):
-            for source, bucket, target in _bucket_copies(container):
+            env = {e.get("name"): e.get("value") for e in container.get("env") or [] if isinstance(e, dict)}
+            for source, bucket, target, excludes in _bucket_copies(container):
                 copy = f"container {container.get('name')} of {where} copies {source} to {target}"
                 if bucket is UNKNOWN:
                     report(f"{copy}: its bucket can't be decided from the job (a variable without a literal value), so this "
                            "rule fails closed; name the gold bucket in the job's arguments", resource.urn)
                 elif bucket == "":
                     report(f"{copy}, every bucket of that store; only gold buckets, named one by one, leave the site", resource.urn)
-                elif reason := refusal(bucket):
-                    report(f"{copy}, {reason}; only gold buckets leave the site", resource.urn)
+                elif reason := refusal(bucket, models=True):
+                    report(f"{copy}, {reason}; only gold buckets leave the site, and models to a consumer the stack "
+                           "replicates them to", resource.urn)
+                elif classes.get(bucket, {}).get(CLASS_TAG) == MODELS and (why := _models_refusal(obj, source, bucket, excludes, env)):
+                    report(f"{copy}{why}", resource.urn)

@@ -70,7 +70,7 @@ def test_fails_when_the_copy_job_mirrors_a_raw_bucket(packs, replicating_plan):
     assert messages(analyze_with(packs, plan)) == [(
         "fab-replication-gold-only",
         (f"container mirror of {JOB} copies local/site-t-raw-fdc to remote/$(REMOTE_BUCKET)/site-t-raw-fdc, bucket "
-        "site-t-raw-fdc (class raw); only gold buckets leave the site"),
+        "site-t-raw-fdc (class raw); only gold buckets leave the site, and models to a consumer the stack replicates them to"),
     )]
 
 
@@ -89,7 +89,8 @@ def test_fails_when_the_source_bucket_comes_from_the_jobs_environment(packs, rep
     assert messages(analyze_with(packs, plan)) == [(
         "fab-replication-gold-only",
         (f"container mirror of {JOB} copies local/$(SOURCE) to remote/$(REMOTE_BUCKET)/copy, bucket site-t-models (class "
-        "models); only gold buckets leave the site"),
+        "models), to consumer site-u; models leave the site only in the copy job of a consumer with "
+        "federation.consumers.<site>.replicate_models: true (none)"),
     )]
 
 
@@ -110,7 +111,7 @@ def test_fails_when_a_shell_script_copies_a_raw_bucket(packs, replicating_plan):
     assert messages(analyze_with(packs, plan)) == [(
         "fab-replication-gold-only",
         (f"container mirror of {JOB} copies local/site-t-raw-fdc/2024/ to remote/b/raw/, bucket site-t-raw-fdc (class raw); "
-        "only gold buckets leave the site"),
+        "only gold buckets leave the site, and models to a consumer the stack replicates them to"),
     )]
 
 
@@ -144,12 +145,13 @@ def test_fails_when_an_mc_command_copies_a_bucket_of_no_class():
     job = copy_job("mirror", "--exclude", "*.tmp", "local/scratch", "peer/backup", command=["mc"])
     assert check(replication_gold_only, [*BUCKETS, job]) == [
         ("container copy of Job ops/copy on site-a-storage copies local/scratch to peer/backup, bucket scratch (not a bucket of "
-        "this site, so of no class); only gold buckets leave the site")
+        "this site, so of no class); only gold buckets leave the site, and models to a consumer the stack replicates them to")
     ]
 
 
 def test_fails_when_a_non_gold_bucket_replicates():
     replication = resource("minio:index/s3BucketReplication:S3BucketReplication", {"bucket": "site-a-raw"}, "repl-raw")
     assert check(replication_gold_only, [*BUCKETS, replication]) == [
-        "repl-raw replicates bucket site-a-raw (class raw) to another store; only gold buckets leave the site"
+        ("repl-raw replicates bucket site-a-raw (class raw) to another store; only gold buckets leave the site by bucket "
+         "replication (models only by the copy job of a consumer the stack replicates them to)")
     ]

@@ -1,6 +1,6 @@
-"""Cross-field rules of federation: known sites, their declared ranges outside this site's, and remote
+"""Cross-field rules of federation: known sites, their declared ranges outside this site's, remote
 training only on replicated data (DESIGN section 2: raw data stays in its site; remote-site GPUs are used only
-for data that was replicated there).
+for data that was replicated there), and models kept for a peer's warm standby in a prefix of their own.
 """
 
 from __future__ import annotations
@@ -57,7 +57,38 @@ def federation_problems(site: SiteConfig) -> Iterator[Problem]:
                     f"team {team!r} cannot train on {name}'s GPUs: no data is replicated there; remote GPUs are used only "
                     "for replicated (gold) data, so set replicate_gold"
                 )
+        if consumer.replicate_models:
+            job, limit = names.MODELS_COPY_JOB(name), names.MODELS_COPY_JOB.limit.max_length
+            if len(job) > limit:
+                yield ("federation", "consumers", name, "replicate_models"), (
+                    f"true needs the CronJob {job!r} ('models-to-' + consumer), which has {len(job)} characters; Kubernetes "
+                    f"allows at most {limit}: models are copied only to a consumer whose name has at most "
+                    f"{names.MODELS_COPY_JOB.room()} characters"
+                )
     yield from _hosted_team_problems(site)
+    yield from _standby_problems(site)
+
+
+def _standby_problems(site: SiteConfig) -> Iterator[Problem]:
+    """Peers' models kept under `replicas/<peer>/` of the models bucket: no team owns that folder, and a model served from
+    it names a peer whose models this site keeps."""
+    folder, standby = names.MODEL_REPLICAS, site.federation.standby_peers()
+    if standby and folder in site.teams:
+        yield ("teams", folder), (
+            f"a team named {folder!r} owns the prefix {folder}/ of the models bucket, where this site keeps its peers' models "
+            f"(federation.peers.{standby[0]}.standby_models): rename the team, so that neither overwrites the other"
+        )
+    if site.inference is None:
+        return
+    for model, spec in sorted(site.inference.models.items()):
+        first, _, rest = spec.source.strip("/").partition("/")
+        peer = rest.partition("/")[0]
+        if first == folder and peer not in standby:
+            yield ("inference", "models", model, "source"), (
+                f"{spec.source!r} is under {folder}/, where this site keeps the models of the peers it stands by for, but "
+                f"it keeps no models of {peer!r}; peers whose models it keeps (federation.peers.<peer>.standby_models: true): "
+                f"{', '.join(standby) or 'none'}"
+            )
 
 
 def _hosted_team_problems(site: SiteConfig) -> Iterator[Problem]:

@@ -1,5 +1,6 @@
 """Cross-site federation: consumers of this site's gold, peers whose gold it reads, and their source
-ranges (DESIGN section 2: raw data stays in its site, only gold tables are replicated).
+ranges (DESIGN section 2: raw data stays in its site, only gold tables are replicated), and models kept at a peer
+for a warm-standby serving cluster (the design's DR note: serving is the easiest DR axis).
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from pydantic import Field
 
 from components.config.fields import Cidr, DnsLabel, Flag, Unique, _Model
 from components.config.names import ConsumerKey, PeerKey
+from components.config.schema.storage import REPLICABLE_CLASSES
 from components.config.schema.teams import TeamQuota
 
 
 class FederationConsumer(_Model):
-    """A site that reads this site's gold tables."""
+    """A site that reads this site's gold tables (and, when asked, keeps its models for a warm standby)."""
 
     replicate_gold: Flag = Field(True, description="Copy this site's gold buckets to the consumer. Defaults to true.")
     remote_training_teams: Annotated[list[DnsLabel], Unique] = Field(
@@ -23,10 +25,18 @@ class FederationConsumer(_Model):
         "nothing else, so replicate_gold must be on. This is the consent the consumer checks: the consumer gives them "
         "quota (its `federation.peers.<this site>.remote_training`). Defaults to none.",
     )
+    replicate_models: Flag = Field(
+        False,
+        description="Copy this site's models bucket to the consumer, for a warm-standby serving cluster there (the CronJob "
+        "`models-to-<consumer>`, every 15 minutes, into the prefix `replicas/<this site>/` of the consumer's models bucket). "
+        "Only this site's own models leave: the peers' models it keeps under `replicas/` stay. The consumer consents with "
+        "its `federation.peers.<this site>.standby_models`; without it the deployment stops once the consumer is linked. "
+        "With it, `models-to-<consumer>` must fit a CronJob name (52). Defaults to false: models stay in the site.",
+    )
 
 
 class FederationPeer(_Model):
-    """A site whose gold tables this site reads (a Trino catalog) and keeps a replica of."""
+    """A site whose gold tables this site reads (a Trino catalog) and keeps a replica of (and, when asked, its models)."""
 
     remote_training: dict[DnsLabel, dict[DnsLabel, TeamQuota]] = Field(
         default_factory=dict,
@@ -37,6 +47,14 @@ class FederationPeer(_Model):
         "`remote-<peer>-<team>/` of the checkpoints bucket, nothing else of this site (no catalog, no other bucket). The "
         "peer consents by listing the team in its `federation.consumers.<this site>.remote_training_teams`; a team it "
         "does not list stops the deployment. Defaults to none.",
+    )
+    standby_models: Flag = Field(
+        False,
+        description="Keep a copy of the peer's models in this site's models bucket, under the prefix `replicas/<peer>/`, "
+        "for a warm standby of the peer's serving: this site's inference reads it like its own models (a model's `source` "
+        "`replicas/<peer>/<the peer's source>`), no principal of this site writes it, only the peer's copy job through "
+        "the writer this site made for the peer. This is the consent the peer checks before it copies (its "
+        "`federation.consumers.<this site>.replicate_models`). No team may be named `replicas` then. Defaults to false.",
     )
 
 
@@ -66,3 +84,12 @@ class FederationConfig(_Model):
     def sites(self) -> list[str]:
         """Every federated site: consumers and peers."""
         return sorted({*self.consumers, *self.peers})
+
+    def replicated_classes(self) -> frozenset[str]:
+        """The bucket classes that leave the site: gold, and models once a consumer has `replicate_models`."""
+        models = any(spec.replicate_models for spec in self.consumers.values())
+        return REPLICABLE_CLASSES | ({"models"} if models else set())
+
+    def standby_peers(self) -> list[str]:
+        """The peers whose models this site keeps (`standby_models`)."""
+        return sorted(peer for peer, spec in self.peers.items() if spec.standby_models)

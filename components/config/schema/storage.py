@@ -23,7 +23,8 @@ DataClass = Literal["raw", "warehouse", "datasets", "models", "checkpoints", "go
 VERSIONED_CLASSES: frozenset[str] = frozenset({"warehouse", "models", "checkpoints"})
 """Classes whose buckets are always versioned: table data, model weights and checkpoints must survive a bad write."""
 REPLICABLE_CLASSES: frozenset[str] = frozenset({"gold"})
-"""The only class that may be copied to another site (data residency, export control)."""
+"""The class that may always be copied to another site (data residency, export control). Models are copied only to a
+consumer configured for it (`federation.consumers.<site>.replicate_models`, a warm standby); nothing else ever is."""
 NO_EXPIRY_CLASSES: frozenset[str] = frozenset({"warehouse", "models", "gold"})
 """Classes whose current objects never expire by lifecycle: Iceberg files are removed by snapshot expiry, not ILM."""
 CONTRACT_CLASSES = ("warehouse", "models", "checkpoints")
@@ -47,7 +48,8 @@ class Bucket(_Model):
     data_class: DataClass = Field(
         alias="class",
         description="raw (FDC traces, STDF, images; site-local), warehouse (Iceberg data and metadata), datasets, "
-        "models, checkpoints, gold (summary tables; the only class that may replicate), backups (Postgres), "
+        "models (copied to another site only for a consumer with replicate_models), checkpoints, gold (summary tables; "
+        "replicated to consumers), backups (Postgres), "
         "olap (StarRocks shared-data storage of its own tables and materialized views).",
     )
     retention_days: int | None = Field(
