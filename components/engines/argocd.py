@@ -151,12 +151,30 @@ def repo_path(path: str | None, site: str, cluster: str) -> str:
     return f"{(path or f'sites/{site}').rstrip('/')}/{cluster}"
 
 
-def cluster_config(token: k8s.core.v1.Secret) -> pulumi.Output[str]:
-    """The `config` of an Argo CD cluster Secret: the serving account's bearer token and the cluster's CA, a Pulumi secret."""
-    return pulumi.Output.secret(token.data).apply(lambda data: json.dumps({
+def cluster_config(data: dict[str, str]) -> str:
+    """The `config` of an Argo CD cluster Secret from a service-account-token Secret's `data` (base64 `token` and
+    `ca.crt`): the bearer token and the cluster's CA, verified."""
+    return json.dumps({
         "bearerToken": base64.b64decode(data["token"]).decode(),
         "tlsClientConfig": {"insecure": False, "caData": data["ca.crt"]},
-    }))
+    })
+
+
+def repository_data(repo: ServingRepoConfig, token: pulumi.Input[str]) -> dict[str, pulumi.Input[str]]:
+    """The repository Secret's data: the serving repository over HTTPS, with its user name and token."""
+    return {"type": "git", "url": repo.url, "username": repo.username, "password": token}
+
+
+def cluster_data(target: ServingTarget) -> dict[str, pulumi.Input[str]]:
+    """The cluster Secret's data: the serving cluster's API server, the one namespace Argo CD may change there, no
+    cluster-scoped object, and the serving account's credentials (a Pulumi secret throughout)."""
+    return {
+        "name": target.cluster.name,
+        "server": target.api_server,
+        "namespaces": target.namespace,
+        "clusterResources": "false",
+        "config": pulumi.Output.secret(target.token.data).apply(cluster_config),
+    }
 
 
 def _deploy(scope: EngineScope) -> None:
@@ -175,9 +193,8 @@ def _deploy(scope: EngineScope) -> None:
         return
     if scope.serving_repo_token is None:
         raise ValueError("EngineScope.serving_repo_token is required with compute.argocd.serving_repo")
-    source = scope.secret(f"{ENGINE.name}-{REPOSITORY_SECRET}", REPOSITORY_SECRET, ns, {
-        "type": "git", "url": repo.url, "username": repo.username, "password": scope.serving_repo_token,
-    }, ns_resource, labels={SECRET_TYPE_LABEL: "repository"})
+    source = scope.secret(f"{ENGINE.name}-{REPOSITORY_SECRET}", REPOSITORY_SECRET, ns, repository_data(repo, scope.serving_repo_token),
+                          ns_resource, labels={SECRET_TYPE_LABEL: "repository"})
     if scope.serving is not None:
         _destination(scope, scope.serving, repo, ns_resource, [release, source])
 
@@ -187,13 +204,8 @@ def _destination(scope: EngineScope, target: ServingTarget, repo: ServingRepoCon
     """The serving cluster as Argo CD's destination: its cluster Secret, the AppProject and the cluster's Application.
     The custom resources wait for the release, which installs their CRDs, and for the repository Secret."""
     ns, key = ENGINE.namespace, target.cluster.key
-    cluster = scope.secret(f"{ENGINE.name}-cluster-{key}", names.SERVING_CLUSTER_SECRET(key), ns, {
-        "name": target.cluster.name,
-        "server": target.api_server,
-        "namespaces": target.namespace,
-        "clusterResources": "false",
-        "config": cluster_config(target.token),
-    }, ns_resource, labels={SECRET_TYPE_LABEL: "cluster"})
+    cluster = scope.secret(f"{ENGINE.name}-cluster-{key}", names.SERVING_CLUSTER_SECRET(key), ns, cluster_data(target), ns_resource,
+                           labels={SECRET_TYPE_LABEL: "cluster"})
     destination = {"server": target.api_server, "namespace": target.namespace}
     project = k8s.apiextensions.CustomResource(
         f"{scope.prefix}-{ENGINE.name}-project-{PROJECT}",

@@ -210,5 +210,3 @@ def _argocd_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
                 f"{dest!r} is not the serving cluster (inference.cluster {serving!r}); Argo CD reaches only the API server of "
                 "the cluster it applies the serving repository to: remove it"
             )
-    if serving not in flow.to:
-        yield (*path, "to"), f"{flow.to!r} leaves out clusters.{serving}, the serving cluster Argo CD applies to; add it"
