@@ -4,7 +4,7 @@ Batch is isolated from interactive work by node pools, priority classes and per-
 compute never requests one). Every engine belongs to a pool (components/engines, `Pool`): its nodes are labelled
 here and register with the pool's taint, its pods select and tolerate that pool and run at its PriorityClass,
 and batch's priority is below every interactive pod's. The engines themselves (Spark with YuniKorn, Airflow, Trino,
-StarRocks, Superset, JupyterHub) are declared in components/engines, each in its own module: this component
+StarRocks, Superset, JupyterHub, Argo CD) are declared in components/engines, each in its own module: this component
 deploys every enabled one into an `EngineScope`, which gives them their namespace, their credentials from
 StorageCluster, their OIDC client from SiteIdentity, their Postgres and their route behind the ingress.
 No credential is written into Helm values or ConfigMaps: charts read them from Secrets, and engines from

@@ -118,10 +118,11 @@ SUPERSET = HelmChart(chart="superset", version="0.22.4", repo="https://apache.gi
 """Its init hook (database migrations) runs after the web pods are ready, within the same timeout."""
 JUPYTERHUB = HelmChart(chart="jupyterhub", version="4.4.0", repo="https://hub.jupyter.org/helm-chart/", timeout_sec=900)
 ARGO_CD = HelmChart(chart="argo-cd", version="10.1.1", repo="https://argoproj.github.io/argo-helm")
-"""Argo CD on compute, applying the serving manifests from Git. Chart 10.1.1 ships Argo CD v3.4.4, the newest release
-the chart repository has; the design's target is 3.5.1, and the CRDs the custom resources are validated against
-(../shared/crds/argo-cd) are v3.5.1's. The chart installs its own (v3.4.4) CRDs; the program's Application and AppProject
-use no field v3.5.1 added. Move to the first chart that ships 3.5.1 when it is published."""
+"""Argo CD on compute, applying the serving manifests from Git (components/engines/argocd.py). Chart 10.1.1 ships Argo CD
+v3.4.4, not the design's target 3.5.1: it is the chart the project has a package of (../shared/charts), and the CRDs the
+custom resources are validated against (../shared/crds/argo-cd) are v3.5.1's. The chart installs its own (v3.4.4) CRDs;
+the program's Application and AppProject validate against both (tests/components/test_argocd.py). Move to the chart
+that ships 3.5.1 once it is mirrored."""
 ARGOCD_API = "argoproj.io/v1alpha1"
 
 STARROCKS_FE_IMAGE = "starrocks/fe-ubuntu:4.1.1"
