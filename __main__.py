@@ -89,6 +89,7 @@ inference = InferencePool(
         storage=storage,
         identity=identity,
         gpu=gpus[site.inference.cluster],
+        api_server=api_servers[site.inference.cluster],
     ),
     opts=switched_by_schedule,
 ) if site.inference is not None else None
@@ -104,12 +105,15 @@ compute = ComputeCluster(
         cluster=compute_cluster,
         config=site.compute,
         domain=site.domain,
+        site=site.name,
         adopt=site.adopt,
         network=network,
         storage=storage,
         identity=identity,
         gpu_clusters=providers.with_role("gpu", "gpu-train"),
         federation=federation,
+        serving=inference.serving_target if inference else None,
+        serving_repo_token=secrets.serving_repo_token,
     ),
 )
 training = TrainingPool(

@@ -4,7 +4,7 @@ Batch is isolated from interactive work by node pools, priority classes and per-
 compute never requests one). Every engine belongs to a pool (components/engines, `Pool`): its nodes are labelled
 here and register with the pool's taint, its pods select and tolerate that pool and run at its PriorityClass,
 and batch's priority is below every interactive pod's. The engines themselves (Spark with YuniKorn, Airflow, Trino,
-StarRocks, Superset, JupyterHub) are declared in components/engines, each in its own module: this component
+StarRocks, Superset, JupyterHub, Argo CD) are declared in components/engines, each in its own module: this component
 deploys every enabled one into an `EngineScope`, which gives them their namespace, their credentials from
 StorageCluster, their OIDC client from SiteIdentity, their Postgres and their route behind the ingress.
 No credential is written into Helm values or ConfigMaps: charts read them from Secrets, and engines from
@@ -23,6 +23,7 @@ from components.constants import AIRFLOW_NAMESPACE, TRAINING_POOL_TYPE
 from components.engines import ENGINES, GATEWAY, POOLS, Engine, EngineScope
 from components.federation import SiteFederation
 from components.gateway import envoy_gateway, https_listener
+from components.gitops import ServingTarget
 from components.identity import SiteIdentity
 from components.kube import Adoption, priority_classes
 from components.network import CrossClusterNetwork
@@ -40,6 +41,8 @@ class ComputeClusterArgs:
     """The site's `compute` section: which engines run, their sizes, the batch nodes and the ingress."""
     domain: str
     """The site's DNS domain: every UI is `<host>.<domain>`."""
+    site: str
+    """The site's name: the serving repository's default path is `sites/<site>`."""
     adopt: AdoptConfig
     """Objects that exist already and are imported rather than created."""
     network: CrossClusterNetwork
@@ -49,6 +52,10 @@ class ComputeClusterArgs:
     """The GPU clusters Airflow submits jobs to."""
     federation: SiteFederation | None = None
     """Peers whose gold Trino reads through their own Polaris."""
+    serving: ServingTarget | None = None
+    """The serving cluster Argo CD applies the serving repository to; none unless inference.delivery is argocd."""
+    serving_repo_token: pulumi.Input[str] | None = None
+    """The serving repository's token (secret config `servingRepoToken`); none unless Argo CD has a repository."""
 
 
 class ComputeCluster(pulumi.ComponentResource):
@@ -68,9 +75,10 @@ class ComputeCluster(pulumi.ComponentResource):
         self._name = name
         self._child = pulumi.ResourceOptions(parent=self)
         scope = EngineScope(
-            prefix=name, parent=self, cluster=args.cluster, domain=args.domain, compute=config,
+            prefix=name, parent=self, cluster=args.cluster, domain=args.domain, site=args.site, compute=config,
             adopt=Adoption(args.adopt, args.cluster.key),
             storage=args.storage, identity=args.identity, federation=args.federation, gpu_clusters=args.gpu_clusters,
+            serving=args.serving, serving_repo_token=args.serving_repo_token,
         )
         enabled = [engine for engine in ENGINES.values() if engine.config(config).enabled]
         uis = [engine for engine in enabled if engine.ui]

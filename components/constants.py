@@ -16,6 +16,8 @@ GPU_OPERATOR_NAMESPACE = "gpu-operator"
 """The NVIDIA GPU Operator's namespace on every GPU cluster, Pod Security privileged (drivers, device plugins, DCGM)."""
 NETWORK_OPERATOR_NAMESPACE = "nvidia-network-operator"
 """The NVIDIA Network Operator's namespace on every GPU cluster, Pod Security privileged (NIC drivers, RDMA plugins)."""
+ARGOCD_NAMESPACE = "argocd"
+"""Argo CD's namespace on compute (the engine's), whose application controller reaches the serving clusters' API servers."""
 GATEWAY_NAMESPACE = "envoy-gateway-system"
 """Envoy Gateway's namespace, which also holds every Gateway's Envoy proxies and their Services."""
 
@@ -33,6 +35,8 @@ ENVOY_PROXY_LABELS = {"app.kubernetes.io/name": "envoy"}
 """Labels Envoy Gateway puts on every proxy pod, which flows to a gateway select."""
 KUEUE_CONTROLLER_LABELS = {"control-plane": "controller-manager"}
 """Labels of Kueue's controller pods (the chart's), the MultiKueue manager's client of the workers' API servers."""
+ARGOCD_CONTROLLER_LABELS = {"app.kubernetes.io/name": "argocd-application-controller"}
+"""Labels of Argo CD's application controller pods (the chart's), its client of the serving clusters' API servers."""
 
 ENGINE_LABEL = "fab.internal/engine"
 """On a credential Secret StorageCluster delivers (`s3-<engine>`, `polaris-<engine>`): whose it is. On a namespace, or on an

@@ -21,6 +21,10 @@ from components.kube import adopted
 GROUPS_SCOPE = "groups"
 PLATFORM_USERS = "platform-users"
 """Everyone who may sign in to the interactive UIs (JupyterHub), independent of team membership."""
+PLATFORM_ADMINS = "platform-admins"
+"""The platform's administrators: Airflow's and Superset's Admin role (their config files name it), and the right to sync
+the serving Applications in Argo CD. The site keeps this group and its members in its realm; the program does not create
+it."""
 BASE_SCOPES = ("basic", "profile", "email", "roles", "web-origins", "acr")
 """Keycloak's built-in default scopes that every platform client keeps."""
 

@@ -32,6 +32,7 @@ from components.capacity import ModelCapacity
 from components.config import AdoptConfig, InferenceConfig, names
 from components.constants import ENGINE_LABEL, GATEWAY_NAMESPACE
 from components.gateway import ROUTES_LABEL, envoy_gateway, http_route, https_listener
+from components.gitops import ServingTarget, serving_deployer
 from components.gpu import INFERENCE_NAMESPACE, GpuCluster
 from components.identity import SiteIdentity
 from components.kube import Adoption, namespace
@@ -68,6 +69,9 @@ class InferencePoolArgs:
     identity: SiteIdentity
     gpu: GpuCluster
     """The GpuCluster of the inference cluster: where the pool runs (its priority classes, NVMe class, IPoIB)."""
+    api_server: str | None = None
+    """URL of the inference cluster's API server, where Argo CD on compute applies the serving repository (delivery
+    argocd); not needed otherwise."""
 
 
 class InferencePool(pulumi.ComponentResource):
@@ -155,6 +159,14 @@ class InferencePool(pulumi.ComponentResource):
             }
         )
         self.dns_records = pulumi.Output.from_input({hostname: str(inference.gateway.vip)})
+        # With delivery argocd, Argo CD on compute applies the serving objects here, as the account serving_deployer makes.
+        if inference.delivery == "argocd" and not args.api_server:
+            raise ValueError("InferencePoolArgs.api_server is required with inference.delivery argocd: Argo CD reaches it")
+        self.serving_target = ServingTarget(
+            cluster=args.gpu.cluster, api_server=args.api_server, namespace=INFERENCE_NAMESPACE,
+            token=serving_deployer(name, args.gpu.cluster, namespace, pulumi.ResourceOptions(parent=self)),
+            models=sorted(inference.models),
+        ) if inference.delivery == "argocd" else None
         self.register_outputs({"serving": self.serving, "capacity": self.capacity, "dns_records": self.dns_records})
 
     def _namespace(self, name: str) -> k8s.core.v1.Namespace:

@@ -398,10 +398,11 @@ def flow_ingress_policy(clusters: dict[str, MeshCluster], name: str, flow: Flow)
     )
 
 
-def flow_apiserver_policy(clusters: dict[str, MeshCluster], name: str, flow: Flow) -> dict[str, Any]:
+def flow_apiserver_policy(clusters: dict[str, MeshCluster], name: str, flow: Flow, key: str) -> dict[str, Any]:
     """A kube-apiserver flow, enforced as egress on the client pods: the remote API server is not a Cilium endpoint.
 
-    The client pods then reach only their own API server, cluster DNS and the destinations' API VIPs.
+    The client pods (on cluster `key`) then reach only their own API server, cluster DNS, the pods of their own namespace
+    on their own cluster (Argo CD's controller works through its repo server and Redis) and the destinations' API VIPs.
     """
     return _cr(
         "CiliumClusterwideNetworkPolicy",
@@ -419,6 +420,7 @@ def flow_apiserver_policy(clusters: dict[str, MeshCluster], name: str, flow: Flo
                     "toCIDR": [f"{clusters[dest].config.api_server}/32" for dest in flow.to],
                     "toPorts": _ports(flow.pod_port, flow.protocol),
                 },
+                {"toEndpoints": [_pod_selector(flow.from_namespace, {}, clusters[key].name)]},
             ],
         },
         labels={RULE_LABEL: "flow", FLOW_LABEL: name},
@@ -433,7 +435,7 @@ def cluster_objects(clusters: dict[str, MeshCluster], key: str, flows: dict[str,
         if flow.target == "pods" and key in flow.to:
             objects.append(flow_ingress_policy(clusters, name, flow))
         elif flow.target == "kube-apiserver" and key in flow.sources:
-            objects.append(flow_apiserver_policy(clusters, name, flow))
+            objects.append(flow_apiserver_policy(clusters, name, flow, key))
     return objects
 
 

@@ -120,6 +120,13 @@ STARROCKS_OPERATOR = HelmChart(chart="operator", version="1.11.5", repo="https:/
 SUPERSET = HelmChart(chart="superset", version="0.22.4", repo="https://apache.github.io/superset", timeout_sec=1200)
 """Its init hook (database migrations) runs after the web pods are ready, within the same timeout."""
 JUPYTERHUB = HelmChart(chart="jupyterhub", version="4.4.0", repo="https://hub.jupyter.org/helm-chart/", timeout_sec=900)
+ARGO_CD = HelmChart(chart="argo-cd", version="10.1.1", repo="https://argoproj.github.io/argo-helm")
+"""Argo CD on compute, applying the serving manifests from Git (components/engines/argocd.py). Chart 10.1.1 ships Argo CD
+v3.4.4, not the design's target 3.5.1: it is the chart the project has a package of (../shared/charts), and the CRDs the
+custom resources are validated against (../shared/crds/argo-cd) are v3.5.1's. The chart installs its own (v3.4.4) CRDs;
+the program's Application and AppProject validate against both (tests/components/test_argocd.py). Move to the chart
+that ships 3.5.1 once it is mirrored."""
+ARGOCD_API = "argoproj.io/v1alpha1"
 
 STARROCKS_FE_IMAGE = "starrocks/fe-ubuntu:4.1.1"
 STARROCKS_CN_IMAGE = "starrocks/cn-ubuntu:4.1.1"

@@ -56,6 +56,8 @@ MODELS: list[type[BaseModel]] = [
     config.ArgoCdConfig,
     config.ServingRepoConfig,
     config.JupyterProfile,
+    config.ArgoCdConfig,
+    config.ServingRepoConfig,
     config.ServiceToggle,
     config.FederationConfig,
     config.FederationConsumer,

@@ -165,6 +165,19 @@ def add_model(site: dict[str, Any], name: str, **profile: Any) -> None:
     site["inference"]["models"][name] = {**QWEN3_8B, "source": f"acme/{name}/", "served_name": name, **profile}
 
 
+SERVING_REPO = f"https://git.{NAME}.fab.internal/platform/serving.git"
+SERVING_REPO_TOKEN = {"fab-platform:servingRepoToken": {"secure": "v1:c2VydmluZy1yZXBvLXRva2Vu"}}
+"""The secret config a site with Argo CD's serving repository renders with, beside `fab-platform:site`."""
+
+
+def with_argocd(site: dict[str, Any]) -> dict[str, Any]:
+    """Serving through Git: Argo CD on compute with the serving repository, and inference delivered by it (render with
+    `SERVING_REPO_TOKEN` in the config)."""
+    site["compute"]["argocd"] = {"enabled": True, "serving_repo": {"url": SERVING_REPO}}
+    site["inference"]["delivery"] = "argocd"
+    return site
+
+
 def add_bucket(site: dict[str, Any], name: str, data_class: str, **settings: Any) -> None:
     site["storage"]["buckets"][name] = {"class": data_class, **settings}
 

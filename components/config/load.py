@@ -18,7 +18,7 @@ from components.config.fields import CONFIG_KEY, PROJECT
 from components.config.problems import SiteRuleError, key_location
 from components.config.site import SiteConfig
 
-SECRET_KEYS: tuple[str, ...] = ("aistorLicense", "aistorRootPassword")
+SECRET_KEYS: tuple[str, ...] = ("aistorLicense", "aistorRootPassword", "servingRepoToken")
 """The project's config keys that hold credentials: set only with `pulumi config set --secret`, never in plain text."""
 PROJECT_KEYS: tuple[str, ...] = (CONFIG_KEY, *SECRET_KEYS)
 """Every `fab-platform:` config key the program reads; Pulumi hands any other to the program, which would ignore it."""
@@ -162,24 +162,36 @@ class SiteSecrets:
 
     aistor_license: Any = None
     aistor_root_password: Any = None
+    serving_repo_token: Any = None
+    """The token Argo CD reads the serving repository with."""
+
+
+def _required_secrets(site: SiteConfig) -> dict[str, str]:
+    """Secret config key -> why the site needs it."""
+    required = {}
+    if site.storage.object_store.install:
+        required.update(dict.fromkeys(("aistorLicense", "aistorRootPassword"), "storage.object_store.install is true"))
+    argocd = site.compute.argocd
+    if argocd.enabled and argocd.serving_repo is not None:
+        required["servingRepoToken"] = "compute.argocd.enabled is true with a serving_repo"
+    return required
 
 
 def load_secrets(site: SiteConfig) -> SiteSecrets:
     """The secret config values the site needs; a missing one ends the program with the command that sets it."""
     import pulumi
 
-    if not site.storage.object_store.install:
-        return SiteSecrets()
+    required = _required_secrets(site)
     config = pulumi.Config(PROJECT)
-    values = {key: config.get_secret(key) for key in SECRET_KEYS}
+    values = {key: config.get_secret(key) for key in required}
     missing = [key for key, value in values.items() if value is None]
     if missing:
         raise pulumi.RunError("\n".join(
-            f"{PROJECT}:{key}: required because storage.object_store.install is true; set it with: "
-            f"pulumi config set --secret {key} <value>"
+            f"{PROJECT}:{key}: required because {required[key]}; set it with: pulumi config set --secret {key} <value>"
             for key in missing
         ))
-    return SiteSecrets(aistor_license=values["aistorLicense"], aistor_root_password=values["aistorRootPassword"])
+    return SiteSecrets(aistor_license=values.get("aistorLicense"), aistor_root_password=values.get("aistorRootPassword"),
+                       serving_repo_token=values.get("servingRepoToken"))
 
 
 def _secret_schema(name: str) -> dict[str, Any]:

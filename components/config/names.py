@@ -142,6 +142,10 @@ REPLICA_BUCKET = Derived("bucket", "{site}-replica-{key}", S3_BUCKET, partner="f
 SUBMITTER_KUBECONFIG = Derived("volume", "gpu-{key}-kubeconfig", DNS_LABEL)
 """The Secret in Airflow's namespace with a GPU cluster's submitter kubeconfig, mounted as a volume of that name."""
 MULTIKUEUE_KUBECONFIG = Derived("Secret", "multikueue-{key}", DNS_SUBDOMAIN)
+SERVING_APPLICATION = Derived("Argo CD Application", "serving-{key}", DNS_SUBDOMAIN)
+"""The Application that applies a serving cluster's directory of the serving repository (Argo CD on compute)."""
+SERVING_CLUSTER_SECRET = Derived("Secret", "cluster-{key}", DNS_SUBDOMAIN)
+"""The Argo CD cluster Secret of a serving cluster, in Argo CD's namespace on compute."""
 
 # Teams ----------------------------------------------------------------------------------------------------------
 
@@ -234,7 +238,8 @@ def ui_hosts() -> tuple[Derived, ...]:
 
 SiteName = Annotated[DnsLabel, Derives((CLUSTER_NAME, REPLICA_BUCKET), site_name=True)]
 Domain = Annotated[DnsName, Derives((GATEWAY_HOST, S3_HOST, S3_EXTERNAL_HOST, POLARIS_HOST), more=ui_hosts)]
-ClusterKey = Annotated[DnsLabel, Derives((CLUSTER_NAME, SUBMITTER_KUBECONFIG, MULTIKUEUE_KUBECONFIG))]
+ClusterKey = Annotated[DnsLabel, Derives((CLUSTER_NAME, SUBMITTER_KUBECONFIG, MULTIKUEUE_KUBECONFIG, SERVING_APPLICATION,
+                                         SERVING_CLUSTER_SECRET))]
 TeamKey = Annotated[DnsLabel, Derives((TEAM_NAMESPACE, TEAM_LABEL, TEAM_GROUP, TEAM_GATEWAY_CLIENT, TEAM_POLARIS_SETUP))]
 ModelKey = Annotated[DnsLabel, Derives((VLLM, MODEL_LABEL))]
 GpuTypeKey = Annotated[DnsLabel, Derives((GPU_TYPE_LABEL, FLAVOR))]

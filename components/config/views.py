@@ -18,6 +18,8 @@ from components.config.schema.gpu import DEFAULT_GPU_TYPES
 from components.config.schema.network import Flow
 from components.config.schema.teams import Profile
 from components.constants import (
+    ARGOCD_CONTROLLER_LABELS,
+    ARGOCD_NAMESPACE,
     ENVOY_HTTPS_TARGET_PORT,
     ENVOY_PROXY_LABELS,
     GATEWAY_NAMESPACE,
@@ -153,11 +155,13 @@ class SiteViews:
         """The configured flows, or the design's defaults when the stack sets none.
 
         With MultiKueue on, the manager-to-worker API flow is part of the table even where the stack's
-        own table leaves it out.
+        own table leaves it out, and so is Argo CD's to the serving cluster's API server while it delivers.
         """
         table = dict(self.flows) if self.flows is not None else default_flows(self)
         if self.training.multikueue.enabled and MULTIKUEUE_FLOW not in table:
             table[MULTIKUEUE_FLOW] = multikueue_flow(self)
+        if argocd_delivers(self) and ARGOCD_FLOW not in table:
+            table[ARGOCD_FLOW] = argocd_flow(self)
         for name, flow in federation_flows(self).items():
             table.setdefault(name, flow)
         if INGRESS_FLOW not in table:
@@ -176,12 +180,14 @@ POLARIS_FLOW = "polaris"
 INFERENCE_FLOW = "inference"
 """The flow that admits compute applications to the inference gateway."""
 MULTIKUEUE_FLOW = "multikueue"
+ARGOCD_FLOW = "argocd"
+"""The flow that admits Argo CD's application controller on compute to the serving cluster's API server."""
 INGRESS_FLOW = "compute-ingress"
 
 
 def default_flows(site: SiteConfig) -> dict[str, Flow]:
     """The design's four flows for the site's clusters (DESIGN section 2, network rules); the inference gateway's only
-    where the site serves models."""
+    where the site serves models, and Argo CD's to the serving cluster's API server only while it delivers."""
     storage = site.keys_with_role("storage")
     compute = site.keys_with_role("compute")
     gpus = site.keys_with_role(*GPU_ROLES)
@@ -206,7 +212,26 @@ def default_flows(site: SiteConfig) -> dict[str, Flow]:
             sources=compute, to=gpus, port=KUBE_APISERVER_PORT, target="kube-apiserver",
             from_namespace=KUEUE_NAMESPACE, from_labels=KUEUE_CONTROLLER_LABELS,
         ),
+        **({ARGOCD_FLOW: argocd_flow(site)} if argocd_delivers(site) else {}),
     }
+
+
+def argocd_delivers(site: SiteConfig) -> bool:
+    """Whether Argo CD on compute applies the serving objects to the serving cluster (inference.delivery argocd)."""
+    return site.compute.argocd.enabled and site.inference is not None and site.inference.delivery == "argocd"
+
+
+def argocd_flow(site: SiteConfig) -> Flow:
+    """Argo CD's application controller on compute to the serving cluster's API server (hub and spoke: one Argo CD on
+    compute, the serving clusters its destinations)."""
+    assert site.inference is not None
+    serving = site.inference.cluster
+    port = site.clusters[serving].api_server_port if serving in site.clusters else KUBE_APISERVER_PORT
+    return Flow(
+        description="Argo CD on compute applies the serving repository through the serving cluster's API server.",
+        sources=site.keys_with_role("compute"), to=[serving], port=port, target="kube-apiserver",
+        from_namespace=ARGOCD_NAMESPACE, from_labels=ARGOCD_CONTROLLER_LABELS,
+    )
 
 
 def federation_flows(site: SiteConfig) -> dict[str, Flow]:

@@ -27,6 +27,7 @@ from components.providers import ClusterRef, NamespaceRef
 
 if TYPE_CHECKING:
     from components.federation import SiteFederation
+    from components.gitops import ServingTarget
     from components.identity import SiteIdentity
     from components.storage import StorageCluster
 
@@ -154,6 +155,8 @@ class EngineScope:
     parent: pulumi.Resource
     cluster: ClusterRef
     domain: str
+    site: str
+    """The site's name (the serving repository's default path is `sites/<site>`)."""
     compute: Any
     """The site's `compute` config section."""
     adopt: Adoption
@@ -163,6 +166,10 @@ class EngineScope:
     federation: SiteFederation | None
     gpu_clusters: list[ClusterRef]
     """The GPU clusters jobs are submitted to (Airflow reaches their API servers)."""
+    serving: ServingTarget | None = None
+    """The serving cluster Argo CD applies the serving repository to, while inference.delivery is argocd."""
+    serving_repo_token: pulumi.Input[str] | None = None
+    """The serving repository's token (the secret config key `servingRepoToken`), while Argo CD has a repository."""
     gateway: pulumi.Resource | None = None
     cnpg: pulumi.Resource | None = None
     _namespaces: dict[str, k8s.core.v1.Namespace] = field(default_factory=dict)
@@ -216,16 +223,17 @@ class EngineScope:
         return random_secret(f"{self.prefix}-{logical}", length, self.child)
 
     def secret(self, logical: str, name: str, ns: str, data: dict[str, pulumi.Input[str]], after: pulumi.Resource,
-               type_: str = "Opaque") -> k8s.core.v1.Secret:
-        return k8s.core.v1.Secret(f"{self.prefix}-{logical}", metadata={"name": name, "namespace": ns}, type=type_,
-                                  string_data=data, opts=self.after(after))
+               type_: str = "Opaque", labels: dict[str, str] | None = None) -> k8s.core.v1.Secret:
+        metadata = {"name": name, "namespace": ns, **({"labels": labels} if labels else {})}
+        return k8s.core.v1.Secret(f"{self.prefix}-{logical}", metadata=metadata, type=type_, string_data=data, opts=self.after(after))
 
     def hostname(self, engine: Engine) -> str:
         assert engine.ui is not None
         return engine.ui.hostname(self.domain)
 
-    def oidc_secret(self, engine: Engine, ns_resource: pulumi.Resource) -> k8s.core.v1.Secret:
-        """The Secret `<engine>-oidc`: the engine's browser client, allowed exactly its own redirect URI."""
+    def oidc_secret(self, engine: Engine, ns_resource: pulumi.Resource, labels: dict[str, str] | None = None) -> k8s.core.v1.Secret:
+        """The Secret `<engine>-oidc`: the engine's browser client, allowed exactly its own redirect URI (`labels`: those
+        the engine needs to find it by)."""
         assert engine.ui is not None
         client = self.identity.oidc_client(engine.name, "browser", [engine.ui.redirect_uri(self.domain)],
                                            description=f"{engine.name} sign-in")
@@ -233,7 +241,7 @@ class EngineScope:
             OIDC_CLIENT_ID: client.client_id,
             OIDC_CLIENT_SECRET: client.client_secret,
             OIDC_ISSUER: client.issuer_url,
-        }, ns_resource)
+        }, ns_resource, labels=labels)
 
     def route(self, engine: Engine, depends_on: list[pulumi.Resource]) -> None:
         """The engine's HTTPRoute on its own listener of the compute ingress."""

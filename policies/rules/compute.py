@@ -3,8 +3,8 @@ compute nodes with a local NVMe cache (DESIGN section 2, compute row).
 
 A compute workload is an engine's: a Helm release of an engine chart or an engine's custom resource (each with its
 class, batch or interactive, from the design: Spark and Airflow are batch; Trino, StarRocks, Superset and JupyterHub
-interactive), or a pod template or CloudNativePG cluster in a namespace labelled with a pool (the engines' own
-namespaces). The pack reads where each chart and custom resource sets its pods' node selector, tolerations and
+interactive, and Argo CD, whose UI and rollouts people wait on), or a pod template or CloudNativePG cluster in a
+namespace labelled with a pool (the engines' own namespaces). The pack reads where each chart and custom resource sets its pods' node selector, tolerations and
 PriorityClass from `CHARTS` and `KINDS`: those paths are the charts' and CRDs' own keys (components/engines).
 """
 
@@ -86,6 +86,12 @@ CHARTS: dict[str, tuple[str, tuple[Pods, ...]]] = {
         Pods("hub", ("hub.nodeSelector",), ("hub.tolerations",), ("hub.extraPodSpec.priorityClassName",)),
         Pods("proxy", ("proxy.chp.nodeSelector",), ("proxy.chp.tolerations",), ("proxy.chp.extraPodSpec.priorityClassName",)),
         Pods("single-user", ("singleuser.nodeSelector",), ("singleuser.extraTolerations",), ("hub.config.KubeSpawner.priority_class_name",)),
+    )),
+    # Each Argo CD component reads its own keys, then the global ones (templates: `<component>.x | default global.x`).
+    "argo-cd": ("interactive", tuple(
+        Pods(group, (f"{group}.nodeSelector", "global.nodeSelector"), (f"{group}.tolerations", "global.tolerations"),
+             (f"{group}.priorityClassName", "global.priorityClassName"))
+        for group in ("controller", "server", "repoServer", "applicationSet", "notifications", "redis")
     )),
 }
 """Engine charts: their class and where their pods are placed (the values each chart reads)."""
@@ -199,7 +205,7 @@ def tolerates(tolerations: Any, pool: str) -> bool:
 
 @stack_rule("fab-compute-pool-placement",
             "Every compute workload selects (nodeSelector) and tolerates the node pool of its class: batch for Spark and "
-            "Airflow, interactive for Trino, StarRocks, Superset and JupyterHub.")
+            "Airflow, interactive for Trino, StarRocks, Superset, JupyterHub and Argo CD.")
 def compute_pool_placement(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a node selector or tolerations that can't be known in preview fail closed."""
     for w in workloads(args.resources):

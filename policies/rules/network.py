@@ -49,12 +49,15 @@ DESIGN_FLOWS = [
     {"name": "inference", "from": ["compute"], "to": "gpu", "port": ENVOY_HTTPS_POD_PORT},
     {"name": "compute-ingress", "from": [WORLD, RANGES], "to": "compute", "port": ENVOY_HTTPS_POD_PORT},
     {"name": "multikueue", "from": ["compute"], "to": API_SERVERS, "port": KUBE_APISERVER_PORT},
+    {"name": "argocd", "from": ["compute"], "to": API_SERVERS, "port": KUBE_APISERVER_PORT},
     {"name": "clustermesh", "from": [RANGES, REMOTE_NODES], "to": "*", "port": CLUSTERMESH_PORT},
 ]
 """DESIGN section 2, by the ports Cilium sees (the pods' ports): compute and GPU pods to S3 and Polaris on storage (and
 other sites by their ranges; outside S3 clients through the external endpoint), compute to the inference gateway,
-outside users to the compute ingress, the MultiKueue manager to the GPU clusters' API servers, and every cluster's
-agents to each ClusterMesh API server."""
+outside users to the compute ingress, the MultiKueue manager to the GPU clusters' API servers, Argo CD on compute to the
+serving cluster's (issue 18: one Argo CD on compute, the serving clusters its destinations), and every cluster's agents
+to each ClusterMesh API server. The two API server flows have the same roles and port, as the rule sees them (egress
+to addresses from compute): each is listed so that a pack configured without MultiKueue still admits Argo CD's."""
 FLOWS_SETTING = {
     "type": "array", "default": DESIGN_FLOWS,
     "description": "the design's flow table: who (cluster roles compute, gpu, storage; world; ranges; remote-node) may "

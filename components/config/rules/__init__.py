@@ -18,6 +18,7 @@ from components.config.rules.compute import compute_problems
 from components.config.rules.credentials import credential_flow_problems
 from components.config.rules.federation import federation_problems
 from components.config.rules.flows import service_flow_problems
+from components.config.rules.gitops import gitops_problems
 from components.config.rules.gpu import gpu_problems
 from components.config.rules.names import name_problems
 from components.config.rules.network import cluster_problems, flow_problems, overlap_problems, role_problems, vip_problems
@@ -35,8 +36,8 @@ STAGES = (
     (pod_range_problems, host_address_problems, vip_problems, vip_edge_problems),
     (flow_problems, service_flow_problems),
     (credential_flow_problems,),
-    (storage_problems, gpu_problems, training_problems, schedule_problems, compute_problems, federation_problems, adoption_problems,
-     check_problems),
+    (storage_problems, gpu_problems, training_problems, schedule_problems, compute_problems, gitops_problems,
+     federation_problems, adoption_problems, check_problems),
     (phase_problems,),
 )
 """The rules in stages: the clusters and their pools, disjoint ranges, addresses in them, the flows between the

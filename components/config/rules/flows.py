@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from components.config.fields import GPU_ROLES, WORLD
 from components.config.problems import Problem
 from components.config.rules.network import sound_flows
-from components.config.views import INFERENCE_FLOW, INGRESS_FLOW, POLARIS_FLOW, S3_FLOW
-from components.constants import ENVOY_HTTPS_TARGET_PORT, GATEWAY_NAMESPACE, HTTPS_PORT
+from components.config.views import INFERENCE_FLOW, INGRESS_FLOW, POLARIS_FLOW, S3_FLOW, argocd_delivers
+from components.constants import ARGOCD_NAMESPACE, ENVOY_HTTPS_TARGET_PORT, GATEWAY_NAMESPACE, HTTPS_PORT
 
 if TYPE_CHECKING:
     from components.config.site import SiteConfig
@@ -68,8 +68,8 @@ def services(site: SiteConfig) -> dict[str, Service]:
 def service_flow_problems(site: SiteConfig) -> Iterator[Problem]:
     """Every flow of the stack's table that the flow rules accept reaches a service of the design (the flows named s3,
     polaris, inference and compute-ingress their own), opens its port, pods and clusters, and comes only from the
-    sources the design allows; an API server flow comes from the MultiKueue manager to GPU clusters. The first
-    problem of each flow."""
+    sources the design allows; an API server flow comes from the MultiKueue manager to GPU clusters, or from Argo CD on
+    compute to the serving cluster. The first problem of each flow."""
     sound = sound_flows(site)
     known = services(site)
     for name in sorted(sound, key=list(site.flows or {}).index):
@@ -81,6 +81,8 @@ def service_flow_problems(site: SiteConfig) -> Iterator[Problem]:
             ))])
         elif name in known:
             problems = _service_problems(site, name, known[name])
+        elif flow.target == "kube-apiserver" and flow.from_namespace == ARGOCD_NAMESPACE:
+            problems = _argocd_problems(site, name)
         elif flow.target == "kube-apiserver":
             problems = _apiserver_problems(site, name)
         else:
@@ -179,4 +181,32 @@ def _apiserver_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
             yield (*path, "to", i), (
                 f"{dest!r} is a {site.clusters[dest].role} cluster; the MultiKueue manager reaches the API servers of GPU "
                 "clusters only"
+            )
+
+
+def _argocd_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
+    """Argo CD's application controller (its namespace on compute) reaches the serving cluster's API server, while Argo CD
+    delivers the serving objects (compute.argocd.enabled, inference.delivery argocd), and no other API server."""
+    flow = site.flows[name]
+    path = ("flows", name)
+    if flow.protocol != "TCP":
+        yield (*path, "protocol"), f"{flow.protocol!r}: an API server is served over TCP"
+    if not argocd_delivers(site):
+        yield (*path, "from_namespace"), (
+            f"{ARGOCD_NAMESPACE!r} lets Argo CD reach API servers, but Argo CD applies nothing on this site (it needs "
+            "compute.argocd.enabled true and inference.delivery argocd); remove the flow"
+        )
+        return
+    serving = site.inference.cluster
+    for i, source in enumerate(flow.sources):
+        if site.clusters[source].role != "compute":
+            yield (*path, "from", i), (
+                f"{source!r} is a {site.clusters[source].role} cluster; Argo CD runs on the compute cluster, the only source "
+                "of its flow: remove it"
+            )
+    for i, dest in enumerate(flow.to):
+        if dest != serving:
+            yield (*path, "to", i), (
+                f"{dest!r} is not the serving cluster (inference.cluster {serving!r}); Argo CD reaches only the API server of "
+                "the cluster it applies the serving repository to: remove it"
             )

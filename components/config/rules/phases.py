@@ -34,6 +34,13 @@ def _training_quotas(site: SiteConfig) -> Iterator[Use]:
             yield ("profiles", name, "quotas", team), f"gives {team} GPU quota on {', '.join(sorted(clusters))}"
 
 
+def _gitops_serving(site: SiteConfig) -> Iterator[Use]:
+    if site.compute.argocd.enabled:
+        yield ("compute", "argocd", "enabled"), "true runs Argo CD on compute"
+    if site.inference is not None and site.inference.delivery == "argocd":
+        yield ("inference", "delivery"), "'argocd' serves the models from the serving repository"
+
+
 def _profiles(site: SiteConfig) -> Iterator[Use]:
     if site.profiles:
         yield ("profiles",), f"defines {', '.join(sorted(site.profiles))}"
@@ -85,6 +92,7 @@ def _storage_over_ib(site: SiteConfig) -> Iterator[Use]:
 USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
     "inference": _inference,
     "training-quotas": _training_quotas,
+    "gitops-serving": _gitops_serving,
     "profiles": _profiles,
     "multikueue": _multikueue,
     "more-gpu-clusters": _more_gpu_clusters,

@@ -36,6 +36,7 @@ class Feature:
 FEATURES: dict[str, Feature] = {
     "inference": Feature(2, "online inference (the `inference` section: vLLM behind the gateway)"),
     "training-quotas": Feature(3, "teams' GPU training quotas"),
+    "gitops-serving": Feature(3, "serving through Git (Argo CD on compute applying the serving repository)"),
     "profiles": Feature(4, "fleet profiles (the day/night switch)"),
     "multikueue": Feature(5, "MultiKueue dispatch"),
     "more-gpu-clusters": Feature(5, "a second GPU cluster"),
