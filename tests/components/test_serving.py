@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
-from helpers import config_errors, render_small
+from helpers import config_errors, render_config
 from schemas import CrdSchemas, schema_errors
-from small_site import add_model, small_site
+from small_site import SERVING_REPO_TOKEN, add_model, small_site, with_argocd
 
 from components import serving
 from fabctl.diff import diff
+from fabctl.render import Plan
 from fabctl.serving import delivered_by_pulumi, handover_commands, serving_tree
 from fabctl.stackfile import SITE_KEY
 
@@ -27,10 +29,19 @@ def crds(crd_dir) -> CrdSchemas:
 
 def argocd(site: dict[str, Any]) -> dict[str, Any]:
     """The site with its models delivered by Argo CD from the serving repository."""
-    site = copy.deepcopy(site)
-    site["inference"]["delivery"] = "argocd"
-    site["compute"]["argocd"] = {"enabled": True, "serving_repo": {"url": "https://git.site-t.fab.internal/platform/serving.git"}}
-    return site
+    return with_argocd(copy.deepcopy(site))
+
+
+_PLANS: dict[str, Plan] = {}
+
+
+def render(site: dict[str, Any]) -> Plan:
+    """The render of a site, with the serving repository's token where Argo CD reads it; once per distinct site."""
+    key = json.dumps(site, sort_keys=True)
+    if key not in _PLANS:
+        secrets = SERVING_REPO_TOKEN if site["compute"].get("argocd", {}).get("enabled") else {}
+        _PLANS[key] = render_config("site-t", {SITE_KEY: site, **secrets})
+    return _PLANS[key]
 
 
 def with_canary(site: dict[str, Any], revision: str = "r1", canary: str = "r2", weight: int = 10) -> dict[str, Any]:
@@ -42,7 +53,7 @@ def with_canary(site: dict[str, Any], revision: str = "r1", canary: str = "r2", 
 def tree(site: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """`fabctl serving render`'s files of a site: path -> object."""
     config = delivered_by_pulumi({SITE_KEY: site})
-    return {path: obj for path, (obj, _) in serving_tree(render_small(config[SITE_KEY]), config).items()}
+    return {path: obj for path, (obj, _) in serving_tree(render(config[SITE_KEY]), config).items()}
 
 
 def serving_kinds(plan) -> list[tuple[str, str]]:
@@ -52,18 +63,18 @@ def serving_kinds(plan) -> list[tuple[str, str]]:
 
 
 def test_delivery_pulumi_registers_each_models_serving_objects():
-    assert serving_kinds(render_small(small_site())) == [
+    assert serving_kinds(render(small_site())) == [
         ("Deployment", "vllm-qwen3-8b"), ("HTTPRoute", "vllm-qwen3-8b"), ("PodDisruptionBudget", "vllm-qwen3-8b"),
         ("Service", "vllm-qwen3-8b"),
     ]
 
 
 def test_delivery_argocd_registers_no_serving_object():
-    assert serving_kinds(render_small(argocd(small_site()))) == []
+    assert serving_kinds(render(argocd(small_site()))) == []
 
 
 def test_delivery_argocd_keeps_the_routes_authentication_and_rate_limits():
-    plan = render_small(argocd(small_site()))
+    plan = render(argocd(small_site()))
     policies = sorted((obj["kind"], obj["metadata"]["name"], obj["spec"]["targetRefs"][0]["name"])
                       for obj in (*plan.objects("SecurityPolicy", "site-t-gpu"), *plan.objects("BackendTrafficPolicy", "site-t-gpu"))
                       if obj["metadata"]["namespace"] == "inference")
@@ -72,7 +83,7 @@ def test_delivery_argocd_keeps_the_routes_authentication_and_rate_limits():
 
 def test_the_serving_repository_holds_what_delivery_pulumi_registers():
     site = small_site()
-    plan = render_small(site)
+    plan = render(site)
     registered = {(obj["kind"], obj["metadata"]["name"]): obj for cluster, obj, _ in plan.manifests() if cluster == "site-t-gpu"}
     files = tree(argocd(site))
     assert sorted(files) == [f"gpu/{MODEL}/deployment.yaml", f"gpu/{MODEL}/httproute.yaml", f"gpu/{MODEL}/pdb.yaml",
@@ -173,7 +184,7 @@ def test_the_startup_probe_gives_large_models_time_to_load(weights_gib, threshol
 
 def test_a_switch_to_argocd_hands_the_serving_objects_over_instead_of_deleting_them():
     site = small_site()
-    result = diff(render_small(site), render_small(argocd(site)))
+    result = diff(render(site), render(argocd(site)))
     assert sorted(c.urn.rsplit("::", 1)[-1] for c in result.handed_over) == [
         "inference-route-qwen3-8b", "inference-vllm-qwen3-8b", "inference-vllm-qwen3-8b-pdb", "inference-vllm-qwen3-8b-svc",
     ]
@@ -182,7 +193,7 @@ def test_a_switch_to_argocd_hands_the_serving_objects_over_instead_of_deleting_t
 
 def test_the_handover_takes_each_object_out_of_the_stack_before_what_it_depends_on():
     config = delivered_by_pulumi({SITE_KEY: argocd(small_site())})
-    commands = handover_commands(serving_tree(render_small(config[SITE_KEY]), config), "site-t")
+    commands = handover_commands(serving_tree(render(config[SITE_KEY]), config), "site-t")
     assert [c.rsplit("::", 1)[-1].rstrip("'") for c in commands] == [
         "inference-route-qwen3-8b", "inference-vllm-qwen3-8b-svc", "inference-vllm-qwen3-8b-pdb", "inference-vllm-qwen3-8b",
     ]
@@ -190,7 +201,7 @@ def test_the_handover_takes_each_object_out_of_the_stack_before_what_it_depends_
 
 
 def test_delivery_argocd_authenticates_every_route_of_the_gateway():
-    plan = render_small(argocd(small_site()))
+    plan = render(argocd(small_site()))
     on_gateway = sorted((obj["kind"], obj["spec"]["targetRefs"])
                         for obj in (*plan.objects("SecurityPolicy", "site-t-gpu"), *plan.objects("BackendTrafficPolicy", "site-t-gpu"))
                         if obj["metadata"]["namespace"] == "envoy-gateway-system")

@@ -7,10 +7,11 @@ import copy
 import dataclasses
 
 import pytest
-from helpers import render_small
-from small_site import small_site
+from helpers import render_config
+from small_site import SERVING_REPO_TOKEN, small_site, with_argocd
 
 from fabctl.policy import analyze_with, analyzer
+from fabctl.stackfile import SITE_KEY
 
 
 @pytest.fixture(scope="module")
@@ -21,10 +22,7 @@ def stub():
 
 @pytest.fixture(scope="module")
 def argocd_plan():
-    site = small_site()
-    site["inference"]["delivery"] = "argocd"
-    site["compute"]["argocd"] = {"enabled": True, "serving_repo": {"url": "https://git.site-t.fab.internal/platform/serving.git"}}
-    return render_small(site)
+    return render_config("site-t", {SITE_KEY: with_argocd(small_site()), **SERVING_REPO_TOKEN})
 
 
 def without(plan, type_suffix: str, name: str):
