@@ -49,6 +49,9 @@ class ComputeClusterArgs:
     """The GPU clusters Airflow submits jobs to."""
     federation: SiteFederation | None = None
     """Peers whose gold Trino reads through their own Polaris."""
+    serving_repo_token: pulumi.Input[str] | None = None
+    """The serving repository's token (the Pulumi secret `servingRepoToken`): with compute.argocd on, Airflow's connection
+    `serving_repo`, with which the serving-loop DAG opens its pull requests. None leaves Airflow without it."""
 
 
 class ComputeCluster(pulumi.ComponentResource):
@@ -71,6 +74,7 @@ class ComputeCluster(pulumi.ComponentResource):
             prefix=name, parent=self, cluster=args.cluster, domain=args.domain, compute=config,
             adopt=Adoption(args.adopt, args.cluster.key),
             storage=args.storage, identity=args.identity, federation=args.federation, gpu_clusters=args.gpu_clusters,
+            serving_repo_token=args.serving_repo_token,
         )
         enabled = [engine for engine in ENGINES.values() if engine.config(config).enabled]
         uis = [engine for engine in enabled if engine.ui]

@@ -165,6 +165,8 @@ class EngineScope:
     """The GPU clusters jobs are submitted to (Airflow reaches their API servers)."""
     gateway: pulumi.Resource | None = None
     cnpg: pulumi.Resource | None = None
+    serving_repo_token: pulumi.Input[str] | None = None
+    """The serving repository's token (the Pulumi secret `servingRepoToken`), with compute.argocd on."""
     _namespaces: dict[str, k8s.core.v1.Namespace] = field(default_factory=dict)
 
     @property
