@@ -7,7 +7,8 @@ config; the manager's quotas are the sum of its workers' (computed, never typed 
 inference is not Kueue-managed: training flavors select training nodes only, and every Kueue cluster (the manager
 too) has the site's Topology, which every training flavor names for topology-aware placement. Airflow on compute
 submits through a ServiceAccount per GPU cluster that may only create, watch and delete jobs in team
-namespaces; its kubeconfig arrives as a Secret in compute's `airflow` namespace. Every team namespace on a GPU
+namespaces; its kubeconfig arrives as a Secret in compute's `airflow` namespace, and the submission contract as the
+ConfigMap `training-submission` there (with the MultiKueue manager on compute, Airflow submits to it in-cluster). Every team namespace on a GPU
 cluster holds the ConfigMap `nccl` with that cluster's NCCL settings (NCCL_IB_SL), which jobs load with envFrom.
 
 A linked peer's team that trains here (`federation.peers.<peer>.remote_training`; DESIGN section 2:
