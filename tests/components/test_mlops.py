@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import json
 
+from helpers import render_small
+from small_site import small_site
+
+from components.config import ArgoCdConfig
 from components.engines.airflow import (
     AIRFLOWIGNORE,
     DAGS_DIR,
@@ -15,9 +19,6 @@ from components.engines.airflow import (
     serving_repo_connection,
     serving_repo_settings,
 )
-from components.config import ArgoCdConfig
-from helpers import render_small
-from small_site import small_site
 
 COMPUTE = "site-t-compute"
 

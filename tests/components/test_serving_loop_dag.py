@@ -11,7 +11,7 @@ import sys
 import textwrap
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 import yaml
@@ -207,7 +207,7 @@ def test_the_training_job_is_the_submission_contracts_job():
     plan = loop.plan_run(PARAMS, "run-1", PLATFORM, SUBMISSION)
     job = loop.training_job(SUBMISSION["job"], plan, "registry.site.fab.internal/ml/train:1.0.0", 1, "16", "128Gi")
     example = example_job("http://polaris", "fab")
-    pick = lambda j: (  # noqa: E731
+    pick = lambda j: (
         j["spec"]["suspend"], {k: v for k, v in j["metadata"]["labels"].items() if k.startswith("kueue.x-k8s.io/")},
         j["spec"]["template"]["spec"]["priorityClassName"], j["spec"]["template"]["spec"]["containers"][0]["envFrom"])
     assert pick(job) == pick(example)
@@ -226,7 +226,7 @@ def test_the_teams_policy_lets_the_publish_job_write_the_revision_and_nothing_of
 
     statements = team_policy_document("wafermap", ["site-t-datasets"], [BUCKET, "site-t-checkpoints"])["Statement"]
     allowed = [r for s in statements if s["Effect"] == "Allow" and "s3:PutObject" in s["Action"] for r in s["Resource"]]
-    matches = lambda key: any(key.startswith(r.removesuffix("*")) for r in allowed)  # noqa: E731
+    matches = lambda key: any(key.startswith(r.removesuffix("*")) for r in allowed)
     written = f"arn:aws:s3:::{BUCKET}/wafermap/{MODEL}/run-1/metadata.json"
     assert (matches(written), matches(f"arn:aws:s3:::{BUCKET}/yield/{MODEL}/run-1/metadata.json"),
             matches(f"arn:aws:s3:::{BUCKET}/meta/llama/run-1/config.json")) == (True, False, False)
@@ -240,10 +240,10 @@ def test_the_metadata_script_records_the_tags_snapshot_and_the_metrics(tmp_path)
     import threading
 
     class Polaris(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
+        def do_POST(self):
             self._send({"access_token": "t"})
 
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             assert self.path == "/api/catalog/v1/fab/namespaces/wafermap/tables/features", self.path
             self._send({"metadata": {"refs": {"fab-run-1": {"snapshot-id": 4187342123553412345, "type": "tag"}}}})
 
@@ -303,11 +303,11 @@ class _Dag:
     def __init__(self, dag_id: str, **kwargs: Any):
         self.dag_id, self.kwargs, self.tasks = dag_id, kwargs, {}
 
-    def __enter__(self) -> _Dag:
+    def __enter__(self) -> Self:
         _Dag.current = self
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         _Dag.current = None
 
 
