@@ -71,6 +71,20 @@ def submitter_kubeconfig_secret(cluster: str) -> str:
     return names.SUBMITTER_KUBECONFIG(cluster)
 
 
+def submitter_connection_id(cluster: str) -> str:
+    """The Airflow connection of a GPU cluster's submitter: Airflow reads `AIRFLOW_CONN_<ID upper-cased>`, so the id has
+    no '-' (`gpu_gpu_train` for the cluster gpu-train)."""
+    return f"gpu_{cluster.replace('-', '_')}"
+
+
+IN_CLUSTER_CONNECTION = "kubernetes_default"
+"""The Airflow connection of the cluster Airflow runs on: the provider's default, which uses the pod's ServiceAccount."""
+TRAINING_SUBMISSION_CONFIG_MAP = "training-submission"
+"""The ConfigMap in Airflow's namespace with the training-submission contract (key `submission.json`): TrainingPool writes
+it, Airflow mounts it at `TRAINING_SUBMISSION_DIR`, the serving-loop DAG reads it."""
+TRAINING_SUBMISSION_DIR = "/opt/airflow/platform/training"
+
+
 def s3_secret(principal: str) -> str:
     """The Secret StorageCluster delivers with a principal's S3 keys and the internal endpoint."""
     return f"s3-{principal}"

@@ -7,7 +7,8 @@ config; the manager's quotas are the sum of its workers' (computed, never typed 
 inference is not Kueue-managed: training flavors select training nodes only, and every Kueue cluster (the manager
 too) has the site's Topology, which every training flavor names for topology-aware placement. Airflow on compute
 submits through a ServiceAccount per GPU cluster that may only create, watch and delete jobs in team
-namespaces; its kubeconfig arrives as a Secret in compute's `airflow` namespace. Every team namespace on a GPU
+namespaces; its kubeconfig arrives as a Secret in compute's `airflow` namespace, and the submission contract as the
+ConfigMap `training-submission` there (with the MultiKueue manager on compute, Airflow submits to it in-cluster). Every team namespace on a GPU
 cluster holds the ConfigMap `nccl` with that cluster's NCCL settings (NCCL_IB_SL), which jobs load with envFrom.
 
 A linked peer's team that trains here (`federation.peers.<peer>.remote_training`; DESIGN section 2:
@@ -19,6 +20,7 @@ for the peer's replica and its checkpoint prefix only; no catalog, and no Airflo
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,10 +33,15 @@ from components.config import AdoptConfig, RemoteTeam, TeamQuota, TrainingConfig
 from components.constants import (
     AIRFLOW_NAMESPACE,
     ENGINE_LABEL,
+    IN_CLUSTER_CONNECTION,
     KUEUE_NAMESPACE,
     TEAM_LABEL,
+    TRAINING_CHECKPOINT_URI,
+    TRAINING_MODEL_URI,
+    TRAINING_SUBMISSION_CONFIG_MAP,
     polaris_secret,
     s3_secret,
+    submitter_connection_id,
     submitter_kubeconfig_secret,
 )
 from components.data_access import TRAINING
@@ -66,6 +73,8 @@ REMOTE_TEAM_LABEL = "fab.internal/remote-team"
 """On a peer's team's namespace: the team, as its site names it (with REMOTE_SITE_LABEL, the peer)."""
 REMOTE_SITE_LABEL = "fab.internal/remote-site"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+DEFAULT_WORKLOAD_PRIORITY = "training-normal"
 PRIORITIES = {"training-normal": 100, "training-urgent": 1000}
 FRAMEWORKS = [
     "batch/job",
@@ -318,6 +327,8 @@ class TrainingPool(pulumi.ComponentResource):
             self._submitter(cluster, args.compute.key, args.airflow_namespace)
         if self._manager:
             self._multikueue(self._manager, args.config.multikueue.workers)
+            if self._manager == args.compute.key:
+                self._in_cluster_submitter(self._manager)
 
         # Teams submit to the MultiKueue manager, which dispatches to its workers; without it, to the site's main GPU
         # cluster, the one that serves inference (a configured key, so adding a GPU cluster moves no team's submissions),
@@ -337,6 +348,18 @@ class TrainingPool(pulumi.ComponentResource):
                    for ns_name, remote in sorted(args.remote_teams.items()) if remote.peer == peer}
             for peer in sorted({remote.peer for remote in args.remote_teams.values()})
         })
+        # The same contract for Airflow's DAGs (the serving loop, docs/mlops.md), with the Airflow connection that reaches
+        # each team's submission cluster and what a job of the contract names (the shape of `example_job`).
+        connections = {gpu: submitter_connection_id(gpu) for gpu in args.gpus}
+        if self._manager == args.compute.key:
+            connections[self._manager] = IN_CLUSTER_CONNECTION
+        k8s.core.v1.ConfigMap(
+            f"{self._name}-{args.compute.key}-airflow-submission",
+            metadata={"name": TRAINING_SUBMISSION_CONFIG_MAP, "namespace": AIRFLOW_NAMESPACE},
+            data={"submission.json": json.dumps(airflow_submission(
+                {team: (submit.name, team_namespace(team), connections.get(submit.key)) for team in self._teams}), indent=2, sort_keys=True)},
+            opts=self._on(args.compute.key, [args.airflow_namespace]),
+        )
         self.example_job = pulumi.Output.all(args.storage.catalog_uri, args.storage.warehouse).apply(
             lambda catalog: yaml.safe_dump(example_job(catalog[0], catalog[1]), sort_keys=False)
         )
@@ -508,6 +531,25 @@ class TrainingPool(pulumi.ComponentResource):
             submitter_kubeconfig_secret(cluster), "kubeconfig", [airflow_ns], None,
         )
 
+    def _in_cluster_submitter(self, manager: str) -> None:
+        """With the MultiKueue manager on compute, Airflow submits there in-cluster: its pods' ServiceAccounts get the
+        submitter's rules (no Secrets) in every team namespace of the manager, and nothing elsewhere."""
+        role = k8s.rbac.v1.ClusterRole(
+            f"{self._name}-{manager}-role-{SUBMITTER}", metadata={"name": f"fab-{SUBMITTER}"}, rules=SUBMITTER_RULES,
+            opts=self._on(manager),
+        )
+        for team in self._teams:
+            k8s.rbac.v1.RoleBinding(
+                f"{self._name}-{manager}-{team_namespace(team)}-{SUBMITTER}",
+                metadata={"name": SUBMITTER, "namespace": team_namespace(team)},
+                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"fab-{SUBMITTER}"},
+                # Every Airflow pod holds the GPU clusters' submitter kubeconfigs already (they are mounted in all of
+                # them), so the group of Airflow's ServiceAccounts is granted no more than Airflow has elsewhere.
+                subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                           "name": f"system:serviceaccounts:{AIRFLOW_NAMESPACE}"}],
+                opts=self._on(manager, [role, self._team_namespaces[manager, team]]),
+            )
+
     def _multikueue(self, manager: str, workers: list[str]) -> None:
         clusters = []
         for worker in workers:
@@ -529,6 +571,26 @@ class TrainingPool(pulumi.ComponentResource):
                  depends_on=[config])
 
 
+def airflow_submission(teams: dict[str, tuple[str, str, str | None]]) -> dict[str, Any]:
+    """The training-submission contract as Airflow's DAGs read it (ConfigMap `training-submission`): per team (cluster
+    name, namespace, Airflow connection or None where Airflow has no submitter), and what a job in a team namespace
+    names, as `example_job` does."""
+    return {
+        "teams": {team: {"cluster": cluster, "namespace": ns, "local_queue": LOCAL_QUEUE, "connection": connection}
+                  for team, (cluster, ns, connection) in sorted(teams.items())},
+        "job": {
+            "queue_label": QUEUE_LABEL,
+            "priority_label": PRIORITY_LABEL,
+            "workload_priority": DEFAULT_WORKLOAD_PRIORITY,
+            "priority_class": TRAINING_PRIORITY,
+            "secrets": [s3_secret(TRAINING), polaris_secret(TRAINING)],
+            "config_maps": [NCCL_CONFIG],
+            "checkpoint_uri_env": TRAINING_CHECKPOINT_URI,
+            "model_uri_env": TRAINING_MODEL_URI,
+        },
+    }
+
+
 def example_job(catalog_uri: str, warehouse: str) -> dict[str, Any]:
     """A training Job as Airflow submits it: suspended for Kueue, labelled for the LocalQueue, data by reference.
 
@@ -540,7 +602,7 @@ def example_job(catalog_uri: str, warehouse: str) -> dict[str, Any]:
         "kind": "Job",
         "metadata": {
             "generateName": "train-",
-            "labels": {QUEUE_LABEL: LOCAL_QUEUE, "kueue.x-k8s.io/priority-class": "training-normal"},
+            "labels": {QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: DEFAULT_WORKLOAD_PRIORITY},
         },
         "spec": {
             "suspend": True,

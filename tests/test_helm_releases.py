@@ -33,6 +33,10 @@ VERIFIED_VALUES = {
         # for airflow pods"; files/pod-template-file.kubernetes-helm-yaml reads workers.kubernetes, then workers, then
         # these); workers.kubernetes.priorityClassName: chart 1.21.0 release notes (#61961).
         "nodeSelector.*", "tolerations", "workers.kubernetes.priorityClassName",
+        # `secret`: [{envName, secretName, secretKey}], environment from Secrets in every Airflow container (values.yaml
+        # "Secrets for all airflow containers"; templates/_helpers.yaml custom_airflow_environment): the serving_repo
+        # connection, with compute.argocd on.
+        "secret",
     },
     # Superset chart values.yaml and README (0.13 to 0.22 line): the worker's count is replicas.replicaCount.
     "superset": {

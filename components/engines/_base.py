@@ -169,7 +169,8 @@ class EngineScope:
     serving: ServingTarget | None = None
     """The serving cluster Argo CD applies the serving repository to, while inference.delivery is argocd."""
     serving_repo_token: pulumi.Input[str] | None = None
-    """The serving repository's token (the secret config key `servingRepoToken`), while Argo CD has a repository."""
+    """The serving repository's token (the secret config key `servingRepoToken`), while Argo CD has a repository: Argo CD's
+    repository Secret, and Airflow's connection `serving_repo` with which the serving-loop DAG opens its pull requests."""
     gateway: pulumi.Resource | None = None
     cnpg: pulumi.Resource | None = None
     _namespaces: dict[str, k8s.core.v1.Namespace] = field(default_factory=dict)

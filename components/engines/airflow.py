@@ -3,7 +3,15 @@
 KubernetesExecutor on its own Postgres; one Airflow connection per GPU cluster, from the submitter kubeconfig
 TrainingPool delivers into this namespace; sign-in through Keycloak. Airflow is batch: all its pods (task pods
 included) select and tolerate the batch pool, task pods run at the batch PriorityClass, and with Spark on, DAGs
-submit Spark jobs from the platform's SparkApplication template, mounted at `SPARK_TEMPLATE_DIR`.
+submit Spark jobs from the platform's SparkApplication template, mounted at `SPARK_TEMPLATE_DIR`, into Spark's
+namespace (a Role there lets Airflow's pods manage SparkApplications and read their drivers).
+
+The platform ships DAGs (`components/dags/`, the serving loop of docs/mlops.md) as the ConfigMap `platform-dags`,
+mounted read-only at `DAGS_DIR` inside the dags folder of every Airflow pod (scheduler, DAG processor, triggerer, API
+server and task pods all take the chart's top-level volumes), with `platform.json` (the site's settings the DAGs read)
+and an `.airflowignore` that hides the ConfigMap volume's own `..data` directories, on which Airflow's DAG discovery
+otherwise stops ("recursive loop"). With compute.argocd on, the serving repository's token becomes the Airflow
+connection `serving_repo`, from the Secret `serving-repo`.
 """
 
 from __future__ import annotations
@@ -11,11 +19,23 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
+import pulumi
+import pulumi_kubernetes as k8s
 import yaml
 
 from components import versions
-from components.constants import AIRFLOW_NAMESPACE, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ISSUER, submitter_kubeconfig_secret
+from components.constants import (
+    AIRFLOW_NAMESPACE,
+    OIDC_CLIENT_ID,
+    OIDC_CLIENT_SECRET,
+    OIDC_ISSUER,
+    TRAINING_SUBMISSION_CONFIG_MAP,
+    TRAINING_SUBMISSION_DIR,
+    submitter_connection_id,
+    submitter_kubeconfig_secret,
+)
 from components.engines import spark
 from components.engines._base import BATCH, Engine, EngineScope, Quota, Ui, flask_oauth_config
 
@@ -23,6 +43,62 @@ WEBSERVER_CONFIG = Path(__file__).parents[1] / "airflow_webserver_config.py"
 SPARK_TEMPLATE = "spark-application"
 """The ConfigMap holding the SparkApplication template (key `sparkapplication.yaml`)."""
 SPARK_TEMPLATE_DIR = "/opt/airflow/spark"
+DAGS_SOURCE = Path(__file__).parents[1] / "dags"
+DAGS_CONFIG_MAP = "platform-dags"
+DAGS_DIR = "/opt/airflow/dags/platform"
+"""Inside the chart's dags folder (`dags.mountPath`, /opt/airflow/dags), which the DAG processor walks recursively."""
+AIRFLOWIGNORE = "# The ConfigMap volume's timestamped directories and its ..data link: the DAGs are the links beside them.\n..*\n"
+FEATURE_JOB = "feature-job"
+"""The ConfigMap in Spark's namespace with the platform's feature job, mounted on the driver at FEATURE_JOB_DIR."""
+FEATURE_JOB_SOURCE = Path(__file__).parents[1] / "feature_job.py"
+FEATURE_JOB_DIR = "/opt/fab"
+SERVING_REPO_SECRET = "serving-repo"
+SERVING_REPO_CONNECTION = "serving_repo"
+SPARK_SUBMITTER_RULES = [
+    {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications"],
+     "verbs": ["create", "delete", "get", "list", "watch", "patch"]},
+    # The SparkKubernetesOperator finds the driver pod, labels it as seen and follows its log.
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+]
+"""What Airflow's pods may do in Spark's namespace: run SparkApplications and watch their drivers; no Secrets."""
+
+
+def dag_files(platform: dict[str, Any]) -> dict[str, str]:
+    """The ConfigMap `platform-dags`: every DAG of components/dags, its `.airflowignore` and `platform.json`."""
+    files = {path.name: path.read_text() for path in sorted(DAGS_SOURCE.glob("*.py"))}
+    return {**files, ".airflowignore": AIRFLOWIGNORE, "platform.json": json.dumps(platform, indent=2, sort_keys=True)}
+
+
+def platform_settings(*, models_bucket: str, checkpoints_bucket: str, spark_on: bool, serving_repo: dict[str, str] | None) -> dict[str, Any]:
+    """`platform.json`: what the platform's DAGs read about the site (components/dags/serving_loop.py)."""
+    return {
+        "models_bucket": models_bucket,
+        "checkpoints_bucket": checkpoints_bucket,
+        "images": {"s3": versions.WEIGHTS_SYNC_IMAGE, "python": versions.SETUP_IMAGE},
+        "spark": {
+            "namespace": spark.ENGINE.namespace,
+            "template": f"{SPARK_TEMPLATE_DIR}/sparkapplication.yaml",
+            "feature_job": {"config_map": FEATURE_JOB, "mount_path": FEATURE_JOB_DIR, "file": FEATURE_JOB_SOURCE.name},
+        } if spark_on else None,
+        "training_submission": f"{TRAINING_SUBMISSION_DIR}/submission.json",
+        "serving_repo": serving_repo,
+    }
+
+
+def serving_repo_settings(argocd: Any, site: str) -> dict[str, str] | None:
+    """The serving repository as the DAGs use it (compute.argocd), or None without one."""
+    repo = argocd.serving_repo
+    if not argocd.enabled or repo is None:
+        return None
+    return {"url": str(repo.url), "revision": repo.revision, "path": repo.path or f"sites/{site}", "username": repo.username,
+            "connection": SERVING_REPO_CONNECTION}
+
+
+def serving_repo_connection(url: str, username: str, token: str) -> str:
+    """The Airflow connection `serving_repo` (JSON, as AIRFLOW_CONN_SERVING_REPO reads it): the token as its password."""
+    return json.dumps({"conn_type": "http", "host": url, "login": username, "password": token})
 
 
 def _deploy(scope: EngineScope) -> None:
@@ -41,14 +117,33 @@ def _deploy(scope: EngineScope) -> None:
     volumes = [{"name": submitter_kubeconfig_secret(g), "secret": {"secretName": submitter_kubeconfig_secret(g)}} for g in gpus]
     mounts = [{"name": submitter_kubeconfig_secret(g), "mountPath": f"/opt/airflow/kube/{g}", "readOnly": True} for g in gpus]
     delivered = []
-    if spark.ENGINE.config(scope.compute).enabled:
+    spark_on = spark.ENGINE.config(scope.compute).enabled
+    if spark_on:
         delivered.append(scope.config_map(SPARK_TEMPLATE, ns, {
             "sparkapplication.yaml": yaml.safe_dump(spark.spark_application_template(), sort_keys=False),
         }, ns_resource))
         volumes.append({"name": SPARK_TEMPLATE, "configMap": {"name": SPARK_TEMPLATE}})
         mounts.append({"name": SPARK_TEMPLATE, "mountPath": SPARK_TEMPLATE_DIR, "readOnly": True})
+        _spark_submitter(scope)
+    site = scope.cluster.name.removesuffix(f"-{scope.cluster.key}")  # a ClusterRef's name is <site>-<key>
+    serving_repo = serving_repo_settings(scope.compute.argocd, site)
+    platform = platform_settings(models_bucket=scope.storage.bucket_of("models"), checkpoints_bucket=scope.storage.bucket_of("checkpoints"),
+                                 spark_on=spark_on, serving_repo=serving_repo)
+    delivered.append(scope.config_map(DAGS_CONFIG_MAP, ns, dag_files(platform), ns_resource))
+    # The submission contract TrainingPool writes here, read by the DAGs (not waited for: the kubelet mounts it once it exists).
+    for name, path in ((DAGS_CONFIG_MAP, DAGS_DIR), (TRAINING_SUBMISSION_CONFIG_MAP, TRAINING_SUBMISSION_DIR)):
+        volumes.append({"name": name, "configMap": {"name": name}})
+        mounts.append({"name": name, "mountPath": path, "readOnly": True})
+    secret_env = []
+    if serving_repo is not None and scope.serving_repo_token is not None:
+        delivered.append(scope.secret(SERVING_REPO_SECRET, SERVING_REPO_SECRET, ns, {
+            "connection": pulumi.Output.secret(scope.serving_repo_token).apply(
+                lambda token: serving_repo_connection(serving_repo["url"], serving_repo["username"], token)),
+        }, ns_resource))
+        secret_env.append({"envName": f"AIRFLOW_CONN_{SERVING_REPO_CONNECTION.upper()}", "secretName": SERVING_REPO_SECRET,
+                           "secretKey": "connection"})
     connections = [
-        {"name": f"AIRFLOW_CONN_GPU_{g.upper().replace('-', '_')}",
+        {"name": f"AIRFLOW_CONN_{submitter_connection_id(g).upper()}",
          "value": json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": f"/opt/airflow/kube/{g}/kubeconfig"}})}
         for g in gpus
     ]
@@ -60,6 +155,7 @@ def _deploy(scope: EngineScope) -> None:
         "apiSecretKeySecretName": "airflow-keys",
         "jwtSecretName": "airflow-keys",
         "env": connections,
+        **({"secret": secret_env} if secret_env else {}),
         "volumes": volumes,
         "volumeMounts": mounts,
         # Every Airflow pod, task pods included (the chart's pod template falls back to these).
@@ -81,6 +177,26 @@ def _deploy(scope: EngineScope) -> None:
     }
     release = scope.release("airflow", versions.AIRFLOW, ns, values, [oidc, keys, owner, *delivered])
     scope.route(ENGINE, [release])
+
+
+def _spark_submitter(scope: EngineScope) -> None:
+    """Airflow's pods may run SparkApplications in Spark's namespace (SPARK_SUBMITTER_RULES), and Spark's driver mounts the
+    platform's feature job from there."""
+    spark_ns = spark.ENGINE.namespace
+    spark_ns_resource = scope.namespace(spark.ENGINE)
+    scope.config_map(FEATURE_JOB, spark_ns, {FEATURE_JOB_SOURCE.name: FEATURE_JOB_SOURCE.read_text()}, spark_ns_resource)
+    role = k8s.rbac.v1.Role(
+        f"{scope.prefix}-airflow-spark-role", metadata={"name": "airflow-spark-submitter", "namespace": spark_ns},
+        rules=SPARK_SUBMITTER_RULES, opts=scope.after(spark_ns_resource),
+    )
+    k8s.rbac.v1.RoleBinding(
+        f"{scope.prefix}-airflow-spark-binding", metadata={"name": "airflow-spark-submitter", "namespace": spark_ns},
+        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "airflow-spark-submitter"},
+        # Task pods run as the chart's worker ServiceAccount; the group names every Airflow ServiceAccount without
+        # depending on the chart's naming of it.
+        subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"system:serviceaccounts:{AIRFLOW_NAMESPACE}"}],
+        opts=scope.after(role),
+    )
 
 
 ENGINE = Engine(
