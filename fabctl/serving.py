@@ -87,7 +87,8 @@ def write_tree(tree: dict[str, tuple[dict[str, Any], dict[str, Any]]], out: Path
     for path, (obj, _) in tree.items():
         target = out / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(yaml.safe_dump(obj, sort_keys=False))
+        # Keys sorted: a re-render or a change by the serving-loop DAG shows in Git as the lines it changes.
+        target.write_text(yaml.safe_dump(obj, sort_keys=True))
         written.append(target)
     return written
 

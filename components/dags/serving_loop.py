@@ -55,8 +55,8 @@ class ServingChangeError(ValueError):
 
 
 def dump(obj: dict[str, Any]) -> str:
-    """A manifest as `fabctl serving render` writes it."""
-    return yaml.safe_dump(obj, sort_keys=False)
+    """A manifest as `fabctl serving render` writes it (keys sorted, so a change shows as the lines it changes)."""
+    return yaml.safe_dump(obj, sort_keys=True)
 
 
 def _stable_name(model: str) -> str:
@@ -118,6 +118,11 @@ def _retarget(deployment: dict[str, Any], model: str, name: str, to_canary: bool
     template = out["spec"]["template"]
     template["metadata"]["labels"] = _relabel(template["metadata"]["labels"], model, to_canary, revision)
     template["spec"] = _replace_segment(template["spec"], old, revision)
+    # The NVMe cache volume is labelled like the pods it belongs to.
+    for volume in template["spec"].get("volumes", []):
+        claim = (volume.get("ephemeral") or {}).get("volumeClaimTemplate") or {}
+        if "labels" in (claim.get("metadata") or {}):
+            claim["metadata"]["labels"] = dict(template["metadata"]["labels"])
     return out
 
 

@@ -15,10 +15,14 @@ from typing import Any, Self
 
 import pytest
 import yaml
+from helpers import render_small
+from small_site import small_site
 
 from components.constants import TRAINING_MODEL_URI
 from components.data_access import team_prefix
 from components.training import airflow_submission, example_job
+from fabctl.serving import delivered_by_pulumi, serving_tree
+from fabctl.stackfile import SITE_KEY
 
 DAG_FILE = Path(__file__).parents[2] / "components" / "dags" / "serving_loop.py"
 
@@ -38,68 +42,23 @@ def load_dag_module(name: str = "serving_loop_functions") -> types.ModuleType:
 loop = load_dag_module()
 
 # ------------------------------------------------------------------------------------------------
-# A render of one model's directory in the serving repository's layout (the preamble of issue 18: Deployment
-# `vllm-<model>` with pods labelled by model and revision, `--model /models/<model>/<revision>`, weights from
-# `models/<bucket>/<source><revision>/`; Service, PDB, HTTPRoute; with a canary, `canary.yaml` and `canary-service.yaml`
-# and weighted backendRefs). When `fabctl serving render` exists, `render_model_dir` is to be replaced by it (render a
-# small site with and without `canary` and read `<out>/<cluster>/<model>/`): the tests below stay as they are.
+# One model's directory of the serving repository, as `fabctl serving render` writes it (fabctl/serving.py) for the
+# smallest site serving its one model at a revision, with or without a canary.
 
-MODEL, SOURCE, BUCKET = "wafer-llm", "wafermap/wafer-llm/", "site-t-models"
+MODEL, SOURCE, BUCKET = "qwen3-8b", "qwen/qwen3-8b/", "site-t-models"
+_RENDERS: dict[str, dict[str, str]] = {}
 
 
-def _deployment(name: str, labels: dict[str, str], selector: dict[str, str], replicas: int, revision: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "inference", "labels": dict(labels)},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": selector},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "initContainers": [{"name": "weights-sync", "image": "quay.io/minio/mc:RELEASE.2025-08-13T08-35-41Z",
-                                        "args": ["mirror", "--overwrite", "--remove", f"models/{BUCKET}/{SOURCE}{revision}",
-                                                 f"/models/{MODEL}/{revision}"]}],
-                    "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.31.0",
-                                    "args": ["--model", f"/models/{MODEL}/{revision}", "--served-model-name", MODEL],
-                                    "resources": {"limits": {"nvidia.com/gpu": "2"}}}],
-                },
-            },
-        },
-    }
-
-
-def render_model_dir(revision: str, canary: dict[str, Any] | None = None, replicas: int = 3) -> dict[str, str]:
-    """What `fabctl serving render` writes in `<cluster>/<model>/` for a model serving `revision` (and a canary)."""
-    pods = {"app.kubernetes.io/name": "vllm", "fab.internal/model": MODEL, "fab.internal/model-revision": revision}
-    selector = {"app.kubernetes.io/name": "vllm", "fab.internal/model": MODEL}
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"vllm-{MODEL}", "namespace": "inference"},
-               "spec": {"selector": selector, "ports": [{"name": "http", "port": 8000, "targetPort": "http"}]}}
-    backends: list[dict[str, Any]] = [{"name": f"vllm-{MODEL}", "port": 8000}]
-    files = {
-        "deployment.yaml": loop.dump(_deployment(f"vllm-{MODEL}", pods, selector, replicas, revision)),
-        "service.yaml": loop.dump(service),
-        "pdb.yaml": loop.dump({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                               "metadata": {"name": f"vllm-{MODEL}", "namespace": "inference"},
-                               "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector}}}),
-    }
-    if canary:
-        canary_pods = {"app.kubernetes.io/name": "vllm", "fab.internal/canary-of": MODEL,
-                       "fab.internal/model-revision": canary["revision"]}
-        canary_selector = {"app.kubernetes.io/name": "vllm", "fab.internal/canary-of": MODEL}
-        files["canary.yaml"] = loop.dump(_deployment(f"vllm-{MODEL}-canary", canary_pods, canary_selector, canary["replicas"],
-                                                     canary["revision"]))
-        files["canary-service.yaml"] = loop.dump({**service, "metadata": {"name": f"vllm-{MODEL}-canary", "namespace": "inference"},
-                                                  "spec": {**service["spec"], "selector": canary_selector}})
-        backends = [{**backends[0], "weight": 100 - canary["weight_percent"]},
-                    {"name": f"vllm-{MODEL}-canary", "port": 8000, "weight": canary["weight_percent"]}]
-    files["httproute.yaml"] = loop.dump({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-        "metadata": {"name": f"vllm-{MODEL}", "namespace": "inference"},
-        "spec": {"parentRefs": [{"name": "inference", "namespace": "envoy-gateway-system"}],
-                 "rules": [{"matches": [{"headers": [{"name": "x-model", "value": MODEL}]}], "backendRefs": backends}]},
-    })
-    return files
+def render_model_dir(revision: str, canary: dict[str, Any] | None = None) -> dict[str, str]:
+    """The files of `<cluster>/<model>/` for the model serving `revision` (and a canary): the real renderer's output."""
+    key = json.dumps([revision, canary], sort_keys=True)
+    if key not in _RENDERS:
+        site = small_site()
+        site["inference"]["models"][MODEL].update(revision=revision, **({"canary": canary} if canary else {}))
+        config = delivered_by_pulumi({SITE_KEY: site})
+        tree = serving_tree(render_small(config[SITE_KEY]), config)
+        _RENDERS[key] = {path.rsplit("/", 1)[1]: yaml.safe_dump(obj, sort_keys=True) for path, (obj, _) in tree.items()}
+    return dict(_RENDERS[key])
 
 
 CANARY = {"revision": "r20260301", "weight_percent": 10, "replicas": 1}
@@ -135,7 +94,8 @@ def test_the_stable_service_and_pdb_select_no_canary_pod():
 def test_the_canary_reads_its_revisions_weights_and_cache():
     canary = yaml.safe_load(loop.open_canary(render_model_dir("r20260101"), MODEL, **CANARY)["canary.yaml"])
     pod = canary["spec"]["template"]["spec"]
-    assert (pod["initContainers"][0]["args"][-2:], pod["containers"][0]["args"][1]) == (
+    sync = next(c for c in pod["initContainers"] if c["name"] == "weights-sync")
+    assert (sync["args"][-2:], pod["containers"][0]["args"][1]) == (
         [f"models/{BUCKET}/{SOURCE}r20260301", f"/models/{MODEL}/r20260301"], f"/models/{MODEL}/r20260301")
 
 
