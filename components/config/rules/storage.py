@@ -7,29 +7,46 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from components.config.problems import Problem
+from components.config.problems import Problem, format_path
 from components.config.schema.storage import CONTRACT_CLASSES, NO_EXPIRY_CLASSES, VERSIONED_CLASSES
 
 if TYPE_CHECKING:
     from components.config.site import SiteConfig
 
 
-def _pool_vip_problems(site: SiteConfig, path: tuple[str | int, ...], pool_name: str | None, vip: Any, visibility: str) -> Iterator[Problem]:
-    """A VIP of the storage cluster must lie in a pool of the right visibility."""
+def _pool_vip_problems(site: SiteConfig, endpoints: list[tuple[tuple[str | int, ...], str | None, Any, str]]) -> Iterator[Problem]:
+    """The storage cluster's VIPs (key path, pool, VIP, the pool's visibility) each lie in a pool of the right visibility.
+
+    VIPs that one pool no longer holds are one mistake, the pool's (a shrunk range): one line names the pool and them."""
     storage_keys = site.keys_with_role("storage")
-    if len(storage_keys) != 1 or pool_name is None:
+    if len(storage_keys) != 1:
         return
-    cluster = site.clusters[storage_keys[0]]
-    pool = cluster.lb_pools.get(pool_name)
-    pool_path = (*path[:-1], path[-1].replace("vip", "pool"))
-    if pool is None:
-        yield pool_path, f"{pool_name!r} is not a pool of the storage cluster; pools: {', '.join(sorted(cluster.lb_pools))}"
-    elif pool.visibility != visibility:
-        yield pool_path, f"{pool_name!r} is an {pool.visibility} pool; this endpoint needs an {visibility} one"
-    elif vip is None:
-        yield path, f"is required with {pool_path[-1]}: the endpoint's address is a contract"
-    elif not any(vip in cidr for cidr in pool.cidrs):
-        yield path, f"{vip} is not in pool {pool_name!r} ({', '.join(map(str, pool.cidrs))}); pick an address of that pool"
+    key = storage_keys[0]
+    cluster = site.clusters[key]
+    outside: dict[str, list[tuple[tuple[str | int, ...], Any]]] = {}
+    for path, pool_name, vip, visibility in endpoints:
+        if pool_name is None:
+            continue
+        pool = cluster.lb_pools.get(pool_name)
+        pool_path = (*path[:-1], str(path[-1]).replace("vip", "pool"))
+        if pool is None:
+            yield pool_path, f"{pool_name!r} is not a pool of the storage cluster; pools: {', '.join(sorted(cluster.lb_pools))}"
+        elif pool.visibility != visibility:
+            yield pool_path, f"{pool_name!r} is an {pool.visibility} pool; this endpoint needs an {visibility} one"
+        elif vip is None:
+            yield path, f"is required with {pool_path[-1]}: the endpoint's address is a contract"
+        elif not any(vip in cidr for cidr in pool.cidrs):
+            outside.setdefault(pool_name, []).append((path, vip))
+    for pool_name, vips in outside.items():
+        cidrs = ", ".join(map(str, cluster.lb_pools[pool_name].cidrs))
+        if len(vips) == 1:
+            ((path, vip),) = vips
+            yield path, f"{vip} is not in pool {pool_name!r} ({cidrs}); pick an address of that pool"
+        else:
+            held = ", ".join(f"{format_path(path)} {vip}" for path, vip in vips)
+            yield ("clusters", key, "lb_pools", pool_name, "cidrs"), (
+                f"{cidrs} holds none of the storage endpoints it is for ({held}); widen the pool or pick addresses in it"
+            )
 
 
 def storage_problems(site: SiteConfig) -> Iterator[Problem]:
@@ -76,10 +93,11 @@ def storage_problems(site: SiteConfig) -> Iterator[Problem]:
         yield ("storage", "polaris", "gold_bucket"), (
             f"{chosen!r} is not a gold bucket of storage.buckets; gold buckets: {', '.join(gold) if gold else 'none'}"
         )
-    s3 = storage.s3
-    yield from _pool_vip_problems(site, ("storage", "s3", "internal_vip"), s3.internal_pool, s3.internal_vip, "internal")
+    s3, polaris = storage.s3, storage.polaris
     if s3.external_pool is None and s3.external_vip is not None:
         yield ("storage", "s3", "external_pool"), "is required with external_vip: name the external pool that holds it"
-    yield from _pool_vip_problems(site, ("storage", "s3", "external_vip"), s3.external_pool, s3.external_vip, "external")
-    polaris = storage.polaris
-    yield from _pool_vip_problems(site, ("storage", "polaris", "vip"), polaris.pool, polaris.vip, "internal")
+    yield from _pool_vip_problems(site, [
+        (("storage", "s3", "internal_vip"), s3.internal_pool, s3.internal_vip, "internal"),
+        (("storage", "s3", "external_vip"), s3.external_pool, s3.external_vip, "external"),
+        (("storage", "polaris", "vip"), polaris.pool, polaris.vip, "internal"),
+    ])
