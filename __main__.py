@@ -114,6 +114,7 @@ compute = ComputeCluster(
         federation=federation,
         serving=inference.serving_target if inference else None,
         serving_repo_token=secrets.serving_repo_token,
+        serving_repo_write_token=secrets.serving_repo_write_token,
     ),
 )
 training = TrainingPool(

@@ -55,7 +55,9 @@ class ComputeClusterArgs:
     serving: ServingTarget | None = None
     """The serving cluster Argo CD applies the serving repository to; none unless inference.delivery is argocd."""
     serving_repo_token: pulumi.Input[str] | None = None
-    """The serving repository's token (secret config `servingRepoToken`); none unless Argo CD has a repository."""
+    """The serving repository's read-only token (secret config `servingRepoToken`); none unless Argo CD has a repository."""
+    serving_repo_write_token: pulumi.Input[str] | None = None
+    """The token the serving-loop DAG pushes with (secret config `servingRepoWriteToken`); none leaves Airflow without one."""
 
 
 class ComputeCluster(pulumi.ComponentResource):
@@ -79,6 +81,7 @@ class ComputeCluster(pulumi.ComponentResource):
             adopt=Adoption(args.adopt, args.cluster.key),
             storage=args.storage, identity=args.identity, federation=args.federation, gpu_clusters=args.gpu_clusters,
             serving=args.serving, serving_repo_token=args.serving_repo_token,
+            serving_repo_write_token=args.serving_repo_write_token,
         )
         enabled = [engine for engine in ENGINES.values() if engine.config(config).enabled]
         uis = [engine for engine in enabled if engine.ui]

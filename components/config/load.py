@@ -18,7 +18,7 @@ from components.config.fields import CONFIG_KEY, PROJECT
 from components.config.problems import SiteRuleError, key_location
 from components.config.site import SiteConfig
 
-SECRET_KEYS: tuple[str, ...] = ("aistorLicense", "aistorRootPassword", "servingRepoToken")
+SECRET_KEYS: tuple[str, ...] = ("aistorLicense", "aistorRootPassword", "servingRepoToken", "servingRepoWriteToken")
 """The project's config keys that hold credentials: set only with `pulumi config set --secret`, never in plain text."""
 PROJECT_KEYS: tuple[str, ...] = (CONFIG_KEY, *SECRET_KEYS)
 """Every `fab-platform:` config key the program reads; Pulumi hands any other to the program, which would ignore it."""
@@ -164,6 +164,8 @@ class SiteSecrets:
     aistor_root_password: Any = None
     serving_repo_token: Any = None
     """The token Argo CD reads the serving repository with."""
+    serving_repo_write_token: Any = None
+    """The token the serving-loop DAG pushes its serving changes with (optional: without it the DAG prints them)."""
 
 
 def _required_secrets(site: SiteConfig) -> dict[str, str]:
@@ -190,8 +192,10 @@ def load_secrets(site: SiteConfig) -> SiteSecrets:
             f"{PROJECT}:{key}: required because {required[key]}; set it with: pulumi config set --secret {key} <value>"
             for key in missing
         ))
+    # Optional: only the serving-loop DAG writes to the serving repository, Argo CD only reads it.
+    write_token = config.get_secret("servingRepoWriteToken") if "servingRepoToken" in required else None
     return SiteSecrets(aistor_license=values.get("aistorLicense"), aistor_root_password=values.get("aistorRootPassword"),
-                       serving_repo_token=values.get("servingRepoToken"))
+                       serving_repo_token=values.get("servingRepoToken"), serving_repo_write_token=write_token)
 
 
 def _secret_schema(name: str) -> dict[str, Any]:

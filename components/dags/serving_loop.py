@@ -587,9 +587,14 @@ def serving_change(plan: Mapping[str, Any], weight_percent: int, replicas: int, 
         change = stack_file_change(plan, weight_percent, replicas)
         print(f"No serving repository on this site (compute.argocd): change the stack file, then pulumi up:\n{change}")
         return change
+    if not repo.get("connection"):
+        change = stack_file_change(plan, weight_percent, replicas)
+        print("This site gives Airflow no token that may push to the serving repository (servingRepoWriteToken): change "
+              f"the stack file, render it with fabctl serving render and commit the result:\n{change}")
+        return change
     from airflow.sdk import BaseHook
 
-    connection = BaseHook.get_connection(repo["connection"])  # the token (servingRepoToken)
+    connection = BaseHook.get_connection(repo["connection"])  # the token that may push (servingRepoWriteToken)
     basic = base64.b64encode(f"{connection.login}:{connection.password}".encode()).decode()
     git = ["git", "-c", f"http.extraHeader=Authorization: Basic {basic}", "-c", "user.name=fab-platform serving loop",
            "-c", "user.email=serving-loop@fab-platform.invalid"]

@@ -169,8 +169,11 @@ class EngineScope:
     serving: ServingTarget | None = None
     """The serving cluster Argo CD applies the serving repository to, while inference.delivery is argocd."""
     serving_repo_token: pulumi.Input[str] | None = None
-    """The serving repository's token (the secret config key `servingRepoToken`), while Argo CD has a repository: Argo CD's
-    repository Secret, and Airflow's connection `serving_repo` with which the serving-loop DAG opens its pull requests."""
+    """The serving repository's read-only token (the secret config key `servingRepoToken`), while Argo CD has a
+    repository: Argo CD's repository Secret."""
+    serving_repo_write_token: pulumi.Input[str] | None = None
+    """The token the serving-loop DAG pushes and opens pull requests with (`servingRepoWriteToken`, optional): Airflow's
+    connection `serving_repo`. Argo CD never holds it."""
     gateway: pulumi.Resource | None = None
     cnpg: pulumi.Resource | None = None
     _namespaces: dict[str, k8s.core.v1.Namespace] = field(default_factory=dict)

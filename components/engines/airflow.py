@@ -87,13 +87,14 @@ def platform_settings(*, models_bucket: str, checkpoints_bucket: str, spark_on: 
     }
 
 
-def serving_repo_settings(argocd: Any, site: str) -> dict[str, str] | None:
-    """The serving repository as the DAGs use it (compute.argocd), or None without one."""
+def serving_repo_settings(argocd: Any, site: str, writable: bool = True) -> dict[str, str | None] | None:
+    """The serving repository as the DAGs use it (compute.argocd), or None without one; its `connection` is None when
+    Airflow has no token that may push (`servingRepoWriteToken`), and the DAG then prints its change."""
     repo = argocd.serving_repo
     if not argocd.enabled or repo is None:
         return None
     return {"url": str(repo.url), "revision": repo.revision, "path": repo.path or f"sites/{site}", "username": repo.username,
-            "connection": SERVING_REPO_CONNECTION}
+            "connection": SERVING_REPO_CONNECTION if writable else None}
 
 
 def serving_repo_connection(url: str, username: str, token: str) -> str:
@@ -126,7 +127,7 @@ def _deploy(scope: EngineScope) -> None:
         mounts.append({"name": SPARK_TEMPLATE, "mountPath": SPARK_TEMPLATE_DIR, "readOnly": True})
         _spark_submitter(scope)
     site = scope.cluster.name.removesuffix(f"-{scope.cluster.key}")  # a ClusterRef's name is <site>-<key>
-    serving_repo = serving_repo_settings(scope.compute.argocd, site)
+    serving_repo = serving_repo_settings(scope.compute.argocd, site, writable=scope.serving_repo_write_token is not None)
     platform = platform_settings(models_bucket=scope.storage.bucket_of("models"), checkpoints_bucket=scope.storage.bucket_of("checkpoints"),
                                  spark_on=spark_on, serving_repo=serving_repo)
     delivered.append(scope.config_map(DAGS_CONFIG_MAP, ns, dag_files(platform), ns_resource))
@@ -135,9 +136,9 @@ def _deploy(scope: EngineScope) -> None:
         volumes.append({"name": name, "configMap": {"name": name}})
         mounts.append({"name": name, "mountPath": path, "readOnly": True})
     secret_env = []
-    if serving_repo is not None and scope.serving_repo_token is not None:
+    if serving_repo is not None and serving_repo["connection"] is not None:
         delivered.append(scope.secret(SERVING_REPO_SECRET, SERVING_REPO_SECRET, ns, {
-            "connection": pulumi.Output.secret(scope.serving_repo_token).apply(
+            "connection": pulumi.Output.secret(scope.serving_repo_write_token).apply(
                 lambda token: serving_repo_connection(serving_repo["url"], serving_repo["username"], token)),
         }, ns_resource))
         secret_env.append({"envName": f"AIRFLOW_CONN_{SERVING_REPO_CONNECTION.upper()}", "secretName": SERVING_REPO_SECRET,

@@ -98,3 +98,40 @@ def test_the_serving_repository_defaults_to_the_sites_directory():
 def test_the_serving_repository_connection_carries_the_token_as_its_password():
     assert json.loads(serving_repo_connection("https://git.example/ml/serving.git", "git", "tok")) == {
         "conn_type": "http", "host": "https://git.example/ml/serving.git", "login": "git", "password": "tok"}
+
+
+WRITE_TOKEN = {"fab-platform:servingRepoWriteToken": {"secure": "v1:d3JpdGUtdG9rZW4="}}
+"""`write-token`, the serving-loop DAG's token that may push."""
+
+
+def _argocd_plan(*secrets: dict):
+    from helpers import render_config
+    from small_site import SERVING_REPO_TOKEN, with_argocd
+
+    from fabctl.stackfile import SITE_KEY
+
+    config = {SITE_KEY: with_argocd(small_site()), **SERVING_REPO_TOKEN}
+    for extra in secrets:
+        config.update(extra)
+    return render_config("site-t", config)
+
+
+def _secret(plan, name: str, namespace: str) -> dict:
+    (found,) = [s for s in plan.objects("Secret", COMPUTE) if s["metadata"]["name"] == name and s["metadata"]["namespace"] == namespace]
+    return found
+
+
+def test_with_a_write_token_airflow_gets_its_connection_to_push():
+    plan = _argocd_plan(WRITE_TOKEN)
+    platform = json.loads(_config_map(plan, "platform-dags")["data"]["platform.json"])
+    assert (set(_secret(plan, "serving-repo", "airflow")["stringData"]), platform["serving_repo"]["connection"]) == (
+        {"connection"}, "serving_repo")
+
+
+def test_without_a_write_token_airflow_holds_no_serving_repository_token():
+    """Argo CD's read-only token is there (its repository Secret), and Airflow does not get it."""
+    plan = _argocd_plan()
+    platform = json.loads(_config_map(plan, "platform-dags")["data"]["platform.json"])
+    assert _secret(plan, "repo-serving", "argocd")["metadata"]["labels"] == {"argocd.argoproj.io/secret-type": "repository"}
+    assert ([s["metadata"]["name"] for s in plan.objects("Secret", COMPUTE) if s["metadata"]["namespace"] == "airflow"
+             and s["metadata"]["name"] == "serving-repo"], platform["serving_repo"]["connection"]) == ([], None)
