@@ -325,17 +325,15 @@ def test_the_dag_is_parametrised_by_team_model_table_and_features(monkeypatch):
 # Airflow's own loader, where Airflow is installed: in this interpreter, or the one FAB_AIRFLOW_PYTHON names.
 
 AIRFLOW_CHECK = textwrap.dedent('''
-    import json, os, sys, time
+    import json, os, sys
     from pathlib import Path
     dags = Path(sys.argv[1])
     from airflow.utils.file import list_py_file_paths
     from airflow.dag_processing.dagbag import DagBag
     found = list_py_file_paths(str(dags))
-    started = time.monotonic()
     bag = DagBag(dag_folder=str(dags), include_examples=False)
     dag = bag.dags.get("serving_loop")
     print(json.dumps({"found": [str(Path(f).relative_to(dags)) for f in found], "errors": {k: str(v) for k, v in bag.import_errors.items()},
-                      "seconds": time.monotonic() - started,
                       "order": None if dag is None else [t.task_id for t in dag.topological_sort()],
                       "upstream": None if dag is None else {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}}))
 ''')
@@ -363,7 +361,7 @@ def config_map_volume(root: Path, files: dict[str, str]) -> Path:
 
 @pytest.mark.skipif(_airflow_python() is None, reason="Apache Airflow is not installed here (nor named by FAB_AIRFLOW_PYTHON); "
                     "the stubbed parse test above covers the task graph")
-def test_airflows_dagbag_loads_the_dag_from_the_configmap_volume_quickly(tmp_path):
+def test_airflows_dagbag_loads_the_dag_from_the_configmap_volume(tmp_path):
     from components.engines.airflow import AIRFLOWIGNORE
 
     dags = tmp_path / "dags"
@@ -374,4 +372,3 @@ def test_airflows_dagbag_loads_the_dag_from_the_configmap_volume_quickly(tmp_pat
                          timeout=300, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert (result["found"], result["errors"], result["order"]) == (["platform/serving_loop.py"], {}, ORDER)
-    assert result["seconds"] < 30
