@@ -51,11 +51,12 @@ NUMBERS = numeric_fields(SiteConfig)
 
 def numbers_site() -> dict[str, Any]:
     """The site with every optional part (full_site), and an entry in each mapping that holds numbers: a GPU type, a
-    profile with replicas and quotas, notebook profiles, a peer's team training here."""
+    profile with replicas and quotas, notebook profiles, a model's canary, a peer's team training here."""
     site = full_site()
     site["gpu_types"] = {"b200": {"memory_mib": 183359, "product": "NVIDIA-B200"}}
     site["profiles"] = {"night": {"replicas": {"qwen3-8b": 2}, "quotas": {"yield": {"gpu": {"gpus": 4}}}}}
     site["compute"]["jupyterhub"] = {"profiles": {"small": {"cpu": 2, "memory_gib": 8}}}
+    site["inference"]["models"]["qwen3-8b"].update(revision="r1", canary={"revision": "r2"})
     site["federation"] = {"peers": {"site-u": {"remote_training": {"yield": {"gpu": {"gpus": 0, "borrowing_limit_gpus": 1}}}}},
                           "ranges": {"site-u": ["172.20.0.0/16"]}, "linked": ["site-u"]}
     return site

@@ -164,15 +164,16 @@ def test_plan_can_skip_the_policy_pack(project, tmp_path):
     assert "policies:" not in run.stdout
 
 
-def test_diff_adding_a_team_lists_additions_and_the_gateway_policy_that_admits_it(project):
+def test_diff_adding_a_team_lists_additions_the_gateway_policy_that_admits_it_and_the_submission_contract(project):
     write_site(project, "site-t", small_site())
     run = fabctl("diff", "--stack", "site-t", "--project-dir", str(project), "--set", "site.teams.litho={description: Lithography}")
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    assert lines[-1].endswith("to add, 1 to change, 0 to replace, 0 to delete; 0 protected resources replaced or deleted")
-    # Each model's JWT SecurityPolicy lists the teams it admits (default deny): it changes in place, all else is added.
-    changed = [line for line in lines[:-1] if not line.startswith("+ ")]
-    assert len(changed) == 1 and changed[0].startswith("~ inference-jwt-qwen3-8b ")
+    assert lines[-1].endswith("to add, 2 to change, 0 to replace, 0 to delete; 0 protected resources replaced or deleted")
+    # Each model's JWT SecurityPolicy lists the teams it admits (default deny), and Airflow's copy of the submission
+    # contract lists each team's queue: both change in place, all else is added.
+    changed = [line.split(" (")[0] for line in lines[:-1] if not line.startswith("+ ")]
+    assert changed == ["~ training-compute-airflow-submission", "~ inference-jwt-qwen3-8b"]
     assert len(lines) > 10
 
 
