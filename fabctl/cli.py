@@ -13,9 +13,10 @@
     import --stack STACK [--out FILE] the `pulumi import` file of the objects the stack adopts (config `adopt`)
     stack-name --stack STACK [--organization ORG]
                                      the stack's <organization>/fab-platform/<stack> name (CI)
-    serving render --stack STACK --out DIR
+    serving render --stack STACK --out DIR [--check]
                                      write the serving repository Argo CD applies: each model's objects as
                                      `inference.delivery: pulumi` registers them, under DIR/<cluster>/<model>/
+                                     (--check: write nothing, list what differs, exit 1 if anything does)
     serving handover --stack STACK   the `pulumi state delete` commands that hand the live serving objects to Argo CD
     schema [--check]                 write (or check) schema/stack.schema.json and docs/configuration.md tables
 
@@ -50,7 +51,7 @@ from fabctl.helm import ChartPackages, ChartRepositories, ChartSource, render_re
 from fabctl.policy import PolicyPackError, analyze
 from fabctl.reference import with_reference
 from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, Plan, RenderError, render, render_config
-from fabctl.serving import ServingError, delivered_by_pulumi, handover_commands, serving_tree, write_tree
+from fabctl.serving import ServingError, delivered_by_pulumi, drift, handover_commands, serving_tree, write_tree
 from fabctl.stackfile import SITE_KEY, NoStackFile, StackFileError, read_stack_config, stack_file
 
 SCHEMA_PATH = PROJECT_DIR / "schema" / "stack.schema.json"
@@ -324,6 +325,16 @@ def cmd_serving(args: argparse.Namespace, console: Console, err: Console) -> int
             console.print(command, markup=False, highlight=False, soft_wrap=True)
         return 0
     out = Path(args.out)
+    if args.check:
+        found = drift(tree, out)
+        for line in found:
+            console.print(line, markup=False, highlight=False)
+        if found:
+            console.print(f"{len(found)} files of {out} differ from the stack's render: re-render with fabctl serving render, or "
+                          "bring the stack file's revision and canary in step with the repository", highlight=False)
+            return EXIT_CONFIG
+        console.print(f"{out} is the stack's render ({len(tree)} files)", highlight=False)
+        return 0
     written = write_tree(tree, out)
     models = sorted({path.rsplit("/", 1)[0] for path in tree})
     console.print(f"wrote {len(written)} files for {len(models)} model{'' if len(models) == 1 else 's'} under {out}: "
@@ -500,6 +511,8 @@ def parser() -> argparse.ArgumentParser:
         command.add_argument("--project-dir", default=str(PROJECT_DIR), help="checkout holding __main__.py and the stack files")
         if action == "render":
             command.add_argument("--out", required=True, help="the site's directory in the serving repository (serving_repo.path)")
+            command.add_argument("--check", action="store_true", help="write nothing: list how the directory differs from the "
+                                 "stack's render, exit 1 if it does (CI of the serving repository)")
         command.set_defaults(func=cmd_serving)
     schema = sub.add_parser("schema", help="write the stack file JSON Schema and the configuration reference tables")
     schema.add_argument("--check", action="store_true", help="only check that the committed schema is current")

@@ -78,6 +78,28 @@ def serving_tree(plan: Plan, config: dict[str, Any]) -> dict[str, tuple[dict[str
     return dict(sorted(tree.items()))
 
 
+def manifest_text(obj: dict[str, Any]) -> str:
+    """An object as the serving repository holds it: keys sorted, so that a re-render or a change by the serving-loop DAG
+    shows in Git as the lines it changes."""
+    return yaml.safe_dump(obj, sort_keys=True)
+
+
+def drift(tree: dict[str, tuple[dict[str, Any], dict[str, Any]]], out: Path) -> list[str]:
+    """How the serving repository's directory differs from the render, one line per file: what `render` would write,
+    change or remove (an empty list: the repository is the stack's)."""
+    lines = []
+    clusters = sorted({path.split("/")[0] for path in tree})
+    present = {p.relative_to(out).as_posix() for cluster in clusters if (out / cluster).is_dir()
+               for p in (out / cluster).rglob("*") if p.is_file()}
+    for path, (obj, _) in tree.items():
+        if path not in present:
+            lines.append(f"{path}: missing")
+        elif (out / path).read_text() != manifest_text(obj):
+            lines.append(f"{path}: differs from the stack's render")
+    lines += [f"{path}: not in the stack's render" for path in sorted(present - set(tree))]
+    return lines
+
+
 def write_tree(tree: dict[str, tuple[dict[str, Any], dict[str, Any]]], out: Path) -> list[Path]:
     """Write the objects under `out`, replacing each cluster's directory whole: a model that left the config leaves the
     repository, and Argo CD prunes it."""
@@ -87,8 +109,7 @@ def write_tree(tree: dict[str, tuple[dict[str, Any], dict[str, Any]]], out: Path
     for path, (obj, _) in tree.items():
         target = out / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        # Keys sorted: a re-render or a change by the serving-loop DAG shows in Git as the lines it changes.
-        target.write_text(yaml.safe_dump(obj, sort_keys=True))
+        target.write_text(manifest_text(obj))
         written.append(target)
     return written
 

@@ -21,7 +21,7 @@ from small_site import small_site
 from components.constants import TRAINING_MODEL_URI
 from components.data_access import team_prefix
 from components.training import airflow_submission, example_job
-from fabctl.serving import delivered_by_pulumi, serving_tree
+from fabctl.serving import delivered_by_pulumi, manifest_text, serving_tree
 from fabctl.stackfile import SITE_KEY
 
 DAG_FILE = Path(__file__).parents[2] / "components" / "dags" / "serving_loop.py"
@@ -57,7 +57,7 @@ def render_model_dir(revision: str, canary: dict[str, Any] | None = None) -> dic
         site["inference"]["models"][MODEL].update(revision=revision, **({"canary": canary} if canary else {}))
         config = delivered_by_pulumi({SITE_KEY: site})
         tree = serving_tree(render_small(config[SITE_KEY]), config)
-        _RENDERS[key] = {path.rsplit("/", 1)[1]: yaml.safe_dump(obj, sort_keys=True) for path, (obj, _) in tree.items()}
+        _RENDERS[key] = {path.rsplit("/", 1)[1]: manifest_text(obj) for path, (obj, _) in tree.items()}
     return dict(_RENDERS[key])
 
 

@@ -67,3 +67,26 @@ def test_handover_prints_one_state_deletion_per_object(project):
     assert [line.split("::")[-1] for line in run.stdout.splitlines()] == [
         "inference-route-qwen3-8b'", "inference-vllm-qwen3-8b-svc'", "inference-vllm-qwen3-8b-pdb'", "inference-vllm-qwen3-8b'",
     ]
+
+
+def test_check_passes_on_the_directory_render_wrote(project, tmp_path):
+    assert fabctl(project, "serving", "render", "--stack", "site-t", "--out", str(tmp_path)).returncode == 0
+    run = fabctl(project, "serving", "render", "--stack", "site-t", "--out", str(tmp_path), "--check")
+    assert (run.returncode, run.stdout, run.stderr) == (0, f"{tmp_path} is the stack's render (4 files)\n", "")
+
+
+def test_fails_when_the_repository_has_drifted_from_the_stack(project, tmp_path):
+    assert fabctl(project, "serving", "render", "--stack", "site-t", "--out", str(tmp_path)).returncode == 0
+    deployment = tmp_path / "gpu" / "qwen3-8b" / "deployment.yaml"
+    deployment.write_text(deployment.read_text().replace("replicas: 2", "replicas: 3"))
+    (tmp_path / "gpu" / "qwen3-8b" / "pdb.yaml").unlink()
+    (tmp_path / "gpu" / "qwen3-8b" / "canary.yaml").write_text("kind: Deployment\n")
+    run = fabctl(project, "serving", "render", "--stack", "site-t", "--out", str(tmp_path), "--check")
+    assert (run.returncode, run.stdout.splitlines()) == (1, [
+        "gpu/qwen3-8b/deployment.yaml: differs from the stack's render",
+        "gpu/qwen3-8b/pdb.yaml: missing",
+        "gpu/qwen3-8b/canary.yaml: not in the stack's render",
+        f"3 files of {tmp_path} differ from the stack's render: re-render with fabctl serving render, or bring the stack "
+        "file's revision and canary in step with the repository",
+    ])
+    assert deployment.read_text().count("replicas: 3") == 1
