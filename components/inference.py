@@ -42,6 +42,8 @@ from components.serving import GATEWAY_NAME, PRINCIPAL, VLLM_PORT, route_prefix
 from components.storage import StorageCluster
 
 GATEWAY_CLASS = "fab-llm"
+LISTENER = "https"
+"""The gateway's one listener, which every model's route attaches to."""
 TEAM_CLAIM = "team"
 ACCESS_CLAIM = "llm_access"
 """A fixed claim only the teams' gateway clients carry, so that a token of another client is refused even if it names a team."""
@@ -212,7 +214,7 @@ class InferencePool(pulumi.ComponentResource):
             description="The site's inference gateway.",
             service_labels=network.lb_service_labels(self._cluster, gateway_cfg.pool),
             vip=str(gateway_cfg.vip),
-            listeners=[https_listener("https", hostname, gateway_cfg.tls_secret, GATEWAY_NAME)],
+            listeners=[https_listener(LISTENER, hostname, gateway_cfg.tls_secret, GATEWAY_NAME)],
             global_rate_limits=True,
         )
         # The team header is only ever set from a verified token: strip whatever the client sent.
@@ -230,13 +232,11 @@ class InferencePool(pulumi.ComponentResource):
         return gateway
 
     def _route(self, model: str, after: list[pulumi.Resource]) -> k8s.apiextensions.CustomResource:
-        spec = serving.route_spec(self.site, self._served[model])
-        (parent,) = spec["parentRefs"]
         return http_route(
             f"{self._name}-route-{model}",
             pulumi.ResourceOptions(parent=self, depends_on=after),
-            name=names.VLLM(model), namespace_=INFERENCE_NAMESPACE, gateway=parent["name"], listener=parent["sectionName"],
-            hostname=self.site.hostname, rules=spec["rules"],
+            name=names.VLLM(model), namespace_=INFERENCE_NAMESPACE, gateway=GATEWAY_NAME, listener=LISTENER,
+            hostname=self.site.hostname, rules=serving.route_rules(self._served[model]),
         )
 
     def _policies(self, model: str, after: list[pulumi.Resource], identity: SiteIdentity) -> list[pulumi.Resource]:

@@ -21,7 +21,7 @@ from typing import Any
 from components import versions
 from components.capacity import ModelCapacity
 from components.config import InferenceModelConfig, names
-from components.constants import GATEWAY_NAMESPACE, S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY, s3_secret
+from components.constants import S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY, s3_secret
 from components.gpu import (
     INFERENCE_NAMESPACE,
     IPOIB_NETWORK,
@@ -32,7 +32,7 @@ from components.gpu import (
     toleration,
 )
 from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_container, restricted_pod_security_context
-from components.storage import MC_CA_DIR, SITE_CA_SECRET
+from components.storage import MC_CA_DIR, site_ca_mounts, site_ca_volumes
 
 GATEWAY_NAME = "llm"
 VLLM_PORT = 8000
@@ -55,8 +55,6 @@ STARTUP_BASE_SEC = 600
 NVME_READ_GIB_PER_SEC = 0.5
 """Weights read from the pod's NVMe cache into GPU memory, per pod, taken low (safetensors loads at several GiB/s)."""
 
-SERVING_FILES = ("deployment.yaml", "service.yaml", "pdb.yaml", "httproute.yaml")
-CANARY_FILES = ("canary.yaml", "canary-service.yaml")
 
 
 def model_path(model: str, revision: str | None = None) -> str:
@@ -109,14 +107,6 @@ class ServedModel:
     size: ModelCapacity
 
 
-def _ca_volumes(site: ServingSite) -> list[dict[str, Any]]:
-    return [{"name": "site-ca", "secret": {"secretName": SITE_CA_SECRET}}] if site.site_ca else []
-
-
-def _ca_mounts(site: ServingSite) -> list[dict[str, Any]]:
-    return [{"name": "site-ca", "mountPath": MC_CA_DIR, "readOnly": True}] if site.site_ca else []
-
-
 def stable_labels(model: str) -> dict[str, str]:
     """The stable Deployment's selector, which never changes (a Deployment's selector is immutable)."""
     return {APP_LABEL: VLLM_APP, MODEL_LABEL: model}
@@ -148,12 +138,12 @@ def deployment(site: ServingSite, model: ServedModel, *, canary: bool = False) -
         restricted_container(
             "weights-alias", versions.WEIGHTS_SYNC_IMAGE, VLLM_USER,
             args=["alias", "set", "models", f"$({S3_ENDPOINT})", f"$({S3_ACCESS_KEY})", f"$({S3_SECRET_KEY})"],
-            env=mc_env, resources=small, volumeMounts=[work, *_ca_mounts(site)],
+            env=mc_env, resources=small, volumeMounts=[work, *site_ca_mounts(site.site_ca, MC_CA_DIR)],
         ),
         restricted_container(
             "weights-sync", versions.WEIGHTS_SYNC_IMAGE, VLLM_USER,
             args=["mirror", "--overwrite", "--remove", weights_source(site.models_bucket, spec.source, revision), cache],
-            env=mc_env, resources=small, volumeMounts=[work, {"name": "model-cache", "mountPath": "/models"}, *_ca_mounts(site)],
+            env=mc_env, resources=small, volumeMounts=[work, {"name": "model-cache", "mountPath": "/models"}, *site_ca_mounts(site.site_ca, MC_CA_DIR)],
         ),
     ]
     gpu_resources: dict[str, Any] = {"nvidia.com/gpu": str(tp)}
@@ -229,7 +219,7 @@ def deployment(site: ServingSite, model: ServedModel, *, canary: bool = False) -
                         {"name": "home", "emptyDir": {"sizeLimit": "8Gi"}},
                         {"name": "tmp", "emptyDir": {"sizeLimit": "8Gi"}},
                         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
-                        *_ca_volumes(site),
+                        *site_ca_volumes(site.site_ca),
                     ],
                     "terminationGracePeriodSeconds": 120,
                 },
@@ -268,39 +258,25 @@ def backend_refs(model: ServedModel) -> list[dict[str, Any]]:
             {"name": names.VLLM_CANARY(model.key), "port": VLLM_PORT, "weight": canary.weight_percent}]
 
 
-def route_spec(site: ServingSite, model: ServedModel) -> dict[str, Any]:
-    """The model's HTTPRoute spec on the gateway's https listener: `/models/<model>/v1/...`, rewritten to `/v1/...`."""
+def route_rules(model: ServedModel) -> list[dict[str, Any]]:
+    """The rules of the model's HTTPRoute: `/models/<model>/v1/...`, rewritten to `/v1/...`, to its backends."""
+    return [
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": route_prefix(model.key)}}],
+            "filters": [{"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v1"}}}],
+            "backendRefs": backend_refs(model),
+        }
+    ]
+
+
+def repository_files(model: str) -> dict[tuple[str, str], str]:
+    """A model's directory of the serving repository (`fabctl serving render`): (kind, name) of each object -> its file."""
+    stable, canary = names.VLLM(model), names.VLLM_CANARY(model)
     return {
-        "parentRefs": [{"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE, "sectionName": "https"}],
-        "hostnames": [site.hostname],
-        "rules": [
-            {
-                "matches": [{"path": {"type": "PathPrefix", "value": route_prefix(model.key)}}],
-                "filters": [{"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v1"}}}],
-                "backendRefs": backend_refs(model),
-            }
-        ],
+        ("Deployment", stable): "deployment.yaml",
+        ("Service", stable): "service.yaml",
+        ("PodDisruptionBudget", stable): "pdb.yaml",
+        ("HTTPRoute", stable): "httproute.yaml",
+        ("Deployment", canary): "canary.yaml",
+        ("Service", canary): "canary-service.yaml",
     }
-
-
-def route(site: ServingSite, model: ServedModel) -> dict[str, Any]:
-    return {
-        "apiVersion": versions.GATEWAY_API,
-        "kind": "HTTPRoute",
-        "metadata": {"name": names.VLLM(model.key), "namespace": INFERENCE_NAMESPACE},
-        "spec": route_spec(site, model),
-    }
-
-
-def serving_files(site: ServingSite, model: ServedModel) -> dict[str, dict[str, Any]]:
-    """A model's directory of the serving repository: file name -> object."""
-    files = {
-        "deployment.yaml": deployment(site, model),
-        "service.yaml": service(model.key),
-        "pdb.yaml": disruption_budget(model.key),
-        "httproute.yaml": route(site, model),
-    }
-    if model.spec.canary is not None:
-        files["canary.yaml"] = deployment(site, model, canary=True)
-        files["canary-service.yaml"] = service(model.key, canary=True)
-    return files

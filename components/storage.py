@@ -123,6 +123,16 @@ MC_CA_DIR = "/work/.mc/certs/CAs"
 """Where the MinIO client (with MC_CONFIG_DIR=/work/.mc) looks for the CAs it trusts besides the system's."""
 
 
+def site_ca_volumes(delivered: bool) -> list[dict[str, Any]]:
+    """A pod's volume of the site CA bundle (the Secret `fab-site-ca`), where the site has one."""
+    return [{"name": "site-ca", "secret": {"secretName": SITE_CA_SECRET}}] if delivered else []
+
+
+def site_ca_mounts(delivered: bool, path: str) -> list[dict[str, Any]]:
+    """A container's mount of the site CA bundle at `path`, where the site has one."""
+    return [{"name": "site-ca", "mountPath": path, "readOnly": True}] if delivered else []
+
+
 @dataclass(frozen=True)
 class SiteCa:
     """The site CA bundle delivered to one namespace (as the Secret `fab-site-ca`), or nothing without a bundle."""
@@ -130,10 +140,10 @@ class SiteCa:
     secret: k8s.core.v1.Secret | None
 
     def volumes(self) -> list[dict[str, Any]]:
-        return [{"name": "site-ca", "secret": {"secretName": SITE_CA_SECRET}}] if self.secret else []
+        return site_ca_volumes(self.secret is not None)
 
     def mounts(self, path: str) -> list[dict[str, Any]]:
-        return [{"name": "site-ca", "mountPath": path, "readOnly": True}] if self.secret else []
+        return site_ca_mounts(self.secret is not None, path)
 
     def resources(self) -> list[pulumi.Resource]:
         return [self.secret] if self.secret else []

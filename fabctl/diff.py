@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from components.config import CONFIG_KEY, PROJECT
 from fabctl.render import Plan
+from fabctl.stackfile import SITE_KEY
 
 REPLACE_KEYS = {
     "minio:index/s3Bucket:S3Bucket": ("bucket",),
@@ -92,7 +92,7 @@ SERVING_KINDS = {"Deployment", "Service", "PodDisruptionBudget", "HTTPRoute"}
 
 def delivery(plan: Plan) -> str | None:
     """The plan's `inference.delivery` (pulumi by default), or None when its config is unknown or it serves nothing."""
-    raw = plan.config.get(f"{PROJECT}:{CONFIG_KEY}")
+    raw = plan.config.get(SITE_KEY)
     try:
         inference = json.loads(raw).get("inference") if raw else None
     except (json.JSONDecodeError, AttributeError):

@@ -3,7 +3,7 @@
 `render` writes each model's objects exactly as `inference.delivery: pulumi` registers them: the stack is rendered
 with delivery set to pulumi and the objects are taken from that plan, so the two deliveries cannot differ (same
 sizing, same pod template, same route). Layout: `<out>/<cluster>/<model>/<file>` (components/serving.py,
-SERVING_FILES and CANARY_FILES); the Application of each serving cluster reads `<serving_repo.path>/<cluster>/`.
+`repository_files`); the Application of each serving cluster reads `<serving_repo.path>/<cluster>/`.
 
 `handover` lists the `pulumi state delete` commands that take the live objects out of the stack without deleting
 them, so that Argo CD adopts them in place and no replica restarts (docs/operations.md, "Serving through Argo CD").
@@ -18,11 +18,11 @@ from typing import Any
 
 import yaml
 
-from components.config import CONFIG_KEY, PROJECT, names
+from components.config import names
 from components.gpu import INFERENCE_NAMESPACE
+from components.serving import repository_files
 from fabctl.render import Plan
-
-SITE_KEY = f"{PROJECT}:{CONFIG_KEY}"
+from fabctl.stackfile import SITE_KEY
 
 HANDOVER_ORDER = ("httproute.yaml", "canary-service.yaml", "service.yaml", "pdb.yaml", "canary.yaml", "deployment.yaml")
 """The order a stack lets go of a model's objects: each before what it depends on (`pulumi state delete` refuses to
@@ -48,25 +48,12 @@ def delivered_by_pulumi(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def expected_files(model: str) -> dict[tuple[str, str], str]:
-    """(kind, name) -> file of a model's directory."""
-    stable, canary = names.VLLM(model), names.VLLM_CANARY(model)
-    return {
-        ("Deployment", stable): "deployment.yaml",
-        ("Service", stable): "service.yaml",
-        ("PodDisruptionBudget", stable): "pdb.yaml",
-        ("HTTPRoute", stable): "httproute.yaml",
-        ("Deployment", canary): "canary.yaml",
-        ("Service", canary): "canary-service.yaml",
-    }
-
-
 def serving_tree(plan: Plan, config: dict[str, Any]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     """`<cluster>/<model>/<file>` -> (object, plan resource), from a plan rendered with delivery pulumi."""
     inference = _inference(config)
     cluster, models = inference["cluster"], sorted(inference.get("models") or {})
     provider = names.CLUSTER_NAME(cluster, config[SITE_KEY]["name"])
-    wanted = {key: f"{cluster}/{model}/{file}" for model in models for key, file in expected_files(model).items()}
+    wanted = {key: f"{cluster}/{model}/{file}" for model in models for key, file in repository_files(model).items()}
     tree: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
     for on, obj, resource in plan.manifests():
         meta = obj.get("metadata") or {}

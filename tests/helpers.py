@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from fabctl.helm import ChartPackages, MissingChart, RenderedRelease, render_releases
-
 from fabctl.render import PROJECT_DIR, Plan, render
 from fabctl.stackfile import SITE_KEY, read_stack_config, stack_file
 
@@ -57,12 +56,13 @@ _PLANS: dict[str, Plan] = {}
 _SMALL_PLANS: dict[str, Plan] = {}
 
 
-def render_small(site: dict[str, Any], stack: str = "site-t") -> Plan:
-    """The render of a site object built by a test (small_site.py) as stack `stack`; each distinct site is rendered
-    once per test session, so the plan is shared: copy what a test changes."""
-    key = json.dumps([stack, site], sort_keys=True)
+def render_small(site: dict[str, Any], stack: str = "site-t", secrets: dict[str, Any] | None = None) -> Plan:
+    """The render of a site object built by a test (small_site.py) as stack `stack`, with the secret config keys
+    `secrets` beside it (`small_site.SERVING_REPO_TOKEN`); each distinct site is rendered once per test session, so the
+    plan is shared: copy what a test changes."""
+    key = json.dumps([stack, site, secrets], sort_keys=True)
     if key not in _SMALL_PLANS:
-        _SMALL_PLANS[key] = render_config(stack, {SITE_KEY: site})
+        _SMALL_PLANS[key] = render_config(stack, {SITE_KEY: site, **(secrets or {})})
     return _SMALL_PLANS[key]
 
 

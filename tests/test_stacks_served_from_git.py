@@ -7,12 +7,11 @@ from __future__ import annotations
 import pytest
 from helpers import STACKS, render_config, rendered, stack_config
 from schemas import CrdSchemas, schema_errors
+from small_site import SERVING_REPO_TOKEN
 
 from fabctl.policy import analyze_with, analyzer
 from fabctl.serving import delivered_by_pulumi, serving_tree
 from fabctl.stackfile import SITE_KEY
-
-TOKEN = {"fab-platform:servingRepoToken": {"secure": "v1:c2VydmluZy1yZXBvLXRva2Vu"}}
 
 
 def served_from_git(stack: str) -> dict:
@@ -20,7 +19,7 @@ def served_from_git(stack: str) -> dict:
     site = config[SITE_KEY]
     site["compute"]["argocd"] = {"enabled": True, "serving_repo": {"url": f"https://git.{site['domain']}/platform/serving.git"}}
     site["inference"]["delivery"] = "argocd"
-    return {**config, **TOKEN}
+    return {**config, **SERVING_REPO_TOKEN}
 
 
 _PLANS: dict[str, object] = {}

@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from helpers import render_config, render_small
+from helpers import render_small
 from schemas import CrdSchemas, _adapt, schema_errors
 from small_site import SERVING_REPO, SERVING_REPO_TOKEN, small_site, with_argocd
 
@@ -18,7 +18,6 @@ from components.config import parse_site
 from components.engines.argocd import cluster_config, repo_path, repository_data
 from fabctl.helm import ChartPackages, render_releases
 from fabctl.render import PROJECT_DIR, Plan, RenderError
-from fabctl.stackfile import SITE_KEY
 
 COMPUTE, GPU = "site-t-compute", "site-t-gpu"
 SERVER = "https://10.30.3.10:6443"
@@ -27,7 +26,7 @@ RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
 
 
 def render_argocd(site: dict[str, Any]) -> Plan:
-    return render_config("site-t", {SITE_KEY: site, **SERVING_REPO_TOKEN})
+    return render_small(site, secrets=SERVING_REPO_TOKEN)
 
 
 @pytest.fixture(scope="module")

@@ -105,15 +105,9 @@ WRITE_TOKEN = {"fab-platform:servingRepoWriteToken": {"secure": "v1:d3JpdGUtdG9r
 
 
 def _argocd_plan(*secrets: dict):
-    from helpers import render_config
     from small_site import SERVING_REPO_TOKEN, with_argocd
 
-    from fabctl.stackfile import SITE_KEY
-
-    config = {SITE_KEY: with_argocd(small_site()), **SERVING_REPO_TOKEN}
-    for extra in secrets:
-        config.update(extra)
-    return render_config("site-t", config)
+    return render_small(with_argocd(small_site()), secrets={k: v for extra in (SERVING_REPO_TOKEN, *secrets) for k, v in extra.items()})
 
 
 def _secret(plan, name: str, namespace: str) -> dict:

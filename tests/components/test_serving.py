@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 import pytest
-from helpers import config_errors, render_config
+from helpers import config_errors, render_small
 from schemas import CrdSchemas, schema_errors
 from small_site import SERVING_REPO_TOKEN, add_model, small_site, with_argocd
 
@@ -32,16 +31,9 @@ def argocd(site: dict[str, Any]) -> dict[str, Any]:
     return with_argocd(copy.deepcopy(site))
 
 
-_PLANS: dict[str, Plan] = {}
-
-
 def render(site: dict[str, Any]) -> Plan:
-    """The render of a site, with the serving repository's token where Argo CD reads it; once per distinct site."""
-    key = json.dumps(site, sort_keys=True)
-    if key not in _PLANS:
-        secrets = SERVING_REPO_TOKEN if site["compute"].get("argocd", {}).get("enabled") else {}
-        _PLANS[key] = render_config("site-t", {SITE_KEY: site, **secrets})
-    return _PLANS[key]
+    """The render of a site, with the serving repository's token where Argo CD reads it."""
+    return render_small(site, secrets=SERVING_REPO_TOKEN if site["compute"].get("argocd", {}).get("enabled") else None)
 
 
 def with_canary(site: dict[str, Any], revision: str = "r1", canary: str = "r2", weight: int = 10) -> dict[str, Any]:

@@ -7,11 +7,10 @@ import copy
 import dataclasses
 
 import pytest
-from helpers import render_config
+from helpers import render_small
 from small_site import SERVING_REPO_TOKEN, small_site, with_argocd
 
 from fabctl.policy import analyze_with, analyzer
-from fabctl.stackfile import SITE_KEY
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +21,7 @@ def stub():
 
 @pytest.fixture(scope="module")
 def argocd_plan():
-    return render_config("site-t", {SITE_KEY: with_argocd(small_site()), **SERVING_REPO_TOKEN})
+    return render_small(with_argocd(small_site()), secrets=SERVING_REPO_TOKEN)
 
 
 def without(plan, type_suffix: str, name: str):
