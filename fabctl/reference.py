@@ -69,6 +69,9 @@ MODELS: list[type[BaseModel]] = [
     config.LbPool,
     config.CiliumSettings,
     config.Flow,
+    config.ObservabilityConfig,
+    config.RemoteWriteConfig,
+    config.AlertsConfig,
 ]
 
 _VALIDATOR_NAMES = {

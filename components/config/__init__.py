@@ -88,6 +88,7 @@ from components.config.schema.gpu import (
     InfinibandConfig,
 )
 from components.config.schema.network import CILIUM_RELEASE, BgpPeer, CiliumSettings, ClusterConfig, Flow, LbPool
+from components.config.schema.observability import AlertsConfig, ObservabilityConfig, RemoteWriteConfig
 from components.config.schema.storage import (
     AISTOR_POD_LABEL,
     CONTRACT_CLASSES,
@@ -144,6 +145,7 @@ __all__ = [
     "DEFAULT_GPU_TYPES", "CanaryConfig", "GatewayConfig", "GpuClusterConfig", "GpuNode", "GpuType", "InferenceConfig",
     "InferenceModelConfig", "InfinibandConfig",
     "CILIUM_RELEASE", "BgpPeer", "CiliumSettings", "ClusterConfig", "Flow", "LbPool",
+    "AlertsConfig", "ObservabilityConfig", "RemoteWriteConfig",
     "AISTOR_POD_LABEL", "CONTRACT_CLASSES", "NO_EXPIRY_CLASSES", "REPLICABLE_CLASSES", "VERSIONED_CLASSES", "Bucket",
     "BucketName", "DataClass", "MinioEndpoint", "ObjectStoreConfig", "PolarisConfig", "PostgresConfig", "S3Endpoints",
     "StorageConfig",

@@ -20,6 +20,7 @@ from components.config.schema.compute import ComputeConfig
 from components.config.schema.federation import FederationConfig
 from components.config.schema.gpu import GpuClusterConfig, GpuType, InferenceConfig
 from components.config.schema.network import ClusterConfig, Flow
+from components.config.schema.observability import ObservabilityConfig
 from components.config.schema.roadmap import FeatureId, Phase
 from components.config.schema.storage import MinioEndpoint, StorageConfig
 from components.config.schema.teams import IdentityConfig, KeycloakEndpoint, Profile, ProfileSchedule, Team, TrainingConfig
@@ -77,6 +78,11 @@ class SiteConfig(SiteViews, _Model):
         None,
         description="Switch profiles on a schedule, in the clusters, instead of by `active_profile` and `pulumi up` "
         "(docs/operations.md, \"Scheduled switching\"). Defaults to none: profiles switch by hand.",
+    )
+    observability: ObservabilityConfig | None = Field(
+        None,
+        description="Metrics, dashboards and alerts (docs/operations.md, \"Metrics and alerts\"). Defaults to none: no "
+        "Prometheus, Grafana or alert rules are deployed.",
     )
     flows: dict[FlowKey, Flow] | None = Field(
         None,

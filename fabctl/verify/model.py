@@ -1,0 +1,56 @@
+"""What `fabctl verify` runs: each roadmap phase's completion check (docs/roadmap.md) as criteria, each criterion a
+sequence of steps of Kubernetes objects applied to one cluster and judged by what they report.
+
+The builders (fabctl/verify/jobs.py) make criteria from the site config; the runner (fabctl/verify/runner.py) applies
+them to the live clusters, waits, reads the results, cleans up and reports (fabctl/verify/report.py). Nothing here
+talks to a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Manifest = dict[str, Any]
+"""One Kubernetes object as applied: apiVersion, kind, metadata (name, namespace, labels), spec."""
+
+RESULT_PREFIX = "FAB-RESULT "
+"""A job reports a measured value by printing `FAB-RESULT <key>=<value>` on a line of its own (in the deciding pod's
+log); the runner collects these lines into the step's results."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """Objects applied together on one cluster; the step is done when `decides` (a Job, MPIJob or JobSet among them,
+    by kind and name) has finished. Objects in `background` (a load generator) run beside it and are deleted with it."""
+
+    cluster: str
+    """Config key of the cluster the step runs on (its kubeconfig context is the cluster's, as for Pulumi)."""
+    objects: tuple[Manifest, ...]
+    decides: tuple[str, str]
+    """(kind, metadata.name) of the object whose completion ends the step and whose pods' logs carry the results."""
+    timeout_sec: int
+    background: tuple[str, ...] = ()
+    """metadata.name of the objects started before the others and left running until `decides` finishes."""
+
+
+Judgement = tuple[bool, str]
+"""Pass or fail, and one line saying why (the measured figures against the bound)."""
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One line of a phase's completion check: what is verified, how, and how its results are judged."""
+
+    phase: int
+    id: str
+    """Stable id, `<phase>-<what>` (for example `01-nccl-under-load`), the JUnit test case name."""
+    title: str
+    """What is verified, as docs/acceptance.md words it."""
+    steps: tuple[Step, ...]
+    judge: Callable[[Mapping[str, str]], Judgement] = field(compare=False)
+    """Decides from every step's results (`FAB-RESULT` keys, each prefixed by the step index: `0.busbw_gbps`) and
+    the runner's own facts (`<i>.succeeded`: `true`/`false` for each step's deciding object)."""
+    bound: str = ""
+    """The configured bound, as the report shows it (`reduction <= 20 %`); empty when pass is plain success."""
