@@ -70,8 +70,8 @@ def junit(site: str, outcomes: Sequence[Outcome]) -> str:
             "name": suite_name(phase), "tests": str(len(cases)), "failures": str(counts[FAIL]), "errors": str(counts[ERROR]),
             "skipped": str(counts[SKIPPED]), "time": _seconds(sum(o.seconds for o in cases)),
         })
-        properties = [(f"{o.id}.bound", o.bound) for o in cases if o.bound]
-        properties += [(f"{o.id}.{key}", value) for o in cases for key, value in sorted(o.results.items())]
+        properties = [(f"{o.id}.{key}", value) for o in cases
+                      for key, value in [*([("bound", o.bound)] if o.bound else []), *sorted(o.results.items())]]
         if properties:
             holder = ET.SubElement(suite, "properties")
             for name, value in properties:
