@@ -19,6 +19,9 @@
                                      (--check: write nothing, list what differs, exit 1 if anything does)
     serving handover --stack STACK   the `pulumi state delete` commands that hand the live serving objects to Argo CD
     schema [--check]                 write (or check) schema/stack.schema.json and docs/configuration.md tables
+    verify --stack STACK --phase N [--render --out DIR] [--junit FILE] [--markdown FILE]
+                                     run the phase's acceptance jobs on the live site and report per criterion, or
+                                     write them as YAML (--render); its own exit statuses: fabctl/verify/cli.py
 
 Exit status: 0 success, 1 the stack's config or its stack file is wrong (one line per problem), 2 bad usage
 or no such stack file, or no Helm or chart package for the check, 3 the program crashed (a bug: the traceback is printed),
@@ -53,6 +56,7 @@ from fabctl.reference import with_reference
 from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, Plan, RenderError, render, render_config
 from fabctl.serving import ServingError, delivered_by_pulumi, drift, handover_commands, serving_tree, write_tree
 from fabctl.stackfile import SITE_KEY, NoStackFile, StackFileError, read_stack_config, stack_file
+from fabctl.verify import cli as verify_cli
 
 SCHEMA_PATH = PROJECT_DIR / "schema" / "stack.schema.json"
 REFERENCE_PATH = PROJECT_DIR / "docs" / "configuration.md"
@@ -517,6 +521,7 @@ def parser() -> argparse.ArgumentParser:
     schema = sub.add_parser("schema", help="write the stack file JSON Schema and the configuration reference tables")
     schema.add_argument("--check", action="store_true", help="only check that the committed schema is current")
     schema.set_defaults(func=cmd_schema)
+    verify_cli.add_parser(sub, PROJECT_DIR)
     return p
 
 

@@ -110,8 +110,8 @@ def test_fails_when_the_cluster_does_not_serve_the_kind(run, api):
     mpijob = job("nccl", kind="MPIJob", api_version="kubeflow.org/v2beta1")
     (outcome,), _ = run(criterion(step(mpijob, decides=("MPIJob", "nccl"))))
     assert (outcome.status, outcome.message) == (
-        FAIL, f"MPIJob kubeflow.org/v2beta1 is not served by cluster gpu (context {CONTEXT}): the MPI Operator is not "
-              "installed there")
+        FAIL, (f"MPIJob kubeflow.org/v2beta1 is not served by cluster gpu (context {CONTEXT}): the MPI Operator is not "
+               "installed there"))
     assert api.calls("PATCH", "POST") == []
 
 

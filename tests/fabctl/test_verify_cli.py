@@ -1,0 +1,158 @@
+"""`python -m fabctl verify` on the smallest site, with a fake builders module (`fabctl.verify.jobs`) so that the command
+is tested apart from the jobs: --render writes the files, a run against the fake API (tests/kube_stub.py) reports and
+exits 0 or 1, and usage and config mistakes exit 2."""
+
+from __future__ import annotations
+
+import sys
+import types
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kube_stub import FakeApi, serve
+from small_site import small_site
+
+from fabctl.cli import main
+from fabctl.stackfile import SITE_KEY
+from fabctl.verify.model import Criterion, Step
+
+NS = "fab-verify"
+
+
+def job(name: str) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": NS},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.37"}]}}}}
+
+
+def nccl_criterion(phase: int, passes: bool = True) -> Criterion:
+    """Two steps on the GPU cluster; the second measures beside a background load."""
+    return Criterion(
+        phase=phase, id=f"0{phase}-nccl-under-load", title="NCCL under storage load",
+        steps=(Step("gpu", (job("nccl-base"),), ("Job", "nccl-base"), 600),
+               Step("gpu", (job("nccl-load"), job("warp-load")), ("Job", "nccl-load"), 600, background=("warp-load",))),
+        judge=lambda results: (passes, f"busbw {results.get('0.busbw_gbps')} -> {results.get('1.busbw_gbps')} GB/s"),
+        bound="reduction <= 20 %",
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A folder with the smallest site as stack site-t."""
+    (tmp_path / "Pulumi.site-t.yaml").write_text(yaml.safe_dump({"config": {SITE_KEY: small_site()}}))
+    return tmp_path
+
+
+@pytest.fixture
+def jobs(monkeypatch) -> types.ModuleType:
+    """The builders module the command imports, as a fake: one NCCL criterion, one criterion that does not apply."""
+    fake = types.ModuleType("fabctl.verify.jobs")
+    fake.criteria = lambda site, phase: [nccl_criterion(phase)]
+    fake.not_applicable = lambda site, phase: [(f"0{phase}-s3-from-gpu", f"{site.name} has no training team")]
+    monkeypatch.setitem(sys.modules, "fabctl.verify.jobs", fake)
+    return fake
+
+
+def verify(project: Path, *args: str) -> int:
+    return main(["verify", "--stack", "site-t", "--project-dir", str(project), *args])
+
+
+def test_render_writes_each_steps_objects_in_apply_order(project, jobs, tmp_path):
+    assert verify(project, "--phase", "1", "--render", "--out", str(tmp_path / "out")) == 0
+    folder = tmp_path / "out" / "phase-01" / "01-nccl-under-load"
+    assert sorted(p.name for p in folder.iterdir()) == ["0-gpu.yaml", "1-gpu.yaml"]
+    docs = list(yaml.safe_load_all((folder / "1-gpu.yaml").read_text()))
+    assert [d["metadata"]["name"] for d in docs] == ["warp-load", "nccl-load"]
+
+
+def test_render_says_what_it_wrote_and_what_does_not_apply(project, jobs, tmp_path, capsys):
+    verify(project, "--phase", "1", "--render", "--out", str(tmp_path))
+    assert capsys.readouterr().out == (f"skipped 01-s3-from-gpu: site-t has no training team\n"
+                                       f"wrote 2 files for 1 criteria under {tmp_path / 'phase-01'}\n")
+
+
+def test_render_removes_the_files_of_a_criterion_no_longer_built(project, jobs, tmp_path):
+    stale = tmp_path / "phase-01" / "01-gone" / "0-gpu.yaml"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("kind: Job\n")
+    verify(project, "--phase", "1", "--render", "--out", str(tmp_path))
+    assert not stale.parent.exists()
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    """A GPU cluster where both NCCL Jobs complete at once and report their bus bandwidth; the load is ready at once."""
+    path = f"/apis/batch/v1/namespaces/{NS}/jobs"
+    done = [{"conditions": [{"type": "Complete", "status": "True"}]}]
+    return FakeApi(
+        statuses={f"{path}/nccl-base": done, f"{path}/nccl-load": done, f"{path}/warp-load": [{"ready": 1}]},
+        pods={"batch.kubernetes.io/job-name=nccl-base": ["base-1"], "batch.kubernetes.io/job-name=nccl-load": ["load-1"]},
+        logs={"base-1": "FAB-RESULT busbw_gbps=182.4\n", "load-1": "FAB-RESULT busbw_gbps=170.0\n"},
+    )
+
+
+def test_run_exits_0_when_every_applicable_criterion_passes(project, jobs, api, tmp_path, capsys):
+    kubeconfig = tmp_path / "kubeconfig"
+    with serve(api, kubeconfig, {"site-t-gpu": "gpu"}):
+        status = verify(project, "--phase", "1", "--kubeconfig", str(kubeconfig))
+    assert status == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "site-t phase-01: PASSED: 1 passed, 0 failed, 0 errors, 1 skipped"
+
+
+def test_run_exits_1_when_a_criterion_fails(project, jobs, api, tmp_path, capsys):
+    jobs.criteria = lambda site, phase: [nccl_criterion(phase, passes=False)]
+    kubeconfig = tmp_path / "kubeconfig"
+    with serve(api, kubeconfig, {"site-t-gpu": "gpu"}):
+        status = verify(project, "--phase", "1", "--kubeconfig", str(kubeconfig))
+    assert status == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "site-t phase-01: FAILED: 0 passed, 1 failed, 0 errors, 1 skipped"
+
+
+def test_run_exits_1_when_the_kubeconfig_has_no_context_for_the_cluster(project, jobs, api, tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    with serve(api, kubeconfig, {"someone-else": "gpu"}):
+        assert verify(project, "--phase", "1", "--kubeconfig", str(kubeconfig)) == 1
+    assert api.requests == []
+
+
+def test_run_writes_the_junit_and_markdown_reports(project, jobs, api, tmp_path):
+    kubeconfig, report, table = tmp_path / "kubeconfig", tmp_path / "verify.xml", tmp_path / "verify.md"
+    with serve(api, kubeconfig, {"site-t-gpu": "gpu"}):
+        verify(project, "--phase", "1", "--kubeconfig", str(kubeconfig), "--junit", str(report), "--markdown", str(table))
+    cases = ET.parse(report).getroot().findall("testsuite/testcase")
+    assert [(c.get("name"), [e.tag for e in c]) for c in cases] == [
+        ("01-nccl-under-load", ["system-out"]), ("01-s3-from-gpu", ["skipped"])]
+    assert "| 01-nccl-under-load | pass | 0.busbw_gbps=182.4, 1.busbw_gbps=170.0 | reduction <= 20 % |" in table.read_text()
+
+
+def test_run_reads_the_kubeconfig_named_by_the_environment(project, jobs, api, tmp_path, monkeypatch):
+    kubeconfig = tmp_path / "kubeconfig"
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    with serve(api, kubeconfig, {"site-t-gpu": "gpu"}):
+        assert verify(project, "--phase", "1") == 0
+
+
+def test_fails_when_the_stack_file_is_missing(project, jobs, capsys):
+    assert main(["verify", "--stack", "site-x", "--phase", "1", "--project-dir", str(project)]) == 2
+    assert capsys.readouterr().err == f"error: no stack file Pulumi.site-x.yaml in {project}; stacks: site-t\n"
+
+
+def test_fails_when_the_config_is_not_valid(project, jobs, capsys):
+    site = small_site()
+    site["phase"] = 9
+    (project / "Pulumi.site-t.yaml").write_text(yaml.safe_dump({"config": {SITE_KEY: site}}))
+    assert verify(project, "--phase", "1") == 2
+    assert capsys.readouterr().err.startswith("error: fab-platform:site.phase: ")
+
+
+def test_fails_when_render_is_given_no_out(project, jobs, capsys):
+    assert verify(project, "--phase", "1", "--render") == 2
+    assert capsys.readouterr().err == "error: --render writes the jobs under --out DIR; give --out\n"
+
+
+def test_fails_when_the_phase_is_not_a_roadmap_phase(project, jobs, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        verify(project, "--phase", "6")
+    assert exit_.value.code == 2
