@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import importlib
 import shutil
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from fabctl.stackfile import SITE_KEY, StackFileError, read_stack_config, stack_
 from fabctl.verify.model import Criterion
 from fabctl.verify.report import PASS, SKIPPED, Outcome, junit, markdown, suite_name, summary
 
-EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_FAILED, EXIT_USAGE, EXIT_CRASH, EXIT_INTERRUPTED = 1, 2, 3, 130
 PHASES = range(1, 6)
 
 
@@ -78,7 +79,12 @@ def cmd_verify(args: argparse.Namespace, console: Console, err: Console) -> int:
     site = _site(Path(args.project_dir), args.stack, err)
     if site is None:
         return EXIT_USAGE
-    criteria, not_applicable = _criteria(site, args.phase)
+    try:
+        criteria, not_applicable = _criteria(site, args.phase)
+    except Exception:  # noqa: BLE001  the builders crashing on a valid config is a bug: say so with the traceback
+        err.print(f"error: the program crashed building phase {args.phase}'s criteria for {args.stack} (a bug, not your "
+                  f"config):\n{traceback.format_exc()}", markup=False, highlight=False)
+        return EXIT_CRASH
     skipped = [Outcome(args.phase, cid, SKIPPED, reason) for cid, reason in not_applicable]
     for outcome in skipped:
         console.print(f"skipped {outcome.id}: {outcome.message}", markup=False, highlight=False)
@@ -93,19 +99,29 @@ def cmd_verify(args: argparse.Namespace, console: Console, err: Console) -> int:
     try:
         outcomes = [*skipped, *runner.run(criteria)]
     except KeyboardInterrupt:
-        err.print("interrupted: what the run had applied was deleted", markup=False, highlight=False)
+        _leftovers(runner, err)
+        err.print(f"interrupted: what the run had applied was deleted{', but for what is listed above' if runner.leftovers else ''}",
+                  markup=False, highlight=False)
         return EXIT_INTERRUPTED
+    except Exception:  # noqa: BLE001  what the run had applied was deleted on the way out
+        err.print(f"error: the program crashed running phase {args.phase} on {args.stack} (a bug; what the run had applied "
+                  f"was deleted):\n{traceback.format_exc()}", markup=False, highlight=False)
+        return EXIT_CRASH
     text = markdown(site.name, outcomes)
     if args.markdown:
         Path(args.markdown).write_text(text)
     if args.junit:
         Path(args.junit).write_text(junit(site.name, outcomes))
     console.print(Markdown(text.rsplit("\n", 2)[0]))
-    for leftover in runner.leftovers:
-        err.print(f"error: left on the cluster, delete it by hand: {leftover}", markup=False, highlight=False)
+    _leftovers(runner, err)
     console.print(summary(site.name, outcomes), markup=False, highlight=False)
     failed = any(o.status not in (SKIPPED, PASS) for o in outcomes)
     return EXIT_FAILED if failed or runner.leftovers else 0
+
+
+def _leftovers(runner: Any, err: Console) -> None:
+    for leftover in runner.leftovers:
+        err.print(f"error: left on the cluster, delete it by hand: {leftover}", markup=False, highlight=False)
 
 
 def add_parser(sub: Any, project_dir: Path) -> None:

@@ -289,7 +289,7 @@ class Runner:
         """A background Job is under way (a pod ready) before the measured object starts; other kinds are only applied."""
         if obj["kind"] != "Job":
             return
-        while not (api.get(obj).get("status") or {}).get("ready"):
+        while not ((status := api.get(obj).get("status") or {}).get("ready") or _condition(status, "Job") is not None):
             self._tick(obj, api, deadline, timeout, "start")
 
     def _wait_finished(self, api: Cluster, obj: Manifest, deadline: float, timeout: int) -> bool:

@@ -4,6 +4,7 @@ exits 0 or 1, and usage and config mistakes exit 2."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import types
 import xml.etree.ElementTree as ET
@@ -117,6 +118,18 @@ def test_run_exits_1_when_the_kubeconfig_has_no_context_for_the_cluster(project,
     assert api.requests == []
 
 
+def test_run_exits_130_when_interrupted(project, jobs, api, tmp_path, capsys):
+    def interrupted(results):
+        raise KeyboardInterrupt
+
+    jobs.criteria = lambda site, phase: [dataclasses.replace(nccl_criterion(phase), judge=interrupted)]
+    kubeconfig = tmp_path / "kubeconfig"
+    with serve(api, kubeconfig, {"site-t-gpu": "gpu"}):
+        assert verify(project, "--phase", "1", "--kubeconfig", str(kubeconfig)) == 130
+    assert capsys.readouterr().err == "interrupted: what the run had applied was deleted\n"
+    assert api.calls("DELETE")[-1] == ("DELETE", f"/api/v1/namespaces/{NS}")
+
+
 def test_run_writes_the_junit_and_markdown_reports(project, jobs, api, tmp_path):
     kubeconfig, report, table = tmp_path / "kubeconfig", tmp_path / "verify.xml", tmp_path / "verify.md"
     with serve(api, kubeconfig, {"site-t-gpu": "gpu"}):
@@ -156,3 +169,13 @@ def test_fails_when_the_phase_is_not_a_roadmap_phase(project, jobs, capsys):
     with pytest.raises(SystemExit) as exit_:
         verify(project, "--phase", "6")
     assert exit_.value.code == 2
+
+
+def test_fails_with_3_when_the_builders_crash(project, jobs, capsys):
+    def crash(site, phase):
+        raise KeyError("gpu-inf-9")
+
+    jobs.criteria = crash
+    assert verify(project, "--phase", "1", "--render", "--out", "unused") == 3
+    assert capsys.readouterr().err.startswith(
+        "error: the program crashed building phase 1's criteria for site-t (a bug, not your config):\nTraceback")

@@ -172,6 +172,12 @@ def test_waits_for_a_background_job_to_have_a_ready_pod_before_starting_the_meas
         warp, warp, warp, warp, JOB_PATH]
 
 
+def test_does_not_wait_for_a_background_job_that_finished_before_a_pod_was_seen_ready(run, api):
+    api.statuses[f"/apis/batch/v1/namespaces/{NS}/jobs/warp-load"] = [COMPLETE]
+    (outcome,), _ = run(criterion(step(job(), job("warp-load"), background=("warp-load",))))
+    assert outcome.status == PASS
+
+
 def test_creates_a_missing_namespace_at_pod_security_restricted(run, api):
     run(criterion(step()))
     (create,) = [r for r in api.requests if r.method == "POST"]
