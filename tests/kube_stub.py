@@ -41,6 +41,8 @@ class FakeApi:
     statuses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     pods: dict[str, list[str]] = field(default_factory=dict)
     logs: dict[str, str] = field(default_factory=dict)
+    refuse: dict[str, tuple[int, str]] = field(default_factory=dict)
+    """Method -> the error status and message every request with that method gets."""
     requests: list[Request] = field(default_factory=list)
     _reads: dict[str, int] = field(default_factory=dict)
 
@@ -50,6 +52,9 @@ class FakeApi:
 
     def answer(self, request: Request) -> tuple[int, Any]:
         self.requests.append(request)
+        if request.method in self.refuse:
+            code, message = self.refuse[request.method]
+            return code, {"kind": "Status", "status": "Failure", "message": message, "code": code}
         parts = request.path.strip("/").split("/")
         if request.method == "GET" and (request.path == "/api/v1" or (parts[0] == "apis" and len(parts) == 3)):
             version = "v1" if request.path == "/api/v1" else f"{parts[1]}/{parts[2]}"

@@ -232,24 +232,25 @@ class Runner:
             return Outcome(criterion.phase, criterion.id, status, message, criterion.title, dict(results), criterion.bound,
                            max(0.0, self.clock() - start))
 
-        try:
-            for index, step in enumerate(criterion.steps):
-                self._run_step(criterion, index, step, results)
-        except Failed as exc:
-            return outcome(FAIL, str(exc))
-        except RunnerError as exc:
-            return outcome(ERROR, str(exc))
-        except ApiException as exc:
-            return outcome(ERROR, f"the Kubernetes API answered {exc.status} {exc.reason}: {_api_message(exc)}")
-        except HTTPError as exc:
-            return outcome(ERROR, f"a cluster of the criterion cannot be reached: {exc}")
+        for index, step in enumerate(criterion.steps):
+            try:
+                self._run_step(index, step, results)
+            except Failed as exc:
+                return outcome(FAIL, str(exc))
+            except RunnerError as exc:
+                return outcome(ERROR, str(exc))
+            except ApiException as exc:
+                return outcome(ERROR, f"step {index} on {self.cluster(step.cluster).label}: the Kubernetes API answered "
+                                      f"{exc.status} {exc.reason}: {_api_message(exc)}")
+            except HTTPError as exc:
+                return outcome(ERROR, f"step {index}: {self.cluster(step.cluster).label} cannot be reached: {exc}")
         try:
             passed, why = criterion.judge(results)
         except Exception as exc:  # noqa: BLE001  a judge that crashes decides nothing: a bug to report, not a pass
             return outcome(ERROR, f"the judge of {criterion.id} crashed on the results: {exc!r}")
         return outcome(PASS if passed else FAIL, why)
 
-    def _run_step(self, criterion: Criterion, index: int, step: Step, results: dict[str, str]) -> None:
+    def _run_step(self, index: int, step: Step, results: dict[str, str]) -> None:
         api = self.cluster(step.cluster)
         kind, name = step.decides
         (decides,) = [o for o in step.objects if o["kind"] == kind and o["metadata"]["name"] == name]

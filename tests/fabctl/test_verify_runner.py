@@ -210,6 +210,23 @@ def test_errors_when_the_kubeconfig_has_no_context_for_the_cluster(run):
     assert outcome.message.startswith("cluster gpu: cannot use kubeconfig context 'site-t-gpu-admin' from ")
 
 
+def test_errors_when_the_api_refuses_a_request(run, api):
+    api.refuse["PATCH"] = (403, 'jobs.batch "gpu-count" is forbidden: User "ci" cannot patch resource "jobs"')
+    (outcome,), _ = run(criterion(step()))
+    assert (outcome.status, outcome.message) == (
+        ERROR, (f'step 0 on cluster gpu (context {CONTEXT}): the Kubernetes API answered 403 Forbidden: jobs.batch '
+                '"gpu-count" is forbidden: User "ci" cannot patch resource "jobs"'))
+
+
+def test_errors_when_the_cluster_cannot_be_reached(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    with serve(FakeApi(), kubeconfig, {CONTEXT: "site-t-gpu"}):
+        pass  # the kubeconfig now names a port where nothing listens
+    (outcome,) = Runner({"gpu": CONTEXT}, kubeconfig=str(kubeconfig)).run([criterion(step())])
+    assert outcome.status == ERROR
+    assert outcome.message.startswith(f"step 0: cluster gpu (context {CONTEXT}) cannot be reached: ")
+
+
 def test_errors_when_the_judge_crashes(run):
     (outcome,), _ = run(criterion(step(), judge=lambda results: (int(results["0.missing"]) > 0, "")))
     assert (outcome.status, outcome.message) == (ERROR, "the judge of 01-gpus-gpu-1 crashed on the results: KeyError('0.missing')")
