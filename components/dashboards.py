@@ -330,7 +330,9 @@ def _gpu_use(spec: Dashboard) -> dashboard_builders.Dashboard:
 
 # --- Kueue: queue wait and admitted workloads per ClusterQueue -------------------------------------------------------
 
-_QUEUES = f'{CLUSTERS}, cluster_queue=~"$cluster_queue"'
+KUEUE_LEADING = 'replica_role!="follower"'
+"""Kueue's standby replicas export the ClusterQueue gauges too (label `replica_role`): count the leader's only."""
+_QUEUES = f'{CLUSTERS}, cluster_queue=~"$cluster_queue", {KUEUE_LEADING}'
 
 
 def _gpu_quota(metric: str) -> str:

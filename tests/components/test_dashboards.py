@@ -18,6 +18,7 @@ from small_site import add_profile_schedule, small_site
 
 from components.dashboards import (
     DASHBOARDS,
+    DCGM_WORKLOAD_NAMESPACE,
     GPU_RESOURCE,
     KSM_LABELS,
     METRICS,
@@ -39,6 +40,7 @@ FIXED_MATCHERS = {
     ("source", "reserved:.*"),
     ("exported_namespace", ""),
     ("namespace", ""),
+    ("replica_role", "follower"),
 }
 """The only label values a query may write out: the program's own constants, never a team, model or cluster."""
 VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)\]\]")
@@ -81,6 +83,28 @@ def _variables_used(model: dict[str, Any]) -> set[str]:
                        "variables": [v.get("query") for v in model["templating"]["list"] if v["type"] == "query"]})
     used = {next(filter(None, match.groups())) for match in VARIABLE.finditer(text)}
     return {name for name in used if not name.isdigit() and name not in GRAFANA_BUILTINS}
+
+
+def _unlisted_metrics(model: dict[str, Any]) -> set[str]:
+    """Series a dashboard queries that METRICS does not list."""
+    return {selector.name for expr in _queries(model) for selector in _selectors(expr)} - set(METRICS)
+
+
+def _undefined_variables(model: dict[str, Any]) -> set[str]:
+    return _variables_used(model) - {variable["name"] for variable in model["templating"]["list"]}
+
+
+def _written_out_values(model: dict[str, Any]) -> set[tuple[str, str]]:
+    """Label matchers of a dashboard's queries whose value is neither a variable nor one of the program's constants."""
+    matchers = {(m.name, m.value) for expr in _queries(model) for selector in _selectors(expr) for m in selector.matchers.matchers}
+    return {(name, value) for name, value in matchers if not VARIABLE.fullmatch(value)} - FIXED_MATCHERS
+
+
+def _with_first_query(model: dict[str, Any], expr: str) -> dict[str, Any]:
+    """A copy of `model` whose first panel query is `expr`."""
+    changed = json.loads(json.dumps(model))
+    next(panel for panel in changed["panels"] if panel.get("targets"))["targets"][0]["expr"] = expr
+    return changed
 
 
 def test_every_config_map_is_a_valid_config_map():
@@ -163,9 +187,14 @@ def test_every_query_parses_as_promql():
 
 
 def test_every_queried_metric_is_listed_with_its_exporter():
-    queried = {selector.name for expr in _all_queries() for selector in _selectors(expr)}
-    assert queried
-    assert queried - set(METRICS) == set()
+    models = _models()
+    assert models
+    assert {model["uid"]: _unlisted_metrics(model) for model in models} == {model["uid"]: set() for model in models}
+
+
+def test_fails_when_a_query_reads_a_metric_nobody_listed():
+    model = _with_first_query(_model("fab-inference"), 'sum(rate(vllm:request_tokens_total{cluster=~"$cluster"}[5m]))')
+    assert _unlisted_metrics(model) == {"vllm:request_tokens_total"}
 
 
 def test_every_listed_metric_is_queried():
@@ -175,9 +204,13 @@ def test_every_listed_metric_is_queried():
 
 def test_every_variable_a_dashboard_uses_is_defined_in_it():
     for model in _models():
-        defined, used = {variable["name"] for variable in model["templating"]["list"]}, _variables_used(model)
-        assert {"datasource", "cluster"} <= used
-        assert used - defined == set(), model["uid"]
+        assert {"datasource", "cluster"} <= _variables_used(model)
+        assert _undefined_variables(model) == set(), model["uid"]
+
+
+def test_fails_when_a_query_uses_a_variable_the_dashboard_does_not_define():
+    model = _with_first_query(_model("fab-kueue-queues"), 'kueue_pending_workloads{cluster=~"$cluster", cohort=~"$cohort"}')
+    assert _undefined_variables(model) == {"cohort"}
 
 
 def test_every_query_reads_the_dashboards_data_source_variable():
@@ -188,10 +221,24 @@ def test_every_query_reads_the_dashboards_data_source_variable():
 
 
 def test_no_query_writes_out_a_team_model_cluster_or_other_site_value():
-    matchers = {(m.name, m.value) for expr in _all_queries() for selector in _selectors(expr)
-                for m in selector.matchers.matchers}
-    assert matchers
-    assert {(name, value) for name, value in matchers if not VARIABLE.fullmatch(value)} - FIXED_MATCHERS == set()
+    models = _models()
+    assert models
+    assert {model["uid"]: _written_out_values(model) for model in models} == {model["uid"]: set() for model in models}
+
+
+def test_fails_when_a_query_names_a_model():
+    model = _with_first_query(_model("fab-inference"), 'vllm:num_requests_running{cluster=~"$cluster", model_name="qwen3-8b"}')
+    assert _written_out_values(model) == {("model_name", "qwen3-8b")}
+
+
+def test_fails_when_a_query_names_a_team():
+    model = _with_first_query(_model("fab-gpu-use"), 'kube_namespace_labels{cluster=~"$cluster", label_fab_internal_team="yield"}')
+    assert _written_out_values(model) == {("label_fab_internal_team", "yield")}
+
+
+def test_fails_when_a_query_names_a_cluster():
+    model = _with_first_query(_model("fab-gpu-use"), 'DCGM_FI_DEV_GPU_UTIL{cluster="gpu"}')
+    assert _written_out_values(model) == {("cluster", "gpu")}
 
 
 def test_every_selector_is_scoped_to_the_chosen_clusters():
@@ -234,3 +281,10 @@ def test_profile_switches_carry_the_profile_label_the_dashboards_read():
                 if r["inputs"]["metadata"]["namespace"] == SWITCH_NAMESPACE}
     assert switches
     assert {labels[KSM_LABELS["cronjobs"][0]] for labels in switches.values()} == {"day", "night"}
+
+
+def test_the_gpu_workload_namespace_label_matches_how_the_dcgm_service_monitor_treats_exported_labels(small_plan):
+    # Honouring the exporter's labels keeps its `namespace` (the GPU's pod); otherwise Prometheus renames it.
+    (policy,) = small_plan.of_type("kubernetes:nvidia.com/v1:ClusterPolicy")
+    honor = policy["inputs"]["spec"]["dcgmExporter"]["serviceMonitor"]["honorLabels"]
+    assert DCGM_WORKLOAD_NAMESPACE == ("namespace" if honor else "exported_namespace")
