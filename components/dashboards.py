@@ -528,4 +528,5 @@ def dashboards(namespace: str) -> list[dict[str, Any]]:
     return [spec.config_map(namespace) for spec in DASHBOARDS]
 
 
-__all__ = ["DASHBOARDS", "KSM_LABELS", "METRICS", "Dashboard", "dashboards", "ksm_metric_labels_allowlist"]
+__all__ = ["DASHBOARDS", "HUBBLE_DROP_METRIC", "KSM_LABELS", "METRICS", "SIDECAR_LABEL", "SIDECAR_LABEL_VALUE", "Dashboard",
+           "dashboards", "ksm_metric_labels_allowlist"]
