@@ -288,8 +288,8 @@ def _gpu_use(spec: Dashboard) -> dashboard_builders.Dashboard:
             "GPU utilization per pool", "Mean DCGM_FI_DEV_GPU_UTIL of the pool's GPUs (share of time a kernel ran).",
             "percent", (_POOL_UTIL, f"{{{{cluster}}}} {{{{{POOL}}}}}")))
         .with_panel(_timeseries(
-            "Graphics engine active per pool", "Mean DCGM_FI_PROF_GR_ENGINE_ACTIVE of the pool's GPUs (share of time "
-            "the SMs were busy: closer to real work than utilization).", "percentunit",
+            "Graphics engine active per pool", "Mean DCGM_FI_PROF_GR_ENGINE_ACTIVE of the pool's GPUs: the ratio of time "
+            "the graphics/compute engine was active, from DCGM's profiling counters.", "percentunit",
             (f"avg by (cluster, {POOL}) ({_per_gpu('DCGM_FI_PROF_GR_ENGINE_ACTIVE')})", f"{{{{cluster}}}} {{{{{POOL}}}}}")))
         .with_panel(_timeseries(
             "GPUs allocated per pool", "GPUs with a pod on them, against the pool's GPUs.", "short",
@@ -495,8 +495,8 @@ def _drops(spec: Dashboard) -> dashboard_builders.Dashboard:
             (f"sum by (cluster, reason) (rate(hubble_drop_total{{{_DROPS}}}[{RATE}]))", "{{cluster}} {{reason}}"),
             stack=True))
         .with_panel(_timeseries(
-            "Drops from outside the cluster mesh", "Drops whose source is a reserved identity (world, remote-node, ...): "
-            "traffic from another cluster's VIPs, the ToRs or outside users.", "pps",
+            "Drops from outside the cluster mesh", "Drops whose source is a reserved identity (world, host, remote-node, "
+            "...): an address that is no pod of a meshed cluster, such as another cluster's VIP or an outside user.", "pps",
             (f'sum by (cluster, source, destination, reason) (rate(hubble_drop_total{{{_DROPS}, source=~"reserved:.*"}}[{RATE}]))',
              "{{cluster}} {{source}} -> {{destination}} {{reason}}")))
         .with_panel(_bars(
