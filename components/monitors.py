@@ -112,8 +112,8 @@ METRICS: dict[str, str] = {
     "minio_api_requests_4xx_errors_total": "AIStor",
     "minio_api_requests_5xx_errors_total": "AIStor",
     "minio_api_requests_ttfb_seconds_distribution": "AIStor",
-    "minio_api_requests_incoming_bytes": "AIStor",
-    "minio_api_requests_outgoing_bytes": "AIStor",
+    "minio_api_requests_traffic_received_bytes": "AIStor, per server: bytes written to it",
+    "minio_api_requests_traffic_sent_bytes": "AIStor, per server: bytes read from it",
     # Catalog database: CloudNativePG's instance exporter (1.30).
     "cnpg_collector_last_available_backup_timestamp": "CloudNativePG, Unix time of the newest backup (0 without one)",
     # Replication copies: kube-state-metrics (kube-prometheus-stack) on the replication CronJobs.
@@ -145,7 +145,6 @@ class MetricsScope:
     requests_per_minute: dict[str, int] = field(default_factory=dict)
     """Team -> requests per minute to each model (the inference cluster): the default under `*`, and the exceptions."""
     spark: bool = False
-    trino: bool = False
     starrocks: bool = False
     polaris: bool = False
     polaris_namespace: str = "polaris"
@@ -185,7 +184,9 @@ def metrics_scopes(site: SiteConfig) -> dict[str, MetricsScope]:
         if role == "compute":
             if ui_engines or compute.airflow.enabled or compute.argocd.enabled:
                 gateways.append(GATEWAY)
-            scope.update(spark=compute.spark.enabled, trino=compute.trino.enabled, starrocks=compute.starrocks.enabled)
+            # Trino is not scraped: its HTTP port asks every caller for OAuth2, and its JMX exporter needs an
+            # unauthenticated RMI server in the pod (docs/operations.md, "Alerts").
+            scope.update(spark=compute.spark.enabled, starrocks=compute.starrocks.enabled)
         if role == "storage":
             consumers = site.federation.consumers
             scope.update(
