@@ -76,7 +76,8 @@ HUBBLE_METRICS = [
 
 METRICS: dict[str, str] = {
     # GPUs: the GPU Operator's DCGM exporter (default counters of dcgm-exporter 4.4.2-4.7.0); labels gpu, UUID,
-    # modelName, Hostname (the node), and namespace/pod/container of the pod using the GPU.
+    # modelName, Hostname (the node), and the namespace/pod/container of the pod using the GPU, which arrive as
+    # exported_namespace/exported_pod/exported_container (the ClusterPolicy's ServiceMonitor has honorLabels false).
     "DCGM_FI_DEV_GPU_UTIL": "dcgm-exporter (GPU Operator ClusterPolicy), %",
     "DCGM_FI_DEV_FB_USED": "dcgm-exporter, MiB",
     "DCGM_FI_DEV_GPU_TEMP": "dcgm-exporter, one series per GPU: the GPU count of a node",

@@ -123,6 +123,17 @@ def test_a_pod_monitor_selects_the_chart_pods_on_their_metrics_port(small, clust
     assert pod_monitor_targets(target, release_objects(small.releases, f"site-t-{cluster}", chart)) == ports
 
 
+def test_the_starrocks_monitor_selects_fe_and_cn_pods_as_the_operator_labels_them(full_scopes):
+    (target,) = [m for m in monitors.scrape_targets(full_scopes["compute"]) if m["metadata"]["name"] == "starrocks"]
+    # StarRocks operator v1.11.5 (pkg/k8sutils/load, templates/pod): `<cluster>-<component>` and the component; FE
+    # serves HTTP on `http-port`, CN on `webserver-port`.
+    pods = [{"kind": "StatefulSet", "metadata": {"namespace": "starrocks"}, "spec": {"template": {
+        "metadata": {"labels": {"app.starrocks.ownerreference/name": f"starrocks-{component}", "app.kubernetes.io/component": component}},
+        "spec": {"containers": [{"name": component, "ports": [{"name": port}]}]},
+    }}} for component, port in (("fe", "http-port"), ("cn", "webserver-port"))]
+    assert pod_monitor_targets(target, pods) == ["http-port", "webserver-port"]
+
+
 def test_the_kueue_monitor_selects_the_charts_metrics_service_and_port(small):
     (target,) = [m for m in monitors.scrape_targets(monitors.metrics_scopes(small.site)["gpu"]) if m["metadata"]["name"] == "kueue"]
     services = [o for o in release_objects(small.releases, "site-t-gpu", "kueue") if o["kind"] == "Service"
