@@ -90,6 +90,7 @@ inference = InferencePool(
         identity=identity,
         gpu=gpus[site.inference.cluster],
         api_server=api_servers[site.inference.cluster],
+        rate_limit_saturation_percent=site.observability.alerts.rate_limit_saturation_percent if site.observability else None,
     ),
     opts=switched_by_schedule,
 ) if site.inference is not None else None

@@ -26,6 +26,7 @@ from components.kube import (
     restricted_container,
     restricted_pod_security_context,
 )
+from components.monitors import rate_limit_near_env
 
 ROUTES_LABEL = "fab.internal/gateway"
 """Namespace label naming the Gateway whose routes the namespace may attach."""
@@ -57,18 +58,20 @@ def https_listener(name: str, hostname: str, tls_secret: str, gateway: str) -> d
 
 def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption, gateway: str, gateway_class: str,
                   description: str, service_labels: dict[str, str], vip: str, listeners: list[dict[str, Any]],
-                  global_rate_limits: bool = False) -> k8s.apiextensions.CustomResource:
+                  global_rate_limits: bool = False, near_limit_percent: int | None = None) -> k8s.apiextensions.CustomResource:
     """Envoy Gateway and one Gateway named `gateway` in envoy-gateway-system of the cluster `opts` deploy to; returns the Gateway.
 
     `global_rate_limits` runs the rate limit service with its counter store, so that the gateway's routes can
     use `rateLimit.global` (counted once across all proxies); without it Envoy Gateway refuses global limits.
+    `near_limit_percent` is the share of a limit above which the service counts hits as near the limit (the rate-limit
+    saturation alert's threshold); defaults to the service's own 80.
     """
     ns = namespace(f"{prefix}-ns-{GATEWAY_NAMESPACE}", GATEWAY_NAMESPACE, opts, adopt=adopt)
     in_ns = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns]))
     values: dict[str, Any] = {"deployment": {"replicas": CONTROLLER_REPLICAS}}
     before_controller: list[pulumi.Resource] = [ns]
     if global_rate_limits:
-        values["config"] = {"envoyGateway": rate_limit_settings()}
+        values["config"] = {"envoyGateway": rate_limit_settings(near_limit_percent)}
         # The rate limit service Envoy Gateway starts reads the store's password from its Secret; the store itself may
         # come up later (until then the service fails open onto the local backstop).
         before_controller.append(rate_limit_store(prefix, in_ns))
@@ -130,7 +133,7 @@ def http_route(logical: str, opts: pulumi.ResourceOptions, *, name: str, namespa
     )
 
 
-def rate_limit_settings() -> dict[str, Any]:
+def rate_limit_settings(near_limit_percent: int | None = None) -> dict[str, Any]:
     """The EnvoyGateway settings (chart values `config.envoyGateway`) of the global rate limit service and its store.
 
     Fail open: when the service or its store does not answer in time, Envoy admits the request, and the
@@ -151,7 +154,7 @@ def rate_limit_settings() -> dict[str, Any]:
                         "env": [{
                             "name": "REDIS_AUTH",
                             "valueFrom": {"secretKeyRef": {"name": RATE_LIMIT_STORE, "key": RATE_LIMIT_STORE_PASSWORD_KEY}},
-                        }],
+                        }, *([rate_limit_near_env(near_limit_percent)] if near_limit_percent is not None else [])],
                     },
                 },
             },

@@ -74,6 +74,9 @@ class InferencePoolArgs:
     api_server: str | None = None
     """URL of the inference cluster's API server, where Argo CD on compute applies the serving repository (delivery
     argocd); not needed otherwise."""
+    rate_limit_saturation_percent: int | None = None
+    """`observability.alerts.rate_limit_saturation_percent`: the rate limit service counts a team's hits above it as near
+    its limit, which the rate-limit saturation alert reads (components/alerts.py). None without observability."""
 
 
 class InferencePool(pulumi.ComponentResource):
@@ -92,6 +95,7 @@ class InferencePool(pulumi.ComponentResource):
         self._served: dict[str, serving.ServedModel] = {}
         self._cluster = args.gpu.cluster.key
         self._adopt = Adoption(args.adopt, self._cluster)
+        self._near_limit_percent = args.rate_limit_saturation_percent
         super().__init__(
             "fab:inference:InferencePool", name, None,
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers=[args.gpu.cluster.provider])),
@@ -216,6 +220,7 @@ class InferencePool(pulumi.ComponentResource):
             vip=str(gateway_cfg.vip),
             listeners=[https_listener(LISTENER, hostname, gateway_cfg.tls_secret, GATEWAY_NAME)],
             global_rate_limits=True,
+            near_limit_percent=self._near_limit_percent,
         )
         # The team header is only ever set from a verified token: strip whatever the client sent.
         k8s.apiextensions.CustomResource(

@@ -20,6 +20,7 @@ import pulumi_tls as tls
 from components import versions
 from components.config import CILIUM_RELEASE, WORLD, AdoptConfig, ClusterConfig, Flow, names
 from components.kube import Adoption, helm_release
+from components.monitors import cilium_metrics_values
 from components.providers import ClusterRef, SiteRef
 
 POOL_LABEL = "lb.fab.internal/pool"
@@ -194,6 +195,7 @@ def _b64(text: pulumi.Input[str]) -> pulumi.Output[str]:
 def cilium_values(clusters: dict[str, MeshCluster], key: str, ca_cert: pulumi.Input[str], ca_key: pulumi.Input[str]) -> dict[str, Any]:
     """Helm values of the Cilium 1.18 chart for one cluster of the site."""
     cluster = clusters[key].config
+    metrics = cilium_metrics_values()
     peers = [
         {"name": other.name, "port": CLUSTERMESH_PORT, "ips": [str(other.config.clustermesh_vip)]}
         for other_key, other in sorted(clusters.items())
@@ -212,7 +214,9 @@ def cilium_values(clusters: dict[str, MeshCluster], key: str, ca_cert: pulumi.In
         "k8sServicePort": cluster.api_server_port,
         "ipam": {"mode": "cluster-pool", "operator": {"clusterPoolIPv4PodCIDRList": [str(cluster.pod_cidr)]}},
         "bgpControlPlane": {"enabled": True},
-        "operator": {"replicas": cluster.cilium.operator_replicas},
+        # Metrics of the agent, the operator and Hubble (components/monitors.py scrapes them; issue 19).
+        "prometheus": metrics["prometheus"],
+        "operator": {"replicas": cluster.cilium.operator_replicas, **metrics["operator"]},
         "tls": {"ca": {"cert": _b64(ca_cert), "key": _b64(ca_key)}},
         "clustermesh": {
             "useAPIServer": True,
@@ -231,6 +235,7 @@ def cilium_values(clusters: dict[str, MeshCluster], key: str, ca_cert: pulumi.In
             "tls": {"auto": {"enabled": True, "method": "helm"}},
             "relay": {"enabled": True},
             "ui": {"enabled": cluster.cilium.hubble_ui},
+            **metrics["hubble"],
         },
     }
 

@@ -138,7 +138,8 @@ def kueue_config(multikueue: bool) -> str:
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "health": {"healthProbeBindAddress": ":8081"},
-        "metrics": {"bindAddress": ":8443"},
+        # Per-ClusterQueue usage and quota series, which the quota-exhaustion alert reads (components/alerts.py).
+        "metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True},
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
         "controller": {

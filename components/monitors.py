@@ -1,0 +1,356 @@
+"""Scrape targets of the metrics stack (issue 19, "Metrics"): the ServiceMonitors and PodMonitors of what the platform
+runs on each cluster, as pure builders the metrics component registers once kube-prometheus-stack (and with it the
+monitoring.coreos.com CRDs) is installed.
+
+Each monitor lives in the namespace of what it scrapes and selects the labels and port names the program's objects
+and the pinned charts and operators create (checked against a render in tests/components/test_monitors.py). `METRICS`
+names every series the alert rules (components/alerts.py) and the dashboards read, with what exports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from components.config import names
+from components.config.fields import GPU_ROLES
+from components.constants import ENVOY_PROXY_LABELS, GATEWAY_NAMESPACE, KUEUE_NAMESPACE
+
+if TYPE_CHECKING:
+    from components.config.site import SiteConfig
+
+MONITORING_API = "monitoring.coreos.com/v1"
+MONITORING_NAMESPACE = "monitoring"
+"""Namespace of each cluster's Prometheus (kube-prometheus-stack)."""
+MONITOR_LABELS = {"app.kubernetes.io/part-of": "fab-platform", "app.kubernetes.io/component": "metrics"}
+"""On every monitor and rule the program creates: what `kubectl get servicemonitors,podmonitors,prometheusrules -A -l`
+lists as the platform's own."""
+SCRAPE_INTERVAL = "30s"
+
+# Labels of what is scraped, as the pinned charts and operators set them.
+VLLM_POD_LABELS = {"app.kubernetes.io/name": "vllm"}
+"""vLLM pods (components/inference.py); each also carries `fab.internal/model`."""
+MODEL_LABEL = "fab.internal/model"
+ENVOY_PROXY_POD_LABELS = {**ENVOY_PROXY_LABELS, "app.kubernetes.io/component": "proxy"}
+"""Envoy Gateway v1.9.0's proxy pods (internal/infrastructure/kubernetes/proxy): container port `metrics` (19001),
+/stats/prometheus."""
+OWNING_GATEWAY_LABEL = "gateway.envoyproxy.io/owning-gateway-name"
+RATE_LIMIT_POD_LABELS = {"app.kubernetes.io/name": "envoy-ratelimit", "app.kubernetes.io/component": "ratelimit"}
+"""Envoy Gateway v1.9.0's rate limit service (internal/infrastructure/kubernetes/ratelimit): port `metrics` (19001), /metrics."""
+KUEUE_METRICS_SERVICE_LABELS = {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/component": "metrics-service"}
+"""Kueue chart 0.19.2's `kueue-controller-manager-metrics-service`: port `https` (8443), authenticated by token."""
+SPARK_OPERATOR_NAMESPACE = "spark-operator"
+SPARK_OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "spark-operator", "app.kubernetes.io/component": "controller"}
+"""Spark operator chart 2.5.2's controller: port `metrics` (8080, `prometheus.metrics.enable` defaults to true)."""
+STARROCKS_COMPONENT_LABEL = "app.kubernetes.io/component"
+STARROCKS_OWNER_LABEL = "app.starrocks.ownerreference/name"
+"""StarRocks operator v1.11.5 pod labels (pkg/k8sutils/load): `<cluster>-fe` / `<cluster>-cn` and `fe` / `cn`; FE serves
+/metrics on `http-port` (8030), CN on `webserver-port` (8040)."""
+POLARIS_MANAGEMENT_PORT = "polaris-mgmt"
+"""Polaris chart 1.7.0's management port (8182): Quarkus serves /q/metrics there."""
+CNPG_CLUSTER_LABEL = "cnpg.io/cluster"
+CNPG_METRICS_PORT = "metrics"
+"""CloudNativePG instance pods export on port `metrics` (9187)."""
+AISTOR_METRICS_PATH = "/minio/metrics/v3"
+AISTOR_METRICS_TOKEN_SECRET = "aistor-metrics-token"
+"""Secret in the object store's namespace whose key `token` is the bearer token (JWT) AIStor's metrics accept
+(`mc admin prometheus generate`); AIStor refuses unauthenticated scrapes by default, which stays so."""
+AISTOR_METRICS_TOKEN_KEY = "token"
+CILIUM_NAMESPACE = "kube-system"
+CILIUM_AGENT_POD_LABELS = {"k8s-app": "cilium"}
+CILIUM_OPERATOR_POD_LABELS = {"io.cilium/app": "operator"}
+CILIUM_AGENT_METRICS_PORT = 9962
+CILIUM_OPERATOR_METRICS_PORT = 9963
+HUBBLE_METRICS_PORT = 9965
+"""The Cilium 1.18 chart's default ports (prometheus.port, operator.prometheus.port, hubble.metrics.port); its pods
+name them `prometheus` (agent, operator) and `hubble-metrics` (agent)."""
+
+HUBBLE_METRICS = [
+    # Every drop with both ends' identity labels, which carry `io.cilium.k8s.policy.cluster` in a ClusterMesh: the
+    # dashboards' and the runbooks' "cross-cluster flow drops" (source cluster -> destination cluster, reason).
+    ("drop:sourceContext=identity|reserved-identity;destinationContext=identity|reserved-identity;"
+     "labelsContext=source_namespace,destination_namespace,traffic_direction"),
+    "flow:sourceContext=namespace|reserved-identity;destinationContext=namespace|reserved-identity",
+]
+"""`hubble.metrics.enabled` of every Cilium the program installs."""
+
+METRICS: dict[str, str] = {
+    # GPUs: the GPU Operator's DCGM exporter (default counters of dcgm-exporter 4.4.2-4.7.0); labels gpu, UUID,
+    # modelName, Hostname (the node), and the namespace/pod/container of the pod using the GPU, which arrive as
+    # exported_namespace/exported_pod/exported_container (the ClusterPolicy's ServiceMonitor has honorLabels false).
+    "DCGM_FI_DEV_GPU_UTIL": "dcgm-exporter (GPU Operator ClusterPolicy), %",
+    "DCGM_FI_DEV_FB_USED": "dcgm-exporter, MiB",
+    "DCGM_FI_DEV_GPU_TEMP": "dcgm-exporter, one series per GPU: the GPU count of a node",
+    "DCGM_FI_DEV_XID_ERRORS": "dcgm-exporter, value of the last XID error",
+    # Queues: Kueue 0.19.2 (pkg/metrics/metrics.go); label cluster_queue (and cohort, flavor, resource).
+    "kueue_pending_workloads": "Kueue, per cluster_queue and status (active, inadmissible)",
+    "kueue_admitted_workloads_total": "Kueue, per cluster_queue",
+    "kueue_admitted_active_workloads": "Kueue, per cluster_queue",
+    "kueue_admission_wait_time_seconds": "Kueue histogram, per cluster_queue",
+    "kueue_cluster_queue_resource_usage": "Kueue (metrics.enableClusterQueueResources), per cluster_queue, flavor, resource",
+    "kueue_cluster_queue_nominal_quota": "Kueue (metrics.enableClusterQueueResources), per cluster_queue, flavor, resource",
+    # Inference: vLLM's OpenAI server /metrics; label model_name, and `model` (the config key) from the pod label.
+    "vllm:num_requests_running": "vLLM",
+    "vllm:num_requests_waiting": "vLLM",
+    "vllm:e2e_request_latency_seconds": "vLLM histogram",
+    "vllm:time_to_first_token_seconds": "vLLM histogram",
+    "vllm:prompt_tokens_total": "vLLM",
+    "vllm:generation_tokens_total": "vLLM",
+    # Gateways: Envoy proxies' /stats/prometheus; label `gateway` from the proxy pod's owning Gateway.
+    "envoy_http_downstream_rq_xx": "Envoy (Envoy Gateway proxy), per envoy_http_conn_manager_prefix, envoy_response_code_class",
+    "envoy_http_downstream_rq_total": "Envoy (Envoy Gateway proxy)",
+    "envoy_server_days_until_first_cert_expiring": "Envoy (Envoy Gateway proxy): its soonest-expiring certificate",
+    # Per-team limits: Envoy Gateway's rate limit service (envoyproxy/ratelimit); labels domain, key1, key2.
+    "ratelimit_service_rate_limit_total_hits": "envoy-ratelimit",
+    "ratelimit_service_rate_limit_near_limit": "envoy-ratelimit: hits above NEAR_LIMIT_RATIO of a limit",
+    "ratelimit_service_rate_limit_over_limit": "envoy-ratelimit: hits refused",
+    # Network: Hubble (HUBBLE_METRICS) and the Cilium agent.
+    "hubble_drop_total": "Hubble, per reason, protocol, source and destination identity (with their clusters)",
+    "hubble_flows_processed_total": "Hubble, per type, verdict, source and destination namespace",
+    "cilium_drop_count_total": "Cilium agent, per reason, direction",
+    # Object store: AIStor metrics v3 (/minio/metrics/v3).
+    "minio_api_requests_total": "AIStor, per name (S3 API), type",
+    "minio_api_requests_4xx_errors_total": "AIStor",
+    "minio_api_requests_5xx_errors_total": "AIStor",
+    "minio_api_requests_ttfb_seconds_distribution": "AIStor",
+    "minio_api_requests_traffic_received_bytes": "AIStor, per server: bytes written to it",
+    "minio_api_requests_traffic_sent_bytes": "AIStor, per server: bytes read from it",
+    # Catalog database: CloudNativePG's instance exporter (1.30).
+    "cnpg_collector_last_available_backup_timestamp": "CloudNativePG, Unix time of the newest backup (0 without one)",
+    # Replication copies: kube-state-metrics (kube-prometheus-stack) on the replication CronJobs.
+    "kube_cronjob_status_last_successful_time": "kube-state-metrics, per namespace, cronjob",
+    "kube_cronjob_created": "kube-state-metrics, per namespace, cronjob",
+}
+"""Every series the platform's alert rules and dashboards read, with what exports it (and its main labels)."""
+
+
+@dataclass(frozen=True)
+class MetricsScope:
+    """What runs on one cluster, as its monitors and alert rules need it."""
+
+    site: str
+    cluster: str
+    """The cluster key."""
+    role: str
+    gpu_nodes: dict[str, int] = field(default_factory=dict)
+    """GPU node -> GPUs it has, per config (every node of a gpu or gpu-train cluster)."""
+    kueue: bool = False
+    cilium: bool = False
+    """Cilium is installed by the program (so its metrics are on)."""
+    models: tuple[str, ...] = ()
+    """Models it serves (the inference cluster)."""
+    gateways: tuple[str, ...] = ()
+    """Envoy Gateway Gateways in envoy-gateway-system: the inference gateway, the compute ingress."""
+    global_rate_limits: bool = False
+    """Envoy Gateway's rate limit service runs (the inference gateway's per-team limits)."""
+    requests_per_minute: dict[str, int] = field(default_factory=dict)
+    """Team -> requests per minute to each model (the inference cluster): the default under `*`, and the exceptions."""
+    spark: bool = False
+    starrocks: bool = False
+    polaris: bool = False
+    polaris_namespace: str = "polaris"
+    aistor: bool = False
+    aistor_namespace: str = "aistor"
+    aistor_pod_labels: dict[str, str] = field(default_factory=dict)
+    aistor_port: int = 9000
+    aistor_tls: bool = True
+    s3_host: str = ""
+    replicates_to: tuple[str, ...] = ()
+    """Sites this (storage) cluster's copy jobs replicate buckets to."""
+
+
+def metrics_scopes(site: SiteConfig) -> dict[str, MetricsScope]:
+    """Every cluster's scope, by cluster key."""
+    from components.engines import GATEWAY
+    from components.serving import GATEWAY_NAME
+
+    inference = site.inference
+    kueue = set(site.kueue_clusters())
+    compute = site.compute
+    store = site.storage.object_store
+    ui_engines = compute.trino.enabled or compute.starrocks.enabled or compute.superset.enabled or compute.jupyterhub.enabled
+    scopes = {}
+    for key, cluster in sorted(site.clusters.items()):
+        role = cluster.role
+        gateways: list[str] = []
+        scope: dict[str, Any] = {"site": site.name, "cluster": key, "role": role, "kueue": key in kueue,
+                                 "cilium": cluster.cilium.managed}
+        if role in GPU_ROLES and key in site.gpu:
+            scope["gpu_nodes"] = {node: spec.gpus for node, spec in sorted(site.gpu[key].nodes.items())}
+        if inference is not None and inference.cluster == key:
+            gateways.append(GATEWAY_NAME)
+            scope["models"] = tuple(sorted(inference.models))
+            scope["global_rate_limits"] = True
+            scope["requests_per_minute"] = {"*": inference.requests_per_minute, **dict(sorted(inference.team_requests_per_minute.items()))}
+        if role == "compute":
+            if ui_engines or compute.airflow.enabled or compute.argocd.enabled:
+                gateways.append(GATEWAY)
+            # Trino is not scraped: its HTTP port asks every caller for OAuth2, and its JMX exporter needs an
+            # unauthenticated RMI server in the pod (docs/operations.md, "Alerts").
+            scope.update(spark=compute.spark.enabled, starrocks=compute.starrocks.enabled)
+        if role == "storage":
+            consumers = site.federation.consumers
+            scope.update(
+                polaris=True, polaris_namespace=site.storage.polaris.namespace,
+                aistor=True, aistor_namespace=store.namespace, aistor_pod_labels=store.s3_pod_labels,
+                aistor_port=store.s3_port, aistor_tls=store.tls, s3_host=names.S3_HOST(site.domain),
+                replicates_to=tuple(sorted(c for c, spec in consumers.items() if spec.replicate_gold or spec.replicate_models)),
+            )
+        scope["gateways"] = tuple(sorted(gateways))
+        scopes[key] = MetricsScope(**scope)
+    return scopes
+
+
+def _meta(name: str, namespace: str) -> dict[str, Any]:
+    return {"name": name, "namespace": namespace, "labels": dict(MONITOR_LABELS)}
+
+
+def _relabel_pod_label(label: str, target: str) -> dict[str, Any]:
+    """Copy a pod label onto every series of the target as `target`."""
+    return {"action": "replace", "sourceLabels": [f"__meta_kubernetes_pod_label_{_sanitize(label)}"], "targetLabel": target}
+
+
+NODE_RELABEL = {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}
+
+
+def _sanitize(label: str) -> str:
+    """A Kubernetes label key as Prometheus's service discovery spells it (every other character becomes `_`)."""
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in label)
+
+
+def pod_monitor(name: str, namespace: str, selector: dict[str, Any], endpoints: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": MONITORING_API, "kind": "PodMonitor", "metadata": _meta(name, namespace),
+        "spec": {"selector": selector, "namespaceSelector": {"matchNames": [namespace]}, "podMetricsEndpoints": endpoints},
+    }
+
+
+def service_monitor(name: str, namespace: str, selector: dict[str, Any], endpoints: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": MONITORING_API, "kind": "ServiceMonitor", "metadata": _meta(name, namespace),
+        "spec": {"selector": selector, "namespaceSelector": {"matchNames": [namespace]}, "endpoints": endpoints},
+    }
+
+
+def _endpoint(port: str | int, path: str = "/metrics", **more: Any) -> dict[str, Any]:
+    where = {"portNumber": port} if isinstance(port, int) else {"port": port}
+    return {**where, "path": path, "interval": SCRAPE_INTERVAL, **more}
+
+
+def _vllm() -> dict[str, Any]:
+    from components.gpu import INFERENCE_NAMESPACE
+
+    return pod_monitor("vllm", INFERENCE_NAMESPACE, {"matchLabels": VLLM_POD_LABELS},
+                       [_endpoint("http", relabelings=[_relabel_pod_label(MODEL_LABEL, "model")])])
+
+
+def _envoy_proxies() -> dict[str, Any]:
+    return pod_monitor("envoy-proxies", GATEWAY_NAMESPACE, {"matchLabels": ENVOY_PROXY_POD_LABELS},
+                       [_endpoint("metrics", "/stats/prometheus", relabelings=[_relabel_pod_label(OWNING_GATEWAY_LABEL, "gateway")])])
+
+
+def _rate_limit() -> dict[str, Any]:
+    return pod_monitor("envoy-ratelimit", GATEWAY_NAMESPACE, {"matchLabels": RATE_LIMIT_POD_LABELS}, [_endpoint("metrics")])
+
+
+def _kueue() -> dict[str, Any]:
+    # The metrics endpoint authenticates the caller's token and authorizes GET /metrics (Prometheus's ClusterRole
+    # has it). Its certificate is Kueue's own self-signed one, with no CA to pin: the chart's monitor skips
+    # verification the same way; the token is only ever sent inside the cluster.
+    return service_monitor("kueue", KUEUE_NAMESPACE, {"matchLabels": KUEUE_METRICS_SERVICE_LABELS}, [_endpoint(
+        "https", scheme="https", bearerTokenFile="/var/run/secrets/kubernetes.io/serviceaccount/token",
+        tlsConfig={"insecureSkipVerify": True},
+    )])
+
+
+def _spark_operator() -> dict[str, Any]:
+    return pod_monitor("spark-operator", SPARK_OPERATOR_NAMESPACE, {"matchLabels": SPARK_OPERATOR_POD_LABELS}, [_endpoint("metrics")])
+
+
+def _starrocks() -> dict[str, Any]:
+    from components.engines.starrocks import CLUSTER, ENGINE
+
+    selector = {"matchExpressions": [
+        {"key": STARROCKS_COMPONENT_LABEL, "operator": "In", "values": ["cn", "fe"]},
+        {"key": STARROCKS_OWNER_LABEL, "operator": "In", "values": [f"{CLUSTER}-cn", f"{CLUSTER}-fe"]},
+    ]}
+    relabel = [_relabel_pod_label(STARROCKS_COMPONENT_LABEL, "component")]
+    return pod_monitor("starrocks", ENGINE.namespace, selector,
+                       [_endpoint("http-port", relabelings=relabel), _endpoint("webserver-port", relabelings=relabel)])
+
+
+def _polaris(namespace: str) -> dict[str, Any]:
+    from components.storage import POLARIS_POD_LABELS
+
+    return pod_monitor("polaris", namespace, {"matchLabels": POLARIS_POD_LABELS}, [_endpoint(POLARIS_MANAGEMENT_PORT, "/q/metrics")])
+
+
+def _postgres(namespace: str) -> dict[str, Any]:
+    from components.storage import POLARIS_DB
+
+    return pod_monitor("polaris-db", namespace, {"matchLabels": {CNPG_CLUSTER_LABEL: POLARIS_DB}},
+                       [_endpoint(CNPG_METRICS_PORT, relabelings=[_relabel_pod_label(CNPG_CLUSTER_LABEL, "pg_cluster")])])
+
+
+def _aistor(scope: MetricsScope) -> dict[str, Any]:
+    from components.storage import SITE_CA_KEY, SITE_CA_SECRET
+
+    more: dict[str, Any] = {
+        "scheme": "https" if scope.aistor_tls else "http",
+        "authorization": {"type": "Bearer", "credentials": {"name": AISTOR_METRICS_TOKEN_SECRET, "key": AISTOR_METRICS_TOKEN_KEY}},
+    }
+    if scope.aistor_tls:
+        # Pods are reached by address; their certificate names the S3 host, issued by the site's PKI.
+        more["tlsConfig"] = {"serverName": scope.s3_host, "ca": {"secret": {"name": SITE_CA_SECRET, "key": SITE_CA_KEY}}}
+    return pod_monitor("aistor", scope.aistor_namespace, {"matchLabels": dict(scope.aistor_pod_labels)},
+                       [_endpoint(scope.aistor_port, AISTOR_METRICS_PATH, **more)])
+
+
+def _cilium() -> list[dict[str, Any]]:
+    return [
+        pod_monitor("cilium-agent", CILIUM_NAMESPACE, {"matchLabels": CILIUM_AGENT_POD_LABELS}, [
+            _endpoint("prometheus", relabelings=[NODE_RELABEL]),
+            _endpoint("hubble-metrics", relabelings=[NODE_RELABEL]),
+        ]),
+        pod_monitor("cilium-operator", CILIUM_NAMESPACE, {"matchLabels": CILIUM_OPERATOR_POD_LABELS}, [_endpoint("prometheus")]),
+    ]
+
+
+def scrape_targets(scope: MetricsScope) -> list[dict[str, Any]]:
+    """The ServiceMonitors and PodMonitors of one cluster (the DCGM exporter's comes with the GPU Operator's ClusterPolicy)."""
+    targets: list[dict[str, Any]] = []
+    if scope.cilium:
+        targets += _cilium()
+    if scope.kueue:
+        targets.append(_kueue())
+    if scope.models:
+        targets.append(_vllm())
+    if scope.gateways:
+        targets.append(_envoy_proxies())
+    if scope.global_rate_limits:
+        targets.append(_rate_limit())
+    if scope.spark:
+        targets.append(_spark_operator())
+    if scope.starrocks:
+        targets.append(_starrocks())
+    if scope.polaris:
+        targets += [_polaris(scope.polaris_namespace), _postgres(scope.polaris_namespace)]
+    if scope.aistor:
+        targets.append(_aistor(scope))
+    return targets
+
+
+def cilium_metrics_values() -> dict[str, Any]:
+    """Cilium 1.18 chart values that turn on the agent's, the operator's and Hubble's metrics (their chart-made
+    ServiceMonitors stay off: the CRD is not there when Cilium installs)."""
+    return {
+        "prometheus": {"enabled": True, "port": CILIUM_AGENT_METRICS_PORT},
+        "operator": {"prometheus": {"enabled": True, "port": CILIUM_OPERATOR_METRICS_PORT}},
+        "hubble": {"metrics": {"enabled": list(HUBBLE_METRICS), "port": HUBBLE_METRICS_PORT}},
+    }
+
+
+def rate_limit_near_env(saturation_percent: int) -> dict[str, str]:
+    """The rate limit service's environment entry that makes `ratelimit_service_rate_limit_near_limit` count the hits
+    above `rate_limit_saturation_percent` of a team's limit (envoyproxy/ratelimit's NEAR_LIMIT_RATIO, default 0.8)."""
+    return {"name": "NEAR_LIMIT_RATIO", "value": f"{saturation_percent / 100:g}"}
