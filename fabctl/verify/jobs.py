@@ -31,7 +31,7 @@ from components.constants import (
     s3_secret,
 )
 from components.data_access import TRAINING, s3_endpoint_internal, team_prefix
-from components.gpu import INFERENCE_NAMESPACE, POOL_LABEL, nccl_env, pool_tolerations, toleration
+from components.gpu import INFERENCE_NAMESPACE, POOL_LABEL, RDMA_RESOURCE, nccl_env, pool_tolerations, toleration
 from components.kube import SMALL_RESOURCES, restricted_container, restricted_pod_security_context
 from components.serving import route_prefix, stable_labels
 from components.training import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
@@ -63,6 +63,8 @@ MPI_EXCEPTION = {
 """The one exception to the restricted pods: the NCCL MPIJob. The MPI operator's launcher reaches its workers over SSH
 as the image's user (root in the nccl-tests image), whose sshd drops to the session with SETUID, SETGID and SYS_CHROOT;
 NCCL pins its InfiniBand buffers, which needs IPC_LOCK. Nothing else: no host network, no privilege escalation."""
+WARP_FOLDER = "fab-verify-load"
+"""The folder of the team's checkpoint prefix that warp writes into, drained before and after the NCCL runs."""
 MPI_REASON = "NCCL over InfiniBand: the MPI workers' sshd runs as root and NCCL pins memory (IPC_LOCK)"
 
 
@@ -289,7 +291,15 @@ def nccl_under_load(site: Site, cluster: str) -> Criterion | tuple[str, str]:
     pair = sorted(nodes)[:2]
     slots = min(nodes[n].gpus for n in pair)
     acceptance, team = site.acceptance, site.team()
-    steps = []
+    # warp writes under the team's prefix and keeps what it wrote (--noclear): a drain before the runs clears what an
+    # earlier run left, the one after counts what this load wrote (none: warp did not run) and deletes it.
+    load_uri = f"{team_prefix(site.bucket('checkpoints'), team)}{WARP_FOLDER}/"
+
+    def drain(when: str) -> Step:
+        return _probe_step(site, cluster, cid, _dns("drain", when), ["s3-drain", load_uri], namespace=team_namespace(team),
+                           env_from=_team_s3_env(), **_gpu_node_placement(site, cluster))
+
+    steps = [drain("before")]
     for run in ("baseline", "load"):
         namespace = _dns(site.namespace, "nccl", run)
         objects: list[Manifest] = [_privileged_namespace(namespace, cid)]
@@ -300,11 +310,12 @@ def nccl_under_load(site: Site, cluster: str) -> Criterion | tuple[str, str]:
         name = _dns("nccl", run)
         objects.append(_mpijob(site, cluster, name, namespace, cid, pair, slots))
         steps.append(Step(cluster, tuple(objects), ("MPIJob", name), acceptance.nccl_timeout_sec, background))
+    steps.append(drain("after"))
     bound, floor = acceptance.nccl_max_reduction_percent, acceptance.nccl_min_busbw_gb_per_sec
 
     def judge(results: Mapping[str, str]) -> Judgement:
         figures = []
-        for step, what in ((0, "the baseline run"), (1, "the run under storage load")):
+        for step, what in ((1, "the baseline run"), (2, "the run under storage load")):
             busbw = _figure(results, f"{step}.busbw_gb_per_sec")
             if busbw is None:
                 return False, f"{cluster}: " + _ran(results, step, what)
@@ -312,6 +323,10 @@ def nccl_under_load(site: Site, cluster: str) -> Criterion | tuple[str, str]:
             if transport != "ib":
                 return False, f"{cluster}: {what} did not use InfiniBand (NCCL transport {transport}); NCCL fell back to sockets"
             figures.append(busbw)
+        written = _figure(results, "3.objects")
+        if not written:
+            return False, (f"{cluster}: the storage load wrote nothing under {load_uri}: warp did not run beside NCCL (its "
+                           f"Job warp-load in {team_namespace(team)})")
         alone, loaded = figures
         if floor is not None and alone < floor:
             return False, (f"{cluster}: baseline bus bandwidth {alone:.1f} GB/s is below the floor of {floor:g} GB/s "
@@ -345,8 +360,6 @@ def _mpijob(site: Site, cluster: str, name: str, namespace: str, cid: str, nodes
     """An MPIJob: one launcher, a worker on each of `nodes` with `slots` GPUs and the RDMA resource, NCCL settings from
     the cluster's `nccl` settings (components/gpu.py nccl_env, as the team namespaces' ConfigMap holds them)."""
     acceptance = site.acceptance
-    from components.gpu import RDMA_RESOURCE
-
     env = nccl_env(site.config.gpu[cluster])
     exported = " ".join(f"-x {key}" for key in sorted(env))
     processes = slots * len(nodes)
@@ -437,7 +450,7 @@ def _warp(site: Site, cluster: str, cid: str, team: str) -> list[Manifest]:
         "warp", versions.VERIFY_WARP_IMAGE, PROBE_USER,
         args=["put", f"--host={endpoint}", *(["--tls"] if store.tls else []), f"--region={site.config.minio.region}",
               f"--access-key=$({S3_ACCESS_KEY})", f"--secret-key=$({S3_SECRET_KEY})",
-              f"--bucket={site.bucket('checkpoints')}", f"--prefix={team}/fab-verify",
+              f"--bucket={site.bucket('checkpoints')}", f"--prefix={team}/{WARP_FOLDER}", "--noclear",
               f"--obj.size={acceptance.warp_object_size_mib}MiB", f"--concurrent={acceptance.warp_concurrency}",
               f"--duration={acceptance.warp_duration_sec}s", "--benchdata=/tmp/warp"],
         workingDir="/tmp", env=env, volumeMounts=mounts,

@@ -7,6 +7,7 @@ refused or dropped connection is a figure, not a crash.
     python probe.py s3-roundtrip S3_URI           (keys and endpoint from the environment: the s3-training Secret)
     python probe.py s3-foreign S3_URI             (the same keys against another team's prefix)
     python probe.py s3-metadata S3_URI            (reads a metadata.json)
+    python probe.py s3-drain S3_URI               (counts and deletes every object under the prefix)
     python probe.py chat BASE_URL MODEL           (token from TOKEN_URL with CLIENT_ID and CLIENT_SECRET)
     python probe.py chat-anonymous BASE_URL MODEL
     python probe.py burst BASE_URL REQUESTS       (token as for chat; GET BASE_URL/models REQUESTS times at once)
@@ -30,6 +31,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from xml.etree import ElementTree
 
 PREFIX = "FAB-RESULT "
 CA_FILE = os.environ.get("FAB_CA_FILE", "")
@@ -77,26 +79,32 @@ def _sign(key: bytes, text: str) -> bytes:
     return hmac.new(key, text.encode(), hashlib.sha256).digest()
 
 
+def sigv4(method: str, path: str, query: str, headers: dict[str, str], secret: str, region: str) -> tuple[str, str]:
+    """(SignedHeaders, Signature) of an S3 request: `headers` lower-case, with `x-amz-date` and `x-amz-content-sha256`."""
+    stamp, day = headers["x-amz-date"], headers["x-amz-date"][:8]
+    signed = ";".join(sorted(headers))
+    canonical = "\n".join([method, path, query, *(f"{k}:{headers[k].strip()}" for k in sorted(headers)), "", signed,
+                           headers["x-amz-content-sha256"]])
+    scope = f"{day}/{region}/s3/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key = _sign(_sign(_sign(_sign(f"AWS4{secret}".encode(), day), region), "s3"), "aws4_request")
+    return signed, hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+
+
 def s3(method: str, bucket: str, key: str, body: bytes = b"", query: dict[str, str] | None = None) -> tuple[int, bytes]:
     """One S3 request with the keys and endpoint of the environment (the s3-training Secret's keys)."""
     endpoint = urllib.parse.urlsplit(os.environ["AWS_ENDPOINT_URL_S3"])
     region = os.environ.get("AWS_REGION", "us-east-1")
     access, secret = os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"]
-    now = datetime.datetime.now(datetime.UTC)
-    stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     path = "/" + urllib.parse.quote(f"{bucket}/{key}" if key else bucket, safe="/-_.~")
     canonical_query = "&".join(
         f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}" for k, v in sorted((query or {}).items())
     )
-    payload = hashlib.sha256(body).hexdigest()
-    headers = {"host": endpoint.netloc, "x-amz-content-sha256": payload, "x-amz-date": stamp}
-    signed = ";".join(sorted(headers))
-    canonical = "\n".join([method, path, canonical_query, *(f"{k}:{headers[k]}" for k in sorted(headers)), "", signed, payload])
-    scope = f"{day}/{region}/s3/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    signing_key = _sign(_sign(_sign(_sign(f"AWS4{secret}".encode(), day), region), "s3"), "aws4_request")
-    signature = hmac.new(signing_key, to_sign.encode(), hashlib.sha256).hexdigest()
-    headers["authorization"] = f"AWS4-HMAC-SHA256 Credential={access}/{scope}, SignedHeaders={signed}, Signature={signature}"
+    headers = {"host": endpoint.netloc, "x-amz-content-sha256": hashlib.sha256(body).hexdigest(), "x-amz-date": stamp}
+    signed, signature = sigv4(method, path, canonical_query, headers, secret, region)
+    headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={access}/{stamp[:8]}/{region}/s3/aws4_request, "
+                                f"SignedHeaders={signed}, Signature={signature}")
     url = f"{endpoint.scheme}://{endpoint.netloc}{path}" + (f"?{canonical_query}" if canonical_query else "")
     return http(method, url, body, headers)
 
@@ -143,6 +151,30 @@ def s3_metadata(uri: str) -> None:
         figures.update(snapshot_id=meta.get("snapshot_id", ""), team=meta.get("team", ""), revision=meta.get("revision", ""),
                        has_metrics=str(isinstance(meta.get("metrics"), dict)).lower())
     report(**figures)
+
+
+S3_XML = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+
+
+def s3_drain(uri: str) -> None:
+    """Counts the objects under `uri` and their bytes, and deletes them (what a storage load left behind)."""
+    bucket, prefix = _split(uri)
+    keys, size, token, status = [], 0, "", 200
+    while status == 200:
+        query = {"list-type": "2", "prefix": prefix, **({"continuation-token": token} if token else {})}
+        status, body = s3("GET", bucket, "", query=query)
+        if status != 200:
+            break
+        page = ElementTree.fromstring(body)
+        for item in page.iter(f"{S3_XML}Contents"):
+            keys.append(item.findtext(f"{S3_XML}Key", ""))
+            size += int(item.findtext(f"{S3_XML}Size", "0"))
+        token = page.findtext(f"{S3_XML}NextContinuationToken", "")
+        if page.findtext(f"{S3_XML}IsTruncated") != "true":
+            break
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+        deleted = sum(1 for code in pool.map(lambda key: s3("DELETE", bucket, key)[0], keys) if code == 204)
+    report(list_status=status, objects=len(keys), bytes=size, deleted=deleted)
 
 
 # --- the inference gateway -----------------------------------------------------------------------------------------
@@ -197,7 +229,8 @@ def prom(url: str, *queries: str) -> None:
 
 
 COMMANDS = {
-    "tcp": tcp, "s3-roundtrip": s3_roundtrip, "s3-foreign": s3_foreign, "s3-metadata": s3_metadata, "chat": chat,
+    "tcp": tcp, "s3-roundtrip": s3_roundtrip, "s3-foreign": s3_foreign, "s3-metadata": s3_metadata, "s3-drain": s3_drain,
+    "chat": chat,
     "chat-anonymous": chat_anonymous, "burst": burst, "prom": prom,
 }
 

@@ -19,6 +19,7 @@ from components.config import parse_site
 from components.gpu import RDMA_RESOURCE
 from components.kube import restricted_security_context
 from fabctl.verify import jobs
+from fabctl.verify import probe as probe_script
 from fabctl.verify.model import Criterion
 
 NAMESPACE = "fab-verify"
@@ -199,18 +200,19 @@ def test_nccl_is_skipped_with_one_training_node():
 
 def test_nccl_runs_alone_then_beside_warp(complete):
     check = criterion(complete, 1, "01-nccl-under-load-gpu")
-    baseline, loaded = check.steps
+    before, baseline, loaded, after = check.steps
+    assert [before.decides, after.decides] == [("Job", "drain-before"), ("Job", "drain-after")]
     assert baseline.decides == ("MPIJob", "nccl-baseline") and baseline.background == ()
     assert loaded.decides == ("MPIJob", "nccl-load") and loaded.background == ("warp-load",)
     warp = next(o for o in loaded.objects if o["metadata"]["name"] == "warp-load")
     assert warp["metadata"]["namespace"] == "team-fdc"
     assert "--bucket=site-t-checkpoints" in warp["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--prefix=fdc/fab-verify" in warp["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--prefix=fdc/fab-verify-load" in warp["spec"]["template"]["spec"]["containers"][0]["args"]
     assert check.needs == (jobs.MPI_OPERATOR,)
 
 
 def test_nccl_workers_get_the_gpus_rdma_and_nccl_settings_of_the_cluster(complete):
-    mpijob = next(o for o in criterion(complete, 1, "01-nccl-under-load-gpu").steps[0].objects if o["kind"] == "MPIJob")
+    mpijob = next(o for o in criterion(complete, 1, "01-nccl-under-load-gpu").steps[1].objects if o["kind"] == "MPIJob")
     worker = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]
     container = worker["template"]["spec"]["containers"][0]
     assert worker["replicas"] == 2
@@ -221,7 +223,7 @@ def test_nccl_workers_get_the_gpus_rdma_and_nccl_settings_of_the_cluster(complet
     assert hosts["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["gpu-trn-1", "gpu-trn-2"]
 
 
-NCCL_OK = {"0.busbw_gb_per_sec": "100.0", "0.transport": "ib", "1.busbw_gb_per_sec": "85.0", "1.transport": "ib"}
+NCCL_OK = {"1.busbw_gb_per_sec": "100.0", "1.transport": "ib", "2.busbw_gb_per_sec": "85.0", "2.transport": "ib", "3.objects": "310"}
 
 
 def test_nccl_passes_within_the_bound(complete):
@@ -232,7 +234,7 @@ def test_nccl_passes_within_the_bound(complete):
 
 def test_fails_when_nccl_bandwidth_falls_beyond_the_bound(complete):
     check = criterion(complete, 1, "01-nccl-under-load-gpu")
-    assert check.judge({**NCCL_OK, "1.busbw_gb_per_sec": "70.0"}) == (
+    assert check.judge({**NCCL_OK, "2.busbw_gb_per_sec": "70.0"}) == (
         False, ("gpu: bus bandwidth fell 30.0 % under storage load (100.0 -> 70.0 GB/s), above the bound of 20 % "
                "(acceptance.nccl_max_reduction_percent)"))
 
@@ -248,14 +250,21 @@ def test_fails_when_the_baseline_is_below_the_floor():
 
 def test_fails_when_nccl_falls_back_to_sockets(complete):
     check = criterion(complete, 1, "01-nccl-under-load-gpu")
-    assert check.judge({**NCCL_OK, "0.transport": "other"}) == (
+    assert check.judge({**NCCL_OK, "1.transport": "other"}) == (
         False, "gpu: the baseline run did not use InfiniBand (NCCL transport other); NCCL fell back to sockets")
 
 
 def test_fails_when_the_run_under_load_did_not_finish(complete):
     check = criterion(complete, 1, "01-nccl-under-load-gpu")
-    results = {k: v for k, v in NCCL_OK.items() if not k.startswith("1.")} | {"1.succeeded": "false"}
+    results = {k: v for k, v in NCCL_OK.items() if not k.startswith("2.")} | {"2.succeeded": "false"}
     assert check.judge(results) == (False, "gpu: the run under storage load did not finish (its job failed or timed out)")
+
+
+def test_fails_when_the_storage_load_wrote_nothing(complete):
+    check = criterion(complete, 1, "01-nccl-under-load-gpu")
+    assert check.judge({**NCCL_OK, "3.objects": "0"}) == (
+        False, ("gpu: the storage load wrote nothing under s3://site-t-checkpoints/fdc/fab-verify-load/: warp did not run "
+                "beside NCCL (its Job warp-load in team-fdc)"))
 
 
 def test_the_bound_comes_from_config():
@@ -483,3 +492,11 @@ def test_the_probe_reports_a_refused_connection():
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
     assert probe("tcp", "127.0.0.1", str(port), "2") == "FAB-RESULT connect=refused\n"
+
+
+def test_the_probe_signs_s3_requests_as_aws_documents():
+    """The GET Object example of AWS's Signature Version 4 reference for S3 ("Examples: Signature Calculations")."""
+    headers = {"host": "examplebucket.s3.amazonaws.com", "range": "bytes=0-9", "x-amz-date": "20130524T000000Z",
+               "x-amz-content-sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}
+    assert probe_script.sigv4("GET", "/test.txt", "", headers, "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "us-east-1") == (
+        "host;range;x-amz-content-sha256;x-amz-date", "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
