@@ -254,7 +254,8 @@ def gpu_count(site: Site, cluster: str, node: str) -> Criterion | tuple[str, str
     gpus = {"nvidia.com/gpu": str(spec.gpus)}
     container = restricted_container(
         "nvidia-smi", versions.VERIFY_GPU_IMAGE, PROBE_USER, command=["/bin/sh", "-c"],
-        args=['n=$(nvidia-smi -L | grep -c "^GPU ") && echo "FAB-RESULT gpus=$n"'],
+        # A failing nvidia-smi lists no GPU: the count is then 0, which is what the node recognises.
+        args=['n=$(nvidia-smi -L | grep -c "^GPU "); echo "FAB-RESULT gpus=${n:-0}"'],
         env=[{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"}],
         resources={"requests": {**SMALL_RESOURCES["requests"], **gpus}, "limits": {**SMALL_RESOURCES["limits"], **gpus}},
         volumeMounts=mounts,
