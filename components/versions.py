@@ -133,3 +133,16 @@ STARROCKS_CN_IMAGE = "starrocks/cn-ubuntu:4.1.1"
 MYSQL_CLIENT_IMAGE = "mysql:8.4.6"
 """Runs the StarRocks setup SQL (storage volume, Polaris catalog, root password) with the mysql client."""
 STARROCKS_API = "starrocks.com/v1"
+
+# Images of the acceptance jobs (`fabctl verify`, fabctl/verify/jobs.py): none of them is deployed by Pulumi.
+VERIFY_PROBE_IMAGE = SETUP_IMAGE
+"""Runs the acceptance probes (fabctl/verify/probe.py: TCP, S3, the gateway, Prometheus), standard library only."""
+VERIFY_GPU_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"
+"""Runs `nvidia-smi -L` on each GPU node (the container toolkit mounts nvidia-smi into it)."""
+VERIFY_NCCL_IMAGE = "ghcr.io/coreweave/nccl-tests:12.8.1-devel-ubuntu22.04-nccl2.26.2-1-0708d2e"
+"""nccl-tests built with MPI (HPC-X Open MPI), `/opt/nccl-tests/build/all_reduce_perf`, sshd for the MPI operator's
+launcher; CoreWeave's public build, run as an MPIJob."""
+VERIFY_WARP_IMAGE = "quay.io/minio/aistor/warp:v1.8.2"
+"""MinIO warp, the storage load beside the NCCL run."""
+MPI_API = "kubeflow.org/v2beta1"
+"""The MPI operator's MPIJob (../shared/crds/mpi-operator); the operator itself is not installed by the program."""

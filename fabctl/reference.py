@@ -72,6 +72,8 @@ MODELS: list[type[BaseModel]] = [
     config.ObservabilityConfig,
     config.RemoteWriteConfig,
     config.AlertsConfig,
+    config.AcceptanceConfig,
+    config.ServingLoopRun,
 ]
 
 _VALIDATOR_NAMES = {

@@ -15,6 +15,7 @@ from components.config.fields import DnsLabel, Unique, _Model
 from components.config.names import ClusterKey, Domain, FlowKey, GpuTypeKey, ProfileKey, SiteName, TeamKey
 from components.config.problems import SiteRuleError
 from components.config.rules import site_problems
+from components.config.schema.acceptance import AcceptanceConfig
 from components.config.schema.adopt import AdoptConfig, CheckConfig
 from components.config.schema.compute import ComputeConfig
 from components.config.schema.federation import FederationConfig
@@ -83,6 +84,10 @@ class SiteConfig(SiteViews, _Model):
         None,
         description="Metrics, dashboards and alerts (docs/operations.md, \"Metrics and alerts\"). Defaults to none: no "
         "Prometheus, Grafana or alert rules are deployed.",
+    )
+    acceptance: AcceptanceConfig = Field(
+        default_factory=AcceptanceConfig,
+        description="The acceptance jobs of `fabctl verify` (docs/acceptance.md): their namespace, bounds and load.",
     )
     flows: dict[FlowKey, Flow] | None = Field(
         None,

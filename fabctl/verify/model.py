@@ -54,3 +54,6 @@ class Criterion:
     the runner's own facts (`<i>.succeeded`: `true`/`false` for each step's deciding object)."""
     bound: str = ""
     """The configured bound, as the report shows it (`reduction <= 20 %`); empty when pass is plain success."""
+    needs: tuple[str, ...] = ()
+    """What the criterion needs on the site beyond what the program deploys (an operator it does not install, a Secret
+    the platform team provides), one sentence each, for the report: a failure may mean one of these is missing."""

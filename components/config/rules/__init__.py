@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from components.config.problems import Problem
+from components.config.rules.acceptance import acceptance_problems
 from components.config.rules.addresses import host_address_problems, pod_range_problems, vip_edge_problems
 from components.config.rules.adoption import adoption_problems, check_problems
 from components.config.rules.compute import compute_problems
@@ -37,7 +38,7 @@ STAGES = (
     (flow_problems, service_flow_problems),
     (credential_flow_problems,),
     (storage_problems, gpu_problems, training_problems, schedule_problems, compute_problems, gitops_problems,
-     federation_problems, adoption_problems, check_problems),
+     federation_problems, adoption_problems, check_problems, acceptance_problems),
     (phase_problems,),
 )
 """The rules in stages: the clusters and their pools, disjoint ranges, addresses in them, the flows between the

@@ -1,0 +1,502 @@
+"""fabctl verify's acceptance jobs (fabctl/verify/jobs.py, docs/acceptance.md): built from the config, valid, restricted
+but for the named exception, pinned, labelled, and judged by exact messages."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from helpers import config_errors
+from schemas import CrdSchemas, schema_errors
+from small_site import full_site, small_site
+
+from components import versions
+from components.config import parse_site
+from components.gpu import RDMA_RESOURCE
+from components.kube import restricted_security_context
+from fabctl.verify import jobs
+from fabctl.verify import probe as probe_script
+from fabctl.verify.model import Criterion
+
+NAMESPACE = "fab-verify"
+
+
+def everything() -> dict[str, Any]:
+    """full_site() with what the remaining criteria need: a second training node on gpu, a metrics stack, profiles and a
+    serving-loop run to verify."""
+    site = full_site()
+    site["gpu"]["gpu"]["nodes"]["gpu-trn-2"] = {"gpu_type": "h100", "gpus": 8, "pool": "training"}
+    site["observability"] = {"metrics": "remote-write", "remote_write": {
+        "url": "https://mimir.site-t.fab.internal/api/v1/push", "query_url": "https://mimir.site-t.fab.internal/prometheus"}}
+    site["profiles"] = {"day": {}, "night": {"quotas": {"yield": {"gpu": {"gpus": 8}}}}}
+    site["active_profile"] = "day"
+    site["acceptance"] = {"serving_loop": {"team": "yield", "model": "qwen3-8b", "revision": "r1"}}
+    return site
+
+
+SITES = {"small": small_site, "full": full_site, "everything": everything}
+
+
+@pytest.fixture(scope="module", params=sorted(SITES))
+def site(request):
+    return parse_site(SITES[request.param]())
+
+
+@pytest.fixture(scope="module")
+def complete():
+    return parse_site(everything())
+
+
+def all_criteria(site) -> list[Criterion]:
+    return [c for phase in jobs.PHASES for c in jobs.criteria(site, phase)]
+
+
+def objects(site) -> Iterator[tuple[str, dict[str, Any]]]:
+    for criterion in all_criteria(site):
+        for step in criterion.steps:
+            for obj in step.objects:
+                yield criterion.id, obj
+
+
+def pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    if obj["kind"] == "Job":
+        return [obj["spec"]["template"]["spec"]]
+    if obj["kind"] == "MPIJob":
+        return [r["template"]["spec"] for r in obj["spec"]["mpiReplicaSpecs"].values()]
+    return []
+
+
+def step_by_decider(criterion: Criterion, name: str):
+    return next(s for s in criterion.steps if s.decides[1] == name)
+
+
+def criterion(site, phase: int, cid: str) -> Criterion:
+    return next(c for c in jobs.criteria(site, phase) if c.id == cid)
+
+
+# --- what is built -------------------------------------------------------------------------------------------------
+
+def test_every_object_validates_strictly(site, crd_dir):
+    crds = CrdSchemas(crd_dir)
+    built = list(objects(site))
+    assert built
+    errors = {f"{cid}/{obj['kind']}/{obj['metadata']['name']}": e for cid, obj in built if (e := schema_errors(obj, crds))}
+    assert errors == {}
+
+
+def test_every_pod_is_restricted_but_the_mpi_pods(site):
+    restricted = {k: v for k, v in restricted_security_context(0).items() if k not in ("runAsUser", "runAsGroup")}
+    checked = 0
+    for _, obj in objects(site):
+        for pod in pod_specs(obj):
+            assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+            for container in pod["containers"]:
+                context = {k: v for k, v in container["securityContext"].items() if k not in ("runAsUser", "runAsGroup")}
+                assert context == (jobs.MPI_EXCEPTION if obj["kind"] == "MPIJob" else restricted)
+                assert container["securityContext"].get("runAsUser", 1) != 0
+                assert container["resources"]["requests"] and container["resources"]["limits"]
+                checked += 1
+    assert checked
+
+
+def test_the_mpi_exception_adds_ipc_lock_and_sshds_capabilities_only():
+    assert jobs.MPI_EXCEPTION["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK", "SETUID", "SETGID", "SYS_CHROOT"]}
+    assert jobs.MPI_EXCEPTION["allowPrivilegeEscalation"] is False
+
+
+def test_no_pod_uses_the_host(site):
+    for _, obj in objects(site):
+        for pod in pod_specs(obj):
+            assert not {"hostNetwork", "hostPID", "hostIPC"} & set(pod)
+            assert all("hostPath" not in v for v in pod["volumes"])
+
+
+def test_images_are_pinned(site):
+    images = {c["image"] for _, obj in objects(site) for pod in pod_specs(obj) for c in pod["containers"]}
+    pinned = {v for k, v in vars(versions).items() if k.endswith("_IMAGE") and isinstance(v, str)}
+    assert images
+    assert images <= pinned
+    assert all(":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest") for image in images)
+
+
+def test_every_object_carries_its_criterion(site):
+    built = list(objects(site))
+    assert built
+    for cid, obj in built:
+        assert obj["metadata"]["labels"][jobs.VERIFY_LABEL] == jobs._dns(cid)
+    for _, obj in built:
+        for pod_template in ([obj["spec"]["template"]] if obj["kind"] == "Job" else []):
+            assert jobs.VERIFY_LABEL in pod_template["metadata"]["labels"]
+
+
+def test_objects_outside_the_acceptance_namespace_are_team_rbac_inference_airflow_or_nccl(complete):
+    places = {(obj["kind"], obj["metadata"].get("namespace")) for _, obj in objects(complete)}
+    elsewhere = {p for p in places if p[1] not in (NAMESPACE, None)}
+    assert elsewhere == {
+        # The team's s3-training Secret is in its namespaces only (fdc probes; yield published the serving-loop run).
+        ("ConfigMap", "team-fdc"), ("Job", "team-fdc"), ("ConfigMap", "team-yield"), ("Job", "team-yield"),
+        ("Role", "team-fdc"), ("RoleBinding", "team-fdc"),  # reading the MultiKueue job's Workload
+        ("Role", "inference"), ("RoleBinding", "inference"),  # evicting one vLLM pod
+        ("Role", "airflow"), ("RoleBinding", "airflow"),  # reading the submission contract
+        ("MPIJob", "fab-verify-nccl-baseline"), ("MPIJob", "fab-verify-nccl-load"),  # their own privileged namespaces
+    }
+
+
+def test_criterion_ids_are_unique(site):
+    ids = [c.id for c in all_criteria(site)] + [cid for p in jobs.PHASES for cid, _ in jobs.not_applicable(site, p)]
+    assert ids
+    assert len(ids) == len(set(ids))
+
+
+def test_criterion_ids_of_the_small_site_are_stable():
+    site = parse_site(small_site())
+    assert [c.id for c in jobs.criteria(site, 1)] == [
+        "01-gpus-gpu-gpu-trn-1", "01-s3-readwrite-gpu", "01-flow-inference", "01-flow-polaris", "01-flow-s3",
+        "01-denied-compute-to-gpu", "01-denied-gpu-to-storage",
+    ]
+    assert [c.id for c in jobs.criteria(site, 2)] == ["02-inference-call", "02-inference-unauthenticated", "02-inference-rate-limit"]
+
+
+def test_fails_when_the_phase_is_not_a_roadmap_phase():
+    with pytest.raises(ValueError, match="^phase 6 is not a roadmap phase; give one of 1, 2, 3, 4, 5$"):
+        jobs.criteria(parse_site(small_site()), 6)
+
+
+# --- phase 01 ------------------------------------------------------------------------------------------------------
+
+def test_each_gpu_node_is_asked_for_its_configured_gpus():
+    raw = small_site()
+    raw["gpu"]["gpu"]["nodes"]["gpu-trn-1"]["gpus"] = 4
+    check = criterion(parse_site(raw), 1, "01-gpus-gpu-gpu-trn-1")
+    (job,) = check.steps[0].objects
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"kubernetes.io/hostname": "gpu-trn-1"}
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "4"
+    assert check.bound == "GPUs == 4"
+
+
+def test_fails_when_a_node_shows_fewer_gpus_than_configured():
+    check = criterion(parse_site(small_site()), 1, "01-gpus-gpu-gpu-trn-1")
+    assert check.judge({"0.gpus": "7", "0.succeeded": "true"}) == (
+        False, "gpu/gpu-trn-1 shows 7 GPUs; gpu.gpu.nodes.gpu-trn-1.gpus says 8")
+    assert check.judge({"0.gpus": "8", "0.succeeded": "true"}) == (True, "gpu/gpu-trn-1 shows 8 GPUs, as configured")
+
+
+def test_an_inference_node_is_skipped_with_the_reason():
+    reasons = dict(jobs.not_applicable(parse_site(small_site()), 1))
+    assert reasons["01-gpus-gpu-gpu-inf-1"] == (
+        "gpu/gpu-inf-1 serves models (pool inference): its GPUs are vLLM's; run phase 01 before inference, or with the "
+        "node in pool training")
+
+
+def test_nccl_is_skipped_with_one_training_node():
+    reasons = dict(jobs.not_applicable(parse_site(small_site()), 1))
+    assert reasons["01-nccl-under-load-gpu"] == "gpu has 1 training node(s) under the active profile; multi-node NCCL needs two"
+
+
+def test_nccl_runs_alone_then_beside_warp(complete):
+    check = criterion(complete, 1, "01-nccl-under-load-gpu")
+    before, baseline, loaded, after = check.steps
+    assert [before.decides, after.decides] == [("Job", "drain-before"), ("Job", "drain-after")]
+    assert baseline.decides == ("MPIJob", "nccl-baseline") and baseline.background == ()
+    assert loaded.decides == ("MPIJob", "nccl-load") and loaded.background == ("warp-load",)
+    warp = next(o for o in loaded.objects if o["metadata"]["name"] == "warp-load")
+    assert warp["metadata"]["namespace"] == "team-fdc"
+    assert "--bucket=site-t-checkpoints" in warp["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--prefix=fdc/fab-verify-load" in warp["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert check.needs == (jobs.MPI_OPERATOR,)
+
+
+def test_nccl_workers_get_the_gpus_rdma_and_nccl_settings_of_the_cluster(complete):
+    mpijob = next(o for o in criterion(complete, 1, "01-nccl-under-load-gpu").steps[1].objects if o["kind"] == "MPIJob")
+    worker = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]
+    container = worker["template"]["spec"]["containers"][0]
+    assert worker["replicas"] == 2
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert container["resources"]["limits"][RDMA_RESOURCE] == "1"
+    assert {"name": "NCCL_IB_SL", "value": "0"} in container["env"]
+    hosts = worker["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert hosts["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["gpu-trn-1", "gpu-trn-2"]
+
+
+NCCL_OK = {"1.busbw_gb_per_sec": "100.0", "1.transport": "ib", "2.busbw_gb_per_sec": "85.0", "2.transport": "ib", "3.objects": "310"}
+
+
+def test_nccl_passes_within_the_bound(complete):
+    check = criterion(complete, 1, "01-nccl-under-load-gpu")
+    assert check.judge(NCCL_OK) == (True, "gpu: bus bandwidth 100.0 GB/s alone, 85.0 GB/s under storage load: 15.0 % reduction, within 20 %")
+    assert check.bound == "reduction <= 20 %"
+
+
+def test_fails_when_nccl_bandwidth_falls_beyond_the_bound(complete):
+    check = criterion(complete, 1, "01-nccl-under-load-gpu")
+    assert check.judge({**NCCL_OK, "2.busbw_gb_per_sec": "70.0"}) == (
+        False, ("gpu: bus bandwidth fell 30.0 % under storage load (100.0 -> 70.0 GB/s), above the bound of 20 % "
+               "(acceptance.nccl_max_reduction_percent)"))
+
+
+def test_fails_when_the_baseline_is_below_the_floor():
+    raw = everything()
+    raw["acceptance"]["nccl_min_busbw_gb_per_sec"] = 150
+    check = criterion(parse_site(raw), 1, "01-nccl-under-load-gpu")
+    assert check.bound == "reduction <= 20 %, baseline >= 150 GB/s"
+    assert check.judge(NCCL_OK) == (
+        False, "gpu: baseline bus bandwidth 100.0 GB/s is below the floor of 150 GB/s (acceptance.nccl_min_busbw_gb_per_sec)")
+
+
+def test_fails_when_nccl_falls_back_to_sockets(complete):
+    check = criterion(complete, 1, "01-nccl-under-load-gpu")
+    assert check.judge({**NCCL_OK, "1.transport": "other"}) == (
+        False, "gpu: the baseline run did not use InfiniBand (NCCL transport other); NCCL fell back to sockets")
+
+
+def test_fails_when_the_run_under_load_did_not_finish(complete):
+    check = criterion(complete, 1, "01-nccl-under-load-gpu")
+    results = {k: v for k, v in NCCL_OK.items() if not k.startswith("2.")} | {"2.succeeded": "false"}
+    assert check.judge(results) == (False, "gpu: the run under storage load did not finish (its job failed or timed out)")
+
+
+def test_fails_when_the_storage_load_wrote_nothing(complete):
+    check = criterion(complete, 1, "01-nccl-under-load-gpu")
+    assert check.judge({**NCCL_OK, "3.objects": "0"}) == (
+        False, ("gpu: the storage load wrote nothing under s3://site-t-checkpoints/fdc/fab-verify-load/: warp did not run "
+                "beside NCCL (its Job warp-load in team-fdc)"))
+
+
+def test_the_bound_comes_from_config():
+    raw = everything()
+    raw["acceptance"]["nccl_max_reduction_percent"] = 10
+    check = criterion(parse_site(raw), 1, "01-nccl-under-load-gpu")
+    assert check.judge(NCCL_OK)[0] is False
+    assert check.bound == "reduction <= 10 %"
+
+
+def test_s3_readwrite_uses_the_teams_secret_in_its_namespace():
+    check = criterion(parse_site(small_site()), 1, "01-s3-readwrite-gpu")
+    job = check.steps[0].objects[1]
+    assert job["metadata"]["namespace"] == "team-yield"
+    assert job["spec"]["template"]["spec"]["containers"][0]["envFrom"] == [{"secretRef": {"name": "s3-training"}}]
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["s3-roundtrip", "s3://site-t-checkpoints/yield/"]
+
+
+def test_fails_when_the_object_does_not_read_back():
+    check = criterion(parse_site(small_site()), 1, "01-s3-readwrite-gpu")
+    assert check.judge({"0.address": "10.30.101.10", "0.put_status": "200", "0.get_status": "403", "0.match": "false"}) == (
+        False, "gpu: writing s3://site-t-checkpoints/yield/ as team yield answered 200, reading it back 403 (same bytes: false)")
+
+
+def test_fails_when_the_s3_endpoint_is_not_the_internal_vip():
+    check = criterion(parse_site(small_site()), 1, "01-s3-readwrite-gpu")
+    assert check.judge({"0.address": "198.51.100.10", "0.put_status": "200", "0.get_status": "200", "0.match": "true"}) == (
+        False, "gpu: the S3 endpoint of team yield's Secret resolved to 198.51.100.10, not the internal VIP 10.30.101.10")
+
+
+def test_every_flow_from_a_cluster_is_probed_from_each_source():
+    check = criterion(parse_site(small_site()), 1, "01-flow-s3")
+    assert [s.cluster for s in check.steps] == ["compute", "gpu"]
+    assert check.steps[0].objects[1]["spec"]["template"]["spec"]["containers"][0]["args"] == ["tcp", "10.30.101.10", "9000", "5"]
+
+
+def test_fails_when_a_flow_does_not_connect_from_one_source():
+    check = criterion(parse_site(small_site()), 1, "01-flow-s3")
+    assert check.judge({"0.connect": "ok", "1.connect": "timeout"}) == (
+        False, "10.30.101.10:9000 should connect from every source: gpu timeout")
+
+
+def test_fails_when_a_denied_pair_connects():
+    check = criterion(parse_site(small_site()), 1, "01-denied-compute-to-gpu")
+    assert check.judge({"0.connect": "ok"}) == (
+        False, "10.30.103.2:2379 should be dropped (timeout) from every source: compute ok")
+    assert check.judge({"0.connect": "timeout"}) == (True, "10.30.103.2:2379 dropped from compute")
+
+
+def test_apiserver_flows_are_left_to_phase_05_with_the_reason():
+    reasons = dict(jobs.not_applicable(parse_site(small_site()), 1))
+    assert reasons["01-flow-multikueue"] == (
+        "it admits only kueue-system pods to API servers, as egress on those pods: a probe pod elsewhere is not subject "
+        "to it (phase 05 checks MultiKueue's own connection)")
+
+
+# --- phase 02 ------------------------------------------------------------------------------------------------------
+
+def test_inference_checks_are_skipped_without_inference():
+    raw = small_site()
+    del raw["inference"]
+    raw["gpu"]["gpu"]["nodes"]["gpu-inf-1"]["pool"] = "training"
+    raw["phase"] = 1
+    site = parse_site(raw)
+    assert jobs.criteria(site, 2) == []
+    assert [cid for cid, _ in jobs.not_applicable(site, 2)] == [
+        "02-inference-call", "02-inference-unauthenticated", "02-inference-rate-limit"]
+
+
+def test_the_call_takes_the_teams_client_from_keycloak():
+    check = criterion(parse_site(small_site()), 2, "02-inference-call")
+    container = check.steps[0].objects[1]["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["chat", "https://llm.site-t.fab.internal/models/qwen3-8b/v1", "qwen3-8b"]
+    assert container["env"][1:] == [
+        {"name": "TOKEN_URL", "value": "https://keycloak.site-t.fab.internal/realms/fab/protocol/openid-connect/token"},
+        {"name": "CLIENT_ID", "value": "inference-yield"},
+        {"name": "CLIENT_SECRET", "valueFrom": {"secretKeyRef": {"name": "inference-yield", "key": "client_secret"}}},
+    ]
+    assert check.steps[0].cluster == "compute"
+
+
+def test_fails_when_the_gateway_answers_without_a_token():
+    check = criterion(parse_site(small_site()), 2, "02-inference-unauthenticated")
+    assert check.judge({"0.chat_status": "200"}) == (
+        False, "https://llm.site-t.fab.internal/models/qwen3-8b/v1/chat/completions answered 200 without a token; 401 expected")
+
+
+def test_the_burst_exceeds_the_teams_rate():
+    raw = full_site()
+    raw["acceptance"] = {"team": "fdc"}
+    check = criterion(parse_site(raw), 2, "02-inference-rate-limit")
+    assert check.steps[0].objects[1]["spec"]["template"]["spec"]["containers"][0]["args"][-1] == "3300"
+
+
+def test_fails_when_no_request_is_limited():
+    check = criterion(parse_site(small_site()), 2, "02-inference-rate-limit")
+    assert check.judge({"0.token_status": "200", "0.ok": "660", "0.limited": "0", "0.other": "0"}) == (
+        False, "660 requests at once by team yield: none limited (429); its rate is 600 a minute")
+
+
+# --- phase 03 ------------------------------------------------------------------------------------------------------
+
+def test_the_loop_check_is_skipped_without_a_run():
+    reasons = dict(jobs.not_applicable(parse_site(small_site()), 3))
+    assert reasons["03-model-published"] == (
+        "acceptance.serving_loop names no run of the serving-loop DAG to verify (docs/acceptance.md, phase 03)")
+
+
+def test_fails_when_the_published_model_pins_no_snapshot(complete):
+    check = criterion(complete, 3, "03-model-published")
+    assert check.judge({"0.get_status": "200", "0.snapshot_id": "", "0.has_metrics": "true"}) == (
+        False, ("s3://site-t-models/qwen/qwen3-8b/r1/metadata.json names snapshot none and metrics true: a published model "
+               "pins both"))
+
+
+# --- phase 04 ------------------------------------------------------------------------------------------------------
+
+def test_fails_when_a_team_reads_another_teams_prefix(complete):
+    check = criterion(complete, 4, "04-s3-team-isolation")
+    assert check.judge({"0.put_status": "403", "0.list_status": "200", "0.get_status": "403"}) == (
+        False, "team fdc's keys under s3://site-t-checkpoints/yield/ (team yield's): list 200; 403 expected for each")
+
+
+def test_fails_when_a_team_may_create_jobs_in_another_teams_namespace(complete):
+    check = criterion(complete, 4, "04-team-rbac-gpu")
+    results = {"0.own-jobs": "true", "0.own-secrets": "false", "0.own-workloads": "false", "0.other-jobs": "true",
+               "0.other-workloads": "false"}
+    assert check.judge(results) == (False, "gpu: group oidc:team-fdc: other-jobs true (expected false)")
+
+
+def test_the_access_review_account_may_only_create_reviews(complete):
+    check = criterion(complete, 4, "04-team-rbac-gpu")
+    (role,) = [o for o in check.steps[0].objects if o["kind"] == "ClusterRole"]
+    assert role["rules"] == [{"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}]
+
+
+def test_metrics_expect_a_dcgm_series_per_configured_gpu(complete):
+    assert jobs.metric_queries(jobs.Site(complete), "gpu")["dcgm_gpus"] == ("count(DCGM_FI_DEV_GPU_UTIL)", 24)
+
+
+def test_fails_when_a_component_has_no_series(complete):
+    check = criterion(complete, 4, "04-metrics-storage")
+    assert check.judge({"0.aistor": "4", "0.cilium": "3", "0.polaris": "0"}) == (
+        False, "storage: http://kube-prometheus-stack-prometheus.monitoring:9090 lacks series: polaris 0 (at least 1)")
+
+
+def test_metrics_are_skipped_without_a_metrics_stack():
+    reasons = dict(jobs.not_applicable(parse_site(small_site()), 4))
+    assert reasons["04-metrics-gpu"] == "the site deploys no metrics stack (no `observability` section)"
+
+
+def test_fails_when_the_quotas_in_force_are_no_profiles(complete):
+    check = criterion(complete, 4, "04-profile-in-force")
+    results = {"0.fdc": "4", "0.yield": "6", "1.fdc": "0", "1.yield": "8"}
+    assert check.judge(results) == (
+        False, ("GPU quotas in force (gpu-train.fdc 0, gpu-train.yield 8, gpu.fdc 4, gpu.yield 6) are those of no profile "
+               "among day"))
+    assert check.judge({**results, "0.yield": "4"})[0] is True
+
+
+def test_fails_when_vllm_falls_below_its_budget(complete):
+    check = criterion(complete, 4, "04-vllm-recovery")
+    assert check.judge({"0.recovered": "true", "0.seconds": "300", "0.fewest_available": "0"}) == (
+        False, "vllm-qwen3-8b fell to 0 available replicas; its budget keeps 1")
+
+
+def test_the_recovery_role_is_confined_to_the_inference_namespace(complete):
+    objects_ = criterion(complete, 4, "04-vllm-recovery").steps[0].objects
+    (role,) = [o for o in objects_ if o["kind"] == "Role"]
+    assert role["metadata"]["namespace"] == "inference"
+    assert not [o for o in objects_ if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+
+
+# --- phase 05 ------------------------------------------------------------------------------------------------------
+
+def test_the_multikueue_job_is_submitted_as_the_contract_says(complete):
+    step = criterion(complete, 5, "05-multikueue-dispatch").steps[0]
+    submitted = next(o for o in step.objects if o["metadata"]["name"] == "multikueue-probe")
+    assert step.cluster == "compute" and step.background == ("multikueue-probe",)
+    assert submitted["metadata"]["namespace"] == "team-fdc"
+    assert submitted["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
+    assert submitted["spec"]["suspend"] is True
+
+
+def test_fails_when_the_job_stays_on_the_manager(complete):
+    check = criterion(complete, 5, "05-multikueue-dispatch")
+    assert check.judge({"0.worker": "none", "0.namespace": "team-fdc", "0.local_queue": "training"}) == (
+        False, "team fdc's job was placed on none; MultiKueue's workers are gpu, gpu-train")
+
+
+def test_fails_when_the_submission_contract_moved(complete):
+    check = criterion(complete, 5, "05-multikueue-dispatch")
+    assert check.judge({"0.worker": "gpu-train", "0.namespace": "team-fdc", "0.local_queue": "batch"}) == (
+        False, "the submission contract gives team fdc namespace team-fdc and LocalQueue batch; team-fdc and training expected")
+
+
+# --- config --------------------------------------------------------------------------------------------------------
+
+def test_fails_when_the_probes_team_is_not_a_team():
+    raw = small_site()
+    raw["acceptance"] = {"team": "fab"}
+    assert config_errors(raw) == [
+        "fab-platform:site.acceptance.team: fab is not a team of the site; name one of yield, or leave it out for the first"]
+
+
+def test_fails_when_the_serving_loop_names_an_unserved_model():
+    raw = small_site()
+    raw["acceptance"] = {"serving_loop": {"team": "yield", "model": "llama", "revision": "r1"}}
+    assert config_errors(raw) == [
+        "fab-platform:site.acceptance.serving_loop.model: llama is not a served model; name one of qwen3-8b"]
+
+
+# --- the probe -----------------------------------------------------------------------------------------------------
+
+def probe(*args: str) -> str:
+    return subprocess.run([sys.executable, str(jobs.PROBE_SCRIPT), *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_the_probe_reports_a_completed_handshake():
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        assert probe("tcp", "127.0.0.1", str(server.getsockname()[1]), "2") == "FAB-RESULT connect=ok\n"
+
+
+def test_the_probe_reports_a_refused_connection():
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+    assert probe("tcp", "127.0.0.1", str(port), "2") == "FAB-RESULT connect=refused\n"
+
+
+def test_the_probe_signs_s3_requests_as_aws_documents():
+    """The GET Object example of AWS's Signature Version 4 reference for S3 ("Examples: Signature Calculations")."""
+    headers = {"host": "examplebucket.s3.amazonaws.com", "range": "bytes=0-9", "x-amz-date": "20130524T000000Z",
+               "x-amz-content-sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}
+    assert probe_script.sigv4("GET", "/test.txt", "", headers, "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "us-east-1") == (
+        "host;range;x-amz-content-sha256;x-amz-date", "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
