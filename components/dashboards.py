@@ -9,8 +9,8 @@ loads (kube-prometheus-stack 88.5.3, grafana subchart 12.11.1: `sidecar.dashboar
 with the external labels `site` and `cluster`, and chooses its clusters, teams, pools, queues, models and buckets from
 label values at view time: adding a cluster, a team or a model changes no dashboard.
 
-`METRICS` names every series the dashboards query and what exports it, `KSM_LABELS` the kube-state-metrics
-`metricLabelsAllowlist` entries they join on; the metrics component wires both (ServiceMonitors, chart values).
+Every series the dashboards query is listed in `components.monitors.METRICS` with what exports it; `KSM_LABELS` holds the
+kube-state-metrics `metricLabelsAllowlist` entries they join on, which the metrics component sets.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from grafana_foundation_sdk.models import dashboard as dashboard_models
 
 from components.constants import TEAM_LABEL
 from components.gpu import GPU_TYPE_LABEL, INFERENCE_NAMESPACE, POOL_LABEL
+from components.monitors import METRICS
 from components.profiles import PROFILE_ANNOTATION, SWITCH_NAMESPACE
 
 SIDECAR_LABEL = "grafana_dashboard"
@@ -76,59 +77,6 @@ GPU_TYPE = _ksm_label(GPU_TYPE_LABEL)
 TEAM = _ksm_label(TEAM_LABEL)
 PROFILE = _ksm_label(PROFILE_ANNOTATION)
 
-HUBBLE_DROP_METRIC = "drop:sourceContext=namespace|reserved-identity;destinationContext=namespace|reserved-identity"
-"""The Hubble metric option (Cilium `hubble.metrics.enabled`) whose `source` and `destination` labels the flow-drop
-dashboard breaks down by: the namespace of a pod, or the reserved identity (`world`, `remote-node`, ...) of an address
-outside every meshed cluster, such as another cluster's LoadBalancer VIP."""
-
-METRICS: dict[str, str] = {
-    # GPU Operator's DCGM exporter (4.4.2-4.7.0, dcp-metrics-included.csv), per GPU: gpu, UUID, modelName, Hostname, and
-    # the pod it is allocated to as exported_namespace / exported_pod.
-    "DCGM_FI_DEV_GPU_UTIL": "DCGM exporter (GPU Operator): GPU utilization, percent",
-    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "DCGM exporter (GPU Operator): ratio of time the graphics engine is active",
-    "DCGM_FI_DEV_FB_USED": "DCGM exporter (GPU Operator): framebuffer memory used, MiB",
-    # kube-state-metrics 2.20.0 (kube-prometheus-stack), with KSM_LABELS allow-listed.
-    "kube_node_labels": f"kube-state-metrics: node labels, {POOL} and {GPU_TYPE} allow-listed",
-    "kube_namespace_labels": f"kube-state-metrics: namespace labels, {TEAM} allow-listed",
-    "kube_cronjob_labels": f"kube-state-metrics: CronJob labels, {PROFILE} allow-listed (the profile switches)",
-    "kube_cronjob_status_last_successful_time": "kube-state-metrics: when a CronJob's last Job succeeded",
-    # Kueue 0.19.2 controller, per cluster_queue; the resource pair needs `metrics.enableClusterQueueResources: true`.
-    "kueue_pending_workloads": "Kueue: pending workloads per cluster_queue and status (active, inadmissible)",
-    "kueue_admitted_active_workloads": "Kueue: admitted, unfinished workloads per cluster_queue",
-    "kueue_admitted_workloads_total": "Kueue: admissions per cluster_queue",
-    "kueue_admission_wait_time_seconds_bucket": "Kueue: time from creation or requeue to admission, per cluster_queue",
-    "kueue_evicted_workloads_total": "Kueue: evictions per cluster_queue and reason (Preempted, ...)",
-    "kueue_cluster_queue_resource_usage": "Kueue (enableClusterQueueResources): usage per cluster_queue, flavor, resource",
-    "kueue_cluster_queue_nominal_quota": "Kueue (enableClusterQueueResources): nominal quota per cluster_queue, flavor, resource",
-    # vLLM v0.31.0 OpenAI server, per model_name (the served model name).
-    "vllm:e2e_request_latency_seconds_bucket": "vLLM: end-to-end request latency",
-    "vllm:time_to_first_token_seconds_bucket": "vLLM: time to first token",
-    "vllm:inter_token_latency_seconds_bucket": "vLLM: time between output tokens",
-    "vllm:request_success_total": "vLLM: finished requests per finished_reason",
-    "vllm:prompt_tokens_total": "vLLM: prompt (prefill) tokens processed",
-    "vllm:generation_tokens_total": "vLLM: generated tokens",
-    "vllm:num_requests_running": "vLLM: requests running on the engine",
-    "vllm:num_requests_waiting": "vLLM: requests waiting for the engine",
-    "vllm:kv_cache_usage_perc": "vLLM: KV cache usage, ratio",
-    # Envoy Gateway 1.9.0: the inference gateway's proxies, and its global rate limit service (envoyproxy/ratelimit).
-    "envoy_cluster_upstream_rq_xx": "Envoy proxy (Envoy Gateway): responses per upstream cluster (httproute/<ns>/<route>/rule/<n>) "
-    "and envoy_response_code_class",
-    "ratelimit_service_rate_limit_total_hits": "Envoy Gateway rate limit service: requests counted per domain, route "
-    "descriptor (key1) and rule descriptor (key2, rule-<n>-match-<m>)",
-    "ratelimit_service_rate_limit_near_limit": "Envoy Gateway rate limit service: requests allowed above 80 percent of the limit",
-    "ratelimit_service_rate_limit_over_limit": "Envoy Gateway rate limit service: requests refused (429)",
-    # AIStor object store, metrics v3 /bucket/api (its help texts have sent and received the wrong way round; the names
-    # are right: received = written to AIStor, sent = read from it).
-    "minio_bucket_api_traffic_received_bytes": "AIStor (metrics v3, bucket/api): bytes received per bucket (uploads)",
-    "minio_bucket_api_traffic_sent_bytes": "AIStor (metrics v3, bucket/api): bytes sent per bucket (downloads)",
-    "minio_bucket_api_total": "AIStor (metrics v3, bucket/api): S3 requests per bucket and API name",
-    # cAdvisor (kubelet, kube-prometheus-stack): per pod.
-    "container_network_receive_bytes_total": "cAdvisor (kubelet): bytes received per pod network interface",
-    "container_network_transmit_bytes_total": "cAdvisor (kubelet): bytes sent per pod network interface",
-    # Cilium 1.18.3 Hubble, with HUBBLE_DROP_METRIC.
-    "hubble_drop_total": "Hubble (Cilium): dropped packets per reason, protocol, source and destination",
-}
-"""Every series a dashboard queries, with what exports it."""
 
 
 @dataclass(frozen=True)
@@ -528,5 +476,5 @@ def dashboards(namespace: str) -> list[dict[str, Any]]:
     return [spec.config_map(namespace) for spec in DASHBOARDS]
 
 
-__all__ = ["DASHBOARDS", "HUBBLE_DROP_METRIC", "KSM_LABELS", "METRICS", "SIDECAR_LABEL", "SIDECAR_LABEL_VALUE", "Dashboard",
+__all__ = ["DASHBOARDS", "KSM_LABELS", "METRICS", "SIDECAR_LABEL", "SIDECAR_LABEL_VALUE", "Dashboard",
            "dashboards", "ksm_metric_labels_allowlist"]

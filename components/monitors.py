@@ -52,6 +52,9 @@ CNPG_CLUSTER_LABEL = "cnpg.io/cluster"
 CNPG_METRICS_PORT = "metrics"
 """CloudNativePG instance pods export on port `metrics` (9187)."""
 AISTOR_METRICS_PATH = "/minio/metrics/v3"
+AISTOR_BUCKET_METRICS_PATH = f"{AISTOR_METRICS_PATH}/bucket/api"
+"""Per-bucket S3 API metrics (`minio_bucket_api_*`): not in the base endpoint's answer, served for the buckets named in the
+`buckets` query parameter."""
 AISTOR_METRICS_TOKEN_SECRET = "aistor-metrics-token"
 """Secret in the object store's namespace whose key `token` is the bearer token (JWT) AIStor's metrics accept
 (`mc admin prometheus generate`); AIStor refuses unauthenticated scrapes by default, which stays so."""
@@ -86,14 +89,11 @@ METRICS: dict[str, str] = {
     "kueue_pending_workloads": "Kueue, per cluster_queue and status (active, inadmissible)",
     "kueue_admitted_workloads_total": "Kueue, per cluster_queue",
     "kueue_admitted_active_workloads": "Kueue, per cluster_queue",
-    "kueue_admission_wait_time_seconds": "Kueue histogram, per cluster_queue",
     "kueue_cluster_queue_resource_usage": "Kueue (metrics.enableClusterQueueResources), per cluster_queue, flavor, resource",
     "kueue_cluster_queue_nominal_quota": "Kueue (metrics.enableClusterQueueResources), per cluster_queue, flavor, resource",
     # Inference: vLLM's OpenAI server /metrics; label model_name, and `model` (the config key) from the pod label.
     "vllm:num_requests_running": "vLLM",
     "vllm:num_requests_waiting": "vLLM",
-    "vllm:e2e_request_latency_seconds": "vLLM histogram",
-    "vllm:time_to_first_token_seconds": "vLLM histogram",
     "vllm:prompt_tokens_total": "vLLM",
     "vllm:generation_tokens_total": "vLLM",
     # Gateways: Envoy proxies' /stats/prometheus; label `gateway` from the proxy pod's owning Gateway.
@@ -106,20 +106,31 @@ METRICS: dict[str, str] = {
     "ratelimit_service_rate_limit_over_limit": "envoy-ratelimit: hits refused",
     # Network: Hubble (HUBBLE_METRICS) and the Cilium agent.
     "hubble_drop_total": "Hubble, per reason, protocol, source and destination identity (with their clusters)",
-    "hubble_flows_processed_total": "Hubble, per type, verdict, source and destination namespace",
-    "cilium_drop_count_total": "Cilium agent, per reason, direction",
-    # Object store: AIStor metrics v3 (/minio/metrics/v3).
-    "minio_api_requests_total": "AIStor, per name (S3 API), type",
-    "minio_api_requests_4xx_errors_total": "AIStor",
-    "minio_api_requests_5xx_errors_total": "AIStor",
-    "minio_api_requests_ttfb_seconds_distribution": "AIStor",
-    "minio_api_requests_traffic_received_bytes": "AIStor, per server: bytes written to it",
-    "minio_api_requests_traffic_sent_bytes": "AIStor, per server: bytes read from it",
     # Catalog database: CloudNativePG's instance exporter (1.30).
     "cnpg_collector_last_available_backup_timestamp": "CloudNativePG, Unix time of the newest backup (0 without one)",
     # Replication copies: kube-state-metrics (kube-prometheus-stack) on the replication CronJobs.
     "kube_cronjob_status_last_successful_time": "kube-state-metrics, per namespace, cronjob",
-    "kube_cronjob_created": "kube-state-metrics, per namespace, cronjob",
+    # Read by the dashboards (components/dashboards.py).
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "dcgm-exporter: ratio of time the graphics engine is active",
+    "kube_node_labels": "kube-state-metrics: node labels, the GPU pool and type allow-listed (dashboards.KSM_LABELS)",
+    "kube_namespace_labels": "kube-state-metrics: namespace labels, the team allow-listed",
+    "kube_cronjob_labels": "kube-state-metrics: CronJob labels, the profile a switch applies allow-listed",
+    "kueue_admission_wait_time_seconds_bucket": "Kueue: time from creation or requeue to admission, per cluster_queue",
+    "kueue_evicted_workloads_total": "Kueue: evictions per cluster_queue and reason (Preempted, ...)",
+    "vllm:e2e_request_latency_seconds_bucket": "vLLM: end-to-end request latency",
+    "vllm:time_to_first_token_seconds_bucket": "vLLM: time to first token",
+    "vllm:inter_token_latency_seconds_bucket": "vLLM: time between output tokens",
+    "vllm:request_success_total": "vLLM: finished requests per finished_reason",
+    "vllm:kv_cache_usage_perc": "vLLM: KV cache usage, ratio",
+    "envoy_cluster_upstream_rq_xx": "Envoy proxy (Envoy Gateway): responses per upstream cluster (httproute/<ns>/<route>/rule/<n>) "
+    "and envoy_response_code_class",
+    # AIStor metrics v3 /bucket/api (scraped per bucket of the site: AISTOR_BUCKET_METRICS_PATH). Its help texts have sent
+    # and received the wrong way round; the names are right: received = written to AIStor, sent = read from it.
+    "minio_bucket_api_traffic_received_bytes": "AIStor: bytes received per bucket (uploads)",
+    "minio_bucket_api_traffic_sent_bytes": "AIStor: bytes sent per bucket (downloads)",
+    "minio_bucket_api_total": "AIStor: S3 requests per bucket and API name",
+    "container_network_receive_bytes_total": "cAdvisor (kubelet): bytes received per pod network interface",
+    "container_network_transmit_bytes_total": "cAdvisor (kubelet): bytes sent per pod network interface",
 }
 """Every series the platform's alert rules and dashboards read, with what exports it (and its main labels)."""
 
@@ -155,6 +166,8 @@ class MetricsScope:
     aistor_port: int = 9000
     aistor_tls: bool = True
     s3_host: str = ""
+    aistor_buckets: tuple[str, ...] = ()
+    """The site's buckets, whose per-bucket S3 traffic is scraped (AIStor's metrics v3 serve it per named bucket only)."""
     replicates_to: tuple[str, ...] = ()
     """Sites this (storage) cluster's copy jobs replicate buckets to."""
 
@@ -194,6 +207,7 @@ def metrics_scopes(site: SiteConfig) -> dict[str, MetricsScope]:
                 polaris=True, polaris_namespace=site.storage.polaris.namespace,
                 aistor=True, aistor_namespace=store.namespace, aistor_pod_labels=store.s3_pod_labels,
                 aistor_port=store.s3_port, aistor_tls=store.tls, s3_host=names.S3_HOST(site.domain),
+                aistor_buckets=tuple(sorted(site.storage.buckets)),
                 replicates_to=tuple(sorted(c for c, spec in consumers.items() if spec.replicate_gold or spec.replicate_models)),
             )
         scope["gateways"] = tuple(sorted(gateways))
@@ -302,8 +316,10 @@ def _aistor(scope: MetricsScope) -> dict[str, Any]:
     if scope.aistor_tls:
         # Pods are reached by address; their certificate names the S3 host, issued by the site's PKI.
         more["tlsConfig"] = {"serverName": scope.s3_host, "ca": {"secret": {"name": SITE_CA_SECRET, "key": SITE_CA_KEY}}}
-    return pod_monitor("aistor", scope.aistor_namespace, {"matchLabels": dict(scope.aistor_pod_labels)},
-                       [_endpoint(scope.aistor_port, AISTOR_METRICS_PATH, **more)])
+    endpoints = [_endpoint(scope.aistor_port, AISTOR_METRICS_PATH, **more)]
+    if scope.aistor_buckets:
+        endpoints.append(_endpoint(scope.aistor_port, AISTOR_BUCKET_METRICS_PATH, params={"buckets": [",".join(scope.aistor_buckets)]}, **more))
+    return pod_monitor("aistor", scope.aistor_namespace, {"matchLabels": dict(scope.aistor_pod_labels)}, endpoints)
 
 
 def _cilium() -> list[dict[str, Any]]:

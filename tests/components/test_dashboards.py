@@ -14,7 +14,7 @@ import pytest
 import yaml
 from helpers import render_small
 from schemas import builtin_errors
-from small_site import add_profile_schedule, small_site
+from small_site import add_profile_schedule, full_site, small_site
 
 from components.dashboards import (
     DASHBOARDS,
@@ -27,7 +27,10 @@ from components.dashboards import (
     dashboards,
     ksm_metric_labels_allowlist,
 )
+from components.alerts import alert_rules
+from components.config import AlertsConfig, parse_site
 from components.gpu import INFERENCE_NAMESPACE
+from components.monitors import metrics_scopes
 from components.profiles import SWITCH_NAMESPACE
 
 NAMESPACE = "monitoring"
@@ -197,9 +200,12 @@ def test_fails_when_a_query_reads_a_metric_nobody_listed():
     assert _unlisted_metrics(model) == {"vllm:request_tokens_total"}
 
 
-def test_every_listed_metric_is_queried():
-    queried = {selector.name for expr in _all_queries() for selector in _selectors(expr)}
-    assert set(METRICS) - queried == set()
+def test_every_listed_metric_is_read_by_a_dashboard_or_an_alert_rule():
+    read = {selector.name for expr in _all_queries() for selector in _selectors(expr)}
+    for scope in metrics_scopes(parse_site(full_site())).values():
+        for rule in (rule for obj in alert_rules(scope, AlertsConfig()) for group in obj["spec"]["groups"] for rule in group["rules"]):
+            read |= {selector.name for selector in _selectors(rule["expr"])}
+    assert set(METRICS) - read == set()
 
 
 def test_every_variable_a_dashboard_uses_is_defined_in_it():

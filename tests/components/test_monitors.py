@@ -187,3 +187,12 @@ def test_the_rate_limit_service_counts_near_limit_hits_from_the_saturation_thres
     env = values["config"]["envoyGateway"]["provider"]["kubernetes"]["rateLimitDeployment"]["container"]["env"]
     assert {"name": "NEAR_LIMIT_RATIO", "value": "0.75"} in env
 
+
+
+def test_the_aistor_monitor_scrapes_each_bucket_of_the_site_by_name(full_scopes):
+    (target,) = [m for m in monitors.scrape_targets(full_scopes["storage"]) if m["metadata"]["name"] == "aistor"]
+    (_, buckets) = target["spec"]["podMetricsEndpoints"]
+    assert (buckets["path"], buckets["params"]) == (
+        "/minio/metrics/v3/bucket/api", {"buckets": [",".join(sorted(full_scopes["storage"].aistor_buckets))]},
+    )
+    assert full_scopes["storage"].aistor_buckets
