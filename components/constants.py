@@ -97,3 +97,9 @@ def polaris_secret(principal: str) -> str:
 
 TRAINING_POOL_TYPE = "fab:training:TrainingPool"
 """TrainingPool's type token: the Airflow namespace's alias names its first parent by it."""
+
+AISTOR_METRICS_TOKEN_SECRET = "aistor-metrics-token"
+"""Secret in the object store's namespace whose key `token` is the bearer token (JWT) AIStor's metrics accept: written by
+the storage component for its metrics principal, presented by the PodMonitor `aistor` (components/monitors.py). AIStor
+refuses unauthenticated scrapes by default, which stays so."""
+AISTOR_METRICS_TOKEN_KEY = "token"

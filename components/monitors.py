@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from components.config import names
 from components.config.fields import GPU_ROLES
-from components.constants import ENVOY_PROXY_LABELS, GATEWAY_NAMESPACE, KUEUE_NAMESPACE
+from components.constants import (
+    AISTOR_METRICS_TOKEN_KEY,
+    AISTOR_METRICS_TOKEN_SECRET,
+    ENVOY_PROXY_LABELS,
+    GATEWAY_NAMESPACE,
+    KUEUE_NAMESPACE,
+)
 
 if TYPE_CHECKING:
     from components.config.site import SiteConfig
@@ -55,10 +61,6 @@ AISTOR_METRICS_PATH = "/minio/metrics/v3"
 AISTOR_BUCKET_METRICS_PATH = f"{AISTOR_METRICS_PATH}/bucket/api"
 """Per-bucket S3 API metrics (`minio_bucket_api_*`): not in the base endpoint's answer, served for the buckets named in the
 `buckets` query parameter."""
-AISTOR_METRICS_TOKEN_SECRET = "aistor-metrics-token"
-"""Secret in the object store's namespace whose key `token` is the bearer token (JWT) AIStor's metrics accept
-(`mc admin prometheus generate`); AIStor refuses unauthenticated scrapes by default, which stays so."""
-AISTOR_METRICS_TOKEN_KEY = "token"
 CILIUM_NAMESPACE = "kube-system"
 CILIUM_AGENT_POD_LABELS = {"k8s-app": "cilium"}
 CILIUM_OPERATOR_POD_LABELS = {"io.cilium/app": "operator"}
@@ -165,6 +167,8 @@ class MetricsScope:
     aistor_pod_labels: dict[str, str] = field(default_factory=dict)
     aistor_port: int = 9000
     aistor_tls: bool = True
+    site_ca: bool = False
+    """The site has its own PKI (`ca_bundle`): AIStor's certificate is verified against it (the Secret `fab-site-ca`)."""
     s3_host: str = ""
     aistor_buckets: tuple[str, ...] = ()
     """The site's buckets, whose per-bucket S3 traffic is scraped (AIStor's metrics v3 serve it per named bucket only)."""
@@ -206,7 +210,7 @@ def metrics_scopes(site: SiteConfig) -> dict[str, MetricsScope]:
             scope.update(
                 polaris=True, polaris_namespace=site.storage.polaris.namespace,
                 aistor=True, aistor_namespace=store.namespace, aistor_pod_labels=store.s3_pod_labels,
-                aistor_port=store.s3_port, aistor_tls=store.tls, s3_host=names.S3_HOST(site.domain),
+                aistor_port=store.s3_port, aistor_tls=store.tls, s3_host=names.S3_HOST(site.domain), site_ca=site.ca_bundle is not None,
                 aistor_buckets=tuple(sorted(site.storage.buckets)),
                 replicates_to=tuple(sorted(c for c, spec in consumers.items() if spec.replicate_gold or spec.replicate_models)),
             )
@@ -314,8 +318,11 @@ def _aistor(scope: MetricsScope) -> dict[str, Any]:
         "authorization": {"type": "Bearer", "credentials": {"name": AISTOR_METRICS_TOKEN_SECRET, "key": AISTOR_METRICS_TOKEN_KEY}},
     }
     if scope.aistor_tls:
-        # Pods are reached by address; their certificate names the S3 host, issued by the site's PKI.
-        more["tlsConfig"] = {"serverName": scope.s3_host, "ca": {"secret": {"name": SITE_CA_SECRET, "key": SITE_CA_KEY}}}
+        # Pods are reached by address; their certificate names the S3 host, issued by the site's PKI where it has one
+        # (delivered beside the token by the storage component), else by a CA the system trusts.
+        more["tlsConfig"] = {"serverName": scope.s3_host}
+        if scope.site_ca:
+            more["tlsConfig"]["ca"] = {"secret": {"name": SITE_CA_SECRET, "key": SITE_CA_KEY}}
     endpoints = [_endpoint(scope.aistor_port, AISTOR_METRICS_PATH, **more)]
     if scope.aistor_buckets:
         endpoints.append(_endpoint(scope.aistor_port, AISTOR_BUCKET_METRICS_PATH, params={"buckets": [",".join(scope.aistor_buckets)]}, **more))

@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jwt
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_minio as minio
 import pulumi_random as random
 import pulumi_tls as tls
+from jwt.warnings import InsecureKeyLengthWarning
 
 from components import versions
 from components.config import (
@@ -34,6 +37,8 @@ from components.config import (
     names,
 )
 from components.constants import (
+    AISTOR_METRICS_TOKEN_KEY,
+    AISTOR_METRICS_TOKEN_SECRET,
     CNPG_NAMESPACE,
     ENGINE_LABEL,
     HOSTNAME_ANNOTATION,
@@ -115,6 +120,26 @@ class StorageClusterArgs:
     """The AIStor license (a Pulumi secret); required when the object store is installed."""
     aistor_root_password: pulumi.Input[str] | None = None
     """The object store's root password (a Pulumi secret); required when the object store is installed."""
+    metrics: bool = False
+    """The site runs the metrics stack (`observability`): a principal that may read AIStor's metrics, and its token."""
+
+
+METRICS_PRINCIPAL = "fab-metrics"
+METRICS_ENGINE = "metrics"
+METRICS_POLICY = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["admin:Prometheus"]}]}
+"""Reads the metrics endpoints and nothing else: no bucket, no object, no other admin call."""
+METRICS_TOKEN_EXPIRY = 4_102_444_800
+"""2100-01-01T00:00:00Z. The token is made from the keys alone, so the same keys give the same token and `pulumi up`
+changes nothing; rotating the keys (replacing the service account) makes a new one."""
+
+
+def metrics_token(access_key: str, secret_key: str) -> str:
+    """The bearer token AIStor's metrics accept for a principal: an HS512 JWT of its access key (subject, issuer
+    `prometheus`) signed with its secret key, as `mc admin prometheus generate` makes it."""
+    with warnings.catch_warnings():
+        # MinIO's secret keys are 40 characters, shorter than RFC 7518 recommends for HS512; the key is MinIO's to choose.
+        warnings.simplefilter("ignore", InsecureKeyLengthWarning)
+        return jwt.encode({"exp": METRICS_TOKEN_EXPIRY, "sub": access_key, "iss": "prometheus"}, secret_key, algorithm="HS512")
 
 
 SITE_CA_SECRET = "fab-site-ca"
@@ -225,6 +250,8 @@ class StorageCluster(pulumi.ComponentResource):
         self.bucket_resources = self._buckets()
         self._engine_access()
         self._team_access()
+        if args.metrics:
+            self._metrics_token()
         self._polaris(args.network)
 
         s3 = storage.s3
@@ -562,6 +589,27 @@ class StorageCluster(pulumi.ComponentResource):
                 prefix, name, team_policy_document(team, read, own), {ENGINE_LABEL: TRAINING, TEAM_LABEL: team},
                 [*read, *own], names_free,
             )
+
+    def _metrics_token(self) -> None:
+        """A principal that may read AIStor's metrics and nothing else, and its bearer token (the JWT `mc admin prometheus
+        generate` makes) as the Secret the PodMonitor `aistor` presents (components/monitors.py), beside the site CA the
+        scrape verifies AIStor's certificate with."""
+        store = self._config.object_store
+        names_free = self.minio_names_guard(
+            f"{self._name}-metrics-names-free", users=[METRICS_PRINCIPAL], policies=[METRICS_PRINCIPAL], buckets=[],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.object_store),
+        )
+        credentials = self._minio_principal(
+            f"{self._name}-metrics", METRICS_PRINCIPAL, METRICS_POLICY, {ENGINE_LABEL: METRICS_ENGINE}, [], names_free,
+        )
+        # The object store's namespace exists once its release does, or already (an adopted AIStor).
+        here = NamespaceRef(self.cluster, store.namespace, self.object_store[-1] if self.object_store else names_free)
+        self._delivered(
+            AISTOR_METRICS_TOKEN_SECRET, {ENGINE_LABEL: METRICS_ENGINE}, here, credentials.usable_after,
+            {AISTOR_METRICS_TOKEN_KEY: pulumi.Output.all(credentials.access_key, credentials.secret_key).apply(
+                lambda keys: pulumi.Output.secret(metrics_token(*keys)))},
+        )
+        self.site_ca(here)
 
     # ---------------------------------------------------------------------------------------------
     # Polaris on CloudNativePG.

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import jwt
 import pytest
 import yaml
 from helpers import render_small
 from schemas import CrdSchemas, schema_errors
 from small_site import full_site, small_site
 
-from components import monitors
+from components import monitors, storage
 from components.config import parse_site
 from components.gpu import INFERENCE_NAMESPACE
 
@@ -196,3 +197,19 @@ def test_the_aistor_monitor_scrapes_each_bucket_of_the_site_by_name(full_scopes)
         "/minio/metrics/v3/bucket/api", {"buckets": [",".join(sorted(full_scopes["storage"].aistor_buckets))]},
     )
     assert full_scopes["storage"].aistor_buckets
+
+
+def test_the_aistor_token_is_the_jwt_mc_admin_prometheus_generate_makes():
+    secret = "s" * 64  # long enough that PyJWT's decode does not warn (MinIO's own keys are 40 characters)
+    token = storage.metrics_token("AKIAEXAMPLE", secret)
+    assert jwt.decode(token, secret, algorithms=["HS512"], issuer="prometheus") == {
+        "exp": 4_102_444_800, "sub": "AKIAEXAMPLE", "iss": "prometheus",
+    }
+
+
+def test_the_aistor_token_is_the_same_for_the_same_keys():
+    assert storage.metrics_token("AK", "SK") == storage.metrics_token("AK", "SK")
+
+
+def test_the_metrics_principal_may_read_metrics_and_nothing_else():
+    assert storage.METRICS_POLICY["Statement"] == [{"Effect": "Allow", "Action": ["admin:Prometheus"]}]
