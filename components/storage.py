@@ -679,7 +679,7 @@ class StorageCluster(pulumi.ComponentResource):
         storage: dict[str, Any] = {"size": f"{postgres.storage_gib}Gi"}
         if postgres.storage_class:
             storage["storageClass"] = postgres.storage_class
-        s3_key = lambda key: {"name": s3_secret(POSTGRES_BACKUP), "key": key}  # noqa: E731
+        s3_key = lambda key: {"name": s3_secret(POSTGRES_BACKUP), "key": key}
         store: dict[str, Any] = {
             "destinationPath": f"s3://{postgres.backup_bucket}/{POLARIS_DB}",
             "endpointURL": self._s3_internal,

@@ -16,6 +16,8 @@ from helpers import render_small
 from schemas import builtin_errors
 from small_site import add_profile_schedule, full_site, small_site
 
+from components.alerts import alert_rules
+from components.config import AlertsConfig, parse_site
 from components.dashboards import (
     DASHBOARDS,
     DCGM_WORKLOAD_NAMESPACE,
@@ -27,8 +29,6 @@ from components.dashboards import (
     dashboards,
     ksm_metric_labels_allowlist,
 )
-from components.alerts import alert_rules
-from components.config import AlertsConfig, parse_site
 from components.gpu import INFERENCE_NAMESPACE
 from components.monitors import metrics_scopes
 from components.profiles import SWITCH_NAMESPACE
