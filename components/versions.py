@@ -133,3 +133,11 @@ STARROCKS_CN_IMAGE = "starrocks/cn-ubuntu:4.1.1"
 MYSQL_CLIENT_IMAGE = "mysql:8.4.6"
 """Runs the StarRocks setup SQL (storage volume, Polaris catalog, root password) with the mysql client."""
 STARROCKS_API = "starrocks.com/v1"
+
+KUBE_PROMETHEUS_STACK = HelmChart(
+    chart="kube-prometheus-stack", version="88.5.3", repo="https://prometheus-community.github.io/helm-charts", timeout_sec=900,
+)
+"""Prometheus operator v0.93.1, Prometheus, Alertmanager, node-exporter, kube-state-metrics and the Grafana subchart 12.11.1,
+one release per cluster (components/observability.py). Its CRDs come with the chart (Helm installs them first)."""
+PROMETHEUS_OPERATOR_API = "monitoring.coreos.com/v1"
+"""ServiceMonitor, PodMonitor and PrometheusRule of the Prometheus operator v0.93.1 (the chart above)."""
