@@ -7,12 +7,12 @@ import copy
 from pathlib import Path
 
 import pytest
+from helpers import render_small
+from small_site import METRICS_PASSWORD, RECEIVER_VIP, STORE, add_gpu_cluster, add_observability, small_site
 
 from components.observability import GrafanaSettings, logical_suffix
 from fabctl.render import HELM_RELEASE_TYPE, render_config
 from fabctl.stackfile import SITE_KEY
-from helpers import render_small
-from small_site import METRICS_PASSWORD, RECEIVER_VIP, STORE, add_gpu_cluster, add_observability, small_site
 
 CLUSTERS = ("site-t-compute", "site-t-gpu", "site-t-storage")
 PROGRAM = Path(__file__).resolve().parent.parent / "programs" / "observability_objects"
@@ -91,7 +91,7 @@ def test_the_receiver_is_a_local_load_balancer_at_its_vip_in_computes_internal_p
 
 def test_remote_write_every_cluster_writes_to_the_store(remote_write):
     targets = {c: [w["url"] for w in prometheus(remote_write, c)["remoteWrite"]] for c in CLUSTERS}
-    assert targets == dict.fromkeys(CLUSTERS, [STORE["url"]])
+    assert targets == {c: [STORE["url"]] for c in CLUSTERS}
 
 
 def test_remote_write_has_no_receiver(remote_write):
