@@ -399,7 +399,9 @@ def prometheus_stack_values(site: SiteRef, cluster: ClusterRef, config: Observab
                 }}},
                 # The series outlive the release: its StatefulSet leaves the volume behind when deleted or scaled down.
                 "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
-                "resources": _resources("500m", "2Gi", "2", "8Gi"),
+                # compute's keeps the whole site's series while metrics is in-cluster.
+                "resources": _resources("1", "4Gi", "4", "16Gi") if own and config.metrics == "in-cluster"
+                else _resources("500m", "2Gi", "2", "8Gi"),
             },
         },
         "alertmanager": {
