@@ -7,11 +7,13 @@ import pulumi
 from components.access import PreviewAccess, PreviewAccessArgs
 from components.compute import ComputeCluster, ComputeClusterArgs
 from components.config import load_secrets, load_site
+from components.config.rules.observability import receiver_pool
 from components.federation import SiteFederation, SiteFederationArgs
 from components.gpu import GpuCluster, GpuClusterArgs
 from components.identity import SiteIdentity, SiteIdentityArgs
 from components.inference import InferencePool, InferencePoolArgs
 from components.network import CrossClusterNetwork, CrossClusterNetworkArgs
+from components.observability import GRAFANA, SiteObservability, SiteObservabilityArgs
 from components.profiles import ProfileSwitches, ProfileSwitchesArgs, leave_to_schedule, switched_objects
 from components.providers import SiteRef, site_providers
 from components.storage import StorageCluster, StorageClusterArgs
@@ -116,6 +118,7 @@ compute = ComputeCluster(
         serving=inference.serving_target if inference else None,
         serving_repo_token=secrets.serving_repo_token,
         serving_repo_write_token=secrets.serving_repo_write_token,
+        extra_uis=[GRAFANA] if site.observability is not None and site.observability.grafana else [],
     ),
 )
 training = TrainingPool(
@@ -138,6 +141,23 @@ training = TrainingPool(
     ),
     opts=switched_by_schedule,
 )
+# Metrics of every cluster (issue 19): after the network (compute's receiver VIP), the identity and the ingress (Grafana).
+observability = SiteObservability(
+    "observability",
+    SiteObservabilityArgs(
+        site=site_ref,
+        clusters=providers.clusters,
+        config=site.observability,
+        adopt=site.adopt,
+        network=network,
+        identity=identity,
+        teams=teams,
+        receiver_pool=receiver_pool(site),
+        gateway=compute.gateway if site.observability.grafana else None,
+        remote_write_password=secrets.metrics_remote_write_password,
+        objects={},
+    ),
+) if site.observability is not None else None
 if site.profile_schedule is not None:
     ProfileSwitches(
         "profiles",
@@ -162,6 +182,8 @@ pulumi.export("training", {"submission": training.submission, "remote_submission
 pulumi.export("gpu_pools", {key: gpu.pools for key, gpu in gpus.items()})
 pulumi.export("infiniband", {key: gpu.infiniband for key, gpu in gpus.items()})
 pulumi.export("ui_urls", compute.ui_urls)
+pulumi.export("observability", {"prometheus": observability.prometheus, "store": observability.store,
+                                "grafana": observability.grafana_url} if observability else None)
 pulumi.export("federation", federation.exports)
 pulumi.export("site_federation", {
     "replicates_to": sorted(c for c, spec in site.federation.consumers.items() if spec.replicate_gold),

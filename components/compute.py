@@ -13,6 +13,7 @@ environment variables set from Secrets.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -20,7 +21,7 @@ import pulumi_kubernetes as k8s
 
 from components.config import AdoptConfig, ComputeConfig
 from components.constants import AIRFLOW_NAMESPACE, TRAINING_POOL_TYPE
-from components.engines import ENGINES, GATEWAY, POOLS, Engine, EngineScope
+from components.engines import ENGINES, GATEWAY, POOLS, EngineScope, Ui
 from components.federation import SiteFederation
 from components.gateway import envoy_gateway, https_listener
 from components.gitops import ServingTarget
@@ -58,6 +59,9 @@ class ComputeClusterArgs:
     """The serving repository's read-only token (secret config `servingRepoToken`); none unless Argo CD has a repository."""
     serving_repo_write_token: pulumi.Input[str] | None = None
     """The token the serving-loop DAG pushes with (secret config `servingRepoWriteToken`); none leaves Airflow without one."""
+    extra_uis: Sequence[Ui] = ()
+    """Web UIs of other components behind the ingress (Grafana): each gets its listener, DNS record and URL here, and its
+    route from its component, in its own namespace."""
 
 
 class ComputeCluster(pulumi.ComponentResource):
@@ -69,6 +73,8 @@ class ComputeCluster(pulumi.ComponentResource):
     """A records for the UI host names: all point at the ingress VIP."""
     airflow_namespace: k8s.core.v1.Namespace
     """Where Airflow runs; TrainingPool delivers the GPU clusters' submitter kubeconfigs into it."""
+    gateway: pulumi.Resource
+    """The compute ingress Gateway, which the routes of `extra_uis` attach to."""
 
     def __init__(self, name: str, args: ComputeClusterArgs, opts: pulumi.ResourceOptions | None = None):
         config = args.config
@@ -84,7 +90,7 @@ class ComputeCluster(pulumi.ComponentResource):
             serving_repo_write_token=args.serving_repo_write_token,
         )
         enabled = [engine for engine in ENGINES.values() if engine.config(config).enabled]
-        uis = [engine for engine in enabled if engine.ui]
+        uis = {engine.name: engine.ui for engine in enabled if engine.ui} | {ui.host: ui for ui in args.extra_uis}
 
         # A PriorityClass's value is immutable: a new value replaces it (deleted first, since its name is fixed).
         priority_classes(name, PRIORITY_CLASSES, pulumi.ResourceOptions(
@@ -103,19 +109,20 @@ class ComputeCluster(pulumi.ComponentResource):
         # that deployed that version from deleting and re-creating it.
         previous = pulumi.Alias(name=f"training-{args.cluster.key}-ns-airflow", parent=pulumi.create_urn("training", TRAINING_POOL_TYPE))
         self.airflow_namespace = scope.namespace(ENGINES[AIRFLOW_NAMESPACE], aliases=[previous])
-        scope.gateway = self._gateway(args, uis)
+        scope.gateway = self.gateway = self._gateway(args, uis)
         if any(engine.database for engine in enabled):
             scope.cnpg = scope.cnpg_operator()
         for engine in enabled:
             engine.deploy(scope)
 
-        self.ui_urls = pulumi.Output.from_input({e.name: f"https://{scope.hostname(e)}" for e in uis})
-        self.dns_records = pulumi.Output.from_input({scope.hostname(e): str(config.ingress.vip) for e in uis})
+        self.ui_urls = pulumi.Output.from_input({key: f"https://{ui.hostname(args.domain)}" for key, ui in uis.items()})
+        self.dns_records = pulumi.Output.from_input({ui.hostname(args.domain): str(config.ingress.vip) for ui in uis.values()})
         self.register_outputs({"ui_urls": self.ui_urls, "dns_records": self.dns_records})
 
-    def _gateway(self, args: ComputeClusterArgs, uis: list[Engine]) -> pulumi.Resource:
+    def _gateway(self, args: ComputeClusterArgs, uis: dict[str, Ui]) -> pulumi.Resource:
+        """The ingress Gateway, one HTTPS listener per UI (named by the engine, or by the host of another component's UI)."""
         ingress = args.config.ingress
-        listeners = [https_listener(e.name, e.ui.hostname(args.domain), ingress.tls_secret, GATEWAY) for e in uis]
+        listeners = [https_listener(key, ui.hostname(args.domain), ingress.tls_secret, GATEWAY) for key, ui in uis.items()]
         return envoy_gateway(
             self._name, self._child,
             adopt=Adoption(args.adopt, args.cluster.key),

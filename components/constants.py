@@ -20,12 +20,20 @@ ARGOCD_NAMESPACE = "argocd"
 """Argo CD's namespace on compute (the engine's), whose application controller reaches the serving clusters' API servers."""
 GATEWAY_NAMESPACE = "envoy-gateway-system"
 """Envoy Gateway's namespace, which also holds every Gateway's Envoy proxies and their Services."""
+MONITORING_NAMESPACE = "monitoring"
+"""The metrics stack's namespace on every cluster (Prometheus, its operator, Alertmanager, kube-state-metrics, Grafana on
+compute); ServiceMonitors, PodMonitors and PrometheusRules may live anywhere, dashboard ConfigMaps live here."""
+NODE_EXPORTER_NAMESPACE = "node-exporter"
+"""node-exporter's namespace on every cluster: Pod Security privileged, and on every cluster's host-access allow-list,
+since it reads the node's network, processes and filesystems (host network, host PID, the root filesystem)."""
 
 HTTPS_PORT = 443
 """The port users and compute applications call on every gateway."""
 ENVOY_HTTPS_TARGET_PORT = 10443
 """Envoy Gateway maps a listener port below 1024 to port + 10000 on its proxy pods; flows admit this one."""
 KUBE_APISERVER_PORT = 6443
+PROMETHEUS_PORT = 9090
+"""Prometheus's HTTP port: queries, and the remote-write receiver of compute's Prometheus (the flow `metrics`)."""
 
 HOSTNAME_ANNOTATION = "external-dns.alpha.kubernetes.io/hostname"
 """The DNS name a LoadBalancer Service is reached by (external-dns publishes it where it runs); the policy pack reads
@@ -33,6 +41,10 @@ it on the Polaris endpoint to know which catalog URIs reach Polaris."""
 
 ENVOY_PROXY_LABELS = {"app.kubernetes.io/name": "envoy"}
 """Labels Envoy Gateway puts on every proxy pod, which flows to a gateway select."""
+PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus"}
+"""Labels the Prometheus operator puts on every Prometheus pod, which the flow `metrics` admits and selects."""
+GRAFANA_DASHBOARD_LABEL = ("grafana_dashboard", "1")
+"""Label (key, value) of a ConfigMap whose dashboards Grafana's sidecar loads, in the monitoring namespace on compute."""
 KUEUE_CONTROLLER_LABELS = {"control-plane": "controller-manager"}
 """Labels of Kueue's controller pods (the chart's), the MultiKueue manager's client of the workers' API servers."""
 ARGOCD_CONTROLLER_LABELS = {"app.kubernetes.io/name": "argocd-application-controller"}

@@ -146,3 +146,11 @@ VERIFY_WARP_IMAGE = "quay.io/minio/aistor/warp:v1.8.2"
 """MinIO warp, the storage load beside the NCCL run."""
 MPI_API = "kubeflow.org/v2beta1"
 """The MPI operator's MPIJob (../shared/crds/mpi-operator); the operator itself is not installed by the program."""
+
+KUBE_PROMETHEUS_STACK = HelmChart(
+    chart="kube-prometheus-stack", version="88.5.3", repo="https://prometheus-community.github.io/helm-charts", timeout_sec=900,
+)
+"""Prometheus operator v0.93.1, Prometheus, Alertmanager, node-exporter, kube-state-metrics and the Grafana subchart 12.11.1,
+one release per cluster (components/observability.py). Its CRDs come with the chart (Helm installs them first)."""
+PROMETHEUS_OPERATOR_API = "monitoring.coreos.com/v1"
+"""ServiceMonitor, PodMonitor and PrometheusRule of the Prometheus operator v0.93.1 (the chart above)."""

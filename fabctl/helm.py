@@ -29,6 +29,15 @@ import yaml
 from components.versions import KUBERNETES_VERSION
 from fabctl.render import HELM_RELEASE_TYPE, Plan
 
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """libyaml's safe loader (charts with large CRDs, Gateway API and Kueue, are megabytes of YAML) that reads a plain `=`
+    as the string it is: YAML 1.1 makes it the `value` tag, which no safe loader constructs, and the Prometheus operator's
+    CRDs list it unquoted among their match operators."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
+
 KUBE_VERSION = f"{KUBERNETES_VERSION}.0"
 
 
@@ -146,17 +155,23 @@ class RenderedRelease:
                 and (obj.get("metadata") or {}).get("name") in crd_folder_names(self.package))
 
 
+def _in_crds_folder(parts: list[str]) -> bool:
+    """Whether an archive path is inside a chart's `crds/` folder: `<chart>/crds/...` or `.../charts/<sub>/crds/...`, not
+    inside a subchart that is itself named crds (kube-prometheus-stack's `charts/crds/templates/`)."""
+    return any(part == "crds" and (i == 1 or (i >= 3 and parts[i - 2] == "charts")) for i, part in enumerate(parts[:-1]))
+
+
 @cache
 def crd_folder_names(package: Path) -> frozenset[str]:
     """Names of the CRDs in a chart package's `crds/` folders (the chart's and its subcharts')."""
     import tarfile
 
     names = set()
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = _Loader
     with tarfile.open(package) as archive:
         for member in archive.getmembers():
             parts = member.name.split("/")
-            if member.isfile() and "crds" in parts[:-1] and parts[-1].endswith((".yaml", ".yml")):
+            if member.isfile() and _in_crds_folder(parts) and parts[-1].endswith((".yaml", ".yml")):
                 handle = archive.extractfile(member)
                 for doc in yaml.load_all(handle.read() if handle else b"", Loader=loader):
                     if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
@@ -216,9 +231,7 @@ def template(release: dict[str, Any], package: Path, helm: Path, project_dir: Pa
         if done.returncode != 0:
             raise HelmError(f"post-renderer {postrender} failed: {done.stderr.strip()}")
         manifest = done.stdout
-    # libyaml's loader: charts with large CRDs (Gateway API, Kueue) are megabytes of YAML.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return [doc for doc in yaml.load_all(manifest, Loader=loader) if isinstance(doc, dict) and doc.get("kind")]
+    return [doc for doc in yaml.load_all(manifest, Loader=_Loader) if isinstance(doc, dict) and doc.get("kind")]
 
 
 def render_releases(plan: Plan, packages: ChartSource, helm: Path, project_dir: Path) -> tuple[list[RenderedRelease], list[MissingChart]]:

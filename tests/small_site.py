@@ -132,6 +132,8 @@ def add_gpu_cluster(site: dict[str, Any], key: str, role: str = "gpu-train", tra
     and VIPs, a MultiKueue worker entry where MultiKueue is on, and its place in the S3, Polaris and MultiKueue flows
     where the site lists its own flows."""
     site["clusters"][key] = {**cluster_entry(len(site["clusters"]), role), "host_network_namespaces": ["gpu-operator", "nvidia-network-operator"]}
+    if "observability" in site:
+        site["clusters"][key]["host_network_namespaces"].append(NODE_EXPORTER)
     site["gpu"][key] = {
         "nodes": {f"{key}-trn-{n}": {"gpu_type": gpu_type, "gpus": 8, "pool": "training"} for n in range(1, training_nodes + 1)},
         "system_nodes": [f"{key}-sys-1"],
@@ -213,3 +215,20 @@ def add_profile_schedule(site: dict[str, Any]) -> None:
                         "night": {"replicas": {"qwen3-8b": 1}, "quotas": {"yield": {"gpu": {"gpus": 8}}}}}
     site["active_profile"] = "day"
     site["profile_schedule"] = {"timezone": "Europe/Berlin", "switches": {"day": "0 7 * * 1-5", "night": "0 19 * * *"}}
+
+
+NODE_EXPORTER = "node-exporter"
+RECEIVER_VIP = "10.30.102.20"
+"""compute's Prometheus for the other clusters, in compute's internal pool."""
+STORE = {"url": "https://mimir.site-t.fab.internal/api/v1/push", "query_url": "https://mimir.site-t.fab.internal/prometheus"}
+METRICS_PASSWORD = {"fab-platform:metricsRemoteWritePassword": {"secure": "v1:bWV0cmljcy1wYXNzd29yZA=="}}
+"""The secret config a site whose metrics store has a user renders with, beside `fab-platform:site`."""
+
+
+def add_observability(site: dict[str, Any], metrics: str = "in-cluster", **settings: Any) -> None:
+    """The metrics stack (issue 19): kept in compute's Prometheus at `RECEIVER_VIP`, or written to the site's store
+    (`STORE`), with `settings` changed; every cluster allow-lists node-exporter's namespace."""
+    observability = {"metrics": metrics, **({"receiver_vip": RECEIVER_VIP} if metrics == "in-cluster" else {"remote_write": dict(STORE)})}
+    site["observability"] = {**observability, **settings}
+    for cluster in site["clusters"].values():
+        cluster.setdefault("host_network_namespaces", []).append(NODE_EXPORTER)

@@ -18,7 +18,9 @@ from components.config.fields import CONFIG_KEY, PROJECT
 from components.config.problems import SiteRuleError, key_location
 from components.config.site import SiteConfig
 
-SECRET_KEYS: tuple[str, ...] = ("aistorLicense", "aistorRootPassword", "servingRepoToken", "servingRepoWriteToken")
+SECRET_KEYS: tuple[str, ...] = (
+    "aistorLicense", "aistorRootPassword", "servingRepoToken", "servingRepoWriteToken", "metricsRemoteWritePassword",
+)
 """The project's config keys that hold credentials: set only with `pulumi config set --secret`, never in plain text."""
 PROJECT_KEYS: tuple[str, ...] = (CONFIG_KEY, *SECRET_KEYS)
 """Every `fab-platform:` config key the program reads; Pulumi hands any other to the program, which would ignore it."""
@@ -166,6 +168,8 @@ class SiteSecrets:
     """The token Argo CD reads the serving repository with."""
     serving_repo_write_token: Any = None
     """The token the serving-loop DAG pushes its serving changes with (optional: without it the DAG prints them)."""
+    metrics_remote_write_password: Any = None
+    """The password of `observability.remote_write.username` at the site's metrics store."""
 
 
 def _required_secrets(site: SiteConfig) -> dict[str, str]:
@@ -176,6 +180,10 @@ def _required_secrets(site: SiteConfig) -> dict[str, str]:
     argocd = site.compute.argocd
     if argocd.enabled and argocd.serving_repo is not None:
         required["servingRepoToken"] = "compute.argocd.enabled is true with a serving_repo"
+    observability = site.observability
+    if observability is not None and observability.metrics == "remote-write" and observability.remote_write is not None \
+            and observability.remote_write.username is not None:
+        required["metricsRemoteWritePassword"] = "observability.remote_write.username is set"
     return required
 
 
@@ -195,7 +203,8 @@ def load_secrets(site: SiteConfig) -> SiteSecrets:
     # Optional: only the serving-loop DAG writes to the serving repository, Argo CD only reads it.
     write_token = config.get_secret("servingRepoWriteToken") if "servingRepoToken" in required else None
     return SiteSecrets(aistor_license=values.get("aistorLicense"), aistor_root_password=values.get("aistorRootPassword"),
-                       serving_repo_token=values.get("servingRepoToken"), serving_repo_write_token=write_token)
+                       serving_repo_token=values.get("servingRepoToken"), serving_repo_write_token=write_token,
+                       metrics_remote_write_password=values.get("metricsRemoteWritePassword"))
 
 
 def _secret_schema(name: str) -> dict[str, Any]:

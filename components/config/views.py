@@ -27,6 +27,9 @@ from components.constants import (
     KUBE_APISERVER_PORT,
     KUEUE_CONTROLLER_LABELS,
     KUEUE_NAMESPACE,
+    MONITORING_NAMESPACE,
+    PROMETHEUS_POD_LABELS,
+    PROMETHEUS_PORT,
 )
 
 if TYPE_CHECKING:
@@ -155,7 +158,8 @@ class SiteViews:
         """The configured flows, or the design's defaults when the stack sets none.
 
         With MultiKueue on, the manager-to-worker API flow is part of the table even where the stack's
-        own table leaves it out, and so is Argo CD's to the serving cluster's API server while it delivers.
+        own table leaves it out, and so is Argo CD's to the serving cluster's API server while it delivers, and the other
+        clusters' Prometheus to compute's while the site's metrics are kept in-cluster.
         """
         table = dict(self.flows) if self.flows is not None else default_flows(self)
         if self.training.multikueue.enabled and MULTIKUEUE_FLOW not in table:
@@ -164,6 +168,8 @@ class SiteViews:
             table[ARGOCD_FLOW] = argocd_flow(self)
         for name, flow in federation_flows(self).items():
             table.setdefault(name, flow)
+        if metrics_in_cluster(self) and METRICS_FLOW not in table:
+            table[METRICS_FLOW] = metrics_flow(self)
         if INGRESS_FLOW not in table:
             table[INGRESS_FLOW] = Flow(
                 description="Outside users reach the UIs through the compute cluster's ingress, the only entry into the site.",
@@ -183,6 +189,8 @@ MULTIKUEUE_FLOW = "multikueue"
 ARGOCD_FLOW = "argocd"
 """The flow that admits Argo CD's application controller on compute to the serving cluster's API server."""
 INGRESS_FLOW = "compute-ingress"
+METRICS_FLOW = "metrics"
+"""The flow that admits every other cluster's Prometheus to compute's remote-write receiver (observability in-cluster)."""
 
 
 def default_flows(site: SiteConfig) -> dict[str, Flow]:
@@ -231,6 +239,21 @@ def argocd_flow(site: SiteConfig) -> Flow:
         description="Argo CD on compute applies the serving repository through the serving cluster's API server.",
         sources=site.keys_with_role("compute"), to=[serving], port=port, target="kube-apiserver",
         from_namespace=ARGOCD_NAMESPACE, from_labels=ARGOCD_CONTROLLER_LABELS,
+    )
+
+
+def metrics_in_cluster(site: SiteConfig) -> bool:
+    """Whether compute's Prometheus receives the other clusters' series (observability.metrics in-cluster)."""
+    return site.observability is not None and site.observability.metrics == "in-cluster"
+
+
+def metrics_flow(site: SiteConfig) -> Flow:
+    """Every other cluster's Prometheus remote-writes to compute's, at its receiver VIP."""
+    return Flow(
+        description="Every other cluster's Prometheus remote-writes its series to compute's (observability in-cluster).",
+        sources=sorted(key for key, cluster in site.clusters.items() if cluster.role != "compute"),
+        to=site.keys_with_role("compute"), port=PROMETHEUS_PORT, to_namespace=MONITORING_NAMESPACE, to_labels=PROMETHEUS_POD_LABELS,
+        from_namespace=MONITORING_NAMESPACE, from_labels=PROMETHEUS_POD_LABELS,
     )
 
 

@@ -124,9 +124,31 @@ def _envoy_certgen_secrets(creator: Placed) -> Iterator[Placed]:
             yield _secret(creator, creator.namespace, name)
 
 
+WEBHOOK_CERTGEN_IMAGE = "kube-webhook-certgen"
+"""The image of the Prometheus operator chart's admission hooks (kube-prometheus-stack 88: jkroepke/kube-webhook-certgen)."""
+
+
+def _webhook_certgen_secrets(creator: Placed) -> Iterator[Placed]:
+    """`kube-webhook-certgen create --namespace=NS --secret-name=NAME` (kube-prometheus-stack's pre-install hook Job
+    `<name>-admission-create`) writes the webhook's certificate Secret NAME in NS (the tool's README, command `create`)."""
+    pod = ((creator.obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for container in pod.get("containers") or []:
+        args = [str(a) for a in container.get("args") or []]
+        if WEBHOOK_CERTGEN_IMAGE not in str(container.get("image", "")) or "create" not in args:
+            continue
+        flags = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
+        if "secret-name" in flags:
+            yield _secret(creator, flags.get("namespace", creator.namespace), flags["secret-name"])
+
+
+def _job_secrets(creator: Placed) -> Iterator[Placed]:
+    yield from _envoy_certgen_secrets(creator)
+    yield from _webhook_certgen_secrets(creator)
+
+
 DERIVED = {
     ("postgresql.cnpg.io", "Cluster"): _cnpg_secrets,
-    ("batch", "Job"): _envoy_certgen_secrets,
+    ("batch", "Job"): _job_secrets,
 }
 """(group, kind) -> the objects a controller creates from an object of that kind, with their documentation."""
 

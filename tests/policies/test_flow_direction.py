@@ -64,7 +64,8 @@ def test_fails_when_a_flow_runs_in_the_wrong_direction():
     backwards = rule("fab-flow-s3", {"ingress": [from_clusters("9000", "site-a-storage")]})
     assert check(flow_direction, [*ROLES, on("site-a-compute", backwards)]) == [
         "CiliumClusterwideNetworkPolicy fab-flow-s3 on site-a-compute (compute) admits site-a-storage (storage) on port 9000, "
-        "which is not a flow of the design's table (into compute: 2379 from ranges, remote-node; 10443 from ranges, world)"
+        "which is not a flow of the design's table (into compute: 2379 from ranges, remote-node; 9090 from gpu, storage; "
+        "10443 from ranges, world)"
     ]
 
 
@@ -108,7 +109,7 @@ def test_fails_when_a_namespaced_policy_opens_a_flow():
                      spec={"endpointSelector": {}, "ingress": [from_clusters("8080", "site-a-gpu")]})
     assert check(flow_direction, [*ROLES, on("site-a-compute", namespaced)]) == [
         "CiliumNetworkPolicy open on site-a-compute (compute) admits site-a-gpu (gpu) on port 8080, which is not a flow of the "
-        "design's table (into compute: 2379 from ranges, remote-node; 10443 from ranges, world)"
+        "design's table (into compute: 2379 from ranges, remote-node; 9090 from gpu, storage; 10443 from ranges, world)"
     ]
 
 

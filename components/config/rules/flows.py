@@ -15,8 +15,23 @@ from typing import TYPE_CHECKING
 from components.config.fields import GPU_ROLES, WORLD
 from components.config.problems import Problem
 from components.config.rules.network import sound_flows
-from components.config.views import INFERENCE_FLOW, INGRESS_FLOW, POLARIS_FLOW, S3_FLOW, argocd_delivers
-from components.constants import ARGOCD_NAMESPACE, ENVOY_HTTPS_TARGET_PORT, GATEWAY_NAMESPACE, HTTPS_PORT
+from components.config.views import (
+    INFERENCE_FLOW,
+    INGRESS_FLOW,
+    METRICS_FLOW,
+    POLARIS_FLOW,
+    S3_FLOW,
+    argocd_delivers,
+    metrics_in_cluster,
+)
+from components.constants import (
+    ARGOCD_NAMESPACE,
+    ENVOY_HTTPS_TARGET_PORT,
+    GATEWAY_NAMESPACE,
+    HTTPS_PORT,
+    MONITORING_NAMESPACE,
+    PROMETHEUS_PORT,
+)
 
 if TYPE_CHECKING:
     from components.config.site import SiteConfig
@@ -46,7 +61,8 @@ CLUSTER_SOURCES = ("compute", *sorted(GPU_ROLES))
 def services(site: SiteConfig) -> dict[str, Service]:
     """The design's flows into the site, by the name a stack's flow table gives them: compute and GPU pods to S3 and
     Polaris (and federated sites by their ranges), compute to the inference gateway, outside users to the compute
-    ingress, and outside S3 clients to the object store only where the site has an external S3 endpoint."""
+    ingress, outside S3 clients to the object store only where the site has an external S3 endpoint, and the other
+    clusters' Prometheus to compute's while the site's metrics are kept in-cluster."""
     storage = site.keys_with_role("storage")
     store, polaris = site.storage.object_store, site.storage.polaris
     gateway = f"Envoy Gateway maps {HTTPS_PORT} to {ENVOY_HTTPS_TARGET_PORT}"
@@ -62,6 +78,11 @@ def services(site: SiteConfig) -> dict[str, Service]:
                                     GATEWAY_NAMESPACE, gateway, serving, ("compute",))} if serving else {}),
         INGRESS_FLOW: Service("the compute ingress", HTTPS_PORT, "its HTTPS listener", ENVOY_HTTPS_TARGET_PORT,
                               GATEWAY_NAMESPACE, gateway, site.keys_with_role("compute"), (WORLD, CIDRS)),
+        # While metrics are in-cluster, every other cluster's Prometheus writes to compute's (its remote-write receiver).
+        **({METRICS_FLOW: Service("compute's Prometheus (its remote-write receiver)", PROMETHEUS_PORT, "its HTTP port",
+                                  PROMETHEUS_PORT, MONITORING_NAMESPACE, "the metrics stack's namespace",
+                                  site.keys_with_role("compute"), ("storage", *sorted(GPU_ROLES)))}
+           if metrics_in_cluster(site) else {}),
     }
 
 

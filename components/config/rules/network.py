@@ -195,6 +195,9 @@ def fixed_vips(site: SiteConfig) -> Iterator[tuple[tuple[str | int, ...], Any]]:
     if site.inference is not None:
         yield ("inference", "gateway", "vip"), site.inference.gateway.vip
     yield ("compute", "ingress", "vip"), site.compute.ingress.vip
+    observability = site.observability
+    if observability is not None and observability.metrics == "in-cluster" and observability.receiver_vip is not None:
+        yield ("observability", "receiver_vip"), observability.receiver_vip
 
 
 def vip_problems(site: SiteConfig) -> Iterator[Problem]:

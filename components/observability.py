@@ -1,0 +1,432 @@
+"""SiteObservability: the metrics stack of every cluster, and the site's one Grafana (issue 19, item 1; roadmap phase 04,
+"performance metrics verified").
+
+Per cluster: kube-prometheus-stack (the Prometheus operator, a Prometheus labelled with its site and cluster, Alertmanager,
+kube-state-metrics, node-exporter on every node) in the `monitoring` namespace, node-exporter in a privileged namespace of
+its own that every cluster allow-lists, and the scrape targets, alert rules and dashboards handed in as manifests. The
+site's series are kept in one place: compute's Prometheus, which the other clusters remote-write to at its receiver VIP
+(the flow `metrics`), or the site's own store that every Prometheus writes to. Grafana runs on compute only, behind the
+compute ingress, signing in through the site's Keycloak. Like CrossClusterNetwork it spans clusters, so every child
+names its cluster's provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import versions
+from components.config import AdoptConfig, ObservabilityConfig, names
+from components.constants import (
+    GRAFANA_DASHBOARD_LABEL,
+    MONITORING_NAMESPACE,
+    NODE_EXPORTER_NAMESPACE,
+    OIDC_CLIENT_ID,
+    OIDC_CLIENT_SECRET,
+    PROMETHEUS_POD_LABELS,
+    PROMETHEUS_PORT,
+)
+from components.engines import GATEWAY, INTERACTIVE, Ui
+from components.gateway import ROUTES_LABEL, http_route
+from components.identity import PLATFORM_ADMINS, SiteIdentity
+from components.kube import Adoption, helm_release, namespace, random_secret
+from components.network import CrossClusterNetwork
+from components.providers import ClusterRef, SiteRef
+
+RELEASE = "metrics"
+"""The kube-prometheus-stack release on every cluster, also its objects' name prefix (`fullnameOverride`): the
+Prometheus `metrics-prometheus` (Service of the same name), the Alertmanager `metrics-alertmanager`."""
+PROMETHEUS_SERVICE = f"{RELEASE}-prometheus"
+RECEIVER_SERVICE = "prometheus-receiver"
+"""compute's LoadBalancer Service at the receiver VIP, while metrics is in-cluster."""
+REMOTE_WRITE_SECRET = "metrics-remote-write"
+"""Basic-auth user and password at the site's metrics store (keys `username`, `password`), on every cluster."""
+GRAFANA_ADMIN_SECRET = "grafana-admin"
+GRAFANA_OIDC_SECRET = "grafana-oidc"
+GRAFANA = Ui(host="grafana", service="grafana", port=80, callback="/login/generic_oauth")
+"""Grafana behind the compute ingress: its Service (the subchart's, `grafana.fullnameOverride`) and its OAuth callback."""
+GRAFANA_USER = 472
+"""The Grafana image's user."""
+NODE_LABELS = ("fab.internal/gpu-pool", "fab.internal/gpu-type")
+"""Node labels kube-state-metrics exposes (`kube_node_labels`): the GPU pool and type of every GPU node (components/gpu.py)."""
+PRIVILEGED_REASON = "node-exporter reads the node's network, processes and filesystems (host network, host PID, root mount)"
+DISABLED_TARGETS = ("kubeEtcd", "kubeControllerManager", "kubeScheduler", "kubeProxy")
+"""Control-plane targets the chart would scrape and that these clusters do not offer: etcd, the controller manager and
+the scheduler listen on the control-plane hosts' loopback (kubeadm's default) where no pod reaches them, and Cilium
+replaces kube-proxy (`kubeProxyReplacement`). Their default rules go with them."""
+DISABLED_RULES = ("etcd", "kubeControllerManager", "kubeSchedulerAlerting", "kubeSchedulerRecording", "kubeProxy", "windows")
+
+
+def _resources(cpu: str, memory: str, cpu_limit: str, memory_limit: str) -> dict[str, Any]:
+    return {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu_limit, "memory": memory_limit}}
+
+
+CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+@dataclass(frozen=True)
+class SiteObservabilityArgs:
+    site: SiteRef
+    """The site, whose name labels every series (external label `site`) and whose domain Grafana is reached under."""
+    clusters: dict[str, ClusterRef]
+    """Every cluster of the site, by key: each runs a Prometheus."""
+    config: ObservabilityConfig
+    """The `observability` section: where the series are kept, retention, volume, Grafana, alerts."""
+    adopt: AdoptConfig
+    """Declares the namespaces and releases that exist already."""
+    network: CrossClusterNetwork
+    """Gives compute's receiver Service its internal pool (LB-IPAM) and the pool's object to wait for."""
+    identity: SiteIdentity
+    """The site's Keycloak realm: Grafana's sign-in client."""
+    teams: Sequence[str]
+    """The teams, whose members see Grafana (Viewer)."""
+    receiver_pool: str | None = None
+    """The internal pool of compute holding `config.receiver_vip`, while metrics is in-cluster."""
+    gateway: pulumi.Resource | None = None
+    """The compute ingress Gateway, with Grafana's listener (ComputeCluster's `extra_uis`), while Grafana is on."""
+    remote_write_password: pulumi.Input[str] | None = None
+    """The password of `remote_write.username` (secret config `metricsRemoteWritePassword`), while it is set."""
+    objects: Mapping[str, Sequence[dict[str, Any]]] = field(default_factory=dict)
+    """Manifests per cluster key registered after the chart: ServiceMonitors, PodMonitors, PrometheusRules and dashboard
+    ConfigMaps (the latter in the monitoring namespace on compute)."""
+
+
+class SiteObservability(pulumi.ComponentResource):
+    """Prometheus, Alertmanager and the exporters on every cluster of the site; Grafana on compute."""
+
+    prometheus: pulumi.Output[dict[str, str]]
+    """Per cluster key: the in-cluster URL of its Prometheus."""
+    store: pulumi.Output[dict[str, str]]
+    """Where the site's series are kept: `mode`, `write_url` and `query_url`."""
+    grafana_url: pulumi.Output[str | None]
+    """Grafana's sign-in URL, or None without Grafana."""
+
+    def __init__(self, name: str, args: SiteObservabilityArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("fab:observability:SiteObservability", name, None, opts)
+        config = args.config
+        (compute,) = [key for key, ref in args.clusters.items() if ref.role == "compute"]
+        self._name = name
+        self.releases: dict[str, k8s.helm.v3.Release] = {}
+        """The kube-prometheus-stack release of each cluster, by key."""
+        grafana = config.grafana and args.gateway is not None
+        if config.metrics == "in-cluster":
+            write_url = f"http://{config.receiver_vip}:{PROMETHEUS_PORT}/api/v1/write"
+            query_url = f"http://{PROMETHEUS_SERVICE}.{MONITORING_NAMESPACE}:{PROMETHEUS_PORT}"
+        else:
+            assert config.remote_write is not None
+            write_url, query_url = config.remote_write.url, config.remote_write.query_url
+        for key, cluster in sorted(args.clusters.items()):
+            opts_k = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
+            prefix = f"{name}-{key}"
+            adopt = Adoption(args.adopt, key)
+            own = key == compute
+            labels = {ROUTES_LABEL: GATEWAY} if own and grafana else None
+            monitoring = namespace(f"{prefix}-ns-{MONITORING_NAMESPACE}", MONITORING_NAMESPACE, opts_k, labels=labels, adopt=adopt)
+            node_exporter = namespace(f"{prefix}-ns-{NODE_EXPORTER_NAMESPACE}", NODE_EXPORTER_NAMESPACE, opts_k,
+                                      privileged_reason=PRIVILEGED_REASON, adopt=adopt)
+            after_ns = pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=[monitoring])
+            needs: list[pulumi.Resource] = [monitoring, node_exporter]
+            basic_auth = config.metrics == "remote-write" and config.remote_write is not None and config.remote_write.username
+            if basic_auth:
+                needs.append(k8s.core.v1.Secret(
+                    f"{prefix}-remote-write", metadata={"name": REMOTE_WRITE_SECRET, "namespace": MONITORING_NAMESPACE},
+                    type="kubernetes.io/basic-auth",
+                    string_data={"username": config.remote_write.username,
+                                 "password": pulumi.Output.secret(args.remote_write_password or "")},
+                    opts=after_ns,
+                ))
+            if own and grafana:
+                needs += self._grafana_secrets(prefix, args, after_ns)
+            values = prometheus_stack_values(
+                args.site, cluster, config, own=own, write_url=None if own and config.metrics == "in-cluster" else write_url,
+                basic_auth=bool(basic_auth), grafana=GrafanaSettings.of(args, query_url) if own and grafana else None,
+            )
+            self.releases[key] = release = helm_release(
+                f"{prefix}-stack", versions.KUBE_PROMETHEUS_STACK, name=RELEASE, namespace=MONITORING_NAMESPACE, values=values,
+                opts=pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=needs), adopt=adopt,
+            )
+            if own and config.metrics == "in-cluster":
+                self._receiver(prefix, key, args, opts_k, release)
+            if own and grafana:
+                http_route(
+                    f"{prefix}-route-grafana",
+                    pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=[args.gateway, release]),
+                    name=GRAFANA.host, namespace_=MONITORING_NAMESPACE, gateway=GATEWAY, listener=GRAFANA.host,
+                    hostname=GRAFANA.hostname(args.site.domain),
+                    rules=[{"backendRefs": [{"name": GRAFANA.service, "port": GRAFANA.port}]}],
+                )
+            # ServiceMonitors, PodMonitors and PrometheusRules are custom resources whose CRDs the chart installs (Helm
+            # applies a chart's CRDs first), and dashboard ConfigMaps are read by the chart's Grafana sidecar: all wait
+            # for the release.
+            after_release = pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=[release])
+            for obj in args.objects.get(key, ()):
+                register(f"{prefix}-{logical_suffix(obj)}", obj, after_release)
+
+        self.prometheus = pulumi.Output.from_input({
+            key: f"http://{PROMETHEUS_SERVICE}.{MONITORING_NAMESPACE}:{PROMETHEUS_PORT}" for key in sorted(args.clusters)
+        })
+        self.store = pulumi.Output.from_input({"mode": config.metrics, "write_url": write_url,
+                                               "query_url": query_url if config.metrics == "remote-write"
+                                               else f"http://{config.receiver_vip}:{PROMETHEUS_PORT}"})
+        self.grafana_url = pulumi.Output.from_input(f"https://{GRAFANA.hostname(args.site.domain)}" if grafana else None)
+        self.register_outputs({"prometheus": self.prometheus, "store": self.store, "grafana_url": self.grafana_url})
+
+    def _grafana_secrets(self, prefix: str, args: SiteObservabilityArgs, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+        """Grafana's admin (a generated password nobody signs in with: the login form and basic auth are off) and its
+        Keycloak client."""
+        password = random_secret(f"{prefix}-grafana-admin-password", 32, pulumi.ResourceOptions(parent=self))
+        admin = k8s.core.v1.Secret(
+            f"{prefix}-grafana-admin", metadata={"name": GRAFANA_ADMIN_SECRET, "namespace": MONITORING_NAMESPACE},
+            string_data={"admin-user": "admin", "admin-password": password}, opts=opts,
+        )
+        client = args.identity.oidc_client("grafana", "browser", [GRAFANA.redirect_uri(args.site.domain)],
+                                           description="Grafana sign-in")
+        oidc = k8s.core.v1.Secret(
+            f"{prefix}-grafana-oidc", metadata={"name": GRAFANA_OIDC_SECRET, "namespace": MONITORING_NAMESPACE},
+            string_data={OIDC_CLIENT_ID: client.client_id, OIDC_CLIENT_SECRET: client.client_secret}, opts=opts,
+        )
+        return [admin, oidc]
+
+    def _receiver(self, prefix: str, key: str, args: SiteObservabilityArgs, opts: pulumi.ResourceOptions,
+                  release: pulumi.Resource) -> None:
+        """compute's Prometheus at the receiver VIP, for the other clusters' remote writes.
+
+        A Service of its own, not the chart's: a release waits for its LoadBalancer Services, and this one waits for its
+        pool too (as the ClusterMesh API server's does). `Local` keeps the writers' pod addresses, which the flow
+        `metrics` admits by cluster; behind `Cluster` they would arrive from a node's address and be denied.
+        """
+        assert args.receiver_pool is not None
+        k8s.core.v1.Service(
+            f"{prefix}-receiver",
+            metadata={
+                "name": RECEIVER_SERVICE,
+                "namespace": MONITORING_NAMESPACE,
+                "labels": args.network.lb_service_labels(key, args.receiver_pool),
+                "annotations": {"lbipam.cilium.io/ips": str(args.config.receiver_vip)},
+            },
+            spec={
+                "type": "LoadBalancer",
+                "externalTrafficPolicy": "Local",
+                "selector": {**PROMETHEUS_POD_LABELS, "operator.prometheus.io/name": PROMETHEUS_SERVICE},
+                "ports": [{"name": "http-web", "port": PROMETHEUS_PORT, "targetPort": PROMETHEUS_PORT, "protocol": "TCP"}],
+            },
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+                depends_on=[release, args.network.lb_pool(key, args.receiver_pool)])),
+        )
+
+
+SHORT_KINDS = {"ServiceMonitor": "servicemonitor", "PodMonitor": "podmonitor", "PrometheusRule": "rule", "ConfigMap": "dashboard"}
+
+
+def logical_suffix(obj: dict[str, Any]) -> str:
+    """Logical-name suffix of a registered manifest: its kind and metadata.name (a namespace too where one is given, since
+    monitors of the same name may live in several namespaces), never a position."""
+    meta = obj["metadata"]
+    kind = SHORT_KINDS.get(obj["kind"], obj["kind"].lower())
+    ns = meta.get("namespace")
+    return f"{kind}-{ns}-{meta['name']}" if ns and ns != MONITORING_NAMESPACE else f"{kind}-{meta['name']}"
+
+
+def register(logical: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """A manifest as a Pulumi resource: a ConfigMap as itself, a monitoring custom resource by its spec."""
+    if obj["kind"] == "ConfigMap":
+        return k8s.core.v1.ConfigMap(logical, metadata=obj["metadata"], data=obj.get("data"), opts=opts)
+    return k8s.apiextensions.CustomResource(logical, api_version=obj["apiVersion"], kind=obj["kind"], metadata=obj["metadata"],
+                                            spec=obj["spec"], opts=opts)
+
+
+@dataclass(frozen=True)
+class GrafanaSettings:
+    """What compute's Grafana is configured from: its host, the realm's issuer, who may sign in, its data source."""
+
+    domain: str
+    issuer: str
+    admin_group: str
+    viewer_groups: tuple[str, ...]
+    query_url: str
+    basic_auth_user: str | None
+    """The store's user while the data source is the site's store with basic authentication."""
+
+    @classmethod
+    def of(cls, args: SiteObservabilityArgs, query_url: str) -> GrafanaSettings:
+        remote = args.config.remote_write if args.config.metrics == "remote-write" else None
+        return cls(domain=args.site.domain, issuer=args.identity.issuer, admin_group=PLATFORM_ADMINS,
+                   viewer_groups=tuple(names.TEAM_GROUP(team) for team in sorted(args.teams)), query_url=query_url,
+                   basic_auth_user=remote.username if remote else None)
+
+    def role_attribute_path(self) -> str:
+        """JMESPath over the token's `groups`: platform admins are Admin, team members Viewer, anyone else is refused
+        (`role_attribute_strict`)."""
+        viewers = " || ".join(f"contains(groups[*], '{group}')" for group in self.viewer_groups) or "`false`"
+        return f"contains(groups[*], '{self.admin_group}') && 'Admin' || ({viewers}) && 'Viewer'"
+
+
+def grafana_values(settings: GrafanaSettings) -> dict[str, Any]:
+    """The Grafana subchart: Keycloak sign-in only (PKCE, roles from groups), the admin from a Secret, one Prometheus data
+    source, the dashboards sidecar on the monitoring namespace, on the interactive pool."""
+    oidc = f"{settings.issuer}/protocol/openid-connect"
+    remote_store = settings.query_url.startswith("https://")
+    datasources: dict[str, Any] = {
+        "enabled": True,
+        # In-cluster, the chart's own data source is compute's Prometheus; otherwise the site's store replaces it.
+        "defaultDatasourceEnabled": not remote_store,
+    }
+    values: dict[str, Any] = {
+        "enabled": True,
+        "fullnameOverride": GRAFANA.service,
+        "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
+        "grafana.ini": {
+            "server": {"domain": f"{GRAFANA.host}.{settings.domain}", "root_url": f"https://{GRAFANA.host}.{settings.domain}"},
+            "auth": {"disable_login_form": True, "oauth_auto_login": True},
+            "auth.basic": {"enabled": False},
+            "auth.anonymous": {"enabled": False},
+            "users": {"allow_sign_up": False},
+            "auth.generic_oauth": {
+                "enabled": True,
+                "name": "Keycloak",
+                "allow_sign_up": True,
+                "use_pkce": True,
+                "scopes": "openid profile email groups",
+                "auth_url": f"{oidc}/auth",
+                "token_url": f"{oidc}/token",
+                "api_url": f"{oidc}/userinfo",
+                "signout_redirect_url": f"{oidc}/logout",
+                "groups_attribute_path": "groups",
+                "role_attribute_path": settings.role_attribute_path(),
+                "role_attribute_strict": True,
+                "allow_assign_grafana_admin": False,
+            },
+            "analytics": {"check_for_updates": False, "reporting_enabled": False},
+        },
+        # The client's id and secret come from its Secret (SiteIdentity's client), never from values.
+        "envValueFrom": {
+            "GF_AUTH_GENERIC_OAUTH_CLIENT_ID": {"secretKeyRef": {"name": GRAFANA_OIDC_SECRET, "key": OIDC_CLIENT_ID}},
+            "GF_AUTH_GENERIC_OAUTH_CLIENT_SECRET": {"secretKeyRef": {"name": GRAFANA_OIDC_SECRET, "key": OIDC_CLIENT_SECRET}},
+            **({"METRICS_STORE_PASSWORD": {"secretKeyRef": {"name": REMOTE_WRITE_SECRET, "key": "password"}}}
+               if settings.basic_auth_user else {}),
+        },
+        "sidecar": {
+            "dashboards": {
+                "enabled": True,
+                "label": GRAFANA_DASHBOARD_LABEL[0],
+                "labelValue": GRAFANA_DASHBOARD_LABEL[1],
+                "searchNamespace": MONITORING_NAMESPACE,
+                # Every series carries its cluster: the chart's dashboards get a cluster selector.
+                "multicluster": {"global": {"enabled": True}},
+            },
+            "datasources": datasources,
+            "resources": _resources("50m", "128Mi", "200m", "256Mi"),
+            "securityContext": CONTAINER_SECURITY,
+        },
+        "testFramework": {"enabled": False},
+        "securityContext": {"runAsNonRoot": True, "runAsUser": GRAFANA_USER, "runAsGroup": GRAFANA_USER, "fsGroup": GRAFANA_USER,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containerSecurityContext": CONTAINER_SECURITY,
+        "resources": _resources("100m", "256Mi", "1", "1Gi"),
+        **INTERACTIVE.placement(),
+    }
+    if remote_store:
+        source: dict[str, Any] = {
+            "name": "Prometheus", "uid": "prometheus", "type": "prometheus", "access": "proxy", "url": settings.query_url,
+            "isDefault": True, "jsonData": {"httpMethod": "POST"},
+        }
+        if settings.basic_auth_user:
+            # Grafana expands the variable when it provisions the source; the password stays in the Secret.
+            source.update(basicAuth=True, basicAuthUser=settings.basic_auth_user,
+                          secureJsonData={"basicAuthPassword": "$__env{METRICS_STORE_PASSWORD}"})
+        values["additionalDataSources"] = [source]
+    return values
+
+
+def prometheus_stack_values(site: SiteRef, cluster: ClusterRef, config: ObservabilityConfig, *, own: bool, write_url: str | None,
+                            basic_auth: bool, grafana: GrafanaSettings | None) -> dict[str, Any]:
+    """Helm values of kube-prometheus-stack 88.5.3 on one cluster.
+
+    `own`: the cluster is compute (the receiver while metrics is in-cluster, and Grafana's). `write_url`: where this
+    Prometheus remote-writes, or None (compute's, in-cluster: it is the store). `basic_auth`: the store wants the user and
+    password of REMOTE_WRITE_SECRET. `grafana`: Grafana's settings on compute while it is on, else None.
+    """
+    identity = {"site": site.name, "cluster": cluster.name}
+    remote_write: list[dict[str, Any]] = []
+    if write_url is not None:
+        target: dict[str, Any] = {"name": "site", "url": write_url}
+        if basic_auth:
+            target["basicAuth"] = {"username": {"name": REMOTE_WRITE_SECRET, "key": "username"},
+                                   "password": {"name": REMOTE_WRITE_SECRET, "key": "password"}}
+        remote_write.append(target)
+    webhook = config.alerts.webhook_url
+    receiver = {"name": "webhook", "webhook_configs": [{"url": str(webhook), "send_resolved": True}]} if webhook else {"name": "null"}
+    return {
+        "fullnameOverride": RELEASE,
+        "crds": {"enabled": True},
+        "windowsMonitoring": {"enabled": False},
+        "defaultRules": {"create": True, "rules": dict.fromkeys(DISABLED_RULES, False)},
+        **{target: {"enabled": False} for target in DISABLED_TARGETS},
+        "prometheusOperator": {
+            "resources": _resources("100m", "128Mi", "500m", "512Mi"),
+            "containerSecurityContext": CONTAINER_SECURITY,
+            "prometheusConfigReloader": {"resources": _resources("10m", "32Mi", "100m", "64Mi")},
+            "admissionWebhooks": {"patch": {"resources": _resources("10m", "32Mi", "100m", "128Mi")}},
+        },
+        "prometheus": {
+            "prometheusSpec": {
+                # Every series is labelled with its site and cluster: as external labels for what leaves the cluster
+                # (remote write, alerts), and on every scrape, so that compute's own series carry them as well.
+                "externalLabels": identity,
+                "scrapeClasses": [{"name": "site", "default": True, "relabelings": [
+                    {"targetLabel": label, "replacement": value, "action": "replace"} for label, value in identity.items()
+                ]}],
+                "retention": f"{config.retention_days}d",
+                "enableRemoteWriteReceiver": own and config.metrics == "in-cluster",
+                "remoteWrite": remote_write,
+                # Every ServiceMonitor, PodMonitor and PrometheusRule of the cluster, in any namespace, without a label.
+                "serviceMonitorSelectorNilUsesHelmValues": False,
+                "podMonitorSelectorNilUsesHelmValues": False,
+                "ruleSelectorNilUsesHelmValues": False,
+                "probeSelectorNilUsesHelmValues": False,
+                "scrapeConfigSelectorNilUsesHelmValues": False,
+                "storageSpec": {"volumeClaimTemplate": {"spec": {
+                    "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{config.storage_gib}Gi"}},
+                }}},
+                # The series outlive the release: its StatefulSet leaves the volume behind when deleted or scaled down.
+                "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+                # compute's keeps the whole site's series while metrics is in-cluster.
+                "resources": _resources("1", "4Gi", "4", "16Gi") if own and config.metrics == "in-cluster"
+                else _resources("500m", "2Gi", "2", "8Gi"),
+            },
+        },
+        "alertmanager": {
+            "config": {
+                "route": {"receiver": receiver["name"], "group_by": ["namespace"], "routes": [
+                    {"receiver": "null", "matchers": ['alertname = "Watchdog"']},
+                ]},
+                "receivers": [receiver, *([{"name": "null"}] if webhook else [])],
+            },
+            "alertmanagerSpec": {"resources": _resources("50m", "64Mi", "200m", "256Mi")},
+        },
+        "kube-state-metrics": {
+            # The GPU pool and type of every node and the team of every namespace, as labels of kube_node_labels and
+            # kube_namespace_labels: the dashboards group GPU use by them.
+            "metricLabelsAllowlist": [f"nodes=[{','.join(NODE_LABELS)}]", "namespaces=[fab.internal/team]"],
+            "resources": _resources("50m", "128Mi", "500m", "512Mi"),
+        },
+        "nodeExporter": {"enabled": True, "operatingSystems": {"aix": {"enabled": False}, "darwin": {"enabled": False}}},
+        "prometheus-node-exporter": {
+            "namespaceOverride": NODE_EXPORTER_NAMESPACE,
+            # On every node: GPU nodes' pool taints and compute's pool taints included.
+            "tolerations": [{"operator": "Exists"}],
+            "resources": _resources("50m", "64Mi", "250m", "256Mi"),
+            "containerSecurityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+                                         "capabilities": {"drop": ["ALL"]}},
+        },
+        "grafana": grafana_values(grafana) if grafana is not None else {"enabled": False},
+    }
