@@ -13,7 +13,8 @@ from components.gpu import GpuCluster, GpuClusterArgs
 from components.identity import SiteIdentity, SiteIdentityArgs
 from components.inference import InferencePool, InferencePoolArgs
 from components.network import CrossClusterNetwork, CrossClusterNetworkArgs
-from components.observability import GRAFANA, SiteObservability, SiteObservabilityArgs
+from components.monitors import metrics_scopes
+from components.observability import GRAFANA, SiteObservability, SiteObservabilityArgs, cluster_manifests
 from components.profiles import ProfileSwitches, ProfileSwitchesArgs, leave_to_schedule, switched_objects
 from components.providers import SiteRef, site_providers
 from components.storage import StorageCluster, StorageClusterArgs
@@ -65,6 +66,7 @@ storage = StorageCluster(
         network=network,
         aistor_license=secrets.aistor_license,
         aistor_root_password=secrets.aistor_root_password,
+        metrics=site.observability is not None,
     ),
 )
 
@@ -155,7 +157,13 @@ observability = SiteObservability(
         receiver_pool=receiver_pool(site),
         gateway=compute.gateway if site.observability.grafana else None,
         remote_write_password=secrets.metrics_remote_write_password,
-        objects={},
+        objects=cluster_manifests(metrics_scopes(site), site.observability),
+        targets={
+            storage_cluster.key: [network, storage],
+            compute_cluster.key: [network, compute, training],
+            **{key: [network, gpu, training, *([inference] if inference and key == site.inference.cluster else [])]
+               for key, gpu in gpus.items()},
+        },
     ),
 ) if site.observability is not None else None
 if site.profile_schedule is not None:

@@ -28,13 +28,12 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as dashboard_models
 
-from components.constants import TEAM_LABEL
+from components.constants import GRAFANA_DASHBOARD_LABEL, TEAM_LABEL
 from components.gpu import GPU_TYPE_LABEL, INFERENCE_NAMESPACE, POOL_LABEL
 from components.monitors import METRICS
 from components.profiles import PROFILE_ANNOTATION, SWITCH_NAMESPACE
 
-SIDECAR_LABEL = "grafana_dashboard"
-SIDECAR_LABEL_VALUE = "1"
+SIDECAR_LABEL, SIDECAR_LABEL_VALUE = GRAFANA_DASHBOARD_LABEL
 """The label (and value) on a ConfigMap that Grafana's dashboard sidecar loads: the kube-prometheus-stack defaults."""
 TAG = "fab-platform"
 """Every platform dashboard carries this tag, so Grafana's dashboard list and links find them together."""

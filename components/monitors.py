@@ -14,19 +14,21 @@ from typing import TYPE_CHECKING, Any
 
 from components.config import names
 from components.config.fields import GPU_ROLES
+from components import versions
 from components.constants import (
     AISTOR_METRICS_TOKEN_KEY,
     AISTOR_METRICS_TOKEN_SECRET,
+    ENGINE_LABEL,
     ENVOY_PROXY_LABELS,
     GATEWAY_NAMESPACE,
     KUEUE_NAMESPACE,
+    MONITORING_NAMESPACE,
 )
 
 if TYPE_CHECKING:
     from components.config.site import SiteConfig
 
-MONITORING_API = "monitoring.coreos.com/v1"
-MONITORING_NAMESPACE = "monitoring"
+MONITORING_API = versions.PROMETHEUS_OPERATOR_API
 """Namespace of each cluster's Prometheus (kube-prometheus-stack)."""
 MONITOR_LABELS = {"app.kubernetes.io/part-of": "fab-platform", "app.kubernetes.io/component": "metrics"}
 """On every monitor and rule the program creates: what `kubectl get servicemonitors,podmonitors,prometheusrules -A -l`
@@ -311,7 +313,7 @@ def _postgres(namespace: str) -> dict[str, Any]:
 
 
 def _aistor(scope: MetricsScope) -> dict[str, Any]:
-    from components.storage import SITE_CA_KEY, SITE_CA_SECRET
+    from components.storage import METRICS_ENGINE, SITE_CA_KEY, SITE_CA_SECRET
 
     more: dict[str, Any] = {
         "scheme": "https" if scope.aistor_tls else "http",
@@ -326,7 +328,10 @@ def _aistor(scope: MetricsScope) -> dict[str, Any]:
     endpoints = [_endpoint(scope.aistor_port, AISTOR_METRICS_PATH, **more)]
     if scope.aistor_buckets:
         endpoints.append(_endpoint(scope.aistor_port, AISTOR_BUCKET_METRICS_PATH, params={"buckets": [",".join(scope.aistor_buckets)]}, **more))
-    return pod_monitor("aistor", scope.aistor_namespace, {"matchLabels": dict(scope.aistor_pod_labels)}, endpoints)
+    monitor = pod_monitor("aistor", scope.aistor_namespace, {"matchLabels": dict(scope.aistor_pod_labels)}, endpoints)
+    # Scrapes as the metrics principal, whose token it presents (fab-engine-reads-own-credentials).
+    monitor["metadata"]["labels"][ENGINE_LABEL] = METRICS_ENGINE
+    return monitor
 
 
 def _cilium() -> list[dict[str, Any]]:

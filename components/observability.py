@@ -30,10 +30,13 @@ from components.constants import (
     PROMETHEUS_POD_LABELS,
     PROMETHEUS_PORT,
 )
+from components.alerts import alert_rules
+from components.dashboards import dashboards, ksm_metric_labels_allowlist
 from components.engines import GATEWAY, INTERACTIVE, Ui
 from components.gateway import ROUTES_LABEL, http_route
 from components.identity import PLATFORM_ADMINS, SiteIdentity
 from components.kube import Adoption, helm_release, namespace, random_secret
+from components.monitors import MetricsScope, scrape_targets
 from components.network import CrossClusterNetwork
 from components.providers import ClusterRef, SiteRef
 
@@ -51,8 +54,6 @@ GRAFANA = Ui(host="grafana", service="grafana", port=80, callback="/login/generi
 """Grafana behind the compute ingress: its Service (the subchart's, `grafana.fullnameOverride`) and its OAuth callback."""
 GRAFANA_USER = 472
 """The Grafana image's user."""
-NODE_LABELS = ("fab.internal/gpu-pool", "fab.internal/gpu-type")
-"""Node labels kube-state-metrics exposes (`kube_node_labels`): the GPU pool and type of every GPU node (components/gpu.py)."""
 PRIVILEGED_REASON = "node-exporter reads the node's network, processes and filesystems (host network, host PID, root mount)"
 DISABLED_TARGETS = ("kubeEtcd", "kubeControllerManager", "kubeScheduler", "kubeProxy")
 """Control-plane targets the chart would scrape and that these clusters do not offer: etcd, the controller manager and
@@ -98,6 +99,9 @@ class SiteObservabilityArgs:
     objects: Mapping[str, Sequence[dict[str, Any]]] = field(default_factory=dict)
     """Manifests per cluster key registered after the chart: ServiceMonitors, PodMonitors, PrometheusRules and dashboard
     ConfigMaps (the latter in the monitoring namespace on compute)."""
+    targets: Mapping[str, Sequence[pulumi.Resource]] = field(default_factory=dict)
+    """Per cluster key, the components whose namespaces its monitors land in (a monitor lives beside what it scrapes):
+    the monitors wait for them too."""
 
 
 class SiteObservability(pulumi.ComponentResource):
@@ -167,7 +171,10 @@ class SiteObservability(pulumi.ComponentResource):
             # ServiceMonitors, PodMonitors and PrometheusRules are custom resources whose CRDs the chart installs (Helm
             # applies a chart's CRDs first), and dashboard ConfigMaps are read by the chart's Grafana sidecar: all wait
             # for the release.
-            after_release = pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=[release])
+            # Monitors in another component's namespace also wait for that component (its namespace exists then): they
+            # are leaves, nothing waits for them.
+            after_release = pulumi.ResourceOptions(parent=self, provider=cluster.provider,
+                                                   depends_on=[release, *args.targets.get(key, ())])
             for obj in args.objects.get(key, ()):
                 register(f"{prefix}-{logical_suffix(obj)}", obj, after_release)
 
@@ -222,6 +229,20 @@ class SiteObservability(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
                 depends_on=[release, args.network.lb_pool(key, args.receiver_pool)])),
         )
+
+
+def cluster_manifests(scopes: Mapping[str, MetricsScope], config: ObservabilityConfig) -> dict[str, list[dict[str, Any]]]:
+    """What every cluster's Prometheus is given, by cluster key: the scrape targets and alert rules of what runs there
+    (components/monitors.py, components/alerts.py) and, on compute while Grafana is on, the dashboards
+    (components/dashboards.py)."""
+    return {
+        key: [
+            *scrape_targets(scope),
+            *alert_rules(scope, config.alerts),
+            *(dashboards(MONITORING_NAMESPACE) if scope.role == "compute" and config.grafana else []),
+        ]
+        for key, scope in sorted(scopes.items())
+    }
 
 
 SHORT_KINDS = {"ServiceMonitor": "servicemonitor", "PodMonitor": "podmonitor", "PrometheusRule": "rule", "ConfigMap": "dashboard"}
@@ -414,9 +435,9 @@ def prometheus_stack_values(site: SiteRef, cluster: ClusterRef, config: Observab
             "alertmanagerSpec": {"resources": _resources("50m", "64Mi", "200m", "256Mi")},
         },
         "kube-state-metrics": {
-            # The GPU pool and type of every node and the team of every namespace, as labels of kube_node_labels and
-            # kube_namespace_labels: the dashboards group GPU use by them.
-            "metricLabelsAllowlist": [f"nodes=[{','.join(NODE_LABELS)}]", "namespaces=[fab.internal/team]"],
+            # The GPU pool and type of every node, the team of every namespace and the profile of every switch CronJob,
+            # as labels of kube_node_labels, kube_namespace_labels and kube_cronjob_labels: the dashboards group by them.
+            "metricLabelsAllowlist": ksm_metric_labels_allowlist(),
             "resources": _resources("50m", "128Mi", "500m", "512Mi"),
         },
         "nodeExporter": {"enabled": True, "operatingSystems": {"aix": {"enabled": False}, "darwin": {"enabled": False}}},

@@ -126,8 +126,12 @@ class StorageClusterArgs:
 
 METRICS_PRINCIPAL = "fab-metrics"
 METRICS_ENGINE = "metrics"
-METRICS_POLICY = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["admin:Prometheus"]}]}
-"""Reads the metrics endpoints and nothing else: no bucket, no object, no other admin call."""
+METRICS_POLICY = {"Version": "2012-10-17", "Statement": [
+    {"Sid": "ReadMetrics", "Effect": "Allow", "Action": ["admin:Prometheus"]},
+    {"Sid": "NoTableCatalog", "Effect": "Deny", "Action": ["s3tables:*"], "Resource": ["arn:aws:s3tables:::bucket/*"]},
+]}
+"""Reads the metrics endpoints and nothing else: no bucket, no object, no other admin call (and, like every policy of the
+platform, never AIStor's own table catalog)."""
 METRICS_TOKEN_EXPIRY = 4_102_444_800
 """2100-01-01T00:00:00Z. The token is made from the keys alone, so the same keys give the same token and `pulumi up`
 changes nothing; rotating the keys (replacing the service account) makes a new one."""

@@ -25,6 +25,8 @@ from components.constants import (
     GATEWAY_NAMESPACE,
     GPU_OPERATOR_NAMESPACE,
     KUEUE_NAMESPACE,
+    MONITORING_NAMESPACE,
+    PROMETHEUS_PORT,
     S3_ACCESS_KEY,
     S3_SECRET_KEY,
     TRAINING_SUBMISSION_CONFIG_MAP,
@@ -33,6 +35,7 @@ from components.constants import (
 from components.data_access import TRAINING, s3_endpoint_internal, team_prefix
 from components.gpu import INFERENCE_NAMESPACE, POOL_LABEL, RDMA_RESOURCE, nccl_env, pool_tolerations, toleration
 from components.kube import SMALL_RESOURCES, restricted_container, restricted_pod_security_context
+from components.observability import PROMETHEUS_SERVICE
 from components.serving import route_prefix, stable_labels
 from components.training import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
 from fabctl.verify.model import Criterion, Judgement, Manifest, Step
@@ -46,10 +49,6 @@ PROBE_USER = 65532
 """The probes' user: any non-root id works, the probe writes nothing but its scratch directory."""
 PROBE_TIMEOUT_SEC = 5
 """How long a TCP probe waits for a handshake: a flow's rule answers at once, a dropped packet never."""
-PROMETHEUS_NAMESPACE = "monitoring"
-PROMETHEUS_RELEASE = "kube-prometheus-stack"
-"""The metrics stack's Helm release on every cluster; the chart names its Prometheus Service `<release>-prometheus`."""
-PROMETHEUS_PORT = 9090
 KUBECTL_USER = 65532
 MPI_OPERATOR = "the MPI operator (MPIJob kubeflow.org/v2beta1), which the program does not install yet"
 MPI_SSH_DIR = "/root/.ssh"
@@ -795,7 +794,7 @@ def _kubectl_pod(account: str, script: str) -> dict[str, Any]:
 
 
 def prometheus_url() -> str:
-    return f"http://{PROMETHEUS_RELEASE}-prometheus.{PROMETHEUS_NAMESPACE}:{PROMETHEUS_PORT}"
+    return f"http://{PROMETHEUS_SERVICE}.{MONITORING_NAMESPACE}:{PROMETHEUS_PORT}"
 
 
 def metric_queries(site: Site, cluster: str) -> dict[str, tuple[str, int]]:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from helpers import render_small
 from schemas import CrdSchemas, schema_errors
-from small_site import full_site, small_site
+from small_site import add_observability, full_site, small_site
 
 from components import monitors, storage
 from components.config import parse_site
@@ -181,7 +181,7 @@ def test_kueue_exports_cluster_queue_usage_and_quota(small_plan):
 
 def test_the_rate_limit_service_counts_near_limit_hits_from_the_saturation_threshold():
     site = small_site()
-    site["observability"] = {"receiver_vip": "10.30.102.20", "alerts": {"rate_limit_saturation_percent": 75}}
+    add_observability(site, alerts={"rate_limit_saturation_percent": 75})
     plan = render_small(site)
     (values,) = [r["inputs"]["values"] for r in plan.of_type("kubernetes:helm.sh/v3:Release")
                  if r["inputs"]["chart"].endswith("/gateway-helm") and plan.cluster(r) == "site-t-gpu"]
@@ -212,4 +212,5 @@ def test_the_aistor_token_is_the_same_for_the_same_keys():
 
 
 def test_the_metrics_principal_may_read_metrics_and_nothing_else():
-    assert storage.METRICS_POLICY["Statement"] == [{"Effect": "Allow", "Action": ["admin:Prometheus"]}]
+    allowed = [s for s in storage.METRICS_POLICY["Statement"] if s["Effect"] == "Allow"]
+    assert allowed == [{"Sid": "ReadMetrics", "Effect": "Allow", "Action": ["admin:Prometheus"]}]

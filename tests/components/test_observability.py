@@ -121,7 +121,9 @@ def test_alerts_stay_in_alertmanager_without_a_webhook(in_cluster):
 
 def test_kube_state_metrics_exposes_the_gpu_pool_and_type_and_the_team(in_cluster):
     values = stack_releases(in_cluster)["site-t-gpu"]["values"]["kube-state-metrics"]
-    assert values["metricLabelsAllowlist"] == ["nodes=[fab.internal/gpu-pool,fab.internal/gpu-type]", "namespaces=[fab.internal/team]"]
+    assert values["metricLabelsAllowlist"] == [
+        "nodes=[fab.internal/gpu-pool,fab.internal/gpu-type]", "namespaces=[fab.internal/team]", "cronjobs=[fab.internal/profile]",
+    ]
 
 
 def test_node_exporter_runs_on_every_node_in_its_allow_listed_privileged_namespace(in_cluster):

@@ -78,7 +78,7 @@ def test_no_policy_grants_s3_star_or_a_wildcard_bucket(plan):
         for statement in policy["Statement"]:
             if statement["Effect"] == "Allow":
                 assert not any(a in ("*", "s3:*") for a in statement["Action"]), engine
-                assert not any("*" in r.removeprefix("arn:aws:s3:::").split("/", 1)[0] for r in statement["Resource"]), engine
+                assert not any("*" in r.removeprefix("arn:aws:s3:::").split("/", 1)[0] for r in statement.get("Resource", [])), engine
 
 
 def test_every_policy_denies_the_object_stores_table_catalog(small_plan):

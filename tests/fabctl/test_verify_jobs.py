@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from helpers import config_errors
 from schemas import CrdSchemas, schema_errors
-from small_site import full_site, small_site
+from small_site import add_observability, full_site, small_site
 
 from components import versions
 from components.config import parse_site
@@ -30,8 +30,7 @@ def everything() -> dict[str, Any]:
     serving-loop run to verify."""
     site = full_site()
     site["gpu"]["gpu"]["nodes"]["gpu-trn-2"] = {"gpu_type": "h100", "gpus": 8, "pool": "training"}
-    site["observability"] = {"metrics": "remote-write", "remote_write": {
-        "url": "https://mimir.site-t.fab.internal/api/v1/push", "query_url": "https://mimir.site-t.fab.internal/prometheus"}}
+    add_observability(site, "remote-write")
     site["profiles"] = {"day": {}, "night": {"quotas": {"yield": {"gpu": {"gpus": 8}}}}}
     site["active_profile"] = "day"
     site["acceptance"] = {"serving_loop": {"team": "yield", "model": "qwen3-8b", "revision": "r1"}}
@@ -408,7 +407,7 @@ def test_metrics_expect_a_dcgm_series_per_configured_gpu(complete):
 def test_fails_when_a_component_has_no_series(complete):
     check = criterion(complete, 4, "04-metrics-storage")
     assert check.judge({"0.aistor": "4", "0.cilium": "3", "0.polaris": "0"}) == (
-        False, "storage: http://kube-prometheus-stack-prometheus.monitoring:9090 lacks series: polaris 0 (at least 1)")
+        False, "storage: http://metrics-prometheus.monitoring:9090 lacks series: polaris 0 (at least 1)")
 
 
 def test_metrics_are_skipped_without_a_metrics_stack():
