@@ -208,3 +208,43 @@ def test_manifests_wait_for_the_release_that_installs_their_crds(objects_plan):
 def test_a_manifests_logical_name_leaves_out_the_monitoring_namespace():
     obj = {"kind": "PrometheusRule", "metadata": {"name": "fab-queues", "namespace": "monitoring"}}
     assert logical_suffix(obj) == "rule-fab-queues"
+
+
+def registered(plan, kind: str) -> dict[tuple[str, str], dict]:
+    """(cluster, namespace/name) -> inputs of the objects of a kind the metrics component registered."""
+    return {(plan.cluster(r), f"{r['inputs']['metadata']['namespace']}/{r['inputs']['metadata']['name']}"): r["inputs"]
+            for r in plan.resources if r["type"].endswith(f":{kind}") and r["urn"].count(COMPONENT)}
+
+
+def test_each_cluster_gets_the_scrape_targets_and_alert_rules_of_what_runs_on_it(in_cluster):
+    rules = registered(in_cluster, "PrometheusRule")
+    assert set(rules) == {(cluster, "monitoring/fab-platform-alerts") for cluster in CLUSTERS}
+    monitors = {*registered(in_cluster, "ServiceMonitor"), *registered(in_cluster, "PodMonitor")}
+    assert ("site-t-storage", "aistor/aistor") in monitors
+    assert ("site-t-gpu", "inference/vllm") in monitors
+    assert not any(cluster != "site-t-storage" and name == "aistor/aistor" for cluster, name in monitors)
+
+
+def test_the_dashboards_go_to_computes_grafana_only(in_cluster):
+    dashboards = {key for key, obj in registered(in_cluster, "ConfigMap").items()
+                  if obj["metadata"].get("labels", {}).get("grafana_dashboard") == "1"}
+    assert dashboards
+    assert {cluster for cluster, _ in dashboards} == {"site-t-compute"}
+
+
+def test_without_grafana_no_dashboard_is_registered():
+    plan = render_small(in_cluster_site(grafana=False))
+    assert [key for key, obj in registered(plan, "ConfigMap").items()
+            if obj["metadata"].get("labels", {}).get("grafana_dashboard") == "1"] == []
+
+
+def test_storage_makes_the_token_aistors_monitor_presents(in_cluster):
+    (secret,) = [r for r in in_cluster.of_type("kubernetes:core/v1:Secret")
+                 if r["inputs"]["metadata"]["name"] == "aistor-metrics-token"]
+    assert (in_cluster.cluster(secret), secret["inputs"]["metadata"]["namespace"]) == ("site-t-storage", "aistor")
+    (user,) = [r for r in in_cluster.of_type("minio:index/iamUser:IamUser") if r["inputs"]["name"] == "fab-metrics"]
+    assert user
+
+
+def test_a_site_without_observability_has_no_metrics_principal(small_plan):
+    assert [r for r in small_plan.of_type("minio:index/iamUser:IamUser") if r["inputs"]["name"] == "fab-metrics"] == []
