@@ -55,6 +55,8 @@ GRAFANA = Ui(host="grafana", service="grafana", port=80, callback="/login/generi
 GRAFANA_USER = 472
 """The Grafana image's user."""
 PRIVILEGED_REASON = "node-exporter reads the node's network, processes and filesystems (host network, host PID, root mount)"
+ALERTMANAGER_STORAGE_GIB = 1
+"""Alertmanager's volume: silences and the notification log, a few MiB."""
 DISABLED_TARGETS = ("kubeEtcd", "kubeControllerManager", "kubeScheduler", "kubeProxy")
 """Control-plane targets the chart would scrape and that these clusters do not offer: etcd, the controller manager and
 the scheduler listen on the control-plane hosts' loopback (kubeadm's default) where no pod reaches them, and Cilium
@@ -432,7 +434,13 @@ def prometheus_stack_values(site: SiteRef, cluster: ClusterRef, config: Observab
                 ]},
                 "receivers": [receiver, *([{"name": "null"}] if webhook else [])],
             },
-            "alertmanagerSpec": {"resources": _resources("50m", "64Mi", "200m", "256Mi")},
+            "alertmanagerSpec": {
+                "resources": _resources("50m", "64Mi", "200m", "256Mi"),
+                # Silences and the notification log survive a restart (an emptyDir would forget them).
+                "storage": {"volumeClaimTemplate": {"spec": {
+                    "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{ALERTMANAGER_STORAGE_GIB}Gi"}},
+                }}},
+            },
         },
         "kube-state-metrics": {
             # The GPU pool and type of every node, the team of every namespace and the profile of every switch CronJob,

@@ -248,3 +248,8 @@ def test_storage_makes_the_token_aistors_monitor_presents(in_cluster):
 
 def test_a_site_without_observability_has_no_metrics_principal(small_plan):
     assert [r for r in small_plan.of_type("minio:index/iamUser:IamUser") if r["inputs"]["name"] == "fab-metrics"] == []
+
+
+def test_alertmanager_keeps_its_silences_on_a_volume(in_cluster):
+    spec = stack_releases(in_cluster)["site-t-gpu"]["values"]["alertmanager"]["alertmanagerSpec"]
+    assert spec["storage"]["volumeClaimTemplate"]["spec"]["resources"] == {"requests": {"storage": "1Gi"}}
