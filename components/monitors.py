@@ -60,9 +60,9 @@ CNPG_CLUSTER_LABEL = "cnpg.io/cluster"
 CNPG_METRICS_PORT = "metrics"
 """CloudNativePG instance pods export on port `metrics` (9187)."""
 AISTOR_METRICS_PATH = "/minio/metrics/v3"
-AISTOR_BUCKET_METRICS_PATH = f"{AISTOR_METRICS_PATH}/bucket/api"
-"""Per-bucket S3 API metrics (`minio_bucket_api_*`): not in the base endpoint's answer, served for the buckets named in the
-`buckets` query parameter."""
+AISTOR_BUCKET_METRICS_PATH = f"{AISTOR_METRICS_PATH}/bucket/api/*"
+"""Per-bucket S3 API metrics (`minio_bucket_api_*`): not in the base endpoint's answer; AIStor serves them for the buckets
+the last path segment names, `*` matching every bucket (a bucket added later is scraped without a change here)."""
 CILIUM_NAMESPACE = "kube-system"
 CILIUM_AGENT_POD_LABELS = {"k8s-app": "cilium"}
 CILIUM_OPERATOR_POD_LABELS = {"io.cilium/app": "operator"}
@@ -128,7 +128,7 @@ METRICS: dict[str, str] = {
     "vllm:kv_cache_usage_perc": "vLLM: KV cache usage, ratio",
     "envoy_cluster_upstream_rq_xx": "Envoy proxy (Envoy Gateway): responses per upstream cluster (httproute/<ns>/<route>/rule/<n>) "
     "and envoy_response_code_class",
-    # AIStor metrics v3 /bucket/api (scraped per bucket of the site: AISTOR_BUCKET_METRICS_PATH). Its help texts have sent
+    # AIStor metrics v3 /bucket/api (every bucket, AISTOR_BUCKET_METRICS_PATH). Its help texts have sent
     # and received the wrong way round; the names are right: received = written to AIStor, sent = read from it.
     "minio_bucket_api_traffic_received_bytes": "AIStor: bytes received per bucket (uploads)",
     "minio_bucket_api_traffic_sent_bytes": "AIStor: bytes sent per bucket (downloads)",
@@ -172,8 +172,6 @@ class MetricsScope:
     site_ca: bool = False
     """The site has its own PKI (`ca_bundle`): AIStor's certificate is verified against it (the Secret `fab-site-ca`)."""
     s3_host: str = ""
-    aistor_buckets: tuple[str, ...] = ()
-    """The site's buckets, whose per-bucket S3 traffic is scraped (AIStor's metrics v3 serve it per named bucket only)."""
     replicates_to: tuple[str, ...] = ()
     """Sites this (storage) cluster's copy jobs replicate buckets to."""
 
@@ -213,7 +211,6 @@ def metrics_scopes(site: SiteConfig) -> dict[str, MetricsScope]:
                 polaris=True, polaris_namespace=site.storage.polaris.namespace,
                 aistor=True, aistor_namespace=store.namespace, aistor_pod_labels=store.s3_pod_labels,
                 aistor_port=store.s3_port, aistor_tls=store.tls, s3_host=names.S3_HOST(site.domain), site_ca=site.ca_bundle is not None,
-                aistor_buckets=tuple(sorted(site.storage.buckets)),
                 replicates_to=tuple(sorted(c for c, spec in consumers.items() if spec.replicate_gold or spec.replicate_models)),
             )
         scope["gateways"] = tuple(sorted(gateways))
@@ -326,8 +323,7 @@ def _aistor(scope: MetricsScope) -> dict[str, Any]:
         if scope.site_ca:
             more["tlsConfig"]["ca"] = {"secret": {"name": SITE_CA_SECRET, "key": SITE_CA_KEY}}
     endpoints = [_endpoint(scope.aistor_port, AISTOR_METRICS_PATH, **more)]
-    if scope.aistor_buckets:
-        endpoints.append(_endpoint(scope.aistor_port, AISTOR_BUCKET_METRICS_PATH, params={"buckets": [",".join(scope.aistor_buckets)]}, **more))
+    endpoints.append(_endpoint(scope.aistor_port, AISTOR_BUCKET_METRICS_PATH, **more))
     monitor = pod_monitor("aistor", scope.aistor_namespace, {"matchLabels": dict(scope.aistor_pod_labels)}, endpoints)
     # Scrapes as the metrics principal, whose token it presents (fab-engine-reads-own-credentials).
     monitor["metadata"]["labels"][ENGINE_LABEL] = METRICS_ENGINE
