@@ -136,7 +136,10 @@ class SiteObservability(pulumi.ComponentResource):
             adopt = Adoption(args.adopt, key)
             own = key == compute
             labels = {ROUTES_LABEL: GATEWAY} if own and grafana else None
-            monitoring = namespace(f"{prefix}-ns-{MONITORING_NAMESPACE}", MONITORING_NAMESPACE, opts_k, labels=labels, adopt=adopt)
+            # Kept when the stack is destroyed: deleting the namespace would delete the Prometheus volume with it.
+            monitoring = namespace(f"{prefix}-ns-{MONITORING_NAMESPACE}", MONITORING_NAMESPACE,
+                                   pulumi.ResourceOptions.merge(opts_k, pulumi.ResourceOptions(retain_on_delete=True)),
+                                   labels=labels, adopt=adopt)
             node_exporter = namespace(f"{prefix}-ns-{NODE_EXPORTER_NAMESPACE}", NODE_EXPORTER_NAMESPACE, opts_k,
                                       privileged_reason=PRIVILEGED_REASON, adopt=adopt)
             after_ns = pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=[monitoring])

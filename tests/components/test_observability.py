@@ -253,3 +253,10 @@ def test_a_site_without_observability_has_no_metrics_principal(small_plan):
 def test_alertmanager_keeps_its_silences_on_a_volume(in_cluster):
     spec = stack_releases(in_cluster)["site-t-gpu"]["values"]["alertmanager"]["alertmanagerSpec"]
     assert spec["storage"]["volumeClaimTemplate"]["spec"]["resources"] == {"requests": {"storage": "1Gi"}}
+
+
+def test_the_monitoring_namespace_outlives_the_stack_with_the_prometheus_volume(in_cluster):
+    namespaces = [r for r in in_cluster.of_type("kubernetes:core/v1:Namespace")
+                  if r["inputs"]["metadata"]["name"] == "monitoring"]
+    assert namespaces
+    assert all(r["retain_on_delete"] for r in namespaces)
