@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from components.monitors import MONITOR_LABELS, MONITORING_API, MONITORING_NAMESPACE, MetricsScope
+from components.constants import MONITORING_NAMESPACE
+from components.monitors import MONITOR_LABELS, MONITORING_API, MetricsScope
 
 if TYPE_CHECKING:
     from components.config.schema.observability import AlertsConfig

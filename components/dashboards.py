@@ -42,8 +42,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 """The GPU resource name Kueue counts quota in (its metrics' `resource` label)."""
 DCGM_WORKLOAD_NAMESPACE = "exported_namespace"
 """The label holding the namespace of the pod a GPU is allocated to. DCGM exporter labels its series with the pod's
-`namespace` and `pod`, but the GPU Operator's ServiceMonitor does not honour exported labels (`honorLabels: false` in
-components/gpu.py), so Prometheus keeps the exporter pod's own `namespace` and renames the exported one to this."""
+`namespace` and `pod`, but its ServiceMonitor does not honour exported labels (`honorLabels: false` in
+components/monitors.py), so Prometheus keeps the exporter pod's own `namespace` and renames the exported one to this."""
 ALLOCATED = f'{DCGM_WORKLOAD_NAMESPACE}!=""'
 """Matches the GPUs a pod is allocated to."""
 DCGM_NODE = "Hostname"

@@ -301,7 +301,8 @@ def cluster_policy_spec(config: GpuClusterConfig) -> dict[str, Any]:
         "dcgmExporter": {
             **versions.GPU_DCGM_EXPORTER.fields(),
             "enabled": True,
-            "serviceMonitor": {"enabled": True, "interval": "15s", "honorLabels": False},
+            # Scraped through the program's own ServiceMonitor (components/monitors.py), which waits for the CRD.
+            "serviceMonitor": {"enabled": False},
         },
         "nodeStatusExporter": {"enabled": False},
         "validator": versions.GPU_VALIDATOR.fields(),

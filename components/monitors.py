@@ -12,17 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from components import versions
 from components.config import names
 from components.config.fields import GPU_ROLES
-from components import versions
 from components.constants import (
     AISTOR_METRICS_TOKEN_KEY,
     AISTOR_METRICS_TOKEN_SECRET,
     ENGINE_LABEL,
     ENVOY_PROXY_LABELS,
     GATEWAY_NAMESPACE,
+    GPU_OPERATOR_NAMESPACE,
     KUEUE_NAMESPACE,
-    MONITORING_NAMESPACE,
 )
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ HUBBLE_METRICS = [
 METRICS: dict[str, str] = {
     # GPUs: the GPU Operator's DCGM exporter (default counters of dcgm-exporter 4.4.2-4.7.0); labels gpu, UUID,
     # modelName, Hostname (the node), and the namespace/pod/container of the pod using the GPU, which arrive as
-    # exported_namespace/exported_pod/exported_container (the ClusterPolicy's ServiceMonitor has honorLabels false).
+    # exported_namespace/exported_pod/exported_container (the program's ServiceMonitor does not honour exported labels).
     "DCGM_FI_DEV_GPU_UTIL": "dcgm-exporter (GPU Operator ClusterPolicy), %",
     "DCGM_FI_DEV_FB_USED": "dcgm-exporter, MiB",
     "DCGM_FI_DEV_GPU_TEMP": "dcgm-exporter, one series per GPU: the GPU count of a node",
@@ -280,6 +280,20 @@ def _kueue() -> dict[str, Any]:
     )])
 
 
+DCGM_EXPORTER_SERVICE_LABELS = {"app": "nvidia-dcgm-exporter"}
+"""The labels of the Service the GPU Operator v25.10.1 puts before its DCGM exporter (port `gpu-metrics`, 9400)."""
+
+
+def _dcgm_exporter() -> dict[str, Any]:
+    """The DCGM exporter's ServiceMonitor, the program's rather than the ClusterPolicy's: registered after the chart that
+    installs its CRD, where the GPU Operator may reconcile before the CRD exists. Exported labels are not honoured: the
+    pod a GPU is allocated to arrives as `exported_namespace`/`exported_pod`, the exporter's own as `namespace`/`pod`."""
+    monitor = service_monitor("dcgm-exporter", GPU_OPERATOR_NAMESPACE, {"matchLabels": DCGM_EXPORTER_SERVICE_LABELS},
+                              [_endpoint("gpu-metrics", honorLabels=False)])
+    monitor["spec"]["jobLabel"] = "app"
+    return monitor
+
+
 def _spark_operator() -> dict[str, Any]:
     return pod_monitor("spark-operator", SPARK_OPERATOR_NAMESPACE, {"matchLabels": SPARK_OPERATOR_POD_LABELS}, [_endpoint("metrics")])
 
@@ -345,6 +359,8 @@ def scrape_targets(scope: MetricsScope) -> list[dict[str, Any]]:
     targets: list[dict[str, Any]] = []
     if scope.cilium:
         targets += _cilium()
+    if scope.gpu_nodes:
+        targets.append(_dcgm_exporter())
     if scope.kueue:
         targets.append(_kueue())
     if scope.models:

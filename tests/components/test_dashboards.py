@@ -16,6 +16,7 @@ from helpers import render_small
 from schemas import builtin_errors
 from small_site import add_profile_schedule, full_site, small_site
 
+from components import monitors
 from components.alerts import alert_rules
 from components.config import AlertsConfig, parse_site
 from components.dashboards import (
@@ -289,8 +290,9 @@ def test_profile_switches_carry_the_profile_label_the_dashboards_read():
     assert {labels[KSM_LABELS["cronjobs"][0]] for labels in switches.values()} == {"day", "night"}
 
 
-def test_the_gpu_workload_namespace_label_matches_how_the_dcgm_service_monitor_treats_exported_labels(small_plan):
+def test_the_gpu_workload_namespace_label_matches_how_the_dcgm_service_monitor_treats_exported_labels():
     # Honouring the exporter's labels keeps its `namespace` (the GPU's pod); otherwise Prometheus renames it.
-    (policy,) = small_plan.of_type("kubernetes:nvidia.com/v1:ClusterPolicy")
-    honor = policy["inputs"]["spec"]["dcgmExporter"]["serviceMonitor"]["honorLabels"]
-    assert DCGM_WORKLOAD_NAMESPACE == ("namespace" if honor else "exported_namespace")
+    scope = monitors.MetricsScope(site="site-t", cluster="gpu", role="gpu", gpu_nodes={"gpu-1": 8})
+    (monitor,) = [m for m in monitors.scrape_targets(scope) if m["metadata"]["name"] == "dcgm-exporter"]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert DCGM_WORKLOAD_NAMESPACE == ("namespace" if endpoint["honorLabels"] else "exported_namespace")

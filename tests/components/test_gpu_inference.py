@@ -181,7 +181,7 @@ def test_cluster_policy_runs_the_operands_the_platform_needs(small_plan):
     spec = policy["spec"]
     assert policy["metadata"]["name"] == "cluster-policy"
     assert all(spec[k]["enabled"] for k in ("driver", "toolkit", "devicePlugin", "gfd", "dcgmExporter"))
-    assert spec["dcgmExporter"]["serviceMonitor"]["enabled"] is True
+    assert spec["dcgmExporter"]["serviceMonitor"]["enabled"] is False  # the program's own (components/monitors.py)
     assert spec["driver"]["rdma"] == {"enabled": True, "useHostMofed": False}
     assert (spec["mig"], spec["migManager"]["enabled"]) == ({"strategy": "single"}, False)
 

@@ -77,8 +77,10 @@ def test_each_cluster_gets_the_monitors_of_what_runs_on_it(full_scopes):
     assert sorted(targets_of(full_scopes)) == [
         "compute/envoy-gateway-system/envoy-proxies", "compute/kube-system/cilium-agent", "compute/kube-system/cilium-operator",
         "compute/kueue-system/kueue", "compute/spark-operator/spark-operator", "compute/starrocks/starrocks",
-        "gpu-train/kube-system/cilium-agent", "gpu-train/kube-system/cilium-operator", "gpu-train/kueue-system/kueue",
-        "gpu/envoy-gateway-system/envoy-proxies", "gpu/envoy-gateway-system/envoy-ratelimit", "gpu/inference/vllm",
+        "gpu-train/gpu-operator/dcgm-exporter", "gpu-train/kube-system/cilium-agent", "gpu-train/kube-system/cilium-operator",
+        "gpu-train/kueue-system/kueue",
+        "gpu/envoy-gateway-system/envoy-proxies", "gpu/envoy-gateway-system/envoy-ratelimit", "gpu/gpu-operator/dcgm-exporter",
+        "gpu/inference/vllm",
         "gpu/kube-system/cilium-agent", "gpu/kube-system/cilium-operator", "gpu/kueue-system/kueue",
         "storage/aistor/aistor", "storage/kube-system/cilium-agent", "storage/kube-system/cilium-operator",
         "storage/polaris/polaris", "storage/polaris/polaris-db",
@@ -93,7 +95,7 @@ def test_scopes_carry_each_gpu_nodes_gpus_from_config():
 
 def test_a_cluster_without_inference_gets_no_vllm_or_gateway_monitors(full_scopes):
     assert [m["metadata"]["name"] for m in monitors.scrape_targets(full_scopes["gpu-train"])] == [
-        "cilium-agent", "cilium-operator", "kueue",
+        "cilium-agent", "cilium-operator", "dcgm-exporter", "kueue",
     ]
 
 
@@ -210,3 +212,10 @@ def test_the_aistor_token_is_the_same_for_the_same_keys():
 def test_the_metrics_principal_may_read_metrics_and_nothing_else():
     allowed = [s for s in storage.METRICS_POLICY["Statement"] if s["Effect"] == "Allow"]
     assert allowed == [{"Sid": "ReadMetrics", "Effect": "Allow", "Action": ["admin:Prometheus"]}]
+
+
+def test_gpu_clusters_scrape_the_dcgm_exporter_through_the_programs_own_monitor(full_scopes):
+    gpu = {m["metadata"]["name"]: m for m in monitors.scrape_targets(full_scopes["gpu"])}
+    assert gpu["dcgm-exporter"]["spec"]["selector"] == {"matchLabels": {"app": "nvidia-dcgm-exporter"}}
+    assert gpu["dcgm-exporter"]["metadata"]["namespace"] == "gpu-operator"
+    assert "dcgm-exporter" not in {m["metadata"]["name"] for m in monitors.scrape_targets(full_scopes["compute"])}
