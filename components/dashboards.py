@@ -272,6 +272,18 @@ def _gpu_use(spec: Dashboard) -> dashboard_builders.Dashboard:
             "hours each profile was in force within the dashboard's range.", "percent",
             (f"avg_over_time(({_POOL_UTIL} * on (cluster) group_left ({PROFILE}) {ACTIVE_PROFILE})[$__range:5m])",
              f"{{{{cluster}}}} {{{{{POOL}}}}} {{{{{PROFILE}}}}}")))
+        .with_row(_row("InfiniBand"))
+        .with_panel(_timeseries(
+            "InfiniBand port congestion per node", "Ticks per second during which an HCA port had data to send and no "
+            "flow-control credit (PortXmitWait, node-exporter's infiniband collector): the fabric's congestion signal. "
+            "Watch it while NCCL runs beside storage load (docs/acceptance.md, 01-nccl-under-load).", "short",
+            (f"sum by (cluster, instance, device, port) (rate(node_infiniband_port_transmit_wait_total{{{CLUSTERS}}}[{RATE}]))",
+             "{{cluster}} {{instance}} {{device}}/{{port}}")))
+        .with_panel(_timeseries(
+            "InfiniBand throughput per node", "Bytes per second each HCA port sends (node-exporter's infiniband collector).",
+            "Bps",
+            (f"sum by (cluster, instance, device, port) (rate(node_infiniband_port_data_transmitted_bytes_total{{{CLUSTERS}}}[{RATE}]))",
+             "{{cluster}} {{instance}} {{device}}/{{port}}")))
     )
 
 

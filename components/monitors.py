@@ -133,6 +133,9 @@ METRICS: dict[str, str] = {
     "minio_bucket_api_traffic_received_bytes": "AIStor: bytes received per bucket (uploads)",
     "minio_bucket_api_traffic_sent_bytes": "AIStor: bytes sent per bucket (downloads)",
     "minio_bucket_api_total": "AIStor: S3 requests per bucket and API name",
+    "node_infiniband_port_transmit_wait_total": "node-exporter (infiniband collector): PortXmitWait ticks per HCA device and "
+    "port, the fabric's congestion counter",
+    "node_infiniband_port_data_transmitted_bytes_total": "node-exporter (infiniband collector): bytes sent per HCA device and port",
     "container_network_receive_bytes_total": "cAdvisor (kubelet): bytes received per pod network interface",
     "container_network_transmit_bytes_total": "cAdvisor (kubelet): bytes sent per pod network interface",
 }

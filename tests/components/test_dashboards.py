@@ -166,7 +166,7 @@ def test_the_dashboards_are_the_ones_issue_19_names():
 
 @pytest.mark.parametrize(("uid", "titles"), [
     ("fab-gpu-use", {"GPU utilization per pool", "GPUs allocated per team", "GPU utilization per team", "Active profile",
-                     "GPU utilization per pool and profile"}),
+                     "GPU utilization per pool and profile", "InfiniBand port congestion per node"}),
     ("fab-kueue-queues", {"Admitted workloads per ClusterQueue", "Pending workloads per ClusterQueue",
                           "Queue wait per ClusterQueue (p50, p90)"}),
     ("fab-inference", {"Request latency per model (p50, p95)", "Time to first token per model (p50, p95)",
