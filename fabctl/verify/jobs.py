@@ -22,9 +22,6 @@ from components.config import SiteConfig, names
 from components.config.views import INFERENCE_FLOW, POLARIS_FLOW, S3_FLOW
 from components.constants import (
     AIRFLOW_NAMESPACE,
-    GATEWAY_NAMESPACE,
-    GPU_OPERATOR_NAMESPACE,
-    KUEUE_NAMESPACE,
     MONITORING_NAMESPACE,
     PROMETHEUS_PORT,
     S3_ACCESS_KEY,
@@ -797,34 +794,36 @@ def prometheus_url() -> str:
     return f"http://{PROMETHEUS_SERVICE}.{MONITORING_NAMESPACE}:{PROMETHEUS_PORT}"
 
 
+def monitor_up(cluster_name: str, monitor: Manifest) -> str:
+    """The `up` series of a ServiceMonitor's or PodMonitor's targets on one cluster. Every Prometheus of the site labels
+    every scrape with `cluster` (`<site>-<key>`, components/observability.py scrapeClasses): matched, a Prometheus that
+    also holds other clusters' series (compute's, while metrics is in-cluster) answers for this cluster only. The
+    Prometheus operator names a PodMonitor's targets' job `<namespace>/<name>`; a ServiceMonitor's job is the name of the
+    Service it found, which the monitor does not name, so its targets are matched by their endpoint (the port names)."""
+    meta, spec = monitor["metadata"], monitor["spec"]
+    matchers = [f'cluster="{cluster_name}"', f'namespace="{meta["namespace"]}"']
+    endpoints = spec.get("podMetricsEndpoints") or spec.get("endpoints") or []
+    ports = sorted({e["port"] for e in endpoints if "port" in e})
+    if monitor["kind"] == "PodMonitor" and not spec.get("jobLabel"):
+        matchers.append(f'job="{meta["namespace"]}/{meta["name"]}"')
+    elif ports and len(ports) == len(endpoints):
+        matchers.append(f'endpoint=~"{"|".join(ports)}"')
+    return "up{" + ", ".join(matchers) + "}"
+
+
 def metric_queries(site: Site, cluster: str) -> dict[str, tuple[str, int]]:
-    """name -> (PromQL, the least value that passes) for the components of `cluster`: each one's scrape targets up, and
-    on GPU clusters one DCGM series per configured GPU."""
-    config, role = site.config, site.config.clusters[cluster].role
+    """name -> (PromQL, the least value that passes) for what `cluster`'s Prometheus really scrapes there: for each of its
+    ServiceMonitors and PodMonitors (components/monitors.py scrape_targets, by the monitor's name) its targets up, and on
+    GPU clusters one DCGM series per configured GPU (the GPU Operator's DCGM exporter), each on the cluster's label."""
+    from components.monitors import metrics_scopes, scrape_targets
 
-    def up(namespace: str) -> str:
-        return f'count(up{{namespace="{namespace}"}} == 1)'
-
+    name = site.config.cluster_name(cluster)
+    scope = metrics_scopes(site.config)[cluster]
     queries: dict[str, tuple[str, int]] = {}
-    if role in ("gpu", "gpu-train"):
-        gpus = sum(node.gpus for node in config.gpu[cluster].nodes.values()) if cluster in config.gpu else 0
-        queries["dcgm_gpus"] = ("count(DCGM_FI_DEV_GPU_UTIL)", gpus)
-        queries["gpu_operator"] = (up(GPU_OPERATOR_NAMESPACE), 1)
-    if cluster in config.kueue_clusters():
-        queries["kueue"] = (up(KUEUE_NAMESPACE), 1)
-    if config.inference is not None and config.inference.cluster == cluster:
-        queries["vllm"] = (up(INFERENCE_NAMESPACE), 1)
-        queries["envoy_gateway"] = (up(GATEWAY_NAMESPACE), 1)
-    if role == "storage":
-        queries["aistor"] = (up(config.storage.object_store.namespace), 1)
-        queries["polaris"] = (up(config.storage.polaris.namespace), 1)
-    if role == "compute":
-        from components.engines import ENGINES
-
-        for engine in sorted(ENGINES.values(), key=lambda e: e.name):
-            if getattr(engine.config(config.compute), "enabled", False):
-                queries[engine.name.replace("-", "_")] = (up(engine.namespace), 1)
-    queries["cilium"] = ('count(up{namespace="kube-system"} == 1)', 1)
+    if scope.gpu_nodes:
+        queries["dcgm_gpus"] = (f'count(DCGM_FI_DEV_GPU_UTIL{{cluster="{name}"}})', sum(scope.gpu_nodes.values()))
+    for monitor in scrape_targets(scope):
+        queries[monitor["metadata"]["name"]] = (f"count({monitor_up(name, monitor)} == 1)", 1)
     return queries
 
 

@@ -401,12 +401,14 @@ def test_the_access_review_account_may_only_create_reviews(complete):
 
 
 def test_metrics_expect_a_dcgm_series_per_configured_gpu(complete):
-    assert jobs.metric_queries(jobs.Site(complete), "gpu")["dcgm_gpus"] == ("count(DCGM_FI_DEV_GPU_UTIL)", 24)
+    assert jobs.metric_queries(jobs.Site(complete), "gpu")["dcgm_gpus"] == (
+        'count(DCGM_FI_DEV_GPU_UTIL{cluster="site-t-gpu"})', 24)
 
 
 def test_fails_when_a_component_has_no_series(complete):
     check = criterion(complete, 4, "04-metrics-storage")
-    assert check.judge({"0.aistor": "4", "0.cilium": "3", "0.polaris": "0"}) == (
+    results = {"0.aistor": "4", "0.cilium-agent": "3", "0.cilium-operator": "2", "0.polaris": "0", "0.polaris-db": "1"}
+    assert check.judge(results) == (
         False, "storage: http://metrics-prometheus.monitoring:9090 lacks series: polaris 0 (at least 1)")
 
 
