@@ -142,6 +142,7 @@ def test_objects_outside_the_acceptance_namespace_are_team_rbac_inference_airflo
         ("Role", "inference"), ("RoleBinding", "inference"),  # evicting one vLLM pod
         ("Role", "airflow"), ("RoleBinding", "airflow"),  # reading the submission contract
         ("MPIJob", "fab-verify-nccl-baseline"), ("MPIJob", "fab-verify-nccl-load"),  # their own privileged namespaces
+        ("ConfigMap", "fab-verify-nccl-baseline"), ("ConfigMap", "fab-verify-nccl-load"),  # with their ssh settings
     }
 
 
@@ -249,8 +250,14 @@ def test_fails_when_the_baseline_is_below_the_floor():
 
 def test_fails_when_nccl_falls_back_to_sockets(complete):
     check = criterion(complete, 1, "01-nccl-under-load-gpu")
-    assert check.judge({**NCCL_OK, "1.transport": "other"}) == (
-        False, "gpu: the baseline run did not use InfiniBand (NCCL transport other); NCCL fell back to sockets")
+    assert check.judge({**NCCL_OK, "1.transport": "socket"}) == (
+        False, "gpu: the baseline run did not use InfiniBand: NCCL fell back to sockets (via NET/Socket)")
+
+
+def test_fails_when_nccls_log_shows_no_transport(complete):
+    check = criterion(complete, 1, "01-nccl-under-load-gpu")
+    assert check.judge({**NCCL_OK, "2.transport": "none"}) == (
+        False, "gpu: the run under storage load did not show InfiniBand: NCCL's log has no channel via NET/IB")
 
 
 def test_fails_when_the_run_under_load_did_not_finish(complete):
