@@ -22,9 +22,6 @@ from components.config import SiteConfig, names
 from components.config.views import INFERENCE_FLOW, POLARIS_FLOW, S3_FLOW
 from components.constants import (
     AIRFLOW_NAMESPACE,
-    GATEWAY_NAMESPACE,
-    GPU_OPERATOR_NAMESPACE,
-    KUEUE_NAMESPACE,
     MONITORING_NAMESPACE,
     PROMETHEUS_PORT,
     S3_ACCESS_KEY,
@@ -52,6 +49,15 @@ PROBE_TIMEOUT_SEC = 5
 KUBECTL_USER = 65532
 MPI_OPERATOR = "the MPI operator (MPIJob kubeflow.org/v2beta1), which the program does not install yet"
 MPI_SSH_DIR = "/root/.ssh"
+"""Where the MPI operator mounts the MPIJob's key pair (its Secret: id_rsa, id_rsa.pub, authorized_keys; 0600 here)."""
+MPI_SSH_PORT = 2222
+"""The port of the MPI operator's own base images (kubeflow/mpi-operator build/base/Dockerfile): its headless worker
+Service names no port, so launcher and workers only have to agree, which the step's ssh ConfigMap makes them do."""
+MPI_SSH_CONFIG_DIR = "/etc/fab-ssh"
+"""Where the step's ssh ConfigMap (`sshd_config`, `ssh_config`) is mounted in the MPI pods."""
+MPI_PRIVSEP_DIR = "/run/sshd"
+"""sshd's privilege separation directory: an emptyDir (the root filesystem is read-only), which sshd refuses while it is
+group or world writable as an emptyDir starts, hence the worker's chmod before sshd."""
 MPI_EXCEPTION = {
     "runAsNonRoot": False,
     "allowPrivilegeEscalation": False,
@@ -302,7 +308,7 @@ def nccl_under_load(site: Site, cluster: str) -> Criterion | tuple[str, str]:
     steps = [drain("before")]
     for run in ("baseline", "load"):
         namespace = _dns(site.namespace, "nccl", run)
-        objects: list[Manifest] = [_privileged_namespace(namespace, cid)]
+        objects: list[Manifest] = [_privileged_namespace(namespace, cid), _mpi_ssh_config(namespace, cid)]
         background: tuple[str, ...] = ()
         if run == "load":
             objects.extend(_warp(site, cluster, cid, team))
@@ -319,9 +325,11 @@ def nccl_under_load(site: Site, cluster: str) -> Criterion | tuple[str, str]:
             busbw = _figure(results, f"{step}.busbw_gb_per_sec")
             if busbw is None:
                 return False, f"{cluster}: " + _ran(results, step, what)
-            transport = results.get(f"{step}.transport", "unknown")
+            transport = results.get(f"{step}.transport", "none")
+            if transport == "socket":
+                return False, f"{cluster}: {what} did not use InfiniBand: NCCL fell back to sockets (via NET/Socket)"
             if transport != "ib":
-                return False, f"{cluster}: {what} did not use InfiniBand (NCCL transport {transport}); NCCL fell back to sockets"
+                return False, f"{cluster}: {what} did not show InfiniBand: NCCL's log has no channel via NET/IB"
             figures.append(busbw)
         written = _figure(results, "3.objects")
         if not written:
@@ -356,9 +364,59 @@ def _privileged_namespace(name: str, cid: str) -> Manifest:
     }
 
 
+MPI_SSH_CONFIG = "nccl-ssh"
+"""The ConfigMap of the NCCL run's ssh settings, in the run's namespace."""
+NCCL_LOG = "/tmp/nccl.log"
+
+
+def _mpi_ssh_config(namespace: str, cid: str) -> Manifest:
+    """sshd's and ssh's settings for the MPI pods, as the MPI operator's base images set them (build/base/Dockerfile,
+    sshd_config), so that the launcher reaches its workers whatever the image's own ssh configuration: the operator's key
+    pair is the host key and the only credential, its read-only Secret mount passes (StrictModes no), and the launcher
+    neither asks about nor records the workers' host keys (StrictHostKeyChecking no, UserKnownHostsFile /dev/null)."""
+    sshd = "\n".join([
+        f"Port {MPI_SSH_PORT}",
+        f"HostKey {MPI_SSH_DIR}/id_rsa",
+        f"PidFile {MPI_PRIVSEP_DIR}/sshd.pid",
+        "StrictModes no",
+        "PermitRootLogin prohibit-password",
+        "PubkeyAuthentication yes",
+        f"AuthorizedKeysFile {MPI_SSH_DIR}/authorized_keys",
+        "PasswordAuthentication no",
+        "UsePAM no",
+        "",
+    ])
+    ssh = "\n".join([
+        "Host *",
+        f"    Port {MPI_SSH_PORT}",
+        f"    IdentityFile {MPI_SSH_DIR}/id_rsa",
+        "    StrictHostKeyChecking no",
+        "    UserKnownHostsFile /dev/null",
+        "    LogLevel ERROR",
+        "",
+    ])
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(MPI_SSH_CONFIG, namespace, cid),
+            "data": {"sshd_config": sshd, "ssh_config": ssh}}
+
+
+def nccl_transport_script(log: str) -> list[str]:
+    """Shell lines that report the transport NCCL used between the nodes, from its NCCL_DEBUG=INFO log: `socket` when any
+    rank fell back to sockets (`Using network Socket`, a channel `via NET/Socket`), `ib` when the channels run over
+    InfiniBand (`Using network IB`, `via NET/IB`), else `none`. `NET/IB` alone would also match the fallback's
+    `NET/IB : No device found.`"""
+    return [
+        f"if grep -Eq 'Using network Socket|via NET/Socket' {log}; then transport=socket",
+        f"elif grep -Eq 'Using network IB|via NET/IB' {log}; then transport=ib",
+        "else transport=none; fi",
+        'echo "FAB-RESULT transport=$transport"',
+    ]
+
+
 def _mpijob(site: Site, cluster: str, name: str, namespace: str, cid: str, nodes: list[str], slots: int) -> Manifest:
     """An MPIJob: one launcher, a worker on each of `nodes` with `slots` GPUs and the RDMA resource, NCCL settings from
-    the cluster's `nccl` settings (components/gpu.py nccl_env, as the team namespaces' ConfigMap holds them)."""
+    the cluster's `nccl` settings (components/gpu.py nccl_env, as the team namespaces' ConfigMap holds them). ssh between
+    them is configured by the step's ConfigMap (`_mpi_ssh_config`): the launcher's /etc/ssh/ssh_config, the workers'
+    sshd_config."""
     acceptance = site.acceptance
     env = nccl_env(site.config.gpu[cluster])
     exported = " ".join(f"-x {key}" for key in sorted(env))
@@ -367,30 +425,36 @@ def _mpijob(site: Site, cluster: str, name: str, namespace: str, cid: str, nodes
         "set -o pipefail",
         (f"mpirun -np {processes} --map-by ppr:{slots}:node --bind-to none -x NCCL_DEBUG=INFO {exported} "
          f"/opt/nccl-tests/build/all_reduce_perf -b {acceptance.nccl_min_message_mib}M -e {acceptance.nccl_max_message_mib}M "
-         "-f 2 -g 1 2>&1 | tee /tmp/nccl.log"),
+         f"-f 2 -g 1 2>&1 | tee {NCCL_LOG}"),
         "rc=$?",
-        "busbw=$(awk '/Avg bus bandwidth/ {print $NF}' /tmp/nccl.log)",
-        "if grep -q 'NET/IB' /tmp/nccl.log; then transport=ib; else transport=other; fi",
+        f"busbw=$(awk '/Avg bus bandwidth/ {{print $NF}}' {NCCL_LOG})",
         'echo "FAB-RESULT busbw_gb_per_sec=${busbw:-none}"',
-        'echo "FAB-RESULT transport=$transport"',
+        *nccl_transport_script(NCCL_LOG),
         "exit $rc",
     ])
     small = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
-    volumes, mounts = _scratch(("tmp", "/tmp"), ("sshd", "/run/sshd"))
+    volumes, mounts = _scratch(("tmp", "/tmp"), ("sshd", MPI_PRIVSEP_DIR))
+    volumes.append({"name": "ssh-config", "configMap": {"name": MPI_SSH_CONFIG}})
     env_list = [{"name": k, "value": v} for k, v in sorted(env.items())]
     launcher = {
         "name": "launcher", "image": versions.VERIFY_NCCL_IMAGE, "imagePullPolicy": "Always",
         "securityContext": MPI_EXCEPTION, "command": ["bash", "-c"], "args": [script],
         "env": [{"name": "OMPI_ALLOW_RUN_AS_ROOT", "value": "1"}, {"name": "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "value": "1"}, *env_list],
-        "resources": small, "volumeMounts": mounts,
+        "resources": small,
+        # ssh reads /etc/ssh/ssh_config whatever starts it (mpirun's rsh launcher, any MPI implementation).
+        "volumeMounts": [*mounts, {"name": "ssh-config", "mountPath": "/etc/ssh/ssh_config", "subPath": "ssh_config",
+                                   "readOnly": True}],
     }
     gpus = {"nvidia.com/gpu": str(slots), RDMA_RESOURCE: "1"}
     shm = {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}
     worker = {
         "name": "worker", "image": versions.VERIFY_NCCL_IMAGE, "imagePullPolicy": "Always",
-        "securityContext": MPI_EXCEPTION, "command": ["/usr/sbin/sshd"], "args": ["-De"], "env": env_list,
+        "securityContext": MPI_EXCEPTION, "command": ["bash", "-c"],
+        "args": [f"chmod 0755 {MPI_PRIVSEP_DIR} && exec /usr/sbin/sshd -De -f {MPI_SSH_CONFIG_DIR}/sshd_config"],
+        "env": env_list,
         "resources": {"requests": {"cpu": "8", "memory": "64Gi", **gpus}, "limits": {"cpu": "16", "memory": "64Gi", **gpus}},
-        "volumeMounts": [*mounts, {"name": "shm", "mountPath": "/dev/shm"}],
+        "volumeMounts": [*mounts, {"name": "shm", "mountPath": "/dev/shm"},
+                         {"name": "ssh-config", "mountPath": MPI_SSH_CONFIG_DIR, "readOnly": True}],
     }
     worker_labels = {VERIFY_LABEL: _dns(cid), "fab.internal/verify-role": "nccl-worker"}
 
@@ -797,34 +861,36 @@ def prometheus_url() -> str:
     return f"http://{PROMETHEUS_SERVICE}.{MONITORING_NAMESPACE}:{PROMETHEUS_PORT}"
 
 
+def monitor_up(cluster_name: str, monitor: Manifest) -> str:
+    """The `up` series of a ServiceMonitor's or PodMonitor's targets on one cluster. Every Prometheus of the site labels
+    every scrape with `cluster` (`<site>-<key>`, components/observability.py scrapeClasses): matched, a Prometheus that
+    also holds other clusters' series (compute's, while metrics is in-cluster) answers for this cluster only. The
+    Prometheus operator names a PodMonitor's targets' job `<namespace>/<name>`; a ServiceMonitor's job is the name of the
+    Service it found, which the monitor does not name, so its targets are matched by their endpoint (the port names)."""
+    meta, spec = monitor["metadata"], monitor["spec"]
+    matchers = [f'cluster="{cluster_name}"', f'namespace="{meta["namespace"]}"']
+    endpoints = spec.get("podMetricsEndpoints") or spec.get("endpoints") or []
+    ports = sorted({e["port"] for e in endpoints if "port" in e})
+    if monitor["kind"] == "PodMonitor" and not spec.get("jobLabel"):
+        matchers.append(f'job="{meta["namespace"]}/{meta["name"]}"')
+    elif ports and len(ports) == len(endpoints):
+        matchers.append(f'endpoint=~"{"|".join(ports)}"')
+    return "up{" + ", ".join(matchers) + "}"
+
+
 def metric_queries(site: Site, cluster: str) -> dict[str, tuple[str, int]]:
-    """name -> (PromQL, the least value that passes) for the components of `cluster`: each one's scrape targets up, and
-    on GPU clusters one DCGM series per configured GPU."""
-    config, role = site.config, site.config.clusters[cluster].role
+    """name -> (PromQL, the least value that passes) for what `cluster`'s Prometheus really scrapes there: for each of its
+    ServiceMonitors and PodMonitors (components/monitors.py scrape_targets, by the monitor's name) its targets up, and on
+    GPU clusters one DCGM series per configured GPU (the GPU Operator's DCGM exporter), each on the cluster's label."""
+    from components.monitors import metrics_scopes, scrape_targets
 
-    def up(namespace: str) -> str:
-        return f'count(up{{namespace="{namespace}"}} == 1)'
-
+    name = site.config.cluster_name(cluster)
+    scope = metrics_scopes(site.config)[cluster]
     queries: dict[str, tuple[str, int]] = {}
-    if role in ("gpu", "gpu-train"):
-        gpus = sum(node.gpus for node in config.gpu[cluster].nodes.values()) if cluster in config.gpu else 0
-        queries["dcgm_gpus"] = ("count(DCGM_FI_DEV_GPU_UTIL)", gpus)
-        queries["gpu_operator"] = (up(GPU_OPERATOR_NAMESPACE), 1)
-    if cluster in config.kueue_clusters():
-        queries["kueue"] = (up(KUEUE_NAMESPACE), 1)
-    if config.inference is not None and config.inference.cluster == cluster:
-        queries["vllm"] = (up(INFERENCE_NAMESPACE), 1)
-        queries["envoy_gateway"] = (up(GATEWAY_NAMESPACE), 1)
-    if role == "storage":
-        queries["aistor"] = (up(config.storage.object_store.namespace), 1)
-        queries["polaris"] = (up(config.storage.polaris.namespace), 1)
-    if role == "compute":
-        from components.engines import ENGINES
-
-        for engine in sorted(ENGINES.values(), key=lambda e: e.name):
-            if getattr(engine.config(config.compute), "enabled", False):
-                queries[engine.name.replace("-", "_")] = (up(engine.namespace), 1)
-    queries["cilium"] = ('count(up{namespace="kube-system"} == 1)', 1)
+    if scope.gpu_nodes:
+        queries["dcgm_gpus"] = (f'count(DCGM_FI_DEV_GPU_UTIL{{cluster="{name}"}})', sum(scope.gpu_nodes.values()))
+    for monitor in scrape_targets(scope):
+        queries[monitor["metadata"]["name"]] = (f"count({monitor_up(name, monitor)} == 1)", 1)
     return queries
 
 

@@ -2,10 +2,12 @@
 reading the report"), with the official `kubernetes` client and the kubeconfig contexts Pulumi uses.
 
 For each criterion, each step in order: its objects are applied with server-side apply (field manager `fabctl-verify`),
-the `background` ones first; the runner waits for the deciding Job, MPIJob or JobSet to finish, reads its pods' logs for
-`FAB-RESULT key=value` lines, and deletes everything it applied, whatever happened (failure, timeout, Ctrl-C). A namespace
-the steps use that does not exist is created at Pod Security `restricted` and deleted at the end of the run (deleting it
-after each criterion would leave the next one a namespace still terminating). Then the criterion's judge decides.
+what the workloads use first (namespaces, ConfigMaps, Secrets, accounts and roles, Services), then the `background`
+workloads, each started before the rest; the runner waits for the deciding Job, MPIJob or JobSet to finish, reads its
+pods' logs for `FAB-RESULT key=value` lines, and deletes everything it applied, whatever happened (failure, timeout,
+Ctrl-C), last applied first. A namespace the steps use that does not exist is created at Pod Security `restricted` and
+deleted at the end of the run (deleting it after each criterion would leave the next one a namespace still
+terminating). Then the criterion's judge decides.
 """
 
 from __future__ import annotations
@@ -58,9 +60,24 @@ def _pod_selector(kind: str, name: str) -> str:
     return f"batch.kubernetes.io/job-name={name}"
 
 
+SETUP_KINDS = frozenset({
+    "Namespace", "ConfigMap", "Secret", "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding",
+    "Service",
+})
+"""Kinds a step's workloads use (where they run, what they mount, who they run as): applied before any workload."""
+
+
 def apply_order(step: Step) -> list[Manifest]:
-    """The step's objects in the order they are applied: the background ones first, then the others, each as listed."""
-    return sorted(step.objects, key=lambda o: o["metadata"]["name"] not in step.background)
+    """The step's objects in the order they are applied, each group as listed: what the workloads use (SETUP_KINDS),
+    then the background workloads (each started before the next is applied), then the others. A background Job that
+    mounts a ConfigMap applied after it would never start."""
+
+    def group(obj: Manifest) -> int:
+        if obj["kind"] in SETUP_KINDS:
+            return 0
+        return 1 if obj["metadata"]["name"] in step.background else 2
+
+    return sorted(step.objects, key=group)
 
 
 class Failed(Exception):

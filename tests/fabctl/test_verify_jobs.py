@@ -142,6 +142,7 @@ def test_objects_outside_the_acceptance_namespace_are_team_rbac_inference_airflo
         ("Role", "inference"), ("RoleBinding", "inference"),  # evicting one vLLM pod
         ("Role", "airflow"), ("RoleBinding", "airflow"),  # reading the submission contract
         ("MPIJob", "fab-verify-nccl-baseline"), ("MPIJob", "fab-verify-nccl-load"),  # their own privileged namespaces
+        ("ConfigMap", "fab-verify-nccl-baseline"), ("ConfigMap", "fab-verify-nccl-load"),  # with their ssh settings
     }
 
 
@@ -249,8 +250,14 @@ def test_fails_when_the_baseline_is_below_the_floor():
 
 def test_fails_when_nccl_falls_back_to_sockets(complete):
     check = criterion(complete, 1, "01-nccl-under-load-gpu")
-    assert check.judge({**NCCL_OK, "1.transport": "other"}) == (
-        False, "gpu: the baseline run did not use InfiniBand (NCCL transport other); NCCL fell back to sockets")
+    assert check.judge({**NCCL_OK, "1.transport": "socket"}) == (
+        False, "gpu: the baseline run did not use InfiniBand: NCCL fell back to sockets (via NET/Socket)")
+
+
+def test_fails_when_nccls_log_shows_no_transport(complete):
+    check = criterion(complete, 1, "01-nccl-under-load-gpu")
+    assert check.judge({**NCCL_OK, "2.transport": "none"}) == (
+        False, "gpu: the run under storage load did not show InfiniBand: NCCL's log has no channel via NET/IB")
 
 
 def test_fails_when_the_run_under_load_did_not_finish(complete):
@@ -401,12 +408,14 @@ def test_the_access_review_account_may_only_create_reviews(complete):
 
 
 def test_metrics_expect_a_dcgm_series_per_configured_gpu(complete):
-    assert jobs.metric_queries(jobs.Site(complete), "gpu")["dcgm_gpus"] == ("count(DCGM_FI_DEV_GPU_UTIL)", 24)
+    assert jobs.metric_queries(jobs.Site(complete), "gpu")["dcgm_gpus"] == (
+        'count(DCGM_FI_DEV_GPU_UTIL{cluster="site-t-gpu"})', 24)
 
 
 def test_fails_when_a_component_has_no_series(complete):
     check = criterion(complete, 4, "04-metrics-storage")
-    assert check.judge({"0.aistor": "4", "0.cilium": "3", "0.polaris": "0"}) == (
+    results = {"0.aistor": "4", "0.cilium-agent": "3", "0.cilium-operator": "2", "0.polaris": "0", "0.polaris-db": "1"}
+    assert check.judge(results) == (
         False, "storage: http://metrics-prometheus.monitoring:9090 lacks series: polaris 0 (at least 1)")
 
 

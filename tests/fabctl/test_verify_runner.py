@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_stub import MPI, FakeApi, serve
+from kube_stub import CORE, MPI, FakeApi, serve
 
 from fabctl.verify.model import Criterion, Judgement, Step
 from fabctl.verify.report import ERROR, FAIL, PASS, Outcome
@@ -240,3 +240,28 @@ def test_numbers_each_steps_results_by_its_index(run, api):
 def test_parse_results_reads_only_result_lines_and_the_last_value_wins():
     log = "FAB-RESULT a=1\nnoise a=2\n  FAB-RESULT b = x=y \nFAB-RESULT a=3\nFAB-RESULT broken\n"
     assert parse_results(log) == {"a": "3", "b": "x=y"}
+
+
+def test_applies_what_a_background_job_mounts_before_starting_it(run, api):
+    """The NCCL run under load as jobs.py builds it: its namespace, its ssh settings, warp's CA bundle, warp (background)
+    and the MPIJob. warp cannot start without its ConfigMap, nor the MPIJob without its namespace."""
+    api.groups["v1"] = [*CORE, {"name": "configmaps", "kind": "ConfigMap", "namespaced": True}]
+    api.groups["kubeflow.org/v2beta1"] = MPI
+    api.namespaces.add("team-fdc")
+    nccl_ns, team = f"{NS}-nccl-load", "/api/v1/namespaces/team-fdc"
+    warp = "/apis/batch/v1/namespaces/team-fdc/jobs/warp-load"
+    mpijob = f"/apis/kubeflow.org/v2beta1/namespaces/{nccl_ns}/mpijobs/nccl-load"
+    api.statuses[warp] = [{"active": 1, "ready": 1}]
+    api.statuses[mpijob] = [{"conditions": [{"type": "Succeeded", "status": "True"}]}]
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": nccl_ns}}
+    ssh = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nccl-ssh", "namespace": nccl_ns}, "data": {}}
+    ca = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "warp-load-ca", "namespace": "team-fdc"}, "data": {}}
+    load = {**job("warp-load"), "metadata": {"name": "warp-load", "namespace": "team-fdc"}}
+    nccl = {**job("nccl-load", kind="MPIJob", api_version="kubeflow.org/v2beta1"),
+            "metadata": {"name": "nccl-load", "namespace": nccl_ns}}
+    run(criterion(step(namespace, ssh, ca, load, nccl, decides=("MPIJob", "nccl-load"), background=("warp-load",)),
+                  judge=lambda results: (True, "")))
+    assert api.calls("PATCH") == [
+        ("PATCH", f"/api/v1/namespaces/{nccl_ns}"), ("PATCH", f"/api/v1/namespaces/{nccl_ns}/configmaps/nccl-ssh"),
+        ("PATCH", f"{team}/configmaps/warp-load-ca"), ("PATCH", warp), ("PATCH", mpijob),
+    ]
