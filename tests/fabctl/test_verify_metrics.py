@@ -75,6 +75,7 @@ def test_the_criterion_passes_each_query_to_the_probe(full):
         "prom", "http://metrics-prometheus.monitoring:9090",
         'cilium-agent=count(up{cluster="site-t-gpu-train", namespace="kube-system", job="kube-system/cilium-agent"} == 1)',
         'cilium-operator=count(up{cluster="site-t-gpu-train", namespace="kube-system", job="kube-system/cilium-operator"} == 1)',
+        'dcgm-exporter=count(up{cluster="site-t-gpu-train", namespace="gpu-operator", endpoint=~"gpu-metrics"} == 1)',
         'dcgm_gpus=count(DCGM_FI_DEV_GPU_UTIL{cluster="site-t-gpu-train"})',
         'kueue=count(up{cluster="site-t-gpu-train", namespace="kueue-system", endpoint=~"https"} == 1)',
     ]
