@@ -50,6 +50,10 @@ RECEIVER_SERVICE = "prometheus-receiver"
 """compute's LoadBalancer Service at the receiver VIP, while metrics is in-cluster."""
 REMOTE_WRITE_SECRET = "metrics-remote-write"
 """Basic-auth user and password at the site's metrics store (keys `username`, `password`), on every cluster."""
+ALERT_WEBHOOK_SECRET = "alert-webhook"
+"""The site's alert hub URL (key `url`, from the secret config `alertWebhookUrl`), beside each Alertmanager, which reads it
+from its mount (`alertmanagerSpec.secrets`) as the webhook's `url_file`: never in Helm values."""
+ALERT_WEBHOOK_FILE = f"/etc/alertmanager/secrets/{ALERT_WEBHOOK_SECRET}/url"
 GRAFANA_ADMIN_SECRET = "grafana-admin"
 GRAFANA_OIDC_SECRET = "grafana-oidc"
 GRAFANA = Ui(host="grafana", service="grafana", port=80, callback="/login/generic_oauth")
@@ -105,6 +109,8 @@ class SiteObservabilityArgs:
     """The compute ingress Gateway, with Grafana's listener (ComputeCluster's `extra_uis`), while Grafana is on."""
     remote_write_password: pulumi.Input[str] | None = None
     """The password of `remote_write.username` (secret config `metricsRemoteWritePassword`), while it is set."""
+    alert_webhook_url: pulumi.Input[str] | None = None
+    """Where every Alertmanager sends alerts (secret config `alertWebhookUrl`), or None: they stay in Alertmanager."""
     objects: Mapping[str, Sequence[dict[str, Any]]] = field(default_factory=dict)
     """Manifests per cluster key registered after the chart: ServiceMonitors, PodMonitors, PrometheusRules and dashboard
     ConfigMaps (the latter in the monitoring namespace on compute)."""
@@ -157,11 +163,18 @@ class SiteObservability(pulumi.ComponentResource):
                                  "password": pulumi.Output.secret(args.remote_write_password or "")},
                     opts=after_ns,
                 ))
+            webhook = args.alert_webhook_url is not None and evaluates_rules(cluster.role, config)
+            if webhook:
+                needs.append(k8s.core.v1.Secret(
+                    f"{prefix}-alert-webhook", metadata={"name": ALERT_WEBHOOK_SECRET, "namespace": MONITORING_NAMESPACE},
+                    string_data={"url": pulumi.Output.secret(args.alert_webhook_url)}, opts=after_ns,
+                ))
             if own and grafana:
                 needs += self._grafana_secrets(prefix, args, after_ns)
             values = prometheus_stack_values(
                 args.site, cluster, config, own=own, write_url=None if own and config.metrics == "in-cluster" else write_url,
-                basic_auth=bool(basic_auth), grafana=GrafanaSettings.of(args, query_url) if own and grafana else None,
+                basic_auth=bool(basic_auth), webhook=webhook,
+                grafana=GrafanaSettings.of(args, query_url) if own and grafana else None,
             )
             self.releases[key] = release = helm_release(
                 f"{prefix}-stack", versions.KUBE_PROMETHEUS_STACK, name=RELEASE, namespace=MONITORING_NAMESPACE, values=values,
@@ -392,12 +405,12 @@ def grafana_values(settings: GrafanaSettings) -> dict[str, Any]:
 
 
 def prometheus_stack_values(site: SiteRef, cluster: ClusterRef, config: ObservabilityConfig, *, own: bool, write_url: str | None,
-                            basic_auth: bool, grafana: GrafanaSettings | None) -> dict[str, Any]:
+                            basic_auth: bool, webhook: bool, grafana: GrafanaSettings | None) -> dict[str, Any]:
     """Helm values of kube-prometheus-stack 88.5.3 on one cluster.
 
     `own`: the cluster is compute (the receiver while metrics is in-cluster, and Grafana's). `write_url`: where this
     Prometheus remote-writes, or None (compute's, in-cluster: it is the store). `basic_auth`: the store wants the user and
-    password of REMOTE_WRITE_SECRET. `grafana`: Grafana's settings on compute while it is on, else None.
+    password of REMOTE_WRITE_SECRET. `webhook`: Alertmanager sends to the URL in ALERT_WEBHOOK_SECRET. `grafana`: Grafana's settings on compute while it is on, else None.
     """
     identity = {"site": site.name, "cluster": cluster.name}
     evaluates = evaluates_rules(cluster.role, config)
@@ -410,8 +423,8 @@ def prometheus_stack_values(site: SiteRef, cluster: ClusterRef, config: Observab
         if not evaluates:
             target["writeRelabelConfigs"] = [{"sourceLabels": ["__name__"], "regex": NOT_FORWARDED, "action": "drop"}]
         remote_write.append(target)
-    webhook = config.alerts.webhook_url
-    receiver = {"name": "webhook", "webhook_configs": [{"url": str(webhook), "send_resolved": True}]} if webhook else {"name": "null"}
+    receiver = ({"name": "webhook", "webhook_configs": [{"url_file": ALERT_WEBHOOK_FILE, "send_resolved": True}]} if webhook
+                else {"name": "null"})
     return {
         "fullnameOverride": RELEASE,
         "crds": {"enabled": True},
@@ -462,6 +475,7 @@ def prometheus_stack_values(site: SiteRef, cluster: ClusterRef, config: Observab
             },
             "alertmanagerSpec": {
                 "resources": _resources("50m", "64Mi", "200m", "256Mi"),
+                "secrets": [ALERT_WEBHOOK_SECRET] if webhook else [],
                 # Silences and the notification log survive a restart (an emptyDir would forget them).
                 "storage": {"volumeClaimTemplate": {"spec": {
                     "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{ALERTMANAGER_STORAGE_GIB}Gi"}},

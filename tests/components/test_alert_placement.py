@@ -9,7 +9,7 @@ from typing import Any
 
 import promql_parser
 import pytest
-from helpers import render_small
+from helpers import config_errors, render_small
 from small_site import METRICS_PASSWORD, STORE, add_observability, full_site, small_site
 
 from components import alerts, monitors
@@ -153,3 +153,12 @@ def test_remote_write_forwards_every_series(remote_write):
 def test_alertmanager_groups_alerts_by_cluster(in_cluster):
     route = stack_releases(in_cluster)["site-t-compute"]["values"]["alertmanager"]["config"]["route"]
     assert route["group_by"] == ["cluster", "namespace"]
+
+
+def test_fails_when_the_webhook_url_is_written_in_plain_config():
+    site = small_site()
+    add_observability(site, alerts={"webhook_url": "https://alerts.site-t.fab.internal/hook?token=t0ken"})
+    assert config_errors(site) == [(
+        "fab-platform:site.observability.alerts.webhook_url: unknown key; allowed keys: backup_age_hours, "
+        "certificate_expiry_days, gateway_5xx_percent, queue_starvation_minutes, rate_limit_saturation_percent, "
+        "replication_lag_minutes")]

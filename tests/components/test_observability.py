@@ -4,6 +4,7 @@ receiver and Grafana, and the manifests it registers after the chart; read from 
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -107,11 +108,25 @@ def test_the_stores_password_is_in_a_secret_on_every_cluster_never_in_values(rem
                                   "password": {"name": "metrics-remote-write", "key": "password"}}
 
 
-def test_alerts_go_to_the_webhook_when_one_is_set():
-    plan = render_small(in_cluster_site(alerts={"webhook_url": "https://alerts.site-t.fab.internal/hook"}))
-    config = stack_releases(plan)["site-t-compute"]["values"]["alertmanager"]["config"]
-    assert (config["route"]["receiver"], config["receivers"][0]) == (
-        "webhook", {"name": "webhook", "webhook_configs": [{"url": "https://alerts.site-t.fab.internal/hook", "send_resolved": True}]})
+WEBHOOK = {"fab-platform:alertWebhookUrl": {"secure": "v1:aHR0cHM6Ly9hbGVydHMuc2l0ZS10LmZhYi5pbnRlcm5hbC9ob29r"}}
+
+
+@pytest.fixture(scope="module")
+def with_webhook():
+    return render_small(in_cluster_site(), secrets=WEBHOOK)
+
+
+def test_alerts_go_to_the_webhook_read_from_its_mounted_secret(with_webhook):
+    values = stack_releases(with_webhook)["site-t-compute"]["values"]["alertmanager"]
+    assert (values["config"]["route"]["receiver"], values["config"]["receivers"][0], values["alertmanagerSpec"]["secrets"]) == (
+        "webhook", {"name": "webhook", "webhook_configs": [{"url_file": "/etc/alertmanager/secrets/alert-webhook/url",
+                                                           "send_resolved": True}]}, ["alert-webhook"])
+
+
+def test_the_webhook_url_is_in_a_secret_beside_the_alertmanager_never_in_values(with_webhook):
+    secrets = [r for r in with_webhook.of_type("kubernetes:core/v1:Secret") if r["inputs"]["metadata"]["name"] == "alert-webhook"]
+    assert [(with_webhook.cluster(r), r["inputs"]["metadata"]["namespace"]) for r in secrets] == [("site-t-compute", "monitoring")]
+    assert "alerts.site-t.fab.internal" not in json.dumps([r["inputs"] for r in with_webhook.of_type(HELM_RELEASE_TYPE)])
 
 
 def test_alerts_stay_in_alertmanager_without_a_webhook(in_cluster):
