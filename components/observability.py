@@ -72,6 +72,15 @@ NOT_FORWARDED = "ALERTS|ALERTS_FOR_STATE|prometheus_notifications_alertmanagers_
 states, should a rule be added by hand, and its count of Alertmanagers, 0 by design, which compute's default rule
 PrometheusNotConnectedToAlertmanagers would page on. Recorded series (`level:metric:operation`) are not dropped by name
 (vLLM's own series have a colon too); such a cluster has no recording rules."""
+INHIBIT_RULES = [
+    {"source_matchers": ["severity = critical"], "target_matchers": ["severity =~ warning|info"],
+     "equal": ["cluster", "namespace", "alertname"]},
+    {"source_matchers": ["severity = warning"], "target_matchers": ["severity = info"], "equal": ["cluster", "namespace", "alertname"]},
+    {"source_matchers": ["alertname = InfoInhibitor"], "target_matchers": ["severity = info"], "equal": ["cluster", "namespace"]},
+    {"target_matchers": ["alertname = InfoInhibitor"]},
+]
+"""The chart's default inhibitions, each within one cluster: one Alertmanager gets every cluster's alerts while metrics is
+in-cluster, and a critical alert on one cluster must not silence the same alert on another."""
 DISABLED_RULES = ("etcd", "kubeControllerManager", "kubeSchedulerAlerting", "kubeSchedulerRecording", "kubeProxy", "windows")
 
 
@@ -472,6 +481,7 @@ def prometheus_stack_values(site: SiteRef, cluster: ClusterRef, config: Observab
                     {"receiver": "null", "matchers": ['alertname = "Watchdog"']},
                 ]},
                 "receivers": [receiver, *([{"name": "null"}] if webhook else [])],
+                "inhibit_rules": INHIBIT_RULES,
             },
             "alertmanagerSpec": {
                 "resources": _resources("50m", "64Mi", "200m", "256Mi"),

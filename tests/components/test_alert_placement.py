@@ -150,6 +150,12 @@ def test_remote_write_forwards_every_series(remote_write):
     assert [w for w in writes if "writeRelabelConfigs" in w] == []
 
 
+def test_alertmanager_inhibits_alerts_only_within_their_cluster(in_cluster):
+    inhibit = stack_releases(in_cluster)["site-t-compute"]["values"]["alertmanager"]["config"]["inhibit_rules"]
+    assert [rule.get("equal") for rule in inhibit] == [
+        ["cluster", "namespace", "alertname"], ["cluster", "namespace", "alertname"], ["cluster", "namespace"], None]
+
+
 def test_alertmanager_groups_alerts_by_cluster(in_cluster):
     route = stack_releases(in_cluster)["site-t-compute"]["values"]["alertmanager"]["config"]["route"]
     assert route["group_by"] == ["cluster", "namespace"]
