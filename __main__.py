@@ -157,6 +157,7 @@ observability = SiteObservability(
         receiver_pool=receiver_pool(site),
         gateway=compute.gateway if site.observability.grafana else None,
         remote_write_password=secrets.metrics_remote_write_password,
+        alert_webhook_url=secrets.alert_webhook_url,
         objects=cluster_manifests(metrics_scopes(site), site.observability),
         targets={
             storage_cluster.key: [network, storage],

@@ -34,6 +34,13 @@ ENVOY_HTTPS_TARGET_PORT = 10443
 KUBE_APISERVER_PORT = 6443
 PROMETHEUS_PORT = 9090
 """Prometheus's HTTP port: queries, and the remote-write receiver of compute's Prometheus (the flow `metrics`)."""
+APP_LABEL = "app.kubernetes.io/name"
+VLLM_APP = "vllm"
+"""vLLM pods' APP_LABEL (components/serving.py); the metrics stack's PodMonitor selects it."""
+MODEL_LABEL = "fab.internal/model"
+"""On a stable vLLM pod: its model's config key (the metrics label `model`)."""
+GPU_RESOURCE = "nvidia.com/gpu"
+"""The GPU Operator's extended resource: what pods request, Kueue quotas count (label `resource` of its metrics)."""
 
 HOSTNAME_ANNOTATION = "external-dns.alpha.kubernetes.io/hostname"
 """The DNS name a LoadBalancer Service is reached by (external-dns publishes it where it runs); the policy pack reads

@@ -28,7 +28,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as dashboard_models
 
-from components.constants import GRAFANA_DASHBOARD_LABEL, TEAM_LABEL
+from components.constants import GPU_RESOURCE, GRAFANA_DASHBOARD_LABEL, TEAM_LABEL
 from components.gpu import GPU_TYPE_LABEL, INFERENCE_NAMESPACE, POOL_LABEL
 from components.monitors import METRICS
 from components.profiles import PROFILE_ANNOTATION, SWITCH_NAMESPACE
@@ -38,7 +38,6 @@ SIDECAR_LABEL, SIDECAR_LABEL_VALUE = GRAFANA_DASHBOARD_LABEL
 TAG = "fab-platform"
 """Every platform dashboard carries this tag, so Grafana's dashboard list and links find them together."""
 
-GPU_RESOURCE = "nvidia.com/gpu"
 """The GPU resource name Kueue counts quota in (its metrics' `resource` label)."""
 DCGM_WORKLOAD_NAMESPACE = "exported_namespace"
 """The label holding the namespace of the pod a GPU is allocated to. DCGM exporter labels its series with the pod's

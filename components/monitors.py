@@ -18,27 +18,29 @@ from components.config.fields import GPU_ROLES
 from components.constants import (
     AISTOR_METRICS_TOKEN_KEY,
     AISTOR_METRICS_TOKEN_SECRET,
+    APP_LABEL,
     ENGINE_LABEL,
     ENVOY_PROXY_LABELS,
     GATEWAY_NAMESPACE,
     GPU_OPERATOR_NAMESPACE,
     KUEUE_NAMESPACE,
+    MODEL_LABEL,
+    VLLM_APP,
 )
 
 if TYPE_CHECKING:
     from components.config.site import SiteConfig
 
 MONITORING_API = versions.PROMETHEUS_OPERATOR_API
-"""Namespace of each cluster's Prometheus (kube-prometheus-stack)."""
+"""API version of every ServiceMonitor, PodMonitor and PrometheusRule (monitoring.coreos.com/v1)."""
 MONITOR_LABELS = {"app.kubernetes.io/part-of": "fab-platform", "app.kubernetes.io/component": "metrics"}
 """On every monitor and rule the program creates: what `kubectl get servicemonitors,podmonitors,prometheusrules -A -l`
 lists as the platform's own."""
 SCRAPE_INTERVAL = "30s"
 
 # Labels of what is scraped, as the pinned charts and operators set them.
-VLLM_POD_LABELS = {"app.kubernetes.io/name": "vllm"}
-"""vLLM pods (components/inference.py); each also carries `fab.internal/model`."""
-MODEL_LABEL = "fab.internal/model"
+VLLM_POD_LABELS = {APP_LABEL: VLLM_APP}
+"""vLLM pods (components/serving.py); each also carries MODEL_LABEL."""
 ENVOY_PROXY_POD_LABELS = {**ENVOY_PROXY_LABELS, "app.kubernetes.io/component": "proxy"}
 """Envoy Gateway v1.9.0's proxy pods (internal/infrastructure/kubernetes/proxy): container port `metrics` (19001),
 /stats/prometheus."""
@@ -177,6 +179,11 @@ class MetricsScope:
     s3_host: str = ""
     replicates_to: tuple[str, ...] = ()
     """Sites this (storage) cluster's copy jobs replicate buckets to."""
+
+    @property
+    def name(self) -> str:
+        """The cluster's name (`<site>-<key>`, ClusterRef.name): the `cluster` label of every series it sends."""
+        return names.CLUSTER_NAME(self.cluster, self.site)
 
 
 def metrics_scopes(site: SiteConfig) -> dict[str, MetricsScope]:

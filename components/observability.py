@@ -20,6 +20,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
+from components.alerts import alert_rules
 from components.config import AdoptConfig, ObservabilityConfig, names
 from components.constants import (
     GRAFANA_DASHBOARD_LABEL,
@@ -30,7 +31,6 @@ from components.constants import (
     PROMETHEUS_POD_LABELS,
     PROMETHEUS_PORT,
 )
-from components.alerts import alert_rules
 from components.dashboards import dashboards, ksm_metric_labels_allowlist
 from components.engines import GATEWAY, INTERACTIVE, Ui
 from components.gateway import ROUTES_LABEL, http_route
@@ -44,10 +44,16 @@ RELEASE = "metrics"
 """The kube-prometheus-stack release on every cluster, also its objects' name prefix (`fullnameOverride`): the
 Prometheus `metrics-prometheus` (Service of the same name), the Alertmanager `metrics-alertmanager`."""
 PROMETHEUS_SERVICE = f"{RELEASE}-prometheus"
+PROMETHEUS_URL = f"http://{PROMETHEUS_SERVICE}.{MONITORING_NAMESPACE}:{PROMETHEUS_PORT}"
+"""Every cluster's Prometheus, from inside that cluster (Grafana's in-cluster data source, fabctl verify's queries)."""
 RECEIVER_SERVICE = "prometheus-receiver"
 """compute's LoadBalancer Service at the receiver VIP, while metrics is in-cluster."""
 REMOTE_WRITE_SECRET = "metrics-remote-write"
 """Basic-auth user and password at the site's metrics store (keys `username`, `password`), on every cluster."""
+ALERT_WEBHOOK_SECRET = "alert-webhook"
+"""The site's alert hub URL (key `url`, from the secret config `alertWebhookUrl`), beside each Alertmanager, which reads it
+from its mount (`alertmanagerSpec.secrets`) as the webhook's `url_file`: never in Helm values."""
+ALERT_WEBHOOK_FILE = f"/etc/alertmanager/secrets/{ALERT_WEBHOOK_SECRET}/url"
 GRAFANA_ADMIN_SECRET = "grafana-admin"
 GRAFANA_OIDC_SECRET = "grafana-oidc"
 GRAFANA = Ui(host="grafana", service="grafana", port=80, callback="/login/generic_oauth")
@@ -61,6 +67,20 @@ DISABLED_TARGETS = ("kubeEtcd", "kubeControllerManager", "kubeScheduler", "kubeP
 """Control-plane targets the chart would scrape and that these clusters do not offer: etcd, the controller manager and
 the scheduler listen on the control-plane hosts' loopback (kubeadm's default) where no pod reaches them, and Cilium
 replaces kube-proxy (`kubeProxyReplacement`). Their default rules go with them."""
+NOT_FORWARDED = "ALERTS|ALERTS_FOR_STATE|prometheus_notifications_alertmanagers_discovered"
+"""Series a cluster that does not evaluate rules (evaluates_rules) keeps out of its remote write to compute: alert
+states, should a rule be added by hand, and its count of Alertmanagers, 0 by design, which compute's default rule
+PrometheusNotConnectedToAlertmanagers would page on. Recorded series (`level:metric:operation`) are not dropped by name
+(vLLM's own series have a colon too); such a cluster has no recording rules."""
+INHIBIT_RULES = [
+    {"source_matchers": ["severity = critical"], "target_matchers": ["severity =~ warning|info"],
+     "equal": ["cluster", "namespace", "alertname"]},
+    {"source_matchers": ["severity = warning"], "target_matchers": ["severity = info"], "equal": ["cluster", "namespace", "alertname"]},
+    {"source_matchers": ["alertname = InfoInhibitor"], "target_matchers": ["severity = info"], "equal": ["cluster", "namespace"]},
+    {"target_matchers": ["alertname = InfoInhibitor"]},
+]
+"""The chart's default inhibitions, each within one cluster: one Alertmanager gets every cluster's alerts while metrics is
+in-cluster, and a critical alert on one cluster must not silence the same alert on another."""
 DISABLED_RULES = ("etcd", "kubeControllerManager", "kubeSchedulerAlerting", "kubeSchedulerRecording", "kubeProxy", "windows")
 
 
@@ -98,6 +118,8 @@ class SiteObservabilityArgs:
     """The compute ingress Gateway, with Grafana's listener (ComputeCluster's `extra_uis`), while Grafana is on."""
     remote_write_password: pulumi.Input[str] | None = None
     """The password of `remote_write.username` (secret config `metricsRemoteWritePassword`), while it is set."""
+    alert_webhook_url: pulumi.Input[str] | None = None
+    """Where every Alertmanager sends alerts (secret config `alertWebhookUrl`), or None: they stay in Alertmanager."""
     objects: Mapping[str, Sequence[dict[str, Any]]] = field(default_factory=dict)
     """Manifests per cluster key registered after the chart: ServiceMonitors, PodMonitors, PrometheusRules and dashboard
     ConfigMaps (the latter in the monitoring namespace on compute)."""
@@ -126,7 +148,7 @@ class SiteObservability(pulumi.ComponentResource):
         grafana = config.grafana and args.gateway is not None
         if config.metrics == "in-cluster":
             write_url = f"http://{config.receiver_vip}:{PROMETHEUS_PORT}/api/v1/write"
-            query_url = f"http://{PROMETHEUS_SERVICE}.{MONITORING_NAMESPACE}:{PROMETHEUS_PORT}"
+            query_url = PROMETHEUS_URL
         else:
             assert config.remote_write is not None
             write_url, query_url = config.remote_write.url, config.remote_write.query_url
@@ -153,11 +175,18 @@ class SiteObservability(pulumi.ComponentResource):
                                  "password": pulumi.Output.secret(args.remote_write_password or "")},
                     opts=after_ns,
                 ))
+            webhook = args.alert_webhook_url is not None and evaluates_rules(cluster.role, config)
+            if webhook:
+                needs.append(k8s.core.v1.Secret(
+                    f"{prefix}-alert-webhook", metadata={"name": ALERT_WEBHOOK_SECRET, "namespace": MONITORING_NAMESPACE},
+                    string_data={"url": pulumi.Output.secret(args.alert_webhook_url)}, opts=after_ns,
+                ))
             if own and grafana:
                 needs += self._grafana_secrets(prefix, args, after_ns)
             values = prometheus_stack_values(
                 args.site, cluster, config, own=own, write_url=None if own and config.metrics == "in-cluster" else write_url,
-                basic_auth=bool(basic_auth), grafana=GrafanaSettings.of(args, query_url) if own and grafana else None,
+                basic_auth=bool(basic_auth), webhook=webhook,
+                grafana=GrafanaSettings.of(args, query_url) if own and grafana else None,
             )
             self.releases[key] = release = helm_release(
                 f"{prefix}-stack", versions.KUBE_PROMETHEUS_STACK, name=RELEASE, namespace=MONITORING_NAMESPACE, values=values,
@@ -183,9 +212,7 @@ class SiteObservability(pulumi.ComponentResource):
             for obj in args.objects.get(key, ()):
                 register(f"{prefix}-{logical_suffix(obj)}", obj, after_release)
 
-        self.prometheus = pulumi.Output.from_input({
-            key: f"http://{PROMETHEUS_SERVICE}.{MONITORING_NAMESPACE}:{PROMETHEUS_PORT}" for key in sorted(args.clusters)
-        })
+        self.prometheus = pulumi.Output.from_input({key: PROMETHEUS_URL for key in sorted(args.clusters)})
         self.store = pulumi.Output.from_input({"mode": config.metrics, "write_url": write_url,
                                                "query_url": query_url if config.metrics == "remote-write"
                                                else f"http://{config.receiver_vip}:{PROMETHEUS_PORT}"})
@@ -236,14 +263,27 @@ class SiteObservability(pulumi.ComponentResource):
         )
 
 
+def evaluates_rules(role: str, config: ObservabilityConfig) -> bool:
+    """Whether a cluster's Prometheus evaluates alert and recording rules and runs an Alertmanager: where the series the
+    rules read are. In-cluster that is compute's alone, which holds the whole site's series (another cluster's own rules
+    would be evaluated twice, and its recorded series would arrive by remote write beside compute's copy); with the
+    site's store, every cluster's, on its own series."""
+    return config.metrics == "remote-write" or role == "compute"
+
+
 def cluster_manifests(scopes: Mapping[str, MetricsScope], config: ObservabilityConfig) -> dict[str, list[dict[str, Any]]]:
-    """What every cluster's Prometheus is given, by cluster key: the scrape targets and alert rules of what runs there
-    (components/monitors.py, components/alerts.py) and, on compute while Grafana is on, the dashboards
+    """What every cluster's Prometheus is given, by cluster key: the scrape targets of what runs there
+    (components/monitors.py), the alert rules of every cluster whose series it evaluates (components/alerts.py: its own,
+    or in-cluster on compute every cluster's) and, on compute while Grafana is on, the dashboards
     (components/dashboards.py)."""
+    (compute,) = [key for key, scope in scopes.items() if scope.role == "compute"]
+    rules: dict[str, list[dict[str, Any]]] = {key: [] for key in scopes}
+    for key, scope in sorted(scopes.items()):
+        rules[key if evaluates_rules(scope.role, config) else compute] += alert_rules(scope, config.alerts)
     return {
         key: [
             *scrape_targets(scope),
-            *alert_rules(scope, config.alerts),
+            *rules[key],
             *(dashboards(MONITORING_NAMESPACE) if scope.role == "compute" and config.grafana else []),
         ]
         for key, scope in sorted(scopes.items())
@@ -279,6 +319,8 @@ class GrafanaSettings:
     admin_group: str
     viewer_groups: tuple[str, ...]
     query_url: str
+    remote_store: bool
+    """The data source is the site's store (`metrics: remote-write`), not compute's own Prometheus."""
     basic_auth_user: str | None
     """The store's user while the data source is the site's store with basic authentication."""
 
@@ -287,7 +329,7 @@ class GrafanaSettings:
         remote = args.config.remote_write if args.config.metrics == "remote-write" else None
         return cls(domain=args.site.domain, issuer=args.identity.issuer, admin_group=PLATFORM_ADMINS,
                    viewer_groups=tuple(names.TEAM_GROUP(team) for team in sorted(args.teams)), query_url=query_url,
-                   basic_auth_user=remote.username if remote else None)
+                   remote_store=args.config.metrics == "remote-write", basic_auth_user=remote.username if remote else None)
 
     def role_attribute_path(self) -> str:
         """JMESPath over the token's `groups`: platform admins are Admin, team members Viewer, anyone else is refused
@@ -300,7 +342,7 @@ def grafana_values(settings: GrafanaSettings) -> dict[str, Any]:
     """The Grafana subchart: Keycloak sign-in only (PKCE, roles from groups), the admin from a Secret, one Prometheus data
     source, the dashboards sidecar on the monitoring namespace, on the interactive pool."""
     oidc = f"{settings.issuer}/protocol/openid-connect"
-    remote_store = settings.query_url.startswith("https://")
+    remote_store = settings.remote_store
     datasources: dict[str, Any] = {
         "enabled": True,
         # In-cluster, the chart's own data source is compute's Prometheus; otherwise the site's store replaces it.
@@ -312,12 +354,13 @@ def grafana_values(settings: GrafanaSettings) -> dict[str, Any]:
         "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
         "grafana.ini": {
             "server": {"domain": f"{GRAFANA.host}.{settings.domain}", "root_url": f"https://{GRAFANA.host}.{settings.domain}"},
-            "auth": {"disable_login_form": True, "oauth_auto_login": True},
+            "auth": {"disable_login_form": True},
             "auth.basic": {"enabled": False},
             "auth.anonymous": {"enabled": False},
             "users": {"allow_sign_up": False},
             "auth.generic_oauth": {
                 "enabled": True,
+                "auto_login": True,
                 "name": "Keycloak",
                 "allow_sign_up": True,
                 "use_pkce": True,
@@ -374,28 +417,33 @@ def grafana_values(settings: GrafanaSettings) -> dict[str, Any]:
 
 
 def prometheus_stack_values(site: SiteRef, cluster: ClusterRef, config: ObservabilityConfig, *, own: bool, write_url: str | None,
-                            basic_auth: bool, grafana: GrafanaSettings | None) -> dict[str, Any]:
+                            basic_auth: bool, webhook: bool, grafana: GrafanaSettings | None) -> dict[str, Any]:
     """Helm values of kube-prometheus-stack 88.5.3 on one cluster.
 
     `own`: the cluster is compute (the receiver while metrics is in-cluster, and Grafana's). `write_url`: where this
     Prometheus remote-writes, or None (compute's, in-cluster: it is the store). `basic_auth`: the store wants the user and
-    password of REMOTE_WRITE_SECRET. `grafana`: Grafana's settings on compute while it is on, else None.
+    password of REMOTE_WRITE_SECRET. `webhook`: Alertmanager sends to the URL in ALERT_WEBHOOK_SECRET. `grafana`: Grafana's settings on compute while it is on, else None.
     """
     identity = {"site": site.name, "cluster": cluster.name}
+    evaluates = evaluates_rules(cluster.role, config)
     remote_write: list[dict[str, Any]] = []
     if write_url is not None:
         target: dict[str, Any] = {"name": "site", "url": write_url}
         if basic_auth:
             target["basicAuth"] = {"username": {"name": REMOTE_WRITE_SECRET, "key": "username"},
                                    "password": {"name": REMOTE_WRITE_SECRET, "key": "password"}}
+        if not evaluates:
+            target["writeRelabelConfigs"] = [{"sourceLabels": ["__name__"], "regex": NOT_FORWARDED, "action": "drop"}]
         remote_write.append(target)
-    webhook = config.alerts.webhook_url
-    receiver = {"name": "webhook", "webhook_configs": [{"url": str(webhook), "send_resolved": True}]} if webhook else {"name": "null"}
+    receiver = ({"name": "webhook", "webhook_configs": [{"url_file": ALERT_WEBHOOK_FILE, "send_resolved": True}]} if webhook
+                else {"name": "null"})
     return {
         "fullnameOverride": RELEASE,
         "crds": {"enabled": True},
         "windowsMonitoring": {"enabled": False},
-        "defaultRules": {"create": True, "rules": dict.fromkeys(DISABLED_RULES, False)},
+        # The chart's rules group by `cluster` (and `defaultRules.additionalAggregationLabels`, none here: `site` is the
+        # same on every series of a Prometheus), so compute's evaluate each cluster's series apart.
+        "defaultRules": {"create": evaluates, "rules": dict.fromkeys(DISABLED_RULES, False)},
         **{target: {"enabled": False} for target in DISABLED_TARGETS},
         "prometheusOperator": {
             "resources": _resources("100m", "128Mi", "500m", "512Mi"),
@@ -432,19 +480,21 @@ def prometheus_stack_values(site: SiteRef, cluster: ClusterRef, config: Observab
         },
         "alertmanager": {
             "config": {
-                "route": {"receiver": receiver["name"], "group_by": ["namespace"], "routes": [
+                "route": {"receiver": receiver["name"], "group_by": ["cluster", "namespace"], "routes": [
                     {"receiver": "null", "matchers": ['alertname = "Watchdog"']},
                 ]},
                 "receivers": [receiver, *([{"name": "null"}] if webhook else [])],
+                "inhibit_rules": INHIBIT_RULES,
             },
             "alertmanagerSpec": {
                 "resources": _resources("50m", "64Mi", "200m", "256Mi"),
+                "secrets": [ALERT_WEBHOOK_SECRET] if webhook else [],
                 # Silences and the notification log survive a restart (an emptyDir would forget them).
                 "storage": {"volumeClaimTemplate": {"spec": {
                     "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{ALERTMANAGER_STORAGE_GIB}Gi"}},
                 }}},
             },
-        },
+        } if evaluates else {"enabled": False},
         "kube-state-metrics": {
             # The GPU pool and type of every node, the team of every namespace and the profile of every switch CronJob,
             # as labels of kube_node_labels, kube_namespace_labels and kube_cronjob_labels: the dashboards group by them.

@@ -21,7 +21,7 @@ from typing import Any
 from components import versions
 from components.capacity import ModelCapacity
 from components.config import InferenceModelConfig, names
-from components.constants import S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY, s3_secret
+from components.constants import APP_LABEL, MODEL_LABEL, S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY, VLLM_APP, s3_secret
 from components.gpu import (
     INFERENCE_NAMESPACE,
     IPOIB_NETWORK,
@@ -36,9 +36,6 @@ from components.storage import MC_CA_DIR, site_ca_mounts, site_ca_volumes
 
 GATEWAY_NAME = "llm"
 VLLM_PORT = 8000
-APP_LABEL = "app.kubernetes.io/name"
-VLLM_APP = "vllm"
-MODEL_LABEL = "fab.internal/model"
 CANARY_LABEL = "fab.internal/canary-of"
 """On a canary's pods instead of MODEL_LABEL: the model whose next revision they serve."""
 REVISION_LABEL = "fab.internal/model-revision"

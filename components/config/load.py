@@ -20,6 +20,7 @@ from components.config.site import SiteConfig
 
 SECRET_KEYS: tuple[str, ...] = (
     "aistorLicense", "aistorRootPassword", "servingRepoToken", "servingRepoWriteToken", "metricsRemoteWritePassword",
+    "alertWebhookUrl",
 )
 """The project's config keys that hold credentials: set only with `pulumi config set --secret`, never in plain text."""
 PROJECT_KEYS: tuple[str, ...] = (CONFIG_KEY, *SECRET_KEYS)
@@ -170,6 +171,8 @@ class SiteSecrets:
     """The token the serving-loop DAG pushes its serving changes with (optional: without it the DAG prints them)."""
     metrics_remote_write_password: Any = None
     """The password of `observability.remote_write.username` at the site's metrics store."""
+    alert_webhook_url: Any = None
+    """Where Alertmanager sends alerts (the site's alert hub): a URL that often carries a token."""
 
 
 def _required_secrets(site: SiteConfig) -> dict[str, str]:
@@ -202,9 +205,11 @@ def load_secrets(site: SiteConfig) -> SiteSecrets:
         ))
     # Optional: only the serving-loop DAG writes to the serving repository, Argo CD only reads it.
     write_token = config.get_secret("servingRepoWriteToken") if "servingRepoToken" in required else None
+    # Optional: without a webhook, alerts stay in Alertmanager and Grafana.
+    webhook = config.get_secret("alertWebhookUrl") if site.observability is not None else None
     return SiteSecrets(aistor_license=values.get("aistorLicense"), aistor_root_password=values.get("aistorRootPassword"),
                        serving_repo_token=values.get("servingRepoToken"), serving_repo_write_token=write_token,
-                       metrics_remote_write_password=values.get("metricsRemoteWritePassword"))
+                       metrics_remote_write_password=values.get("metricsRemoteWritePassword"), alert_webhook_url=webhook)
 
 
 def _secret_schema(name: str) -> dict[str, Any]:

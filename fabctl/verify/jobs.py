@@ -22,8 +22,6 @@ from components.config import SiteConfig, names
 from components.config.views import INFERENCE_FLOW, POLARIS_FLOW, S3_FLOW
 from components.constants import (
     AIRFLOW_NAMESPACE,
-    MONITORING_NAMESPACE,
-    PROMETHEUS_PORT,
     S3_ACCESS_KEY,
     S3_SECRET_KEY,
     TRAINING_SUBMISSION_CONFIG_MAP,
@@ -32,7 +30,7 @@ from components.constants import (
 from components.data_access import TRAINING, s3_endpoint_internal, team_prefix
 from components.gpu import INFERENCE_NAMESPACE, POOL_LABEL, RDMA_RESOURCE, nccl_env, pool_tolerations, toleration
 from components.kube import SMALL_RESOURCES, restricted_container, restricted_pod_security_context
-from components.observability import PROMETHEUS_SERVICE
+from components.observability import PROMETHEUS_URL
 from components.serving import route_prefix, stable_labels
 from components.training import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
 from fabctl.verify.model import Criterion, Judgement, Manifest, Step
@@ -858,7 +856,7 @@ def _kubectl_pod(account: str, script: str) -> dict[str, Any]:
 
 
 def prometheus_url() -> str:
-    return f"http://{PROMETHEUS_SERVICE}.{MONITORING_NAMESPACE}:{PROMETHEUS_PORT}"
+    return PROMETHEUS_URL
 
 
 def monitor_up(cluster_name: str, monitor: Manifest) -> str:

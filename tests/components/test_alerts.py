@@ -64,15 +64,15 @@ def test_rules_read_only_the_series_the_monitors_list(full_scopes):
 def test_each_cluster_gets_the_rules_of_what_runs_on_it(full_scopes):
     assert {key: sorted(rules_of(s)) for key, s in full_scopes.items()} == {
         "compute": ["FabCertificateExpiring", "FabGateway5xx", "FabQueueStarved", "FabQuotaExhausted"],
-        "gpu": ["FabCertificateExpiring", "FabGateway5xx", "FabGpuXidError", "FabGpusLost", "FabQueueStarved",
-                "FabQuotaExhausted", "FabRateLimitSaturated"],
-        "gpu-train": ["FabGpuXidError", "FabGpusLost", "FabQueueStarved", "FabQuotaExhausted"],
+        "gpu": ["FabCertificateExpiring", "FabGateway5xx", "FabGpuXidError", "FabGpuXidHardware", "FabGpusLost",
+                "FabQueueStarved", "FabQuotaExhausted", "FabRateLimitSaturated"],
+        "gpu-train": ["FabGpuXidError", "FabGpuXidHardware", "FabGpusLost", "FabQueueStarved", "FabQuotaExhausted"],
         "storage": ["FabPostgresBackupTooOld"],
     }
 
 
 def test_a_cluster_without_gpus_gets_no_gpu_rules():
-    assert not {"FabGpuXidError", "FabGpusLost"} & set(rules_of(scope(kueue=True, gateways=("llm",))))
+    assert not {"FabGpuXidError", "FabGpuXidHardware", "FabGpusLost"} & set(rules_of(scope(kueue=True, gateways=("llm",))))
 
 
 def test_a_cluster_running_nothing_alerted_on_gets_no_prometheus_rule():
@@ -82,14 +82,15 @@ def test_a_cluster_running_nothing_alerted_on_gets_no_prometheus_rule():
 def test_the_lost_gpu_rule_expects_each_nodes_gpus_from_config():
     expr = rules_of(scope(gpu_nodes={"n1": 8, "n2": 4}))["FabGpusLost"]["expr"]
     expected = 'label_replace(vector(8), "Hostname", "n1", "", "") or label_replace(vector(4), "Hostname", "n2", "", "")'
-    assert expr == (f"({expected}) - on (Hostname) (count by (Hostname) (count by (Hostname, UUID) (DCGM_FI_DEV_GPU_TEMP)) "
-                    f"or 0 * ({expected})) > 0")
+    seen = 'count by (cluster, Hostname) (count by (cluster, Hostname, UUID) (DCGM_FI_DEV_GPU_TEMP{cluster="site-t-c"}))'
+    assert expr == f"({expected}) - on (Hostname) ({seen} or 0 * ({expected})) > 0"
 
 
 def test_queue_starvation_window_comes_from_config():
     expr = rules_of(scope(kueue=True), AlertsConfig(queue_starvation_minutes=90))["FabQueueStarved"]["expr"]
-    assert expr == ("min_over_time((sum by (cluster_queue) (kueue_pending_workloads))[90m:1m]) > 0 unless on (cluster_queue) "
-                    "sum by (cluster_queue) (increase(kueue_admitted_workloads_total[90m])) > 0")
+    assert expr == ('min_over_time((sum by (cluster, cluster_queue) (kueue_pending_workloads{cluster="site-t-c"}))[90m:1m]) > 0 '
+                    'unless on (cluster, cluster_queue) sum by (cluster, cluster_queue) '
+                    '(increase(kueue_admitted_workloads_total{cluster="site-t-c"}[90m])) > 0')
 
 
 def test_gateway_5xx_share_comes_from_config():
@@ -99,7 +100,7 @@ def test_gateway_5xx_share_comes_from_config():
 
 def test_certificate_expiry_days_come_from_config():
     rule = rules_of(scope(gateways=("llm",)), AlertsConfig(certificate_expiry_days=30))["FabCertificateExpiring"]
-    assert rule["expr"] == "min by (gateway) (envoy_server_days_until_first_cert_expiring) < 30"
+    assert rule["expr"] == 'min by (cluster, gateway) (envoy_server_days_until_first_cert_expiring{cluster="site-t-c"}) < 30'
 
 
 def test_rate_limit_saturation_percent_reaches_the_description():
@@ -111,8 +112,9 @@ def test_rate_limit_saturation_percent_reaches_the_description():
 def test_replication_lag_comes_from_config():
     rule = rules_of(scope(role="storage", replicates_to=("site-b",)), AlertsConfig(replication_lag_minutes=45))["FabReplicationLag"]
     assert rule["expr"] == (
-        'time() - (max by (namespace, cronjob) (kube_cronjob_status_last_successful_time{namespace="fab-replication"}) '
-        'or max by (namespace, cronjob) (kube_cronjob_created{namespace="fab-replication"})) > 2700'
+        'time() - (max by (cluster, namespace, cronjob) (kube_cronjob_status_last_successful_time'
+        '{cluster="site-t-c", namespace="fab-replication"}) '
+        'or max by (cluster, namespace, cronjob) (kube_cronjob_created{cluster="site-t-c", namespace="fab-replication"})) > 2700'
     )
 
 
@@ -122,8 +124,8 @@ def test_a_storage_cluster_that_replicates_nothing_gets_no_replication_rule():
 
 def test_backup_age_comes_from_config():
     rule = rules_of(scope(role="storage", polaris=True), AlertsConfig(backup_age_hours=30))["FabPostgresBackupTooOld"]
-    assert rule["expr"] == ('time() - max by (namespace, pg_cluster) (cnpg_collector_last_available_backup_timestamp'
-                            '{namespace="polaris", pg_cluster="polaris-db"}) > 108000')
+    assert rule["expr"] == ('time() - max by (cluster, namespace, pg_cluster) (cnpg_collector_last_available_backup_timestamp'
+                            '{cluster="site-t-c", namespace="polaris", pg_cluster="polaris-db"}) > 108000')
 
 
 def all_rules(full_scopes: dict[str, monitors.MetricsScope]) -> dict[str, dict[str, Any]]:

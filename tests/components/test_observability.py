@@ -4,6 +4,7 @@ receiver and Grafana, and the manifests it registers after the chart; read from 
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -107,15 +108,29 @@ def test_the_stores_password_is_in_a_secret_on_every_cluster_never_in_values(rem
                                   "password": {"name": "metrics-remote-write", "key": "password"}}
 
 
-def test_alerts_go_to_the_webhook_when_one_is_set():
-    plan = render_small(in_cluster_site(alerts={"webhook_url": "https://alerts.site-t.fab.internal/hook"}))
-    config = stack_releases(plan)["site-t-gpu"]["values"]["alertmanager"]["config"]
-    assert (config["route"]["receiver"], config["receivers"][0]) == (
-        "webhook", {"name": "webhook", "webhook_configs": [{"url": "https://alerts.site-t.fab.internal/hook", "send_resolved": True}]})
+WEBHOOK = {"fab-platform:alertWebhookUrl": {"secure": "v1:aHR0cHM6Ly9hbGVydHMuc2l0ZS10LmZhYi5pbnRlcm5hbC9ob29r"}}
+
+
+@pytest.fixture(scope="module")
+def with_webhook():
+    return render_small(in_cluster_site(), secrets=WEBHOOK)
+
+
+def test_alerts_go_to_the_webhook_read_from_its_mounted_secret(with_webhook):
+    values = stack_releases(with_webhook)["site-t-compute"]["values"]["alertmanager"]
+    assert (values["config"]["route"]["receiver"], values["config"]["receivers"][0], values["alertmanagerSpec"]["secrets"]) == (
+        "webhook", {"name": "webhook", "webhook_configs": [{"url_file": "/etc/alertmanager/secrets/alert-webhook/url",
+                                                           "send_resolved": True}]}, ["alert-webhook"])
+
+
+def test_the_webhook_url_is_in_a_secret_beside_the_alertmanager_never_in_values(with_webhook):
+    secrets = [r for r in with_webhook.of_type("kubernetes:core/v1:Secret") if r["inputs"]["metadata"]["name"] == "alert-webhook"]
+    assert [(with_webhook.cluster(r), r["inputs"]["metadata"]["namespace"]) for r in secrets] == [("site-t-compute", "monitoring")]
+    assert "alerts.site-t.fab.internal" not in json.dumps([r["inputs"] for r in with_webhook.of_type(HELM_RELEASE_TYPE)])
 
 
 def test_alerts_stay_in_alertmanager_without_a_webhook(in_cluster):
-    config = stack_releases(in_cluster)["site-t-gpu"]["values"]["alertmanager"]["config"]
+    config = stack_releases(in_cluster)["site-t-compute"]["values"]["alertmanager"]["config"]
     assert (config["route"]["receiver"], config["receivers"]) == ("null", [{"name": "null"}])
 
 
@@ -152,9 +167,19 @@ def test_grafana_signs_in_through_keycloak_only(in_cluster):
             oauth["auth_url"]) == (True, False, True, True, "https://keycloak.site-t.fab.internal/realms/fab/protocol/openid-connect/auth")
 
 
+def test_grafana_sends_everyone_to_keycloak_without_the_deprecated_setting(in_cluster):
+    ini = stack_releases(in_cluster)["site-t-compute"]["values"]["grafana"]["grafana.ini"]
+    assert (ini["auth.generic_oauth"]["auto_login"], ini["auth"]) == (True, {"disable_login_form": True})
+
+
+def test_grafanas_data_source_is_computes_prometheus_while_in_cluster(in_cluster):
+    values = stack_releases(in_cluster)["site-t-compute"]["values"]["grafana"]
+    assert (values["sidecar"]["datasources"]["defaultDatasourceEnabled"], "additionalDataSources" in values) == (True, False)
+
+
 def test_platform_admins_administer_grafana_and_teams_view():
     settings = GrafanaSettings(domain="d", issuer="i", admin_group="platform-admins", viewer_groups=("team-fdc", "team-yield"),
-                               query_url="http://q", basic_auth_user=None)
+                               query_url="http://q", remote_store=False, basic_auth_user=None)
     assert settings.role_attribute_path() == (
         "contains(groups[*], 'platform-admins') && 'Admin' || (contains(groups[*], 'team-fdc') || "
         "contains(groups[*], 'team-yield')) && 'Viewer'")
@@ -216,9 +241,7 @@ def registered(plan, kind: str) -> dict[tuple[str, str], dict]:
             for r in plan.resources if r["type"].endswith(f":{kind}") and r["urn"].count(COMPONENT)}
 
 
-def test_each_cluster_gets_the_scrape_targets_and_alert_rules_of_what_runs_on_it(in_cluster):
-    rules = registered(in_cluster, "PrometheusRule")
-    assert set(rules) == {(cluster, "monitoring/fab-platform-alerts") for cluster in CLUSTERS}
+def test_each_cluster_gets_the_scrape_targets_of_what_runs_on_it(in_cluster):
     monitors = {*registered(in_cluster, "ServiceMonitor"), *registered(in_cluster, "PodMonitor")}
     assert ("site-t-storage", "aistor/aistor") in monitors
     assert ("site-t-gpu", "inference/vllm") in monitors
@@ -251,7 +274,7 @@ def test_a_site_without_observability_has_no_metrics_principal(small_plan):
 
 
 def test_alertmanager_keeps_its_silences_on_a_volume(in_cluster):
-    spec = stack_releases(in_cluster)["site-t-gpu"]["values"]["alertmanager"]["alertmanagerSpec"]
+    spec = stack_releases(in_cluster)["site-t-compute"]["values"]["alertmanager"]["alertmanagerSpec"]
     assert spec["storage"]["volumeClaimTemplate"]["spec"]["resources"] == {"requests": {"storage": "1Gi"}}
 
 

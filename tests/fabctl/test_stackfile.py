@@ -277,7 +277,8 @@ def test_fails_when_a_secure_value_is_not_text(tmp_path):
 def test_fails_when_a_project_key_is_misspelt(tmp_path):
     assert refusal(tmp_path, "config:\n  fab-platform:aistorLicence: {secure: v1:AAAB}\n") == [
         "fab-platform:aistorLicence: unknown config key of fab-platform (did you mean fab-platform:aistorLicense?); known keys: "
-        "fab-platform:aistorLicense, fab-platform:aistorRootPassword, fab-platform:metricsRemoteWritePassword, "
+        "fab-platform:aistorLicense, fab-platform:aistorRootPassword, fab-platform:alertWebhookUrl, "
+        "fab-platform:metricsRemoteWritePassword, "
         "fab-platform:servingRepoToken, "
         "fab-platform:servingRepoWriteToken, fab-platform:site"
     ]

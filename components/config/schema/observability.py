@@ -27,13 +27,7 @@ class RemoteWriteConfig(_Model):
 
 
 class AlertsConfig(_Model):
-    """Thresholds of the alert rules (PrometheusRule) the platform ships, and where alerts go."""
-
-    webhook_url: HttpsUrl | None = Field(
-        None,
-        description="Where every cluster's Alertmanager sends firing alerts (the site's alert hub, as an Alertmanager "
-        "webhook receiver). Defaults to none: alerts are shown in each cluster's Alertmanager and in Grafana only.",
-    )
+    """Thresholds of the alert rules (PrometheusRule) the platform ships; where alerts go is the secret `alertWebhookUrl`."""
     queue_starvation_minutes: int = Field(
         60, ge=5, le=1440, strict=True,
         description="A ClusterQueue with pending workloads and none admitted for this long alerts. Defaults to 60.",
@@ -92,4 +86,7 @@ class ObservabilityConfig(_Model):
         description="Grafana on the compute cluster, behind its ingress and the site's sign-in, with the platform's "
         "dashboards. Defaults to true.",
     )
-    alerts: AlertsConfig = Field(default_factory=AlertsConfig, description="Alert thresholds and the alert receiver.")
+    alerts: AlertsConfig = Field(
+        default_factory=AlertsConfig,
+        description="Alert thresholds (the receiver is the secret config `alertWebhookUrl`).",
+    )
