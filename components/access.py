@@ -26,7 +26,7 @@ DRY_RUN_ONLY = "fab-preview-dry-run-only"
 PREVIEW_WRITE_GROUPS = [
     "", "apps", "batch", "policy", "rbac.authorization.k8s.io", "scheduling.k8s.io", "storage.k8s.io",
     "cilium.io", "kueue.x-k8s.io", "gateway.networking.k8s.io", "gateway.envoyproxy.io", "nvidia.com", "mellanox.com",
-    "nv-ipam.nvidia.com", "nfd.k8s-sigs.io", "postgresql.cnpg.io", "starrocks.com",
+    "nv-ipam.nvidia.com", "nfd.k8s-sigs.io", "postgresql.cnpg.io", "starrocks.com", "monitoring.coreos.com",
 ]
 """The API groups of the objects the program applies (a test keeps this list complete): what a preview dry-runs."""
 

@@ -36,12 +36,12 @@ class AcceptanceConfig(_Model):
         "use. Defaults to the first team by name; for the MultiKueue check, the first team with a GPU quota.",
     )
     nccl_max_reduction_percent: float = Field(
-        20.0, gt=0, le=100,
+        20.0, gt=0, le=100, strict=True,
         description="Largest allowed reduction, in percent of the baseline, of all_reduce_perf's average bus bandwidth "
         "while warp loads AIStor (the design: NCCL alone, then under storage load, within a set bound). Defaults to 20.",
     )
     nccl_min_busbw_gb_per_sec: float | None = Field(
-        None, gt=0, le=10_000,
+        None, gt=0, le=10_000, strict=True,
         description="Lowest allowed average bus bandwidth of the baseline run, in GB/s as all_reduce_perf reports it (what "
         "the HCAs should reach: for example 40 per 400 Gb/s port). Defaults to none: only the reduction is judged.",
     )

@@ -33,7 +33,7 @@ class AlertsConfig(_Model):
         description="A ClusterQueue with pending workloads and none admitted for this long alerts. Defaults to 60.",
     )
     gateway_5xx_percent: float = Field(
-        5.0, gt=0, le=50,
+        5.0, gt=0, le=50, strict=True,
         description="Share of the gateway's responses that are 5xx, over 5 minutes, above which it alerts. Defaults to 5.",
     )
     rate_limit_saturation_percent: int = Field(
