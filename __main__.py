@@ -12,8 +12,8 @@ from components.federation import SiteFederation, SiteFederationArgs
 from components.gpu import GpuCluster, GpuClusterArgs
 from components.identity import SiteIdentity, SiteIdentityArgs
 from components.inference import InferencePool, InferencePoolArgs
-from components.network import CrossClusterNetwork, CrossClusterNetworkArgs
 from components.monitors import metrics_scopes
+from components.network import CrossClusterNetwork, CrossClusterNetworkArgs
 from components.observability import GRAFANA, SiteObservability, SiteObservabilityArgs, cluster_manifests
 from components.profiles import ProfileSwitches, ProfileSwitchesArgs, leave_to_schedule, switched_objects
 from components.providers import SiteRef, site_providers
@@ -159,12 +159,7 @@ observability = SiteObservability(
         remote_write_password=secrets.metrics_remote_write_password,
         alert_webhook_url=secrets.alert_webhook_url,
         objects=cluster_manifests(metrics_scopes(site), site.observability),
-        targets={
-            storage_cluster.key: [network, storage],
-            compute_cluster.key: [network, compute, training],
-            **{key: [network, gpu, training, *([inference] if inference and key == site.inference.cluster else [])]
-               for key, gpu in gpus.items()},
-        },
+        scrape_secrets={storage_cluster.key: storage.metrics_credentials},
     ),
 ) if site.observability is not None else None
 if site.profile_schedule is not None:

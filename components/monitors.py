@@ -2,7 +2,8 @@
 runs on each cluster, as pure builders the metrics component registers once kube-prometheus-stack (and with it the
 monitoring.coreos.com CRDs) is installed.
 
-Each monitor lives in the namespace of what it scrapes and selects the labels and port names the program's objects
+Each monitor lives in `monitoring` (AIStor's beside the Secrets it presents), selects the namespace of what it scrapes,
+and matches the labels and port names the program's objects
 and the pinned charts and operators create (checked against a render in tests/components/test_monitors.py). `METRICS`
 names every series the alert rules (components/alerts.py) and the dashboards read, with what exports it.
 """
@@ -25,6 +26,7 @@ from components.constants import (
     GPU_OPERATOR_NAMESPACE,
     KUEUE_NAMESPACE,
     MODEL_LABEL,
+    MONITORING_NAMESPACE,
     VLLM_APP,
 )
 
@@ -245,18 +247,28 @@ def _sanitize(label: str) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in label)
 
 
-def pod_monitor(name: str, namespace: str, selector: dict[str, Any], endpoints: list[dict[str, Any]]) -> dict[str, Any]:
+def pod_monitor(name: str, namespace: str, selector: dict[str, Any], endpoints: list[dict[str, Any]],
+                beside: bool = False) -> dict[str, Any]:
+    """A PodMonitor of the pods `selector` picks in `namespace`. It lives in `monitoring`, which exists once the chart does,
+    so it waits for nothing else; `beside`: in `namespace` itself, where the Secrets its endpoints present are."""
     return {
-        "apiVersion": MONITORING_API, "kind": "PodMonitor", "metadata": _meta(name, namespace),
+        "apiVersion": MONITORING_API, "kind": "PodMonitor", "metadata": _meta(name, namespace if beside else MONITORING_NAMESPACE),
         "spec": {"selector": selector, "namespaceSelector": {"matchNames": [namespace]}, "podMetricsEndpoints": endpoints},
     }
 
 
 def service_monitor(name: str, namespace: str, selector: dict[str, Any], endpoints: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ServiceMonitor of the Services `selector` picks in `namespace`, living in `monitoring` (as a PodMonitor)."""
     return {
-        "apiVersion": MONITORING_API, "kind": "ServiceMonitor", "metadata": _meta(name, namespace),
+        "apiVersion": MONITORING_API, "kind": "ServiceMonitor", "metadata": _meta(name, MONITORING_NAMESPACE),
         "spec": {"selector": selector, "namespaceSelector": {"matchNames": [namespace]}, "endpoints": endpoints},
     }
+
+
+def target_namespace(monitor: dict[str, Any]) -> str:
+    """The namespace whose pods or Services a monitor scrapes."""
+    (namespace,) = monitor["spec"]["namespaceSelector"]["matchNames"]
+    return namespace
 
 
 def _endpoint(port: str | int, path: str = "/metrics", **more: Any) -> dict[str, Any]:
@@ -348,7 +360,7 @@ def _aistor(scope: MetricsScope) -> dict[str, Any]:
             more["tlsConfig"]["ca"] = {"secret": {"name": SITE_CA_SECRET, "key": SITE_CA_KEY}}
     endpoints = [_endpoint(scope.aistor_port, AISTOR_METRICS_PATH, **more)]
     endpoints.append(_endpoint(scope.aistor_port, AISTOR_BUCKET_METRICS_PATH, **more))
-    monitor = pod_monitor("aistor", scope.aistor_namespace, {"matchLabels": dict(scope.aistor_pod_labels)}, endpoints)
+    monitor = pod_monitor("aistor", scope.aistor_namespace, {"matchLabels": dict(scope.aistor_pod_labels)}, endpoints, beside=True)
     # Scrapes as the metrics principal, whose token it presents (fab-engine-reads-own-credentials).
     monitor["metadata"]["labels"][ENGINE_LABEL] = METRICS_ENGINE
     return monitor

@@ -123,9 +123,9 @@ class SiteObservabilityArgs:
     objects: Mapping[str, Sequence[dict[str, Any]]] = field(default_factory=dict)
     """Manifests per cluster key registered after the chart: ServiceMonitors, PodMonitors, PrometheusRules and dashboard
     ConfigMaps (the latter in the monitoring namespace on compute)."""
-    targets: Mapping[str, Sequence[pulumi.Resource]] = field(default_factory=dict)
-    """Per cluster key, the components whose namespaces its monitors land in (a monitor lives beside what it scrapes):
-    the monitors wait for them too."""
+    scrape_secrets: Mapping[str, Sequence[pulumi.Resource]] = field(default_factory=dict)
+    """Per cluster key, the Secrets its monitors present (AIStor's token and the site CA, in the object store's namespace,
+    where the monitor that presents them lives): the monitors wait for them too."""
 
 
 class SiteObservability(pulumi.ComponentResource):
@@ -205,10 +205,10 @@ class SiteObservability(pulumi.ComponentResource):
             # ServiceMonitors, PodMonitors and PrometheusRules are custom resources whose CRDs the chart installs (Helm
             # applies a chart's CRDs first), and dashboard ConfigMaps are read by the chart's Grafana sidecar: all wait
             # for the release.
-            # Monitors in another component's namespace also wait for that component (its namespace exists then): they
-            # are leaves, nothing waits for them.
+            # The monitors live in `monitoring` (it exists with the release), except one beside the Secrets it presents,
+            # which waits for them.
             after_release = pulumi.ResourceOptions(parent=self, provider=cluster.provider,
-                                                   depends_on=[release, *args.targets.get(key, ())])
+                                                   depends_on=[release, *args.scrape_secrets.get(key, ())])
             for obj in args.objects.get(key, ()):
                 register(f"{prefix}-{logical_suffix(obj)}", obj, after_release)
 

@@ -240,6 +240,8 @@ class StorageCluster(pulumi.ComponentResource):
         self._team_credentials: dict[str, _Credentials] = {}
         self._team_principals: dict[str, tuple[_Principal, k8s.batch.v1.Job]] = {}
         self._grants: dict[tuple[str, str, str], k8s.core.v1.Secret] = {}
+        self.metrics_credentials: list[pulumi.Resource] = []
+        """What the AIStor monitor presents, in the object store's namespace (its token, the site CA), with `metrics`."""
 
         endpoint = args.admin_endpoint
         self.admin_endpoint = AdminEndpoint(endpoint.server, endpoint.ssl, endpoint.region, site.ca_bundle_pem)
@@ -608,12 +610,12 @@ class StorageCluster(pulumi.ComponentResource):
         )
         # The object store's namespace exists once its release does, or already (an adopted AIStor).
         here = NamespaceRef(self.cluster, store.namespace, self.object_store[-1] if self.object_store else names_free)
-        self._delivered(
+        token = self._delivered(
             AISTOR_METRICS_TOKEN_SECRET, {ENGINE_LABEL: METRICS_ENGINE}, here, credentials.usable_after,
             {AISTOR_METRICS_TOKEN_KEY: pulumi.Output.all(credentials.access_key, credentials.secret_key).apply(
                 lambda keys: pulumi.Output.secret(metrics_token(*keys)))},
         )
-        self.site_ca(here)
+        self.metrics_credentials = [token, *self.site_ca(here).resources()]
 
     # ---------------------------------------------------------------------------------------------
     # Polaris on CloudNativePG.

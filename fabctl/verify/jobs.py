@@ -30,6 +30,7 @@ from components.constants import (
 from components.data_access import TRAINING, s3_endpoint_internal, team_prefix
 from components.gpu import INFERENCE_NAMESPACE, POOL_LABEL, RDMA_RESOURCE, nccl_env, pool_tolerations, toleration
 from components.kube import SMALL_RESOURCES, restricted_container, restricted_pod_security_context
+from components.monitors import target_namespace
 from components.observability import PROMETHEUS_URL
 from components.serving import route_prefix, stable_labels
 from components.training import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
@@ -866,7 +867,7 @@ def monitor_up(cluster_name: str, monitor: Manifest) -> str:
     Prometheus operator names a PodMonitor's targets' job `<namespace>/<name>`; a ServiceMonitor's job is the name of the
     Service it found, which the monitor does not name, so its targets are matched by their endpoint (the port names)."""
     meta, spec = monitor["metadata"], monitor["spec"]
-    matchers = [f'cluster="{cluster_name}"', f'namespace="{meta["namespace"]}"']
+    matchers = [f'cluster="{cluster_name}"', f'namespace="{target_namespace(monitor)}"']
     endpoints = spec.get("podMetricsEndpoints") or spec.get("endpoints") or []
     ports = sorted({e["port"] for e in endpoints if "port" in e})
     if monitor["kind"] == "PodMonitor" and not spec.get("jobLabel"):

@@ -23,8 +23,8 @@ def full_scopes() -> dict[str, monitors.MetricsScope]:
 
 
 def targets_of(scopes: dict[str, monitors.MetricsScope]) -> dict[str, dict[str, Any]]:
-    """`<cluster>/<namespace>/<name>` -> monitor, over every cluster."""
-    return {f"{key}/{m['metadata']['namespace']}/{m['metadata']['name']}": m
+    """`<cluster>/<namespace scraped>/<name>` -> monitor, over every cluster."""
+    return {f"{key}/{monitors.target_namespace(m)}/{m['metadata']['name']}": m
             for key, scope in scopes.items() for m in monitors.scrape_targets(scope)}
 
 
@@ -217,5 +217,12 @@ def test_the_metrics_principal_may_read_metrics_and_nothing_else():
 def test_gpu_clusters_scrape_the_dcgm_exporter_through_the_programs_own_monitor(full_scopes):
     gpu = {m["metadata"]["name"]: m for m in monitors.scrape_targets(full_scopes["gpu"])}
     assert gpu["dcgm-exporter"]["spec"]["selector"] == {"matchLabels": {"app": "nvidia-dcgm-exporter"}}
-    assert gpu["dcgm-exporter"]["metadata"]["namespace"] == "gpu-operator"
+    assert monitors.target_namespace(gpu["dcgm-exporter"]) == "gpu-operator"
     assert "dcgm-exporter" not in {m["metadata"]["name"] for m in monitors.scrape_targets(full_scopes["compute"])}
+
+
+def test_monitors_live_in_the_monitoring_namespace_but_the_one_beside_the_secrets_it_presents(full_scopes):
+    where = {f"{key}/{m['metadata']['name']}": m["metadata"]["namespace"]
+             for key, scope in full_scopes.items() for m in monitors.scrape_targets(scope)}
+    assert where["storage/aistor"] == "aistor"
+    assert {ns for name, ns in where.items() if name != "storage/aistor"} == {"monitoring"}

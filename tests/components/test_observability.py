@@ -244,7 +244,7 @@ def registered(plan, kind: str) -> dict[tuple[str, str], dict]:
 def test_each_cluster_gets_the_scrape_targets_of_what_runs_on_it(in_cluster):
     monitors = {*registered(in_cluster, "ServiceMonitor"), *registered(in_cluster, "PodMonitor")}
     assert ("site-t-storage", "aistor/aistor") in monitors
-    assert ("site-t-gpu", "inference/vllm") in monitors
+    assert ("site-t-gpu", "monitoring/vllm") in monitors
     assert not any(cluster != "site-t-storage" and name == "aistor/aistor" for cluster, name in monitors)
 
 

@@ -37,7 +37,7 @@ def test_every_cluster_is_queried_for_what_its_prometheus_scrapes(full):
 
 def test_a_podmonitors_targets_are_matched_by_the_job_the_operator_gives_them(full):
     assert jobs.metric_queries(full, "compute")["spark-operator"] == (
-        'count(up{cluster="site-t-compute", namespace="spark-operator", job="spark-operator/spark-operator"} == 1)', 1)
+        'count(up{cluster="site-t-compute", namespace="spark-operator", job="monitoring/spark-operator"} == 1)', 1)
 
 
 def test_a_servicemonitors_targets_are_matched_by_their_endpoint(full):
@@ -48,9 +48,9 @@ def test_a_servicemonitors_targets_are_matched_by_their_endpoint(full):
 def test_cilium_is_matched_by_its_own_jobs_not_by_kube_systems_other_targets(full):
     queries = jobs.metric_queries(full, "storage")
     assert queries["cilium-agent"] == (
-        'count(up{cluster="site-t-storage", namespace="kube-system", job="kube-system/cilium-agent"} == 1)', 1)
+        'count(up{cluster="site-t-storage", namespace="kube-system", job="monitoring/cilium-agent"} == 1)', 1)
     assert queries["cilium-operator"] == (
-        'count(up{cluster="site-t-storage", namespace="kube-system", job="kube-system/cilium-operator"} == 1)', 1)
+        'count(up{cluster="site-t-storage", namespace="kube-system", job="monitoring/cilium-operator"} == 1)', 1)
 
 
 def test_every_query_is_on_the_clusters_own_label(full):
@@ -73,8 +73,8 @@ def test_the_criterion_passes_each_query_to_the_probe(full):
     job = next(o for o in check.steps[0].objects if o["kind"] == "Job")
     assert job["spec"]["template"]["spec"]["containers"][0]["args"] == [
         "prom", "http://metrics-prometheus.monitoring:9090",
-        'cilium-agent=count(up{cluster="site-t-gpu-train", namespace="kube-system", job="kube-system/cilium-agent"} == 1)',
-        'cilium-operator=count(up{cluster="site-t-gpu-train", namespace="kube-system", job="kube-system/cilium-operator"} == 1)',
+        'cilium-agent=count(up{cluster="site-t-gpu-train", namespace="kube-system", job="monitoring/cilium-agent"} == 1)',
+        'cilium-operator=count(up{cluster="site-t-gpu-train", namespace="kube-system", job="monitoring/cilium-operator"} == 1)',
         'dcgm-exporter=count(up{cluster="site-t-gpu-train", namespace="gpu-operator", endpoint=~"gpu-metrics"} == 1)',
         'dcgm_gpus=count(DCGM_FI_DEV_GPU_UTIL{cluster="site-t-gpu-train"})',
         'kueue=count(up{cluster="site-t-gpu-train", namespace="kueue-system", endpoint=~"https"} == 1)',
