@@ -141,6 +141,22 @@ def _meta(name: str, namespace: str | None, cid: str, **extra: Any) -> dict[str,
     return meta
 
 
+def _account(site: Site, account: str, cid: str, grants: list[tuple[str | None, list[dict[str, Any]]]]) -> list[Manifest]:
+    """A ServiceAccount of the acceptance namespace and, per (namespace, rules) grant, a Role and its RoleBinding there (a
+    ClusterRole and ClusterRoleBinding where the namespace is None): the narrowest rights a check needs, deleted with it."""
+    objects: list[Manifest] = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(account, site.namespace, cid)}]
+    role = _dns(account)
+    for namespace, rules in grants:
+        kind = "Role" if namespace is not None else "ClusterRole"
+        objects += [
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": _meta(role, namespace, cid), "rules": rules},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": f"{kind}Binding", "metadata": _meta(role, namespace, cid),
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+             "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": site.namespace}]},
+        ]
+    return objects
+
+
 def _probe_config(site: Site, name: str, namespace: str, cid: str) -> Manifest:
     """The probe script (and the site's CA bundle, where it has one) for the pods of one step."""
     data = {"probe.py": PROBE_SCRIPT.read_text()}
@@ -823,15 +839,9 @@ def team_rbac(site: Site, cluster: str) -> Criterion:
                   f'"namespace":"{namespace}"}}}}}}')
         lines.append(f"echo \"FAB-RESULT {key}=$(echo '{review}' | kubectl create -f - -o jsonpath='{{.status.allowed}}')\"")
     name, account = "rbac-checks", _dns("fab-verify", cluster, "rbac")
-    role = _dns("fab-verify-rbac")
-    rbac = [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(account, site.namespace, cid)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": _meta(role, None, cid),
-         "rules": [{"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": _meta(role, None, cid),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": site.namespace}]},
-    ]
+    rbac = _account(site, account, cid, [
+        (None, [{"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}]),
+    ])
     job = _job(name, site.namespace, cid, _kubectl_pod(account, "\n".join(lines)), site.acceptance.timeout_sec)
     expected = {key: str(allowed).lower() for key, *_, allowed in questions}
 
@@ -936,16 +946,11 @@ def profile_in_force(site: Site) -> Criterion | tuple[str, str]:
             path = "{.spec.resourceGroups[0].flavors[*].resources[?(@.name==\"nvidia.com/gpu\")].nominalQuota}"
             lines.append(f"q=$(kubectl get clusterqueue {queue} -o jsonpath='{path}' | tr ' ' '+'); "
                          f"echo \"FAB-RESULT {team}=$(( ${{q:-0}} ))\"")
-        account, role = _dns("fab-verify", "queues"), _dns("fab-verify-queues")
-        rbac = [
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(account, site.namespace, cid)},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": _meta(role, None, cid),
-             "rules": [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get"],
-                        "resourceNames": [team_namespace(t) for t in teams]}]},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": _meta(role, None, cid),
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-             "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": site.namespace}]},
-        ]
+        account = _dns("fab-verify", "queues")
+        rbac = _account(site, account, cid, [
+            (None, [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get"],
+                     "resourceNames": [team_namespace(t) for t in teams]}]),
+        ])
         job = _job("queue-quotas", site.namespace, cid, _kubectl_pod(account, "\n".join(lines)), site.acceptance.timeout_sec)
         steps.append(Step(cluster, (*rbac, job), ("Job", "queue-quotas"), site.acceptance.timeout_sec))
 
@@ -994,18 +999,12 @@ def vllm_recovery(site: Site) -> Criterion | tuple[str, str]:
         "echo \"FAB-RESULT seconds=$(( $(date +%s) - start ))\"",
         "echo \"FAB-RESULT fewest_available=$fewest\"",
     ])
-    account, role = _dns("fab-verify", "vllm", "recovery"), _dns("fab-verify-vllm-recovery")
-    rbac = [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(account, site.namespace, cid)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(role, ns, cid), "rules": [
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
-            {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"], "resourceNames": [deployment]},
-        ]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(role, ns, cid),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": site.namespace}]},
-    ]
+    account = _dns("fab-verify", "vllm", "recovery")
+    rbac = _account(site, account, cid, [(ns, [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"], "resourceNames": [deployment]},
+    ])])
     job = _job("vllm-recovery", site.namespace, cid, _kubectl_pod(account, script), timeout + 120)
     # The PodDisruptionBudget of every model allows one replica down (components/serving.py disruption_budget).
     replicas = site.config.model_capacity()[model].replicas
@@ -1055,7 +1054,7 @@ def multikueue_dispatch(site: Site) -> Criterion | tuple[str, str]:
     # Submitted the way Airflow submits (components/training.py example_job): suspended for Kueue, queue and priority labels.
     job = _job(submitted, namespace, cid, pod, site.acceptance.timeout_sec,
                labels={QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: DEFAULT_WORKLOAD_PRIORITY}, suspend=True)
-    account, role = _dns("fab-verify", "multikueue"), _dns("fab-verify-multikueue")
+    account = _dns("fab-verify", "multikueue")
     path = '{.data.submission\\.json}'
     script = "\n".join([
         "set -eu",
@@ -1071,19 +1070,11 @@ def multikueue_dispatch(site: Site) -> Criterion | tuple[str, str]:
         *(f"echo \"FAB-RESULT {key}=$(sed -n 's/.*\"{team}\":{{[^}}]*\"{key}\":\"\\([^\"]*\\)\".*/\\1/p' /tmp/contract)\""
           for key in ("namespace", "local_queue")),
     ])
-    rbac = [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(account, site.namespace, cid)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(role, namespace, cid),
-         "rules": [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(role, namespace, cid),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": site.namespace}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(role, AIRFLOW_NAMESPACE, cid),
-         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"], "resourceNames": [TRAINING_SUBMISSION_CONFIG_MAP]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(role, AIRFLOW_NAMESPACE, cid),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": site.namespace}]},
-    ]
+    rbac = _account(site, account, cid, [
+        (namespace, [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list"]}]),
+        (AIRFLOW_NAMESPACE, [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"],
+                              "resourceNames": [TRAINING_SUBMISSION_CONFIG_MAP]}]),
+    ])
     checker = _job("multikueue-check", site.namespace, cid, _kubectl_pod(account, script), site.acceptance.timeout_sec + 60)
     step = Step(manager, (job, *rbac, checker), ("Job", "multikueue-check"), site.acceptance.timeout_sec + 120, (submitted,))
 
