@@ -51,3 +51,12 @@ FeatureId = Literal[tuple(FEATURES)]  # type: ignore[valid-type]
 def phase_name(phase: int) -> str:
     """`phase 05 (scale-out)`: how errors and docs name a phase."""
     return f"phase {phase:02d} ({PHASES[phase]})"
+
+
+def switched_on(feature: str, value: bool | None, phase: int) -> bool:
+    """A roadmap feature's switch (a `Flag | None` field): as set, or when unset, on from the feature's phase.
+
+    An explicit `true` ahead of the phase is refused by components/config/rules/phases.py unless `early_features`
+    names the feature (its USES entry yields the key only when it is set true); `false` turns it off in any phase.
+    """
+    return value if value is not None else phase >= FEATURES[feature].phase
