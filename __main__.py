@@ -17,6 +17,7 @@ from components.network import CrossClusterNetwork, CrossClusterNetworkArgs
 from components.observability import GRAFANA, SiteObservability, SiteObservabilityArgs, cluster_manifests
 from components.profiles import ProfileSwitches, ProfileSwitchesArgs, leave_to_schedule, switched_objects
 from components.providers import SiteRef, site_providers
+from components.runtimes import installed_runtimes
 from components.storage import StorageCluster, StorageClusterArgs
 from components.training import TrainingPool, TrainingPoolArgs
 
@@ -140,6 +141,7 @@ training = TrainingPool(
         remote_teams=remote_teams,
         federation=federation,
         identity=identity,
+        runtimes=installed_runtimes(site.training, site.phase),
     ),
     opts=switched_by_schedule,
 )

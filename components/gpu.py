@@ -215,8 +215,13 @@ def ipoib_enabled(config: GpuClusterConfig, serves_inference: bool) -> bool:
 
 
 def nccl_env(config: GpuClusterConfig) -> dict[str, str]:
-    """NCCL's settings on the cluster: the InfiniBand service level of its traffic, apart from storage's."""
-    return {"NCCL_IB_SL": str(config.infiniband.nccl_service_level)}
+    """NCCL's settings on the cluster: the InfiniBand service level of its traffic, apart from storage's, and the HCAs it
+    may use where the site names them (`=` makes NCCL match the names exactly, not as prefixes)."""
+    ib = config.infiniband
+    env = {"NCCL_IB_SL": str(ib.nccl_service_level)}
+    if ib.nccl_hcas:
+        env["NCCL_IB_HCA"] = "=" + ",".join(ib.nccl_hcas)
+    return env
 
 
 def ipoib_pool_spec(config: GpuClusterConfig) -> dict[str, Any]:

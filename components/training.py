@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,17 +47,28 @@ from components.constants import (
 )
 from components.data_access import TRAINING
 from components.federation import SiteFederation
-from components.gpu import GPU_TYPE_LABEL, NCCL_CONFIG, POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
+from components.gpu import GPU_TYPE_LABEL, NCCL_CONFIG, POOL_LABEL, PRIORITY_CLASSES, TRAINING_PRIORITY, GpuCluster, toleration
 from components.identity import SiteIdentity
 from components.kube import (
     Adoption,
     FlatCustomResource,
     helm_release,
     namespace,
+    priority_classes,
     restricted_container,
     restricted_pod_security_context,
 )
 from components.providers import ClusterRef, NamespaceRef, SiteRef
+from components.runtimes import (
+    TRAINER,
+    TRAINER_NAMESPACE,
+    kueue_frameworks,
+    multikueue_rules,
+    submitter_rules,
+    team_rules,
+    torch_runtime,
+    trainer_values,
+)
 from components.storage import StorageCluster
 
 ACCESS_NAMESPACE = "fab-access"
@@ -76,54 +88,6 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 DEFAULT_WORKLOAD_PRIORITY = "training-normal"
 PRIORITIES = {"training-normal": 100, "training-urgent": 1000}
-FRAMEWORKS = [
-    "batch/job",
-    "jobset.x-k8s.io/jobset",
-    "kubeflow.org/pytorchjob",
-    "kubeflow.org/mpijob",
-    "trainer.kubeflow.org/trainjob",
-    "ray.io/rayjob",
-    "ray.io/raycluster",
-    "pod",
-]
-
-TEAM_RULES = [
-    {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["create", "delete", "get", "list", "watch", "patch", "update"]},
-    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "delete", "get", "list", "watch", "patch", "update"]},
-    {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayclusters"], "verbs": ["create", "delete", "get", "list", "watch", "patch", "update"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["pods", "pods/log", "events"], "verbs": ["get", "list", "watch"]},
-]
-"""What a team member may do in the team's namespace: run and watch batch work; no Secrets, no RBAC."""
-
-SUBMITTER_RULES = [
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "delete", "get", "list", "watch"]},
-    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "delete", "get", "list", "watch"]},
-    {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["create", "delete", "get", "list", "watch"]},
-]
-"""Airflow's method B: create, watch and delete Jobs, JobSets and RayJobs, in team namespaces only."""
-
-_RW = ["create", "delete", "get", "list", "watch", "update", "patch"]
-MULTIKUEUE_RULES = [
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _RW},
-    {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
-    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": _RW},
-    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"]},
-    {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "mpijobs"], "verbs": _RW},
-    {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs/status", "mpijobs/status"], "verbs": ["get"]},
-    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": _RW},
-    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs/status"], "verbs": ["get"]},
-    {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayclusters"], "verbs": _RW},
-    {"apiGroups": ["ray.io"], "resources": ["rayjobs/status", "rayclusters/status"], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": _RW},
-    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": _RW},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": ["get", "list", "watch"]},
-]
-"""What the MultiKueue manager needs on a worker (Kueue's setup guide, with TrainJob and pods/status added)."""
-
-
 def team_namespace(team: str) -> str:
     return names.TEAM_NAMESPACE(team)
 
@@ -132,8 +96,9 @@ def flavor_name(gpu_type: str) -> str:
     return names.FLAVOR(gpu_type)
 
 
-def kueue_config(multikueue: bool) -> str:
-    """The Kueue manager Configuration: the chart's defaults, our integrations, team namespaces only."""
+def kueue_config(multikueue: bool, runtimes: AbstractSet[str]) -> str:
+    """The Kueue manager Configuration: the chart's defaults, the integrations of the installed runtimes, team namespaces
+    only."""
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -152,7 +117,7 @@ def kueue_config(multikueue: bool) -> str:
         "manageJobsWithoutQueueName": False,
         # Only team namespaces are Kueue's: resident inference and system pods are never gated.
         "managedJobsNamespaceSelector": {"matchLabels": {MANAGED_LABEL: "true"}},
-        "integrations": {"frameworks": FRAMEWORKS},
+        "integrations": {"frameworks": kueue_frameworks(runtimes)},
     }
     if multikueue:
         config["multiKueue"] = {"gcInterval": "1m", "origin": "multikueue", "workerLostTimeout": "15m"}
@@ -292,6 +257,9 @@ class TrainingPoolArgs:
     """Gives a peer's team its S3 keys (the peer's replica, its checkpoint prefix) once the peer consents."""
     identity: SiteIdentity
     """Holds the Keycloak group of each peer's team, which its RoleBindings name."""
+    runtimes: frozenset[str] = frozenset()
+    """The training runtimes installed beside Kueue (components/runtimes.py RUNTIME_KINDS): Kubeflow Trainer with
+    `training.runtimes`. Kueue admits, and teams, Airflow and MultiKueue handle, Jobs and these runtimes' kinds only."""
 
 
 class TrainingPool(pulumi.ComponentResource):
@@ -319,10 +287,21 @@ class TrainingPool(pulumi.ComponentResource):
         if manager:
             self._clusters[manager.key] = manager
 
+        self._runtimes = set(args.runtimes)
+        self._site_ca = False
+        self.trainer: dict[str, k8s.helm.v3.Release] = {}
+        """Kubeflow Trainer's release per cluster, where `training.runtimes` installs it."""
         self.kueue: dict[str, k8s.helm.v3.Release] = {}
-        for cluster in sorted({*args.gpus, *([self._manager] if self._manager else [])}):
+        kueue_clusters = sorted({*args.gpus, *([self._manager] if self._manager else [])})
+        for cluster in kueue_clusters:
+            if TRAINER in self._runtimes:
+                self.trainer[cluster] = self._trainer(cluster)
             self.kueue[cluster] = self._kueue(cluster)
             self._queues(cluster, args.team_quotas)
+        if TRAINER in self._runtimes:
+            # On the MultiKueue manager too: Kueue there reads a TrainJob's runtime to size its workload.
+            for cluster in kueue_clusters:
+                self._torch_runtime(cluster)
 
         for cluster in sorted(args.gpus):
             self._submitter(cluster, args.compute.key, args.airflow_namespace)
@@ -371,10 +350,37 @@ class TrainingPool(pulumi.ComponentResource):
 
     def _kueue(self, cluster: str) -> k8s.helm.v3.Release:
         ns = self._namespace(cluster, KUEUE_NAMESPACE)
+        # After the runtimes' CRDs: Kueue sets up the integration of a kind whose CRD it finds.
         return helm_release(
             f"{self._name}-{cluster}-kueue", versions.KUEUE, name="kueue", namespace=KUEUE_NAMESPACE,
-            values={"managerConfig": {"controllerManagerConfigYaml": kueue_config(cluster == self._manager)}},
-            opts=self._on(cluster, [ns]), adopt=Adoption(self._adopt, cluster),
+            values={"managerConfig": {"controllerManagerConfigYaml": kueue_config(cluster == self._manager, self._runtimes)}},
+            opts=self._on(cluster, [ns, *([self.trainer[cluster]] if cluster in self.trainer else [])]),
+            adopt=Adoption(self._adopt, cluster),
+        )
+
+    def _trainer(self, cluster: str) -> k8s.helm.v3.Release:
+        """Kubeflow Trainer and the JobSet controller it bundles. On the MultiKueue manager they only validate: Kueue sets
+        `managedBy` on the TrainJobs and JobSets there, which their controllers leave to the workers' copies."""
+        ns = self._namespace(cluster, TRAINER_NAMESPACE)
+        return helm_release(
+            f"{self._name}-{cluster}-trainer", versions.KUBEFLOW_TRAINER, name="kubeflow-trainer", namespace=TRAINER_NAMESPACE,
+            values=trainer_values(), opts=self._on(cluster, [ns]), adopt=Adoption(self._adopt, cluster),
+        )
+
+    def _torch_runtime(self, cluster: str) -> None:
+        """The platform's PyTorch ClusterTrainingRuntime, the same on every cluster (Kueue's MultiKueue guide: on the
+        manager and every worker)."""
+        runtime = torch_runtime(self._config.checkpoint_cache_gib, self._site_ca)
+        needs: list[pulumi.Resource] = [self.trainer[cluster]]
+        if cluster not in self._gpus:
+            # Kueue on the manager takes a TrainJob's priority from its pods' PriorityClass when it names no
+            # WorkloadPriorityClass, so the class the runtime names exists there too (GpuCluster makes it on the workers).
+            needs.extend(priority_classes(f"{self._name}-{cluster}", {TRAINING_PRIORITY: PRIORITY_CLASSES[TRAINING_PRIORITY]},
+                                          self._on(cluster)).values())
+        k8s.apiextensions.CustomResource(
+            f"{self._name}-{cluster}-runtime-{runtime['metadata']['name']}",
+            api_version=runtime["apiVersion"], kind=runtime["kind"], metadata=runtime["metadata"], spec=runtime["spec"],
+            opts=self._on(cluster, needs),
         )
 
     def _namespace(self, cluster: str, name: str, labels: dict[str, str] | None = None) -> k8s.core.v1.Namespace:
@@ -420,7 +426,8 @@ class TrainingPool(pulumi.ComponentResource):
             })
         self._cr(cluster, "cohort", "Cohort", {"name": site.name}, {})
         k8s.rbac.v1.ClusterRole(
-            f"{self._name}-{cluster}-team-role", metadata={"name": TEAM_ROLE}, rules=TEAM_RULES, opts=self._on(cluster)
+            f"{self._name}-{cluster}-team-role", metadata={"name": TEAM_ROLE}, rules=team_rules(self._runtimes),
+            opts=self._on(cluster),
         )
         for team in self._teams:
             ns_name = team_namespace(team)
@@ -432,6 +439,8 @@ class TrainingPool(pulumi.ComponentResource):
                 team_ns = NamespaceRef(self._clusters[cluster], ns_name, ns)
                 self._storage.training_grants(team, team_ns)
                 self._nccl_settings(cluster, ns_name, team, ns)
+                if TRAINER in self._runtimes:  # the PyTorch runtime's checkpoint upload trusts the site CA
+                    self._site_ca = self._storage.site_ca(team_ns).secret is not None
         for ns_name, remote in sorted(self._remote_teams.items()):
             # A peer's team: quota on the clusters its peer entry names only, and no catalog, no bucket of this site but
             # the peer's replica and its own checkpoint prefix (SiteFederation's keys, once the peer consents).
@@ -525,7 +534,7 @@ class TrainingPool(pulumi.ComponentResource):
         )
 
     def _submitter(self, cluster: str, compute: str, airflow_ns: k8s.core.v1.Namespace) -> None:
-        token = self._service_account(cluster, SUBMITTER, SUBMITTER_RULES, team_scoped=True)
+        token = self._service_account(cluster, SUBMITTER, submitter_rules(self._runtimes), team_scoped=True)
         self._kubeconfig_secret(
             f"{compute}-airflow-kubeconfig-{cluster}", cluster, token, compute, AIRFLOW_NAMESPACE,
             # Airflow acts for every team: no default namespace, so a DAG names its team's (the submission contract's).
@@ -536,7 +545,7 @@ class TrainingPool(pulumi.ComponentResource):
         """With the MultiKueue manager on compute, Airflow submits there in-cluster: its pods' ServiceAccounts get the
         submitter's rules (no Secrets) in every team namespace of the manager, and nothing elsewhere."""
         role = k8s.rbac.v1.ClusterRole(
-            f"{self._name}-{manager}-role-{SUBMITTER}", metadata={"name": f"fab-{SUBMITTER}"}, rules=SUBMITTER_RULES,
+            f"{self._name}-{manager}-role-{SUBMITTER}", metadata={"name": f"fab-{SUBMITTER}"}, rules=submitter_rules(self._runtimes),
             opts=self._on(manager),
         )
         for team in self._teams:
@@ -554,7 +563,7 @@ class TrainingPool(pulumi.ComponentResource):
     def _multikueue(self, manager: str, workers: list[str]) -> None:
         clusters = []
         for worker in workers:
-            token = self._service_account(worker, MULTIKUEUE_SA, MULTIKUEUE_RULES, team_scoped=False)
+            token = self._service_account(worker, MULTIKUEUE_SA, multikueue_rules(self._runtimes), team_scoped=False)
             secret = self._kubeconfig_secret(
                 f"{manager}-multikueue-kubeconfig-{worker}", worker, token, manager, KUEUE_NAMESPACE,
                 names.MULTIKUEUE_KUBECONFIG(worker), "kubeconfig", [self.kueue[manager]], "default",

@@ -109,6 +109,16 @@ ENVOY_GATEWAY_API = "gateway.envoyproxy.io/v1alpha1"
 KUEUE = HelmChart(chart="kueue", version="0.19.2", repo="oci://registry.k8s.io/kueue/charts")
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 
+KUBEFLOW_TRAINER = HelmChart(chart="kubeflow-trainer", version="2.3.0", repo="oci://ghcr.io/kubeflow/charts")
+"""Kubeflow Trainer v2.3.0 (TrainJob, ClusterTrainingRuntime) with the JobSet 0.12.0 it bundles as a subchart (the JobSet
+controller TrainJobs run on); its optional LeaderWorkerSet (data cache) is left off. Its CRDs are chart templates."""
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+TORCH_IMAGE = "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
+"""The default image of the platform's PyTorch runtime (a TrainJob's `trainer.image` replaces it with the team's)."""
+CHECKPOINT_UPLOAD_IMAGE = "amazon/aws-cli:2.27.0"
+"""Uploads checkpoints from the NVMe cache to AIStor (`aws s3 sync`, which reads the `s3-training` keys as they are named)."""
+
 SPARK_OPERATOR = HelmChart(chart="spark-operator", version="2.5.2", repo="https://kubeflow.github.io/spark-operator")
 SPARK_OPERATOR_API = "sparkoperator.k8s.io/v1beta2"
 YUNIKORN = HelmChart(chart="yunikorn", version="1.8.0", repo="https://apache.github.io/yunikorn-release")

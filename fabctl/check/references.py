@@ -20,6 +20,9 @@ from fabctl.check.runtime import created_at_run_time
 
 CLUSTER_SCOPED = {"PriorityClass", "StorageClass", "GatewayClass", "IngressClass"}
 BUILTIN_PRIORITY_CLASSES = {"system-node-critical", "system-cluster-critical"}
+CLUSTER_POD_TEMPLATES = {"ClusterTrainingRuntime"}
+"""Cluster-scoped objects whose pod templates run in the namespace of whatever job names them (a TrainJob's): only their
+cluster-scoped references (PriorityClass, StorageClass) have one place to be checked."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,10 @@ def references(placed: Placed) -> list[Reference]:
     if placed.kind in ("Secret", "ConfigMap", "CustomResourceDefinition"):
         return []
     body = {k: v for k, v in placed.obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
-    return [*_walk(body, placed.namespace, ""), *_known_fields(placed)]
+    found = [*_walk(body, placed.namespace, ""), *_known_fields(placed)]
+    if placed.kind in CLUSTER_POD_TEMPLATES:
+        return [ref for ref in found if ref.kind in CLUSTER_SCOPED]
+    return found
 
 
 def _sources(picture: Picture, placed: Placed, ref: Reference) -> list[Placed]:

@@ -41,6 +41,11 @@ def _gitops_serving(site: SiteConfig) -> Iterator[Use]:
         yield ("inference", "delivery"), "'argocd' serves the models from the serving repository"
 
 
+def _training_runtimes(site: SiteConfig) -> Iterator[Use]:
+    if site.training.runtimes:
+        yield ("training", "runtimes"), "true installs Kubeflow Trainer and JobSet on the GPU clusters"
+
+
 def _profiles(site: SiteConfig) -> Iterator[Use]:
     if site.profiles:
         yield ("profiles",), f"defines {', '.join(sorted(site.profiles))}"
@@ -93,6 +98,7 @@ USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
     "inference": _inference,
     "training-quotas": _training_quotas,
     "gitops-serving": _gitops_serving,
+    "training-runtimes": _training_runtimes,
     "profiles": _profiles,
     "multikueue": _multikueue,
     "more-gpu-clusters": _more_gpu_clusters,

@@ -95,6 +95,13 @@ _ipoib_port = matching(
 IpoibPort = Annotated[str, AfterValidator(_ipoib_port)]
 """The name of a host's IPoIB port interface (ib0), whose partition child interfaces are `<name>.<P_Key>`."""
 
+_hca_port = matching(
+    re.compile(r"^[a-z][a-z0-9_]{0,31}(:[1-9][0-9]?)?$"),
+    "must be an RDMA device as `ibv_devices` lists it, optionally with a port: mlx5_0 or mlx5_0:1",
+)
+HcaPort = Annotated[str, AfterValidator(_hca_port)]
+"""An InfiniBand HCA (mlx5_0), optionally with its port (mlx5_0:1), as NCCL_IB_HCA names it."""
+
 
 class InfinibandConfig(_Model):
     """How InfiniBand is used: NCCL on training nodes; weight loading too on inference nodes, when turned on."""
@@ -104,6 +111,12 @@ class InfinibandConfig(_Model):
         0,
         description="InfiniBand service level of NCCL traffic: NCCL_IB_SL in the ConfigMap `nccl` of every team namespace "
         "on the cluster, which training jobs load with envFrom. Defaults to 0, NCCL's own default.",
+    )
+    nccl_hcas: Annotated[list[HcaPort], Unique] = Field(
+        default_factory=list, max_length=32,
+        description="The HCAs (optionally `:port`) NCCL may use on the training nodes, for example mlx5_0 and mlx5_1: "
+        "NCCL_IB_HCA in the ConfigMap `nccl`, as exact names (`=mlx5_0,mlx5_1`, so mlx5_1 does not also select mlx5_10). "
+        "Defaults to none: NCCL uses every active InfiniBand HCA it finds.",
     )
     inference_weights_over_ib: Flag = Field(
         False,

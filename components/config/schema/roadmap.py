@@ -37,6 +37,7 @@ FEATURES: dict[str, Feature] = {
     "inference": Feature(2, "online inference (the `inference` section: vLLM behind the gateway)"),
     "training-quotas": Feature(3, "teams' GPU training quotas"),
     "gitops-serving": Feature(3, "serving through Git (Argo CD on compute applying the serving repository)"),
+    "training-runtimes": Feature(3, "training runtimes (Kubeflow Trainer's TrainJob and JobSet through Kueue)"),
     "profiles": Feature(4, "fleet profiles (the day/night switch)"),
     "multikueue": Feature(5, "MultiKueue dispatch"),
     "more-gpu-clusters": Feature(5, "a second GPU cluster"),

@@ -107,6 +107,18 @@ class TrainingConfig(_Model):
     quotas: dict[DnsLabel, dict[DnsLabel, TeamQuota]] = Field(
         default_factory=dict, description="Team -> GPU cluster -> quota. A team without quota on a cluster gets none there."
     )
+    runtimes: Flag | None = Field(
+        None,
+        description="Kubeflow Trainer (with the JobSet it bundles) on every GPU cluster and the MultiKueue manager: teams "
+        "submit TrainJobs and JobSets through Kueue, and the platform's multi-node PyTorch runtime `fab-torch-distributed` "
+        "(NCCL over InfiniBand, checkpoints to the NVMe cache and on to AIStor). Defaults to on from phase 03 (training "
+        "pipeline); false leaves Jobs as the only training interface.",
+    )
+    checkpoint_cache_gib: int = Field(
+        512, ge=1, le=65536, strict=True,
+        description="NVMe cache per training node of the PyTorch runtime, in GiB: the ephemeral volume checkpoints are "
+        "written to before they are uploaded to AIStor. Defaults to 512.",
+    )
 
 
 class Profile(_Model):
