@@ -53,7 +53,7 @@ def test_kueue_manages_team_namespaces_only(small_plan):
     (release,) = [r for r in small_plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["chart"].endswith("/kueue")]
     config = yaml.safe_load(release["inputs"]["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert config["managedJobsNamespaceSelector"] == {"matchLabels": {"fab.internal/kueue-managed": "true"}}
-    assert {"batch/job", "jobset.x-k8s.io/jobset", "ray.io/rayjob", "pod"} <= set(config["integrations"]["frameworks"])
+    assert {"batch/job", "pod"} <= set(config["integrations"]["frameworks"])
     assert config["manageJobsWithoutQueueName"] is False
 
 
@@ -150,7 +150,7 @@ def test_airflow_may_only_create_watch_and_delete_jobs_in_team_namespaces(full_p
     assert role["rules"] == [
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": verbs},
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": verbs},
-        {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": verbs},
+        {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": verbs},
     ]
     bindings = [b for b in full_plan.objects("RoleBinding", "site-t-gpu") if b["metadata"]["name"] == "airflow-submitter"]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-fdc", "team-yield"]
@@ -174,12 +174,8 @@ def test_multikueue_access_is_what_kueue_needs(full_plan):
         {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": RW},
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"]},
-        {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "mpijobs"], "verbs": RW},
-        {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs/status", "mpijobs/status"], "verbs": ["get"]},
         {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": RW},
         {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs/status"], "verbs": ["get"]},
-        {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayclusters"], "verbs": RW},
-        {"apiGroups": ["ray.io"], "resources": ["rayjobs/status", "rayclusters/status"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": RW},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": RW},
