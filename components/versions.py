@@ -150,12 +150,10 @@ VERIFY_PROBE_IMAGE = SETUP_IMAGE
 VERIFY_GPU_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"
 """Runs `nvidia-smi -L` on each GPU node (the container toolkit mounts nvidia-smi into it)."""
 VERIFY_NCCL_IMAGE = "ghcr.io/coreweave/nccl-tests:12.8.1-devel-ubuntu22.04-nccl2.26.2-1-0708d2e"
-"""nccl-tests built with MPI (HPC-X Open MPI), `/opt/nccl-tests/build/all_reduce_perf`, sshd for the MPI operator's
-launcher; CoreWeave's public build, run as an MPIJob."""
+"""nccl-tests built with MPI (HPC-X Open MPI), `/opt/nccl-tests/build/all_reduce_perf`, sshd for the MPI
+launcher; CoreWeave's public build, run as a TrainJob of Kubeflow Trainer's MPI runtime."""
 VERIFY_WARP_IMAGE = "quay.io/minio/aistor/warp:v1.8.2"
 """MinIO warp, the storage load beside the NCCL run."""
-MPI_API = "kubeflow.org/v2beta1"
-"""The MPI operator's MPIJob (../shared/crds/mpi-operator); the operator itself is not installed by the program."""
 
 KUBE_PROMETHEUS_STACK = HelmChart(
     chart="kube-prometheus-stack", version="88.5.3", repo="https://prometheus-community.github.io/helm-charts", timeout_sec=900,

@@ -32,6 +32,7 @@ from components.gpu import INFERENCE_NAMESPACE, POOL_LABEL, RDMA_RESOURCE, nccl_
 from components.kube import SMALL_RESOURCES, restricted_container, restricted_pod_security_context
 from components.monitors import target_namespace
 from components.observability import PROMETHEUS_URL
+from components.runtimes import TRAINER, TRAINER_STEP_LABEL, installed_runtimes
 from components.serving import route_prefix, stable_labels
 from components.training import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
 from fabctl.verify.model import Criterion, Judgement, Manifest, Step
@@ -46,12 +47,16 @@ PROBE_USER = 65532
 PROBE_TIMEOUT_SEC = 5
 """How long a TCP probe waits for a handshake: a flow's rule answers at once, a dropped packet never."""
 KUBECTL_USER = 65532
-MPI_OPERATOR = "the MPI operator (MPIJob kubeflow.org/v2beta1), which the program does not install yet"
+MPI_OPERATOR = "Kubeflow Trainer (TrainJob trainer.kubeflow.org/v1alpha1, its MPI runtime), which `training.runtimes` installs"
+MPI_SSH_SECRET_DIR = "/etc/fab-mpi-ssh"
+"""Where Trainer's MPI plugin mounts the TrainJob's key pair (`sshAuthMountPath`; its Secret: id_rsa, id_rsa.pub,
+authorized_keys, mode 0640, which ssh and sshd refuse for a private key of the user they run as)."""
 MPI_SSH_DIR = "/root/.ssh"
-"""Where the MPI operator mounts the MPIJob's key pair (its Secret: id_rsa, id_rsa.pub, authorized_keys; 0600 here)."""
+"""Where the MPI pods copy the key pair at mode 0600 before ssh or sshd reads it (an emptyDir)."""
 MPI_SSH_PORT = 2222
-"""The port of the MPI operator's own base images (kubeflow/mpi-operator build/base/Dockerfile): its headless worker
-Service names no port, so launcher and workers only have to agree, which the step's ssh ConfigMap makes them do."""
+"""The port of the MPI operator's own base images (kubeflow/mpi-operator build/base/Dockerfile), kept for the NCCL
+run: the nodes' headless Service names no port, so launcher and nodes only have to agree, which the step's ssh
+ConfigMap makes them do."""
 MPI_SSH_CONFIG_DIR = "/etc/fab-ssh"
 """Where the step's ssh ConfigMap (`sshd_config`, `ssh_config`) is mounted in the MPI pods."""
 MPI_PRIVSEP_DIR = "/run/sshd"
@@ -64,7 +69,7 @@ MPI_EXCEPTION = {
     "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK", "SETUID", "SETGID", "SYS_CHROOT"]},
     "seccompProfile": {"type": "RuntimeDefault"},
 }
-"""The one exception to the restricted pods: the NCCL MPIJob. The MPI operator's launcher reaches its workers over SSH
+"""The one exception to the restricted pods: the NCCL TrainJob's MPI pods. Trainer's MPI launcher reaches its nodes over SSH
 as the image's user (root in the nccl-tests image), whose sshd drops to the session with SETUID, SETGID and SYS_CHROOT;
 NCCL pins its InfiniBand buffers, which needs IPC_LOCK. Nothing else: no host network, no privilege escalation."""
 WARP_FOLDER = "fab-verify-load"
@@ -306,6 +311,8 @@ def gpu_count(site: Site, cluster: str, node: str) -> Criterion | tuple[str, str
 def nccl_under_load(site: Site, cluster: str) -> Criterion | tuple[str, str]:
     """all_reduce_perf across two training nodes over InfiniBand, alone and then while warp writes to AIStor."""
     cid = _dns("01-nccl-under-load", cluster)
+    if TRAINER not in installed_runtimes(site.config.training, site.config.phase):
+        return (cid, "the NCCL run is a TrainJob of Kubeflow Trainer's MPI runtime, and training.runtimes leaves Trainer out")
     nodes = site.config.pool_nodes(cluster, "training")
     if len(nodes) < 2:
         return (cid, f"{cluster} has {len(nodes)} training node(s) under the active profile; multi-node NCCL needs two")
@@ -329,8 +336,8 @@ def nccl_under_load(site: Site, cluster: str) -> Criterion | tuple[str, str]:
             objects.extend(_warp(site, cluster, cid, team))
             background = ("warp-load",)
         name = _dns("nccl", run)
-        objects.append(_mpijob(site, cluster, name, namespace, cid, pair, slots))
-        steps.append(Step(cluster, tuple(objects), ("MPIJob", name), acceptance.nccl_timeout_sec, background))
+        objects.extend(_mpi_trainjob(site, cluster, name, namespace, cid, pair, slots))
+        steps.append(Step(cluster, tuple(objects), ("TrainJob", name), acceptance.nccl_timeout_sec, background))
     steps.append(drain("after"))
     bound, floor = acceptance.nccl_max_reduction_percent, acceptance.nccl_min_busbw_gb_per_sec
 
@@ -427,17 +434,22 @@ def nccl_transport_script(log: str) -> list[str]:
     ]
 
 
-def _mpijob(site: Site, cluster: str, name: str, namespace: str, cid: str, nodes: list[str], slots: int) -> Manifest:
-    """An MPIJob: one launcher, a worker on each of `nodes` with `slots` GPUs and the RDMA resource, NCCL settings from
-    the cluster's `nccl` settings (components/gpu.py nccl_env, as the team namespaces' ConfigMap holds them). ssh between
-    them is configured by the step's ConfigMap (`_mpi_ssh_config`): the launcher's /etc/ssh/ssh_config, the workers'
-    sshd_config."""
+def _mpi_trainjob(site: Site, cluster: str, name: str, namespace: str, cid: str, nodes: list[str], slots: int) -> list[Manifest]:
+    """A TrainJob of Kubeflow Trainer's MPI runtime and its TrainingRuntime (in the run's namespace): one launcher, a
+    node on each of `nodes` with `slots` GPUs and the RDMA resource, NCCL settings from the cluster's `nccl` settings
+    (components/gpu.py nccl_env, as the team namespaces' ConfigMap holds them). Trainer's MPI plugin makes the key pair
+    (Secret `<name>-mpi-ssh-auth` at `sshAuthMountPath`) and the launcher's hostfile; ssh between them is configured by
+    the step's ConfigMap (`_mpi_ssh_config`): the launcher's /etc/ssh/ssh_config, the nodes' sshd_config. Both pods'
+    container is named `node`, which is where the plugin mounts the keys and hostfile."""
     acceptance = site.acceptance
     env = nccl_env(site.config.gpu[cluster])
     exported = " ".join(f"-x {key}" for key in sorted(env))
     processes = slots * len(nodes)
+    copy_keys = (f"install -m 0600 {MPI_SSH_SECRET_DIR}/id_rsa {MPI_SSH_DIR}/id_rsa && "
+                 f"install -m 0600 {MPI_SSH_SECRET_DIR}/authorized_keys {MPI_SSH_DIR}/authorized_keys")
     script = "\n".join([
         "set -o pipefail",
+        copy_keys,
         (f"mpirun -np {processes} --map-by ppr:{slots}:node --bind-to none -x NCCL_DEBUG=INFO {exported} "
          f"/opt/nccl-tests/build/all_reduce_perf -b {acceptance.nccl_min_message_mib}M -e {acceptance.nccl_max_message_mib}M "
          f"-f 2 -g 1 2>&1 | tee {NCCL_LOG}"),
@@ -448,11 +460,11 @@ def _mpijob(site: Site, cluster: str, name: str, namespace: str, cid: str, nodes
         "exit $rc",
     ])
     small = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
-    volumes, mounts = _scratch(("tmp", "/tmp"), ("sshd", MPI_PRIVSEP_DIR))
+    volumes, mounts = _scratch(("tmp", "/tmp"), ("sshd", MPI_PRIVSEP_DIR), ("ssh-keys", MPI_SSH_DIR))
     volumes.append({"name": "ssh-config", "configMap": {"name": MPI_SSH_CONFIG}})
     env_list = [{"name": k, "value": v} for k, v in sorted(env.items())]
     launcher = {
-        "name": "launcher", "image": versions.VERIFY_NCCL_IMAGE, "imagePullPolicy": "Always",
+        "name": "node", "image": versions.VERIFY_NCCL_IMAGE, "imagePullPolicy": "Always",
         "securityContext": MPI_EXCEPTION, "command": ["bash", "-c"], "args": [script],
         "env": [{"name": "OMPI_ALLOW_RUN_AS_ROOT", "value": "1"}, {"name": "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "value": "1"}, *env_list],
         "resources": small,
@@ -463,9 +475,9 @@ def _mpijob(site: Site, cluster: str, name: str, namespace: str, cid: str, nodes
     gpus = {"nvidia.com/gpu": str(slots), RDMA_RESOURCE: "1"}
     shm = {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}
     worker = {
-        "name": "worker", "image": versions.VERIFY_NCCL_IMAGE, "imagePullPolicy": "Always",
+        "name": "node", "image": versions.VERIFY_NCCL_IMAGE, "imagePullPolicy": "Always",
         "securityContext": MPI_EXCEPTION, "command": ["bash", "-c"],
-        "args": [f"chmod 0755 {MPI_PRIVSEP_DIR} && exec /usr/sbin/sshd -De -f {MPI_SSH_CONFIG_DIR}/sshd_config"],
+        "args": [f"chmod 0755 {MPI_PRIVSEP_DIR} && {copy_keys} && exec /usr/sbin/sshd -De -f {MPI_SSH_CONFIG_DIR}/sshd_config"],
         "env": env_list,
         "resources": {"requests": {"cpu": "8", "memory": "64Gi", **gpus}, "limits": {"cpu": "16", "memory": "64Gi", **gpus}},
         "volumeMounts": [*mounts, {"name": "shm", "mountPath": "/dev/shm"},
@@ -475,7 +487,8 @@ def _mpijob(site: Site, cluster: str, name: str, namespace: str, cid: str, nodes
 
     def template(container: dict[str, Any], extra_volumes: list[dict[str, Any]], labels: dict[str, str], **placement: Any) -> dict[str, Any]:
         return {"metadata": {"labels": labels}, "spec": {
-            "automountServiceAccountToken": False, "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "restartPolicy": "Never", "automountServiceAccountToken": False,
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [container], "volumes": [*volumes, *extra_volumes], **placement,
         }}
 
@@ -490,22 +503,41 @@ def _mpijob(site: Site, cluster: str, name: str, namespace: str, cid: str, nodes
             ]},
         },
     }
-    return {
-        "apiVersion": versions.MPI_API, "kind": "MPIJob", "metadata": _meta(name, namespace, cid),
+
+    def replicated(job: str, pod: dict[str, Any], labels: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+        return {"name": job, **extra, "template": {**({"metadata": {"labels": labels}} if labels else {}),
+                                                   "spec": {"backoffLimit": 0, "template": pod}}}
+
+    runtime = {
+        "apiVersion": versions.TRAINER_API, "kind": "TrainingRuntime", "metadata": _meta(name, namespace, cid),
         "spec": {
-            "slotsPerWorker": slots,
-            "launcherCreationPolicy": "WaitForWorkersReady",
-            "sshAuthMountPath": MPI_SSH_DIR,
-            "mpiImplementation": "OpenMPI",
-            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0, "activeDeadlineSeconds": acceptance.nccl_timeout_sec},
-            "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "restartPolicy": "Never",
-                             "template": template(launcher, [], {VERIFY_LABEL: _dns(cid)}, **_training_placement())},
-                "Worker": {"replicas": len(nodes), "restartPolicy": "Never",
-                           "template": template(worker, [shm], worker_labels, **worker_placement)},
-            },
+            "mlPolicy": {"numNodes": len(nodes), "mpi": {
+                "numProcPerNode": slots, "mpiImplementation": "OpenMPI", "runLauncherAsNode": False,
+                "sshAuthMountPath": MPI_SSH_SECRET_DIR,
+            }},
+            "template": {"spec": {
+                # Done when the launcher is (the nodes' sshd never exits); nothing is restarted.
+                "successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]},
+                "failurePolicy": {"maxRestarts": 0},
+                "replicatedJobs": [
+                    # The TrainJob's numNodes sizes the `node` job, Trainer's ancestor step `trainer`.
+                    replicated("node", template(worker, [shm], worker_labels, **worker_placement), {TRAINER_STEP_LABEL: "trainer"}),
+                    # mpirun starts once every node's sshd is up (the first replicated job may depend on none).
+                    replicated("launcher", template(launcher, [], {VERIFY_LABEL: _dns(cid)}, **_training_placement()),
+                               dependsOn=[{"name": "node", "status": "Ready"}]),
+                ],
+            }},
         },
     }
+    trainjob = {
+        "apiVersion": versions.TRAINER_API, "kind": "TrainJob", "metadata": _meta(name, namespace, cid),
+        "spec": {
+            "runtimeRef": {"apiGroup": versions.TRAINER_API.split("/")[0], "kind": "TrainingRuntime", "name": name},
+            "trainer": {"numNodes": len(nodes), "numProcPerNode": slots},
+            "activeDeadlineSeconds": acceptance.nccl_timeout_sec,
+        },
+    }
+    return [runtime, trainjob]
 
 
 def _warp(site: Site, cluster: str, cid: str, team: str) -> list[Manifest]:

@@ -3,7 +3,7 @@ reading the report"), with the official `kubernetes` client and the kubeconfig c
 
 For each criterion, each step in order: its objects are applied with server-side apply (field manager `fabctl-verify`),
 what the workloads use first (namespaces, ConfigMaps, Secrets, accounts and roles, Services), then the `background`
-workloads, each started before the rest; the runner waits for the deciding Job, MPIJob or JobSet to finish, reads its
+workloads, each started before the rest; the runner waits for the deciding Job, MPIJob, JobSet or TrainJob to finish, reads its
 pods' logs for `FAB-RESULT key=value` lines, and deletes everything it applied, whatever happened (failure, timeout,
 Ctrl-C), last applied first. A namespace the steps use that does not exist is created at Pod Security `restricted` and
 deleted at the end of the run (deleting it after each criterion would leave the next one a namespace still
@@ -39,12 +39,14 @@ FINISHED: dict[str, tuple[str, str]] = {
     "Job": ("Complete", "Failed"),
     "MPIJob": ("Succeeded", "Failed"),
     "JobSet": ("Completed", "Failed"),
+    "TrainJob": ("Complete", "Failed"),
 }
 """Kind of a deciding object -> the conditions (status True) that say it succeeded or failed."""
 
 OPERATORS = {
     "kubeflow.org": "the MPI Operator",
     "jobset.x-k8s.io": "the JobSet controller",
+    "trainer.kubeflow.org": "Kubeflow Trainer",
     "kueue.x-k8s.io": "Kueue",
     "monitoring.coreos.com": "the Prometheus operator",
 }
@@ -57,12 +59,14 @@ def _pod_selector(kind: str, name: str) -> str:
         return f"training.kubeflow.org/job-name={name},training.kubeflow.org/job-role=launcher"
     if kind == "JobSet":
         return f"jobset.sigs.k8s.io/jobset-name={name}"
+    if kind == "TrainJob":  # its JobSet is named as it is; the MPI launcher runs mpirun and prints what rank 0 reports
+        return f"jobset.sigs.k8s.io/jobset-name={name},jobset.sigs.k8s.io/replicatedjob-name=launcher"
     return f"batch.kubernetes.io/job-name={name}"
 
 
 SETUP_KINDS = frozenset({
     "Namespace", "ConfigMap", "Secret", "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding",
-    "Service",
+    "Service", "TrainingRuntime",
 })
 """Kinds a step's workloads use (where they run, what they mount, who they run as): applied before any workload."""
 

@@ -64,8 +64,8 @@ def objects(site) -> Iterator[tuple[str, dict[str, Any]]]:
 def pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
     if obj["kind"] == "Job":
         return [obj["spec"]["template"]["spec"]]
-    if obj["kind"] == "MPIJob":
-        return [r["template"]["spec"] for r in obj["spec"]["mpiReplicaSpecs"].values()]
+    if obj["kind"] == "TrainingRuntime":
+        return [r["template"]["spec"]["template"]["spec"] for r in obj["spec"]["template"]["spec"]["replicatedJobs"]]
     return []
 
 
@@ -95,7 +95,7 @@ def test_every_pod_is_restricted_but_the_mpi_pods(site):
             assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
             for container in pod["containers"]:
                 context = {k: v for k, v in container["securityContext"].items() if k not in ("runAsUser", "runAsGroup")}
-                assert context == (jobs.MPI_EXCEPTION if obj["kind"] == "MPIJob" else restricted)
+                assert context == (jobs.MPI_EXCEPTION if obj["kind"] == "TrainingRuntime" else restricted)
                 assert container["securityContext"].get("runAsUser", 1) != 0
                 assert container["resources"]["requests"] and container["resources"]["limits"]
                 checked += 1
@@ -141,7 +141,8 @@ def test_objects_outside_the_acceptance_namespace_are_team_rbac_inference_airflo
         ("Role", "team-fdc"), ("RoleBinding", "team-fdc"),  # reading the MultiKueue job's Workload
         ("Role", "inference"), ("RoleBinding", "inference"),  # evicting one vLLM pod
         ("Role", "airflow"), ("RoleBinding", "airflow"),  # reading the submission contract
-        ("MPIJob", "fab-verify-nccl-baseline"), ("MPIJob", "fab-verify-nccl-load"),  # their own privileged namespaces
+        ("TrainJob", "fab-verify-nccl-baseline"), ("TrainJob", "fab-verify-nccl-load"),  # their own privileged namespaces
+        ("TrainingRuntime", "fab-verify-nccl-baseline"), ("TrainingRuntime", "fab-verify-nccl-load"),
         ("ConfigMap", "fab-verify-nccl-baseline"), ("ConfigMap", "fab-verify-nccl-load"),  # with their ssh settings
     }
 
@@ -202,8 +203,8 @@ def test_nccl_runs_alone_then_beside_warp(complete):
     check = criterion(complete, 1, "01-nccl-under-load-gpu")
     before, baseline, loaded, after = check.steps
     assert [before.decides, after.decides] == [("Job", "drain-before"), ("Job", "drain-after")]
-    assert baseline.decides == ("MPIJob", "nccl-baseline") and baseline.background == ()
-    assert loaded.decides == ("MPIJob", "nccl-load") and loaded.background == ("warp-load",)
+    assert baseline.decides == ("TrainJob", "nccl-baseline") and baseline.background == ()
+    assert loaded.decides == ("TrainJob", "nccl-load") and loaded.background == ("warp-load",)
     warp = next(o for o in loaded.objects if o["metadata"]["name"] == "warp-load")
     assert warp["metadata"]["namespace"] == "team-fdc"
     assert "--bucket=site-t-checkpoints" in warp["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -212,10 +213,11 @@ def test_nccl_runs_alone_then_beside_warp(complete):
 
 
 def test_nccl_workers_get_the_gpus_rdma_and_nccl_settings_of_the_cluster(complete):
-    mpijob = next(o for o in criterion(complete, 1, "01-nccl-under-load-gpu").steps[1].objects if o["kind"] == "MPIJob")
-    worker = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]
+    objects_ = {o["kind"]: o for o in criterion(complete, 1, "01-nccl-under-load-gpu").steps[1].objects}
+    assert objects_["TrainJob"]["spec"]["trainer"] == {"numNodes": 2, "numProcPerNode": 8}
+    (worker,) = [r["template"]["spec"] for r in objects_["TrainingRuntime"]["spec"]["template"]["spec"]["replicatedJobs"]
+                 if r["name"] == "node"]
     container = worker["template"]["spec"]["containers"][0]
-    assert worker["replicas"] == 2
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert container["resources"]["limits"][RDMA_RESOURCE] == "1"
     assert {"name": "NCCL_IB_SL", "value": "0"} in container["env"]

@@ -48,6 +48,12 @@ def mpi_step_objects(check, index: int = 2) -> dict[str, dict]:
     return {o["kind"]: o for o in check.steps[index].objects if o["metadata"]["name"] in ("nccl-ssh", "nccl-load")}
 
 
+def pod(runtime: dict, job: str) -> dict:
+    """The pod spec of one replicated job (`launcher` or `node`) of the run's TrainingRuntime."""
+    (found,) = [r for r in runtime["spec"]["template"]["spec"]["replicatedJobs"] if r["name"] == job]
+    return found["template"]["spec"]["template"]["spec"]
+
+
 # --- the transport ---------------------------------------------------------------------------------------------------
 
 def test_reports_ib_when_the_channels_run_over_infiniband(tmp_path):
@@ -63,8 +69,8 @@ def test_no_ib_device_alone_is_not_ib(tmp_path):
 
 
 def test_the_launcher_reports_the_transport_from_its_log(check):
-    mpijob = next(o for o in check.steps[1].objects if o["kind"] == "MPIJob")
-    script = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["args"][0]
+    runtime = next(o for o in check.steps[1].objects if o["kind"] == "TrainingRuntime")
+    script = pod(runtime, "launcher")["containers"][0]["args"][0]
     assert "\n".join(jobs.nccl_transport_script("/tmp/nccl.log")) in script
     assert "grep -q 'NET/IB'" not in script
 
@@ -91,16 +97,18 @@ def test_the_launcher_neither_checks_nor_records_the_workers_host_keys(check):
 
 
 def test_workers_run_sshd_with_the_steps_sshd_config(check):
-    worker = mpi_step_objects(check)["MPIJob"]["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    worker = pod(mpi_step_objects(check)["TrainingRuntime"], "node")
     container = worker["containers"][0]
     assert container["command"] == ["bash", "-c"]
-    assert container["args"] == ["chmod 0755 /run/sshd && exec /usr/sbin/sshd -De -f /etc/fab-ssh/sshd_config"]
+    assert container["args"] == [(
+        "chmod 0755 /run/sshd && install -m 0600 /etc/fab-mpi-ssh/id_rsa /root/.ssh/id_rsa && install -m 0600 "
+        "/etc/fab-mpi-ssh/authorized_keys /root/.ssh/authorized_keys && exec /usr/sbin/sshd -De -f /etc/fab-ssh/sshd_config")]
     assert {"name": "ssh-config", "mountPath": "/etc/fab-ssh", "readOnly": True} in container["volumeMounts"]
     assert {"name": "ssh-config", "configMap": {"name": "nccl-ssh"}} in worker["volumes"]
 
 
 def test_the_launchers_ssh_reads_the_steps_ssh_config(check):
-    launcher = mpi_step_objects(check)["MPIJob"]["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    launcher = pod(mpi_step_objects(check)["TrainingRuntime"], "launcher")
     assert {"name": "ssh-config", "mountPath": "/etc/ssh/ssh_config", "subPath": "ssh_config", "readOnly": True} in (
         launcher["containers"][0]["volumeMounts"])
     assert {"name": "ssh-config", "configMap": {"name": "nccl-ssh"}} in launcher["volumes"]
@@ -108,7 +116,7 @@ def test_the_launchers_ssh_reads_the_steps_ssh_config(check):
 
 # --- the order the runner applies the real run under load ------------------------------------------------------------
 
-def test_site_a_applies_warps_ca_and_the_runs_namespace_before_warp_and_the_mpijob():
+def test_site_a_applies_warps_ca_and_the_runs_namespace_and_runtime_before_warp_and_the_trainjob():
     with contextlib.chdir(PROJECT_DIR):  # ca_bundle is a path relative to the project
         site = parse_site(site_raw("site-a"))
     check = next(c for c in jobs.criteria(site, 1) if c.id == "01-nccl-under-load-gpu")
@@ -118,6 +126,7 @@ def test_site_a_applies_warps_ca_and_the_runs_namespace_before_warp_and_the_mpij
         ("Namespace", None, "fab-verify-nccl-load"),
         ("ConfigMap", "fab-verify-nccl-load", "nccl-ssh"),
         ("ConfigMap", "team-defect-vision", "warp-load-ca"),
+        ("TrainingRuntime", "fab-verify-nccl-load", "nccl-load"),
         ("Job", "team-defect-vision", "warp-load"),
-        ("MPIJob", "fab-verify-nccl-load", "nccl-load"),
+        ("TrainJob", "fab-verify-nccl-load", "nccl-load"),
     ]
