@@ -87,6 +87,9 @@ FRAMEWORKS = [
     "pod",
 ]
 
+SPARK_FRAMEWORK = "sparkoperator.k8s.io/sparkapplication"
+"""Kueue's SparkApplication integration, on the clusters that run Spark RAPIDS (whose Spark operator installs the CRD)."""
+
 TEAM_RULES = [
     {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["create", "delete", "get", "list", "watch", "patch", "update"]},
     {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "delete", "get", "list", "watch", "patch", "update"]},
@@ -132,8 +135,9 @@ def flavor_name(gpu_type: str) -> str:
     return names.FLAVOR(gpu_type)
 
 
-def kueue_config(multikueue: bool) -> str:
-    """The Kueue manager Configuration: the chart's defaults, our integrations, team namespaces only."""
+def kueue_config(multikueue: bool, spark: bool = False) -> str:
+    """The Kueue manager Configuration: the chart's defaults, our integrations (SparkApplication where `spark`, the
+    Spark RAPIDS clusters: components/spark_rapids.py), team namespaces only."""
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -152,7 +156,7 @@ def kueue_config(multikueue: bool) -> str:
         "manageJobsWithoutQueueName": False,
         # Only team namespaces are Kueue's: resident inference and system pods are never gated.
         "managedJobsNamespaceSelector": {"matchLabels": {MANAGED_LABEL: "true"}},
-        "integrations": {"frameworks": FRAMEWORKS},
+        "integrations": {"frameworks": FRAMEWORKS + ([SPARK_FRAMEWORK] if spark else [])},
     }
     if multikueue:
         config["multiKueue"] = {"gcInterval": "1m", "origin": "multikueue", "workerLostTimeout": "15m"}
@@ -292,6 +296,8 @@ class TrainingPoolArgs:
     """Gives a peer's team its S3 keys (the peer's replica, its checkpoint prefix) once the peer consents."""
     identity: SiteIdentity
     """Holds the Keycloak group of each peer's team, which its RoleBindings name."""
+    spark_clusters: frozenset[str] = frozenset()
+    """The GPU clusters that run Spark RAPIDS (`gpu.<cluster>.spark_rapids`): their Kueue admits SparkApplications."""
 
 
 class TrainingPool(pulumi.ComponentResource):
@@ -309,6 +315,7 @@ class TrainingPool(pulumi.ComponentResource):
         self._name, self._site, self._config, self._storage = name, args.site, args.config, args.storage
         self._teams, self._gpus, self._api_servers, self._adopt = sorted(args.teams), args.gpus, args.api_servers, args.adopt
         self._remote_teams, self._federation = args.remote_teams, args.federation
+        self._spark_clusters = args.spark_clusters
         for ns_name, remote in sorted(args.remote_teams.items()):
             args.identity.group(remote.group, f"Members of {remote.peer}'s team {remote.team}, who train in {ns_name} on this site")
         self._clusters = {key: gpu.cluster for key, gpu in args.gpus.items()} | {args.compute.key: args.compute}
@@ -366,6 +373,10 @@ class TrainingPool(pulumi.ComponentResource):
         )
         self.register_outputs({"submission": self.submission, "remote_submission": self.remote_submission, "example_job": self.example_job})
 
+    def team_namespaces(self, cluster: str) -> dict[str, k8s.core.v1.Namespace]:
+        """The team namespaces on `cluster`, by team (where other components add what a team's jobs there need)."""
+        return {team: ns for (key, team), ns in self._team_namespaces.items() if key == cluster}
+
     def _on(self, cluster: str, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, provider=self._clusters[cluster].provider, depends_on=depends_on or [])
 
@@ -373,7 +384,8 @@ class TrainingPool(pulumi.ComponentResource):
         ns = self._namespace(cluster, KUEUE_NAMESPACE)
         return helm_release(
             f"{self._name}-{cluster}-kueue", versions.KUEUE, name="kueue", namespace=KUEUE_NAMESPACE,
-            values={"managerConfig": {"controllerManagerConfigYaml": kueue_config(cluster == self._manager)}},
+            values={"managerConfig": {"controllerManagerConfigYaml": kueue_config(
+                cluster == self._manager, spark=cluster in self._spark_clusters)}},
             opts=self._on(cluster, [ns]), adopt=Adoption(self._adopt, cluster),
         )
 
