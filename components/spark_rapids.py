@@ -79,9 +79,8 @@ def spark_rapids_application(spec: SparkRapidsConfig, executors: int = 2) -> dic
     """A SparkApplication as Airflow submits it to a team namespace: queued by Kueue on the team's LocalQueue at training
     priority, driver and executors on training nodes with the team's credentials, executors with `spec`'s GPUs. A job
     adds its name, type, mainApplicationFile (and image, if it needs more than Spark and the RAPIDS jar)."""
-    credentials = [{"secretRef": {"name": s3_secret(TRAINING)}}, {"secretRef": {"name": polaris_secret(TRAINING)}}]
-
     def pod() -> dict[str, Any]:
+        credentials = [{"secretRef": {"name": s3_secret(TRAINING)}}, {"secretRef": {"name": polaris_secret(TRAINING)}}]
         return {
             "nodeSelector": {POOL_LABEL: "training"},
             "tolerations": [toleration("training")],
