@@ -124,8 +124,9 @@ SPARK_PACKAGES = (
 )
 """Jars the Spark Connect server resolves at start (`spark.jars.packages`): Connect and Iceberg with its S3 client are
 not in the Spark image."""
-SPARK_RAPIDS = "com.nvidia:rapids-4-spark_2.12:25.12.0"
-"""The RAPIDS Accelerator for Apache Spark (its Maven coordinate: one jar, Spark 3.5 shims and cuDF included)."""
+SPARK_RAPIDS = "com.nvidia:rapids-4-spark_2.12:26.04.2"
+"""The RAPIDS Accelerator for Apache Spark (its Maven coordinate: one jar with cuDF and a shim per Spark release, 3.5.0
+to 3.5.7 among them; the release on its download page)."""
 AIRFLOW = HelmChart(chart="airflow", version="1.22.0", repo="https://airflow.apache.org", timeout_sec=1800)
 """Its database migration runs before the scheduler and API server become ready (a Job, not a hook: see compute.py)."""
 TRINO = HelmChart(chart="trino", version="1.42.2", repo="https://trinodb.github.io/charts/", timeout_sec=900)
