@@ -89,6 +89,7 @@ FRAMEWORKS = [
 
 SPARK_FRAMEWORK = "sparkoperator.k8s.io/sparkapplication"
 """Kueue's SparkApplication integration, on the clusters that run Spark RAPIDS (whose Spark operator installs the CRD)."""
+SPARK_FEATURE_GATE = "SparkApplicationIntegration"
 
 TEAM_RULES = [
     {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["create", "delete", "get", "list", "watch", "patch", "update"]},
@@ -161,6 +162,15 @@ def kueue_config(multikueue: bool, spark: bool = False) -> str:
     if multikueue:
         config["multiKueue"] = {"gcInterval": "1m", "origin": "multikueue", "workerLostTimeout": "15m"}
     return yaml.safe_dump(config, sort_keys=False)
+
+
+def kueue_values(multikueue: bool, spark: bool = False) -> dict[str, Any]:
+    """The Kueue chart's values: its Configuration and, with `spark`, the SparkApplication integration's feature gate
+    (alpha since Kueue 0.17, off by default: Kueue's "Run a SparkApplication")."""
+    values: dict[str, Any] = {"managerConfig": {"controllerManagerConfigYaml": kueue_config(multikueue, spark)}}
+    if spark:
+        values["controllerManager"] = {"featureGates": [{"name": SPARK_FEATURE_GATE, "enabled": True}]}
+    return values
 
 
 def kubeconfig(cluster: str, server: str, ca_b64: str, token: str, namespace: str | None) -> str:
@@ -384,8 +394,7 @@ class TrainingPool(pulumi.ComponentResource):
         ns = self._namespace(cluster, KUEUE_NAMESPACE)
         return helm_release(
             f"{self._name}-{cluster}-kueue", versions.KUEUE, name="kueue", namespace=KUEUE_NAMESPACE,
-            values={"managerConfig": {"controllerManagerConfigYaml": kueue_config(
-                cluster == self._manager, spark=cluster in self._spark_clusters)}},
+            values=kueue_values(cluster == self._manager, spark=cluster in self._spark_clusters),
             opts=self._on(cluster, [ns]), adopt=Adoption(self._adopt, cluster),
         )
 

@@ -61,6 +61,13 @@ def test_kueue_gangs_spark_applications_on_that_cluster_not_a_second_scheduler()
                    for r in plan.of_type("kubernetes:helm.sh/v3:Release"))
 
 
+def test_kueue_turns_on_its_alpha_spark_application_gate_on_that_cluster_only():
+    plan = render_small(rapids_site())
+    gates = {plan.cluster(r): r["inputs"]["values"].get("controllerManager", {}).get("featureGates")
+             for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "kueue"}
+    assert gates == {"site-t-gpu": None, "site-t-gpu-train": [{"name": "SparkApplicationIntegration", "enabled": True}]}
+
+
 def test_kueue_admits_no_spark_applications_where_spark_rapids_does_not_run():
     assert "sparkoperator.k8s.io/sparkapplication" not in kueue_frameworks(render_small(rapids_site()), "site-t-gpu")
 
