@@ -20,7 +20,7 @@ import yaml
 from components import versions
 from components.constants import ENGINE_LABEL, polaris_secret, s3_secret
 from components.engines._base import INTERACTIVE, POOL_LABEL, EngineScope
-from components.kube import restricted_container, restricted_pod_security_context
+from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_container, restricted_pod_security_context
 from components.providers import NamespaceRef
 
 NAME = "spark-connect"
@@ -39,8 +39,10 @@ EXECUTOR_LABEL = "fab.internal/spark-connect"
 """Marks the server's own executors, the only other pods of its namespace that may reach it (its driver and block
 manager ports)."""
 TEMPLATE_CONFIG_MAP = "spark-connect-executor"
-SPARK_USER = 185
-"""The uid the apache/spark images run as."""
+SPARK_USER = 10185
+"""A high uid (the image's own is 185). It has no passwd entry, so Spark and Hadoop take the user name from
+SPARK_USER and HADOOP_USER_NAME (`USER_ENV`)."""
+USER_ENV = [{"name": "SPARK_USER", "value": "spark"}, {"name": "HADOOP_USER_NAME", "value": "spark"}]
 DRIVER_PORT, BLOCK_MANAGER_PORT = 7078, 7079
 JUPYTER_NAMESPACE = "jupyterhub"
 """JupyterHub's namespace (engines/jupyterhub.py ENGINE.namespace)."""
@@ -75,8 +77,8 @@ def executor_template() -> dict[str, Any]:
             **INTERACTIVE.placement(),
             "securityContext": restricted_pod_security_context(runAsUser=SPARK_USER, fsGroup=SPARK_USER),
             # Spark sets the container's requests and limits (spark.executor.cores, .memory, .limit.cores).
-            "containers": [restricted_container("spark-executor", versions.SPARK_IMAGE, SPARK_USER, envFrom=_credentials(),
-                                                volumeMounts=mounts, resources={})],
+            "containers": [restricted_container("spark-executor", versions.SPARK_IMAGE, SPARK_USER, env=USER_ENV,
+                                                envFrom=_credentials(), volumeMounts=mounts, resources={})],
             "volumes": volumes,
         },
     }
@@ -125,13 +127,17 @@ def server_container(max_executors: int) -> dict[str, Any]:
             {"name": "SPARK_PID_DIR", "value": "/tmp"},
             {"name": "SPARK_CONF_DIR", "value": "/etc/spark"},
             {"name": "HOME", "value": "/tmp"},
+            *USER_ENV,
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         ],
         envFrom=_credentials(),
         ports=[{"name": "connect", "containerPort": PORT}, {"name": "driver", "containerPort": DRIVER_PORT},
                {"name": "blocks", "containerPort": BLOCK_MANAGER_PORT}],
+        # Up to ten minutes to start: the jars are resolved first.
+        startupProbe={"tcpSocket": {"port": PORT}, "periodSeconds": 10, "failureThreshold": 60},
         readinessProbe={"tcpSocket": {"port": PORT}, "periodSeconds": 10},
+        livenessProbe={"tcpSocket": {"port": PORT}, "periodSeconds": 20, "failureThreshold": 3},
         resources=DRIVER_RESOURCES,
         volumeMounts=[*mounts, {"name": "conf", "mountPath": "/etc/spark", "readOnly": True},
                       {"name": "templates", "mountPath": "/etc/spark-templates", "readOnly": True}],
@@ -186,7 +192,7 @@ def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi
     volumes, _ = _scratch()
     k8s.apps.v1.Deployment(
         f"{scope.prefix}-{NAME}",
-        metadata={"name": NAME, "namespace": NAMESPACE, "labels": labels},
+        metadata={"name": NAME, "namespace": NAMESPACE, "labels": labels, "annotations": checkov_skips(*WORKLOAD_SKIPS, "CKV_K8S_38")},
         spec={
             # One driver: a session lives in it, so a second replica would split sessions across servers.
             "replicas": 1,
