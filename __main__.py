@@ -18,6 +18,7 @@ from components.observability import GRAFANA, SiteObservability, SiteObservabili
 from components.profiles import ProfileSwitches, ProfileSwitchesArgs, leave_to_schedule, switched_objects
 from components.providers import SiteRef, site_providers
 from components.runtimes import installed_runtimes
+from components.spark_rapids import SparkRapids, SparkRapidsArgs
 from components.storage import StorageCluster, StorageClusterArgs
 from components.training import TrainingPool, TrainingPoolArgs
 
@@ -142,9 +143,19 @@ training = TrainingPool(
         federation=federation,
         identity=identity,
         runtimes=installed_runtimes(site.training, site.phase),
+        spark_clusters=frozenset(key for key, spec in site.gpu.items() if spec.spark_rapids is not None),
     ),
     opts=switched_by_schedule,
 )
+# Spark RAPIDS by method B (phase 5): the Spark operator on the GPU clusters that name it, in their team namespaces.
+spark_rapids = {
+    key: SparkRapids(
+        f"spark-rapids-{key}",
+        SparkRapidsArgs(gpu=gpus[key], config=spec.spark_rapids, team_namespaces=training.team_namespaces(key),
+                        kueue=training.kueue[key], catalog_uri=storage.catalog_uri, adopt=site.adopt),
+    )
+    for key, spec in sorted(site.gpu.items()) if spec.spark_rapids is not None
+}
 # Metrics of every cluster (issue 19): after the network (compute's receiver VIP), the identity and the ingress (Grafana).
 observability = SiteObservability(
     "observability",
@@ -185,6 +196,7 @@ pulumi.export("serving", inference.serving if inference else None)
 pulumi.export("capacity", inference.capacity if inference else {})
 pulumi.export("training", {"submission": training.submission, "remote_submission": training.remote_submission,
                            "example_job": training.example_job, "profile": site.active_profile})
+pulumi.export("spark_rapids", {key: rapids.application_template for key, rapids in spark_rapids.items()})
 pulumi.export("gpu_pools", {key: gpu.pools for key, gpu in gpus.items()})
 pulumi.export("infiniband", {key: gpu.infiniband for key, gpu in gpus.items()})
 pulumi.export("ui_urls", compute.ui_urls)

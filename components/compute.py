@@ -88,6 +88,7 @@ class ComputeCluster(pulumi.ComponentResource):
             storage=args.storage, identity=args.identity, federation=args.federation, gpu_clusters=args.gpu_clusters,
             serving=args.serving, serving_repo_token=args.serving_repo_token,
             serving_repo_write_token=args.serving_repo_write_token,
+            cilium=args.network.cilium_releases.get(args.cluster.key),
         )
         enabled = [engine for engine in ENGINES.values() if engine.config(config).enabled]
         uis = {engine.name: engine.ui for engine in enabled if engine.ui} | {ui.host: ui for ui in args.extra_uis}

@@ -88,6 +88,11 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 DEFAULT_WORKLOAD_PRIORITY = "training-normal"
 PRIORITIES = {"training-normal": 100, "training-urgent": 1000}
+
+SPARK_FRAMEWORK = "sparkoperator.k8s.io/sparkapplication"
+"""Kueue's SparkApplication integration, on the clusters that run Spark RAPIDS (whose Spark operator installs the CRD)."""
+SPARK_FEATURE_GATE = "SparkApplicationIntegration"
+
 def team_namespace(team: str) -> str:
     return names.TEAM_NAMESPACE(team)
 
@@ -96,9 +101,9 @@ def flavor_name(gpu_type: str) -> str:
     return names.FLAVOR(gpu_type)
 
 
-def kueue_config(multikueue: bool, runtimes: AbstractSet[str]) -> str:
-    """The Kueue manager Configuration: the chart's defaults, the integrations of the installed runtimes, team namespaces
-    only."""
+def kueue_config(multikueue: bool, runtimes: AbstractSet[str], spark: bool = False) -> str:
+    """The Kueue manager Configuration: the chart's defaults, the integrations of the installed runtimes (and
+    SparkApplication where `spark`, the Spark RAPIDS clusters: components/spark_rapids.py), team namespaces only."""
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -117,11 +122,20 @@ def kueue_config(multikueue: bool, runtimes: AbstractSet[str]) -> str:
         "manageJobsWithoutQueueName": False,
         # Only team namespaces are Kueue's: resident inference and system pods are never gated.
         "managedJobsNamespaceSelector": {"matchLabels": {MANAGED_LABEL: "true"}},
-        "integrations": {"frameworks": kueue_frameworks(runtimes)},
+        "integrations": {"frameworks": kueue_frameworks(runtimes) + ([SPARK_FRAMEWORK] if spark else [])},
     }
     if multikueue:
         config["multiKueue"] = {"gcInterval": "1m", "origin": "multikueue", "workerLostTimeout": "15m"}
     return yaml.safe_dump(config, sort_keys=False)
+
+
+def kueue_values(multikueue: bool, runtimes: AbstractSet[str], spark: bool = False) -> dict[str, Any]:
+    """The Kueue chart's values: its Configuration and, with `spark`, the SparkApplication integration's feature gate
+    (alpha since Kueue 0.17, off by default: Kueue's "Run a SparkApplication")."""
+    values: dict[str, Any] = {"managerConfig": {"controllerManagerConfigYaml": kueue_config(multikueue, runtimes, spark)}}
+    if spark:
+        values["controllerManager"] = {"featureGates": [{"name": SPARK_FEATURE_GATE, "enabled": True}]}
+    return values
 
 
 def kubeconfig(cluster: str, server: str, ca_b64: str, token: str, namespace: str | None) -> str:
@@ -260,6 +274,8 @@ class TrainingPoolArgs:
     runtimes: frozenset[str] = frozenset()
     """The training runtimes installed beside Kueue (components/runtimes.py RUNTIME_KINDS): Kubeflow Trainer with
     `training.runtimes`. Kueue admits, and teams, Airflow and MultiKueue handle, Jobs and these runtimes' kinds only."""
+    spark_clusters: frozenset[str] = frozenset()
+    """The GPU clusters that run Spark RAPIDS (`gpu.<cluster>.spark_rapids`): their Kueue admits SparkApplications."""
 
 
 class TrainingPool(pulumi.ComponentResource):
@@ -277,6 +293,7 @@ class TrainingPool(pulumi.ComponentResource):
         self._name, self._site, self._config, self._storage = name, args.site, args.config, args.storage
         self._teams, self._gpus, self._api_servers, self._adopt = sorted(args.teams), args.gpus, args.api_servers, args.adopt
         self._remote_teams, self._federation = args.remote_teams, args.federation
+        self._spark_clusters = args.spark_clusters
         for ns_name, remote in sorted(args.remote_teams.items()):
             args.identity.group(remote.group, f"Members of {remote.peer}'s team {remote.team}, who train in {ns_name} on this site")
         self._clusters = {key: gpu.cluster for key, gpu in args.gpus.items()} | {args.compute.key: args.compute}
@@ -345,6 +362,10 @@ class TrainingPool(pulumi.ComponentResource):
         )
         self.register_outputs({"submission": self.submission, "remote_submission": self.remote_submission, "example_job": self.example_job})
 
+    def team_namespaces(self, cluster: str) -> dict[str, k8s.core.v1.Namespace]:
+        """The team namespaces on `cluster`, by team (where other components add what a team's jobs there need)."""
+        return {team: ns for (key, team), ns in self._team_namespaces.items() if key == cluster}
+
     def _on(self, cluster: str, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, provider=self._clusters[cluster].provider, depends_on=depends_on or [])
 
@@ -353,7 +374,7 @@ class TrainingPool(pulumi.ComponentResource):
         # After the runtimes' CRDs: Kueue sets up the integration of a kind whose CRD it finds.
         return helm_release(
             f"{self._name}-{cluster}-kueue", versions.KUEUE, name="kueue", namespace=KUEUE_NAMESPACE,
-            values={"managerConfig": {"controllerManagerConfigYaml": kueue_config(cluster == self._manager, self._runtimes)}},
+            values=kueue_values(cluster == self._manager, self._runtimes, spark=cluster in self._spark_clusters),
             opts=self._on(cluster, [ns, *([self.trainer[cluster]] if cluster in self.trainer else [])]),
             adopt=Adoption(self._adopt, cluster),
         )

@@ -123,6 +123,20 @@ SPARK_OPERATOR = HelmChart(chart="spark-operator", version="2.5.2", repo="https:
 SPARK_OPERATOR_API = "sparkoperator.k8s.io/v1beta2"
 YUNIKORN = HelmChart(chart="yunikorn", version="1.8.0", repo="https://apache.github.io/yunikorn-release")
 """1.8.0 is the release that supports Kubernetes 1.33 and 1.34."""
+SPARK_VERSION = "3.5.7"
+"""The Spark of the platform's own Spark pods (the Connect server) and of the Spark RAPIDS template: the newest 3.5, the
+line the RAPIDS Accelerator's Scala 2.12 build supports."""
+SPARK_IMAGE = f"apache/spark:{SPARK_VERSION}-scala2.12-java17-python3-ubuntu"
+SPARK_PACKAGES = (
+    f"org.apache.spark:spark-connect_2.12:{SPARK_VERSION}",
+    "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.0",
+    "org.apache.iceberg:iceberg-aws-bundle:1.10.0",
+)
+"""Jars the Spark Connect server resolves at start (`spark.jars.packages`): Connect and Iceberg with its S3 client are
+not in the Spark image."""
+SPARK_RAPIDS = "com.nvidia:rapids-4-spark_2.12:26.04.2"
+"""The RAPIDS Accelerator for Apache Spark (its Maven coordinate: one jar with cuDF and a shim per Spark release, 3.5.0
+to 3.5.7 among them; the release on its download page)."""
 AIRFLOW = HelmChart(chart="airflow", version="1.22.0", repo="https://airflow.apache.org", timeout_sec=1800)
 """Its database migration runs before the scheduler and API server become ready (a Job, not a hook: see compute.py)."""
 TRINO = HelmChart(chart="trino", version="1.42.2", repo="https://trinodb.github.io/charts/", timeout_sec=900)

@@ -37,6 +37,7 @@ MODELS: list[type[BaseModel]] = [
     config.GpuClusterConfig,
     config.GpuNode,
     config.InfinibandConfig,
+    config.SparkRapidsConfig,
     config.InferenceConfig,
     config.GatewayConfig,
     config.InferenceModelConfig,

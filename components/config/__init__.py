@@ -87,6 +87,7 @@ from components.config.schema.gpu import (
     InferenceConfig,
     InferenceModelConfig,
     InfinibandConfig,
+    SparkRapidsConfig,
 )
 from components.config.schema.network import CILIUM_RELEASE, BgpPeer, CiliumSettings, ClusterConfig, Flow, LbPool
 from components.config.schema.observability import AlertsConfig, ObservabilityConfig, RemoteWriteConfig
@@ -143,7 +144,7 @@ __all__ = [
     "ServingRepoConfig", "SparkConfig",
     "StarRocksConfig", "TrinoConfig", "YuniKornQueue",
     "FederationConfig", "FederationConsumer", "FederationPeer",
-    "DEFAULT_GPU_TYPES", "CanaryConfig", "GatewayConfig", "GpuClusterConfig", "GpuNode", "GpuType", "InferenceConfig",
+    "DEFAULT_GPU_TYPES", "CanaryConfig", "GatewayConfig", "GpuClusterConfig", "SparkRapidsConfig", "GpuNode", "GpuType", "InferenceConfig",
     "InferenceModelConfig", "InfinibandConfig",
     "CILIUM_RELEASE", "BgpPeer", "CiliumSettings", "ClusterConfig", "Flow", "LbPool",
     "AlertsConfig", "ObservabilityConfig", "RemoteWriteConfig",

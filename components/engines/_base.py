@@ -176,6 +176,8 @@ class EngineScope:
     connection `serving_repo`. Argo CD never holds it."""
     gateway: pulumi.Resource | None = None
     cnpg: pulumi.Resource | None = None
+    cilium: pulumi.Resource | None = None
+    """The compute cluster's Cilium release, which registers the cilium.io CRDs an engine's network policy needs."""
     _namespaces: dict[str, k8s.core.v1.Namespace] = field(default_factory=dict)
 
     @property

@@ -1,4 +1,4 @@
-"""JupyterHub: CPU notebooks for engineers' ad-hoc exploration (DESIGN section 1); GPU notebooks run elsewhere.
+"""JupyterHub: CPU notebooks for engineers' ad-hoc exploration (DESIGN section 1); GPU notebooks run elsewhere; heavy queries go to Spark Connect (SPARK_REMOTE is set in every server while it runs).
 
 One profile per configured size; sign-in through Keycloak, open to the platform's users group. JupyterHub is
 interactive: the hub, its proxy and every single-user server run in the interactive pool at its PriorityClass.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from components import versions
 from components.constants import OIDC_CLIENT_ID, OIDC_CLIENT_SECRET
+from components.engines import _spark_connect as spark_connect
 from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui
 from components.identity import PLATFORM_USERS
 
@@ -25,6 +26,11 @@ def _profiles(jupyter) -> list[dict]:
         }
         for i, (name, spec) in enumerate(jupyter.profiles.items())
     ]
+
+
+def _spark_remote(compute) -> dict[str, str]:
+    """SPARK_REMOTE, which PySpark connects to by itself, while compute runs Spark Connect."""
+    return {spark_connect.REMOTE_ENV: spark_connect.URL} if compute.spark.enabled and compute.spark.connect else {}
 
 
 def _deploy(scope: EngineScope) -> None:
@@ -69,7 +75,7 @@ def _deploy(scope: EngineScope) -> None:
         "singleuser": {
             "profileList": _profiles(ENGINE.config(scope.compute)),
             "networkPolicy": {"egressAllowRules": {"privateIPs": True}},
-            "extraEnv": {"SPARK_CONF_DIR": "/etc/spark"},
+            "extraEnv": {"SPARK_CONF_DIR": "/etc/spark", **_spark_remote(scope.compute)},
             "nodeSelector": pool.node_selector,
             "extraTolerations": pool.tolerations,
         },

@@ -3,7 +3,8 @@
 Batch and interactive applications queue separately in YuniKorn; drivers and executors get the Polaris
 catalog and the internal S3 endpoint from `spark-defaults.conf` (the catalog's URI written out, so that the policy
 pack can check it is Polaris's), their credentials as environment variables from the delivered Secrets, injected
-by the operator's webhook. Spark is batch: the operator's chart has no values for drivers and executors, so their
+by the operator's webhook. With `compute.spark.connect`, a Spark Connect server for notebooks (engines/_spark_connect.py)
+runs here too, in the interactive pool and queue. Spark is batch: the operator's chart has no values for drivers and executors, so their
 pool, tolerations and PriorityClass are SparkApplication fields, handed out in `spark_application_template()`
 (Airflow submits from it).
 """
@@ -16,6 +17,7 @@ import yaml
 
 from components import versions
 from components.constants import POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_WAREHOUSE, S3_ENDPOINT
+from components.engines import _spark_connect as spark_connect
 from components.engines._base import BATCH, BucketAccess, Engine, EngineScope, Quota
 
 SERVICE_ACCOUNT = "spark"
@@ -98,27 +100,34 @@ def spark_application_template() -> dict[str, Any]:
 
 
 def _deploy(scope: EngineScope) -> None:
+    config = ENGINE.config(scope.compute)
     ns = scope.namespace(ENGINE)
+    # Spark Connect runs in its own, interactive namespace; the operator's chart gives it the drivers' ServiceAccount.
+    connect_ns = spark_connect.namespace(scope, config) if config.connect else None
+    spark_namespaces = [ENGINE.namespace, *([spark_connect.NAMESPACE] if connect_ns else [])]
     yunikorn = scope.release(
         "yunikorn", versions.YUNIKORN, "yunikorn",
         {"yunikornDefaults": {
-            "queues.yaml": yunikorn_queues(ENGINE.config(scope.compute)),
-            "admissionController.filtering.processNamespaces": f"^{ENGINE.namespace}$",
+            "queues.yaml": yunikorn_queues(config),
+            "admissionController.filtering.processNamespaces": f"^({'|'.join(spark_namespaces)})$",
         }},
         [scope.plain_namespace("yunikorn")],
     )
-    scope.release(
+    operator = scope.release(
         "spark-operator", versions.SPARK_OPERATOR, "spark-operator",
         {
-            "spark": {"jobNamespaces": [ENGINE.namespace], "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
+            "spark": {"jobNamespaces": spark_namespaces, "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
             "controller": {"batchScheduler": {"enable": True, "default": "yunikorn"}},
             # env/envFrom on drivers and executors (the credentials) are injected by the webhook.
             "webhook": {"enable": True},
         },
-        [yunikorn, ns, scope.plain_namespace("spark-operator")],
+        [yunikorn, ns, *([connect_ns] if connect_ns else []), scope.plain_namespace("spark-operator")],
     )
-    scope.config_map(DEFAULTS_CONFIG_MAP, ENGINE.namespace, {"spark-defaults.conf": scope.storage.catalog_uri.apply(spark_defaults)}, ns)
+    defaults = scope.storage.catalog_uri.apply(spark_defaults)
+    scope.config_map(DEFAULTS_CONFIG_MAP, ENGINE.namespace, {"spark-defaults.conf": defaults}, ns)
     scope.grants(ENGINE, ns)
+    if connect_ns is not None:
+        spark_connect.deploy(scope, config, connect_ns, operator, defaults, ENGINE.name, SERVICE_ACCOUNT, DEFAULTS_CONFIG_MAP)
 
 
 ENGINE = Engine(

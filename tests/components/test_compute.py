@@ -24,7 +24,7 @@ def releases(plan, cluster: str) -> dict[str, dict]:
 
 def test_every_compute_namespace_allows_zero_gpus(small_plan):
     quotas = small_plan.objects("ResourceQuota", "site-t-compute")
-    assert {q["metadata"]["namespace"] for q in quotas} == {"spark", "airflow", "trino", "starrocks", "superset", "jupyterhub"}
+    assert {q["metadata"]["namespace"] for q in quotas} == {"spark", "spark-connect", "airflow", "trino", "starrocks", "superset", "jupyterhub"}
     assert all(q["spec"]["hard"]["requests.nvidia.com/gpu"] == "0" for q in quotas)
 
 
@@ -43,7 +43,8 @@ def test_spark_trino_and_starrocks_use_polaris_with_their_own_principals(small_p
     trino = releases(small_plan, "site-t-compute")["trino"]
     assert "iceberg.rest-catalog.uri=http://polaris.site-t.fab.internal:8181/api/catalog" in trino["values"]["catalogs"]["fab"]
     assert {"secretRef": {"name": "polaris-trino"}} in trino["values"]["envFrom"]
-    (defaults,) = [c for c in small_plan.objects("ConfigMap", "site-t-compute") if c["metadata"]["name"] == "spark-defaults"]
+    (defaults,) = [c for c in small_plan.objects("ConfigMap", "site-t-compute")
+                   if (c["metadata"]["namespace"], c["metadata"]["name"]) == ("spark", "spark-defaults")]
     assert "spark.sql.catalog.fab.uri http://polaris.site-t.fab.internal:8181/api/catalog" in defaults["data"]["spark-defaults.conf"]
     (setup,) = [c for c in small_plan.objects("ConfigMap", "site-t-compute") if c["metadata"]["name"] == "starrocks-setup"]
     assert '"iceberg.catalog.uri" = "http://polaris.site-t.fab.internal:8181/api/catalog"' in setup["data"]["setup.sh"]

@@ -14,6 +14,7 @@ from components.config.rules.training import profile_problems_exist
 from components.constants import GPU_OPERATOR_NAMESPACE, NETWORK_OPERATOR_NAMESPACE
 
 if TYPE_CHECKING:
+    from components.config.schema.gpu import GpuClusterConfig
     from components.config.site import SiteConfig
 
 
@@ -62,7 +63,21 @@ def gpu_problems(site: SiteConfig) -> Iterator[Problem]:
                         "'inference' but the site serves no models (no inference section): use pool training until it does"
                     )
         yield from _infiniband_problems(site, key)
+        yield from _spark_rapids_problems(key, spec)
     yield from _inference_problems(site)
+
+
+def _spark_rapids_problems(key: str, spec: GpuClusterConfig) -> Iterator[Problem]:
+    """Spark RAPIDS executors run on training nodes, each on one node: one must exist with the executor's GPUs."""
+    rapids = spec.spark_rapids
+    if rapids is None:
+        return
+    most = max((node.gpus for node in spec.nodes.values() if node.pool == "training"), default=0)
+    if rapids.executor_gpus > most:
+        yield ("gpu", key, "spark_rapids", "executor_gpus"), (
+            f"{rapids.executor_gpus} is more GPUs than any training node of gpu.{key} has ({most}): Spark RAPIDS runs on "
+            "training nodes; use at most that many, or add training nodes"
+        )
 
 
 def _host_access_problems(site: SiteConfig, gpu_keys: list[str]) -> Iterator[Problem]:

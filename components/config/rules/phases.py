@@ -94,6 +94,12 @@ def _storage_over_ib(site: SiteConfig) -> Iterator[Use]:
             yield ("gpu", key, "infiniband", "inference_weights_over_ib"), "true loads model weights over InfiniBand"
 
 
+def _spark_rapids(site: SiteConfig) -> Iterator[Use]:
+    for key, spec in sorted(site.gpu.items()):
+        if spec.spark_rapids is not None:
+            yield ("gpu", key, "spark_rapids"), f"runs Spark RAPIDS on {key}"
+
+
 USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
     "inference": _inference,
     "training-quotas": _training_quotas,
@@ -104,6 +110,7 @@ USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
     "more-gpu-clusters": _more_gpu_clusters,
     "remote-training": _remote_training,
     "storage-over-ib": _storage_over_ib,
+    "spark-rapids": _spark_rapids,
 }
 """Where each feature of the roadmap is enabled, by feature id (every id of FEATURES)."""
 

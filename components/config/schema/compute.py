@@ -37,6 +37,15 @@ class SparkConfig(_Model):
     enabled: Flag = Field(True, description="Deploy it. Defaults to true.")
     batch: YuniKornQueue = Field(description="The batch queue (scheduled Spark jobs).")
     interactive: YuniKornQueue = Field(description="The interactive queue (Spark Connect, notebooks).")
+    connect: Flag = Field(
+        True,
+        description="Run a Spark Connect server for JupyterHub's notebooks (`sc://spark-connect.spark-connect.svc.cluster.local:15002`, its own namespace), in the "
+        "interactive pool and queue. Defaults to true.",
+    )
+    connect_max_executors: int = Field(
+        8, ge=1, le=500, strict=True,
+        description="Most executors the Spark Connect server starts (dynamic allocation, from none). Defaults to 8.",
+    )
 
 
 class ServiceToggle(_Model):

@@ -159,6 +159,23 @@ class InfinibandConfig(_Model):
         return None if key is None else f"{self.ipoib_master}.{int(key, 16) | 0x8000:04x}"
 
 
+class SparkRapidsConfig(_Model):
+    """Spark with the RAPIDS Accelerator on this GPU cluster (method B: Airflow submits SparkApplications to the team
+    namespaces here; Kueue admits each whole application against the team's training quota)."""
+
+    executor_gpus: int = Field(1, ge=1, le=8, strict=True, description="GPUs per executor. Defaults to 1.")
+    executor_cores: int = Field(8, ge=1, le=128, strict=True, description="CPU cores per executor (tasks per executor). Defaults to 8.")
+    executor_memory_gib: int = Field(64, ge=4, le=2048, strict=True, description="Heap per executor. Defaults to 64.")
+    concurrent_gpu_tasks: int = Field(
+        2, ge=1, le=16, strict=True,
+        description="Tasks that share a GPU at once (`spark.rapids.sql.concurrentGpuTasks`). Defaults to 2.",
+    )
+    pinned_pool_gib: int = Field(
+        8, ge=0, le=256, strict=True,
+        description="Pinned host memory per executor for GPU transfers (`spark.rapids.memory.pinnedPool.size`). Defaults to 8.",
+    )
+
+
 class GpuClusterConfig(_Model):
     """What the GPU and Network Operators manage on one gpu or gpu-train cluster."""
 
@@ -174,6 +191,11 @@ class GpuClusterConfig(_Model):
     nvme_provisioner: str = Field(
         "rancher.io/local-path", min_length=1,
         description="Provisioner of the local NVMe StorageClass (cache and scratch only). Defaults to rancher.io/local-path.",
+    )
+    spark_rapids: SparkRapidsConfig | None = Field(
+        None,
+        description="Run Spark RAPIDS here: the Spark operator, SparkApplications in the team namespaces on training nodes "
+        "(roadmap phase 5, `spark-rapids`). Defaults to none: no Spark on this cluster.",
     )
 
 

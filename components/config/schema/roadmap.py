@@ -43,6 +43,7 @@ FEATURES: dict[str, Feature] = {
     "more-gpu-clusters": Feature(5, "a second GPU cluster"),
     "remote-training": Feature(5, "GPU training across sites"),
     "storage-over-ib": Feature(5, "storage traffic over InfiniBand"),
+    "spark-rapids": Feature(5, "Spark RAPIDS on a GPU cluster"),
 }
 """Every feature the phases gate, by the id `early_features` names it with."""
 

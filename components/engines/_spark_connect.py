@@ -1,0 +1,230 @@
+"""Spark Connect on compute: notebooks' heavy queries run on Spark (DESIGN section 1, "engineer ad-hoc exploration:
+JupyterLab, Trino / Spark Connect"), while `compute.spark.connect` is on.
+
+A long-running Spark driver with the Connect endpoint (`start-connect-server.sh`, in the foreground) in the Spark
+namespace, on the interactive pool and in YuniKorn's interactive queue, as are the executors it starts (dynamic
+allocation, from none). It reads the catalog and S3 with the Spark engine's credentials (`spark-defaults`, `s3-spark`,
+`polaris-spark`). A Deployment rather than the operator's SparkConnect resource: that kind is v1alpha1 and not among
+the CRDs the program validates against. Only JupyterHub's single-user servers reach the endpoint: a Cilium deny rule
+turns away every other pod of the cluster (the site's default-deny already refuses other clusters and outside).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components import versions
+from components.constants import ENGINE_LABEL, polaris_secret, s3_secret
+from components.engines._base import INTERACTIVE, POOL_LABEL, EngineScope
+from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_container, restricted_pod_security_context
+from components.providers import NamespaceRef
+
+NAME = "spark-connect"
+PORT = 15002
+"""Spark Connect's gRPC port (Spark's default `spark.connect.grpc.binding.port`)."""
+NAMESPACE = "spark-connect"
+"""Its own namespace: interactive (the Spark engine's is batch), labelled as the Spark engine's, whose credentials it
+reads."""
+URL = f"sc://{NAME}.{NAMESPACE}.svc.cluster.local:{PORT}"
+"""What a notebook connects to: JupyterHub sets it as SPARK_REMOTE in every single-user server."""
+REMOTE_ENV = "SPARK_REMOTE"
+"""The variable PySpark's `SparkSession.builder.getOrCreate()` takes the Connect URL from."""
+QUEUE = "root.interactive"
+QUEUE_ANNOTATION = "yunikorn.apache.org/queue"
+EXECUTOR_LABEL = "fab.internal/spark-connect"
+"""Marks the server's own executors, the only other pods of its namespace that may reach it (its driver and block
+manager ports)."""
+TEMPLATE_CONFIG_MAP = "spark-connect-executor"
+SPARK_USER = 10185
+"""A high uid (the image's own is 185). It has no passwd entry, so Spark and Hadoop take the user name from
+SPARK_USER and HADOOP_USER_NAME (`USER_ENV`)."""
+USER_ENV = [{"name": "SPARK_USER", "value": "spark"}, {"name": "HADOOP_USER_NAME", "value": "spark"}]
+DRIVER_PORT, BLOCK_MANAGER_PORT = 7078, 7079
+JUPYTER_NAMESPACE = "jupyterhub"
+"""JupyterHub's namespace (engines/jupyterhub.py ENGINE.namespace)."""
+SINGLE_USER_LABEL = ("component", "singleuser-server")
+"""The label z2jh's KubeSpawner gives every single-user server pod."""
+SCRATCH = {"/tmp": "tmp", "/opt/spark/work-dir": "work"}
+"""Writable emptyDirs of the Spark containers (read-only root filesystems): ivy cache, logs, fetched files."""
+DRIVER_RESOURCES = {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}}
+EXECUTOR_CORES, EXECUTOR_MEMORY = 4, "16g"
+EXECUTOR_MEMORY_WITH_OVERHEAD_GIB = 18
+"""An executor's memory request: its heap and Spark's overhead (10 %, at least 384 MiB), rounded up."""
+
+
+def _scratch() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes = [{"name": name, "emptyDir": {}} for name in SCRATCH.values()]
+    mounts = [{"name": name, "mountPath": path} for path, name in SCRATCH.items()]
+    return volumes, mounts
+
+
+def _credentials() -> list[dict[str, Any]]:
+    return [{"secretRef": {"name": s3_secret("spark")}}, {"secretRef": {"name": polaris_secret("spark")}}]
+
+
+def executor_template() -> dict[str, Any]:
+    """The executors' pod template: interactive pool and priority, restricted, the engine's credentials."""
+    volumes, mounts = _scratch()
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"labels": {EXECUTOR_LABEL: "executor"}, "annotations": {QUEUE_ANNOTATION: QUEUE}},
+        "spec": {
+            **INTERACTIVE.placement(),
+            "securityContext": restricted_pod_security_context(runAsUser=SPARK_USER, fsGroup=SPARK_USER),
+            # Spark sets the container's requests and limits (spark.executor.cores, .memory, .limit.cores).
+            "containers": [restricted_container("spark-executor", versions.SPARK_IMAGE, SPARK_USER, env=USER_ENV,
+                                                envFrom=_credentials(), volumeMounts=mounts, resources={})],
+            "volumes": volumes,
+        },
+    }
+
+
+def server_conf(max_executors: int) -> dict[str, str]:
+    """The server's Spark configuration beyond `spark-defaults`: Kubernetes executors in the interactive queue."""
+    return {
+        "spark.master": "k8s://https://kubernetes.default.svc:443",
+        "spark.submit.deployMode": "client",
+        "spark.kubernetes.namespace": NAMESPACE,
+        "spark.kubernetes.container.image": versions.SPARK_IMAGE,
+        "spark.kubernetes.driver.pod.name": "$(POD_NAME)",
+        "spark.driver.host": "$(POD_IP)",
+        "spark.driver.bindAddress": "0.0.0.0",
+        "spark.driver.port": str(DRIVER_PORT),
+        "spark.blockManager.port": str(BLOCK_MANAGER_PORT),
+        "spark.connect.grpc.binding.port": str(PORT),
+        "spark.jars.packages": ",".join(versions.SPARK_PACKAGES),
+        "spark.jars.ivy": "/tmp/ivy",
+        "spark.kubernetes.scheduler.name": "yunikorn",
+        "spark.kubernetes.executor.podTemplateFile": "/etc/spark-templates/executor.yaml",
+        "spark.kubernetes.executor.podTemplateContainerName": "spark-executor",
+        "spark.executor.cores": str(EXECUTOR_CORES),
+        "spark.executor.memory": EXECUTOR_MEMORY,
+        # Spark sets the memory limit to the request; the CPU limit only when asked.
+        "spark.kubernetes.executor.limit.cores": str(EXECUTOR_CORES),
+        "spark.dynamicAllocation.enabled": "true",
+        "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+        "spark.dynamicAllocation.minExecutors": "0",
+        "spark.dynamicAllocation.maxExecutors": str(max_executors),
+    }
+
+
+def server_container(max_executors: int) -> dict[str, Any]:
+    _, mounts = _scratch()
+    conf = [arg for key, value in server_conf(max_executors).items() for arg in ("--conf", f"{key}={value}")]
+    return restricted_container(
+        "spark-connect", versions.SPARK_IMAGE, SPARK_USER,
+        command=["/opt/spark/sbin/start-connect-server.sh"],
+        args=conf,
+        env=[
+            # In the foreground (spark-daemon.sh), its pid and log files on the scratch volume.
+            {"name": "SPARK_NO_DAEMONIZE", "value": "true"},
+            {"name": "SPARK_LOG_DIR", "value": "/tmp/logs"},
+            {"name": "SPARK_PID_DIR", "value": "/tmp"},
+            {"name": "SPARK_CONF_DIR", "value": "/etc/spark"},
+            {"name": "HOME", "value": "/tmp"},
+            *USER_ENV,
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        ],
+        envFrom=_credentials(),
+        ports=[{"name": "connect", "containerPort": PORT}, {"name": "driver", "containerPort": DRIVER_PORT},
+               {"name": "blocks", "containerPort": BLOCK_MANAGER_PORT}],
+        # Up to ten minutes to start: the jars are resolved first.
+        startupProbe={"tcpSocket": {"port": PORT}, "periodSeconds": 10, "failureThreshold": 60},
+        readinessProbe={"tcpSocket": {"port": PORT}, "periodSeconds": 10},
+        livenessProbe={"tcpSocket": {"port": PORT}, "periodSeconds": 20, "failureThreshold": 3},
+        resources=DRIVER_RESOURCES,
+        volumeMounts=[*mounts, {"name": "conf", "mountPath": "/etc/spark", "readOnly": True},
+                      {"name": "templates", "mountPath": "/etc/spark-templates", "readOnly": True}],
+    )
+
+
+def ingress_deny_policy() -> dict[str, Any]:
+    """Every pod of the cluster but JupyterHub's single-user servers and the server's own executors is refused."""
+    ns_key = "k8s:io.kubernetes.pod.namespace"
+    label_key, label_value = SINGLE_USER_LABEL
+    return {
+        "description": "Spark Connect: only JupyterHub's single-user servers (and the server's own executors) reach it.",
+        "endpointSelector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+        "ingressDeny": [
+            {"fromEndpoints": [{"matchExpressions": [
+                {"key": ns_key, "operator": "Exists"},
+                {"key": ns_key, "operator": "NotIn", "values": [JUPYTER_NAMESPACE, NAMESPACE]},
+            ]}]},
+            {"fromEndpoints": [{"matchLabels": {ns_key: JUPYTER_NAMESPACE},
+                                "matchExpressions": [{"key": f"k8s:{label_key}", "operator": "NotIn", "values": [label_value]}]}]},
+            {"fromEndpoints": [{"matchLabels": {ns_key: NAMESPACE},
+                                "matchExpressions": [{"key": f"k8s:{EXECUTOR_LABEL}", "operator": "NotIn", "values": ["executor"]}]}]},
+        ],
+    }
+
+
+def namespace(scope: EngineScope, spark: Any) -> k8s.core.v1.Namespace:
+    """Its namespace, in the interactive pool, with a quota for the server and `spark.connect_max_executors` executors (and
+    zero GPUs, as every compute namespace)."""
+    ns = scope.plain_namespace(NAMESPACE, labels={ENGINE_LABEL: "spark", POOL_LABEL: INTERACTIVE.name})
+    cpu = int(DRIVER_RESOURCES["requests"]["cpu"]) + EXECUTOR_CORES * spark.connect_max_executors
+    memory_gib = 8 + EXECUTOR_MEMORY_WITH_OVERHEAD_GIB * spark.connect_max_executors
+    k8s.core.v1.ResourceQuota(
+        f"{scope.prefix}-quota-{NAMESPACE}",
+        metadata={"name": "compute", "namespace": NAMESPACE},
+        spec={"hard": {"requests.cpu": str(cpu), "requests.memory": f"{memory_gib}Gi", "requests.nvidia.com/gpu": "0"}},
+        opts=scope.after(ns),
+    )
+    return ns
+
+
+def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi.Resource, defaults: pulumi.Input[str],
+           engine: str, service_account: str, defaults_config_map: str) -> None:
+    """The Connect server (after the operator's chart, which makes the ServiceAccount `service_account` it runs as), with
+    `engine`'s credentials and Spark defaults, its Service and its ingress rule; `spark` is the `compute.spark` section."""
+    labels = {"app.kubernetes.io/name": NAME}
+    to = NamespaceRef(scope.cluster, NAMESPACE, ns)
+    grants = [scope.storage.grant(engine, to), scope.storage.catalog_grant(engine, to)]
+    conf = k8s.core.v1.ConfigMap(f"{scope.prefix}-{NAME}-defaults", metadata={"name": defaults_config_map, "namespace": NAMESPACE},
+                                 data={"spark-defaults.conf": defaults}, opts=scope.after(ns))
+    template = scope.config_map(TEMPLATE_CONFIG_MAP, NAMESPACE, {"executor.yaml": yaml.safe_dump(executor_template(), sort_keys=False)}, ns)
+    volumes, _ = _scratch()
+    k8s.apps.v1.Deployment(
+        f"{scope.prefix}-{NAME}",
+        metadata={"name": NAME, "namespace": NAMESPACE, "labels": labels, "annotations": checkov_skips(*WORKLOAD_SKIPS, "CKV_K8S_38")},
+        spec={
+            # One driver: a session lives in it, so a second replica would split sessions across servers.
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {QUEUE_ANNOTATION: QUEUE}},
+                "spec": {
+                    **INTERACTIVE.placement(),
+                    "serviceAccountName": service_account,
+                    # The driver starts and deletes its executors through the API server.
+                    "automountServiceAccountToken": True,
+                    "securityContext": restricted_pod_security_context(runAsUser=SPARK_USER, fsGroup=SPARK_USER),
+                    "containers": [server_container(spark.connect_max_executors)],
+                    "volumes": [*volumes, {"name": "conf", "configMap": {"name": defaults_config_map}},
+                                {"name": "templates", "configMap": {"name": TEMPLATE_CONFIG_MAP}}],
+                },
+            },
+        },
+        opts=scope.after(operator, conf, template, *grants),
+    )
+    k8s.core.v1.Service(
+        f"{scope.prefix}-{NAME}-service",
+        metadata={"name": NAME, "namespace": NAMESPACE, "labels": labels},
+        spec={"type": "ClusterIP", "selector": labels, "ports": [{"name": "grpc", "port": PORT, "targetPort": "connect", "appProtocol": "grpc"}]},
+        opts=scope.after(ns),
+    )
+    k8s.apiextensions.CustomResource(
+        f"{scope.prefix}-{NAME}-ingress",
+        api_version=versions.CILIUM_API,
+        kind="CiliumNetworkPolicy",
+        metadata={"name": NAME, "namespace": NAMESPACE},
+        spec=ingress_deny_policy(),
+        opts=scope.after(ns, *([scope.cilium] if scope.cilium else [])),
+    )

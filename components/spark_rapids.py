@@ -1,0 +1,179 @@
+"""SparkRapids: Spark with the RAPIDS Accelerator on a GPU cluster, submitted by method B (DESIGN section 1: FDC
+backfills "Spark RAPIDS, method B"; docs/architecture.md, "Spark RAPIDS").
+
+MultiKueue cannot dispatch a SparkApplication, so Airflow on compute creates it straight in a team namespace of the
+GPU cluster named by `gpu.<cluster>.spark_rapids`, through that cluster's submitter ServiceAccount. The Spark operator
+there watches exactly the team namespaces; Kueue's SparkApplication integration admits each whole application (driver
+and every executor) against the team's training quota, at training priority, on training nodes. Drivers and executors
+read the team's own S3 keys and Polaris principal (`s3-training`, `polaris-training`), and `spark-rapids-defaults`
+(the catalog, and the RAPIDS plugin sized from config) as their Spark configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components import versions
+from components.config import AdoptConfig, SparkRapidsConfig
+from components.constants import polaris_secret, s3_secret
+from components.data_access import TRAINING
+from components.engines.spark import SERVICE_ACCOUNT, spark_defaults
+from components.gpu import POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
+from components.kube import Adoption, helm_release, namespace, restricted_pod_security_context, restricted_security_context
+from components.training import (
+    ACCESS_NAMESPACE,
+    DEFAULT_WORKLOAD_PRIORITY,
+    LOCAL_QUEUE,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    SUBMITTER,
+    team_namespace,
+)
+
+OPERATOR_NAMESPACE = "spark-operator"
+DEFAULTS_CONFIG_MAP = "spark-rapids-defaults"
+SUBMITTER_ROLE = "fab-airflow-submitter-spark"
+SUBMITTER_RULES = [
+    {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications"], "verbs": ["create", "delete", "get", "list", "watch"]},
+]
+"""What Airflow's submitter may add on a Spark RAPIDS cluster, in team namespaces only: create, watch and delete
+SparkApplications (never ScheduledSparkApplications: Airflow schedules)."""
+SPARK_USER = 185
+"""The uid the apache/spark images run as."""
+DISCOVERY_SCRIPT = "/opt/spark/examples/src/main/scripts/getGpusResources.sh"
+"""Spark's GPU discovery script, shipped in the apache/spark images."""
+
+
+def rapids_conf(spec: SparkRapidsConfig) -> dict[str, str]:
+    """The RAPIDS plugin's Spark configuration for executors of `spec`'s size (the RAPIDS Accelerator's Kubernetes guide)."""
+    return {
+        "spark.jars.packages": versions.SPARK_RAPIDS,
+        "spark.plugins": "com.nvidia.spark.SQLPlugin",
+        "spark.rapids.sql.enabled": "true",
+        "spark.rapids.sql.concurrentGpuTasks": str(spec.concurrent_gpu_tasks),
+        "spark.rapids.memory.pinnedPool.size": f"{spec.pinned_pool_gib}g",
+        # The pinned pool is off-heap: the executor's overhead holds it, plus Spark's own.
+        "spark.executor.memoryOverhead": f"{spec.pinned_pool_gib + 4}g",
+        "spark.executor.resource.gpu.amount": str(spec.executor_gpus),
+        "spark.executor.resource.gpu.vendor": "nvidia.com",
+        "spark.executor.resource.gpu.discoveryScript": DISCOVERY_SCRIPT,
+        # Every task slot of an executor shares its GPUs; concurrentGpuTasks bounds how many run on them at once.
+        "spark.task.resource.gpu.amount": f"{spec.executor_gpus / spec.executor_cores:.4g}",
+        # Kueue admits a fixed size: it refuses dynamic allocation.
+        "spark.dynamicAllocation.enabled": "false",
+    }
+
+
+def rapids_defaults(catalog_uri: str, spec: SparkRapidsConfig) -> str:
+    """spark-defaults.conf of a team namespace: the compute Spark's catalog and S3 settings, then the RAPIDS plugin."""
+    conf = "".join(f"{key} {value}\n" for key, value in rapids_conf(spec).items())
+    return spark_defaults(catalog_uri) + conf
+
+
+def spark_rapids_application(spec: SparkRapidsConfig, executors: int = 2) -> dict[str, Any]:
+    """A SparkApplication as Airflow submits it to a team namespace: queued by Kueue on the team's LocalQueue at training
+    priority, driver and executors on training nodes with the team's credentials, executors with `spec`'s GPUs. A job
+    adds its name, type, mainApplicationFile (and image, if it needs more than Spark and the RAPIDS jar)."""
+    def pod() -> dict[str, Any]:
+        credentials = [{"secretRef": {"name": s3_secret(TRAINING)}}, {"secretRef": {"name": polaris_secret(TRAINING)}}]
+        return {
+            "nodeSelector": {POOL_LABEL: "training"},
+            "tolerations": [toleration("training")],
+            "priorityClassName": TRAINING_PRIORITY,
+            "envFrom": credentials,
+            "podSecurityContext": restricted_pod_security_context(runAsUser=SPARK_USER, fsGroup=SPARK_USER),
+            "securityContext": restricted_security_context(SPARK_USER) | {"readOnlyRootFilesystem": False},
+        }
+
+    return {
+        "apiVersion": versions.SPARK_OPERATOR_API,
+        "kind": "SparkApplication",
+        "metadata": {"labels": {QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: DEFAULT_WORKLOAD_PRIORITY}},
+        "spec": {
+            "mode": "cluster",
+            "sparkVersion": versions.SPARK_VERSION,
+            "image": versions.SPARK_IMAGE,
+            "sparkConfigMap": DEFAULTS_CONFIG_MAP,
+            "restartPolicy": {"type": "Never"},
+            "dynamicAllocation": {"enabled": False},
+            "driver": {"serviceAccount": SERVICE_ACCOUNT, "cores": 2, "memory": "8g", **pod()},
+            "executor": {
+                "instances": executors,
+                "cores": spec.executor_cores,
+                "memory": f"{spec.executor_memory_gib}g",
+                "gpu": {"name": "nvidia.com/gpu", "quantity": spec.executor_gpus},
+                **pod(),
+            },
+        },
+    }
+
+
+@dataclass(frozen=True)
+class SparkRapidsArgs:
+    gpu: GpuCluster
+    """The GPU cluster Spark RAPIDS runs on (its training nodes)."""
+    config: SparkRapidsConfig
+    """Its `gpu.<cluster>.spark_rapids` section: executor size and RAPIDS settings."""
+    team_namespaces: dict[str, k8s.core.v1.Namespace]
+    """The team namespaces on that cluster (TrainingPool's), by team: the operator's job namespaces."""
+    kueue: pulumi.Resource
+    """Kueue on that cluster, whose webhook admits SparkApplications once the operator's CRD exists."""
+    catalog_uri: pulumi.Input[str]
+    """The Polaris catalog's URI, written into each namespace's Spark defaults."""
+    adopt: AdoptConfig
+
+
+class SparkRapids(pulumi.ComponentResource):
+    """The Spark operator on a GPU cluster, its team namespaces' Spark defaults and Airflow's right to submit there."""
+
+    operator: k8s.helm.v3.Release
+    """The Spark operator release (and its CRDs)."""
+    application_template: pulumi.Output[str]
+    """The SparkApplication Airflow submits, without a job's name, type and main file."""
+
+    def __init__(self, name: str, args: SparkRapidsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("fab:spark:SparkRapids", name, None,
+                         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(provider=args.gpu.cluster.provider)))
+        child = pulumi.ResourceOptions(parent=self)
+        adopt = Adoption(args.adopt, args.gpu.cluster.key)
+        teams = sorted(args.team_namespaces)
+        job_namespaces = [team_namespace(team) for team in teams]
+        ns = namespace(f"{name}-ns-{OPERATOR_NAMESPACE}", OPERATOR_NAMESPACE, child, adopt=adopt)
+        self.operator = helm_release(
+            f"{name}-spark-operator", versions.SPARK_OPERATOR, name="spark-operator", namespace=OPERATOR_NAMESPACE,
+            values={
+                # The chart makes the drivers' ServiceAccount and Role in each of these namespaces.
+                "spark": {"jobNamespaces": job_namespaces, "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
+                # Kueue, not a batch scheduler, gangs applications here (docs/architecture.md, "Spark RAPIDS").
+                "controller": {"batchScheduler": {"enable": False}},
+                # Drivers' and executors' tolerations, priority and envFrom are set by the operator's webhook.
+                "webhook": {"enable": True},
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, args.kueue, *args.team_namespaces.values()]),
+            adopt=adopt,
+        )
+        role = k8s.rbac.v1.ClusterRole(f"{name}-submitter-role", metadata={"name": SUBMITTER_ROLE}, rules=SUBMITTER_RULES, opts=child)
+        defaults = pulumi.Output.from_input(args.catalog_uri).apply(lambda uri: rapids_defaults(uri, args.config))
+        for team in teams:
+            ns_name = team_namespace(team)
+            team_ns = args.team_namespaces[team]
+            k8s.rbac.v1.RoleBinding(
+                f"{name}-{ns_name}-submitter",
+                metadata={"name": "airflow-submitter-spark", "namespace": ns_name},
+                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SUBMITTER_ROLE},
+                subjects=[{"kind": "ServiceAccount", "name": SUBMITTER, "namespace": ACCESS_NAMESPACE}],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[role, team_ns]),
+            )
+            k8s.core.v1.ConfigMap(
+                f"{name}-{ns_name}-defaults",
+                metadata={"name": DEFAULTS_CONFIG_MAP, "namespace": ns_name, "labels": {"fab.internal/team": team}},
+                data={"spark-defaults.conf": defaults},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[team_ns]),
+            )
+        self.application_template = pulumi.Output.from_input(yaml.safe_dump(spark_rapids_application(args.config), sort_keys=False))
+        self.register_outputs({"application_template": self.application_template})
