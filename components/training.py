@@ -366,6 +366,11 @@ class TrainingPool(pulumi.ComponentResource):
         )
         self.register_outputs({"submission": self.submission, "remote_submission": self.remote_submission, "example_job": self.example_job})
 
+    def team_namespaces(self) -> dict[tuple[str, str], NamespaceRef]:
+        """(GPU cluster, team) -> the team's namespace on each GPU cluster, where its jobs run (not the manager's)."""
+        return {(cluster, team): NamespaceRef(self._clusters[cluster], team_namespace(team), ns)
+                for (cluster, team), ns in sorted(self._team_namespaces.items()) if cluster in self._gpus}
+
     def _on(self, cluster: str, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, provider=self._clusters[cluster].provider, depends_on=depends_on or [])
 

@@ -42,6 +42,8 @@ FEATURES: dict[str, Feature] = {
     "more-gpu-clusters": Feature(5, "a second GPU cluster"),
     "remote-training": Feature(5, "GPU training across sites"),
     "storage-over-ib": Feature(5, "storage traffic over InfiniBand"),
+    "batch-inference": Feature(3, "offline batch inference (vLLM batch Jobs queued by Kueue)"),
+    "inference-extension": Feature(5, "model-aware routing (Gateway API Inference Extension)"),
 }
 """Every feature the phases gate, by the id `early_features` names it with."""
 
