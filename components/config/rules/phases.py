@@ -94,11 +94,6 @@ def _batch_inference(site: SiteConfig) -> Iterator[Use]:
         yield ("inference", "batch"), "true gives every team a vLLM batch Job template"
 
 
-def _inference_extension(site: SiteConfig) -> Iterator[Use]:
-    if site.inference is not None and site.inference.routing == "inference-extension":
-        yield ("inference", "routing"), "'inference-extension' routes through an InferencePool per model"
-
-
 USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
     "inference": _inference,
     "training-quotas": _training_quotas,
@@ -109,7 +104,6 @@ USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
     "remote-training": _remote_training,
     "storage-over-ib": _storage_over_ib,
     "batch-inference": _batch_inference,
-    "inference-extension": _inference_extension,
 }
 """Where each feature of the roadmap is enabled, by feature id (every id of FEATURES)."""
 

@@ -249,9 +249,3 @@ class InferenceConfig(_Model):
         "priority, reading its requests from and writing its results to AIStor with the team's own keys, never through the "
         "gateway; every team may then read the served models' weights. Defaults to on from phase 3 (docs/roadmap.md).",
     )
-    routing: Literal["gateway", "inference-extension"] = Field(
-        "gateway",
-        description="How the gateway picks a model's pod: gateway (Envoy balances over the model's Service) or "
-        "inference-extension (per model an InferencePool and its Endpoint Picker, which picks the pod by its queue and KV "
-        "cache; a phase 5 feature). Same URL, tokens and rate limits either way. Defaults to gateway.",
-    )

@@ -43,7 +43,6 @@ FEATURES: dict[str, Feature] = {
     "remote-training": Feature(5, "GPU training across sites"),
     "storage-over-ib": Feature(5, "storage traffic over InfiniBand"),
     "batch-inference": Feature(3, "offline batch inference (vLLM batch Jobs queued by Kueue)"),
-    "inference-extension": Feature(5, "model-aware routing (Gateway API Inference Extension)"),
 }
 """Every feature the phases gate, by the id `early_features` names it with."""
 
