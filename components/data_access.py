@@ -120,17 +120,6 @@ def team_policy_document(team: str, read: list[str], own: list[str], shared: tup
     (`<bucket>/<path>/`, the served models' weights for offline batch inference) every team lists and reads."""
     read, own = sorted(set(read) - set(own)), sorted(own)
     statements: list[dict[str, Any]] = []
-    if shared:
-        by_bucket: dict[str, list[str]] = {}
-        for prefix in sorted(shared):
-            bucket, _, path = prefix.partition("/")
-            by_bucket.setdefault(bucket, []).append(path)
-        statements += [
-            {"Sid": "ListSharedPrefixes", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn(b) for b in by_bucket],
-             "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for paths in by_bucket.values() for p in paths]}}},
-            {"Sid": "ReadSharedObjects", "Effect": "Allow", "Action": list(READ_ACTIONS),
-             "Resource": [f"arn:aws:s3:::{b}/{p}*" for b, paths in by_bucket.items() for p in paths]},
-        ]
     if read:
         statements += [
             {"Sid": "ListBuckets", "Effect": "Allow", "Action": list(BUCKET_READ_ACTIONS), "Resource": [bucket_arn(b) for b in read]},
@@ -144,6 +133,17 @@ def team_policy_document(team: str, read: list[str], own: list[str], shared: tup
              "Condition": {"StringLike": {"s3:prefix": [f"{team}/*"]}}},
             {"Sid": "TeamObjects", "Effect": "Allow", "Action": [*READ_ACTIONS, *WRITE_ACTIONS],
              "Resource": [f"arn:aws:s3:::{b}/{team}/*" for b in own]},
+        ]
+    if shared:
+        by_bucket: dict[str, list[str]] = {}
+        for prefix in sorted(shared):
+            bucket, _, path = prefix.partition("/")
+            by_bucket.setdefault(bucket, []).append(path)
+        statements += [
+            {"Sid": "ListSharedPrefixes", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn(b) for b in by_bucket],
+             "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for paths in by_bucket.values() for p in paths]}}},
+            {"Sid": "ReadSharedObjects", "Effect": "Allow", "Action": list(READ_ACTIONS),
+             "Resource": [f"arn:aws:s3:::{b}/{p}*" for b, paths in by_bucket.items() for p in paths]},
         ]
     statements.append(_no_table_catalog(sorted({*read, *own})))
     return {"Version": "2012-10-17", "Statement": statements}
