@@ -20,8 +20,8 @@ def templates(plan, cluster: str = "site-t-gpu") -> dict[str, dict]:
             if cm["metadata"]["name"] == CONFIG_MAP}
 
 
-def job(plan, team: str = "yield", model: str = "qwen3-8b") -> dict:
-    return yaml.safe_load(templates(plan)[f"team-{team}"][f"{model}.yaml"])
+def job(plan, team: str = "yield", model: str = "qwen3-8b", cluster: str = "site-t-gpu") -> dict:
+    return yaml.safe_load(templates(plan, cluster)[f"team-{team}"][f"{model}.yaml"])
 
 
 def pod(plan) -> dict:
@@ -166,3 +166,26 @@ def test_fails_when_batch_inference_comes_before_phase_3():
         "batch Jobs queued by Kueue) comes in phase 03 (training pipeline) and the site is at phase 2; do without it until "
         "phase 02 is done and phase is 3 (docs/roadmap.md), or list batch-inference in early_features"
     )]
+
+
+def readme_template() -> dict:
+    """The Job of README's "Offline batch inference" (its YAML block)."""
+    from fabctl.render import PROJECT_DIR
+
+    section = (PROJECT_DIR / "README.md").read_text().split("### Offline batch inference", 1)[1]
+    return yaml.safe_load(section.split("```yaml\n", 1)[1].split("```", 1)[0])
+
+
+def test_the_readmes_template_is_site_bs_for_team_yield(plan_b):
+    shown, rendered = readme_template(), job(plan_b, cluster="site-b-gpu")
+    assert shown["metadata"] == {k: rendered["metadata"][k] for k in shown["metadata"]}
+    shown_args, rendered_args = steps(shown), steps(rendered)
+    assert list(shown_args) == list(rendered_args)
+    assert {name: args for name, args in shown_args.items() if args} == {
+        name: rendered_args[name] for name, args in shown_args.items() if args}
+
+
+def steps(job: dict) -> dict[str, list[str] | None]:
+    """Each container's args, in the order the pod runs them."""
+    pod = job["spec"]["template"]["spec"]
+    return {c["name"]: c.get("args") for c in [*pod["initContainers"], *pod["containers"]]}
