@@ -5,9 +5,11 @@ import gc
 import pulumi
 
 from components.access import PreviewAccess, PreviewAccessArgs
+from components.batch_inference import BatchInference, BatchInferenceArgs, shared_weights
 from components.compute import ComputeCluster, ComputeClusterArgs
 from components.config import load_secrets, load_site
 from components.config.rules.observability import receiver_pool
+from components.config.schema.roadmap import switched_on
 from components.federation import SiteFederation, SiteFederationArgs
 from components.gpu import GpuCluster, GpuClusterArgs
 from components.identity import SiteIdentity, SiteIdentityArgs
@@ -53,6 +55,8 @@ identity = SiteIdentity(
     "identity",
     SiteIdentityArgs(config=site.identity, keycloak_url=site.keycloak.url, teams=site.teams, adopt=site.adopt, provider=providers.keycloak),
 )
+# Offline batch inference (docs/roadmap.md phase 3): the teams' keys read the served weights, their namespaces get Job templates.
+batch_inference_on = site.inference is not None and switched_on("batch-inference", site.inference.batch, site.phase)
 storage = StorageCluster(
     "storage",
     StorageClusterArgs(
@@ -69,6 +73,7 @@ storage = StorageCluster(
         aistor_license=secrets.aistor_license,
         aistor_root_password=secrets.aistor_root_password,
         metrics=site.observability is not None,
+        served_weights=shared_weights([spec.source for spec in site.inference.models.values()], teams) if batch_inference_on else (),
     ),
 )
 
@@ -156,6 +161,10 @@ spark_rapids = {
     )
     for key, spec in sorted(site.gpu.items()) if spec.spark_rapids is not None
 }
+batch_inference = BatchInference(
+    "batch-inference",
+    BatchInferenceArgs(served=inference.served_models, team_namespaces=training.team_namespace_refs(), storage=storage),
+) if inference is not None and batch_inference_on else None
 # Metrics of every cluster (issue 19): after the network (compute's receiver VIP), the identity and the ingress (Grafana).
 observability = SiteObservability(
     "observability",
@@ -197,6 +206,7 @@ pulumi.export("capacity", inference.capacity if inference else {})
 pulumi.export("training", {"submission": training.submission, "remote_submission": training.remote_submission,
                            "example_job": training.example_job, "profile": site.active_profile})
 pulumi.export("spark_rapids", {key: rapids.application_template for key, rapids in spark_rapids.items()})
+pulumi.export("batch_inference", batch_inference.templates if batch_inference else None)
 pulumi.export("gpu_pools", {key: gpu.pools for key, gpu in gpus.items()})
 pulumi.export("infiniband", {key: gpu.infiniband for key, gpu in gpus.items()})
 pulumi.export("ui_urls", compute.ui_urls)

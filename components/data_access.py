@@ -113,10 +113,11 @@ def team_prefix(bucket: str, team: str) -> str:
     return f"s3://{bucket}/{team}/"
 
 
-def team_policy_document(team: str, read: list[str], own: list[str]) -> dict[str, Any]:
+def team_policy_document(team: str, read: list[str], own: list[str], shared: tuple[str, ...] = ()) -> dict[str, Any]:
     """A training team's MinIO policy: `read` buckets whole and read-only; in the `own` buckets (checkpoints and models)
     listing, reading and writing under `<team>/` only. Nothing else of those buckets is named, not even the bucket's
-    location, so one team can neither overwrite nor read another's checkpoints and models."""
+    location, so one team can neither overwrite nor read another's checkpoints and models, except `shared`: prefixes
+    (`<bucket>/<path>/`, the served models' weights for offline batch inference) every team lists and reads."""
     read, own = sorted(set(read) - set(own)), sorted(own)
     statements: list[dict[str, Any]] = []
     if read:
@@ -132,6 +133,17 @@ def team_policy_document(team: str, read: list[str], own: list[str]) -> dict[str
              "Condition": {"StringLike": {"s3:prefix": [f"{team}/*"]}}},
             {"Sid": "TeamObjects", "Effect": "Allow", "Action": [*READ_ACTIONS, *WRITE_ACTIONS],
              "Resource": [f"arn:aws:s3:::{b}/{team}/*" for b in own]},
+        ]
+    if shared:
+        by_bucket: dict[str, list[str]] = {}
+        for prefix in sorted(shared):
+            bucket, _, path = prefix.partition("/")
+            by_bucket.setdefault(bucket, []).append(path)
+        statements += [
+            {"Sid": "ListSharedPrefixes", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn(b) for b in by_bucket],
+             "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for paths in by_bucket.values() for p in paths]}}},
+            {"Sid": "ReadSharedObjects", "Effect": "Allow", "Action": list(READ_ACTIONS),
+             "Resource": [f"arn:aws:s3:::{b}/{p}*" for b, paths in by_bucket.items() for p in paths]},
         ]
     statements.append(_no_table_catalog(sorted({*read, *own})))
     return {"Version": "2012-10-17", "Statement": statements}

@@ -175,6 +175,11 @@ class InferencePool(pulumi.ComponentResource):
         ) if inference.delivery == "argocd" else None
         self.register_outputs({"serving": self.serving, "capacity": self.capacity, "dns_records": self.dns_records})
 
+    @property
+    def served_models(self) -> dict[str, serving.ServedModel]:
+        """Each served model with its sizing, by key (what offline batch inference runs too)."""
+        return dict(self._served)
+
     def _namespace(self, name: str) -> k8s.core.v1.Namespace:
         # Its workloads (the vLLM Deployments) run as the inference principal and read its S3 keys only.
         return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self),

@@ -122,6 +122,9 @@ class StorageClusterArgs:
     """The object store's root password (a Pulumi secret); required when the object store is installed."""
     metrics: bool = False
     """The site runs the metrics stack (`observability`): a principal that may read AIStor's metrics, and its token."""
+    served_weights: tuple[str, ...] = ()
+    """Paths in the models bucket (the served models' `source`) every team may list and read: offline batch inference
+    (`inference.batch`) loads a served model's weights with the team's own keys. None without it."""
 
 
 METRICS_PRINCIPAL = "fab-metrics"
@@ -221,6 +224,7 @@ class StorageCluster(pulumi.ComponentResource):
         self._principal_engines = principal_engines(args.federation_consumers)
         self._replicated = args.replicated_classes
         self._teams = sorted(args.teams)
+        self._served_weights = args.served_weights
         super().__init__(
             "fab:storage:StorageCluster",
             name,
@@ -585,6 +589,7 @@ class StorageCluster(pulumi.ComponentResource):
         the team's prefix, a user holding it and its keys, each named after the team (adding a team adds, and changes
         nothing another team has, not even the name check, which is the team's own)."""
         read, own = engine_buckets(self._config.buckets, TRAINING)
+        shared = tuple(f"{self.bucket_of('models')}/{path.strip('/')}/" for path in self._served_weights)
         for team in self._teams:
             name, prefix = team_principal(team), f"{self._name}-{TRAINING}-{team}"
             names_free = self.minio_names_guard(
@@ -592,7 +597,7 @@ class StorageCluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=self.object_store),
             )
             self._team_credentials[team] = self._minio_principal(
-                prefix, name, team_policy_document(team, read, own), {ENGINE_LABEL: TRAINING, TEAM_LABEL: team},
+                prefix, name, team_policy_document(team, read, own, shared), {ENGINE_LABEL: TRAINING, TEAM_LABEL: team},
                 [*read, *own], names_free,
             )
 

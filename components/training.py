@@ -365,6 +365,10 @@ class TrainingPool(pulumi.ComponentResource):
     def team_namespaces(self, cluster: str) -> dict[str, k8s.core.v1.Namespace]:
         """The team namespaces on `cluster`, by team (where other components add what a team's jobs there need)."""
         return {team: ns for (key, team), ns in self._team_namespaces.items() if key == cluster}
+    def team_namespace_refs(self) -> dict[tuple[str, str], NamespaceRef]:
+        """(GPU cluster, team) -> the team's namespace on each GPU cluster, where its jobs run (not the manager's)."""
+        return {(cluster, team): NamespaceRef(self._clusters[cluster], team_namespace(team), ns)
+                for (cluster, team), ns in sorted(self._team_namespaces.items()) if cluster in self._gpus}
 
     def _on(self, cluster: str, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, provider=self._clusters[cluster].provider, depends_on=depends_on or [])

@@ -307,6 +307,8 @@ PREFIXED_CLASSES = ("checkpoints", "models")
 """The bucket classes where each training team has a prefix of its own, `<bucket>/<team>/`."""
 READ_ACTION = re.compile(r"^s3:(Get|List)[A-Za-z]*$")
 """Actions that only read; any other (Put, Delete, Abort, `s3:*`, `*`) writes."""
+SHARED_READ_CLASSES = ("models",)
+"""The prefixed classes whose other paths, those of no team (the served models' weights), every team may read."""
 
 
 def _bucket_classes(resources: list[Any], report: ReportViolation) -> dict[str, Any]:
@@ -383,13 +385,24 @@ def _listify(value: Any) -> list[str]:
 def team_policy_own_prefixes(args: StackValidationArgs, report: ReportViolation) -> None:
     """The team of a policy is the `fab.internal/team` tag of the user it is attached to. In a bucket of class checkpoints or
     models (by its tags; a bucket ARN with wildcards counts for every bucket it matches), every object resource is under
-    `<bucket>/<team>/`, and the bucket itself is reached only by ListBucket confined to `<team>/` prefixes. Outside them,
-    the policy only reads.
+    `<bucket>/<team>/`, and the bucket itself is reached only by ListBucket confined to `<team>/` prefixes, except that in
+    the models bucket a team may list and read (never write) paths of no team (first segment neither a team nor a
+    wildcard): the served models' weights, which offline batch inference loads with the team's keys. Outside them, the
+    policy only reads.
 
     Unknown values: a user, attachment or team policy whose deciding fields are unknown, or the class of a bucket a team's
     policy reaches, fails closed."""
     classes = _bucket_classes(args.resources, report)
-    for team, user, resource, document in _team_policies(args.resources, report):
+    policies = list(_team_policies(args.resources, report))
+    teams = {team for team, *_ in policies}
+
+    def shared(buckets: list[str], key: str) -> bool:
+        """A path of the models bucket that is no team's: its first segment names it, wildcard-free, and is not a team."""
+        first = key.split("/", 1)[0]
+        return (all(classes[b] in SHARED_READ_CLASSES for b in buckets) and "/" in key and first not in teams
+                and not any(c in first for c in "*?"))
+
+    for team, user, resource, document in policies:
         name, own = plain(resource.props).get("name"), f"{team}/"
         who = f"MinIO policy {name} of team {team}'s user {user}"
         for statement in document.get("Statement", []):
@@ -404,11 +417,11 @@ def team_policy_own_prefixes(args: StackValidationArgs, report: ReportViolation)
                     report(_fails_closed(f"{who} (grants {arn})", "the class tag of a bucket it matches"), resource.urn)
                     continue
                 prefixed = [b for b in matched if classes[b] in PREFIXED_CLASSES]
-                if prefixed and slash and not key.startswith(own):
+                if prefixed and slash and not key.startswith(own) and not (not writes and shared(prefixed, key)):
                     report(f"{who} grants {', '.join(actions)} on {arn}, outside the team's prefix {own} of {', '.join(prefixed)}; "
                            "a team reaches the checkpoint and model buckets only under its own prefix", resource.urn)
                 elif prefixed and not slash and (actions != ["s3:ListBucket"] or not all(
-                        p.startswith(own) for p in _listed_prefixes(statement) or [""])):
+                        p.startswith(own) or shared(prefixed, p) for p in _listed_prefixes(statement) or [""])):
                     report(f"{who} grants {', '.join(actions)} on bucket {bucket} beyond the team's prefix (only s3:ListBucket "
                            f"with s3:prefix under {own}); a team reaches the checkpoint and model buckets only under its own "
                            "prefix", resource.urn)

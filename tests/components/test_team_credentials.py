@@ -47,6 +47,9 @@ def test_a_teams_policy_reads_the_training_data_and_reaches_checkpoints_and_mode
         (("s3:ListBucket",), ("arn:aws:s3:::site-t-checkpoints", "arn:aws:s3:::site-t-models"),
          json.dumps({"StringLike": {"s3:prefix": ["yield/*"]}})),
         (tuple(OWN), ("arn:aws:s3:::site-t-checkpoints/yield/*", "arn:aws:s3:::site-t-models/yield/*"), "null"),
+        # Offline batch inference (on in phase 5): the served weights, listed and read, never written.
+        (("s3:ListBucket",), ("arn:aws:s3:::site-t-models",), json.dumps({"StringLike": {"s3:prefix": ["qwen/qwen3-8b/*"]}})),
+        (tuple(READ), ("arn:aws:s3:::site-t-models/qwen/qwen3-8b/*",), "null"),
     ]
 
 

@@ -418,13 +418,44 @@ def test_fails_when_a_team_may_write_the_whole_checkpoint_bucket():
     ]
 
 
+FDC = team_minio("fdc", document())
+"""Another team of the site: its prefix is no path every team may read."""
+
+
 def test_fails_when_a_team_may_read_another_teams_models():
     other = allow(["s3:GetObject"], "arn:aws:s3:::site-a-models/fdc/*")
-    assert check(team_policy_own_prefixes, TAGS + team_minio("yield", document(OWN_OBJECTS, other))) == [
+    assert check(team_policy_own_prefixes, TAGS + FDC + team_minio("yield", document(OWN_OBJECTS, other))) == [
         ("MinIO policy fab-training-yield of team yield's user fab-training-yield grants s3:GetObject on "
          "arn:aws:s3:::site-a-models/fdc/*, outside the team's prefix yield/ of site-a-models; a team reaches the checkpoint and "
          "model buckets only under its own prefix")
     ]
+
+
+def test_the_programs_team_policy_with_the_served_weights_passes():
+    program = team_policy_document("yield", ["site-a-datasets"], ["site-a-checkpoints", "site-a-models"],
+                                   ("site-a-models/qwen/qwen3-8b/",))
+    assert check(team_policy_own_prefixes, TAGS + FDC + team_minio("yield", program)) == []
+
+
+def test_fails_when_a_team_may_write_the_served_weights():
+    write = allow(["s3:PutObject"], "arn:aws:s3:::site-a-models/qwen/qwen3-8b/*")
+    assert check(team_policy_own_prefixes, TAGS + team_minio("yield", document(write))) == [
+        ("MinIO policy fab-training-yield of team yield's user fab-training-yield grants s3:PutObject on "
+         "arn:aws:s3:::site-a-models/qwen/qwen3-8b/*, outside the team's prefix yield/ of site-a-models; a team reaches the "
+         "checkpoint and model buckets only under its own prefix")
+    ]
+
+
+def test_fails_when_a_team_may_read_the_whole_model_bucket():
+    whole = allow(["s3:GetObject"], "arn:aws:s3:::site-a-models/*")
+    (message,) = check(team_policy_own_prefixes, TAGS + team_minio("yield", document(whole)))
+    assert "grants s3:GetObject on arn:aws:s3:::site-a-models/*, outside the team's prefix yield/" in message
+
+
+def test_fails_when_a_team_may_read_checkpoints_outside_its_prefix():
+    shared = allow(["s3:GetObject"], "arn:aws:s3:::site-a-checkpoints/qwen/qwen3-8b/*")
+    (message,) = check(team_policy_own_prefixes, TAGS + team_minio("yield", document(shared)))
+    assert "grants s3:GetObject on arn:aws:s3:::site-a-checkpoints/qwen/qwen3-8b/*, outside the team's prefix yield/" in message
 
 
 def test_fails_when_a_teams_prefix_is_not_closed_by_a_slash():
@@ -445,7 +476,7 @@ def test_fails_when_a_team_may_list_a_checkpoint_bucket_without_confining_the_pr
 
 def test_fails_when_a_team_may_list_another_teams_prefix():
     listing = allow(["s3:ListBucket"], "arn:aws:s3:::site-a-models", StringLike={"s3:prefix": ["yield/*", "fdc/*"]})
-    (message,) = check(team_policy_own_prefixes, TAGS + team_minio("yield", document(listing)))
+    (message,) = check(team_policy_own_prefixes, TAGS + FDC + team_minio("yield", document(listing)))
     assert message.startswith("MinIO policy fab-training-yield of team yield's user fab-training-yield grants s3:ListBucket on "
                               "bucket site-a-models beyond the team's prefix")
 

@@ -277,3 +277,10 @@ class InferenceConfig(_Model):
     team_requests_per_minute: dict[DnsLabel, RequestsPerMinute] = Field(
         default_factory=dict, description="Requests per minute to each model for the teams whose rate differs from the default (at most 15 teams)."
     )
+    batch: Flag | None = Field(
+        None,
+        description="Offline batch inference: per served model a vLLM batch Job template (`vllm run-batch`, sized like the "
+        "model) in every team namespace on the GPU clusters (ConfigMap `batch-inference`), queued by Kueue at training "
+        "priority, reading its requests from and writing its results to AIStor with the team's own keys, never through the "
+        "gateway; every team may then read the served models' weights. Defaults to on from phase 3 (docs/roadmap.md).",
+    )

@@ -38,6 +38,7 @@ FEATURES: dict[str, Feature] = {
     "training-quotas": Feature(3, "teams' GPU training quotas"),
     "gitops-serving": Feature(3, "serving through Git (Argo CD on compute applying the serving repository)"),
     "training-runtimes": Feature(3, "training runtimes (Kubeflow Trainer's TrainJob and JobSet through Kueue)"),
+    "batch-inference": Feature(3, "offline batch inference (vLLM batch Jobs queued by Kueue)"),
     "profiles": Feature(4, "fleet profiles (the day/night switch)"),
     "multikueue": Feature(5, "MultiKueue dispatch"),
     "more-gpu-clusters": Feature(5, "a second GPU cluster"),
