@@ -38,6 +38,7 @@ FEATURES: dict[str, Feature] = {
     "training-quotas": Feature(3, "teams' GPU training quotas"),
     "gitops-serving": Feature(3, "serving through Git (Argo CD on compute applying the serving repository)"),
     "profiles": Feature(4, "fleet profiles (the day/night switch)"),
+    "gpu-notebooks": Feature(4, "GPU notebooks (a JupyterHub on a GPU cluster, its notebooks on shared GPUs)"),
     "multikueue": Feature(5, "MultiKueue dispatch"),
     "more-gpu-clusters": Feature(5, "a second GPU cluster"),
     "remote-training": Feature(5, "GPU training across sites"),
