@@ -75,6 +75,11 @@ c.KubeSpawner.profile_list = _team_profiles
 """
 """hub.extraConfig: the profiles a user sees are those of their team groups (KubeSpawner 7 takes a callable
 profile_list)."""
+RESTRICTED_CONTAINER = {
+    "runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""A notebook server container's security context: what Pod Security `restricted` asks of it."""
 HUB_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "watch", "list", "create", "delete"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "watch", "list"]},
@@ -282,6 +287,9 @@ def hub_values(config: GpuNotebooksConfig, resource: str, issuer: str, redirect:
         "nodeSelector": {POOL_LABEL: NOTEBOOKS_POOL},
         "extraTolerations": [toleration(NOTEBOOKS_POOL)],
         "networkPolicy": {"egressAllowRules": {"privateIPs": True}},
+        # No cloud metadata endpoint on site, and its iptables init container needs NET_ADMIN as root, which the
+        # team namespaces (Pod Security restricted) refuse.
+        "cloudMetadata": {"blockWithIptables": False},
     }
     return {
         "hub": {
@@ -303,8 +311,13 @@ def hub_values(config: GpuNotebooksConfig, resource: str, issuer: str, redirect:
                     "auth_state_groups_key": "oauth_user.groups",
                     "allowed_groups": sorted(team_group_name(team) for team in config.team_quotas),
                 },
-                # The whole reference (tag or digest); the chart's singleuser.image joins a name and a tag.
-                **({"KubeSpawner": {"image": config.image}} if config.image is not None else {}),
+                "KubeSpawner": {
+                    # Servers run in the team namespaces at Pod Security `restricted`, which KubeSpawner's defaults
+                    # (a uid and no privilege escalation) do not meet on their own.
+                    "container_security_context": RESTRICTED_CONTAINER,
+                    # The whole reference (tag or digest); the chart's singleuser.image joins a name and a tag.
+                    **({"image": config.image} if config.image is not None else {}),
+                },
             },
             "extraConfig": {"fab-team-profiles": TEAM_PROFILES_CONFIG},
             "extraEnv": {

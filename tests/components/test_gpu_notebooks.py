@@ -226,3 +226,12 @@ def test_the_notebooks_flow_admits_computes_envoy_to_the_hub_proxy_only(plan):
         "k8s:io.kubernetes.pod.namespace": "gpu-notebooks", "app.kubernetes.io/name": "jupyterhub",
         "app.kubernetes.io/component": "proxy"}
     assert [e["toPorts"] for e in policy["spec"]["ingress"]] == [[{"ports": [{"port": "8000", "protocol": "TCP"}]}]]
+
+
+def test_notebook_servers_meet_the_restricted_pod_security_of_their_namespace():
+    config = parse_site(with_notebooks()).compute.jupyterhub.gpu_notebooks
+    values = hub_values(config, "nvidia.com/gpu.shared", "https://kc/realms/fab", "https://gpu-notebooks.x/hub/oauth_callback")
+    assert (values["hub"]["config"]["KubeSpawner"]["container_security_context"], values["singleuser"]["cloudMetadata"]) == (
+        {"runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+         "seccompProfile": {"type": "RuntimeDefault"}},
+        {"blockWithIptables": False})
