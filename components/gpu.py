@@ -6,6 +6,8 @@ previewed and checked against the CRDs. Node pools are labels and taints that no
 (deployed by the GPU Operator) puts on the listed nodes from one NodeFeatureRule: no Node object is
 Pulumi's, so taints set by the kubelet, the node lifecycle controller or a drain are never touched.
 Every operand of both operators tolerates the pool taints; system pods run on the untainted system nodes.
+The notebooks pool's GPUs are shared, never whole: time-sliced by the device plugin (nvidia.com/gpu.shared) or split by
+the MIG manager (nvidia.com/mig-<profile>), per node by a label of the same rule (`sharing.mode`).
 InfiniBand carries NCCL on training nodes (its service level is what `nccl_env` hands TrainingPool); only
 where inference loads weights over it does an IPoIB network exist, for inference nodes, on the storage
 partition's child interface, its pool keeping the object store's IPoIB address free.
@@ -109,7 +111,7 @@ class GpuCluster(pulumi.ComponentResource):
     """The GPU software stack and node pools of one GPU cluster."""
 
     pools: pulumi.Output[dict[str, Any]]
-    """Per pool (inference, training): nodes and GPUs."""
+    """Per pool (inference, training, and notebooks where it has nodes): nodes and GPUs."""
     infiniband: pulumi.Output[dict[str, Any]]
     """What the fabric's subnet manager must hold for this cluster: NCCL's service level and, where weights load over
     InfiniBand, the storage partition (key, service level, IPoIB range, the object store's IPoIB address)."""
