@@ -14,8 +14,10 @@ from components.federation import SiteFederation, SiteFederationArgs
 from components.gpu import GpuCluster, GpuClusterArgs
 from components.identity import SiteIdentity, SiteIdentityArgs
 from components.inference import InferencePool, InferencePoolArgs
+from components.kube import Adoption
 from components.monitors import metrics_scopes
 from components.network import CrossClusterNetwork, CrossClusterNetworkArgs
+from components.notebooks import GPU_NOTEBOOKS_UI, GpuNotebooks, GpuNotebooksArgs
 from components.observability import GRAFANA, SiteObservability, SiteObservabilityArgs, cluster_manifests
 from components.profiles import ProfileSwitches, ProfileSwitchesArgs, leave_to_schedule, switched_objects
 from components.providers import SiteRef, site_providers
@@ -83,6 +85,7 @@ gpus = {
         GpuClusterArgs(
             cluster=providers.cluster(key), config=spec, node_pools={node: site.node_pool(key, node) for node in spec.nodes},
             serves_inference=site.inference is not None and key == site.inference.cluster, adopt=site.adopt,
+            gpu_types=site.all_gpu_types(),
         ),
     )
     for key, spec in sorted(site.gpu.items())
@@ -127,9 +130,20 @@ compute = ComputeCluster(
         serving=inference.serving_target if inference else None,
         serving_repo_token=secrets.serving_repo_token,
         serving_repo_write_token=secrets.serving_repo_write_token,
-        extra_uis=[GRAFANA] if site.observability is not None and site.observability.grafana else [],
+        extra_uis=[*([GRAFANA] if site.observability is not None and site.observability.grafana else []),
+                   *([GPU_NOTEBOOKS_UI] if site.compute.jupyterhub.gpu_notebooks is not None else [])],
     ),
 )
+# GPU notebooks (phase 4): their own hub on a GPU cluster, reached through the compute ingress.
+notebooks_config = site.compute.jupyterhub.gpu_notebooks
+notebooks = GpuNotebooks(
+    "notebooks",
+    GpuNotebooksArgs(
+        config=notebooks_config, sharing=site.gpu[notebooks_config.cluster].sharing,
+        cluster=providers.cluster(notebooks_config.cluster), compute=compute_cluster, gateway=compute.gateway,
+        domain=site.domain, network=network, identity=identity, adopt=Adoption(site.adopt, notebooks_config.cluster),
+    ),
+) if notebooks_config is not None else None
 training = TrainingPool(
     "training",
     TrainingPoolArgs(
@@ -210,6 +224,7 @@ pulumi.export("batch_inference", batch_inference.templates if batch_inference el
 pulumi.export("gpu_pools", {key: gpu.pools for key, gpu in gpus.items()})
 pulumi.export("infiniband", {key: gpu.infiniband for key, gpu in gpus.items()})
 pulumi.export("ui_urls", compute.ui_urls)
+pulumi.export("gpu_notebooks", {"url": notebooks.url, "quotas": notebooks.quotas} if notebooks else None)
 pulumi.export("observability", {"prometheus": observability.prometheus, "store": observability.store,
                                 "grafana": observability.grafana_url} if observability else None)
 pulumi.export("federation", federation.exports)

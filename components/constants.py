@@ -122,3 +122,13 @@ AISTOR_METRICS_TOKEN_SECRET = "aistor-metrics-token"
 the storage component for its metrics principal, presented by the PodMonitor `aistor` (components/monitors.py). AIStor
 refuses unauthenticated scrapes by default, which stays so."""
 AISTOR_METRICS_TOKEN_KEY = "token"
+
+GPU_NOTEBOOKS = "gpu-notebooks"
+"""GPU notebooks' name everywhere: the hub's namespace and release on the GPU cluster, its route's namespace on compute, its
+UI host (`gpu-notebooks.<domain>`), its Keycloak client and its flow."""
+NOTEBOOKS_PROXY_LABELS = {"app.kubernetes.io/name": "jupyterhub", "app.kubernetes.io/component": "proxy"}
+"""The labels of the JupyterHub chart's proxy pods (chart 4.4.0), which the compute ingress reaches."""
+NOTEBOOKS_PROXY_PORT = 80
+"""Port of the notebooks hub's proxy Service (proxy-public, http)."""
+NOTEBOOKS_PROXY_TARGET_PORT = 8000
+"""Port configurable-http-proxy listens on in its pods (the chart's `http` container port)."""

@@ -6,6 +6,8 @@ previewed and checked against the CRDs. Node pools are labels and taints that no
 (deployed by the GPU Operator) puts on the listed nodes from one NodeFeatureRule: no Node object is
 Pulumi's, so taints set by the kubelet, the node lifecycle controller or a drain are never touched.
 Every operand of both operators tolerates the pool taints; system pods run on the untainted system nodes.
+The notebooks pool's GPUs are shared, never whole: time-sliced by the device plugin (nvidia.com/gpu.shared) or split by
+the MIG manager (nvidia.com/mig-<profile>), per node by a label of the same rule (`sharing.mode`).
 InfiniBand carries NCCL on training nodes (its service level is what `nccl_env` hands TrainingPool); only
 where inference loads weights over it does an IPoIB network exist, for inference nodes, on the storage
 partition's child interface, its pool keeping the object store's IPoIB address free.
@@ -14,7 +16,7 @@ partition's child interface, its pool keeping the object store's IPoIB address f
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -22,6 +24,7 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.config import AdoptConfig, GpuClusterConfig
+from components.config.schema.gpu import MIG_PROFILES, GpuType
 from components.constants import GPU_OPERATOR_NAMESPACE, NETWORK_OPERATOR_NAMESPACE
 from components.kube import Adoption, Priority, cache_storage_class, helm_release, namespace, priority_classes
 from components.providers import ClusterRef
@@ -48,7 +51,19 @@ POSTRENDER = "components/helm/drop_clusterpolicy.py"
 PRIVILEGED_REASON = "GPU and NIC drivers, device plugins and DCGM need host access (kernel modules, /dev, host PID)"
 
 
-POOLS = ("inference", "training")
+POOLS = ("inference", "training", "notebooks")
+NOTEBOOKS_POOL = "notebooks"
+"""The pool whose GPUs GPU notebooks share (time-slices or MIG instances), never handed out whole."""
+DEVICE_PLUGIN_CONFIG = "fab-device-plugin"
+"""The device plugin's ConfigMap: one config per node kind, chosen by the node label DEVICE_PLUGIN_CONFIG_LABEL."""
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+WHOLE_GPUS = "whole"
+"""The device plugin config of every node but the notebooks pool's: whole GPUs (the ClusterPolicy's default)."""
+SHARED_GPUS = "notebooks"
+MIG_PARTED_CONFIG = "fab-mig-parted"
+"""The MIG manager's ConfigMap (key config.yaml): all-disabled, and the notebooks pool's split per GPU type."""
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_DISABLED = "all-disabled"
 NODE_POOLS_RULE = "fab-gpu-pools"
 """The NodeFeatureRule that labels and taints every GPU node with its pool and GPU type."""
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -88,13 +103,15 @@ class GpuClusterArgs:
     """Whether it is the site's inference cluster (`inference.cluster`), whose pods may load weights over IPoIB."""
     adopt: AdoptConfig
     """Declares the operators' namespaces and releases that exist already."""
+    gpu_types: dict[str, GpuType] = field(default_factory=dict)
+    """The site's GPU types by key (`gpu_types` and the defaults): the product a MIG split of the notebooks pool is for."""
 
 
 class GpuCluster(pulumi.ComponentResource):
     """The GPU software stack and node pools of one GPU cluster."""
 
     pools: pulumi.Output[dict[str, Any]]
-    """Per pool (inference, training): nodes and GPUs."""
+    """Per pool (inference, training, and notebooks where it has nodes): nodes and GPUs."""
     infiniband: pulumi.Output[dict[str, Any]]
     """What the fabric's subnet manager must hold for this cluster: NCCL's service level and, where weights load over
     InfiniBand, the storage partition (key, service level, IPoIB range, the object store's IPoIB address)."""
@@ -141,13 +158,18 @@ class GpuCluster(pulumi.ComponentResource):
             spec=node_pools_rule_spec(spec, args.node_pools),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_operator]),
         )
+        configs = [
+            k8s.core.v1.ConfigMap(f"{name}-{config}", metadata={"name": config, "namespace": GPU_OPERATOR_NAMESPACE}, data=data,
+                                  opts=pulumi.ResourceOptions(parent=self, depends_on=[gpu_ns]))
+            for config, data in sharing_configs(spec, args.gpu_types).items()
+        ]
         self.cluster_policy = k8s.apiextensions.CustomResource(
             f"{name}-cluster-policy",
             api_version=versions.NVIDIA_API,
             kind="ClusterPolicy",
             metadata={"name": "cluster-policy"},
             spec=cluster_policy_spec(spec),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_operator]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_operator, *configs]),
         )
 
         nic_ns = self._privileged_namespace(NETWORK_OPERATOR_NAMESPACE)
@@ -193,6 +215,8 @@ class GpuCluster(pulumi.ComponentResource):
             )
 
         members = {pool: sorted(node for node, in_pool in args.node_pools.items() if in_pool == pool) for pool in POOLS}
+        if not members[NOTEBOOKS_POOL]:
+            del members[NOTEBOOKS_POOL]
         self.pools = pulumi.Output.from_input(
             {pool: {"nodes": nodes, "gpus": sum(spec.nodes[node].gpus for node in nodes)} for pool, nodes in members.items()}
         )
@@ -277,7 +301,7 @@ def node_pools_rule_spec(config: GpuClusterConfig, node_pools: dict[str, str]) -
         "rules": [
             {
                 "name": f"fab {pool} pool {gpu_type}",
-                "labels": {POOL_LABEL: pool, GPU_TYPE_LABEL: gpu_type},
+                "labels": {POOL_LABEL: pool, GPU_TYPE_LABEL: gpu_type, **(sharing_labels(config, gpu_type) if pool == NOTEBOOKS_POOL else {})},
                 "taints": [taint(pool)],
                 "matchFeatures": [{"feature": "system.name", "matchExpressions": {"nodename": {"op": "In", "value": nodes}}}],
             }
@@ -286,9 +310,56 @@ def node_pools_rule_spec(config: GpuClusterConfig, node_pools: dict[str, str]) -
     }
 
 
+def shares_gpus(config: GpuClusterConfig) -> bool:
+    """Whether any node of the cluster serves the notebooks pool (whatever the profile: the sharing configs stay in place)."""
+    return any(node.pool == NOTEBOOKS_POOL for node in config.nodes.values())
+
+
+def _device_plugin_config(mig_strategy: str, time_slices: int | None = None) -> str:
+    config: dict[str, Any] = {"version": "v1", "flags": {"migStrategy": mig_strategy}}
+    if time_slices:
+        # Renamed, shared GPUs are nvidia.com/gpu.shared: no training quota or vLLM pod asking for nvidia.com/gpu lands on
+        # a time-slice, and a notebook asks for one slice at most.
+        config["sharing"] = {"timeSlicing": {"renameByDefault": True, "failRequestsGreaterThanOne": True,
+                                             "resources": [{"name": "nvidia.com/gpu", "replicas": time_slices}]}}
+    return json.dumps(config, sort_keys=True)
+
+
+def mig_config_name(gpu_type: str) -> str:
+    """The MIG manager config splitting the notebooks pool's GPUs of one type."""
+    return f"{SHARED_GPUS}-{gpu_type}"
+
+
+def sharing_configs(config: GpuClusterConfig, gpu_types: dict[str, GpuType]) -> dict[str, dict[str, str]]:
+    """The ConfigMaps (name -> data) that share the notebooks pool's GPUs: the device plugin's configs for time-slicing,
+    or the MIG manager's for MIG (each GPU type split into as many `mig_profile` instances as it holds); none without
+    notebooks-pool nodes."""
+    if not shares_gpus(config):
+        return {}
+    sharing = config.sharing
+    if sharing.mode == "time-slicing":
+        return {DEVICE_PLUGIN_CONFIG: {WHOLE_GPUS: _device_plugin_config(config.mig_strategy),
+                                       SHARED_GPUS: _device_plugin_config("none", sharing.replicas)}}
+    mig_configs: dict[str, Any] = {MIG_DISABLED: [{"devices": "all", "mig-enabled": False}]}
+    for gpu_type in sorted({node.gpu_type for node in config.nodes.values() if node.pool == NOTEBOOKS_POOL}):
+        count = MIG_PROFILES[gpu_types[gpu_type].product][sharing.mig_profile]
+        mig_configs[mig_config_name(gpu_type)] = [{"devices": "all", "mig-enabled": True, "mig-devices": {sharing.mig_profile: count}}]
+    return {MIG_PARTED_CONFIG: {"config.yaml": json.dumps({"version": "v1", "mig-configs": mig_configs}, sort_keys=True)}}
+
+
+def sharing_labels(config: GpuClusterConfig, gpu_type: str) -> dict[str, str]:
+    """The label that puts a notebooks-pool node of the given GPU type under its sharing config."""
+    if config.sharing.mode == "time-slicing":
+        return {DEVICE_PLUGIN_CONFIG_LABEL: SHARED_GPUS}
+    return {MIG_CONFIG_LABEL: mig_config_name(gpu_type)}
+
+
 def cluster_policy_spec(config: GpuClusterConfig) -> dict[str, Any]:
     """The GPU Operator ClusterPolicy: driver with GPUDirect RDMA, toolkit, device plugin, GFD, DCGM exporter, MIG."""
     mig = config.mig_strategy
+    shared = shares_gpus(config)
+    time_slices = shared and config.sharing.mode == "time-slicing"
+    mig_split = shared and config.sharing.mode == "mig"
     return {
         "operator": {"defaultRuntime": "containerd"},
         "daemonsets": {
@@ -300,7 +371,11 @@ def cluster_policy_spec(config: GpuClusterConfig) -> dict[str, Any]:
         # The Network Operator provides the NIC driver; the GPU driver loads nvidia-peermem against it for NCCL.
         "driver": {**versions.GPU_DRIVER.fields(), "enabled": True, "rdma": {"enabled": True, "useHostMofed": False}},
         "toolkit": {**versions.GPU_TOOLKIT.fields(), "enabled": True},
-        "devicePlugin": {**versions.GPU_DEVICE_PLUGIN.fields(), "enabled": True},
+        "devicePlugin": {
+            **versions.GPU_DEVICE_PLUGIN.fields(), "enabled": True,
+            # Time-slicing: nodes labelled nvidia.com/device-plugin.config=notebooks share; every other node has whole GPUs.
+            **({"config": {"name": DEVICE_PLUGIN_CONFIG, "default": WHOLE_GPUS}} if time_slices else {}),
+        },
         "gfd": {**versions.GPU_DEVICE_PLUGIN.fields(), "enabled": True},
         "dcgm": {"enabled": False},
         "dcgmExporter": {
@@ -312,7 +387,11 @@ def cluster_policy_spec(config: GpuClusterConfig) -> dict[str, Any]:
         "nodeStatusExporter": {"enabled": False},
         "validator": versions.GPU_VALIDATOR.fields(),
         "mig": {"strategy": "single" if mig == "none" else mig},
-        "migManager": {**versions.GPU_MIG_MANAGER.fields(), "enabled": mig != "none"},
+        "migManager": {
+            **versions.GPU_MIG_MANAGER.fields(), "enabled": mig != "none",
+            # MIG sharing: nodes labelled nvidia.com/mig.config=notebooks-<gpu type> are split; the rest stay all-disabled.
+            **({"config": {"name": MIG_PARTED_CONFIG, "default": MIG_DISABLED}} if mig_split else {}),
+        },
         "cdi": {"enabled": True},
     }
 

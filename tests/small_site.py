@@ -232,3 +232,20 @@ def add_observability(site: dict[str, Any], metrics: str = "in-cluster", **setti
     site["observability"] = {**observability, **settings}
     for cluster in site["clusters"].values():
         cluster.setdefault("host_network_namespaces", []).append(NODE_EXPORTER)
+
+
+NOTEBOOKS_VIP = "10.30.103.11"
+
+
+def add_gpu_notebooks(site: dict[str, Any], quotas: dict[str, int] | None = None, nodes: int = 1, **sharing: Any) -> None:
+    """GPU notebooks on `gpu`: `nodes` notebooks-pool nodes of 8 GPUs shared as `sharing` says (time-slicing by default),
+    a hub at NOTEBOOKS_VIP, and a quota of notebooks per team (each team is added where missing)."""
+    quotas = quotas or {"yield": 4}
+    for team in quotas:
+        if team not in site["teams"]:
+            add_team(site, team)
+    for n in range(1, nodes + 1):
+        site["gpu"]["gpu"]["nodes"][f"gpu-nb-{n}"] = {"gpu_type": GPU_TYPE, "gpus": 8, "pool": "notebooks"}
+    if sharing:
+        site["gpu"]["gpu"]["sharing"] = sharing
+    site["compute"].setdefault("jupyterhub", {})["gpu_notebooks"] = {"cluster": "gpu", "vip": NOTEBOOKS_VIP, "team_quotas": quotas}

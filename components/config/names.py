@@ -158,6 +158,8 @@ TEAM_GATEWAY_CLIENT = Derived("Keycloak client id", "inference-{key}", KEYCLOAK)
 """The team's client of the inference gateway."""
 TEAM_POLARIS_SETUP = Derived("Job", "polaris-team-{key}", DNS_LABEL)
 """The Job on the storage cluster that creates the team's Polaris principal, and the Secret there with its credentials."""
+NOTEBOOKS_NAMESPACE = Derived("namespace", "notebooks-{key}", DNS_LABEL)
+"""The team's namespace for GPU notebooks on the notebooks cluster, whose ResourceQuota is the team's notebook quota."""
 
 # Served models --------------------------------------------------------------------------------------------------
 
@@ -240,7 +242,8 @@ SiteName = Annotated[DnsLabel, Derives((CLUSTER_NAME, REPLICA_BUCKET), site_name
 Domain = Annotated[DnsName, Derives((GATEWAY_HOST, S3_HOST, S3_EXTERNAL_HOST, POLARIS_HOST), more=ui_hosts)]
 ClusterKey = Annotated[DnsLabel, Derives((CLUSTER_NAME, SUBMITTER_KUBECONFIG, MULTIKUEUE_KUBECONFIG, SERVING_APPLICATION,
                                          SERVING_CLUSTER_SECRET))]
-TeamKey = Annotated[DnsLabel, Derives((TEAM_NAMESPACE, TEAM_LABEL, TEAM_GROUP, TEAM_GATEWAY_CLIENT, TEAM_POLARIS_SETUP))]
+TeamKey = Annotated[DnsLabel, Derives((TEAM_NAMESPACE, TEAM_LABEL, TEAM_GROUP, TEAM_GATEWAY_CLIENT, TEAM_POLARIS_SETUP,
+                                      NOTEBOOKS_NAMESPACE))]
 ModelKey = Annotated[DnsLabel, Derives((VLLM, MODEL_LABEL))]
 GpuTypeKey = Annotated[DnsLabel, Derives((GPU_TYPE_LABEL, FLAVOR))]
 FlowKey = Annotated[DnsLabel, Derives((FLOW_LABEL, FLOW_POLICY))]

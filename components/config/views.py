@@ -23,11 +23,15 @@ from components.constants import (
     ENVOY_HTTPS_TARGET_PORT,
     ENVOY_PROXY_LABELS,
     GATEWAY_NAMESPACE,
+    GPU_NOTEBOOKS,
     HTTPS_PORT,
     KUBE_APISERVER_PORT,
     KUEUE_CONTROLLER_LABELS,
     KUEUE_NAMESPACE,
     MONITORING_NAMESPACE,
+    NOTEBOOKS_PROXY_LABELS,
+    NOTEBOOKS_PROXY_PORT,
+    NOTEBOOKS_PROXY_TARGET_PORT,
     PROMETHEUS_POD_LABELS,
     PROMETHEUS_PORT,
 )
@@ -170,6 +174,8 @@ class SiteViews:
             table.setdefault(name, flow)
         if metrics_in_cluster(self) and METRICS_FLOW not in table:
             table[METRICS_FLOW] = metrics_flow(self)
+        if self.compute.jupyterhub.gpu_notebooks is not None and NOTEBOOKS_FLOW not in table:
+            table[NOTEBOOKS_FLOW] = notebooks_flow(self)
         if INGRESS_FLOW not in table:
             table[INGRESS_FLOW] = Flow(
                 description="Outside users reach the UIs through the compute cluster's ingress, the only entry into the site.",
@@ -190,6 +196,8 @@ ARGOCD_FLOW = "argocd"
 """The flow that admits Argo CD's application controller on compute to the serving cluster's API server."""
 INGRESS_FLOW = "compute-ingress"
 METRICS_FLOW = "metrics"
+NOTEBOOKS_FLOW = GPU_NOTEBOOKS
+"""The flow that admits the compute ingress's proxies to the GPU notebooks hub's proxy (compute.jupyterhub.gpu_notebooks)."""
 """The flow that admits every other cluster's Prometheus to compute's remote-write receiver (observability in-cluster)."""
 
 
@@ -254,6 +262,19 @@ def metrics_flow(site: SiteConfig) -> Flow:
         sources=sorted(key for key, cluster in site.clusters.items() if cluster.role != "compute"),
         to=site.keys_with_role("compute"), port=PROMETHEUS_PORT, to_namespace=MONITORING_NAMESPACE, to_labels=PROMETHEUS_POD_LABELS,
         from_namespace=MONITORING_NAMESPACE, from_labels=PROMETHEUS_POD_LABELS,
+    )
+
+
+def notebooks_flow(site: SiteConfig) -> Flow:
+    """The compute ingress's proxies to the GPU notebooks hub's proxy, at its internal VIP: users reach GPU notebooks only
+    through the compute ingress, and nothing else reaches the hub."""
+    notebooks = site.compute.jupyterhub.gpu_notebooks
+    assert notebooks is not None
+    return Flow(
+        description="The compute ingress forwards GPU notebook users to the notebooks hub's proxy on the GPU cluster.",
+        sources=site.keys_with_role("compute"), to=[notebooks.cluster], port=NOTEBOOKS_PROXY_PORT,
+        target_port=NOTEBOOKS_PROXY_TARGET_PORT, to_namespace=GPU_NOTEBOOKS, to_labels=NOTEBOOKS_PROXY_LABELS,
+        from_namespace=GATEWAY_NAMESPACE, from_labels=ENVOY_PROXY_LABELS,
     )
 
 

@@ -23,23 +23,28 @@ from rules._k8s import (
     undecided,
 )
 from rules._policy import resource_rule, stack_rule
+from rules.gpu_routes import GPU_RESOURCE
 
 GPU = "nvidia.com/gpu"
 TRAINING_KINDS = {"Job", "JobSet", "RayJob", "RayCluster", "PyTorchJob", "MPIJob", "TrainJob"}
 
 
-def requests_gpus(obj: dict[str, Any]) -> bool:
+def requested_gpus(obj: dict[str, Any]) -> list[str]:
+    """The GPU resources a pod template's containers request or limit: whole GPUs, time-slices or MIG slices."""
     pod = pod_spec(obj)
     if pod is None:
-        return False
+        return []
+    found: set[str] = set()
     for container in containers(pod):
         resources = container.get("resources") or {}
-        if GPU in (resources.get("requests") or {}) or GPU in (resources.get("limits") or {}):
-            return True
-    return False
+        for name in [*(resources.get("requests") or {}), *(resources.get("limits") or {})]:
+            if GPU_RESOURCE.match(str(name)):
+                found.add(str(name))
+    return sorted(found)
 
 
-@stack_rule("fab-no-gpu-outside-gpu-clusters", "No workload on a storage or compute cluster requests nvidia.com/gpu.")
+@stack_rule("fab-no-gpu-outside-gpu-clusters",
+            "No workload on a storage or compute cluster requests a GPU (nvidia.com/gpu, a time-slice or a MIG slice).")
 def no_gpu_outside_gpu_clusters(args: StackValidationArgs, report: ReportViolation) -> None:
     """The pod-template route; the other routes (Spark applications, Helm values, Spark configuration) are the rules
     of rules/gpu_routes.py.
@@ -52,8 +57,9 @@ def no_gpu_outside_gpu_clusters(args: StackValidationArgs, report: ReportViolati
         where = f"{obj['kind']} {namespace_of(obj)}/{name_of(obj)}"
         if problem := undecided(where, pod_fields(pod_spec(obj), (), ("resources",)), ".pod"):
             report(problem, resource.urn)
-        elif requests_gpus(obj):
-            report(f"{where} requests {GPU} on {provider_name(resource) or 'an unknown cluster'}, which is not a GPU cluster", resource.urn)
+        elif found := requested_gpus(obj):
+            report(f"{where} requests {', '.join(found)} on {provider_name(resource) or 'an unknown cluster'}, which is not a "
+                   "GPU cluster", resource.urn)
 
 
 LB_KINDS = {"CiliumLoadBalancerIPPool", "Service", "EnvoyProxy", "CiliumBGPClusterConfig"}

@@ -20,8 +20,9 @@ from rules._k8s import HELM_RELEASE, UNKNOWN, gpu_providers, name_of, namespace_
 from rules._policy import stack_rule
 from rules._props import configs
 
-GPU_RESOURCE = re.compile(r"^(?:(?:requests|limits)\.)?nvidia\.com/(?:gpu|mig-[\w.-]+)$")
-"""A GPU as a resource name: whole GPUs and MIG slices, bare or as a quota's `requests.`/`limits.` form."""
+GPU_RESOURCE = re.compile(r"^(?:(?:requests|limits)\.)?nvidia\.com/(?:gpu(?:\.shared)?|mig-[\w.-]+)$")
+"""A GPU as a resource name: whole GPUs, time-slices (`gpu.shared`, the device plugin's renamed shares) and MIG slices,
+bare or as a quota's `requests.`/`limits.` form."""
 GPU_NODE_KEY = re.compile(r"^(?:nvidia\.com/(?:gpu|mig)(?:[./-].*)?|feature\.node\.kubernetes\.io/pci-10de\..*|fab\.internal/gpu-pool)$")
 """Node labels and taints that mark GPU nodes: the GPU Operator's, node-feature-discovery's NVIDIA PCI vendor, the
 platform's own pool label and taint."""

@@ -23,6 +23,7 @@ from components.config.rules.gitops import gitops_problems
 from components.config.rules.gpu import gpu_problems
 from components.config.rules.names import name_problems
 from components.config.rules.network import cluster_problems, flow_problems, overlap_problems, role_problems, vip_problems
+from components.config.rules.notebooks import notebooks_problems
 from components.config.rules.observability import observability_problems
 from components.config.rules.phases import phase_problems
 from components.config.rules.profiles import schedule_problems
@@ -39,7 +40,7 @@ STAGES = (
     (flow_problems, service_flow_problems),
     (credential_flow_problems,),
     (storage_problems, gpu_problems, training_problems, schedule_problems, compute_problems, gitops_problems,
-     federation_problems, adoption_problems, check_problems, acceptance_problems, observability_problems),
+     federation_problems, adoption_problems, check_problems, acceptance_problems, observability_problems, notebooks_problems),
     (phase_problems,),
 )
 """The rules in stages: the clusters and their pools, disjoint ranges, addresses in them, the flows between the

@@ -19,6 +19,7 @@ from components.config.views import (
     INFERENCE_FLOW,
     INGRESS_FLOW,
     METRICS_FLOW,
+    NOTEBOOKS_FLOW,
     POLARIS_FLOW,
     S3_FLOW,
     argocd_delivers,
@@ -28,8 +29,11 @@ from components.constants import (
     ARGOCD_NAMESPACE,
     ENVOY_HTTPS_TARGET_PORT,
     GATEWAY_NAMESPACE,
+    GPU_NOTEBOOKS,
     HTTPS_PORT,
     MONITORING_NAMESPACE,
+    NOTEBOOKS_PROXY_PORT,
+    NOTEBOOKS_PROXY_TARGET_PORT,
     PROMETHEUS_PORT,
 )
 
@@ -62,7 +66,8 @@ def services(site: SiteConfig) -> dict[str, Service]:
     """The design's flows into the site, by the name a stack's flow table gives them: compute and GPU pods to S3 and
     Polaris (and federated sites by their ranges), compute to the inference gateway, outside users to the compute
     ingress, outside S3 clients to the object store only where the site has an external S3 endpoint, and the other
-    clusters' Prometheus to compute's while the site's metrics are kept in-cluster."""
+    clusters' Prometheus to compute's while the site's metrics are kept in-cluster, and the compute ingress to the GPU
+    notebooks hub while GPU notebooks are on."""
     storage = site.keys_with_role("storage")
     store, polaris = site.storage.object_store, site.storage.polaris
     gateway = f"Envoy Gateway maps {HTTPS_PORT} to {ENVOY_HTTPS_TARGET_PORT}"
@@ -83,6 +88,11 @@ def services(site: SiteConfig) -> dict[str, Service]:
                                   PROMETHEUS_PORT, MONITORING_NAMESPACE, "the metrics stack's namespace",
                                   site.keys_with_role("compute"), ("storage", *sorted(GPU_ROLES)))}
            if metrics_in_cluster(site) else {}),
+        # While GPU notebooks are on, the compute ingress (and nothing else) forwards their users to the notebooks hub.
+        **({NOTEBOOKS_FLOW: Service("the GPU notebooks hub's proxy", NOTEBOOKS_PROXY_PORT, "its proxy Service",
+                                    NOTEBOOKS_PROXY_TARGET_PORT, GPU_NOTEBOOKS, "compute.jupyterhub.gpu_notebooks",
+                                    [notebooks.cluster], ("compute",))}
+           if (notebooks := site.compute.jupyterhub.gpu_notebooks) is not None else {}),
     }
 
 

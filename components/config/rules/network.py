@@ -198,6 +198,8 @@ def fixed_vips(site: SiteConfig) -> Iterator[tuple[tuple[str | int, ...], Any]]:
     observability = site.observability
     if observability is not None and observability.metrics == "in-cluster" and observability.receiver_vip is not None:
         yield ("observability", "receiver_vip"), observability.receiver_vip
+    if site.compute.jupyterhub.gpu_notebooks is not None:
+        yield ("compute", "jupyterhub", "gpu_notebooks", "vip"), site.compute.jupyterhub.gpu_notebooks.vip
 
 
 def vip_problems(site: SiteConfig) -> Iterator[Problem]:

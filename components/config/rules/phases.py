@@ -55,6 +55,16 @@ def _profiles(site: SiteConfig) -> Iterator[Use]:
         yield ("profile_schedule",), f"switches {', '.join(sorted(site.profile_schedule.switches))} on a schedule"
 
 
+def _gpu_notebooks(site: SiteConfig) -> Iterator[Use]:
+    notebooks = site.compute.jupyterhub.gpu_notebooks
+    if notebooks is not None:
+        yield ("compute", "jupyterhub", "gpu_notebooks"), f"runs GPU notebooks on {notebooks.cluster}"
+    for key, spec in sorted(site.gpu.items()):
+        for node_name, node in sorted(spec.nodes.items()):
+            if node.pool == "notebooks":
+                yield ("gpu", key, "nodes", node_name, "pool"), f"'notebooks' shares {node_name}'s GPUs among notebooks"
+
+
 def _multikueue(site: SiteConfig) -> Iterator[Use]:
     if site.training.multikueue.enabled:
         yield ("training", "multikueue", "enabled"), "true makes compute a MultiKueue manager"
@@ -109,6 +119,7 @@ USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
     "gitops-serving": _gitops_serving,
     "training-runtimes": _training_runtimes,
     "profiles": _profiles,
+    "gpu-notebooks": _gpu_notebooks,
     "multikueue": _multikueue,
     "more-gpu-clusters": _more_gpu_clusters,
     "remote-training": _remote_training,

@@ -4,9 +4,10 @@ ingress for outside users (DESIGN section 2, compute role).
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from components.config.fields import (
     MAX_CORES,
@@ -83,8 +84,48 @@ class JupyterProfile(_Model):
     memory_gib: int = Field(ge=1, le=512, strict=True, description="Memory limit (and guarantee).")
 
 
+_IMAGE = re.compile(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)+"
+                    r"(@sha256:[0-9a-f]{64}|:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$")
+
+
+def _pinned_image(value: str) -> str:
+    if not _IMAGE.match(value) or value.endswith(":latest"):
+        raise ValueError("must be an image with its registry, pinned by a tag other than latest or by a digest, such as "
+                         "quay.io/jupyter/pytorch-notebook:<tag>")
+    return value
+
+
+ContainerImage = Annotated[str, AfterValidator(_pinned_image)]
+"""A container image pinned by tag (not `latest`) or digest, with its registry: quay.io/jupyter/pytorch-notebook:<tag>."""
+
+
+class GpuNotebooksConfig(_Model):
+    """GPU notebooks: a JupyterHub of their own on a GPU cluster, reached through the compute ingress, each notebook on a
+    share of a GPU (gpu.<cluster>.sharing), teams capped by a quota."""
+
+    cluster: DnsLabel = Field(description="The gpu cluster whose notebooks-pool nodes run the notebooks (a key of `gpu`).")
+    pool: DnsLabel = Field("internal", description="Internal pool of that cluster holding `vip`. Defaults to internal.")
+    vip: Address = Field(
+        description="Fixed address of the notebooks hub's proxy in `pool`, which only the compute ingress reaches (flow "
+        "gpu-notebooks): a host address of the pool, used by no other endpoint.",
+    )
+    cpu: float = Field(4, gt=0, le=64, strict=True, description="CPU limit (and guarantee) of a notebook, in cores. Defaults to 4.")
+    memory_gib: int = Field(32, ge=1, le=512, strict=True, description="Memory limit (and guarantee) of a notebook. Defaults to 32.")
+    image: ContainerImage | None = Field(
+        None,
+        description="Single-user image with the teams' CUDA stack, pinned by tag or digest (for example a "
+        "quay.io/jupyter/pytorch-notebook cuda12 tag). Defaults to the chart's single-user image, which has no CUDA "
+        "libraries of its own (the driver's are mounted).",
+    )
+    team_quotas: dict[DnsLabel, Annotated[int, Field(ge=1, le=1000, strict=True)]] = Field(
+        min_length=1,
+        description="Notebooks each team may run at once (its shares of GPUs: time-slices or MIG instances), by team; only "
+        "these teams' members (Keycloak group team-<team>) get a GPU profile.",
+    )
+
+
 class JupyterConfig(_Model):
-    """JupyterHub with CPU notebook profiles; GPU notebooks run on the GPU cluster, not here."""
+    """JupyterHub with CPU notebook profiles; GPU notebooks run on a GPU cluster, in a hub of their own (`gpu_notebooks`)."""
 
     enabled: Flag = Field(True, description="Deploy it. Defaults to true.")
     profiles: dict[DnsLabel, JupyterProfile] = Field(
@@ -93,6 +134,11 @@ class JupyterConfig(_Model):
             "large": JupyterProfile(description="8 CPU, 64 GiB", cpu=8, memory_gib=64),
         },
         min_length=1, description="Notebook sizes by name. Defaults to small (2 CPU, 8 GiB) and large (8 CPU, 64 GiB).",
+    )
+    gpu_notebooks: GpuNotebooksConfig | None = Field(
+        None,
+        description="GPU notebooks on a GPU cluster (roadmap phase 04): their own JupyterHub there, signed in through the "
+        "site's realm and reached at https://gpu-notebooks.<domain> through the compute ingress. Defaults to none.",
     )
 
 

@@ -48,7 +48,10 @@ class GpuNode(_Model):
 
     gpu_type: DnsLabel = Field(description="Key of `gpu_types` (h100, h200, ...).")
     gpus: int = Field(ge=1, le=16, strict=True, description="GPUs in the node.")
-    pool: Literal["inference", "training"] = Field(description="inference (serving, high priority) or training (Kueue, preemptible).")
+    pool: Literal["inference", "training", "notebooks"] = Field(
+        description="inference (serving, high priority), training (Kueue, preemptible) or notebooks (its GPUs shared by GPU "
+        "notebooks as `gpu.<cluster>.sharing` says, never handed out whole).",
+    )
 
 
 ServiceLevel = Annotated[int, Field(ge=0, le=15, strict=True)]
@@ -176,6 +179,46 @@ class SparkRapidsConfig(_Model):
     )
 
 
+MIG_PROFILES: dict[str, dict[str, int]] = {
+    "NVIDIA-H100-80GB-HBM3": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
+    "NVIDIA-H200": {"1g.18gb": 7, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1, "7g.141gb": 1},
+}
+"""MIG profiles of each GPU product (nvidia.com/gpu.product) and how many instances of it one GPU holds, from NVIDIA's
+MIG user guide, "Supported MIG Profiles"; the media-extension (+me) profiles are left out (one per GPU)."""
+MigProfile = Annotated[str, Field(pattern=r"^[1-7]g\.[0-9]+gb$")]
+"""A MIG profile name, `<compute slices>g.<memory>gb` (1g.18gb)."""
+
+
+class GpuSharingConfig(_Model):
+    """How the GPUs of a cluster's notebooks-pool nodes are shared (the GPU Operator's device plugin or MIG manager)."""
+
+    mode: Literal["time-slicing", "mig"] = Field(
+        "time-slicing",
+        description="time-slicing: the device plugin advertises `replicas` nvidia.com/gpu.shared per GPU, which take turns on "
+        "it (no memory isolation); mig: each GPU is split into `mig_profile` instances, nvidia.com/mig-<profile> (isolated "
+        "memory and compute; needs mig_strategy mixed). Defaults to time-slicing.",
+    )
+    replicas: int = Field(
+        4, ge=2, le=16, strict=True,
+        description="time-slicing: notebooks sharing one GPU (nvidia.com/gpu.shared per GPU). Defaults to 4.",
+    )
+    mig_profile: MigProfile | None = Field(
+        None,
+        description="mig: the MIG profile every GPU of the notebooks pool is split into, one its GPU type offers (1g.18gb on "
+        "H200, 1g.10gb on H100). Required with mode mig, unused otherwise.",
+    )
+
+    def resource(self) -> str:
+        """The extended resource one notebook requests: a time-slice or a MIG instance, never nvidia.com/gpu."""
+        return "nvidia.com/gpu.shared" if self.mode == "time-slicing" else f"nvidia.com/mig-{self.mig_profile}"
+
+    def per_gpu(self, product: str) -> int:
+        """Notebooks one GPU of the given product holds."""
+        if self.mode == "time-slicing":
+            return self.replicas
+        return MIG_PROFILES.get(product, {}).get(self.mig_profile or "", 0)
+
+
 class GpuClusterConfig(_Model):
     """What the GPU and Network Operators manage on one gpu or gpu-train cluster."""
 
@@ -196,6 +239,11 @@ class GpuClusterConfig(_Model):
         None,
         description="Run Spark RAPIDS here: the Spark operator, SparkApplications in the team namespaces on training nodes "
         "(roadmap phase 5, `spark-rapids`). Defaults to none: no Spark on this cluster.",
+    )
+    sharing: GpuSharingConfig = Field(
+        default_factory=GpuSharingConfig,
+        description="How the GPUs of its notebooks-pool nodes are shared by GPU notebooks (compute.jupyterhub.gpu_notebooks). "
+        "Defaults to time-slicing, 4 notebooks per GPU. Unused without notebooks-pool nodes.",
     )
 
 

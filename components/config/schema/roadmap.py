@@ -40,6 +40,7 @@ FEATURES: dict[str, Feature] = {
     "training-runtimes": Feature(3, "training runtimes (Kubeflow Trainer's TrainJob and JobSet through Kueue)"),
     "batch-inference": Feature(3, "offline batch inference (vLLM batch Jobs queued by Kueue)"),
     "profiles": Feature(4, "fleet profiles (the day/night switch)"),
+    "gpu-notebooks": Feature(4, "GPU notebooks (a JupyterHub on a GPU cluster, its notebooks on shared GPUs)"),
     "multikueue": Feature(5, "MultiKueue dispatch"),
     "more-gpu-clusters": Feature(5, "a second GPU cluster"),
     "remote-training": Feature(5, "GPU training across sites"),
