@@ -7,6 +7,7 @@ import pulumi
 from components.access import PreviewAccess, PreviewAccessArgs
 from components.compute import ComputeCluster, ComputeClusterArgs
 from components.config import load_secrets, load_site
+from components.config import names as site_names
 from components.config.rules.observability import receiver_pool
 from components.federation import SiteFederation, SiteFederationArgs
 from components.gpu import GpuCluster, GpuClusterArgs
@@ -17,6 +18,7 @@ from components.network import CrossClusterNetwork, CrossClusterNetworkArgs
 from components.observability import GRAFANA, SiteObservability, SiteObservabilityArgs, cluster_manifests
 from components.profiles import ProfileSwitches, ProfileSwitchesArgs, leave_to_schedule, switched_objects
 from components.providers import SiteRef, site_providers
+from components.ray import RayPlatform, RayPlatformArgs, team_tokens
 from components.storage import StorageCluster, StorageClusterArgs
 from components.training import TrainingPool, TrainingPoolArgs
 
@@ -37,6 +39,9 @@ api_servers = {key: f"https://{cluster.api_server}:{cluster.api_server_port}" fo
 multikueue_manager = providers.cluster(site.multikueue_manager()) if site.training.multikueue.enabled else None
 # Profiles switched on a schedule (docs/operations.md, "Scheduled switching"): the fields a switch sets are left alone by
 # `pulumi up` in the components that register them.
+ray = site.ray_enabled()
+# Each team's Ray token: its Ray clusters on the GPU clusters and its members' Jupyter servers on compute hold it.
+ray_tokens = team_tokens(teams) if ray else {}
 switched = switched_objects(site)
 switched_by_schedule = pulumi.ResourceOptions(transformations=[leave_to_schedule(switched, providers.kubernetes)] if switched else None)
 
@@ -121,6 +126,7 @@ compute = ComputeCluster(
         serving_repo_token=secrets.serving_repo_token,
         serving_repo_write_token=secrets.serving_repo_write_token,
         extra_uis=[GRAFANA] if site.observability is not None and site.observability.grafana else [],
+        ray_tokens=ray_tokens,
     ),
 )
 training = TrainingPool(
@@ -143,6 +149,19 @@ training = TrainingPool(
     ),
     opts=switched_by_schedule,
 )
+if ray:
+    RayPlatform(
+        "ray",
+        RayPlatformArgs(
+            gpus={key: gpu.cluster for key, gpu in gpus.items()},
+            lb_pools={key: site.clusters[key].clustermesh_pool for key in gpus},
+            manager=multikueue_manager,
+            team_namespaces={key: ns for key, ns in training.team_namespaces.items() if key[0] in gpus},
+            teams={site_names.TEAM_NAMESPACE(team): team for team in teams},
+            tokens=ray_tokens,
+            adopt=site.adopt,
+        ),
+    )
 # Metrics of every cluster (issue 19): after the network (compute's receiver VIP), the identity and the ingress (Grafana).
 observability = SiteObservability(
     "observability",

@@ -93,6 +93,8 @@ TEAM_RULES = [
     {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayclusters"], "verbs": ["create", "delete", "get", "list", "watch", "patch", "update"]},
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["pods", "pods/log", "events"], "verbs": ["get", "list", "watch"]},
+    # Read the Ray cluster template and find a Ray head's client address (components/ray.py).
+    {"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": ["get", "list", "watch"]},
 ]
 """What a team member may do in the team's namespace: run and watch batch work; no Secrets, no RBAC."""
 
@@ -365,6 +367,11 @@ class TrainingPool(pulumi.ComponentResource):
             lambda catalog: yaml.safe_dump(example_job(catalog[0], catalog[1]), sort_keys=False)
         )
         self.register_outputs({"submission": self.submission, "remote_submission": self.remote_submission, "example_job": self.example_job})
+
+    @property
+    def team_namespaces(self) -> dict[tuple[str, str], k8s.core.v1.Namespace]:
+        """(cluster, namespace) -> each team's namespace on each Kueue cluster, for components that run team work there."""
+        return {(cluster, team_namespace(team)): ns for (cluster, team), ns in self._team_namespaces.items()}
 
     def _on(self, cluster: str, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, provider=self._clusters[cluster].provider, depends_on=depends_on or [])

@@ -176,6 +176,8 @@ class EngineScope:
     connection `serving_repo`. Argo CD never holds it."""
     gateway: pulumi.Resource | None = None
     cnpg: pulumi.Resource | None = None
+    ray_tokens: dict[str, pulumi.Output[str]] = field(default_factory=dict)
+    """Team -> its Ray token, while Ray is on (components/ray.py)."""
     _namespaces: dict[str, k8s.core.v1.Namespace] = field(default_factory=dict)
 
     @property

@@ -89,6 +89,11 @@ def _storage_over_ib(site: SiteConfig) -> Iterator[Use]:
             yield ("gpu", key, "infiniband", "inference_weights_over_ib"), "true loads model weights over InfiniBand"
 
 
+def _ray(site: SiteConfig) -> Iterator[Use]:
+    if site.training.ray:
+        yield ("training", "ray"), "true runs KubeRay on the GPU clusters"
+
+
 USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
     "inference": _inference,
     "training-quotas": _training_quotas,
@@ -98,6 +103,7 @@ USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
     "more-gpu-clusters": _more_gpu_clusters,
     "remote-training": _remote_training,
     "storage-over-ib": _storage_over_ib,
+    "ray": _ray,
 }
 """Where each feature of the roadmap is enabled, by feature id (every id of FEATURES)."""
 

@@ -42,6 +42,7 @@ FEATURES: dict[str, Feature] = {
     "more-gpu-clusters": Feature(5, "a second GPU cluster"),
     "remote-training": Feature(5, "GPU training across sites"),
     "storage-over-ib": Feature(5, "storage traffic over InfiniBand"),
+    "ray": Feature(3, "Ray on the GPU clusters (KubeRay, RayJobs through Kueue, Jupyter to Ray)"),
 }
 """Every feature the phases gate, by the id `early_features` names it with."""
 

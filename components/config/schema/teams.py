@@ -107,6 +107,12 @@ class TrainingConfig(_Model):
     quotas: dict[DnsLabel, dict[DnsLabel, TeamQuota]] = Field(
         default_factory=dict, description="Team -> GPU cluster -> quota. A team without quota on a cluster gets none there."
     )
+    ray: Flag | None = Field(
+        None,
+        description="KubeRay on every GPU cluster: RayJobs and RayClusters queued by Kueue (and MultiKueue), a Ray cluster "
+        "template and Ray token in every team namespace, and Jupyter on compute reaching its team's Ray head (client port). "
+        "Defaults to on from phase 3 (training pipeline).",
+    )
 
 
 class Profile(_Model):
