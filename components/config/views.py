@@ -164,7 +164,8 @@ class SiteViews:
 
         With MultiKueue on, the manager-to-worker API flow is part of the table even where the stack's
         own table leaves it out, and so is Argo CD's to the serving cluster's API server while it delivers, and the other
-        clusters' Prometheus to compute's while the site's metrics are kept in-cluster.
+        clusters' Prometheus to compute's while the site's metrics are kept in-cluster, and with Ray, Jupyter's to each
+        team's Ray heads (`ray_flows`).
         """
         table = dict(self.flows) if self.flows is not None else default_flows(self)
         if self.training.multikueue.enabled and MULTIKUEUE_FLOW not in table:
