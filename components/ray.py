@@ -101,7 +101,12 @@ def ray_cluster_spec(client_pool: str | None, gpu_workers: int = 1, gpus_per_wor
     worker = _ray_container("ray-worker", {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": str(gpus_per_worker)})
     head_group: dict[str, Any] = {"rayStartParams": {}, "template": _pod_template(head)}
     if client_pool is not None:
-        head_group = {"serviceType": "LoadBalancer", "headService": {"metadata": {"labels": {LB_POOL_LABEL: client_pool}}}, **head_group}
+        # KubeRay builds the head Service from `headService`; Local keeps the Jupyter server's address, which the flow
+        # rule admits (a forwarding node would otherwise put its own).
+        head_group = {"serviceType": "LoadBalancer", "headService": {
+            "metadata": {"labels": {LB_POOL_LABEL: client_pool}},
+            "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local"},
+        }, **head_group}
     return {
         "rayVersion": versions.RAY_IMAGE.split(":")[1].split("-")[0],
         "authOptions": {"mode": "token", "secretName": TOKEN_SECRET},

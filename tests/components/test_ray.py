@@ -121,10 +121,15 @@ def test_ray_pods_run_in_the_training_pool_at_training_priority_with_the_team_cr
                                                    {"configMapRef": {"name": "nccl"}}]
 
 
-def test_the_head_takes_its_client_address_from_the_internal_pool():
+def test_the_head_takes_its_client_address_from_the_internal_pool_keeping_the_client_s_address():
     head = ray_cluster_template("internal")["spec"]["headGroupSpec"]
     assert head["serviceType"] == "LoadBalancer"
-    assert head["headService"] == {"metadata": {"labels": {"lb.fab.internal/pool": "internal"}}}
+    assert head["headService"] == {"metadata": {"labels": {"lb.fab.internal/pool": "internal"}},
+                                   "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local"}}
+
+
+def test_a_ray_job_s_head_has_no_client_address():
+    assert "headService" not in example_ray_job()["spec"]["rayClusterSpec"]["headGroupSpec"]
 
 
 def test_one_flow_per_team_admits_jupyter_servers_to_that_team_s_ray_heads_on_the_client_port():
