@@ -19,7 +19,7 @@ from components.config.views import JUPYTER_NAMESPACE, RAY_CLIENT_PORT, RAY_HEAD
 from components.engines.jupyterhub import ENGINE as JUPYTERHUB
 from components.engines.jupyterhub import ray_tokens_hook
 from components.ray import TEMPLATE_CONFIG_MAP, TOKEN_SECRET, example_ray_job, ray_cluster_template
-from components.training import FRAMEWORKS, LOCAL_QUEUE, QUEUE_LABEL
+from components.training import LOCAL_QUEUE, QUEUE_LABEL
 from fabctl.render import HELM_RELEASE_TYPE
 
 
@@ -57,8 +57,13 @@ def test_the_multikueue_manager_holds_the_crds_with_an_operator_that_watches_onl
     assert "watchNamespace" not in values["site-t-compute"]
 
 
-def test_kueue_admits_ray_jobs_and_ray_clusters():
-    assert {"ray.io/rayjob", "ray.io/raycluster"} <= set(FRAMEWORKS)
+def test_kueue_admits_ray_jobs_and_ray_clusters_on_every_kueue_cluster():
+    plan = render_small(small_site(multikueue=True))
+    releases = [r for r in plan.of_type(HELM_RELEASE_TYPE) if r["inputs"]["chart"].endswith(f"/{versions.KUEUE.chart}")]
+    frameworks = {plan.cluster(r): yaml.safe_load(r["inputs"]["values"]["managerConfig"]["controllerManagerConfigYaml"])
+                  ["integrations"]["frameworks"] for r in releases}
+    assert sorted(frameworks) == ["site-t-compute", "site-t-gpu"]
+    assert all({"ray.io/rayjob", "ray.io/raycluster"} <= set(f) for f in frameworks.values())
 
 
 def test_ray_is_off_when_switched_off():
