@@ -37,11 +37,11 @@ site_ref = SiteRef.of(site)
 teams = sorted(site.teams)
 api_servers = {key: f"https://{cluster.api_server}:{cluster.api_server_port}" for key, cluster in site.clusters.items()}
 multikueue_manager = providers.cluster(site.multikueue_manager()) if site.training.multikueue.enabled else None
-# Profiles switched on a schedule (docs/operations.md, "Scheduled switching"): the fields a switch sets are left alone by
-# `pulumi up` in the components that register them.
 ray = site.ray_enabled()
 # Each team's Ray token: its Ray clusters on the GPU clusters and its members' Jupyter servers on compute hold it.
 ray_tokens = team_tokens(teams) if ray else {}
+# Profiles switched on a schedule (docs/operations.md, "Scheduled switching"): the fields a switch sets are left alone by
+# `pulumi up` in the components that register them.
 switched = switched_objects(site)
 switched_by_schedule = pulumi.ResourceOptions(transformations=[leave_to_schedule(switched, providers.kubernetes)] if switched else None)
 

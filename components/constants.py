@@ -122,3 +122,7 @@ AISTOR_METRICS_TOKEN_SECRET = "aistor-metrics-token"
 the storage component for its metrics principal, presented by the PodMonitor `aistor` (components/monitors.py). AIStor
 refuses unauthenticated scrapes by default, which stays so."""
 AISTOR_METRICS_TOKEN_KEY = "token"
+
+RAY_TOKEN_KEY = "auth_token"
+"""The key of a team's Ray token in its Secrets: KubeRay's `authOptions.secretName` reads this key (components/ray.py),
+and Jupyter servers find the token in a file of this name (components/engines/jupyterhub.py)."""

@@ -24,7 +24,7 @@ import yaml
 from components import versions
 from components.config import AdoptConfig, names
 from components.config.views import RAY_CLIENT_PORT
-from components.constants import polaris_secret, s3_secret
+from components.constants import RAY_TOKEN_KEY, TEAM_LABEL, polaris_secret, s3_secret
 from components.data_access import TRAINING
 from components.gpu import NCCL_CONFIG, POOL_LABEL, TRAINING_PRIORITY, toleration
 from components.kube import (
@@ -42,11 +42,7 @@ from components.training import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY
 KUBERAY_NAMESPACE = "kuberay-system"
 TOKEN_SECRET = "ray-token"
 """The team's Ray token in each of its namespaces on the GPU clusters (`authOptions.secretName`)."""
-TOKEN_KEY = "auth_token"
-"""The key KubeRay reads the token from (the same in the copy on compute)."""
 TEMPLATE_CONFIG_MAP = "ray-cluster-template"
-TOKEN_MOUNT = "/etc/ray"
-"""Where a Jupyter server finds its teams' tokens: `/etc/ray/<team>/auth_token`."""
 OPERATOR_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}}
 RAY_USER = 1000
 """The `ray` user of the rayproject images."""
@@ -200,14 +196,14 @@ class RayPlatform(pulumi.ComponentResource):
                 on = pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=[ns])
                 k8s.core.v1.Secret(
                     f"{name}-{key}-{ns_name}-token",
-                    metadata={"name": TOKEN_SECRET, "namespace": ns_name, "labels": {"fab.internal/team": team}},
+                    metadata={"name": TOKEN_SECRET, "namespace": ns_name, "labels": {TEAM_LABEL: team}},
                     type="Opaque",
-                    string_data={TOKEN_KEY: args.tokens[team]},
+                    string_data={RAY_TOKEN_KEY: args.tokens[team]},
                     opts=on,
                 )
                 k8s.core.v1.ConfigMap(
                     f"{name}-{key}-{ns_name}-ray-template",
-                    metadata={"name": TEMPLATE_CONFIG_MAP, "namespace": ns_name, "labels": {"fab.internal/team": team}},
+                    metadata={"name": TEMPLATE_CONFIG_MAP, "namespace": ns_name, "labels": {TEAM_LABEL: team}},
                     data={"raycluster.yaml": template},
                     opts=on,
                 )

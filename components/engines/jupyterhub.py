@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.config import names
-from components.constants import OIDC_CLIENT_ID, OIDC_CLIENT_SECRET
+from components.constants import OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, RAY_TOKEN_KEY, TEAM_LABEL
 from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui
 from components.identity import PLATFORM_USERS
 
@@ -33,7 +33,7 @@ def _profiles(jupyter) -> list[dict]:
 
 
 RAY_TOKEN_MOUNT = "/etc/ray"
-"""Where a server finds the Ray tokens of its user's teams: `/etc/ray/<team>/auth_token`."""
+"""Where a server finds the Ray tokens of its user's teams: `/etc/ray/<team>/<RAY_TOKEN_KEY>` (auth_token)."""
 
 _RAY_TOKENS_HOOK = """
 import json
@@ -118,8 +118,8 @@ def _deploy(scope: EngineScope) -> None:
         tokens = [
             k8s.core.v1.Secret(
                 f"{scope.prefix}-{names.RAY_TOKEN_SECRET(team)}",
-                metadata={"name": names.RAY_TOKEN_SECRET(team), "namespace": ENGINE.namespace, "labels": {"fab.internal/team": team}},
-                type="Opaque", string_data={"auth_token": token}, opts=scope.after(ns_resource),
+                metadata={"name": names.RAY_TOKEN_SECRET(team), "namespace": ENGINE.namespace, "labels": {TEAM_LABEL: team}},
+                type="Opaque", string_data={RAY_TOKEN_KEY: token}, opts=scope.after(ns_resource),
             )
             for team, token in sorted(scope.ray_tokens.items())
         ]
