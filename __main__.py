@@ -8,6 +8,7 @@ from components.access import PreviewAccess, PreviewAccessArgs
 from components.batch_inference import BatchInference, BatchInferenceArgs, shared_weights
 from components.compute import ComputeCluster, ComputeClusterArgs
 from components.config import load_secrets, load_site
+from components.config import names as site_names
 from components.config.rules.observability import receiver_pool
 from components.config.schema.roadmap import switched_on
 from components.federation import SiteFederation, SiteFederationArgs
@@ -21,6 +22,7 @@ from components.notebooks import GPU_NOTEBOOKS_UI, GpuNotebooks, GpuNotebooksArg
 from components.observability import GRAFANA, SiteObservability, SiteObservabilityArgs, cluster_manifests
 from components.profiles import ProfileSwitches, ProfileSwitchesArgs, leave_to_schedule, switched_objects
 from components.providers import SiteRef, site_providers
+from components.ray import RayPlatform, RayPlatformArgs, team_tokens
 from components.runtimes import installed_runtimes
 from components.spark_rapids import SparkRapids, SparkRapidsArgs
 from components.storage import StorageCluster, StorageClusterArgs
@@ -41,6 +43,9 @@ site_ref = SiteRef.of(site)
 teams = sorted(site.teams)
 api_servers = {key: f"https://{cluster.api_server}:{cluster.api_server_port}" for key, cluster in site.clusters.items()}
 multikueue_manager = providers.cluster(site.multikueue_manager()) if site.training.multikueue.enabled else None
+ray = site.ray_enabled()
+# Each team's Ray token: its Ray clusters on the GPU clusters and its members' Jupyter servers on compute hold it.
+ray_tokens = team_tokens(teams) if ray else {}
 # Profiles switched on a schedule (docs/operations.md, "Scheduled switching"): the fields a switch sets are left alone by
 # `pulumi up` in the components that register them.
 switched = switched_objects(site)
@@ -132,6 +137,7 @@ compute = ComputeCluster(
         serving_repo_write_token=secrets.serving_repo_write_token,
         extra_uis=[*([GRAFANA] if site.observability is not None and site.observability.grafana else []),
                    *([GPU_NOTEBOOKS_UI] if site.compute.jupyterhub.gpu_notebooks is not None else [])],
+        ray_tokens=ray_tokens,
     ),
 )
 # GPU notebooks (phase 4): their own hub on a GPU cluster, reached through the compute ingress.
@@ -179,6 +185,19 @@ batch_inference = BatchInference(
     "batch-inference",
     BatchInferenceArgs(served=inference.served_models, team_namespaces=training.team_namespace_refs(), storage=storage),
 ) if inference is not None and batch_inference_on else None
+if ray:
+    RayPlatform(
+        "ray",
+        RayPlatformArgs(
+            gpus={key: gpu.cluster for key, gpu in gpus.items()},
+            lb_pools={key: site.clusters[key].clustermesh_pool for key in gpus},
+            manager=multikueue_manager,
+            team_namespaces={key: ns for key, ns in training.kueue_team_namespaces.items() if key[0] in gpus},
+            teams={site_names.TEAM_NAMESPACE(team): team for team in teams},
+            tokens=ray_tokens,
+            adopt=site.adopt,
+        ),
+    )
 # Metrics of every cluster (issue 19): after the network (compute's receiver VIP), the identity and the ingress (Grafana).
 observability = SiteObservability(
     "observability",

@@ -132,3 +132,6 @@ NOTEBOOKS_PROXY_PORT = 80
 """Port of the notebooks hub's proxy Service (proxy-public, http)."""
 NOTEBOOKS_PROXY_TARGET_PORT = 8000
 """Port configurable-http-proxy listens on in its pods (the chart's `http` container port)."""
+RAY_TOKEN_KEY = "auth_token"
+"""The key of a team's Ray token in its Secrets: KubeRay's `authOptions.secretName` reads this key (components/ray.py),
+and Jupyter servers find the token in a file of this name (components/engines/jupyterhub.py)."""

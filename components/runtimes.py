@@ -37,9 +37,14 @@ class JobKind:
 BATCH_JOB = JobKind("batch/job", "batch", "jobs")
 TRAINER = "trainer"
 """Kubeflow Trainer (`training.runtimes`), with the JobSet controller its chart bundles."""
+RAY = "ray"
+"""KubeRay (`training.ray`, components/ray.py)."""
 RUNTIME_KINDS: dict[str, list[JobKind]] = {
     TRAINER: [JobKind("jobset.x-k8s.io/jobset", "jobset.x-k8s.io", "jobsets"),
               JobKind("trainer.kubeflow.org/trainjob", "trainer.kubeflow.org", "trainjobs")],
+    # Airflow submits RayJobs; a RayCluster is a team's interactive session, which its members start themselves.
+    RAY: [JobKind("ray.io/rayjob", "ray.io", "rayjobs"),
+          JobKind("ray.io/raycluster", "ray.io", "rayclusters", submitted=False)],
 }
 """The job kinds each installable runtime brings, by runtime. Without any, Kueue admits Jobs (and their pods) only."""
 
@@ -61,7 +66,7 @@ CA_DIR = "/etc/fab-ca"
 
 def installed_runtimes(training: TrainingConfig, phase: int) -> frozenset[str]:
     """The runtimes the site installs on its GPU clusters, each by its switch (on from its roadmap phase unless set)."""
-    switches = {TRAINER: switched_on("training-runtimes", training.runtimes, phase)}
+    switches = {TRAINER: switched_on("training-runtimes", training.runtimes, phase), RAY: switched_on("ray", training.ray, phase)}
     return frozenset(runtime for runtime, on in switches.items() if on)
 
 
@@ -87,6 +92,9 @@ def team_rules(runtimes: AbstractSet[str]) -> list[dict[str, Any]]:
         *({"apiGroups": [kind.group], "resources": [kind.resource], "verbs": _TEAM_VERBS} for kind in installed_kinds(runtimes)),
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["pods", "pods/log", "events"], "verbs": ["get", "list", "watch"]},
+        # The templates the platform puts in the namespace (batch inference, the Ray cluster, Spark RAPIDS defaults, NCCL
+        # settings) and a Ray head's client address.
+        {"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": ["get", "list", "watch"]},
     ]
 
 

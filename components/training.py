@@ -369,6 +369,10 @@ class TrainingPool(pulumi.ComponentResource):
         """(GPU cluster, team) -> the team's namespace on each GPU cluster, where its jobs run (not the manager's)."""
         return {(cluster, team): NamespaceRef(self._clusters[cluster], team_namespace(team), ns)
                 for (cluster, team), ns in sorted(self._team_namespaces.items()) if cluster in self._gpus}
+    @property
+    def kueue_team_namespaces(self) -> dict[tuple[str, str], k8s.core.v1.Namespace]:
+        """(cluster, namespace) -> each team's namespace on each Kueue cluster, for components that run team work there."""
+        return {(cluster, team_namespace(team)): ns for (cluster, team), ns in self._team_namespaces.items()}
 
     def _on(self, cluster: str, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, provider=self._clusters[cluster].provider, depends_on=depends_on or [])

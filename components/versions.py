@@ -176,3 +176,9 @@ KUBE_PROMETHEUS_STACK = HelmChart(
 one release per cluster (components/observability.py). Its CRDs come with the chart (Helm installs them first)."""
 PROMETHEUS_OPERATOR_API = "monitoring.coreos.com/v1"
 """ServiceMonitor, PodMonitor and PrometheusRule of the Prometheus operator v0.93.1 (the chart above)."""
+
+KUBERAY = HelmChart(chart="kuberay-operator", version="1.7.0", repo="https://ray-project.github.io/kuberay-helm/")
+"""The KubeRay operator (RayCluster, RayJob); the chart installs the CRDs (../shared/crds/kuberay)."""
+RAY_API = "ray.io/v1"
+RAY_IMAGE = "rayproject/ray:2.52.0-py312-gpu"
+"""The image of the teams' Ray cluster template: Ray 2.52 is the first with token authentication (RAY_AUTH_MODE=token)."""

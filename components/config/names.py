@@ -157,6 +157,10 @@ TEAM_GROUP = Derived("Keycloak group", "team-{key}", KEYCLOAK)
 TEAM_GATEWAY_CLIENT = Derived("Keycloak client id", "inference-{key}", KEYCLOAK)
 """The team's client of the inference gateway."""
 TEAM_POLARIS_SETUP = Derived("Job", "polaris-team-{key}", DNS_LABEL)
+RAY_FLOW = Derived("flow", "ray-{key}", LABEL_VALUE)
+"""The flow from Jupyter on compute to a team's Ray heads."""
+RAY_TOKEN_SECRET = Derived("Secret", "ray-token-{key}", DNS_SUBDOMAIN)
+"""A team's Ray token in compute's JupyterHub namespace (mounted into its members' servers only)."""
 """The Job on the storage cluster that creates the team's Polaris principal, and the Secret there with its credentials."""
 NOTEBOOKS_NAMESPACE = Derived("namespace", "notebooks-{key}", DNS_LABEL)
 """The team's namespace for GPU notebooks on the notebooks cluster, whose ResourceQuota is the team's notebook quota."""
@@ -243,7 +247,7 @@ Domain = Annotated[DnsName, Derives((GATEWAY_HOST, S3_HOST, S3_EXTERNAL_HOST, PO
 ClusterKey = Annotated[DnsLabel, Derives((CLUSTER_NAME, SUBMITTER_KUBECONFIG, MULTIKUEUE_KUBECONFIG, SERVING_APPLICATION,
                                          SERVING_CLUSTER_SECRET))]
 TeamKey = Annotated[DnsLabel, Derives((TEAM_NAMESPACE, TEAM_LABEL, TEAM_GROUP, TEAM_GATEWAY_CLIENT, TEAM_POLARIS_SETUP,
-                                      NOTEBOOKS_NAMESPACE))]
+                                      NOTEBOOKS_NAMESPACE, RAY_FLOW, RAY_TOKEN_SECRET))]
 ModelKey = Annotated[DnsLabel, Derives((VLLM, MODEL_LABEL))]
 GpuTypeKey = Annotated[DnsLabel, Derives((GPU_TYPE_LABEL, FLAVOR))]
 FlowKey = Annotated[DnsLabel, Derives((FLOW_LABEL, FLOW_POLICY))]

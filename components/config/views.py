@@ -16,6 +16,7 @@ from components.config import names
 from components.config.fields import GPU_ROLES, WORLD
 from components.config.schema.gpu import DEFAULT_GPU_TYPES
 from components.config.schema.network import Flow
+from components.config.schema.roadmap import switched_on
 from components.config.schema.teams import Profile
 from components.constants import (
     ARGOCD_CONTROLLER_LABELS,
@@ -158,12 +159,17 @@ class SiteViews:
         capacity.check_pool([*sized.values(), *canaries], [n.gpus for n in nodes.values()], f"{inference.cluster}/inference")
         return sized
 
+    def ray_enabled(self) -> bool:
+        """Whether KubeRay runs on the GPU clusters (`training.ray`, on from its roadmap phase when unset)."""
+        return switched_on("ray", self.training.ray, self.phase)
+
     def flow_table(self) -> dict[str, Flow]:
         """The configured flows, or the design's defaults when the stack sets none.
 
         With MultiKueue on, the manager-to-worker API flow is part of the table even where the stack's
         own table leaves it out, and so is Argo CD's to the serving cluster's API server while it delivers, and the other
-        clusters' Prometheus to compute's while the site's metrics are kept in-cluster.
+        clusters' Prometheus to compute's while the site's metrics are kept in-cluster, and with Ray, Jupyter's to each
+        team's Ray heads (`ray_flows`).
         """
         table = dict(self.flows) if self.flows is not None else default_flows(self)
         if self.training.multikueue.enabled and MULTIKUEUE_FLOW not in table:
@@ -171,6 +177,8 @@ class SiteViews:
         if argocd_delivers(self) and ARGOCD_FLOW not in table:
             table[ARGOCD_FLOW] = argocd_flow(self)
         for name, flow in federation_flows(self).items():
+            table.setdefault(name, flow)
+        for name, flow in ray_flows(self).items():
             table.setdefault(name, flow)
         if metrics_in_cluster(self) and METRICS_FLOW not in table:
             table[METRICS_FLOW] = metrics_flow(self)
@@ -302,6 +310,33 @@ def federation_flows(site: SiteConfig) -> dict[str, Flow]:
                 from_cidrs=[str(r) for r in ranges], to=storage, port=polaris.port, to_namespace=polaris.namespace,
             )
     return flows
+
+
+RAY_HEAD_LABELS = {"ray.io/node-type": "head"}
+"""What KubeRay labels every Ray head pod with."""
+RAY_CLIENT_PORT = 10001
+"""Ray Client's port on a Ray head (`ray://<head>:10001`)."""
+JUPYTER_NAMESPACE = "jupyterhub"
+"""Compute's JupyterHub namespace (its engine's name, components/engines/jupyterhub.py)."""
+JUPYTER_USER_LABELS = {"component": "singleuser-server"}
+"""What the JupyterHub chart labels every user server with (not the hub, the proxy or other pods of the namespace)."""
+
+
+def ray_flows(site: SiteConfig) -> dict[str, Flow]:
+    """Per team, Jupyter's user servers on compute to the Ray heads in the team's namespace on the GPU clusters (Ray
+    Client port), while Ray and JupyterHub are both on: one flow per team, since a flow names one destination
+    namespace; the team's Ray token authenticates the session."""
+    if not site.ray_enabled() or not site.compute.jupyterhub.enabled:
+        return {}
+    return {
+        names.RAY_FLOW(team): Flow(
+            description=f"Jupyter servers on compute open Ray Client sessions on team {team}'s Ray heads (Ray token).",
+            sources=site.keys_with_role("compute"), to=site.keys_with_role(*GPU_ROLES), port=RAY_CLIENT_PORT,
+            to_namespace=names.TEAM_NAMESPACE(team), to_labels=RAY_HEAD_LABELS,
+            from_namespace=JUPYTER_NAMESPACE, from_labels=JUPYTER_USER_LABELS,
+        )
+        for team in sorted(site.teams)
+    }
 
 
 def multikueue_flow(site: SiteConfig) -> Flow:

@@ -178,6 +178,8 @@ class EngineScope:
     cnpg: pulumi.Resource | None = None
     cilium: pulumi.Resource | None = None
     """The compute cluster's Cilium release, which registers the cilium.io CRDs an engine's network policy needs."""
+    ray_tokens: dict[str, pulumi.Output[str]] = field(default_factory=dict)
+    """Team -> its Ray token, while Ray is on (components/ray.py)."""
     _namespaces: dict[str, k8s.core.v1.Namespace] = field(default_factory=dict)
 
     @property

@@ -6,8 +6,13 @@ interactive: the hub, its proxy and every single-user server run in the interact
 
 from __future__ import annotations
 
+import json
+
+import pulumi_kubernetes as k8s
+
 from components import versions
-from components.constants import OIDC_CLIENT_ID, OIDC_CLIENT_SECRET
+from components.config import names
+from components.constants import OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, RAY_TOKEN_KEY, TEAM_LABEL
 from components.engines import _spark_connect as spark_connect
 from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui
 from components.identity import PLATFORM_USERS
@@ -31,6 +36,38 @@ def _profiles(jupyter) -> list[dict]:
 def _spark_remote(compute) -> dict[str, str]:
     """SPARK_REMOTE, which PySpark connects to by itself, while compute runs Spark Connect."""
     return {spark_connect.REMOTE_ENV: spark_connect.URL} if compute.spark.enabled and compute.spark.connect else {}
+
+
+RAY_TOKEN_MOUNT = "/etc/ray"
+"""Where a server finds the Ray tokens of its user's teams: `/etc/ray/<team>/<RAY_TOKEN_KEY>` (auth_token)."""
+
+_RAY_TOKENS_HOOK = """
+import json
+from kubernetes_asyncio.client.models import V1SecretVolumeSource, V1Volume, V1VolumeMount
+
+_RAY_TOKENS = json.loads(%r)
+
+
+def _mount_ray_tokens(spawner, pod):
+    # A server holds the Ray token of each team its user is a member of (Keycloak group), and no other.
+    groups = {group.name for group in spawner.user.groups}
+    container = pod.spec.containers[0]
+    for group, (team, secret) in sorted(_RAY_TOKENS.items()):
+        if group in groups:
+            pod.spec.volumes = [*(pod.spec.volumes or []), V1Volume(name=secret, secret=V1SecretVolumeSource(secret_name=secret, default_mode=0o440))]
+            container.volume_mounts = [*(container.volume_mounts or []),
+                                       V1VolumeMount(name=secret, mount_path=%r + "/" + team, read_only=True)]
+    return pod
+
+
+c.KubeSpawner.modify_pod_hook = _mount_ray_tokens
+"""
+
+
+def ray_tokens_hook(teams: list[str]) -> str:
+    """The hub's extra config that mounts a team's Ray token Secret into the servers of the team's members only."""
+    tokens = {names.TEAM_GROUP(team): [team, names.RAY_TOKEN_SECRET(team)] for team in sorted(teams)}
+    return _RAY_TOKENS_HOOK % (json.dumps(tokens, sort_keys=True), RAY_TOKEN_MOUNT)
 
 
 def _deploy(scope: EngineScope) -> None:
@@ -80,7 +117,19 @@ def _deploy(scope: EngineScope) -> None:
             "extraTolerations": pool.tolerations,
         },
     }
-    release = scope.release("jupyterhub", versions.JUPYTERHUB, ENGINE.namespace, values, [oidc])
+    tokens = []
+    if scope.ray_tokens:
+        # Each team's Ray token (components/ray.py), which the hook mounts into its members' servers.
+        values["hub"]["extraConfig"] = {"fab-ray-tokens": ray_tokens_hook(list(scope.ray_tokens))}
+        tokens = [
+            k8s.core.v1.Secret(
+                f"{scope.prefix}-{names.RAY_TOKEN_SECRET(team)}",
+                metadata={"name": names.RAY_TOKEN_SECRET(team), "namespace": ENGINE.namespace, "labels": {TEAM_LABEL: team}},
+                type="Opaque", string_data={RAY_TOKEN_KEY: token}, opts=scope.after(ns_resource),
+            )
+            for team, token in sorted(scope.ray_tokens.items())
+        ]
+    release = scope.release("jupyterhub", versions.JUPYTERHUB, ENGINE.namespace, values, [oidc, *tokens])
     scope.route(ENGINE, [release])
 
 

@@ -27,7 +27,7 @@ from rules._k8s import (
 from rules._policy import resource_rule, stack_rule
 from rules._stack import routes_from_git
 
-S3_PORT, POLARIS_PORT, PROMETHEUS_PORT = 9000, 8181, 9090
+S3_PORT, POLARIS_PORT, PROMETHEUS_PORT, RAY_CLIENT_PORT = 9000, 8181, 9090, 10001
 ENVOY_HTTPS_POD_PORT, KUBE_APISERVER_PORT, CLUSTERMESH_PORT = 10443, 6443, 2379
 NOTEBOOKS_PROXY_POD_PORT = 8000
 K8S_PROVIDER = "pulumi:providers:kubernetes"
@@ -54,6 +54,7 @@ DESIGN_FLOWS = [
     {"name": "clustermesh", "from": [RANGES, REMOTE_NODES], "to": "*", "port": CLUSTERMESH_PORT},
     {"name": "metrics", "from": ["gpu", "storage"], "to": "compute", "port": PROMETHEUS_PORT},
     {"name": "gpu-notebooks", "from": ["compute"], "to": "gpu", "port": NOTEBOOKS_PROXY_POD_PORT},
+    {"name": "ray", "from": ["compute"], "to": "gpu", "port": RAY_CLIENT_PORT},
 ]
 """DESIGN section 2, by the ports Cilium sees (the pods' ports): compute and GPU pods to S3 and Polaris on storage (and
 other sites by their ranges; outside S3 clients through the external endpoint), compute to the inference gateway,
@@ -61,7 +62,8 @@ outside users to the compute ingress, the MultiKueue manager to the GPU clusters
 serving cluster's (issue 18: one Argo CD on compute, the serving clusters its destinations), every cluster's agents
 to each ClusterMesh API server, and every other cluster's Prometheus to compute's remote-write receiver (issue 19, while
 the site keeps its metrics in-cluster), and the compute ingress to the GPU notebooks hub's proxy (issue 20, configurable-http-proxy's
-port). The two API server flows have the same roles and port, as the rule sees them (egress
+port), and Jupyter on compute to its team's Ray heads on the GPU clusters (issue 20: Ray
+Client, one flow per team, token-authenticated). The two API server flows have the same roles and port, as the rule sees them (egress
 to addresses from compute): each is listed so that a pack configured without MultiKueue still admits Argo CD's."""
 FLOWS_SETTING = {
     "type": "array", "default": DESIGN_FLOWS,

@@ -32,6 +32,7 @@ def test_a_site_without_a_flow_table_gets_the_design_flows():
         "inference": (["compute"], ["gpu"], 443, "pods"),
         "multikueue": (["compute"], ["gpu"], 6443, "kube-apiserver"),
         "compute-ingress": (["world"], ["compute"], 443, "pods"),
+        "ray-yield": (["compute"], ["gpu"], 10001, "pods"),
     }
 
 

@@ -250,7 +250,7 @@ def test_outputs_carry_pools_peers_and_flows_per_cluster(full_plan):
         "cluster_name": "site-t-gpu-train",
         "pools": {"internal": {"cidrs": ["10.30.104.0/27"], "visibility": "internal"}},
         "peers": {"tor": {"address": "10.30.4.1", "asn": 65300, "kind": "private"}},
-        "flows_in": ["multikueue"],
+        "flows_in": ["multikueue", "ray-fdc", "ray-yield"],
         "flows_out": ["polaris", "s3"],
         "host_network_namespaces": ["gpu-operator", "nvidia-network-operator"],
     }

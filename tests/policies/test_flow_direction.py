@@ -56,7 +56,7 @@ def test_fails_when_an_approved_port_is_opened_between_the_wrong_clusters():
     inference = rule("fab-flow-inference", {"ingress": [from_clusters("10443", "site-a-storage")]})
     assert check(flow_direction, [*ROLES, on("site-a-gpu", inference)]) == [
         "CiliumClusterwideNetworkPolicy fab-flow-inference on site-a-gpu (gpu) admits site-a-storage (storage) on port 10443, "
-        "which is not a flow of the design's table (into gpu: 2379 from ranges, remote-node; 8000 from compute; 10443 from compute)"
+        "which is not a flow of the design's table (into gpu: 2379 from ranges, remote-node; 8000 from compute; 10001 from compute; 10443 from compute)"
     ]
 
 
@@ -100,7 +100,7 @@ def test_fails_when_the_world_reaches_a_gpu_cluster():
     exposed = rule("fab-flow-inference", {"ingress": [{"fromEntities": ["world"], "toPorts": [{"ports": [{"port": "10443"}]}]}]})
     assert check(flow_direction, [*ROLES, on("site-a-gpu", exposed)]) == [
         "CiliumClusterwideNetworkPolicy fab-flow-inference on site-a-gpu (gpu) admits the world entity on port 10443, which is "
-        "not a flow of the design's table (into gpu: 2379 from ranges, remote-node; 8000 from compute; 10443 from compute)"
+        "not a flow of the design's table (into gpu: 2379 from ranges, remote-node; 8000 from compute; 10001 from compute; 10443 from compute)"
     ]
 
 

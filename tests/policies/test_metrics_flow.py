@@ -51,5 +51,5 @@ def test_fails_when_the_metrics_rule_lets_compute_write_to_a_gpu_cluster(stub, p
     assert [(v.policy, v.message.splitlines()[-1]) for v in violations if v.policy == "fab-flow-direction"] == [
         ("fab-flow-direction", ("CiliumClusterwideNetworkPolicy fab-flow-metrics on site-t-gpu (gpu) admits site-t-compute "
                                 "(compute) on port 9090, which is not a flow of the design's table (into gpu: 2379 from "
-                                "ranges, remote-node; 8000 from compute; 10443 from compute)")),
+                                "ranges, remote-node; 8000 from compute; 10001 from compute; 10443 from compute)")),
     ]

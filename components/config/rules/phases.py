@@ -108,9 +108,16 @@ def _spark_rapids(site: SiteConfig) -> Iterator[Use]:
     for key, spec in sorted(site.gpu.items()):
         if spec.spark_rapids is not None:
             yield ("gpu", key, "spark_rapids"), f"runs Spark RAPIDS on {key}"
+
+
 def _batch_inference(site: SiteConfig) -> Iterator[Use]:
     if site.inference is not None and site.inference.batch:
         yield ("inference", "batch"), "true gives every team a vLLM batch Job template"
+
+
+def _ray(site: SiteConfig) -> Iterator[Use]:
+    if site.training.ray:
+        yield ("training", "ray"), "true runs KubeRay on the GPU clusters"
 
 
 USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
@@ -126,6 +133,7 @@ USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
     "storage-over-ib": _storage_over_ib,
     "spark-rapids": _spark_rapids,
     "batch-inference": _batch_inference,
+    "ray": _ray,
 }
 """Where each feature of the roadmap is enabled, by feature id (every id of FEATURES)."""
 

@@ -39,6 +39,7 @@ FEATURES: dict[str, Feature] = {
     "gitops-serving": Feature(3, "serving through Git (Argo CD on compute applying the serving repository)"),
     "training-runtimes": Feature(3, "training runtimes (Kubeflow Trainer's TrainJob and JobSet through Kueue)"),
     "batch-inference": Feature(3, "offline batch inference (vLLM batch Jobs queued by Kueue)"),
+    "ray": Feature(3, "Ray on the GPU clusters (KubeRay, RayJobs through Kueue, Jupyter to Ray)"),
     "profiles": Feature(4, "fleet profiles (the day/night switch)"),
     "gpu-notebooks": Feature(4, "GPU notebooks (a JupyterHub on a GPU cluster, its notebooks on shared GPUs)"),
     "multikueue": Feature(5, "MultiKueue dispatch"),

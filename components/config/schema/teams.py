@@ -119,6 +119,12 @@ class TrainingConfig(_Model):
         description="NVMe cache per training node of the PyTorch runtime, in GiB: the ephemeral volume checkpoints are "
         "written to before they are uploaded to AIStor. Defaults to 512.",
     )
+    ray: Flag | None = Field(
+        None,
+        description="KubeRay on every GPU cluster: RayJobs and RayClusters queued by Kueue (and MultiKueue), a Ray cluster "
+        "template and Ray token in every team namespace, and Jupyter on compute reaching its team's Ray head (client port). "
+        "Defaults to on from phase 3 (training pipeline).",
+    )
 
 
 class Profile(_Model):
