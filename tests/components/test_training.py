@@ -151,6 +151,7 @@ def test_airflow_may_only_create_watch_and_delete_jobs_in_team_namespaces(full_p
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": verbs},
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": verbs},
         {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": verbs},
+        {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": verbs},
     ]
     bindings = [b for b in full_plan.objects("RoleBinding", "site-t-gpu") if b["metadata"]["name"] == "airflow-submitter"]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-fdc", "team-yield"]
@@ -176,6 +177,10 @@ def test_multikueue_access_is_what_kueue_needs(full_plan):
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"]},
         {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": RW},
         {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs/status"], "verbs": ["get"]},
+        {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": RW},
+        {"apiGroups": ["ray.io"], "resources": ["rayjobs/status"], "verbs": ["get"]},
+        {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": RW},
+        {"apiGroups": ["ray.io"], "resources": ["rayclusters/status"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": RW},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": RW},

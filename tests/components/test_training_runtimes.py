@@ -11,6 +11,7 @@ from small_site import add_gpu_cluster, small_site
 from components.config import parse_site
 from components.runtimes import (
     RUNTIME_KINDS,
+    RAY,
     TRAINER,
     kueue_frameworks,
     multikueue_rules,
@@ -57,19 +58,19 @@ def test_trainer_is_off_before_phase_3():
 
 def test_runtimes_false_leaves_trainer_out_in_phase_5():
     site = small_site()
-    site["training"] = {"runtimes": False}
+    site["training"] = {"runtimes": False, "ray": False}
     assert trainer_clusters(render_small(site)) == []
 
 
 def test_kueue_admits_jobs_and_pods_only_without_runtimes():
     site = small_site()
-    site["training"] = {"runtimes": False}
+    site["training"] = {"runtimes": False, "ray": False}
     assert frameworks(render_small(site), "site-t-gpu") == ["batch/job", "pod"]
 
 
 def test_kueue_admits_trainjobs_and_jobsets_with_trainer(small_plan):
     assert frameworks(small_plan, "site-t-gpu") == [
-        "batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob", "pod",
+        "batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob", "ray.io/rayjob", "ray.io/raycluster", "pod",
     ]
 
 
@@ -107,7 +108,7 @@ def test_multikueue_may_handle_exactly_the_integrated_kinds():
 
 def test_the_workers_grant_multikueue_the_installed_kinds(full_plan):
     (role,) = [r for r in full_plan.objects("ClusterRole", "site-t-gpu") if r["metadata"]["name"] == "fab-multikueue"]
-    assert role["rules"] == multikueue_rules({TRAINER})
+    assert role["rules"] == multikueue_rules({TRAINER, RAY})
 
 
 def test_no_kind_without_its_operator_is_granted():
@@ -121,6 +122,7 @@ def test_airflow_submits_trainjobs_and_jobsets_with_trainer(full_plan):
     (role,) = [r for r in full_plan.objects("ClusterRole", "site-t-gpu") if r["metadata"]["name"] == "fab-airflow-submitter"]
     assert [(rule["apiGroups"], rule["resources"]) for rule in role["rules"]] == [
         (["batch"], ["jobs"]), (["jobset.x-k8s.io"], ["jobsets"]), (["trainer.kubeflow.org"], ["trainjobs"]),
+        (["ray.io"], ["rayjobs"]),
     ]
 
 
