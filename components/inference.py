@@ -229,7 +229,9 @@ class InferencePool(pulumi.ComponentResource):
             global_rate_limits=True,
             near_limit_percent=self._near_limit_percent,
         )
-        # The team header is only ever set from a verified token: strip whatever the client sent.
+        # The team header is only ever set from a verified token: strip whatever the client sent. Under model-aware
+        # routing, so is the picked endpoint, which only the endpoint picker sets (it overwrites it anyway).
+        stripped = [TEAM_HEADER, *([routing.DESTINATION_HEADER] if self._config.routing == "inference-extension" else [])]
         k8s.apiextensions.CustomResource(
             f"{self._name}-client-headers",
             api_version=versions.ENVOY_GATEWAY_API,
@@ -237,7 +239,7 @@ class InferencePool(pulumi.ComponentResource):
             metadata={"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE},
             spec={
                 "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY_NAME}],
-                "headers": {"earlyRequestHeaders": {"remove": [TEAM_HEADER]}},
+                "headers": {"earlyRequestHeaders": {"remove": stripped}},
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
         )

@@ -79,7 +79,7 @@ def inference_pool_crds(prefix: str, opts: pulumi.ResourceOptions) -> pulumi.Res
 
 def endpoint_picker(model: str) -> list[dict[str, Any]]:
     """A model's InferencePool and its EPP: ServiceAccount, Role and RoleBinding, ConfigMap, Deployment and Service."""
-    name = names.VLLM_EPP(model)
+    name = names.EPP(model)
     pool = names.VLLM(model)
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "endpoint-picker"}
     meta = {"name": name, "namespace": INFERENCE_NAMESPACE, "labels": labels}
@@ -188,7 +188,7 @@ def extension_policy(model: str) -> dict[str, Any]:
         "spec": {
             "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": names.VLLM(model)}],
             "extProc": [{
-                "backendRefs": [{"group": "", "kind": "Service", "name": names.VLLM_EPP(model), "port": EPP_GRPC_PORT}],
+                "backendRefs": [{"group": "", "kind": "Service", "name": names.EPP(model), "port": EPP_GRPC_PORT}],
                 "processingMode": {"request": {"body": "FullDuplexStreamed"}, "response": {"body": "FullDuplexStreamed"}},
                 "messageTimeout": EXT_PROC_TIMEOUT,
                 "failOpen": False,

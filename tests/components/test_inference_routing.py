@@ -17,7 +17,7 @@ from fabctl.check.runtime import CONFIG_FILE
 GPU = "site-t-gpu"
 MODEL = "qwen3-8b"
 ROUTE = f"vllm-{MODEL}"
-EPP = f"vllm-{MODEL}-epp"
+EPP = f"epp-{MODEL}"
 EPP_KINDS = ["ConfigMap", "Deployment", "InferencePool", "Role", "RoleBinding", "Service", "ServiceAccount"]
 
 
@@ -130,6 +130,10 @@ def test_the_route_keeps_its_url(plan, small_plan):
     assert named(plan, "HTTPRoute", ROUTE)["spec"] == named(small_plan, "HTTPRoute", ROUTE)["spec"]
 
 
+def test_the_gateway_strips_a_client_sent_destination(plan):
+    assert DESTINATION_HEADER in named(plan, "ClientTrafficPolicy", "llm")["spec"]["headers"]["earlyRequestHeaders"]["remove"]
+
+
 def test_a_model_with_a_canary_keeps_gateway_routing():
     site = routed()
     site["inference"]["models"][MODEL].update(revision="r1", canary={"revision": "r2", "weight_percent": 10})
@@ -153,14 +157,4 @@ def test_fails_when_inference_extension_comes_before_phase_5():
         "picker: model-aware routing (an InferencePool and its endpoint picker per model) comes in phase 05 (scale-out) "
         "and the site is at phase 4; do without it until phase 04 is done and phase is 5 (docs/roadmap.md), or list "
         "inference-extension in early_features")
-    ]
-
-
-def test_fails_when_a_models_picker_name_is_too_long():
-    site = routed()
-    long = "m" * 55
-    site["inference"]["models"][long] = site["inference"]["models"].pop(MODEL)
-    assert config_errors(site) == [
-        (f"fab-platform:site.inference.models.{long}: the model's endpoint picker would be named 'vllm-{long}-epp' (64 "
-        "characters, at most 63): use a model key of at most 54 characters")
     ]

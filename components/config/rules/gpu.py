@@ -171,7 +171,6 @@ def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
     yield from _gateway_size_problems(site)
     yield from _served_name_problems(site)
     yield from _canary_problems(site)
-    yield from _endpoint_picker_problems(site)
     bad_models = False
     for name, model in sorted(inference.models.items()):
         if model.mean_context is not None and model.mean_context > model.max_context:
@@ -229,21 +228,6 @@ def _canary_problems(site: SiteConfig) -> Iterator[Problem]:
             yield (*path,), (
                 f"the canary's Deployment and Service would be named {canary_name!r} ({len(canary_name)} characters, at most "
                 f"{names.DNS_1035_LABEL.max_length}): use a model key of at most {names.VLLM_CANARY.room()} characters"
-            )
-
-
-
-def _endpoint_picker_problems(site: SiteConfig) -> Iterator[Problem]:
-    """Under model-aware routing, each model's endpoint picker is named after it: the name fits."""
-    assert site.inference is not None
-    if site.inference.routing != "inference-extension":
-        return
-    for name in sorted(site.inference.models):
-        epp = names.VLLM_EPP(name)
-        if len(epp) > names.DNS_1035_LABEL.max_length:
-            yield ("inference", "models", name), (
-                f"the model's endpoint picker would be named {epp!r} ({len(epp)} characters, at most "
-                f"{names.DNS_1035_LABEL.max_length}): use a model key of at most {names.VLLM_EPP.room()} characters"
             )
 
 
