@@ -15,7 +15,8 @@ carry its team.
 
 Routing is by path (`/models/<model>/v1/...`, rewritten to `/v1/...`): Gateway API cannot match on the
 request body, where the OpenAI API names the model. Body-based routing on one `/v1` needs Envoy AI
-Gateway with an InferencePool endpoint picker, which Envoy Gateway alone does not provide.
+Gateway with an InferencePool endpoint picker, which Envoy Gateway alone does not provide. Within a model's route,
+`inference.routing: inference-extension` lets the model's endpoint picker choose the replica (components/routing.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import serving, versions
+from components import routing, serving, versions
 from components.capacity import ModelCapacity
 from components.config import AdoptConfig, InferenceConfig, names
 from components.constants import ENGINE_LABEL, GATEWAY_NAMESPACE
@@ -128,10 +129,11 @@ class InferencePool(pulumi.ComponentResource):
         team_clients = self._team_clients(args.identity)
         if not delivered:
             self._gateway_policies([gateway], args.identity)
+        pickers = self._endpoint_pickers(namespace) if inference.routing == "inference-extension" else {}
         for model in served:
             # Authentication and rate limits exist before the route: a route is never served without them. Under Argo CD
             # they exist before its first sync, which the Application follows (docs/operations.md).
-            policies = self._policies(model, [gateway, namespace], args.identity)
+            policies = self._policies(model, [gateway, namespace], args.identity, picker=pickers.get(model))
             if delivered:
                 self._route(model, [gateway, self.deployments[model], *policies])
 
@@ -227,7 +229,9 @@ class InferencePool(pulumi.ComponentResource):
             global_rate_limits=True,
             near_limit_percent=self._near_limit_percent,
         )
-        # The team header is only ever set from a verified token: strip whatever the client sent.
+        # The team header is only ever set from a verified token: strip whatever the client sent. Under model-aware
+        # routing, so is the picked endpoint, which only the endpoint picker sets (it overwrites it anyway).
+        stripped = [TEAM_HEADER, *([routing.DESTINATION_HEADER] if self._config.routing == "inference-extension" else [])]
         k8s.apiextensions.CustomResource(
             f"{self._name}-client-headers",
             api_version=versions.ENVOY_GATEWAY_API,
@@ -235,7 +239,7 @@ class InferencePool(pulumi.ComponentResource):
             metadata={"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE},
             spec={
                 "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY_NAME}],
-                "headers": {"earlyRequestHeaders": {"remove": [TEAM_HEADER]}},
+                "headers": {"earlyRequestHeaders": {"remove": stripped}},
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
         )
@@ -249,14 +253,50 @@ class InferencePool(pulumi.ComponentResource):
             hostname=self.site.hostname, rules=serving.route_rules(self._served[model]),
         )
 
-    def _policies(self, model: str, after: list[pulumi.Resource], identity: SiteIdentity) -> list[pulumi.Resource]:
+    def _policies(self, model: str, after: list[pulumi.Resource], identity: SiteIdentity,
+                  picker: pulumi.Resource | None = None) -> list[pulumi.Resource]:
         """Every route: a Keycloak JWT for this gateway from one of the site's teams, and that team's rate limit.
 
-        The policies name the route they attach to; Envoy Gateway attaches them when it appears.
+        With the model's endpoint picker (`picker`, model-aware routing), also the EnvoyExtensionPolicy that asks it, and
+        the rate limits' BackendTrafficPolicy sends each request to the pod it picked (components/routing.py). The
+        policies name the route they attach to; Envoy Gateway attaches them when it appears.
         """
         target = {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": names.VLLM(model)}
-        return self._access_policies(lambda kind: f"{self._name}-{kind}-{model}", names.VLLM(model), INFERENCE_NAMESPACE,
-                                     target, after, identity)
+        policies = self._access_policies(lambda kind: f"{self._name}-{kind}-{model}", names.VLLM(model), INFERENCE_NAMESPACE,
+                                         target, after, identity,
+                                         load_balancer=routing.endpoint_override() if picker is not None else None)
+        if picker is not None:
+            obj = routing.extension_policy(model)
+            policies.append(k8s.apiextensions.CustomResource(
+                f"{self._name}-extproc-{model}", api_version=obj["apiVersion"], kind=obj["kind"], metadata=obj["metadata"],
+                spec=obj["spec"], opts=pulumi.ResourceOptions(parent=self, depends_on=[*after, picker]),
+            ))
+        return policies
+
+    def _endpoint_pickers(self, namespace: k8s.core.v1.Namespace) -> dict[str, pulumi.Resource]:
+        """Model-aware routing: the Inference Extension's CRDs, then per model its InferencePool and endpoint picker
+        (components/routing.py); returns each model's picker Service, by model. A model with a canary has none while the
+        canary runs: the picker would choose among the stable replicas only and starve the canary of its share."""
+        child = pulumi.ResourceOptions(parent=self)
+        crds = routing.inference_pool_crds(self._name, child)
+        after = pulumi.ResourceOptions(parent=self, depends_on=[namespace, crds])
+        pickers: dict[str, pulumi.Resource] = {}
+        for model, served in self._served.items():
+            if served.spec.canary is not None:
+                continue
+            service: pulumi.Resource | None = None
+            for obj in routing.endpoint_picker(model):
+                logical = f"{self._name}-epp-{model}-{obj['kind'].lower()}"
+                if obj["kind"] == "InferencePool":
+                    k8s.apiextensions.CustomResource(logical, api_version=obj["apiVersion"], kind=obj["kind"],
+                                                     metadata=obj["metadata"], spec=obj["spec"], opts=after)
+                    continue
+                resource = _register(logical, obj, after)
+                if obj["kind"] == "Service":
+                    service = resource
+            assert service is not None
+            pickers[model] = service
+        return pickers
 
     def _gateway_policies(self, after: list[pulumi.Resource], identity: SiteIdentity) -> list[pulumi.Resource]:
         """The same policies on the whole gateway, for the routes Argo CD applies from Git: a route the serving repository
@@ -267,7 +307,7 @@ class InferencePool(pulumi.ComponentResource):
                                      target, after, identity)
 
     def _access_policies(self, logical: Any, name: str, namespace_: str, target: dict[str, str], after: list[pulumi.Resource],
-                         identity: SiteIdentity) -> list[pulumi.Resource]:
+                         identity: SiteIdentity, load_balancer: dict[str, Any] | None = None) -> list[pulumi.Resource]:
         opts = pulumi.ResourceOptions(parent=self, depends_on=after)
         teams = sorted(self._teams)
 
@@ -297,7 +337,10 @@ class InferencePool(pulumi.ComponentResource):
                 "authorization": {"defaultAction": "Deny", "rules": team_allow_rules(teams)},
             },
         )
-        return [jwt, policy("ratelimit", "BackendTrafficPolicy", {"rateLimit": team_rate_limits(self._config)})]
+        # One BackendTrafficPolicy per route: Envoy Gateway applies one of a kind per target, so the endpoint override of
+        # model-aware routing joins the rate limits here.
+        traffic = {"rateLimit": team_rate_limits(self._config), **({"loadBalancer": load_balancer} if load_balancer else {})}
+        return [jwt, policy("ratelimit", "BackendTrafficPolicy", traffic)]
 
     def _team_clients(self, identity: SiteIdentity) -> dict[str, Any]:
         """A client-credentials client per team whose tokens carry `team` and the gateway's audience."""
@@ -308,6 +351,25 @@ class InferencePool(pulumi.ComponentResource):
             )
             for team in sorted(self._teams)
         }
+
+
+def _register(logical: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """One of an endpoint picker's core objects as its typed Pulumi resource."""
+    meta = obj["metadata"]
+    kind = obj["kind"]
+    if kind == "ServiceAccount":
+        return k8s.core.v1.ServiceAccount(logical, metadata=meta, opts=opts)
+    if kind == "Role":
+        return k8s.rbac.v1.Role(logical, metadata=meta, rules=obj["rules"], opts=opts)
+    if kind == "RoleBinding":
+        return k8s.rbac.v1.RoleBinding(logical, metadata=meta, subjects=obj["subjects"], role_ref=obj["roleRef"], opts=opts)
+    if kind == "ConfigMap":
+        return k8s.core.v1.ConfigMap(logical, metadata=meta, data=obj["data"], opts=opts)
+    if kind == "Deployment":
+        return k8s.apps.v1.Deployment(logical, metadata=meta, spec=obj["spec"], opts=opts)
+    if kind == "Service":
+        return k8s.core.v1.Service(logical, metadata=meta, spec=obj["spec"], opts=opts)
+    raise ValueError(f"no resource type for {kind}")
 
 
 CLAIM_VALUES_MAX = 128

@@ -105,6 +105,19 @@ MELLANOX_API = "mellanox.com/v1alpha1"
 NVIDIA_API = "nvidia.com/v1"
 GATEWAY_API = "gateway.networking.k8s.io/v1"
 ENVOY_GATEWAY_API = "gateway.envoyproxy.io/v1alpha1"
+INFERENCE_EXTENSION_VERSION = "v1.5.0"
+"""Gateway API Inference Extension, for `inference.routing: inference-extension` (components/routing.py). v1.5.0, not
+the design's 1.6.0: v1.5.0 is the last release with the endpoint picker and its inferencepool chart (v1.6.0 moved the EPP
+to llm-d/llm-d-router); its InferencePool is inference.networking.k8s.io/v1, the API the v1.6.0 CRD serves too."""
+INFERENCE_POOL_API = "inference.networking.k8s.io/v1"
+INFERENCE_EXTENSION_CRDS = (
+    "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/"
+    f"{INFERENCE_EXTENSION_VERSION}/manifests.yaml"
+)
+"""The release's CRD manifest (InferencePool, InferenceObjective, InferenceModelRewrite), which the upstream guide applies;
+no chart installs it (the inferencepool chart does not)."""
+EPP_IMAGE = f"registry.k8s.io/gateway-api-inference-extension/epp:{INFERENCE_EXTENSION_VERSION}"
+"""The endpoint picker, the image (and tag) the v1.5.0 inferencepool chart runs."""
 
 KUEUE = HelmChart(chart="kueue", version="0.19.2", repo="oci://registry.k8s.io/kueue/charts")
 KUEUE_API = "kueue.x-k8s.io/v1beta2"

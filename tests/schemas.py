@@ -9,6 +9,7 @@ fields rejects fields it does not declare.
 from __future__ import annotations
 
 import json
+import tarfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,9 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
+from components import versions
 from components.versions import KUBERNETES_VERSION
+from fabctl.helm import ChartPackages, ChartRef
 
 _GO_ONLY_PRINTABLE = r"\PC"  # RE2 "not a control character"; Python's re has no \p classes
 
@@ -97,6 +100,34 @@ def builtin_errors(obj: dict[str, Any]) -> list[str]:
     except kubernetes_validate.ValidationError as exc:
         return [f"{'.'.join(map(str, exc.path)) or '<root>'}: {exc.message}"]
     return []
+
+
+class _CrdLoader(yaml.SafeLoader):
+    """SafeLoader that reads a bare `=` (YAML 1.1's value tag, in some CRDs' enums) as the string it is to Go's parser."""
+
+
+_CrdLoader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
+
+
+@cache
+def chart_crds(chart_dir: Path) -> tuple[dict[str, Any], ...]:
+    """The CRDs the pinned charts install from their packages' `crds/` folders (Helm installs them before the release),
+    for `CrdSchemas(extra=...)`: the kinds a chart brings that `../shared/crds` does not carry, such as Envoy Gateway's
+    EnvoyExtensionPolicy. Charts without a package here contribute nothing (test_helm_releases lists them)."""
+    packages = ChartPackages(chart_dir)
+    found: list[dict[str, Any]] = []
+    for pin in sorted({c for c in vars(versions).values() if isinstance(c, versions.HelmChart)}, key=lambda c: (c.chart, c.version)):
+        package = packages.find(ChartRef(pin.chart, pin.version, pin.repo))
+        if package is None:
+            continue
+        with tarfile.open(package) as tar:
+            for member in tar.getmembers():
+                parts = member.name.split("/")
+                # A chart's (or subchart's) own crds/ folder, which Helm installs verbatim; not templates/crds.
+                if member.isfile() and "crds" in parts and "templates" not in parts and member.name.endswith((".yaml", ".yml")):
+                    text = tar.extractfile(member).read().decode()  # type: ignore[union-attr]
+                    found += [d for d in yaml.load_all(text, Loader=_CrdLoader) if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
+    return tuple(found)
 
 
 def has_schema(obj: dict[str, Any], crds: CrdSchemas) -> bool:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from schemas import CrdSchemas, chart_crds, has_schema, schema_errors
 
 from components import versions
 from fabctl.render import HELM_RELEASE_TYPE
-from schemas import CrdSchemas, has_schema, schema_errors
 
 
 @pytest.fixture(scope="session")
-def crds(crd_dir) -> CrdSchemas:
-    return CrdSchemas(crd_dir)
+def crds(crd_dir, chart_dir) -> CrdSchemas:
+    # ../shared/crds first; the kinds only a pinned chart installs (Envoy Gateway's EnvoyExtensionPolicy) from its package.
+    return CrdSchemas(crd_dir, extra=list(chart_crds(chart_dir)))
 
 
 def test_every_kubernetes_object_validates_strictly(plan, crds):

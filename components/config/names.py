@@ -171,6 +171,10 @@ VLLM = Derived("Service", "vllm-{key}", DNS_1035_LABEL)
 """A model's Service, and its Deployment, PodDisruptionBudget, HTTPRoute and route policies."""
 VLLM_CANARY = Derived("Service", "vllm-{key}-canary", DNS_1035_LABEL)
 """A model's canary: its Deployment and Service."""
+EPP = Derived("Service", "epp-{key}", DNS_1035_LABEL)
+"""A model's endpoint picker under `inference.routing: inference-extension`: its Deployment, Service, ServiceAccount,
+RBAC and ConfigMap (components/routing.py). Shorter than VLLM, so it fits wherever the model's Service name does; not
+`vllm-`, which names the serving objects (those Argo CD applies under `inference.delivery: argocd`)."""
 MODEL_LABEL = Derived("label value", "{key}", LABEL_VALUE)
 """`fab.internal/model` on the model's pods."""
 

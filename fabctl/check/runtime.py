@@ -10,9 +10,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from components import versions
 from fabctl.check.picture import Picture, Placed
 
 WAIT_FOR = "pulumi.com/waitFor"
+CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,12 @@ def _nv_ipam_policies(picture: Picture, cluster: str) -> list[dict[str, Any]]:
             and "state-nv-ipam-cni" in ((obj.get("metadata") or {}).get("annotations") or {}).get(WAIT_FOR, "")]
 
 
+def _inference_extension_crds(picture: Picture, cluster: str) -> list[dict[str, Any]]:
+    return [r for r in picture.plan.resources
+            if r["type"] == CONFIG_FILE and picture.plan.cluster(r) == cluster
+            and r["inputs"].get("file") == versions.INFERENCE_EXTENSION_CRDS]
+
+
 RUNTIME_CRDS = (
     RuntimeCrds(
         group="cilium.io",
@@ -62,6 +70,15 @@ RUNTIME_CRDS = (
         ready_after=_nv_ipam_policies,
         fix="make it depend on a NicClusterPolicy with spec.nvIpam that Pulumi waits for until state-nv-ipam-cni is "
         "ready (annotation pulumi.com/waitFor)",
+    ),
+    RuntimeCrds(
+        group="inference.networking.k8s.io",
+        installer="the Gateway API Inference Extension's release manifest, which the provider reads when it deploys (a "
+        "kubernetes:yaml/v2:ConfigFile of versions.INFERENCE_EXTENSION_CRDS): not rendered offline",
+        source="gateway-api-inference-extension v1.5.0 release asset manifests.yaml (Makefile: kustomize build config/crd)",
+        ready_after=_inference_extension_crds,
+        fix="make it depend on the ConfigFile of versions.INFERENCE_EXTENSION_CRDS on its cluster "
+        "(components/routing.py inference_pool_crds)",
     ),
 )
 

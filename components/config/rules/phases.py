@@ -110,6 +110,11 @@ def _spark_rapids(site: SiteConfig) -> Iterator[Use]:
             yield ("gpu", key, "spark_rapids"), f"runs Spark RAPIDS on {key}"
 
 
+def _inference_extension(site: SiteConfig) -> Iterator[Use]:
+    if site.inference is not None and site.inference.routing == "inference-extension":
+        yield ("inference", "routing"), "'inference-extension' routes each model's requests through its endpoint picker"
+
+
 def _batch_inference(site: SiteConfig) -> Iterator[Use]:
     if site.inference is not None and site.inference.batch:
         yield ("inference", "batch"), "true gives every team a vLLM batch Job template"
@@ -134,6 +139,7 @@ USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
     "spark-rapids": _spark_rapids,
     "batch-inference": _batch_inference,
     "ray": _ray,
+    "inference-extension": _inference_extension,
 }
 """Where each feature of the roadmap is enabled, by feature id (every id of FEATURES)."""
 

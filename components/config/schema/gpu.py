@@ -325,6 +325,13 @@ class InferenceConfig(_Model):
     team_requests_per_minute: dict[DnsLabel, RequestsPerMinute] = Field(
         default_factory=dict, description="Requests per minute to each model for the teams whose rate differs from the default (at most 15 teams)."
     )
+    routing: Literal["gateway", "inference-extension"] = Field(
+        "gateway",
+        description="How the gateway picks a model's replica: gateway (Envoy Gateway balances over the model's Service) or "
+        "inference-extension (per model an InferencePool and its endpoint picker, which picks the replica by its queue, KV "
+        "cache and prefix cache; same URL, token and rate limits; a model with a canary keeps gateway routing until the "
+        "canary ends). inference-extension is a phase 5 feature (docs/roadmap.md). Defaults to gateway.",
+    )
     batch: Flag | None = Field(
         None,
         description="Offline batch inference: per served model a vLLM batch Job template (`vllm run-batch`, sized like the "

@@ -47,6 +47,7 @@ FEATURES: dict[str, Feature] = {
     "remote-training": Feature(5, "GPU training across sites"),
     "storage-over-ib": Feature(5, "storage traffic over InfiniBand"),
     "spark-rapids": Feature(5, "Spark RAPIDS on a GPU cluster"),
+    "inference-extension": Feature(5, "model-aware routing (an InferencePool and its endpoint picker per model)"),
 }
 """Every feature the phases gate, by the id `early_features` names it with."""
 
