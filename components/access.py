@@ -27,6 +27,7 @@ PREVIEW_WRITE_GROUPS = [
     "", "apps", "batch", "policy", "rbac.authorization.k8s.io", "scheduling.k8s.io", "storage.k8s.io",
     "cilium.io", "kueue.x-k8s.io", "gateway.networking.k8s.io", "gateway.envoyproxy.io", "nvidia.com", "mellanox.com",
     "nv-ipam.nvidia.com", "nfd.k8s-sigs.io", "postgresql.cnpg.io", "starrocks.com", "monitoring.coreos.com",
+    "discovery.k8s.io", "networking.k8s.io", "trainer.kubeflow.org", "inference.networking.k8s.io",
 ]
 """The API groups of the objects the program applies (a test keeps this list complete): what a preview dry-runs."""
 
