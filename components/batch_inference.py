@@ -49,9 +49,10 @@ DATA_GIB = 20
 
 
 def weights_object(bucket: str, source: str, revision: str | None) -> str:
-    """The served revision's weights, under the alias `aistor`."""
+    """The served revision's weights, under the alias `aistor`, as a folder: `mc mirror` stats a source without the
+    trailing slash as an object first, which the team's read grant (`<path>/*`) refuses."""
     path = source.strip("/")
-    return f"{ALIAS}/{bucket}/{path}" if revision is None else f"{ALIAS}/{bucket}/{path}/{revision}"
+    return f"{ALIAS}/{bucket}/{path}/" if revision is None else f"{ALIAS}/{bucket}/{path}/{revision}/"
 
 
 def results_prefix(checkpoints_bucket: str, team: str) -> str:

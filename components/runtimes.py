@@ -175,11 +175,11 @@ def torch_runtime(checkpoint_cache_gib: int, site_ca: bool) -> dict[str, Any]:
         "node", versions.TORCH_IMAGE, TRAINER_USER,
         # The team's S3 and Polaris keys (data by reference, its checkpoint prefix) and the cluster's NCCL settings.
         envFrom=[*s3_env, {"secretRef": {"name": polaris_secret(TRAINING)}}, {"configMapRef": {"name": NCCL_CONFIG}}],
-        env=[{"name": CHECKPOINT_DIR_ENV, "value": CHECKPOINT_DIR}, {"name": "HOME", "value": "/tmp"}],
+        env=[{"name": CHECKPOINT_DIR_ENV, "value": CHECKPOINT_DIR}, {"name": "HOME", "value": "/tmp"}, *ca_env],
         # A TrainJob's `resourcesPerNode` replaces these: it names the GPUs and the RDMA resource itself.
         resources={"requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1", RDMA_RESOURCE: "1"},
                    "limits": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1", RDMA_RESOURCE: "1"}},
-        volumeMounts=[checkpoints, tmp, {"name": "shm", "mountPath": "/dev/shm"}],
+        volumeMounts=[checkpoints, tmp, {"name": "shm", "mountPath": "/dev/shm"}, *site_ca_mounts(site_ca, CA_DIR)],
     )
     pod = {
         "priorityClassName": TRAINING_PRIORITY,

@@ -47,7 +47,16 @@ from components.constants import (
 )
 from components.data_access import TRAINING
 from components.federation import SiteFederation
-from components.gpu import GPU_TYPE_LABEL, NCCL_CONFIG, POOL_LABEL, PRIORITY_CLASSES, TRAINING_PRIORITY, GpuCluster, toleration
+from components.gpu import (
+    GPU_TYPE_LABEL,
+    NCCL_CONFIG,
+    POOL_LABEL,
+    PRIORITY_CLASSES,
+    RDMA_RESOURCE,
+    TRAINING_PRIORITY,
+    GpuCluster,
+    toleration,
+)
 from components.identity import SiteIdentity
 from components.kube import (
     Adoption,
@@ -123,6 +132,9 @@ def kueue_config(multikueue: bool, runtimes: AbstractSet[str], spark: bool = Fal
         # Only team namespaces are Kueue's: resident inference and system pods are never gated.
         "managedJobsNamespaceSelector": {"matchLabels": {MANAGED_LABEL: "true"}},
         "integrations": {"frameworks": kueue_frameworks(runtimes) + ([SPARK_FRAMEWORK] if spark else [])},
+        # InfiniBand is shared by every pod of a node (the RDMA shared device plugin), not a quota: without this, Kueue
+        # refuses any workload that asks for it (no ClusterQueue covers it).
+        "resources": {"excludeResourcePrefixes": [RDMA_RESOURCE.split("/")[0] + "/"]},
     }
     if multikueue:
         config["multiKueue"] = {"gcInterval": "1m", "origin": "multikueue", "workerLostTimeout": "15m"}

@@ -104,7 +104,7 @@ def test_the_job_reads_only_the_teams_own_keys(small_plan):
 
 def test_the_job_loads_the_served_weights_from_the_models_bucket(small_plan):
     assert containers(small_plan)["weights"]["args"] == [
-        "mirror", "--overwrite", "--remove", "aistor/site-t-models/qwen/qwen3-8b", "/models/qwen3-8b"]
+        "mirror", "--overwrite", "--remove", "aistor/site-t-models/qwen/qwen3-8b/", "/models/qwen3-8b"]
 
 
 def test_the_results_go_under_the_teams_checkpoint_prefix(small_plan):

@@ -249,3 +249,9 @@ def test_the_nccl_check_does_not_apply_without_trainer():
 def test_the_runner_reads_the_mpi_launchers_log_and_trainjob_conditions():
     assert (_pod_selector("TrainJob", "nccl-load"), FINISHED["TrainJob"]) == (
         "jobset.sigs.k8s.io/jobset-name=nccl-load,jobset.sigs.k8s.io/replicatedjob-name=launcher", ("Complete", "Failed"))
+
+
+def test_kueue_does_not_count_the_shared_infiniband_resource(small_plan):
+    (release,) = releases(small_plan, "kueue")
+    config = yaml.safe_load(release["inputs"]["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["resources"] == {"excludeResourcePrefixes": ["rdma/"]}
