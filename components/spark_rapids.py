@@ -5,8 +5,8 @@ MultiKueue cannot dispatch a SparkApplication, so Airflow on compute creates it 
 GPU cluster named by `gpu.<cluster>.spark_rapids`, through that cluster's submitter ServiceAccount. The Spark operator
 there watches exactly the team namespaces; Kueue's SparkApplication integration admits each whole application (driver
 and every executor) against the team's training quota, at training priority, on training nodes. Drivers and executors
-read the team's own S3 keys and Polaris principal (`s3-training`, `polaris-training`), and `spark-rapids-defaults`
-(the catalog, and the RAPIDS plugin sized from config) as their Spark configuration.
+read the team's own S3 keys and Polaris principal (`s3-training`, `polaris-training`); the exported application
+template carries the catalog and the RAPIDS plugin sized from config in its `sparkConf`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from components import versions
 from components.config import AdoptConfig, SparkRapidsConfig
 from components.constants import polaris_secret, s3_secret
 from components.data_access import TRAINING
-from components.engines.spark import SERVICE_ACCOUNT, spark_defaults
+from components.engines.spark import SERVICE_ACCOUNT, spark_conf
 from components.gpu import POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
 from components.kube import Adoption, helm_release, namespace, restricted_pod_security_context, restricted_security_context
 from components.training import (
@@ -36,7 +36,6 @@ from components.training import (
 )
 
 OPERATOR_NAMESPACE = "spark-operator"
-DEFAULTS_CONFIG_MAP = "spark-rapids-defaults"
 SUBMITTER_ROLE = "fab-airflow-submitter-spark"
 SUBMITTER_RULES = [
     {"apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications"], "verbs": ["create", "delete", "get", "list", "watch"]},
@@ -57,8 +56,6 @@ def rapids_conf(spec: SparkRapidsConfig) -> dict[str, str]:
         "spark.rapids.sql.enabled": "true",
         "spark.rapids.sql.concurrentGpuTasks": str(spec.concurrent_gpu_tasks),
         "spark.rapids.memory.pinnedPool.size": f"{spec.pinned_pool_gib}g",
-        # The pinned pool is off-heap: the executor's overhead holds it, plus Spark's own.
-        "spark.executor.memoryOverhead": f"{spec.pinned_pool_gib + 4}g",
         "spark.executor.resource.gpu.amount": str(spec.executor_gpus),
         "spark.executor.resource.gpu.vendor": "nvidia.com",
         "spark.executor.resource.gpu.discoveryScript": DISCOVERY_SCRIPT,
@@ -69,16 +66,18 @@ def rapids_conf(spec: SparkRapidsConfig) -> dict[str, str]:
     }
 
 
-def rapids_defaults(catalog_uri: str, spec: SparkRapidsConfig) -> str:
-    """spark-defaults.conf of a team namespace: the compute Spark's catalog and S3 settings, then the RAPIDS plugin."""
-    conf = "".join(f"{key} {value}\n" for key, value in rapids_conf(spec).items())
-    return spark_defaults(catalog_uri) + conf
+def overhead_gib(spec: SparkRapidsConfig) -> int:
+    """An executor's memory beyond its heap: the RAPIDS pinned pool (off-heap) and Spark's own overhead."""
+    return spec.pinned_pool_gib + 4
 
 
-def spark_rapids_application(spec: SparkRapidsConfig, executors: int = 2) -> dict[str, Any]:
+def spark_rapids_application(spec: SparkRapidsConfig, catalog_uri: str, executors: int = 2) -> dict[str, Any]:
     """A SparkApplication as Airflow submits it to a team namespace: queued by Kueue on the team's LocalQueue at training
     priority, driver and executors on training nodes with the team's credentials, executors with `spec`'s GPUs. A job
-    adds its name, type, mainApplicationFile (and image, if it needs more than Spark and the RAPIDS jar)."""
+    adds its name, type, mainApplicationFile (and image, if it needs more than Spark and the RAPIDS jar).
+
+    Every setting is in `sparkConf`: the operator's `sparkConfigMap` mounts a spark-defaults.conf that Spark 3.5 drivers
+    never read (they start with `--properties-file`; kubeflow/spark-operator#1183, #691)."""
     def pod() -> dict[str, Any]:
         credentials = [{"secretRef": {"name": s3_secret(TRAINING)}}, {"secretRef": {"name": polaris_secret(TRAINING)}}]
         return {
@@ -98,7 +97,7 @@ def spark_rapids_application(spec: SparkRapidsConfig, executors: int = 2) -> dic
             "mode": "cluster",
             "sparkVersion": versions.SPARK_VERSION,
             "image": versions.SPARK_IMAGE,
-            "sparkConfigMap": DEFAULTS_CONFIG_MAP,
+            "sparkConf": {**spark_conf(catalog_uri), **rapids_conf(spec)},
             "restartPolicy": {"type": "Never"},
             "dynamicAllocation": {"enabled": False},
             "driver": {"serviceAccount": SERVICE_ACCOUNT, "cores": 2, "memory": "8g", **pod()},
@@ -106,6 +105,7 @@ def spark_rapids_application(spec: SparkRapidsConfig, executors: int = 2) -> dic
                 "instances": executors,
                 "cores": spec.executor_cores,
                 "memory": f"{spec.executor_memory_gib}g",
+                "memoryOverhead": f"{overhead_gib(spec)}g",
                 "gpu": {"name": "nvidia.com/gpu", "quantity": spec.executor_gpus},
                 **pod(),
             },
@@ -158,7 +158,6 @@ class SparkRapids(pulumi.ComponentResource):
             adopt=adopt,
         )
         role = k8s.rbac.v1.ClusterRole(f"{name}-submitter-role", metadata={"name": SUBMITTER_ROLE}, rules=SUBMITTER_RULES, opts=child)
-        defaults = pulumi.Output.from_input(args.catalog_uri).apply(lambda uri: rapids_defaults(uri, args.config))
         for team in teams:
             ns_name = team_namespace(team)
             team_ns = args.team_namespaces[team]
@@ -169,11 +168,6 @@ class SparkRapids(pulumi.ComponentResource):
                 subjects=[{"kind": "ServiceAccount", "name": SUBMITTER, "namespace": ACCESS_NAMESPACE}],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[role, team_ns]),
             )
-            k8s.core.v1.ConfigMap(
-                f"{name}-{ns_name}-defaults",
-                metadata={"name": DEFAULTS_CONFIG_MAP, "namespace": ns_name, "labels": {"fab.internal/team": team}},
-                data={"spark-defaults.conf": defaults},
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[team_ns]),
-            )
-        self.application_template = pulumi.Output.from_input(yaml.safe_dump(spark_rapids_application(args.config), sort_keys=False))
+        self.application_template = pulumi.Output.from_input(args.catalog_uri).apply(
+            lambda uri: yaml.safe_dump(spark_rapids_application(args.config, uri), sort_keys=False))
         self.register_outputs({"application_template": self.application_template})

@@ -49,8 +49,8 @@ def yunikorn_queues(spark: Any) -> str:
     )
 
 
-def spark_defaults(catalog_uri: str) -> str:
-    """spark-defaults.conf: the Polaris catalog at `catalog_uri` and the internal S3 endpoint; credentials only as
+def spark_conf(catalog_uri: str) -> dict[str, str]:
+    """The Spark settings of the Polaris catalog at `catalog_uri` and the internal S3 endpoint; credentials only as
     ${env:...} references."""
     catalog = "spark.sql.catalog.fab"
     conf = {
@@ -71,7 +71,12 @@ def spark_defaults(catalog_uri: str) -> str:
         "spark.hadoop.fs.s3a.aws.credentials.provider": "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider",
         "spark.kubernetes.authenticate.driver.serviceAccountName": SERVICE_ACCOUNT,
     }
-    return "".join(f"{key} {value}\n" for key, value in conf.items())
+    return conf
+
+
+def spark_defaults(catalog_uri: str) -> str:
+    """spark-defaults.conf with `spark_conf`."""
+    return "".join(f"{key} {value}\n" for key, value in spark_conf(catalog_uri).items())
 
 
 def spark_application_template() -> dict[str, Any]:

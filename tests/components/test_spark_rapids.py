@@ -16,6 +16,7 @@ from components.config import SparkRapidsConfig
 from components.spark_rapids import SUBMITTER_ROLE, SUBMITTER_RULES, rapids_conf, spark_rapids_application
 
 README = Path(__file__).parents[2] / "README.md"
+CATALOG = "http://polaris.site-t.fab.internal:8181/api/catalog"
 
 
 def rapids_site(**spec: Any) -> dict[str, Any]:
@@ -88,15 +89,15 @@ def test_the_submitter_may_create_no_spark_application_on_the_other_gpu_cluster(
     assert not [r for r in plan.objects("ClusterRole", "site-t-gpu") if r["metadata"]["name"] == SUBMITTER_ROLE]
 
 
-def test_every_team_namespace_has_the_rapids_plugin_and_the_catalog_in_its_spark_defaults():
+def test_the_exported_application_carries_the_rapids_plugin_and_the_catalog_in_its_spark_conf():
+    # Not in a sparkConfigMap: Spark 3.5 drivers started by the operator never read its spark-defaults.conf.
     plan = render_small(rapids_site(concurrent_gpu_tasks=3))
-    defaults = {c["metadata"]["namespace"]: c["data"]["spark-defaults.conf"] for c in plan.objects("ConfigMap", "site-t-gpu-train")
-                if c["metadata"]["name"] == "spark-rapids-defaults"}
-    assert set(defaults) == {"team-fdc", "team-yield"}
-    for conf in defaults.values():
-        assert "spark.plugins com.nvidia.spark.SQLPlugin\n" in conf
-        assert "spark.rapids.sql.concurrentGpuTasks 3\n" in conf
-        assert "spark.sql.catalog.fab.uri http://polaris.site-t.fab.internal:8181/api/catalog\n" in conf
+    spec = yaml.safe_load(plan.outputs["spark_rapids"]["gpu-train"])["spec"]
+    assert "sparkConfigMap" not in spec
+    conf = spec["sparkConf"]
+    assert conf["spark.plugins"] == "com.nvidia.spark.SQLPlugin"
+    assert conf["spark.rapids.sql.concurrentGpuTasks"] == "3"
+    assert conf["spark.sql.catalog.fab.uri"] == "http://polaris.site-t.fab.internal:8181/api/catalog"
 
 
 def test_task_slots_share_the_executors_gpus():
@@ -105,7 +106,7 @@ def test_task_slots_share_the_executors_gpus():
 
 
 def test_drivers_and_executors_run_on_training_nodes_at_training_priority_with_the_teams_credentials():
-    spec = spark_rapids_application(SparkRapidsConfig())["spec"]
+    spec = spark_rapids_application(SparkRapidsConfig(), CATALOG)["spec"]
     for role in ("driver", "executor"):
         assert spec[role]["nodeSelector"] == {"fab.internal/gpu-pool": "training"}
         assert spec[role]["tolerations"] == [{"key": "fab.internal/gpu-pool", "operator": "Equal", "value": "training", "effect": "NoSchedule"}]
@@ -114,14 +115,14 @@ def test_drivers_and_executors_run_on_training_nodes_at_training_priority_with_t
 
 
 def test_the_application_is_queued_on_the_teams_local_queue_with_a_fixed_size():
-    app = spark_rapids_application(SparkRapidsConfig(executor_gpus=2))
+    app = spark_rapids_application(SparkRapidsConfig(executor_gpus=2), CATALOG)
     assert app["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "training", "kueue.x-k8s.io/priority-class": "training-normal"}
     assert app["spec"]["dynamicAllocation"] == {"enabled": False}
     assert app["spec"]["executor"]["gpu"] == {"name": "nvidia.com/gpu", "quantity": 2}
 
 
 def test_the_template_with_a_jobs_fields_is_a_valid_spark_application(crd_dir):
-    app = spark_rapids_application(SparkRapidsConfig())
+    app = spark_rapids_application(SparkRapidsConfig(), CATALOG)
     app["metadata"] |= {"name": "fdc-backfill", "namespace": "team-fdc"}
     app["spec"] |= {"type": "Python", "mainApplicationFile": "s3a://site-t-warehouse/jobs/backfill.py"}
     assert CrdSchemas(crd_dir).errors(app) == []
@@ -130,7 +131,7 @@ def test_the_template_with_a_jobs_fields_is_a_valid_spark_application(crd_dir):
 def test_the_readme_spark_application_is_valid_and_the_programs_own(crd_dir):
     app = readme_application()
     assert CrdSchemas(crd_dir).errors(app) == []
-    template = spark_rapids_application(SparkRapidsConfig())
+    template = spark_rapids_application(SparkRapidsConfig(), app["spec"]["sparkConf"]["spark.sql.catalog.fab.uri"])
     assert {k: app["spec"][k] for k in template["spec"]} == template["spec"]
     assert app["metadata"]["labels"] == template["metadata"]["labels"]
 
@@ -138,7 +139,7 @@ def test_the_readme_spark_application_is_valid_and_the_programs_own(crd_dir):
 def test_the_stack_exports_the_application_template():
     plan = render_small(rapids_site())
     template = yaml.safe_load(plan.outputs["spark_rapids"]["gpu-train"])
-    assert template == spark_rapids_application(SparkRapidsConfig())
+    assert template == spark_rapids_application(SparkRapidsConfig(), CATALOG)
 
 
 def test_fails_when_an_executor_needs_more_gpus_than_any_training_node_has():
