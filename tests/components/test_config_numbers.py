@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from components.config import SiteConfig, parse_site
 from components.config.problems import key_location
 from helpers import config_errors
-from small_site import QWEN3_8B, add_model, full_site, small_site
+from small_site import QWEN3_8B, add_gpu_notebooks, add_model, full_site, small_site
 
 KEY = object()
 """A mapping's key in a field path: filled with the first key the test site has there."""
@@ -51,11 +51,14 @@ NUMBERS = numeric_fields(SiteConfig)
 
 def numbers_site() -> dict[str, Any]:
     """The site with every optional part (full_site), and an entry in each mapping that holds numbers: a GPU type, a
-    profile with replicas and quotas, notebook profiles, a model's canary, a peer's team training here."""
+    profile with replicas and quotas, notebook profiles, a model's canary, a peer's team training here, GPU notebooks
+    with a team's quota, Spark RAPIDS."""
     site = full_site()
+    site["gpu"]["gpu-train"]["spark_rapids"] = {}
     site["gpu_types"] = {"b200": {"memory_mib": 183359, "product": "NVIDIA-B200"}}
     site["profiles"] = {"night": {"replicas": {"qwen3-8b": 2}, "quotas": {"yield": {"gpu": {"gpus": 4}}}}}
     site["compute"]["jupyterhub"] = {"profiles": {"small": {"cpu": 2, "memory_gib": 8}}}
+    add_gpu_notebooks(site)
     site["inference"]["models"]["qwen3-8b"].update(revision="r1", canary={"revision": "r2"})
     site["federation"] = {"peers": {"site-u": {"remote_training": {"yield": {"gpu": {"gpus": 0, "borrowing_limit_gpus": 1}}}}},
                           "ranges": {"site-u": ["172.20.0.0/16"]}, "linked": ["site-u"]}
