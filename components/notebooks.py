@@ -39,6 +39,7 @@ from components.constants import (
     TEAM_LABEL,
 )
 from components.engines import GATEWAY, Ui
+from components.engines.jupyterhub import keycloak_authenticator
 from components.gateway import ROUTES_LABEL, http_route
 from components.gpu import NOTEBOOKS_POOL, POOL_LABEL, toleration
 from components.identity import SiteIdentity, team_group_name
@@ -299,18 +300,8 @@ def hub_values(config: GpuNotebooksConfig, resource: str, issuer: str, redirect:
                     # Servers run in the team namespaces, where the chart's short name `hub` does not resolve.
                     "hub_connect_url": f"http://hub.{GPU_NOTEBOOKS}.svc:{HUB_PORT}",
                 },
-                "GenericOAuthenticator": {
-                    "oauth_callback_url": redirect,
-                    "authorize_url": f"{issuer}/protocol/openid-connect/auth",
-                    "token_url": f"{issuer}/protocol/openid-connect/token",
-                    "userdata_url": f"{issuer}/protocol/openid-connect/userinfo",
-                    "scope": ["openid", "profile", "email"],
-                    "username_claim": "preferred_username",
-                    "login_service": "Keycloak",
-                    "manage_groups": True,
-                    "auth_state_groups_key": "oauth_user.groups",
-                    "allowed_groups": sorted(team_group_name(team) for team in config.team_quotas),
-                },
+                "GenericOAuthenticator": keycloak_authenticator(
+                    issuer, redirect, sorted(team_group_name(team) for team in config.team_quotas)),
                 "KubeSpawner": {
                     # Servers run in the team namespaces at Pod Security `restricted`, which KubeSpawner's defaults
                     # (a uid and no privilege escalation) do not meet on their own.

@@ -33,6 +33,23 @@ def _profiles(jupyter) -> list[dict]:
     ]
 
 
+def keycloak_authenticator(issuer: str, callback_url: str, allowed_groups: list[str]) -> dict[str, object]:
+    """GenericOAuthenticator's settings for the site's Keycloak realm at `issuer`: sign-in by OIDC, the user's Keycloak
+    groups kept as JupyterHub groups, and only members of `allowed_groups` let in."""
+    return {
+        "oauth_callback_url": callback_url,
+        "authorize_url": f"{issuer}/protocol/openid-connect/auth",
+        "token_url": f"{issuer}/protocol/openid-connect/token",
+        "userdata_url": f"{issuer}/protocol/openid-connect/userinfo",
+        "scope": ["openid", "profile", "email"],
+        "username_claim": "preferred_username",
+        "login_service": "Keycloak",
+        "manage_groups": True,
+        "auth_state_groups_key": "oauth_user.groups",
+        "allowed_groups": allowed_groups,
+    }
+
+
 def _spark_remote(compute) -> dict[str, str]:
     """SPARK_REMOTE, which PySpark connects to by itself, while compute runs Spark Connect."""
     return {spark_connect.REMOTE_ENV: spark_connect.URL} if compute.spark.enabled and compute.spark.connect else {}
@@ -84,18 +101,7 @@ def _deploy(scope: EngineScope) -> None:
         "hub": {
             "config": {
                 "JupyterHub": {"authenticator_class": "generic-oauth"},
-                "GenericOAuthenticator": {
-                    "oauth_callback_url": ENGINE.ui.redirect_uri(scope.domain),
-                    "authorize_url": f"{issuer}/protocol/openid-connect/auth",
-                    "token_url": f"{issuer}/protocol/openid-connect/token",
-                    "userdata_url": f"{issuer}/protocol/openid-connect/userinfo",
-                    "scope": ["openid", "profile", "email"],
-                    "username_claim": "preferred_username",
-                    "login_service": "Keycloak",
-                    "manage_groups": True,
-                    "auth_state_groups_key": "oauth_user.groups",
-                    "allowed_groups": [PLATFORM_USERS],
-                },
+                "GenericOAuthenticator": keycloak_authenticator(issuer, ENGINE.ui.redirect_uri(scope.domain), [PLATFORM_USERS]),
                 "KubeSpawner": {"priority_class_name": pool.priority_class},
             },
             **core,
