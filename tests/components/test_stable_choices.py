@@ -50,10 +50,11 @@ def test_adding_a_team_that_sorts_first_changes_no_resource_and_no_other_teams_c
     assert sorted(raw["teams"]) == ["yield"]
     raw["teams"]["aaa"] = {}
     after = render(raw)
-    # Each model's JWT SecurityPolicy lists the site's teams it admits (default deny), and Airflow's copy of the submission
-    # contract lists every team: both are updated in place, nothing else.
+    # Each model's JWT SecurityPolicy lists the site's teams it admits (default deny), Airflow's copy of the submission
+    # contract lists every team, JupyterHub mounts each team's Ray token into its members' servers and KubeRay watches
+    # every team namespace: all updated in place, nothing else.
     assert [urn.rsplit("::", 1)[1] for urn in changed_inputs(before, after)] == [
-        "inference-jwt-qwen3-8b", "training-compute-airflow-submission"]
+        "compute-jupyterhub", "inference-jwt-qwen3-8b", "ray-gpu-kuberay", "training-compute-airflow-submission"]
     submission = after.outputs["training"]["submission"]
     assert submission.pop("aaa") == {"cluster": "site-t-gpu", "namespace": "team-aaa", "local_queue": "training"}
     assert submission == before.outputs["training"]["submission"]
