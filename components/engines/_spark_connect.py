@@ -179,11 +179,34 @@ def namespace(scope: EngineScope, spark: Any) -> k8s.core.v1.Namespace:
     return ns
 
 
+DRIVER_RULES = [{
+    "apiGroups": [""], "resources": ["pods", "configmaps", "persistentvolumeclaims", "services"],
+    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
+}]
+"""What the server, a Spark driver, does in its namespace: start, watch and remove its executors and what they mount (the
+rules the Spark operator chart gives its drivers' ServiceAccount)."""
+
+
+def _service_account(scope: EngineScope, ns: pulumi.Resource) -> pulumi.Resource:
+    """The server's own ServiceAccount, with DRIVER_RULES in its namespace only."""
+    meta = {"name": NAME, "namespace": NAMESPACE}
+    account = k8s.core.v1.ServiceAccount(f"{scope.prefix}-{NAME}-sa", metadata=meta, opts=scope.after(ns))
+    role = k8s.rbac.v1.Role(f"{scope.prefix}-{NAME}-role", metadata=meta, rules=DRIVER_RULES, opts=scope.after(ns))
+    return k8s.rbac.v1.RoleBinding(
+        f"{scope.prefix}-{NAME}-binding", metadata=meta,
+        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+        subjects=[{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+        opts=scope.after(account, role),
+    )
+
+
 def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi.Resource, defaults: pulumi.Input[str],
-           engine: str, service_account: str, defaults_config_map: str) -> None:
-    """The Connect server (after the operator's chart, which makes the ServiceAccount `service_account` it runs as), with
-    `engine`'s credentials and Spark defaults, its Service and its ingress rule; `spark` is the `compute.spark` section."""
+           engine: str, defaults_config_map: str) -> None:
+    """The Connect server (after the operator's chart: its executors are scheduled by YuniKorn in the interactive queue),
+    running as its own ServiceAccount, with `engine`'s credentials and Spark defaults, its Service and its ingress rule;
+    `spark` is the `compute.spark` section."""
     labels = {"app.kubernetes.io/name": NAME}
+    access = _service_account(scope, ns)
     to = NamespaceRef(scope.cluster, NAMESPACE, ns)
     grants = [scope.storage.grant(engine, to), scope.storage.catalog_grant(engine, to)]
     conf = k8s.core.v1.ConfigMap(f"{scope.prefix}-{NAME}-defaults", metadata={"name": defaults_config_map, "namespace": NAMESPACE},
@@ -202,7 +225,7 @@ def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi
                 "metadata": {"labels": labels, "annotations": {QUEUE_ANNOTATION: QUEUE}},
                 "spec": {
                     **INTERACTIVE.placement(),
-                    "serviceAccountName": service_account,
+                    "serviceAccountName": NAME,
                     # The driver starts and deletes its executors through the API server.
                     "automountServiceAccountToken": True,
                     "securityContext": restricted_pod_security_context(runAsUser=SPARK_USER, fsGroup=SPARK_USER),
@@ -212,7 +235,7 @@ def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi
                 },
             },
         },
-        opts=scope.after(operator, conf, template, *grants),
+        opts=scope.after(operator, access, conf, template, *grants),
     )
     k8s.core.v1.Service(
         f"{scope.prefix}-{NAME}-service",

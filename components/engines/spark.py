@@ -132,7 +132,7 @@ def _deploy(scope: EngineScope) -> None:
     scope.config_map(DEFAULTS_CONFIG_MAP, ENGINE.namespace, {"spark-defaults.conf": defaults}, ns)
     scope.grants(ENGINE, ns)
     if connect_ns is not None:
-        spark_connect.deploy(scope, config, connect_ns, operator, defaults, ENGINE.name, SERVICE_ACCOUNT, DEFAULTS_CONFIG_MAP)
+        spark_connect.deploy(scope, config, connect_ns, operator, defaults, ENGINE.name, DEFAULTS_CONFIG_MAP)
 
 
 ENGINE = Engine(

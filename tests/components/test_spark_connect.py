@@ -123,3 +123,11 @@ def test_the_readme_connects_to_the_programs_url():
 
 def test_the_executor_template_is_a_valid_pod():
     assert builtin_errors(spark_connect.executor_template()) == []
+
+
+def test_the_server_runs_as_its_own_service_account_bound_in_its_namespace_only(small_plan):
+    assert server(small_plan)["spec"]["template"]["spec"]["serviceAccountName"] == "spark-connect"
+    (binding,) = [b for b in small_plan.objects("RoleBinding", COMPUTE) if b["metadata"]["name"] == "spark-connect"]
+    assert (binding["metadata"]["namespace"], binding["roleRef"]) == (
+        "spark-connect", {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "spark-connect"})
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "spark-connect", "namespace": "spark-connect"}]

@@ -44,7 +44,7 @@ def test_plan_runs_the_check_after_the_policy_pack(chart_dir, helm, project, tmp
         f"not rendered: site-t-compute compute-airflow: no package of airflow 1.22.0 (https://airflow.apache.org) in {chart_dir}",
         f"not rendered: site-t-compute compute-superset: no package of superset 0.22.4 (https://apache.github.io/superset) in {chart_dir}",
     ]
-    assert lines[-1].startswith("check site-t: 0 errors, 0 accepted, 0 notes; 16 of 18 releases rendered, 2 not rendered; ")
+    assert lines[-1].startswith("check site-t: 0 errors, 0 accepted, 0 notes; 18 of 20 releases rendered, 2 not rendered; ")
 
 
 def test_fails_when_there_is_no_helm():
