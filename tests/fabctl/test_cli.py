@@ -169,11 +169,12 @@ def test_diff_adding_a_team_lists_additions_the_gateway_policy_that_admits_it_an
     run = fabctl("diff", "--stack", "site-t", "--project-dir", str(project), "--set", "site.teams.litho={description: Lithography}")
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    assert lines[-1].endswith("to add, 2 to change, 0 to replace, 0 to delete; 0 protected resources replaced or deleted")
-    # Each model's JWT SecurityPolicy lists the teams it admits (default deny), and Airflow's copy of the submission
-    # contract lists each team's queue: both change in place, all else is added.
     changed = [line.split(" (")[0] for line in lines[:-1] if not line.startswith("+ ")]
-    assert changed == ["~ training-compute-airflow-submission", "~ inference-jwt-qwen3-8b"]
+    assert lines[-1].endswith("to add, 4 to change, 0 to replace, 0 to delete; 0 protected resources replaced or deleted")
+    # Each model's JWT SecurityPolicy lists the teams it admits (default deny), Airflow's copy of the submission contract
+    # lists each team's queue, JupyterHub mounts each team's Ray token and KubeRay watches each team namespace: all change
+    # in place, all else is added.
+    assert changed == ["~ ray-gpu-kuberay", "~ training-compute-airflow-submission", "~ compute-jupyterhub", "~ inference-jwt-qwen3-8b"]
     assert len(lines) > 10
 
 
@@ -223,6 +224,10 @@ def test_graph_names_every_cluster_and_every_flow(project, tmp_path):
         'site_t_gpu -- "s3 9000/TCP" --> site_t_storage',
         'site_t_gpu_train -- "s3 9000/TCP" --> site_t_storage',
         'world -- "s3-external 9000/TCP" --> site_t_storage',
+        'site_t_compute -- "ray-fdc 10001/TCP" --> site_t_gpu',
+        'site_t_compute -- "ray-fdc 10001/TCP" --> site_t_gpu_train',
+        'site_t_compute -- "ray-yield 10001/TCP" --> site_t_gpu',
+        'site_t_compute -- "ray-yield 10001/TCP" --> site_t_gpu_train',
     }
 
 
