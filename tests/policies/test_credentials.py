@@ -307,7 +307,7 @@ def test_fails_when_the_rendered_submitter_role_may_read_secrets(stub, full_plan
     assert [(v.policy, v.level, v.message.splitlines()[-1]) for v in analyze_with(stub, broken(full_plan, edit))] == [(
         "fab-submitter-no-secrets", "mandatory",
         ("ClusterRole fab-airflow-submitter on site-t-gpu-train, bound to the submitter fab-access/airflow-submitter, lets it get, "
-         "list Secrets (rule 3: apiGroups [''], resources ['secrets'], verbs ['get', 'list']); the submitter creates, watches and "
+         "list Secrets (rule 4: apiGroups [''], resources ['secrets'], verbs ['get', 'list']); the submitter creates, watches and "
          "deletes jobs and never reads Secrets"),
     )]
 
