@@ -201,10 +201,12 @@ def _https_url(value: str) -> str:
 
 
 def _relative_path(value: str) -> str:
-    """A path inside a bucket: no scheme, no leading '/', no '.' or '..' segment, no spaces."""
-    if "://" in value or value.startswith("/") or any(c.isspace() for c in value) or {".", ".."} & set(value.split("/")):
+    """A path inside a bucket: no scheme, no leading '/', no '.' or '..' segment, no spaces, and no '*' or '?', which a
+    bucket policy naming the path would read as wildcards."""
+    if ("://" in value or value.startswith("/") or any(c.isspace() for c in value) or {".", ".."} & set(value.split("/"))
+            or {"*", "?"} & set(value)):
         raise ValueError("must be a path inside the bucket, such as meta/llama-3.3-70b-instruct/: no scheme or bucket, no "
-                         "leading '/', no '.' or '..' and no spaces")
+                         "leading '/', no '.' or '..', no spaces and no '*' or '?'")
     return value
 
 

@@ -173,8 +173,19 @@ def test_fails_when_a_model_source_is_an_s3_url():
     raw["inference"]["models"]["qwen3-8b"]["source"] = "s3://site-t-models/qwen/qwen3-8b/"
     assert config_errors(raw) == [
         "fab-platform:site.inference.models.qwen3-8b.source: must be a path inside the bucket, such as "
-        "meta/llama-3.3-70b-instruct/: no scheme or bucket, no leading '/', no '.' or '..' and no spaces "
+        "meta/llama-3.3-70b-instruct/: no scheme or bucket, no leading '/', no '.' or '..', no spaces and no '*' or '?' "
         "(got 's3://site-t-models/qwen/qwen3-8b/')"
+    ]
+
+
+def test_fails_when_a_model_source_holds_a_policy_wildcard():
+    # Every team's keys read the served weights' path (batch inference): a '?' or '*' in it would widen the grant.
+    raw = small_site()
+    raw["inference"]["models"]["qwen3-8b"]["source"] = "qwen/qwen3-8b?realm=fab"
+    assert config_errors(raw) == [
+        "fab-platform:site.inference.models.qwen3-8b.source: must be a path inside the bucket, such as "
+        "meta/llama-3.3-70b-instruct/: no scheme or bucket, no leading '/', no '.' or '..', no spaces and no '*' or '?' "
+        "(got 'qwen/qwen3-8b?realm=fab')"
     ]
 
 
