@@ -30,7 +30,7 @@ import pulumi_kubernetes as k8s
 from components import versions
 from components.config import names
 from components.gpu import INFERENCE_NAMESPACE
-from components.kube import restricted_container, restricted_pod_security_context
+from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_container, restricted_pod_security_context
 from components.serving import VLLM_PORT, stable_labels
 
 EPP_GRPC_PORT = 9002
@@ -140,7 +140,7 @@ def endpoint_picker(model: str) -> list[dict[str, Any]]:
         },
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {PLUGINS_FILE: PLUGINS}},
         {
-            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {**meta, "annotations": checkov_skips(*WORKLOAD_SKIPS, "CKV_K8S_38")},
             "spec": {
                 # One active picker, as upstream runs it: its prefix-cache state is per replica. Recreate lets the new
                 # one take over at once.
