@@ -23,6 +23,7 @@ from components.observability import GRAFANA, SiteObservability, SiteObservabili
 from components.profiles import ProfileSwitches, ProfileSwitchesArgs, leave_to_schedule, switched_objects
 from components.providers import SiteRef, site_providers
 from components.ray import RayPlatform, RayPlatformArgs, team_tokens
+from components.registry import Registry
 from components.runtimes import installed_runtimes
 from components.spark_rapids import SparkRapids, SparkRapidsArgs
 from components.storage import StorageCluster, StorageClusterArgs
@@ -34,7 +35,9 @@ gc.freeze()
 
 site = load_site()
 secrets = load_secrets(site)
-providers = site_providers(site)
+# Charts, images and release files from the site's registry when it has one (docs/airgap.md).
+registry = Registry.of(site.registry, site.ca_bundle, secrets.registry_pull_secret)
+providers = site_providers(site, registry)
 
 # What the components take of the site, resolved once: each gets its clusters, its sections and these values.
 site_ref = SiteRef.of(site)

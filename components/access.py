@@ -18,6 +18,7 @@ import pulumi_kubernetes as k8s
 from components.config import AdoptConfig
 from components.kube import Adoption, checkov_skips, namespace
 from components.providers import ClusterRef
+from components.registry import UPSTREAM
 
 PREVIEW_NAMESPACE = "fab-preview"
 PREVIEW_ACCOUNT = "fab-preview"
@@ -72,7 +73,8 @@ class PreviewAccess(pulumi.ComponentResource):
             on = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
             after = lambda *deps: pulumi.ResourceOptions.merge(on, pulumi.ResourceOptions(depends_on=list(deps)))  # noqa: E731
             prefix = f"{name}-{key}"
-            ns = namespace(f"{prefix}-ns-{PREVIEW_NAMESPACE}", PREVIEW_NAMESPACE, on, adopt=Adoption(args.adopt, key))
+            # No pod runs here (the namespace holds the preview identity), so no image is pulled in it.
+            ns = namespace(f"{prefix}-ns-{PREVIEW_NAMESPACE}", PREVIEW_NAMESPACE, on, adopt=Adoption(args.adopt, key), registry=UPSTREAM)
             account = k8s.core.v1.ServiceAccount(
                 f"{prefix}-sa", metadata={"name": PREVIEW_ACCOUNT, "namespace": PREVIEW_NAMESPACE},
                 automount_service_account_token=False, opts=after(ns),

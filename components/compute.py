@@ -136,4 +136,5 @@ class ComputeCluster(pulumi.ComponentResource):
             service_labels=args.network.lb_service_labels(args.cluster.key, ingress.pool),
             vip=str(ingress.vip),
             listeners=listeners,
+            registry=args.cluster.registry,
         )

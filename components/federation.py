@@ -171,7 +171,8 @@ class SiteFederation(pulumi.ComponentResource):
                           if (spec.replicate_gold or spec.replicate_models) and c in self.references)
         if mirrored:
             ns = namespace(f"{name}-ns-{REPLICATION_NAMESPACE}", REPLICATION_NAMESPACE, pulumi.ResourceOptions(parent=self),
-                           labels={ENGINE_LABEL: REPLICATION}, adopt=Adoption(args.adopt, self._storage_key))
+                           labels={ENGINE_LABEL: REPLICATION}, adopt=Adoption(args.adopt, self._storage_key),
+                           registry=args.storage.cluster.registry)
             here = NamespaceRef(args.storage.cluster, REPLICATION_NAMESPACE, ns)
             local, ca = args.storage.grant(REPLICATION, here), args.storage.site_ca(here)
             for consumer in mirrored:

@@ -27,6 +27,7 @@ from components.kube import (
     restricted_pod_security_context,
 )
 from components.monitors import rate_limit_near_env
+from components.registry import Registry
 
 ROUTES_LABEL = "fab.internal/gateway"
 """Namespace label naming the Gateway whose routes the namespace may attach."""
@@ -58,7 +59,8 @@ def https_listener(name: str, hostname: str, tls_secret: str, gateway: str) -> d
 
 def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption, gateway: str, gateway_class: str,
                   description: str, service_labels: dict[str, str], vip: str, listeners: list[dict[str, Any]],
-                  global_rate_limits: bool = False, near_limit_percent: int | None = None) -> k8s.apiextensions.CustomResource:
+                  registry: Registry, global_rate_limits: bool = False,
+                  near_limit_percent: int | None = None) -> k8s.apiextensions.CustomResource:
     """Envoy Gateway and one Gateway named `gateway` in envoy-gateway-system of the cluster `opts` deploy to; returns the Gateway.
 
     `global_rate_limits` runs the rate limit service with its counter store, so that the gateway's routes can
@@ -66,7 +68,7 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
     `near_limit_percent` is the share of a limit above which the service counts hits as near the limit (the rate-limit
     saturation alert's threshold); defaults to the service's own 80.
     """
-    ns = namespace(f"{prefix}-ns-{GATEWAY_NAMESPACE}", GATEWAY_NAMESPACE, opts, adopt=adopt)
+    ns = namespace(f"{prefix}-ns-{GATEWAY_NAMESPACE}", GATEWAY_NAMESPACE, opts, adopt=adopt, registry=registry)
     in_ns = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns]))
     values: dict[str, Any] = {"deployment": {"replicas": CONTROLLER_REPLICAS}}
     before_controller: list[pulumi.Resource] = [ns]
@@ -78,7 +80,7 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
     controller = helm_release(
         f"{prefix}-envoy-gateway", versions.ENVOY_GATEWAY, name="envoy-gateway", namespace=GATEWAY_NAMESPACE,
         values=values, opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=before_controller)),
-        adopt=adopt,
+        adopt=adopt, registry=registry,
     )
     after = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[controller]))
 

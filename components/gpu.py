@@ -146,7 +146,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.gpu_operator = helm_release(
             f"{name}-gpu-operator", versions.GPU_OPERATOR, name="gpu-operator", namespace=GPU_OPERATOR_NAMESPACE,
             values=gpu_operator_values(), postrender=POSTRENDER, opts=pulumi.ResourceOptions(parent=self, depends_on=[gpu_ns]),
-            adopt=self._adopt,
+            adopt=self._adopt, registry=self.cluster.registry,
         )
         # Pools follow the active profile: switching profiles changes this rule, and NFD re-labels and
         # re-taints the nodes that move. Its CRD comes with the GPU Operator chart's node-feature-discovery.
@@ -177,7 +177,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.network_operator = helm_release(
             f"{name}-network-operator", versions.NETWORK_OPERATOR, name="network-operator", namespace=NETWORK_OPERATOR_NAMESPACE,
             values={"nfd": {"enabled": False}},  # the GPU Operator's node-feature-discovery serves both
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[nic_ns, self.gpu_operator]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[nic_ns, self.gpu_operator]), registry=self.cluster.registry,
             adopt=self._adopt,
         )
         nic_opts = pulumi.ResourceOptions(parent=self, depends_on=[self.network_operator])
@@ -225,7 +225,7 @@ class GpuCluster(pulumi.ComponentResource):
 
     def _privileged_namespace(self, name: str) -> k8s.core.v1.Namespace:
         return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), privileged_reason=PRIVILEGED_REASON,
-                         adopt=self._adopt)
+                         adopt=self._adopt, registry=self.cluster.registry)
 
 
 def gpu_types(config: GpuClusterConfig) -> list[str]:

@@ -95,6 +95,7 @@ class InferencePool(pulumi.ComponentResource):
         self._name, self._config, self._teams = name, inference, args.teams
         self._served: dict[str, serving.ServedModel] = {}
         self._cluster = args.gpu.cluster.key
+        self._registry = args.gpu.cluster.registry
         self._adopt = Adoption(args.adopt, self._cluster)
         self._near_limit_percent = args.rate_limit_saturation_percent
         super().__init__(
@@ -185,7 +186,7 @@ class InferencePool(pulumi.ComponentResource):
     def _namespace(self, name: str) -> k8s.core.v1.Namespace:
         # Its workloads (the vLLM Deployments) run as the inference principal and read its S3 keys only.
         return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self),
-                         labels={ROUTES_LABEL: GATEWAY_NAME, ENGINE_LABEL: PRINCIPAL}, adopt=self._adopt)
+                         labels={ROUTES_LABEL: GATEWAY_NAME, ENGINE_LABEL: PRINCIPAL}, adopt=self._adopt, registry=self._registry)
 
     # ---------------------------------------------------------------------------------------------
     # Models.
@@ -226,6 +227,7 @@ class InferencePool(pulumi.ComponentResource):
             service_labels=network.lb_service_labels(self._cluster, gateway_cfg.pool),
             vip=str(gateway_cfg.vip),
             listeners=[https_listener(LISTENER, hostname, gateway_cfg.tls_secret, GATEWAY_NAME)],
+            registry=self._registry,
             global_rate_limits=True,
             near_limit_percent=self._near_limit_percent,
         )

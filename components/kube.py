@@ -11,7 +11,9 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 from pulumi_kubernetes import _utilities
 
+from components.airgap import chart_values
 from components.config import AdoptConfig
+from components.registry import Registry, merge_values
 from components.versions import HelmChart
 
 HELM_HISTORY = 10
@@ -60,23 +62,28 @@ def adopted(existing: bool, import_id: str) -> pulumi.ResourceOptions:
 
 
 def helm_release(logical: str, chart: HelmChart, *, name: str, namespace: str, values: pulumi.Input[dict[str, Any]],
-                 opts: pulumi.ResourceOptions, adopt: Adoption | None = None, postrender: str | None = None) -> k8s.helm.v3.Release:
+                 opts: pulumi.ResourceOptions, registry: Registry, adopt: Adoption | None = None,
+                 postrender: str | None = None) -> k8s.helm.v3.Release:
     """A Helm release of a pinned chart from its repository or OCI registry, with bounded history and the chart's timeout.
 
     Pulumi waits (Helm's `--wait`) until the release's objects are ready, LoadBalancer Services included,
     so nothing a release installs may need something created after it. The release is imported when `adopt`
-    declares `<namespace>/<name>` installed already on its cluster.
+    declares `<namespace>/<name>` installed already on its cluster. With a site registry the chart comes from it, and
+    the chart's image values (components/airgap) move every image the chart runs there.
     """
     existing = adopt is not None and adopt.release(namespace, name)
-    oci = chart.repo.startswith("oci://")
+    source = registry.chart(chart)
+    oci = source.repo.startswith("oci://")
+    # Helm takes a CA file for a classic repository; an OCI registry is trusted through the system's store (docs/airgap.md).
+    ca_file = registry.ca_file if registry.mirrored and not oci else None
     return k8s.helm.v3.Release(
         logical,
         name=name,
-        chart=f"{chart.repo}/{chart.chart}" if oci else chart.chart,
-        version=chart.version,
-        repository_opts=None if oci else k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
+        chart=f"{source.repo}/{source.chart}" if oci else source.chart,
+        version=source.version,
+        repository_opts=None if oci else k8s.helm.v3.RepositoryOptsArgs(repo=source.repo, ca_file=ca_file),
         namespace=namespace,
-        values=values,
+        values=merge_values(values, chart_values(chart, registry)),
         postrender=postrender,
         max_history=HELM_HISTORY,
         timeout=chart.timeout_sec,
@@ -93,9 +100,10 @@ RESTRICTED = {
 """Pod Security admission labels of every namespace the platform creates, unless an operator needs more."""
 
 
-def namespace(logical: str, name: str, opts: pulumi.ResourceOptions, labels: dict[str, str] | None = None,
+def namespace(logical: str, name: str, opts: pulumi.ResourceOptions, *, registry: Registry, labels: dict[str, str] | None = None,
               privileged_reason: str | None = None, adopt: Adoption | None = None) -> k8s.core.v1.Namespace:
-    """A namespace at Pod Security `restricted`, or `privileged` with the reason recorded on it.
+    """A namespace at Pod Security `restricted`, or `privileged` with the reason recorded on it, holding the site
+    registry's pull Secret when the site has one (`registry`: its cluster's).
 
     It is imported when `adopt` declares it existing on its cluster.
     """
@@ -107,7 +115,28 @@ def namespace(logical: str, name: str, opts: pulumi.ResourceOptions, labels: dic
     metadata: dict[str, Any] = {"name": name, "labels": {**MANAGED_BY, **(labels or {}), **pss}}
     if privileged_reason is not None:
         metadata["annotations"] = {"fab.internal/privileged-reason": privileged_reason}
-    return k8s.core.v1.Namespace(logical, metadata=metadata, opts=pulumi.ResourceOptions.merge(opts, adopted(existing, name)))
+    ns = k8s.core.v1.Namespace(logical, metadata=metadata, opts=pulumi.ResourceOptions.merge(opts, adopted(existing, name)))
+    pull_secret(f"{logical}-pull-secret", name, registry, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns])))
+    return ns
+
+
+def pull_secret(logical: str, namespace_: str, registry: Registry, opts: pulumi.ResourceOptions) -> k8s.core.v1.Secret | None:
+    """The site registry's image pull Secret in one namespace (config `registry.pull_secret`), or None without one.
+
+    Pods of the namespace name it in `imagePullSecrets` (`Registry.pod_fields`); a pod created before it exists fails
+    its pull and the kubelet retries it (docs/airgap.md).
+    """
+    if registry.pull_secret is None:
+        return None
+    return k8s.core.v1.Secret(
+        logical,
+        metadata={"name": registry.pull_secret, "namespace": namespace_, "labels": MANAGED_BY},
+        type="kubernetes.io/dockerconfigjson",
+        string_data={".dockerconfigjson": pulumi.Output.secret(registry.pull_credentials)},
+        opts=opts,
+    )
+
+
 
 
 CHECKOV_SUPPRESSIONS = {

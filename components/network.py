@@ -93,6 +93,7 @@ class CrossClusterNetwork(pulumi.ComponentResource):
                 self.cilium_releases[key] = helm_release(
                     f"{prefix}-cilium", versions.CILIUM, name="cilium", namespace=CILIUM_NAMESPACE,
                     values=cilium_values(clusters, key, ca_cert, ca_key), opts=opts_k, adopt=Adoption(args.adopt, key),
+                    registry=cluster.ref.registry,
                 )
             # The operator registers Cilium's CRDs when it starts, so the objects wait for the release.
             release = self.cilium_releases.get(key)

@@ -46,6 +46,7 @@ from components.identity import SiteIdentity, team_group_name
 from components.kube import Adoption, helm_release, namespace
 from components.network import CrossClusterNetwork
 from components.providers import ClusterRef
+from components.registry import UPSTREAM
 
 GPU_NOTEBOOKS_UI = Ui(host=GPU_NOTEBOOKS, service=GPU_NOTEBOOKS, port=NOTEBOOKS_PROXY_PORT, callback="/hub/oauth_callback")
 """The notebooks hub's UI behind the compute ingress: its listener and DNS record come from ComputeCluster (`extra_uis`),
@@ -125,7 +126,8 @@ class GpuNotebooks(pulumi.ComponentResource):
         # This component spans two clusters: every child names its provider.
         on_gpu = pulumi.ResourceOptions(parent=self, provider=args.cluster.provider)
         resource = args.sharing.resource()
-        hub_ns = namespace(f"{name}-ns", GPU_NOTEBOOKS, on_gpu, adopt=args.adopt)
+        self._registry = args.cluster.registry
+        hub_ns = namespace(f"{name}-ns", GPU_NOTEBOOKS, on_gpu, adopt=args.adopt, registry=self._registry)
         after_ns = pulumi.ResourceOptions.merge(on_gpu, pulumi.ResourceOptions(depends_on=[hub_ns]))
         redirect = GPU_NOTEBOOKS_UI.redirect_uri(args.domain)
         client = args.identity.oidc_client(GPU_NOTEBOOKS, "browser", [redirect], description="GPU notebooks sign-in")
@@ -139,7 +141,7 @@ class GpuNotebooks(pulumi.ComponentResource):
             f"{name}-hub", versions.JUPYTERHUB, name=GPU_NOTEBOOKS, namespace=GPU_NOTEBOOKS,
             values=hub_values(config, resource, client.issuer_url, redirect),
             opts=pulumi.ResourceOptions.merge(on_gpu, pulumi.ResourceOptions(depends_on=[secret, *team_namespaces])),
-            adopt=args.adopt,
+            adopt=args.adopt, registry=args.cluster.registry,
         )
         pool = args.network.lb_pool(args.cluster.key, config.pool)
         k8s.core.v1.Service(
@@ -170,7 +172,7 @@ class GpuNotebooks(pulumi.ComponentResource):
         and ingress from the hub and its proxy only."""
         ns_name = names.NOTEBOOKS_NAMESPACE(team)
         prefix = f"{self._name}-{team}"
-        ns = namespace(f"{prefix}-ns", ns_name, on_gpu, labels={
+        ns = namespace(f"{prefix}-ns", ns_name, on_gpu, registry=self._registry, labels={
             TEAM_LABEL: names.TEAM_LABEL(team),
             # The chart's hub NetworkPolicy (interNamespaceAccessLabels accept) admits servers of labelled namespaces.
             "hub.jupyter.org/network-access-hub": "true",
@@ -198,7 +200,8 @@ class GpuNotebooks(pulumi.ComponentResource):
         """On compute: the route of the gpu-notebooks listener to a Service whose only endpoint is the hub proxy's VIP."""
         name = self._name
         on_compute = pulumi.ResourceOptions(parent=self, provider=args.compute.provider)
-        ns = namespace(f"{name}-compute-ns", GPU_NOTEBOOKS, on_compute, labels={ROUTES_LABEL: GATEWAY})
+        # A Service and a route only: no pod runs in it on compute.
+        ns = namespace(f"{name}-compute-ns", GPU_NOTEBOOKS, on_compute, labels={ROUTES_LABEL: GATEWAY}, registry=UPSTREAM)
         after = pulumi.ResourceOptions.merge(on_compute, pulumi.ResourceOptions(depends_on=[ns]))
         service = k8s.core.v1.Service(
             f"{name}-upstream", metadata={"name": GPU_NOTEBOOKS_UI.service, "namespace": GPU_NOTEBOOKS},

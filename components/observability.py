@@ -161,9 +161,9 @@ class SiteObservability(pulumi.ComponentResource):
             # Kept when the stack is destroyed: deleting the namespace would delete the Prometheus volume with it.
             monitoring = namespace(f"{prefix}-ns-{MONITORING_NAMESPACE}", MONITORING_NAMESPACE,
                                    pulumi.ResourceOptions.merge(opts_k, pulumi.ResourceOptions(retain_on_delete=True)),
-                                   labels=labels, adopt=adopt)
+                                   labels=labels, adopt=adopt, registry=cluster.registry)
             node_exporter = namespace(f"{prefix}-ns-{NODE_EXPORTER_NAMESPACE}", NODE_EXPORTER_NAMESPACE, opts_k,
-                                      privileged_reason=PRIVILEGED_REASON, adopt=adopt)
+                                      privileged_reason=PRIVILEGED_REASON, adopt=adopt, registry=cluster.registry)
             after_ns = pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=[monitoring])
             needs: list[pulumi.Resource] = [monitoring, node_exporter]
             basic_auth = config.metrics == "remote-write" and config.remote_write is not None and config.remote_write.username
@@ -191,6 +191,7 @@ class SiteObservability(pulumi.ComponentResource):
             self.releases[key] = release = helm_release(
                 f"{prefix}-stack", versions.KUBE_PROMETHEUS_STACK, name=RELEASE, namespace=MONITORING_NAMESPACE, values=values,
                 opts=pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=needs), adopt=adopt,
+                registry=cluster.registry,
             )
             if own and config.metrics == "in-cluster":
                 self._receiver(prefix, key, args, opts_k, release)

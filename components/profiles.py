@@ -282,7 +282,7 @@ class ProfileSwitches(pulumi.ComponentResource):
             ref = args.clusters[cluster]
             on = pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=args.registered_by)
             prefix = f"{name}-{cluster}"
-            ns = namespace(f"{prefix}-ns", SWITCH_NAMESPACE, on, adopt=Adoption(args.adopt, cluster))
+            ns = namespace(f"{prefix}-ns", SWITCH_NAMESPACE, on, adopt=Adoption(args.adopt, cluster), registry=ref.registry)
             account = k8s.core.v1.ServiceAccount(
                 f"{prefix}-account", metadata={"name": SWITCH_ACCOUNT, "namespace": SWITCH_NAMESPACE},
                 automount_service_account_token=False, opts=_after(on, ns),

@@ -17,6 +17,7 @@ import pulumi_kubernetes as k8s
 import pulumi_minio as minio
 
 from components.config import SiteConfig
+from components.registry import UPSTREAM, Registry
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class ClusterRef:
     name: str
     role: str
     provider: k8s.Provider
+    registry: Registry = UPSTREAM
+    """Where the cluster's charts, images and release files come from (config `registry`)."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ class SiteProviders:
         return [ref for key, ref in sorted(self.clusters.items()) if ref.role in roles]
 
 
-def site_providers(site: SiteConfig) -> SiteProviders:
+def site_providers(site: SiteConfig, registry: Registry = UPSTREAM) -> SiteProviders:
     """Create every provider of the site; logical names are `<site>-<cluster>`, `<site>-minio`, `<site>-keycloak`."""
     clusters = {
         key: k8s.Provider(
@@ -104,6 +107,7 @@ def site_providers(site: SiteConfig) -> SiteProviders:
         client_id=os.environ.get("KEYCLOAK_CLIENT_ID") or site.keycloak.client_id,
         root_ca_certificate=site.ca_bundle_pem(),
     )
-    refs = {key: ClusterRef(key, site.cluster_name(key), site.clusters[key].role, provider) for key, provider in clusters.items()}
+    refs = {key: ClusterRef(key, site.cluster_name(key), site.clusters[key].role, provider, registry)
+            for key, provider in clusters.items()}
     return SiteProviders(kubernetes=clusters, minio=object_store, keycloak=identity, clusters=refs)
 

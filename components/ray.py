@@ -213,9 +213,10 @@ class RayPlatform(pulumi.ComponentResource):
 
     def _operator(self, cluster: ClusterRef, watch: list[str] | None, depends_on: list[pulumi.Resource]) -> k8s.helm.v3.Release:
         on = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
-        ns = namespace(f"{self._name}-{cluster.key}-ns", KUBERAY_NAMESPACE, on, adopt=Adoption(self._adopt, cluster.key))
+        ns = namespace(f"{self._name}-{cluster.key}-ns", KUBERAY_NAMESPACE, on, adopt=Adoption(self._adopt, cluster.key),
+                       registry=cluster.registry)
         return helm_release(
             f"{self._name}-{cluster.key}-kuberay", versions.KUBERAY, name="kuberay-operator", namespace=KUBERAY_NAMESPACE,
             values=operator_values(watch), opts=pulumi.ResourceOptions.merge(on, pulumi.ResourceOptions(depends_on=[ns, *depends_on])),
-            adopt=Adoption(self._adopt, cluster.key),
+            adopt=Adoption(self._adopt, cluster.key), registry=cluster.registry,
         )

@@ -143,7 +143,7 @@ class SparkRapids(pulumi.ComponentResource):
         adopt = Adoption(args.adopt, args.gpu.cluster.key)
         teams = sorted(args.team_namespaces)
         job_namespaces = [team_namespace(team) for team in teams]
-        ns = namespace(f"{name}-ns-{OPERATOR_NAMESPACE}", OPERATOR_NAMESPACE, child, adopt=adopt)
+        ns = namespace(f"{name}-ns-{OPERATOR_NAMESPACE}", OPERATOR_NAMESPACE, child, adopt=adopt, registry=args.gpu.cluster.registry)
         self.operator = helm_release(
             f"{name}-spark-operator", versions.SPARK_OPERATOR, name="spark-operator", namespace=OPERATOR_NAMESPACE,
             values={
@@ -155,7 +155,7 @@ class SparkRapids(pulumi.ComponentResource):
                 "webhook": {"enable": True},
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, args.kueue, *args.team_namespaces.values()]),
-            adopt=adopt,
+            adopt=adopt, registry=args.gpu.cluster.registry,
         )
         role = k8s.rbac.v1.ClusterRole(f"{name}-submitter-role", metadata={"name": SUBMITTER_ROLE}, rules=SUBMITTER_RULES, opts=child)
         for team in teams:

@@ -411,7 +411,7 @@ class StorageCluster(pulumi.ComponentResource):
         operator = helm_release(
             f"{self._name}-aistor-operator", versions.AISTOR_OPERATOR, name="aistor-operator", namespace=AISTOR_OPERATOR_NAMESPACE,
             values={"license": args.aistor_license}, opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=namespaces)),
-            adopt=self._cluster_adopt,
+            adopt=self._cluster_adopt, registry=self.cluster.registry,
         )
         pool = {
             "name": "pool-0",
@@ -439,12 +439,13 @@ class StorageCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(
                 child, pulumi.ResourceOptions(depends_on=[operator], protect=True, retain_on_delete=True)
             ),
-            adopt=self._cluster_adopt,
+            adopt=self._cluster_adopt, registry=self.cluster.registry,
         )
         return [operator, objectstore]
 
     def _namespace(self, name: str, labels: dict[str, str] | None = None) -> k8s.core.v1.Namespace:
-        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), labels=labels, adopt=self._cluster_adopt)
+        return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), labels=labels, adopt=self._cluster_adopt,
+                         registry=self.cluster.registry)
 
     def _lb_service(self, network: CrossClusterNetwork, name: str, namespace: str, pool: str, vip: Any, hostname: str,
                     port: tuple[str, int], selector: dict[str, str], depends_on: list[pulumi.Resource]) -> k8s.core.v1.Service:
@@ -650,6 +651,7 @@ class StorageCluster(pulumi.ComponentResource):
         operator = helm_release(
             f"{self._name}-cnpg", versions.CLOUDNATIVE_PG, name="cnpg", namespace=CNPG_NAMESPACE, values={"replicaCount": 2},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[cnpg_ns]), adopt=self._cluster_adopt,
+            registry=self.cluster.registry,
         )
         here = NamespaceRef(self.cluster, ns, ns_resource)
         backup_creds = self.grant(POSTGRES_BACKUP, here)
@@ -670,7 +672,7 @@ class StorageCluster(pulumi.ComponentResource):
         release = helm_release(
             f"{self._name}-polaris", versions.POLARIS, name="polaris", namespace=ns, values=self._polaris_values(),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[bootstrap, token_broker, storage_creds]),
-            adopt=self._cluster_adopt,
+            adopt=self._cluster_adopt, registry=self.cluster.registry,
         )
         # The chart's own ClusterIP Service is `polaris`; this is the cross-cluster endpoint.
         self._lb_service(network, "polaris-rest", ns, polaris.pool, polaris.vip, names.POLARIS_HOST(self._site.domain), ("rest", polaris.port),

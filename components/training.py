@@ -396,6 +396,7 @@ class TrainingPool(pulumi.ComponentResource):
             f"{self._name}-{cluster}-kueue", versions.KUEUE, name="kueue", namespace=KUEUE_NAMESPACE,
             values=kueue_values(cluster == self._manager, self._runtimes, spark=cluster in self._spark_clusters),
             opts=self._on(cluster, [ns, *([self.trainer[cluster]] if cluster in self.trainer else [])]),
+            registry=self._clusters[cluster].registry,
             adopt=Adoption(self._adopt, cluster),
         )
 
@@ -406,6 +407,7 @@ class TrainingPool(pulumi.ComponentResource):
         return helm_release(
             f"{self._name}-{cluster}-trainer", versions.KUBEFLOW_TRAINER, name="kubeflow-trainer", namespace=TRAINER_NAMESPACE,
             values=trainer_values(), opts=self._on(cluster, [ns]), adopt=Adoption(self._adopt, cluster),
+            registry=self._clusters[cluster].registry,
         )
 
     def _torch_runtime(self, cluster: str) -> None:
@@ -426,7 +428,7 @@ class TrainingPool(pulumi.ComponentResource):
 
     def _namespace(self, cluster: str, name: str, labels: dict[str, str] | None = None) -> k8s.core.v1.Namespace:
         return namespace(f"{self._name}-{cluster}-ns-{name}", name, self._on(cluster), labels=labels,
-                         adopt=Adoption(self._adopt, cluster))
+                         adopt=Adoption(self._adopt, cluster), registry=self._clusters[cluster].registry)
 
     def _cr(self, cluster: str, logical: str, kind: str, metadata: dict[str, Any], spec: dict[str, Any],
             depends_on: list[pulumi.Resource] | None = None) -> k8s.apiextensions.CustomResource:

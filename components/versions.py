@@ -195,3 +195,11 @@ KUBERAY = HelmChart(chart="kuberay-operator", version="1.7.0", repo="https://ray
 RAY_API = "ray.io/v1"
 RAY_IMAGE = "rayproject/ray:2.52.0-py312-gpu"
 """The image of the teams' Ray cluster template: Ray 2.52 is the first with token authentication (RAY_AUTH_MODE=token)."""
+
+CHARTS: tuple[HelmChart, ...] = tuple(value for value in list(globals().values()) if isinstance(value, HelmChart))
+"""Every pinned chart, with its upstream repository (what `fabctl mirror` copies into a site registry)."""
+
+
+def upstream_chart(name: str, version: str) -> HelmChart | None:
+    """The pinned chart of this name and version, with its upstream repository, if the program pins it."""
+    return next((chart for chart in CHARTS if (chart.chart, chart.version) == (name, version)), None)

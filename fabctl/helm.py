@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from components.versions import KUBERNETES_VERSION
+from components.versions import KUBERNETES_VERSION, upstream_chart
 from fabctl.render import HELM_RELEASE_TYPE, Plan
 
 
@@ -52,6 +52,8 @@ class ChartRef:
     name: str
     version: str
     repo: str
+    source: str = ""
+    """The chart's upstream repository (components/versions.py), where `repo` is a site registry's copy of it."""
 
     @classmethod
     def of(cls, release: dict[str, Any]) -> ChartRef:
@@ -61,7 +63,8 @@ class ChartRef:
             repo, name = chart.rsplit("/", 1)
         else:
             repo, name = (inputs.get("repositoryOpts") or {}).get("repo", ""), chart
-        return cls(name=name, version=str(inputs["version"]), repo=repo)
+        pinned = upstream_chart(name, str(inputs["version"]))
+        return cls(name=name, version=str(inputs["version"]), repo=repo, source=pinned.repo if pinned else repo)
 
     def __str__(self) -> str:
         return f"{self.name} {self.version} ({self.repo})"
@@ -82,7 +85,7 @@ class ChartPackages:
             path = self.folder / f"{chart.name}-{chart.version}.tgz"
             return path if path.is_file() else None
         entry = self._index.get((chart.name, chart.version))
-        if entry is None or entry["repository"].rstrip("/") != chart.repo.rstrip("/"):
+        if entry is None or entry["repository"].rstrip("/") not in (chart.repo.rstrip("/"), chart.source.rstrip("/")):
             return None
         return self.folder / entry["file"]
 

@@ -74,6 +74,7 @@ MODELS: list[type[BaseModel]] = [
     config.Flow,
     config.ObservabilityConfig,
     config.RemoteWriteConfig,
+    config.RegistryConfig,
     config.AlertsConfig,
     config.AcceptanceConfig,
     config.ServingLoopRun,

@@ -93,6 +93,7 @@ from components.config.schema.gpu import (
 )
 from components.config.schema.network import CILIUM_RELEASE, BgpPeer, CiliumSettings, ClusterConfig, Flow, LbPool
 from components.config.schema.observability import AlertsConfig, ObservabilityConfig, RemoteWriteConfig
+from components.config.schema.registry import RegistryConfig
 from components.config.schema.storage import (
     AISTOR_POD_LABEL,
     CONTRACT_CLASSES,
@@ -151,7 +152,7 @@ __all__ = [
     "InferenceConfig", "SparkRapidsConfig",
     "InferenceModelConfig", "InfinibandConfig",
     "CILIUM_RELEASE", "BgpPeer", "CiliumSettings", "ClusterConfig", "Flow", "LbPool",
-    "AlertsConfig", "ObservabilityConfig", "RemoteWriteConfig",
+    "AlertsConfig", "ObservabilityConfig", "RemoteWriteConfig", "RegistryConfig",
     "AcceptanceConfig", "ServingLoopRun",
     "AISTOR_POD_LABEL", "CONTRACT_CLASSES", "NO_EXPIRY_CLASSES", "REPLICABLE_CLASSES", "VERSIONED_CLASSES", "Bucket",
     "BucketName", "DataClass", "MinioEndpoint", "ObjectStoreConfig", "PolarisConfig", "PostgresConfig", "S3Endpoints",

@@ -20,7 +20,7 @@ from components.config.site import SiteConfig
 
 SECRET_KEYS: tuple[str, ...] = (
     "aistorLicense", "aistorRootPassword", "servingRepoToken", "servingRepoWriteToken", "metricsRemoteWritePassword",
-    "alertWebhookUrl",
+    "alertWebhookUrl", "registryPullSecret",
 )
 """The project's config keys that hold credentials: set only with `pulumi config set --secret`, never in plain text."""
 PROJECT_KEYS: tuple[str, ...] = (CONFIG_KEY, *SECRET_KEYS)
@@ -173,6 +173,8 @@ class SiteSecrets:
     """The password of `observability.remote_write.username` at the site's metrics store."""
     alert_webhook_url: Any = None
     """Where Alertmanager sends alerts (the site's alert hub): a URL that often carries a token."""
+    registry_pull_secret: Any = None
+    """The Docker config.json (`{"auths": {...}}`) of the site registry's pull Secret (`registry.pull_secret`)."""
 
 
 def _required_secrets(site: SiteConfig) -> dict[str, str]:
@@ -187,6 +189,8 @@ def _required_secrets(site: SiteConfig) -> dict[str, str]:
     if observability is not None and observability.metrics == "remote-write" and observability.remote_write is not None \
             and observability.remote_write.username is not None:
         required["metricsRemoteWritePassword"] = "observability.remote_write.username is set"
+    if site.registry is not None and site.registry.pull_secret is not None:
+        required["registryPullSecret"] = "registry.pull_secret is set"
     return required
 
 
@@ -209,7 +213,8 @@ def load_secrets(site: SiteConfig) -> SiteSecrets:
     webhook = config.get_secret("alertWebhookUrl") if site.observability is not None else None
     return SiteSecrets(aistor_license=values.get("aistorLicense"), aistor_root_password=values.get("aistorRootPassword"),
                        serving_repo_token=values.get("servingRepoToken"), serving_repo_write_token=write_token,
-                       metrics_remote_write_password=values.get("metricsRemoteWritePassword"), alert_webhook_url=webhook)
+                       metrics_remote_write_password=values.get("metricsRemoteWritePassword"), alert_webhook_url=webhook,
+                       registry_pull_secret=values.get("registryPullSecret"))
 
 
 def _secret_schema(name: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from components.config.schema.federation import FederationConfig
 from components.config.schema.gpu import GpuClusterConfig, GpuType, InferenceConfig
 from components.config.schema.network import ClusterConfig, Flow
 from components.config.schema.observability import ObservabilityConfig
+from components.config.schema.registry import RegistryConfig
 from components.config.schema.roadmap import FeatureId, Phase
 from components.config.schema.storage import MinioEndpoint, StorageConfig
 from components.config.schema.teams import IdentityConfig, KeycloakEndpoint, Profile, ProfileSchedule, Team, TrainingConfig
@@ -50,6 +51,11 @@ class SiteConfig(SiteViews, _Model):
         "the certificates of its endpoints (AIStor, Keycloak). Every client the program runs trusts it: the MinIO and "
         "Keycloak providers, its own MinIO calls, and the pods that call AIStor (weights sync, gold copy, Postgres "
         "backups). Public certificates only. Defaults to the system's trust store.",
+    )
+    registry: RegistryConfig | None = Field(
+        None,
+        description="The site's own registry, for a site without internet access (docs/airgap.md): every chart, image, "
+        "release file and Spark package comes from it. Defaults to none: each comes from its upstream source.",
     )
     adopt: AdoptConfig = Field(default_factory=AdoptConfig, description="Objects that exist already and are imported, never created over.")
     check: CheckConfig = Field(default_factory=CheckConfig, description="Inputs of the offline deploy check (`fabctl check`).")

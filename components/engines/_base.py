@@ -191,7 +191,8 @@ class EngineScope:
 
     def plain_namespace(self, name: str, opts: pulumi.ResourceOptions | None = None,
                         labels: dict[str, str] | None = None) -> k8s.core.v1.Namespace:
-        return namespace(f"{self.prefix}-ns-{name}", name, opts or self.child, labels=labels, adopt=self.adopt)
+        return namespace(f"{self.prefix}-ns-{name}", name, opts or self.child, labels=labels, adopt=self.adopt,
+                         registry=self.cluster.registry)
 
     def namespace(self, engine: Engine, aliases: list[pulumi.Alias] | None = None) -> k8s.core.v1.Namespace:
         """The engine's namespace, once: labelled with the engine and its pool, with its quota (and zero GPUs) and
@@ -225,7 +226,7 @@ class EngineScope:
                 depends_on: list[pulumi.Resource], release: str | None = None) -> k8s.helm.v3.Release:
         name = release or logical
         return helm_release(f"{self.prefix}-{logical}", chart, name=name, namespace=ns, values=values,
-                            opts=self.after(*depends_on), adopt=self.adopt)
+                            opts=self.after(*depends_on), adopt=self.adopt, registry=self.cluster.registry)
 
     def random(self, logical: str, length: int = 48) -> pulumi.Output[str]:
         return random_secret(f"{self.prefix}-{logical}", length, self.child)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from components.config import CHECK_RULES, SiteConfig
 from fabctl.check.findings import Finding
+from fabctl.check.mirror import mirror_findings
 from fabctl.check.order import crd_findings, namespace_findings, release_namespace_findings
 from fabctl.check.picture import Picture
 from fabctl.check.pins import chart_findings, image_findings
@@ -64,6 +65,7 @@ def check(plan: Plan, site: SiteConfig, releases: list[RenderedRelease], missing
         *crd_findings(picture), *namespace_findings(picture), *release_namespace_findings(picture),
         *reference_findings(picture), *load_balancer_findings(picture),
         *hook_findings(picture), *scheduling_findings(picture), *image_findings(picture), *chart_findings(picture),
+        *mirror_findings(picture),
         *(values_findings(picture, values) if values is not None else []),
     ]
     accepted = {(a.rule, site.cluster_name(a.cluster), a.object): a.reason for a in site.check.accept}

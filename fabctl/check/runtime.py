@@ -12,6 +12,7 @@ from typing import Any
 
 from components import versions
 from fabctl.check.picture import Picture, Placed
+from fabctl.helm import ChartRef
 
 WAIT_FOR = "pulumi.com/waitFor"
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
@@ -33,7 +34,7 @@ class RuntimeCrds:
 
 def _cilium_releases(picture: Picture, cluster: str) -> list[dict[str, Any]]:
     return [r for r in picture.release_records()
-            if picture.plan.cluster(r) == cluster and r["inputs"].get("chart") == "cilium" and not r["inputs"].get("skipAwait")]
+            if picture.plan.cluster(r) == cluster and ChartRef.of(r).name == "cilium" and not r["inputs"].get("skipAwait")]
 
 
 def _nv_ipam_policies(picture: Picture, cluster: str) -> list[dict[str, Any]]:

@@ -42,6 +42,12 @@ def plain(value: Any) -> Any:
     return UNKNOWN if _is_unknown(value) else value
 
 
+def chart_name(chart: Any) -> Any:
+    """A Helm release's chart by name, wherever it comes from: `kueue`, or `oci://<registry>/<path>/kueue` (an OCI
+    registry's, the site registry's included); UNKNOWN stays UNKNOWN."""
+    return chart.rstrip("/").rsplit("/", 1)[-1] if isinstance(chart, str) else chart
+
+
 def unknown_paths(value: Any, path: str = "") -> list[str]:
     """Where `value` holds unknowns, as `.a.b[0]` paths."""
     if value is UNKNOWN:

@@ -19,6 +19,7 @@ import yaml
 from rules._k8s import (
     HELM_RELEASE,
     UNKNOWN,
+    chart_name,
     field,
     label,
     name_of,
@@ -81,7 +82,7 @@ class Kueue:
 
 
 def _is_kueue_chart(chart: Any) -> bool:
-    return isinstance(chart, str) and chart.rstrip("/").rsplit("/", 1)[-1] == "kueue"
+    return chart_name(chart) == "kueue"
 
 
 def kueue_installs(resources: list[Any]) -> dict[str, Kueue]:

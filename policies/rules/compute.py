@@ -20,6 +20,7 @@ from pulumi_policy import ReportViolation, StackValidationArgs
 from rules._k8s import (
     HELM_RELEASE,
     UNKNOWN,
+    chart_name,
     field,
     label,
     name_of,
@@ -146,7 +147,7 @@ def workloads(resources: list[Any]) -> Iterator[Workload]:
             continue
         if resource.resource_type == HELM_RELEASE:
             props = plain(resource.props)
-            chart = props.get("chart")
+            chart = chart_name(props.get("chart"))
             if chart in CHARTS:
                 pool, pods = CHARTS[chart]
                 yield Workload(f"Helm release {resource.name} (chart {chart})", cluster, pool, pods,

@@ -22,6 +22,7 @@ from pulumi_policy import ReportViolation, StackValidationArgs
 from rules._k8s import (
     HELM_RELEASE,
     UNKNOWN,
+    chart_name,
     field,
     gpu_providers,
     name_of,
@@ -404,7 +405,7 @@ def gateway_rate_limit_backend(args: StackValidationArgs, report: ReportViolatio
         elif rules:
             limited.setdefault(cluster, (resource, where))
     releases = {provider_name(r): r for r in args.resources
-                if r.resource_type == HELM_RELEASE and str(plain(r.props).get("chart", "")).rstrip("/").endswith(ENVOY_GATEWAY_CHART)}
+                if r.resource_type == HELM_RELEASE and chart_name(plain(r.props).get("chart")) == ENVOY_GATEWAY_CHART}
     for cluster, (policy, where) in sorted(limited.items()):
         release = releases.get(cluster)
         if release is None:

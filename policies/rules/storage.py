@@ -16,6 +16,7 @@ from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidati
 from rules._k8s import (
     HELM_RELEASE,
     UNKNOWN,
+    chart_name,
     containers,
     field,
     k8s_object,
@@ -82,7 +83,7 @@ def stateful_kind(resource_type: str, props: Any) -> str | None:
     by kind, or None. Shared with the render test that checks `retain_on_delete`, which no policy can see."""
     if resource_type in STATEFUL_TYPES:
         return STATEFUL_TYPES[resource_type]
-    if resource_type == HELM_RELEASE and plain(props).get("chart") in (OBJECT_STORE_CHART, UNKNOWN):
+    if resource_type == HELM_RELEASE and chart_name(plain(props).get("chart")) in (OBJECT_STORE_CHART, UNKNOWN):
         return "object store"
     obj = k8s_object(resource_type, props)
     if obj is not None and (obj["kind"] == "PersistentVolumeClaim" or (obj["kind"] == "Cluster" and obj["apiVersion"].startswith("postgresql.cnpg.io/"))):

@@ -27,6 +27,7 @@ from components.config.rules.notebooks import notebooks_problems
 from components.config.rules.observability import observability_problems
 from components.config.rules.phases import phase_problems
 from components.config.rules.profiles import schedule_problems
+from components.config.rules.registry import registry_problems
 from components.config.rules.storage import storage_problems
 from components.config.rules.training import training_problems
 
@@ -40,7 +41,8 @@ STAGES = (
     (flow_problems, service_flow_problems),
     (credential_flow_problems,),
     (storage_problems, gpu_problems, training_problems, schedule_problems, compute_problems, gitops_problems,
-     federation_problems, adoption_problems, check_problems, acceptance_problems, observability_problems, notebooks_problems),
+     federation_problems, adoption_problems, check_problems, acceptance_problems, observability_problems, notebooks_problems,
+     registry_problems),
     (phase_problems,),
 )
 """The rules in stages: the clusters and their pools, disjoint ranges, addresses in them, the flows between the

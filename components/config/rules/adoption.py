@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from components.config.problems import Problem
+from components.config.rules.registry import pem_file_problems
 from components.config.schema.network import CILIUM_RELEASE
-from components.config.views import read_ca_bundle, replica_bucket
+from components.config.views import replica_bucket
 
 if TYPE_CHECKING:
     from components.config.site import SiteConfig
@@ -18,13 +19,7 @@ if TYPE_CHECKING:
 def adoption_problems(site: SiteConfig) -> Iterator[Problem]:
     adopt = site.adopt
     if site.ca_bundle is not None:
-        try:
-            if not read_ca_bundle(site.ca_bundle).strip():
-                yield ("ca_bundle",), f"{site.ca_bundle!r} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
-        except OSError as exc:
-            yield ("ca_bundle",), f"{site.ca_bundle!r} cannot be read ({exc.strerror or exc}); paths are relative to the project directory"
-        except UnicodeDecodeError:
-            yield ("ca_bundle",), f"{site.ca_bundle!r} is not a PEM file (PEM is ASCII text)"
+        yield from pem_file_problems(site.ca_bundle, ("ca_bundle",))
     declared = adopt.declared()
     for i, (path, claim) in enumerate(declared):
         if claim in [c for _, c in declared[:i]]:
