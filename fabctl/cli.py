@@ -18,6 +18,10 @@
                                      `inference.delivery: pulumi` registers them, under DIR/<cluster>/<model>/
                                      (--check: write nothing, list what differs, exit 1 if anything does)
     serving handover --stack STACK   the `pulumi state delete` commands that hand the live serving objects to Argo CD
+    mirror --stack STACK [--set PATH=VALUE ...] [--digests FILE] [--out DIR]
+                                     everything the site's registry must hold (charts, images, release files, Maven
+                                     packages), source -> mirror, and with --out the inputs of skopeo, helm and curl
+                                     (docs/airgap.md); exit 6 if the plan names an image outside the registry
     schema [--check]                 write (or check) schema/stack.schema.json and docs/configuration.md tables
     verify --stack STACK --phase N [--render --out DIR] [--junit FILE] [--markdown FILE]
                                      run the phase's acceptance jobs on the live site and report per criterion, or
@@ -51,6 +55,8 @@ from fabctl.check import ValuesCheck, check
 from fabctl.diff import diff, set_path, unset_path
 from fabctl.graph import flow_rows, graph_page, with_readme_graph
 from fabctl.helm import ChartPackages, ChartRepositories, ChartSource, render_releases
+from fabctl.mirror import DigestFileError, manifest, plain_list, read_digests
+from fabctl.mirror import write as write_mirror
 from fabctl.policy import PolicyPackError, analyze
 from fabctl.reference import with_reference
 from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, Plan, RenderError, render, render_config
@@ -457,6 +463,62 @@ def cmd_schema(args: argparse.Namespace, console: Console, err: Console) -> int:
     return 0
 
 
+DIGESTS_FILE = "image-digests.yaml"
+"""The project's digest file (source image -> sha256 digest), read by `fabctl mirror` when it exists."""
+
+
+def cmd_mirror(args: argparse.Namespace, console: Console, err: Console) -> int:
+    """List what the stack's registry must hold, and write the mirroring tools' inputs."""
+    source = _chart_source(args, err)
+    if isinstance(source, int):
+        return source
+    helm, charts = source
+    project = Path(args.project_dir)
+    try:
+        config = read_stack_config(stack_file(project, args.stack))
+        for assignment in args.set or []:
+            set_path(config, assignment, SITE_KEY)
+        digest_file = Path(args.digests) if args.digests else project / DIGESTS_FILE
+        digests = read_digests(digest_file) if args.digests or digest_file.is_file() else {}
+    except StackFileError as exc:
+        return _stack_file_error(exc, err)
+    except (ValueError, DigestFileError) as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        return EXIT_USAGE
+    if not (config.get(SITE_KEY) or {}).get("registry"):
+        err.print(f"error: {args.stack} has no registry: add `registry` to its site config (docs/airgap.md), or name one "
+                  "here with --set site.registry.charts=oci://HOST/PATH --set site.registry.images=HOST/PATH",
+                  markup=False, highlight=False)
+        return EXIT_USAGE
+    plan = _render_or_report(args.stack, project, err, config)
+    if isinstance(plan, int):
+        return plan
+    with contextlib.chdir(project):  # the config's file paths are relative to the project
+        site = parse_site(config.get(SITE_KEY))
+    rendered, missing = render_releases(plan, charts, helm, project)
+    found = manifest(plan, site, rendered, missing, digests)
+    for line in plain_list(found):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for gone in missing:
+        err.print(f"warning: {gone.cluster} {gone.release['name']} was not rendered ({gone.reason}): the images of its "
+                  "chart are not in the list", markup=False, highlight=False)
+    for image in found.unpinned:
+        err.print(f"warning: {image.source} is mirrored by tag, not by digest: add its digest to {DIGESTS_FILE}",
+                  markup=False, highlight=False)
+    for reference in found.outside:
+        err.print(f"error: {reference} is not under the registry {site.registry.images if site.registry else ''}; "
+                  "`fabctl check` says which object names it", markup=False, highlight=False)
+    if args.out:
+        for path in write_mirror(found, Path(args.out)):
+            console.print(f"wrote {path}", markup=False, highlight=False)
+    console.print(
+        f"mirror {args.stack}: {len(found.charts)} charts, {len(found.images)} images ({len(found.unpinned)} by tag only), "
+        f"{len(found.files)} files, {len(found.maven)} Maven packages; {len(found.outside)} images outside the registry, "
+        f"{len(missing)} releases not rendered", markup=False, highlight=False,
+    )
+    return EXIT_CHECK if found.outside else 0
+
+
 def _chart_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--charts", metavar="DIR", help="local mirror of the chart packages (what `helm pull` writes, or a folder "
                          "with an index.json); default $FAB_CHART_DIR, else pulled from each release's repository")
@@ -518,6 +580,16 @@ def parser() -> argparse.ArgumentParser:
             command.add_argument("--check", action="store_true", help="write nothing: list how the directory differs from the "
                                  "stack's render, exit 1 if it does (CI of the serving repository)")
         command.set_defaults(func=cmd_serving)
+    mirror = sub.add_parser("mirror", help="everything the site's registry must hold, and the mirroring tools' inputs")
+    mirror.add_argument("--stack", required=True, help="stack name, e.g. site-a")
+    mirror.add_argument("--project-dir", default=str(PROJECT_DIR), help="checkout holding __main__.py and the stack files")
+    mirror.add_argument("--set", action="append", metavar="PATH=VALUE",
+                        help="change the stack's config first, e.g. site.registry.images=registry.fab.internal/mirror")
+    mirror.add_argument("--digests", metavar="FILE", help=f"source image -> sha256 digest (YAML); default {DIGESTS_FILE} if present")
+    mirror.add_argument("--out", metavar="DIR", help="write mirror.txt, mirror.json, skopeo-sync.yaml, copy-images.sh, charts.sh, "
+                        "files.sh and maven.txt there")
+    _chart_options(mirror)
+    mirror.set_defaults(func=cmd_mirror)
     schema = sub.add_parser("schema", help="write the stack file JSON Schema and the configuration reference tables")
     schema.add_argument("--check", action="store_true", help="only check that the committed schema is current")
     schema.set_defaults(func=cmd_schema)

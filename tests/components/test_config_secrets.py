@@ -35,14 +35,14 @@ def test_fails_when_a_secret_is_in_plain_text(name):
 def test_fails_when_a_secret_is_misspelt():
     assert problems("fab-platform:aistorRootPasword", secret=("fab-platform:aistorRootPasword",)) == [
         "fab-platform:aistorRootPasword: unknown config key of fab-platform (did you mean fab-platform:aistorRootPassword?); "
-        "known keys: fab-platform:aistorLicense, fab-platform:aistorRootPassword, fab-platform:alertWebhookUrl, fab-platform:metricsRemoteWritePassword, fab-platform:servingRepoToken, fab-platform:servingRepoWriteToken, fab-platform:site"
+        "known keys: fab-platform:aistorLicense, fab-platform:aistorRootPassword, fab-platform:alertWebhookUrl, fab-platform:metricsRemoteWritePassword, fab-platform:registryPullSecret, fab-platform:servingRepoToken, fab-platform:servingRepoWriteToken, fab-platform:site"
     ]
 
 
 def test_fails_when_a_project_key_resembles_none_of_the_known_ones():
     assert problems("fab-platform:region") == [
         "fab-platform:region: unknown config key of fab-platform; known keys: fab-platform:aistorLicense, "
-        "fab-platform:aistorRootPassword, fab-platform:alertWebhookUrl, fab-platform:metricsRemoteWritePassword, fab-platform:servingRepoToken, fab-platform:servingRepoWriteToken, fab-platform:site"
+        "fab-platform:aistorRootPassword, fab-platform:alertWebhookUrl, fab-platform:metricsRemoteWritePassword, fab-platform:registryPullSecret, fab-platform:servingRepoToken, fab-platform:servingRepoWriteToken, fab-platform:site"
     ]
 
 
@@ -92,5 +92,5 @@ def test_fails_when_the_program_is_given_a_key_it_would_ignore():
         render_config("site-t", {SITE_KEY: small_site(), "fab-platform:aistorLicence": {"secure": "v1:license"}})
     assert str(info.value).splitlines() == [
         "fab-platform:aistorLicence: unknown config key of fab-platform (did you mean fab-platform:aistorLicense?); "
-        "known keys: fab-platform:aistorLicense, fab-platform:aistorRootPassword, fab-platform:alertWebhookUrl, fab-platform:metricsRemoteWritePassword, fab-platform:servingRepoToken, fab-platform:servingRepoWriteToken, fab-platform:site"
+        "known keys: fab-platform:aistorLicense, fab-platform:aistorRootPassword, fab-platform:alertWebhookUrl, fab-platform:metricsRemoteWritePassword, fab-platform:registryPullSecret, fab-platform:servingRepoToken, fab-platform:servingRepoWriteToken, fab-platform:site"
     ]
