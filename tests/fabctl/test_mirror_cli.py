@@ -1,0 +1,152 @@
+"""`python -m fabctl mirror`: everything a site's registry must hold, and the inputs of the tools that fill it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.config import RegistryConfig
+from components.registry import Registry
+from fabctl.helm import ChartRef
+from fabctl.mirror import Manifest, MirroredImage, chart_commands, copy_commands, plain_list, read_digests, skopeo_sync
+from fabctl.render import HELM_RELEASE_TYPE, PROJECT_DIR
+from fabctl.stackfile import SITE_KEY
+from helpers import copy_project, render_small
+from small_site import small_site
+
+ENV = {k: v for k, v in os.environ.items() if k not in ("FAB_CHART_DIR", "FAB_HELM")}
+DIGEST = "sha256:" + "ab" * 32
+REGISTRY = ["--set", "site.registry.charts=oci://registry.fab.internal/charts", "--set", "site.registry.images=registry.fab.internal/mirror",
+            "--set", "site.registry.maven=https://maven.fab.internal/central"]
+MIRROR = Registry.of(RegistryConfig(charts="oci://registry.fab.internal/charts", images="registry.fab.internal/mirror"))
+
+
+def fabctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fabctl", *args], cwd=PROJECT_DIR, capture_output=True, text=True, check=False,
+                          env={**ENV, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A copy of the program with the smallest site (no registry) as the stack file of stack site-t."""
+    folder = tmp_path_factory.mktemp("project")
+    project = copy_project(folder)
+    (project / "Pulumi.site-t.yaml").write_text(yaml.safe_dump({"config": {SITE_KEY: small_site()}}))
+    return project
+
+
+@pytest.fixture(scope="module")
+def mirrored(project, chart_dir, helm, tmp_path_factory):
+    """`fabctl mirror` of the smallest site with a registry given on the command line, the python image pinned by digest."""
+    out = tmp_path_factory.mktemp("mirror")
+    digests = out / "digests.yaml"
+    digests.write_text(yaml.safe_dump({"python:3.13.9-slim-bookworm": DIGEST}))
+    run = fabctl("mirror", "--stack", "site-t", "--project-dir", str(project), *REGISTRY, "--digests", str(digests),
+                 "--out", str(out / "files"), env={"FAB_CHART_DIR": str(chart_dir), "FAB_HELM": str(helm)})
+    return run, out / "files"
+
+
+def _manifest() -> Manifest:
+    return Manifest(
+        registry=MIRROR,
+        charts=[ChartRef("kueue", "0.19.2", "oci://registry.fab.internal/charts", "oci://registry.k8s.io/kueue/charts"),
+                ChartRef("cilium", "1.18.3", "oci://registry.fab.internal/charts", "https://helm.cilium.io/")],
+        images=[MirroredImage("docker.io/library/python:3.13.9-slim-bookworm",
+                              "registry.fab.internal/mirror/docker.io/library/python:3.13.9-slim-bookworm", DIGEST),
+                MirroredImage("registry.k8s.io/kubectl:v1.34.1", "registry.fab.internal/mirror/registry.k8s.io/kubectl:v1.34.1")],
+    )
+
+
+def test_the_list_names_each_chart_and_image_with_its_source_and_mirror():
+    assert plain_list(_manifest()) == [
+        "chart kueue 0.19.2 oci://registry.k8s.io/kueue/charts -> oci://registry.fab.internal/charts",
+        "chart cilium 1.18.3 https://helm.cilium.io/ -> oci://registry.fab.internal/charts",
+        f"image docker.io/library/python@{DIGEST} -> registry.fab.internal/mirror/docker.io/library/python:3.13.9-slim-bookworm",
+        "image registry.k8s.io/kubectl:v1.34.1 -> registry.fab.internal/mirror/registry.k8s.io/kubectl:v1.34.1",
+    ]
+
+
+def test_the_skopeo_sync_file_lists_the_tags_by_source_registry():
+    assert yaml.safe_load(skopeo_sync(_manifest())) == {
+        "docker.io": {"images": {"library/python": ["3.13.9-slim-bookworm"]}},
+        "registry.k8s.io": {"images": {"kubectl": ["v1.34.1"]}},
+    }
+
+
+def test_an_image_pinned_by_digest_is_copied_from_that_digest_to_its_tag():
+    assert copy_commands(_manifest())[0] == (
+        f"skopeo copy --all --preserve-digests docker://docker.io/library/python@{DIGEST} "
+        "docker://registry.fab.internal/mirror/docker.io/library/python:3.13.9-slim-bookworm"
+    )
+
+
+def test_charts_are_pulled_from_upstream_and_pushed_to_the_registry():
+    assert chart_commands(_manifest()) == [
+        "helm pull oci://registry.k8s.io/kueue/charts/kueue --version 0.19.2",
+        "helm push kueue-0.19.2.tgz oci://registry.fab.internal/charts",
+        "helm pull cilium --repo https://helm.cilium.io/ --version 1.18.3",
+        "helm push cilium-1.18.3.tgz oci://registry.fab.internal/charts",
+    ]
+
+
+def test_fails_when_a_digest_file_holds_a_tag(tmp_path):
+    path = tmp_path / "digests.yaml"
+    path.write_text("python:3.13.9-slim-bookworm: 3.13.9\n")
+    with pytest.raises(ValueError, match=r"^.*digests.yaml: python:3.13.9-slim-bookworm: '3.13.9' is not a digest; write sha256:<64 hex digits>$"):
+        read_digests(path)
+
+
+def test_fails_when_the_stack_has_no_registry(project, helm):
+    run = fabctl("mirror", "--stack", "site-t", "--project-dir", str(project), "--helm", str(helm), "--charts", str(project))
+    assert (run.returncode, run.stderr) == (
+        2, "error: site-t has no registry: add `registry` to its site config (docs/airgap.md), or name one here with --set "
+        "site.registry.charts=oci://HOST/PATH --set site.registry.images=HOST/PATH\n"
+    )
+
+
+def test_mirror_lists_every_chart_of_the_plan_and_nothing_outside_the_registry(mirrored):
+    run, _ = mirrored
+    site = small_site()
+    site["registry"] = {"charts": "oci://registry.fab.internal/charts", "images": "registry.fab.internal/mirror",
+                        "maven": "https://maven.fab.internal/central"}
+    releases = render_small(site).of_type(HELM_RELEASE_TYPE)
+    listed = [tuple(line.split()[1:4]) for line in run.stdout.splitlines() if line.startswith("chart ")]
+    assert run.returncode == 0, run.stderr
+    assert releases
+    assert listed == sorted({(c.name, c.version, c.source) for c in map(ChartRef.of, releases)})
+
+
+def test_every_listed_image_is_its_source_under_the_prefix(mirrored):
+    run, _ = mirrored
+    pairs = [line.split()[1:4:2] for line in run.stdout.splitlines() if line.startswith("image ")]
+    assert pairs
+    assert [(s, m) for s, m in pairs if "@" not in s and m != f"registry.fab.internal/mirror/{s}"] == []
+
+
+def test_an_image_without_a_digest_is_mirrored_by_tag_with_a_warning(mirrored):
+    run, _ = mirrored
+    assert "warning: registry.k8s.io/kubectl:v1.34.1 is mirrored by tag, not by digest: add its digest to image-digests.yaml" in run.stderr.splitlines()
+
+
+def test_an_image_with_a_digest_is_listed_by_it(mirrored):
+    run, _ = mirrored
+    assert (f"image docker.io/library/python@{DIGEST} -> registry.fab.internal/mirror/docker.io/library/python:3.13.9-slim-bookworm"
+            in run.stdout.splitlines())
+
+
+def test_mirror_writes_the_tools_inputs(mirrored):
+    _, out = mirrored
+    assert sorted(p.name for p in out.iterdir()) == [
+        "charts.sh", "copy-images.sh", "files.sh", "maven.txt", "mirror.json", "mirror.txt", "skopeo-sync.yaml"]
+
+
+def test_the_maven_packages_spark_resolves_are_listed(mirrored):
+    _, out = mirrored
+    from components.versions import SPARK_PACKAGES
+
+    assert (out / "maven.txt").read_text().splitlines() == sorted(SPARK_PACKAGES)

@@ -1,0 +1,72 @@
+"""The checked-in stacks on an air-gapped site (issue 21, docs/airgap.md): with a registry added to a copy of each stack
+file, every chart and every image of the program's objects and of every rendered chart object comes from it, and
+`fabctl mirror` lists them all."""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+
+import pytest
+
+from components.config import parse_site
+from fabctl.check import check
+from fabctl.check.mirror import object_images
+from fabctl.check.picture import Picture
+from fabctl.helm import ChartPackages, render_releases
+from fabctl.mirror import manifest
+from fabctl.render import HELM_RELEASE_TYPE, PROJECT_DIR, render_config
+from fabctl.stackfile import SITE_KEY
+from helpers import STACKS, stack_config
+
+REGISTRY = {"charts": "oci://registry.fab.internal/charts", "images": "registry.fab.internal/mirror",
+            "files": "https://files.fab.internal", "maven": "https://maven.fab.internal/central", "pull_secret": "site-registry"}
+PREFIX = "registry.fab.internal/mirror/"
+RULES = ("images.mirrored", "images.pull-secret", "charts.mirrored", "downloads.mirrored")
+
+
+@cache
+def _air_gapped(stack: str, chart_dir, helm):
+    config = stack_config(stack)
+    config[SITE_KEY]["registry"] = copy.deepcopy(REGISTRY)
+    config["fab-platform:registryPullSecret"] = {"secure": "v1:eyJhdXRocyI6IHt9fQ=="}
+    plan = render_config(stack, config)
+    releases, missing = render_releases(plan, ChartPackages(chart_dir), helm, PROJECT_DIR)
+    return plan, parse_site(config[SITE_KEY]), releases, missing
+
+
+@pytest.fixture(params=STACKS)
+def air_gapped(request, chart_dir, helm):
+    return _air_gapped(request.param, chart_dir, helm)
+
+
+def test_no_object_of_an_air_gapped_stack_reaches_outside_the_registry(air_gapped):
+    report = check(*air_gapped)
+    assert report.releases
+    assert [f.line() for f in report.findings if f.rule in RULES] == []
+
+
+def test_an_air_gapped_stack_passes_the_deploy_check(air_gapped):
+    assert [f.line() for f in check(*air_gapped).errors] == []
+
+
+def test_every_image_of_an_air_gapped_stack_is_under_the_prefix(air_gapped):
+    plan, site, releases, missing = air_gapped
+    images = [ref for placed in Picture(plan, site, releases, missing).placed for _, ref in object_images(placed)]
+    assert len(images) > 50
+    assert sorted({ref for ref in images if not ref.startswith(PREFIX)}) == []
+
+
+def test_every_chart_of_an_air_gapped_stack_comes_from_the_registry(air_gapped):
+    plan = air_gapped[0]
+    charts = [r["inputs"]["chart"] for r in plan.of_type(HELM_RELEASE_TYPE)]
+    assert charts
+    assert [c for c in charts if not c.startswith("oci://registry.fab.internal/charts/")] == []
+
+
+def test_mirror_lists_every_image_and_chart_of_an_air_gapped_stack(air_gapped):
+    plan, site, releases, missing = air_gapped
+    found = manifest(plan, site, releases, missing)
+    images = {ref for placed in Picture(plan, site, releases, missing).placed for _, ref in object_images(placed)}
+    assert (found.outside, {i.mirror for i in found.images} >= images) == ([], True)
+    assert {c.name for c in found.charts} == {r["inputs"]["chart"].rsplit("/", 1)[-1] for r in plan.of_type(HELM_RELEASE_TYPE)}
