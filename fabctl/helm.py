@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -52,7 +52,7 @@ class ChartRef:
     name: str
     version: str
     repo: str
-    source: str = ""
+    source: str = field(default="", compare=False)
     """The chart's upstream repository (components/versions.py), where `repo` is a site registry's copy of it."""
 
     @classmethod
