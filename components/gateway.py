@@ -5,7 +5,9 @@ given VIP with `externalTrafficPolicy: Local` (flow rules match the client's add
 GatewayClass, and a Gateway with HTTPS listeners that accept routes only from namespaces that ask
 for them by label. Where a gateway's rate limits must hold across its replicas (the inference
 gateway's per-team limits), `rate_limit_store()` adds the counter store of Envoy Gateway's global
-rate limit service: see docs/architecture.md, "Per-team rate limits".
+rate limit service: see docs/architecture.md, "Per-team rate limits". On a site with a registry, the proxies' Envoy
+image (which only the EnvoyProxy can name) and the store's image come from its mirror; the chart's own images and the
+rate limit service's are in components/airgap/observability.py.
 """
 
 from __future__ import annotations
