@@ -5,7 +5,9 @@ given VIP with `externalTrafficPolicy: Local` (flow rules match the client's add
 GatewayClass, and a Gateway with HTTPS listeners that accept routes only from namespaces that ask
 for them by label. Where a gateway's rate limits must hold across its replicas (the inference
 gateway's per-team limits), `rate_limit_store()` adds the counter store of Envoy Gateway's global
-rate limit service: see docs/architecture.md, "Per-team rate limits".
+rate limit service: see docs/architecture.md, "Per-team rate limits". On a site with a registry, the proxies' Envoy
+image (which only the EnvoyProxy can name) and the store's image come from its mirror; the chart's own images and the
+rate limit service's are in components/airgap/observability.py.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
         values["config"] = {"envoyGateway": rate_limit_settings(near_limit_percent)}
         # The rate limit service Envoy Gateway starts reads the store's password from its Secret; the store itself may
         # come up later (until then the service fails open onto the local backstop).
-        before_controller.append(rate_limit_store(prefix, in_ns))
+        before_controller.append(rate_limit_store(prefix, in_ns, registry))
     controller = helm_release(
         f"{prefix}-envoy-gateway", versions.ENVOY_GATEWAY, name="envoy-gateway", namespace=GATEWAY_NAMESPACE,
         values=values, opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=before_controller)),
@@ -93,7 +95,7 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
             "provider": {
                 "type": "Kubernetes",
                 "kubernetes": {
-                    "envoyDeployment": {"replicas": PROXY_REPLICAS},
+                    "envoyDeployment": proxy_deployment(registry),
                     "envoyService": {
                         "type": "LoadBalancer",
                         # Keeps the caller's address, which the cross-cluster flow rules match on.
@@ -117,6 +119,18 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
             "listeners": listeners,
         },
     )
+
+
+def proxy_deployment(registry: Registry) -> dict[str, Any]:
+    """The EnvoyProxy's `envoyDeployment`: the proxies' replicas and, on a site with a registry, their Envoy image (the
+    one compiled into the controller, from the mirror) and pull Secret, which only this EnvoyProxy can set (it replaces
+    the controller's default EnvoyProxy whole)."""
+    deployment: dict[str, Any] = {"replicas": PROXY_REPLICAS}
+    if registry.mirrored:
+        deployment["container"] = {"image": registry.image(versions.ENVOY_PROXY_IMAGE)}
+    if registry.pull_secret:
+        deployment["pod"] = registry.pod_fields()
+    return deployment
 
 
 def http_route(logical: str, opts: pulumi.ResourceOptions, *, name: str, namespace_: str, gateway: str, listener: str,
@@ -181,7 +195,7 @@ def _store_config(password: str) -> str:
     ])
 
 
-def rate_limit_store(prefix: str, opts: pulumi.ResourceOptions) -> k8s.core.v1.Secret:
+def rate_limit_store(prefix: str, opts: pulumi.ResourceOptions, registry: Registry) -> k8s.core.v1.Secret:
     """Valkey (a Redis-protocol server) holding the global rate limit counters, for Envoy Gateway's rate limit service.
 
     One replica and no volume: the counters are worth one rate limit window, so losing them on a restart
@@ -201,7 +215,7 @@ def rate_limit_store(prefix: str, opts: pulumi.ResourceOptions) -> k8s.core.v1.S
     port = {"name": "redis", "containerPort": RATE_LIMIT_STORE_PORT, "protocol": "TCP"}
     probe = {"tcpSocket": {"port": "redis"}, "periodSeconds": 10}
     container = restricted_container(
-        "valkey", versions.RATE_LIMIT_STORE_IMAGE, RATE_LIMIT_STORE_USER,
+        "valkey", registry.image(versions.RATE_LIMIT_STORE_IMAGE), RATE_LIMIT_STORE_USER,
         args=[f"/etc/valkey/{RATE_LIMIT_STORE_CONFIG_KEY}"],
         ports=[port],
         resources={"requests": {"cpu": "100m", "memory": "160Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}},
@@ -221,6 +235,7 @@ def rate_limit_store(prefix: str, opts: pulumi.ResourceOptions) -> k8s.core.v1.S
                 "spec": {
                     "automountServiceAccountToken": False,
                     "securityContext": restricted_pod_security_context(fsGroup=RATE_LIMIT_STORE_USER),
+                    **registry.pod_fields(),
                     "containers": [container],
                     "volumes": [
                         {"name": "config", "secret": {"secretName": RATE_LIMIT_STORE, "defaultMode": 0o440}},

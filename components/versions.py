@@ -47,6 +47,15 @@ GPU_OPERATOR = HelmChart(chart="gpu-operator", version="v25.10.1", repo="https:/
 NETWORK_OPERATOR = HelmChart(chart="network-operator", version="26.4.1", repo="https://helm.ngc.nvidia.com/nvidia")
 ENVOY_GATEWAY = HelmChart(chart="gateway-helm", version="v1.9.0", repo="oci://docker.io/envoyproxy")
 """Envoy Gateway; the chart also installs the Gateway API CRDs it was built with."""
+ENVOY_GATEWAY_IMAGE = f"docker.io/envoyproxy/gateway:{ENVOY_GATEWAY.version}"
+"""The Envoy Gateway controller, its certgen Job and the proxies' shutdown manager: the chart's
+`global.images.envoyGateway.image` at v1.9.0 (the release's image, tagged with the chart version)."""
+ENVOY_PROXY_IMAGE = "docker.io/envoyproxy/envoy:distroless-v1.39.0"
+"""The Envoy proxies Envoy Gateway v1.9.0 launches for a Gateway, unless its EnvoyProxy names another:
+`DefaultEnvoyProxyImage` compiled into the controller (api/v1alpha1/shared_types.go at v1.9.0)."""
+ENVOY_RATELIMIT_IMAGE = "docker.io/envoyproxy/ratelimit:17b1956c"
+"""The global rate limit service Envoy Gateway v1.9.0 launches: the chart's `global.images.ratelimit.image` at v1.9.0, the
+same as the controller's compiled `DefaultRateLimitImage` (api/v1alpha1/shared_types.go)."""
 RATE_LIMIT_STORE_IMAGE = "valkey/valkey:9.0.8-alpine"
 """The counter store of Envoy Gateway's global rate limit service (Redis protocol; BSD-licensed Valkey)."""
 
