@@ -205,3 +205,19 @@ def test_without_a_pull_secret_the_aistor_charts_name_none():
     assert (chart_values(versions.AISTOR_OPERATOR, registry), chart_values(versions.AISTOR_OBJECTSTORE, registry)) == (
         {"repositories": {"aistor": {"hostname": f"{MIRROR}/quay.io/minio/aistor", "pathPrefix": ""}}}, {})
 
+
+# Federation -----------------------------------------------------------------------------------------------------------
+
+
+def test_the_gold_copy_job_runs_mc_from_the_mirror_with_the_pull_secret(mirrored):
+    (cron,) = objects_of(mirrored, "CronJob", "fab-replication")
+    assert (upstream_images([cron]), without_pull_secret([cron])) == ([], [])
+    (mirror,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert mirror["image"] == mirrored_ref(versions.WEIGHTS_SYNC_IMAGE)
+
+
+def test_without_a_registry_the_gold_copy_job_is_unchanged(upstream):
+    (cron,) = objects_of(upstream, "CronJob", "fab-replication")
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert "imagePullSecrets" not in pod
+    assert {c["image"] for c in [*pod["initContainers"], *pod["containers"]]} == {versions.WEIGHTS_SYNC_IMAGE}
