@@ -202,7 +202,7 @@ class SiteFederation(pulumi.ComponentResource):
 
     def peer_catalog(self, peer: str) -> dict[str, pulumi.Output[Any]]:
         """What Trino needs to read a linked peer's gold: its catalog URI and warehouse, and the principal it made for us."""
-        pick = lambda *path: self._required(peer, path)  # noqa: E731
+        pick = lambda *path: self._required(peer, path)
         return {
             "uri": pick("catalog_uri"),
             "warehouse": pick("warehouse"),
@@ -378,10 +378,11 @@ class SiteFederation(pulumi.ComponentResource):
         mounts = [{"name": "work", "mountPath": "/work"}, *ca.mounts(MC_CA_DIR)]
         small = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
         target = names.REPLICA_TARGET(consumer)
+        registry = self._storage.cluster.registry
 
         def mc(name: str, args: list[str], secret: pulumi.Input[str]) -> dict[str, Any]:
-            return restricted_container(name, versions.WEIGHTS_SYNC_IMAGE, 10001, args=args, env=env, envFrom=[{"secretRef": {"name": secret}}],
-                                        resources=small, volumeMounts=mounts)
+            return restricted_container(name, registry.image(versions.WEIGHTS_SYNC_IMAGE), 10001, args=args, env=env,
+                                        envFrom=[{"secretRef": {"name": secret}}], resources=small, volumeMounts=mounts)
 
         init = [
             mc("alias-local", ["alias", "set", "local", f"$({S3_ENDPOINT})", f"$({S3_ACCESS_KEY})", f"$({S3_SECRET_KEY})"], s3_secret(REPLICATION)),
@@ -404,6 +405,7 @@ class SiteFederation(pulumi.ComponentResource):
                     "initContainers": init,
                     "containers": [mc("mirror", copies[-1], target)],
                     "volumes": [{"name": "work", "emptyDir": {"sizeLimit": "64Mi"}}, *ca.volumes()],
+                    **registry.pod_fields(),
                 }}}},
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=after),

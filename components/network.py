@@ -19,7 +19,7 @@ import pulumi_tls as tls
 
 from components import versions
 from components.config import CILIUM_RELEASE, WORLD, AdoptConfig, ClusterConfig, Flow, names
-from components.kube import Adoption, helm_release
+from components.kube import Adoption, helm_release, pull_secret
 from components.monitors import cilium_metrics_values
 from components.providers import ClusterRef, SiteRef
 
@@ -90,10 +90,13 @@ class CrossClusterNetwork(pulumi.ComponentResource):
             opts_k = pulumi.ResourceOptions(parent=self, provider=cluster.ref.provider)
             prefix = f"{name}-{key}"
             if cluster.config.cilium.managed:
+                # kube-system exists on every cluster, so no namespace() brings the site's pull Secret there.
+                secret = pull_secret(f"{prefix}-cilium-pull-secret", CILIUM_NAMESPACE, cluster.ref.registry, opts_k)
                 self.cilium_releases[key] = helm_release(
                     f"{prefix}-cilium", versions.CILIUM, name="cilium", namespace=CILIUM_NAMESPACE,
-                    values=cilium_values(clusters, key, ca_cert, ca_key), opts=opts_k, adopt=Adoption(args.adopt, key),
-                    registry=cluster.ref.registry,
+                    values=cilium_values(clusters, key, ca_cert, ca_key),
+                    opts=pulumi.ResourceOptions.merge(opts_k, pulumi.ResourceOptions(depends_on=[secret] if secret else [])),
+                    adopt=Adoption(args.adopt, key), registry=cluster.ref.registry,
                 )
             # The operator registers Cilium's CRDs when it starts, so the objects wait for the release.
             release = self.cilium_releases.get(key)

@@ -722,6 +722,7 @@ class StorageCluster(pulumi.ComponentResource):
                 "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
                 "affinity": {"enablePodAntiAffinity": True, "topologyKey": "kubernetes.io/hostname"},
                 "backup": {"retentionPolicy": f"{postgres.backup_retention_days}d", "barmanObjectStore": store},
+                **self._postgres_image(),
             },
             # The catalog's database: protected, and its data kept even if the resource leaves the stack.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on, backup_creds, *ca.resources()], protect=True, retain_on_delete=True),
@@ -735,6 +736,15 @@ class StorageCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
         )
         return cluster
+
+    def _postgres_image(self) -> dict[str, Any]:
+        """A Cluster's image fields on a site with a registry: the operator's default Postgres image from the mirror
+        (without `imageName` the operator pulls its compiled-in default upstream), and the pull Secret, which the operator
+        puts on the Cluster's ServiceAccount. None without a registry: the operator's default, as before."""
+        registry = self.cluster.registry
+        if not registry.mirrored:
+            return {}
+        return {"imageName": registry.image(versions.CNPG_POSTGRES_IMAGE), **registry.pod_fields()}
 
     def _db_env(self) -> list[dict[str, Any]]:
         app = f"{POLARIS_DB}-app"  # the Secret CloudNativePG creates for the database owner
@@ -751,7 +761,7 @@ class StorageCluster(pulumi.ComponentResource):
         env = [*self._db_env(), _secret_env("ROOT_CLIENT_ID", "polaris-root", "client-id"),
                _secret_env("ROOT_CLIENT_SECRET", "polaris-root", "client-secret")]
         container = restricted_container(
-            "bootstrap", versions.POLARIS_ADMIN_TOOL_IMAGE, 10000,
+            "bootstrap", self.cluster.registry.image(versions.POLARIS_ADMIN_TOOL_IMAGE), 10000,
             args=["bootstrap", "-r", realm, "-c", f"{realm},$(ROOT_CLIENT_ID),$(ROOT_CLIENT_SECRET)"],
             env=env, volumeMounts=[{"name": "tmp", "mountPath": "/tmp"}],
         )
@@ -763,6 +773,7 @@ class StorageCluster(pulumi.ComponentResource):
         return run_once_job(
             f"{self._name}-job-{role}", name=name, namespace=ns, containers=[container], volumes=volumes,
             labels={"app.kubernetes.io/name": role, "app.kubernetes.io/part-of": "polaris"},
+            placement=self.cluster.registry.pod_fields(),
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
         )
 
@@ -826,7 +837,7 @@ class StorageCluster(pulumi.ComponentResource):
         )
         env = self._setup_env(ns)
         container = restricted_container(
-            "setup", versions.SETUP_IMAGE, 65532,
+            "setup", self.cluster.registry.image(versions.SETUP_IMAGE), 65532,
             command=["python", "/etc/polaris-setup/polaris_setup.py"],
             env=[*env[:1], {"name": "PLAN", "value": "/etc/polaris-setup/plan.json"}, *env[1:]],
             envFrom=[{"secretRef": {"name": "polaris-principals"}}],
@@ -848,7 +859,7 @@ class StorageCluster(pulumi.ComponentResource):
         credentials = self._opaque_secret(name, ns, {"client-id": principal.client_id, "client-secret": principal.client_secret}, [root])
         plan = json.dumps(team_setup_plan(self._config.polaris.catalog, team), sort_keys=True)
         container = restricted_container(
-            "setup", versions.SETUP_IMAGE, 65532,
+            "setup", self.cluster.registry.image(versions.SETUP_IMAGE), 65532,
             command=["python", "/etc/polaris-setup/polaris_setup.py"],
             env=[
                 *self._setup_env(ns), {"name": "PLAN_JSON", "value": plan},

@@ -42,6 +42,11 @@ SETUP_IMAGE = "python:3.13.9-slim-bookworm"
 """Runs the idempotent Polaris setup script (standard library only)."""
 
 CNPG_API = "postgresql.cnpg.io/v1"
+CNPG_POSTGRES_IMAGE = "ghcr.io/cloudnative-pg/postgresql:18.4-system-trixie"
+"""The Postgres image CloudNativePG 1.30.0 runs a Cluster with when it names none (pkg/versions/versions.go
+DefaultImageName at v1.30.0): on a site with a registry, the Polaris database's `imageName` and the operator's default
+(`POSTGRES_IMAGE_NAME`), from the mirror. A `system` image: it carries the barman-cloud tools of the in-tree backups. Bump with
+CLOUDNATIVE_PG."""
 
 GPU_OPERATOR = HelmChart(chart="gpu-operator", version="v25.10.1", repo="https://helm.ngc.nvidia.com/nvidia", timeout_sec=900)
 NETWORK_OPERATOR = HelmChart(chart="network-operator", version="26.4.1", repo="https://helm.ngc.nvidia.com/nvidia")
