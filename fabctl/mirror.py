@@ -51,7 +51,14 @@ class MirroredImage:
         """The source as it is copied: by digest where one is pinned."""
         if self.digest is None:
             return self.source
-        return f"{ImageRef.parse(self.source).registry}/{ImageRef.parse(self.source).repository}@{self.digest}"
+        ref = ImageRef.parse(self.source)
+        return f"{ref.registry}/{ref.repository}@{self.digest}"
+
+    @property
+    def destination(self) -> str:
+        """Where the copy goes: the mirror reference by its tag (a registry stores the digest with it)."""
+        ref = ImageRef.parse(self.mirror)
+        return f"{ref.registry}/{ref.repository}:{ref.tag}" if ref.tag else self.mirror
 
 
 @dataclass
@@ -118,8 +125,10 @@ def manifest(plan: Plan, site: SiteConfig, rendered: list[RenderedRelease], miss
         if source is None:
             outside.append(reference)
         else:
-            normal = str(ImageRef.parse(source))
-            images.setdefault(reference, MirroredImage(normal, reference, (digests or {}).get(normal)))
+            parsed = ImageRef.parse(source)
+            normal = str(parsed)
+            # A reference that carries its digest (Cilium's charts pin them) is pinned by it already.
+            images.setdefault(reference, MirroredImage(normal, reference, (digests or {}).get(normal) or parsed.digest))
     charts = {(ref.name, ref.version): ref for ref in (ChartRef.of(r) for r in releases(plan))}
     files = []
     for record in plan.resources:
@@ -153,18 +162,19 @@ def plain_list(m: Manifest) -> list[str]:
 
 
 def skopeo_sync(m: Manifest) -> str:
-    """The images as a `skopeo sync --src yaml --dest docker --scoped FILE <images>` source file, by tag."""
+    """The images as a `skopeo sync --all --src yaml --dest docker --scoped FILE <images>` source file: by tag, and by
+    digest too where one is pinned (so that a reference naming both finds its digest in the registry)."""
     by_registry: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for image in m.images:
         ref = ImageRef.parse(image.source)
-        by_registry[ref.registry][ref.repository].append(ref.tag or ref.digest or "")
+        by_registry[ref.registry][ref.repository] += [v for v in (ref.tag, image.digest) if v]
     document = {host: {"images": {repo: sorted(set(tags)) for repo, tags in sorted(repos.items())}} for host, repos in sorted(by_registry.items())}
     return yaml.safe_dump(document, sort_keys=False)
 
 
 def copy_commands(m: Manifest) -> list[str]:
     """`skopeo copy` of each image, from its pinned digest where there is one, to its mirror reference."""
-    return [f"skopeo copy --all --preserve-digests {shlex.quote('docker://' + i.pinned_source)} {shlex.quote('docker://' + i.mirror)}"
+    return [f"skopeo copy --all --preserve-digests {shlex.quote('docker://' + i.pinned_source)} {shlex.quote('docker://' + i.destination)}"
             for i in m.images]
 
 

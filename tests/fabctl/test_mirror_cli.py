@@ -71,9 +71,9 @@ def test_the_list_names_each_chart_and_image_with_its_source_and_mirror():
     ]
 
 
-def test_the_skopeo_sync_file_lists_the_tags_by_source_registry():
+def test_the_skopeo_sync_file_lists_the_tags_and_pinned_digests_by_source_registry():
     assert yaml.safe_load(skopeo_sync(_manifest())) == {
-        "docker.io": {"images": {"library/python": ["3.13.9-slim-bookworm"]}},
+        "docker.io": {"images": {"library/python": ["3.13.9-slim-bookworm", DIGEST]}},
         "registry.k8s.io": {"images": {"kubectl": ["v1.34.1"]}},
     }
 
