@@ -46,7 +46,7 @@ from components.identity import SiteIdentity, team_group_name
 from components.kube import Adoption, helm_release, namespace
 from components.network import CrossClusterNetwork
 from components.providers import ClusterRef
-from components.registry import UPSTREAM
+from components.registry import UPSTREAM, Registry
 
 GPU_NOTEBOOKS_UI = Ui(host=GPU_NOTEBOOKS, service=GPU_NOTEBOOKS, port=NOTEBOOKS_PROXY_PORT, callback="/hub/oauth_callback")
 """The notebooks hub's UI behind the compute ingress: its listener and DNS record come from ComputeCluster (`extra_uis`),
@@ -139,7 +139,7 @@ class GpuNotebooks(pulumi.ComponentResource):
         team_namespaces = [self._team(team, quota, resource, config, on_gpu) for team, quota in sorted(config.team_quotas.items())]
         release = helm_release(
             f"{name}-hub", versions.JUPYTERHUB, name=GPU_NOTEBOOKS, namespace=GPU_NOTEBOOKS,
-            values=hub_values(config, resource, client.issuer_url, redirect),
+            values=hub_values(config, resource, client.issuer_url, redirect, args.cluster.registry),
             opts=pulumi.ResourceOptions.merge(on_gpu, pulumi.ResourceOptions(depends_on=[secret, *team_namespaces])),
             adopt=args.adopt, registry=args.cluster.registry,
         )
@@ -281,9 +281,11 @@ def team_profiles(config: GpuNotebooksConfig, resource: str) -> dict[str, list[d
     }
 
 
-def hub_values(config: GpuNotebooksConfig, resource: str, issuer: str, redirect: str) -> dict[str, Any]:
+def hub_values(config: GpuNotebooksConfig, resource: str, issuer: str, redirect: str,
+               registry: Registry = UPSTREAM) -> dict[str, Any]:
     """The notebooks hub's chart values: compute's Keycloak sign-in, open to the teams with a quota, servers on the
-    notebooks pool in their team's namespace."""
+    notebooks pool in their team's namespace, the configured single-user image from `registry` (the chart's images, its
+    default single-user image and the pull Secret are components/airgap's)."""
     secret = f"{GPU_NOTEBOOKS}-oidc"
     singleuser: dict[str, Any] = {
         # The server's disk is scratch (DESIGN: local disks are cache only): work is kept in AIStor or Git.
@@ -310,7 +312,7 @@ def hub_values(config: GpuNotebooksConfig, resource: str, issuer: str, redirect:
                     # (a uid and no privilege escalation) do not meet on their own.
                     "container_security_context": RESTRICTED_CONTAINER,
                     # The whole reference (tag or digest); the chart's singleuser.image joins a name and a tag.
-                    **({"image": config.image} if config.image is not None else {}),
+                    **({"image": registry.image(config.image)} if config.image is not None else {}),
                 },
             },
             "extraConfig": {"fab-team-profiles": TEAM_PROFILES_CONFIG},

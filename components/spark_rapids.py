@@ -22,9 +22,11 @@ from components import versions
 from components.config import AdoptConfig, SparkRapidsConfig
 from components.constants import polaris_secret, s3_secret
 from components.data_access import TRAINING
-from components.engines.spark import SERVICE_ACCOUNT, spark_conf
+from components.engines import _spark_packages as packages
+from components.engines.spark import SERVICE_ACCOUNT, registry_fields, spark_conf
 from components.gpu import POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
 from components.kube import Adoption, helm_release, namespace, restricted_pod_security_context, restricted_security_context
+from components.registry import UPSTREAM, Registry
 from components.training import (
     ACCESS_NAMESPACE,
     DEFAULT_WORKLOAD_PRIORITY,
@@ -71,13 +73,15 @@ def overhead_gib(spec: SparkRapidsConfig) -> int:
     return spec.pinned_pool_gib + 4
 
 
-def spark_rapids_application(spec: SparkRapidsConfig, catalog_uri: str, executors: int = 2) -> dict[str, Any]:
+def spark_rapids_application(spec: SparkRapidsConfig, catalog_uri: str, executors: int = 2,
+                             registry: Registry = UPSTREAM) -> dict[str, Any]:
     """A SparkApplication as Airflow submits it to a team namespace: queued by Kueue on the team's LocalQueue at training
     priority, driver and executors on training nodes with the team's credentials, executors with `spec`'s GPUs. A job
     adds its name, type, mainApplicationFile (and image, if it needs more than Spark and the RAPIDS jar).
 
     Every setting is in `sparkConf`: the operator's `sparkConfigMap` mounts a spark-defaults.conf that Spark 3.5 drivers
-    never read (they start with `--properties-file`; kubeflow/spark-operator#1183, #691)."""
+    never read (they start with `--properties-file`; kubeflow/spark-operator#1183, #691). On a site with a registry the
+    image comes from it, and the RAPIDS jar from its Maven repository only (`registry_fields`)."""
     def pod() -> dict[str, Any]:
         credentials = [{"secretRef": {"name": s3_secret(TRAINING)}}, {"secretRef": {"name": polaris_secret(TRAINING)}}]
         return {
@@ -89,6 +93,7 @@ def spark_rapids_application(spec: SparkRapidsConfig, catalog_uri: str, executor
             "securityContext": restricted_security_context(SPARK_USER) | {"readOnlyRootFilesystem": False},
         }
 
+    site, driver = registry_fields(registry)
     return {
         "apiVersion": versions.SPARK_OPERATOR_API,
         "kind": "SparkApplication",
@@ -96,11 +101,12 @@ def spark_rapids_application(spec: SparkRapidsConfig, catalog_uri: str, executor
         "spec": {
             "mode": "cluster",
             "sparkVersion": versions.SPARK_VERSION,
-            "image": versions.SPARK_IMAGE,
-            "sparkConf": {**spark_conf(catalog_uri), **rapids_conf(spec)},
+            "image": registry.image(versions.SPARK_IMAGE),
+            **site,
+            "sparkConf": {**spark_conf(catalog_uri), **rapids_conf(spec), **site.get("sparkConf", {})},
             "restartPolicy": {"type": "Never"},
             "dynamicAllocation": {"enabled": False},
-            "driver": {"serviceAccount": SERVICE_ACCOUNT, "cores": 2, "memory": "8g", **pod()},
+            "driver": {"serviceAccount": SERVICE_ACCOUNT, "cores": 2, "memory": "8g", **pod(), **driver},
             "executor": {
                 "instances": executors,
                 "cores": spec.executor_cores,
@@ -143,19 +149,24 @@ class SparkRapids(pulumi.ComponentResource):
         adopt = Adoption(args.adopt, args.gpu.cluster.key)
         teams = sorted(args.team_namespaces)
         job_namespaces = [team_namespace(team) for team in teams]
-        ns = namespace(f"{name}-ns-{OPERATOR_NAMESPACE}", OPERATOR_NAMESPACE, child, adopt=adopt, registry=args.gpu.cluster.registry)
+        registry = args.gpu.cluster.registry
+        ns = namespace(f"{name}-ns-{OPERATOR_NAMESPACE}", OPERATOR_NAMESPACE, child, adopt=adopt, registry=registry)
+        # On a site with a Maven repository the controller's spark-submit and the drivers read its ivysettings.xml.
+        maven = [self._packages_config_map(name, ns_name, after, registry)
+                 for ns_name, after in ((OPERATOR_NAMESPACE, ns), *((team_namespace(t), args.team_namespaces[t]) for t in teams))
+                 ] if packages.resolves_from_site(registry) else []
         self.operator = helm_release(
             f"{name}-spark-operator", versions.SPARK_OPERATOR, name="spark-operator", namespace=OPERATOR_NAMESPACE,
             values={
                 # The chart makes the drivers' ServiceAccount and Role in each of these namespaces.
                 "spark": {"jobNamespaces": job_namespaces, "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
                 # Kueue, not a batch scheduler, gangs applications here (docs/architecture.md, "Spark RAPIDS").
-                "controller": {"batchScheduler": {"enable": False}},
+                "controller": {"batchScheduler": {"enable": False}, **packages.operator_controller_values(registry)},
                 # Drivers' and executors' tolerations, priority and envFrom are set by the operator's webhook.
                 "webhook": {"enable": True},
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, args.kueue, *args.team_namespaces.values()]),
-            adopt=adopt, registry=args.gpu.cluster.registry,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, args.kueue, *args.team_namespaces.values(), *maven]),
+            adopt=adopt, registry=registry,
         )
         role = k8s.rbac.v1.ClusterRole(f"{name}-submitter-role", metadata={"name": SUBMITTER_ROLE}, rules=SUBMITTER_RULES, opts=child)
         for team in teams:
@@ -169,5 +180,13 @@ class SparkRapids(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[role, team_ns]),
             )
         self.application_template = pulumi.Output.from_input(args.catalog_uri).apply(
-            lambda uri: yaml.safe_dump(spark_rapids_application(args.config, uri), sort_keys=False))
+            lambda uri: yaml.safe_dump(spark_rapids_application(args.config, uri, registry=registry), sort_keys=False))
         self.register_outputs({"application_template": self.application_template})
+
+    def _packages_config_map(self, name: str, namespace_: str, after: pulumi.Resource, registry: Registry) -> k8s.core.v1.ConfigMap:
+        """The ConfigMap `spark-maven` (engines/_spark_packages.py) in `namespace_`."""
+        data, binary = packages.config_map_data(registry)
+        return k8s.core.v1.ConfigMap(f"{name}-{packages.CONFIG_MAP}-{namespace_}",
+                                     metadata={"name": packages.CONFIG_MAP, "namespace": namespace_},
+                                     data=data, binary_data=binary or None,
+                                     opts=pulumi.ResourceOptions(parent=self, depends_on=[after]))

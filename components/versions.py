@@ -150,6 +150,10 @@ SPARK_OPERATOR = HelmChart(chart="spark-operator", version="2.5.2", repo="https:
 SPARK_OPERATOR_API = "sparkoperator.k8s.io/v1beta2"
 YUNIKORN = HelmChart(chart="yunikorn", version="1.8.0", repo="https://apache.github.io/yunikorn-release")
 """1.8.0 is the release that supports Kubernetes 1.33 and 1.34."""
+YUNIKORN_PLACEHOLDER_IMAGE = "registry.k8s.io/pause:3.7"
+"""The image of YuniKorn's gang-scheduling placeholder pods, which the scheduler starts at run time: yunikorn-k8shim v1.8.0's
+default (pkg/common/constants PlaceholderContainerImage), set explicitly (`service.placeholderImage`) on a site with a
+registry."""
 SPARK_VERSION = "3.5.7"
 """The Spark of the platform's own Spark pods (the Connect server) and of the Spark RAPIDS template: the newest 3.5, the
 line the RAPIDS Accelerator's Scala 2.12 build supports."""

@@ -24,7 +24,7 @@ import copy
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -271,8 +271,11 @@ def feature_application(template: Mapping[str, Any], platform: Mapping[str, Any]
     spec.update({"type": "Python", "pythonVersion": "3", "image": image, "sparkVersion": spark_version,
                  "mainApplicationFile": main_file, "arguments": arguments})
     if job:
-        spec["volumes"] = [{"name": job["config_map"], "configMap": {"name": job["config_map"]}}]
-        spec.setdefault("driver", {})["volumeMounts"] = [{"name": job["config_map"], "mountPath": job["mount_path"], "readOnly": True}]
+        # Beside the template's own (the site's Maven settings, on a site with a registry).
+        spec["volumes"] = [*spec.get("volumes", []), {"name": job["config_map"], "configMap": {"name": job["config_map"]}}]
+        driver = spec.setdefault("driver", {})
+        driver["volumeMounts"] = [*driver.get("volumeMounts", []),
+                                  {"name": job["config_map"], "mountPath": job["mount_path"], "readOnly": True}]
     return app
 
 
@@ -293,9 +296,11 @@ def _restricted(name: str, image: str, **fields: Any) -> dict[str, Any]:
         "capabilities": {"drop": ["ALL"]}}}
 
 
-def _job(contract: Mapping[str, Any], plan: Mapping[str, Any], step: str, pod: dict[str, Any]) -> dict[str, Any]:
+def _job(contract: Mapping[str, Any], plan: Mapping[str, Any], step: str, pod: dict[str, Any],
+         pull_secrets: Sequence[Mapping[str, str]] = ()) -> dict[str, Any]:
     """A Job of the submission contract: suspended for Kueue, labelled for the team's LocalQueue, at the training
-    PriorityClass, in the team's namespace (whose Secrets hold that team's keys only)."""
+    PriorityClass, in the team's namespace (whose Secrets hold that team's keys only), naming the site registry's pull
+    Secret where the site has one (`platform.json` `image_pull_secrets`)."""
     labels = {contract["queue_label"]: plan["local_queue"], contract["priority_label"]: contract["workload_priority"],
               "fab.internal/run": plan["run"], "fab.internal/step": step}
     return {
@@ -308,7 +313,8 @@ def _job(contract: Mapping[str, Any], plan: Mapping[str, Any], step: str, pod: d
             "ttlSecondsAfterFinished": 7 * 24 * 3600,
             "template": {"metadata": {"labels": {"fab.internal/run": plan["run"], "fab.internal/step": step}},
                          "spec": {"restartPolicy": "Never", "priorityClassName": contract["priority_class"],
-                                  "securityContext": _restricted_pod(), **pod}},
+                                  "securityContext": _restricted_pod(), **pod,
+                                  **({"imagePullSecrets": [dict(s) for s in pull_secrets]} if pull_secrets else {})}},
         },
     }
 
@@ -318,7 +324,8 @@ def _env_from(contract: Mapping[str, Any], config_maps: bool = True) -> list[dic
             *({"configMapRef": {"name": c}} for c in (contract["config_maps"] if config_maps else []))]
 
 
-def training_job(contract: Mapping[str, Any], plan: Mapping[str, Any], image: str, gpus: int, cpu: str, memory: str) -> dict[str, Any]:
+def training_job(contract: Mapping[str, Any], plan: Mapping[str, Any], image: str, gpus: int, cpu: str, memory: str,
+                 pull_secrets: Sequence[Mapping[str, str]] = ()) -> dict[str, Any]:
     """Step (b): the team's training image, given the data by reference (table and tag) and where to write the model
     (`OUTPUT_URI`: `model/` and `metrics.json`, under the team's checkpoint prefix)."""
     resources = {"cpu": cpu, "memory": memory, "nvidia.com/gpu": str(gpus)}
@@ -331,7 +338,8 @@ def training_job(contract: Mapping[str, Any], plan: Mapping[str, Any], image: st
         resources={"requests": resources, "limits": resources},
         volumeMounts=[{"name": "scratch", "mountPath": "/tmp"}],
     )
-    return _job(contract, plan, "train", {"containers": [container], "volumes": [{"name": "scratch", "emptyDir": {}}]})
+    return _job(contract, plan, "train", {"containers": [container], "volumes": [{"name": "scratch", "emptyDir": {}}]},
+                pull_secrets)
 
 
 METADATA_SCRIPT = r'''
@@ -394,7 +402,8 @@ def publish_job(contract: Mapping[str, Any], plan: Mapping[str, Any], platform: 
     ]
     main = mc("publish", "cp", "/work/metadata.json", f"{destination}metadata.json")
     return _job(contract, plan, "publish", {"initContainers": init, "containers": [main],
-                                            "volumes": [{"name": "work", "emptyDir": {}}]})
+                                            "volumes": [{"name": "work", "emptyDir": {}}]},
+                platform.get("image_pull_secrets") or ())
 
 
 def job_state(job: Mapping[str, Any]) -> str:
@@ -544,8 +553,8 @@ def _build_dag() -> Any:
         @task
         def train(plan: dict[str, Any], **context: Any) -> str:
             p = context["params"]
-            return submit(training_job(_submission()["job"], plan, p["training_image"], p["gpus"], p["cpu"], p["memory"]),
-                          plan["connection"])
+            return submit(training_job(_submission()["job"], plan, p["training_image"], p["gpus"], p["cpu"], p["memory"],
+                                       PLATFORM.get("image_pull_secrets") or ()), plan["connection"])
 
         @task.sensor(poke_interval=60, timeout=3 * 24 * 3600, mode="reschedule")
         def wait_for_training(plan: dict[str, Any], name: str) -> Any:

@@ -19,9 +19,11 @@ import yaml
 
 from components import versions
 from components.constants import ENGINE_LABEL, polaris_secret, s3_secret
+from components.engines import _spark_packages as packages
 from components.engines._base import INTERACTIVE, POOL_LABEL, EngineScope
 from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_container, restricted_pod_security_context
 from components.providers import NamespaceRef
+from components.registry import UPSTREAM, Registry
 
 NAME = "spark-connect"
 PORT = 15002
@@ -66,8 +68,9 @@ def _credentials() -> list[dict[str, Any]]:
     return [{"secretRef": {"name": s3_secret("spark")}}, {"secretRef": {"name": polaris_secret("spark")}}]
 
 
-def executor_template() -> dict[str, Any]:
-    """The executors' pod template: interactive pool and priority, restricted, the engine's credentials."""
+def executor_template(registry: Registry = UPSTREAM) -> dict[str, Any]:
+    """The executors' pod template: interactive pool and priority, restricted, the engine's credentials, the Spark image
+    from `registry` (and its pull Secret)."""
     volumes, mounts = _scratch()
     return {
         "apiVersion": "v1",
@@ -77,20 +80,22 @@ def executor_template() -> dict[str, Any]:
             **INTERACTIVE.placement(),
             "securityContext": restricted_pod_security_context(runAsUser=SPARK_USER, fsGroup=SPARK_USER),
             # Spark sets the container's requests and limits (spark.executor.cores, .memory, .limit.cores).
-            "containers": [restricted_container("spark-executor", versions.SPARK_IMAGE, SPARK_USER, env=USER_ENV,
+            "containers": [restricted_container("spark-executor", registry.image(versions.SPARK_IMAGE), SPARK_USER, env=USER_ENV,
                                                 envFrom=_credentials(), volumeMounts=mounts, resources={})],
             "volumes": volumes,
+            **registry.pod_fields(),
         },
     }
 
 
-def server_conf(max_executors: int) -> dict[str, str]:
-    """The server's Spark configuration beyond `spark-defaults`: Kubernetes executors in the interactive queue."""
+def server_conf(max_executors: int, registry: Registry = UPSTREAM) -> dict[str, str]:
+    """The server's Spark configuration beyond `spark-defaults`: Kubernetes executors in the interactive queue, the Spark
+    image and the packages from `registry`."""
     return {
         "spark.master": "k8s://https://kubernetes.default.svc:443",
         "spark.submit.deployMode": "client",
         "spark.kubernetes.namespace": NAMESPACE,
-        "spark.kubernetes.container.image": versions.SPARK_IMAGE,
+        "spark.kubernetes.container.image": registry.image(versions.SPARK_IMAGE),
         "spark.kubernetes.driver.pod.name": "$(POD_NAME)",
         "spark.driver.host": "$(POD_IP)",
         "spark.driver.bindAddress": "0.0.0.0",
@@ -110,14 +115,15 @@ def server_conf(max_executors: int) -> dict[str, str]:
         "spark.dynamicAllocation.shuffleTracking.enabled": "true",
         "spark.dynamicAllocation.minExecutors": "0",
         "spark.dynamicAllocation.maxExecutors": str(max_executors),
+        **packages.spark_conf(registry),
     }
 
 
-def server_container(max_executors: int) -> dict[str, Any]:
+def server_container(max_executors: int, registry: Registry = UPSTREAM) -> dict[str, Any]:
     _, mounts = _scratch()
-    conf = [arg for key, value in server_conf(max_executors).items() for arg in ("--conf", f"{key}={value}")]
+    conf = [arg for key, value in server_conf(max_executors, registry).items() for arg in ("--conf", f"{key}={value}")]
     return restricted_container(
-        "spark-connect", versions.SPARK_IMAGE, SPARK_USER,
+        "spark-connect", registry.image(versions.SPARK_IMAGE), SPARK_USER,
         command=["/opt/spark/sbin/start-connect-server.sh"],
         args=conf,
         env=[
@@ -130,6 +136,7 @@ def server_container(max_executors: int) -> dict[str, Any]:
             *USER_ENV,
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            *packages.java_env(registry),
         ],
         envFrom=_credentials(),
         ports=[{"name": "connect", "containerPort": PORT}, {"name": "driver", "containerPort": DRIVER_PORT},
@@ -140,7 +147,8 @@ def server_container(max_executors: int) -> dict[str, Any]:
         livenessProbe={"tcpSocket": {"port": PORT}, "periodSeconds": 20, "failureThreshold": 3},
         resources=DRIVER_RESOURCES,
         volumeMounts=[*mounts, {"name": "conf", "mountPath": "/etc/spark", "readOnly": True},
-                      {"name": "templates", "mountPath": "/etc/spark-templates", "readOnly": True}],
+                      {"name": "templates", "mountPath": "/etc/spark-templates", "readOnly": True},
+                      *packages.volume_mounts(registry)],
     )
 
 
@@ -200,6 +208,14 @@ def _service_account(scope: EngineScope, ns: pulumi.Resource) -> pulumi.Resource
     )
 
 
+def packages_config_map(scope: EngineScope, namespace_: str, ns: pulumi.Resource) -> k8s.core.v1.ConfigMap:
+    """The ConfigMap `spark-maven` (engines/_spark_packages.py) in `namespace_`, while the site has a Maven repository."""
+    data, binary = packages.config_map_data(scope.cluster.registry)
+    return k8s.core.v1.ConfigMap(f"{scope.prefix}-{packages.CONFIG_MAP}-{namespace_}",
+                                 metadata={"name": packages.CONFIG_MAP, "namespace": namespace_},
+                                 data=data, binary_data=binary or None, opts=scope.after(ns))
+
+
 def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi.Resource, defaults: pulumi.Input[str],
            engine: str, defaults_config_map: str) -> None:
     """The Connect server (after the operator's chart: its executors are scheduled by YuniKorn in the interactive queue),
@@ -211,7 +227,10 @@ def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi
     grants = [scope.storage.grant(engine, to), scope.storage.catalog_grant(engine, to)]
     conf = k8s.core.v1.ConfigMap(f"{scope.prefix}-{NAME}-defaults", metadata={"name": defaults_config_map, "namespace": NAMESPACE},
                                  data={"spark-defaults.conf": defaults}, opts=scope.after(ns))
-    template = scope.config_map(TEMPLATE_CONFIG_MAP, NAMESPACE, {"executor.yaml": yaml.safe_dump(executor_template(), sort_keys=False)}, ns)
+    registry = scope.cluster.registry
+    template = scope.config_map(TEMPLATE_CONFIG_MAP, NAMESPACE,
+                                {"executor.yaml": yaml.safe_dump(executor_template(registry), sort_keys=False)}, ns)
+    maven = [packages_config_map(scope, NAMESPACE, ns)] if packages.resolves_from_site(registry) else []
     volumes, _ = _scratch()
     k8s.apps.v1.Deployment(
         f"{scope.prefix}-{NAME}",
@@ -229,13 +248,14 @@ def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi
                     # The driver starts and deletes its executors through the API server.
                     "automountServiceAccountToken": True,
                     "securityContext": restricted_pod_security_context(runAsUser=SPARK_USER, fsGroup=SPARK_USER),
-                    "containers": [server_container(spark.connect_max_executors)],
+                    "containers": [server_container(spark.connect_max_executors, registry)],
                     "volumes": [*volumes, {"name": "conf", "configMap": {"name": defaults_config_map}},
-                                {"name": "templates", "configMap": {"name": TEMPLATE_CONFIG_MAP}}],
+                                {"name": "templates", "configMap": {"name": TEMPLATE_CONFIG_MAP}}, *packages.volumes(registry)],
+                    **registry.pod_fields(),
                 },
             },
         },
-        opts=scope.after(operator, access, conf, template, *grants),
+        opts=scope.after(operator, access, conf, template, *grants, *maven),
     )
     k8s.core.v1.Service(
         f"{scope.prefix}-{NAME}-service",

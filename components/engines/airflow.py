@@ -38,6 +38,7 @@ from components.constants import (
 )
 from components.engines import spark
 from components.engines._base import BATCH, Engine, EngineScope, Quota, Ui, flask_oauth_config
+from components.registry import UPSTREAM, Registry
 
 WEBSERVER_CONFIG = Path(__file__).parents[1] / "airflow_webserver_config.py"
 SPARK_TEMPLATE = "spark-application"
@@ -71,12 +72,15 @@ def dag_files(platform: dict[str, Any]) -> dict[str, str]:
     return {**files, ".airflowignore": AIRFLOWIGNORE, "platform.json": json.dumps(platform, indent=2, sort_keys=True)}
 
 
-def platform_settings(*, models_bucket: str, checkpoints_bucket: str, spark_on: bool, serving_repo: dict[str, str] | None) -> dict[str, Any]:
-    """`platform.json`: what the platform's DAGs read about the site (components/dags/serving_loop.py)."""
+def platform_settings(*, models_bucket: str, checkpoints_bucket: str, spark_on: bool, serving_repo: dict[str, str] | None,
+                      registry: Registry = UPSTREAM) -> dict[str, Any]:
+    """`platform.json`: what the platform's DAGs read about the site (components/dags/serving_loop.py): the images of the
+    Jobs they start come from `registry`, whose pull Secret those Jobs name (`image_pull_secrets`, only if it has one)."""
     return {
         "models_bucket": models_bucket,
         "checkpoints_bucket": checkpoints_bucket,
-        "images": {"s3": versions.WEIGHTS_SYNC_IMAGE, "python": versions.SETUP_IMAGE},
+        "images": {"s3": registry.image(versions.WEIGHTS_SYNC_IMAGE), "python": registry.image(versions.SETUP_IMAGE)},
+        **({"image_pull_secrets": registry.pull_secrets} if registry.pull_secret else {}),
         "spark": {
             "namespace": spark.ENGINE.namespace,
             "template": f"{SPARK_TEMPLATE_DIR}/sparkapplication.yaml",
@@ -121,7 +125,7 @@ def _deploy(scope: EngineScope) -> None:
     spark_on = spark.ENGINE.config(scope.compute).enabled
     if spark_on:
         delivered.append(scope.config_map(SPARK_TEMPLATE, ns, {
-            "sparkapplication.yaml": yaml.safe_dump(spark.spark_application_template(), sort_keys=False),
+            "sparkapplication.yaml": yaml.safe_dump(spark.spark_application_template(scope.cluster.registry), sort_keys=False),
         }, ns_resource))
         volumes.append({"name": SPARK_TEMPLATE, "configMap": {"name": SPARK_TEMPLATE}})
         mounts.append({"name": SPARK_TEMPLATE, "mountPath": SPARK_TEMPLATE_DIR, "readOnly": True})
@@ -129,7 +133,7 @@ def _deploy(scope: EngineScope) -> None:
     site = scope.cluster.name.removesuffix(f"-{scope.cluster.key}")  # a ClusterRef's name is <site>-<key>
     serving_repo = serving_repo_settings(scope.compute.argocd, site, writable=scope.serving_repo_write_token is not None)
     platform = platform_settings(models_bucket=scope.storage.bucket_of("models"), checkpoints_bucket=scope.storage.bucket_of("checkpoints"),
-                                 spark_on=spark_on, serving_repo=serving_repo)
+                                 spark_on=spark_on, serving_repo=serving_repo, registry=scope.cluster.registry)
     delivered.append(scope.config_map(DAGS_CONFIG_MAP, ns, dag_files(platform), ns_resource))
     # The submission contract TrainingPool writes here, read by the DAGs (not waited for: the kubelet mounts it once it exists).
     for name, path in ((DAGS_CONFIG_MAP, DAGS_DIR), (TRAINING_SUBMISSION_CONFIG_MAP, TRAINING_SUBMISSION_DIR)):

@@ -18,7 +18,9 @@ import yaml
 from components import versions
 from components.constants import POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_WAREHOUSE, S3_ENDPOINT
 from components.engines import _spark_connect as spark_connect
+from components.engines import _spark_packages as packages
 from components.engines._base import BATCH, BucketAccess, Engine, EngineScope, Quota
+from components.registry import UPSTREAM, Registry
 
 SERVICE_ACCOUNT = "spark"
 DEFAULTS_CONFIG_MAP = "spark-defaults"
@@ -79,15 +81,34 @@ def spark_defaults(catalog_uri: str) -> str:
     return "".join(f"{key} {value}\n" for key, value in spark_conf(catalog_uri).items())
 
 
-def spark_application_template() -> dict[str, Any]:
+def registry_fields(registry: Registry) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a SparkApplication adds on a site with a registry: in its spec, the pull Secret (driver and executors) and,
+    with a Maven repository, the settings and the volume that resolve packages from it only (engines/_spark_packages.py);
+    in its driver, which resolves them, the volume's mount and the JVM's trust store. Nothing without a registry."""
+    spec: dict[str, Any] = {}
+    driver: dict[str, Any] = {}
+    if registry.pull_secret:
+        spec["imagePullSecrets"] = [registry.pull_secret]
+    if packages.resolves_from_site(registry):
+        spec["sparkConf"] = packages.spark_conf(registry)
+        spec["volumes"] = packages.volumes(registry)
+        driver["volumeMounts"] = packages.volume_mounts(registry)
+        if packages.java_env(registry):
+            driver["env"] = packages.java_env(registry)
+    return spec, driver
+
+
+def spark_application_template(registry: Registry = UPSTREAM) -> dict[str, Any]:
     """A SparkApplication with what the platform decides for every Spark job: its namespace and service account,
     `spark-defaults`, the batch YuniKorn queue, and the batch pool's node selector, tolerations and PriorityClass for
-    driver and executors. A job adds its own name, type, image, sparkVersion and mainApplicationFile."""
+    driver and executors (and on a site with a registry, `registry_fields`). A job adds its own name, type, image,
+    sparkVersion and mainApplicationFile."""
     pool = ENGINE.pool
 
     def pod() -> dict[str, Any]:
         return {"tolerations": pool.tolerations, "priorityClassName": pool.priority_class}
 
+    spec, driver = registry_fields(registry)
     return {
         "apiVersion": versions.SPARK_OPERATOR_API,
         "kind": "SparkApplication",
@@ -98,8 +119,9 @@ def spark_application_template() -> dict[str, Any]:
             "batchScheduler": "yunikorn",
             "batchSchedulerOptions": {"queue": "root.batch"},
             "nodeSelector": pool.node_selector,
-            "driver": {"serviceAccount": SERVICE_ACCOUNT, **pod()},
+            "driver": {"serviceAccount": SERVICE_ACCOUNT, **pod(), **driver},
             "executor": pod(),
+            **spec,
         },
     }
 
@@ -118,15 +140,20 @@ def _deploy(scope: EngineScope) -> None:
         }},
         [scope.plain_namespace("yunikorn")],
     )
+    registry = scope.cluster.registry
+    operator_ns = scope.plain_namespace("spark-operator")
+    # On a site with a Maven repository the controller's spark-submit and the drivers read its ivysettings.xml.
+    maven = [spark_connect.packages_config_map(scope, name, after) for name, after in (("spark-operator", operator_ns), (ENGINE.namespace, ns))
+             ] if packages.resolves_from_site(registry) else []
     operator = scope.release(
         "spark-operator", versions.SPARK_OPERATOR, "spark-operator",
         {
             "spark": {"jobNamespaces": spark_namespaces, "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
-            "controller": {"batchScheduler": {"enable": True, "default": "yunikorn"}},
+            "controller": {"batchScheduler": {"enable": True, "default": "yunikorn"}, **packages.operator_controller_values(registry)},
             # env/envFrom on drivers and executors (the credentials) are injected by the webhook.
             "webhook": {"enable": True},
         },
-        [yunikorn, ns, *([connect_ns] if connect_ns else []), scope.plain_namespace("spark-operator")],
+        [yunikorn, ns, *([connect_ns] if connect_ns else []), operator_ns, *maven],
     )
     defaults = scope.storage.catalog_uri.apply(spark_defaults)
     scope.config_map(DEFAULTS_CONFIG_MAP, ENGINE.namespace, {"spark-defaults.conf": defaults}, ns)

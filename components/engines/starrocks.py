@@ -18,6 +18,7 @@ from components import versions
 from components.constants import polaris_secret, s3_secret
 from components.engines._base import INTERACTIVE, BucketAccess, Engine, EngineScope, Quota
 from components.kube import cache_storage_class, restricted_container, run_once_job
+from components.registry import UPSTREAM, Registry
 
 CLUSTER = "starrocks"
 CN_CACHE_PATH = "/opt/starrocks/cn/storage"
@@ -34,11 +35,13 @@ def fe_conf() -> str:
     return "run_mode = shared_data\ncloud_native_storage_type = S3\nenable_load_volume_from_conf = false\n"
 
 
-def _cluster_spec(cfg) -> dict:
-    place = {"nodeSelector": ENGINE.pool.node_selector, "tolerations": ENGINE.pool.tolerations}
+def _cluster_spec(cfg, registry: Registry = UPSTREAM) -> dict:
+    """FE and CN as the operator runs them: their images (and pull Secret) from `registry`."""
+    place = {"nodeSelector": ENGINE.pool.node_selector, "tolerations": ENGINE.pool.tolerations,
+             **({"imagePullSecrets": registry.pull_secrets} if registry.pull_secret else {})}
     return {
         "starRocksFeSpec": {
-            "image": versions.STARROCKS_FE_IMAGE,
+            "image": registry.image(versions.STARROCKS_FE_IMAGE),
             "replicas": 3,
             "requests": {"cpu": "4", "memory": "16Gi"},
             "limits": {"cpu": "8", "memory": "32Gi"},
@@ -48,7 +51,7 @@ def _cluster_spec(cfg) -> dict:
             **place,
         },
         "starRocksCnSpec": {
-            "image": versions.STARROCKS_CN_IMAGE,
+            "image": registry.image(versions.STARROCKS_CN_IMAGE),
             "requests": {"cpu": "8", "memory": "32Gi"},
             "limits": {"cpu": "16", "memory": "64Gi"},
             "runAsNonRoot": True,
@@ -92,14 +95,14 @@ def _deploy(scope: EngineScope) -> None:
         api_version=versions.STARROCKS_API,
         kind="StarRocksCluster",
         metadata={"name": CLUSTER, "namespace": ns},
-        spec=_cluster_spec(cfg),
+        spec=_cluster_spec(cfg, scope.cluster.registry),
         opts=scope.after(operator, conf, cache),
     )
     root = scope.secret("starrocks-root", "starrocks-root", ns,
                         {"STARROCKS_ROOT_PASSWORD": scope.random("starrocks-root", 32)}, ns_resource)
     setup = scope.config_map("starrocks-setup", ns, {"setup.sh": scope.storage.catalog_uri.apply(setup_script)}, ns_resource)
     container = restricted_container(
-        "setup", versions.MYSQL_CLIENT_IMAGE, SETUP_USER,
+        "setup", scope.cluster.registry.image(versions.MYSQL_CLIENT_IMAGE), SETUP_USER,
         command=["bash", "/etc/starrocks-setup/setup.sh"],
         env=[
             {"name": "HOME", "value": "/tmp"},
@@ -115,7 +118,7 @@ def _deploy(scope: EngineScope) -> None:
         f"{scope.prefix}-starrocks-setup-job", name="starrocks-setup", namespace=ns, containers=[container],
         volumes=[{"name": "setup", "configMap": {"name": "starrocks-setup"}}, {"name": "tmp", "emptyDir": {}}],
         backoff_limit=20,
-        placement=ENGINE.pool.placement(),
+        placement={**ENGINE.pool.placement(), **scope.cluster.registry.pod_fields()},
         opts=pulumi.ResourceOptions(parent=scope.parent, depends_on=[cluster, root, setup, *grants], replace_on_changes=["spec"]),
     )
 

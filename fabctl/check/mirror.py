@@ -29,6 +29,10 @@ IMAGE_IN_TEXT = re.compile(
 _TAGGED = re.compile(r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")
 SPARK_PACKAGES = "spark.jars.packages"
 """Spark's setting of the Maven packages a driver resolves at start (from Maven Central unless told otherwise)."""
+SPARK_IVY_SETTINGS = "spark.jars.ivySettings"
+"""Spark's setting of the Ivy settings file it resolves packages with instead of its own chain, which asks Maven Central
+first whatever `spark.jars.repositories` adds (Spark 3.5.7 SparkSubmitUtils.buildIvySettings; components/engines/
+_spark_packages.py)."""
 SKIPPED_KINDS = frozenset({"CustomResourceDefinition"})
 """Kinds whose text is documentation (a CRD's field descriptions name upstream images and URLs as examples)."""
 INTERNAL_SUFFIXES = (".svc", ".cluster.local", ".local", ".internal", ".localdomain")
@@ -130,10 +134,11 @@ def mirror_findings(picture: Picture) -> Iterator[Finding]:
                     yield Finding.of("images.pull-secret", placed, f"{path} does not name the pull Secret {registry.pull_secret!r}",
                                      "add it to the pod's imagePullSecrets (the chart's pull-secret values in components/airgap)")
         text = json.dumps(placed.obj.get("spec") or placed.obj.get("data") or {})
-        if SPARK_PACKAGES in text and (registry.maven is None or registry.maven not in text):
-            yield Finding.of("downloads.mirrored", placed, f"it names {SPARK_PACKAGES}, resolved from Maven Central, and not the "
-                             f"site's Maven repository {registry.maven}",
-                             "set spark.jars.repositories to registry.maven beside the packages (components/engines/spark.py)")
+        if SPARK_PACKAGES in text and (registry.maven is None or SPARK_IVY_SETTINGS not in text):
+            yield Finding.of("downloads.mirrored", placed, f"it names {SPARK_PACKAGES}, resolved from Maven Central, and not only "
+                             f"from the site's Maven repository {registry.maven}",
+                             f"set {SPARK_IVY_SETTINGS} to an ivysettings.xml whose one resolver is registry.maven "
+                             "(components/engines/_spark_packages.py)")
     for release in picture.release_records():
         inputs = release["inputs"]
         chart = str(inputs.get("chart") or "")
