@@ -14,7 +14,7 @@ from pulumi_kubernetes import _utilities
 from components.airgap import chart_values
 from components.config import AdoptConfig
 from components.registry import Registry, merge_values
-from components.versions import HelmChart
+from components.versions import CNPG_POSTGRES_IMAGE, HelmChart
 
 HELM_HISTORY = 10
 """Release revisions Helm keeps (each is a Secret in the release's namespace); Pulumi's default keeps all."""
@@ -118,6 +118,15 @@ def namespace(logical: str, name: str, opts: pulumi.ResourceOptions, *, registry
     ns = k8s.core.v1.Namespace(logical, metadata=metadata, opts=pulumi.ResourceOptions.merge(opts, adopted(existing, name)))
     pull_secret(f"{logical}-pull-secret", name, registry, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns])))
     return ns
+
+
+def postgres_image(registry: Registry) -> dict[str, Any]:
+    """A CloudNativePG Cluster's image fields on a site with a registry: the operator's default Postgres image from the
+    mirror (without `imageName` the operator pulls its compiled-in default upstream), and the pull Secret, which the
+    operator puts on the Cluster's ServiceAccount. None without a registry: the operator's default, as before."""
+    if not registry.mirrored:
+        return {}
+    return {"imageName": registry.image(CNPG_POSTGRES_IMAGE), **registry.pod_fields()}
 
 
 def pull_secret(logical: str, namespace_: str, registry: Registry, opts: pulumi.ResourceOptions) -> k8s.core.v1.Secret | None:

@@ -76,7 +76,16 @@ from components.data_access import (
     team_principal,
     team_setup_plan,
 )
-from components.kube import Adoption, adopted, helm_release, namespace, random_secret, restricted_container, run_once_job
+from components.kube import (
+    Adoption,
+    adopted,
+    helm_release,
+    namespace,
+    postgres_image,
+    random_secret,
+    restricted_container,
+    run_once_job,
+)
 from components.minio_admin import AdminEndpoint, BucketTags, MinioNamesFree, guard
 from components.network import CrossClusterNetwork
 from components.providers import ClusterRef, NamespaceRef, SiteRef
@@ -722,7 +731,7 @@ class StorageCluster(pulumi.ComponentResource):
                 "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
                 "affinity": {"enablePodAntiAffinity": True, "topologyKey": "kubernetes.io/hostname"},
                 "backup": {"retentionPolicy": f"{postgres.backup_retention_days}d", "barmanObjectStore": store},
-                **self._postgres_image(),
+                **postgres_image(self.cluster.registry),
             },
             # The catalog's database: protected, and its data kept even if the resource leaves the stack.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on, backup_creds, *ca.resources()], protect=True, retain_on_delete=True),
@@ -736,15 +745,6 @@ class StorageCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
         )
         return cluster
-
-    def _postgres_image(self) -> dict[str, Any]:
-        """A Cluster's image fields on a site with a registry: the operator's default Postgres image from the mirror
-        (without `imageName` the operator pulls its compiled-in default upstream), and the pull Secret, which the operator
-        puts on the Cluster's ServiceAccount. None without a registry: the operator's default, as before."""
-        registry = self.cluster.registry
-        if not registry.mirrored:
-            return {}
-        return {"imageName": registry.image(versions.CNPG_POSTGRES_IMAGE), **registry.pod_fields()}
 
     def _db_env(self) -> list[dict[str, Any]]:
         app = f"{POLARIS_DB}-app"  # the Secret CloudNativePG creates for the database owner

@@ -22,7 +22,7 @@ import pulumi_kubernetes as k8s
 from components import versions
 from components.constants import CNPG_NAMESPACE, ENGINE_LABEL, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ISSUER
 from components.gateway import ROUTES_LABEL, http_route
-from components.kube import Adoption, Priority, helm_release, namespace, random_secret
+from components.kube import Adoption, Priority, helm_release, namespace, postgres_image, random_secret
 from components.providers import ClusterRef, NamespaceRef
 
 if TYPE_CHECKING:
@@ -280,6 +280,7 @@ class EngineScope:
                 "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
                 "affinity": {"nodeSelector": engine.pool.node_selector, "tolerations": engine.pool.tolerations},
                 "priorityClassName": engine.pool.priority_class,
+                **postgres_image(self.cluster.registry),
             },
             # The app's metadata: protected, and kept if it ever leaves the stack.
             opts=pulumi.ResourceOptions(parent=self.parent, depends_on=[self.cnpg, owner], protect=True, retain_on_delete=True),
