@@ -355,7 +355,7 @@ def sharing_labels(config: GpuClusterConfig, gpu_type: str) -> dict[str, str]:
     return {MIG_CONFIG_LABEL: mig_config_name(gpu_type)}
 
 
-def operand(image: versions.Image, registry: Registry = UPSTREAM) -> dict[str, Any]:
+def _operand(image: versions.Image, registry: Registry) -> dict[str, Any]:
     """An operand's image in an operator's policy (repository, image, version): from the site registry where it has one,
     with its pull Secret, which the operator adds to the operand's pods."""
     fields: dict[str, Any] = registry.operand(image).fields()
@@ -367,7 +367,7 @@ def operand(image: versions.Image, registry: Registry = UPSTREAM) -> dict[str, A
 def cluster_policy_spec(config: GpuClusterConfig, registry: Registry = UPSTREAM) -> dict[str, Any]:
     """The GPU Operator ClusterPolicy: driver with GPUDirect RDMA, toolkit, device plugin, GFD, DCGM exporter, MIG.
 
-    Every enabled operand names its image (`operand`). With a site registry so does the driver manager, which the operator
+    Every enabled operand names its image (`_operand`). With a site registry so does the driver manager, which the operator
     otherwise takes from its own environment; the operands left off (standalone DCGM, the node status exporter, GDS,
     GDRCopy and every sandbox or vGPU operand: `sandboxWorkloads` is off) are never started."""
     mig = config.mig_strategy
@@ -384,28 +384,28 @@ def cluster_policy_spec(config: GpuClusterConfig, registry: Registry = UPSTREAM)
         },
         # The Network Operator provides the NIC driver; the GPU driver loads nvidia-peermem against it for NCCL.
         "driver": {
-            **operand(versions.GPU_DRIVER, registry), "enabled": True, "rdma": {"enabled": True, "useHostMofed": False},
-            **({"manager": operand(versions.GPU_DRIVER_MANAGER, registry)} if registry.mirrored else {}),
+            **_operand(versions.GPU_DRIVER, registry), "enabled": True, "rdma": {"enabled": True, "useHostMofed": False},
+            **({"manager": _operand(versions.GPU_DRIVER_MANAGER, registry)} if registry.mirrored else {}),
         },
-        "toolkit": {**operand(versions.GPU_TOOLKIT, registry), "enabled": True},
+        "toolkit": {**_operand(versions.GPU_TOOLKIT, registry), "enabled": True},
         "devicePlugin": {
-            **operand(versions.GPU_DEVICE_PLUGIN, registry), "enabled": True,
+            **_operand(versions.GPU_DEVICE_PLUGIN, registry), "enabled": True,
             # Time-slicing: nodes labelled nvidia.com/device-plugin.config=notebooks share; every other node has whole GPUs.
             **({"config": {"name": DEVICE_PLUGIN_CONFIG, "default": WHOLE_GPUS}} if time_slices else {}),
         },
-        "gfd": {**operand(versions.GPU_DEVICE_PLUGIN, registry), "enabled": True},
+        "gfd": {**_operand(versions.GPU_DEVICE_PLUGIN, registry), "enabled": True},
         "dcgm": {"enabled": False},
         "dcgmExporter": {
-            **operand(versions.GPU_DCGM_EXPORTER, registry),
+            **_operand(versions.GPU_DCGM_EXPORTER, registry),
             "enabled": True,
             # Scraped through the program's own ServiceMonitor (components/monitors.py), which waits for the CRD.
             "serviceMonitor": {"enabled": False},
         },
         "nodeStatusExporter": {"enabled": False},
-        "validator": operand(versions.GPU_VALIDATOR, registry),
+        "validator": _operand(versions.GPU_VALIDATOR, registry),
         "mig": {"strategy": "single" if mig == "none" else mig},
         "migManager": {
-            **operand(versions.GPU_MIG_MANAGER, registry), "enabled": mig != "none",
+            **_operand(versions.GPU_MIG_MANAGER, registry), "enabled": mig != "none",
             # MIG sharing: nodes labelled nvidia.com/mig.config=notebooks-<gpu type> are split; the rest stay all-disabled.
             **({"config": {"name": MIG_PARTED_CONFIG, "default": MIG_DISABLED}} if mig_split else {}),
         },
@@ -415,7 +415,7 @@ def cluster_policy_spec(config: GpuClusterConfig, registry: Registry = UPSTREAM)
 
 def nic_cluster_policy_spec(config: GpuClusterConfig, registry: Registry = UPSTREAM) -> dict[str, Any]:
     """The Network Operator NicClusterPolicy: NIC driver, RDMA shared device plugin, Multus, IPoIB CNI, nv-ipam, each
-    naming its image (`operand`)."""
+    naming its image (`_operand`)."""
     ib = config.infiniband
     rdma_config = {
         "configList": [
@@ -431,14 +431,14 @@ def nic_cluster_policy_spec(config: GpuClusterConfig, registry: Registry = UPSTR
         # deployed to nodes whose taints are all tolerated.
         "tolerations": pool_tolerations(),
         "ofedDriver": {
-            **operand(versions.NIC_OFED_DRIVER, registry),
+            **_operand(versions.NIC_OFED_DRIVER, registry),
             "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1, "drain": {"enable": True, "force": True, "deleteEmptyDir": True, "timeoutSeconds": 300}},
         },
-        "rdmaSharedDevicePlugin": {**operand(versions.NIC_RDMA_SHARED_DP, registry), "config": json.dumps(rdma_config, sort_keys=True)},
-        "nvIpam": {**operand(versions.NIC_NV_IPAM, registry), "enableWebhook": False},
+        "rdmaSharedDevicePlugin": {**_operand(versions.NIC_RDMA_SHARED_DP, registry), "config": json.dumps(rdma_config, sort_keys=True)},
+        "nvIpam": {**_operand(versions.NIC_NV_IPAM, registry), "enableWebhook": False},
         "secondaryNetwork": {
-            "cniPlugins": operand(versions.NIC_CNI_PLUGINS, registry),
-            "multus": operand(versions.NIC_MULTUS, registry),
-            "ipoib": operand(versions.NIC_IPOIB, registry),
+            "cniPlugins": _operand(versions.NIC_CNI_PLUGINS, registry),
+            "multus": _operand(versions.NIC_MULTUS, registry),
+            "ipoib": _operand(versions.NIC_IPOIB, registry),
         },
     }

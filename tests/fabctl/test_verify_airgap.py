@@ -110,5 +110,5 @@ def test_fails_when_the_pull_secret_is_not_in_kube_system(api, tmp_path):
     api.secrets.clear()
     (outcome,) = run(api, tmp_path)
     assert (outcome.status, outcome.message) == (
-        ERROR, f"the pull Secret {PULL_SECRET} (registry.pull_secret) is not in kube-system on cluster gpu (context "
-               f"{CONTEXT}): the jobs' pods name it; deploy the stack first")
+        ERROR, (f"the pull Secret {PULL_SECRET} (registry.pull_secret) is not in kube-system on cluster gpu (context "
+                f"{CONTEXT}): the jobs' pods name it; deploy the stack first"))
