@@ -33,6 +33,7 @@ from components.data_access import TRAINING
 from components.gpu import NVME_STORAGE_CLASS, POOL_LABEL, TRAINING_PRIORITY, toleration
 from components.kube import restricted_container, restricted_pod_security_context
 from components.providers import NamespaceRef
+from components.registry import UPSTREAM, Registry
 from components.serving import VLLM_USER, ServedModel, cache_size_gib, model_path
 from components.storage import MC_CA_DIR, StorageCluster, site_ca_mounts, site_ca_volumes
 from components.training import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL
@@ -79,6 +80,8 @@ class BatchSite:
     checkpoints_bucket: str
     site_ca: bool
     """Whether the site has a CA bundle: then the MinIO client trusts it (the Secret `fab-site-ca`)."""
+    registry: Registry = UPSTREAM
+    """Where the GPU cluster pulls vLLM and the MinIO client from, and the pull Secret the Job's pod names."""
 
 
 def batch_job(site: BatchSite, model: ServedModel, team: str) -> dict[str, Any]:
@@ -95,13 +98,13 @@ def batch_job(site: BatchSite, model: ServedModel, team: str) -> dict[str, Any]:
     ca = site_ca_mounts(site.site_ca, MC_CA_DIR)
 
     def mc(name: str, args: list[str], *mounts: dict[str, Any], env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        return restricted_container(name, versions.WEIGHTS_SYNC_IMAGE, VLLM_USER, args=args, env=[*mc_env, *(env or [])],
+        return restricted_container(name, site.registry.image(versions.WEIGHTS_SYNC_IMAGE), VLLM_USER, args=args, env=[*mc_env, *(env or [])],
                                     resources=small, volumeMounts=[work, *mounts, *ca])
 
     gpus = {"nvidia.com/gpu": str(tp)}
     memory = f"{math.ceil(weights_gib) + 32}Gi"
     vllm = restricted_container(
-        "vllm", versions.VLLM_IMAGE, VLLM_USER,
+        "vllm", site.registry.image(versions.VLLM_IMAGE), VLLM_USER,
         command=["vllm"],
         args=[
             "run-batch",
@@ -140,6 +143,7 @@ def batch_job(site: BatchSite, model: ServedModel, team: str) -> dict[str, Any]:
                     "tolerations": [toleration("training")],
                     "automountServiceAccountToken": False,
                     "securityContext": restricted_pod_security_context(fsGroup=VLLM_USER),
+                    **site.registry.pod_fields(),
                     "initContainers": [
                         mc("s3-alias", ["alias", "set", ALIAS, f"$({S3_ENDPOINT})", f"$({S3_ACCESS_KEY})", f"$({S3_SECRET_KEY})"]),
                         mc("weights", ["mirror", "--overwrite", "--remove", weights_object(site.models_bucket, spec.source, spec.revision), cache],
@@ -207,7 +211,7 @@ class BatchInference(pulumi.ComponentResource):
                         if owner(served.spec.source, teams) in (None, team)}
             ca = storage.site_ca(ns)
             site = BatchSite(models_bucket=storage.bucket_of("models"), checkpoints_bucket=storage.bucket_of("checkpoints"),
-                             site_ca=ca.secret is not None)
+                             site_ca=ca.secret is not None, registry=ns.cluster.registry)
             k8s.core.v1.ConfigMap(
                 f"{name}-{cluster}-{team}",
                 metadata={"name": CONFIG_MAP, "namespace": ns.name, "labels": {TEAM_LABEL: team}},

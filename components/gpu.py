@@ -28,6 +28,7 @@ from components.config.schema.gpu import MIG_PROFILES, GpuType
 from components.constants import GPU_OPERATOR_NAMESPACE, NETWORK_OPERATOR_NAMESPACE
 from components.kube import Adoption, Priority, cache_storage_class, helm_release, namespace, priority_classes
 from components.providers import ClusterRef
+from components.registry import UPSTREAM, Registry
 
 POOL_LABEL = "fab.internal/gpu-pool"
 """Node label and taint key of the GPU pools: inference or training."""
@@ -168,7 +169,7 @@ class GpuCluster(pulumi.ComponentResource):
             api_version=versions.NVIDIA_API,
             kind="ClusterPolicy",
             metadata={"name": "cluster-policy"},
-            spec=cluster_policy_spec(spec),
+            spec=cluster_policy_spec(spec, self.cluster.registry),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_operator, *configs]),
         )
 
@@ -188,7 +189,7 @@ class GpuCluster(pulumi.ComponentResource):
             # The operator applies the nv-ipam CRDs only when it reconciles this policy: Pulumi waits for
             # that state before the IPPool below is created.
             metadata={"name": "nic-cluster-policy", "annotations": {"pulumi.com/waitFor": NICS_READY}},
-            spec=nic_cluster_policy_spec(spec),
+            spec=nic_cluster_policy_spec(spec, self.cluster.registry),
             opts=pulumi.ResourceOptions.merge(nic_opts, pulumi.ResourceOptions(custom_timeouts=pulumi.CustomTimeouts(create="30m"))),
         )
         if self.ipoib:
@@ -354,8 +355,21 @@ def sharing_labels(config: GpuClusterConfig, gpu_type: str) -> dict[str, str]:
     return {MIG_CONFIG_LABEL: mig_config_name(gpu_type)}
 
 
-def cluster_policy_spec(config: GpuClusterConfig) -> dict[str, Any]:
-    """The GPU Operator ClusterPolicy: driver with GPUDirect RDMA, toolkit, device plugin, GFD, DCGM exporter, MIG."""
+def _operand(image: versions.Image, registry: Registry) -> dict[str, Any]:
+    """An operand's image in an operator's policy (repository, image, version): from the site registry where it has one,
+    with its pull Secret, which the operator adds to the operand's pods."""
+    fields: dict[str, Any] = registry.operand(image).fields()
+    if registry.pull_secret:
+        fields["imagePullSecrets"] = [registry.pull_secret]
+    return fields
+
+
+def cluster_policy_spec(config: GpuClusterConfig, registry: Registry = UPSTREAM) -> dict[str, Any]:
+    """The GPU Operator ClusterPolicy: driver with GPUDirect RDMA, toolkit, device plugin, GFD, DCGM exporter, MIG.
+
+    Every enabled operand names its image (`_operand`). With a site registry so does the driver manager, which the operator
+    otherwise takes from its own environment; the operands left off (standalone DCGM, the node status exporter, GDS,
+    GDRCopy and every sandbox or vGPU operand: `sandboxWorkloads` is off) are never started."""
     mig = config.mig_strategy
     shared = shares_gpus(config)
     time_slices = shared and config.sharing.mode == "time-slicing"
@@ -369,26 +383,29 @@ def cluster_policy_spec(config: GpuClusterConfig) -> dict[str, Any]:
             "tolerations": [*pool_tolerations(), GPU_TOLERATION],
         },
         # The Network Operator provides the NIC driver; the GPU driver loads nvidia-peermem against it for NCCL.
-        "driver": {**versions.GPU_DRIVER.fields(), "enabled": True, "rdma": {"enabled": True, "useHostMofed": False}},
-        "toolkit": {**versions.GPU_TOOLKIT.fields(), "enabled": True},
+        "driver": {
+            **_operand(versions.GPU_DRIVER, registry), "enabled": True, "rdma": {"enabled": True, "useHostMofed": False},
+            **({"manager": _operand(versions.GPU_DRIVER_MANAGER, registry)} if registry.mirrored else {}),
+        },
+        "toolkit": {**_operand(versions.GPU_TOOLKIT, registry), "enabled": True},
         "devicePlugin": {
-            **versions.GPU_DEVICE_PLUGIN.fields(), "enabled": True,
+            **_operand(versions.GPU_DEVICE_PLUGIN, registry), "enabled": True,
             # Time-slicing: nodes labelled nvidia.com/device-plugin.config=notebooks share; every other node has whole GPUs.
             **({"config": {"name": DEVICE_PLUGIN_CONFIG, "default": WHOLE_GPUS}} if time_slices else {}),
         },
-        "gfd": {**versions.GPU_DEVICE_PLUGIN.fields(), "enabled": True},
+        "gfd": {**_operand(versions.GPU_DEVICE_PLUGIN, registry), "enabled": True},
         "dcgm": {"enabled": False},
         "dcgmExporter": {
-            **versions.GPU_DCGM_EXPORTER.fields(),
+            **_operand(versions.GPU_DCGM_EXPORTER, registry),
             "enabled": True,
             # Scraped through the program's own ServiceMonitor (components/monitors.py), which waits for the CRD.
             "serviceMonitor": {"enabled": False},
         },
         "nodeStatusExporter": {"enabled": False},
-        "validator": versions.GPU_VALIDATOR.fields(),
+        "validator": _operand(versions.GPU_VALIDATOR, registry),
         "mig": {"strategy": "single" if mig == "none" else mig},
         "migManager": {
-            **versions.GPU_MIG_MANAGER.fields(), "enabled": mig != "none",
+            **_operand(versions.GPU_MIG_MANAGER, registry), "enabled": mig != "none",
             # MIG sharing: nodes labelled nvidia.com/mig.config=notebooks-<gpu type> are split; the rest stay all-disabled.
             **({"config": {"name": MIG_PARTED_CONFIG, "default": MIG_DISABLED}} if mig_split else {}),
         },
@@ -396,8 +413,9 @@ def cluster_policy_spec(config: GpuClusterConfig) -> dict[str, Any]:
     }
 
 
-def nic_cluster_policy_spec(config: GpuClusterConfig) -> dict[str, Any]:
-    """The Network Operator NicClusterPolicy: NIC driver, RDMA shared device plugin, Multus, IPoIB CNI, nv-ipam."""
+def nic_cluster_policy_spec(config: GpuClusterConfig, registry: Registry = UPSTREAM) -> dict[str, Any]:
+    """The Network Operator NicClusterPolicy: NIC driver, RDMA shared device plugin, Multus, IPoIB CNI, nv-ipam, each
+    naming its image (`_operand`)."""
     ib = config.infiniband
     rdma_config = {
         "configList": [
@@ -413,14 +431,14 @@ def nic_cluster_policy_spec(config: GpuClusterConfig) -> dict[str, Any]:
         # deployed to nodes whose taints are all tolerated.
         "tolerations": pool_tolerations(),
         "ofedDriver": {
-            **versions.NIC_OFED_DRIVER.fields(),
+            **_operand(versions.NIC_OFED_DRIVER, registry),
             "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1, "drain": {"enable": True, "force": True, "deleteEmptyDir": True, "timeoutSeconds": 300}},
         },
-        "rdmaSharedDevicePlugin": {**versions.NIC_RDMA_SHARED_DP.fields(), "config": json.dumps(rdma_config, sort_keys=True)},
-        "nvIpam": {**versions.NIC_NV_IPAM.fields(), "enableWebhook": False},
+        "rdmaSharedDevicePlugin": {**_operand(versions.NIC_RDMA_SHARED_DP, registry), "config": json.dumps(rdma_config, sort_keys=True)},
+        "nvIpam": {**_operand(versions.NIC_NV_IPAM, registry), "enableWebhook": False},
         "secondaryNetwork": {
-            "cniPlugins": versions.NIC_CNI_PLUGINS.fields(),
-            "multus": versions.NIC_MULTUS.fields(),
-            "ipoib": versions.NIC_IPOIB.fields(),
+            "cniPlugins": _operand(versions.NIC_CNI_PLUGINS, registry),
+            "multus": _operand(versions.NIC_MULTUS, registry),
+            "ipoib": _operand(versions.NIC_IPOIB, registry),
         },
     }

@@ -117,6 +117,7 @@ class InferencePool(pulumi.ComponentResource):
             site_ca=ca.secret is not None,
             # Over InfiniBand, the weight sync reaches the object store at its IPoIB address under the S3 host name.
             s3_ipoib=(args.gpu.s3_ipoib_address, args.storage.s3_host) if args.gpu.s3_ipoib_address else None,
+            registry=self._registry,
         )
         """What every model is served with: `fabctl serving render` builds the same objects from it."""
         served = self._served = {model: serving.ServedModel(model, spec, sized[model]) for model, spec in sorted(inference.models.items())}
@@ -280,14 +281,14 @@ class InferencePool(pulumi.ComponentResource):
         (components/routing.py); returns each model's picker Service, by model. A model with a canary has none while the
         canary runs: the picker would choose among the stable replicas only and starve the canary of its share."""
         child = pulumi.ResourceOptions(parent=self)
-        crds = routing.inference_pool_crds(self._name, child)
+        crds = routing.inference_pool_crds(self._name, child, self._registry)
         after = pulumi.ResourceOptions(parent=self, depends_on=[namespace, crds])
         pickers: dict[str, pulumi.Resource] = {}
         for model, served in self._served.items():
             if served.spec.canary is not None:
                 continue
             service: pulumi.Resource | None = None
-            for obj in routing.endpoint_picker(model):
+            for obj in routing.endpoint_picker(model, self._registry):
                 logical = f"{self._name}-epp-{model}-{obj['kind'].lower()}"
                 if obj["kind"] == "InferencePool":
                     k8s.apiextensions.CustomResource(logical, api_version=obj["apiVersion"], kind=obj["kind"],

@@ -34,6 +34,7 @@ from components.kube import (
     restricted_pod_security_context,
 )
 from components.providers import ClusterRef
+from components.registry import UPSTREAM, Registry
 from components.training import queue_flavors, queue_resource_groups, team_namespace
 
 SWITCH_NAMESPACE = "fab-profile"
@@ -211,9 +212,10 @@ def switch_rules(objects: list[SwitchedObject]) -> dict[str | None, list[dict[st
     return rules
 
 
-def switch_pod(profile: str, objects: list[SwitchedObject]) -> dict[str, Any]:
-    """The pod of a switch to `profile`: the pinned kubectl as an unprivileged user on a read-only root, with a
-    short-lived token of the switch's ServiceAccount (no automounted one) and the profile's objects from its ConfigMap."""
+def switch_pod(profile: str, objects: list[SwitchedObject], registry: Registry = UPSTREAM) -> dict[str, Any]:
+    """The pod of a switch to `profile`: the pinned kubectl (from the cluster's `registry`) as an unprivileged user on a
+    read-only root, with a short-lived token of the switch's ServiceAccount (no automounted one) and the profile's objects
+    from its ConfigMap."""
     env = {
         "PROFILE": profile,
         "CRONJOB_NAME": names.PROFILE_SWITCH(profile),
@@ -228,8 +230,9 @@ def switch_pod(profile: str, objects: list[SwitchedObject]) -> dict[str, Any]:
         "serviceAccountName": SWITCH_ACCOUNT,
         "automountServiceAccountToken": False,
         "securityContext": restricted_pod_security_context(),
+        **registry.pod_fields(),
         "containers": [restricted_container(
-            "switch", versions.KUBECTL_IMAGE, KUBECTL_USER,
+            "switch", registry.image(versions.KUBECTL_IMAGE), KUBECTL_USER,
             command=["/bin/bash", "-c", SWITCH_SCRIPT],
             env=[*({"name": k, "value": v} for k, v in env.items()),
                  {"name": "JOB_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}}],
@@ -335,7 +338,7 @@ class ProfileSwitches(pulumi.ComponentResource):
                         "jobTemplate": {"spec": {
                             "backoffLimit": 3,
                             "activeDeadlineSeconds": 600,
-                            "template": {"metadata": {"labels": {PROFILE_ANNOTATION: profile}}, "spec": switch_pod(profile, objects)},
+                            "template": {"metadata": {"labels": {PROFILE_ANNOTATION: profile}}, "spec": switch_pod(profile, objects, ref.registry)},
                         }},
                     },
                     opts=_after(on, content, record, *grants),

@@ -37,6 +37,7 @@ from components.kube import (
 )
 from components.network import POOL_LABEL as LB_POOL_LABEL
 from components.providers import ClusterRef
+from components.registry import UPSTREAM, Registry
 from components.training import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL
 
 KUBERAY_NAMESPACE = "kuberay-system"
@@ -62,9 +63,10 @@ def operator_values(watch: list[str] | None) -> dict[str, Any]:
     return values
 
 
-def _ray_container(name: str, resources: dict[str, str], ports: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _ray_container(name: str, resources: dict[str, str], registry: Registry,
+                   ports: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return restricted_container(
-        name, versions.RAY_IMAGE, RAY_USER,
+        name, registry.image(versions.RAY_IMAGE), RAY_USER,
         # The team's S3 keys and Polaris principal (data by reference), and the NCCL settings of the cluster it runs on.
         envFrom=[{"secretRef": {"name": s3_secret(TRAINING)}}, {"secretRef": {"name": polaris_secret(TRAINING)}},
                  {"configMapRef": {"name": NCCL_CONFIG}}],
@@ -75,10 +77,11 @@ def _ray_container(name: str, resources: dict[str, str], ports: list[dict[str, A
     )
 
 
-def _pod_template(container: dict[str, Any]) -> dict[str, Any]:
+def _pod_template(container: dict[str, Any], registry: Registry) -> dict[str, Any]:
     return {"spec": {
         "priorityClassName": TRAINING_PRIORITY,
         "securityContext": restricted_pod_security_context(),
+        **registry.pod_fields(),
         "nodeSelector": {POOL_LABEL: "training"},
         "tolerations": [toleration("training")],
         "containers": [container],
@@ -86,16 +89,19 @@ def _pod_template(container: dict[str, Any]) -> dict[str, Any]:
     }}
 
 
-def ray_cluster_spec(client_pool: str | None, gpu_workers: int = 1, gpus_per_worker: int = 1) -> dict[str, Any]:
+def ray_cluster_spec(client_pool: str | None, gpu_workers: int = 1, gpus_per_worker: int = 1,
+                     registry: Registry = UPSTREAM) -> dict[str, Any]:
     """A RayCluster's spec as a team runs it: token authentication with the team's token, GPU workers in the training pool
     at training priority, no in-tree autoscaler (Kueue admits a fixed size), and for an interactive cluster the head's
-    client port on an internal LoadBalancer address of the GPU cluster (from `client_pool`, routed inside the site only)."""
-    head = _ray_container("ray-head", {"cpu": "4", "memory": "16Gi"}, ports=[
+    client port on an internal LoadBalancer address of the GPU cluster (from `client_pool`, routed inside the site only).
+    The Ray image comes from the cluster's `registry` (KubeRay runs a RayJob's submitter, if any, with the head's image),
+    and the pods name its pull Secret where the site has one."""
+    head = _ray_container("ray-head", {"cpu": "4", "memory": "16Gi"}, registry, ports=[
         {"name": "gcs-server", "containerPort": 6379}, {"name": "dashboard", "containerPort": 8265},
         {"name": "client", "containerPort": RAY_CLIENT_PORT},
     ])
-    worker = _ray_container("ray-worker", {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": str(gpus_per_worker)})
-    head_group: dict[str, Any] = {"rayStartParams": {}, "template": _pod_template(head)}
+    worker = _ray_container("ray-worker", {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": str(gpus_per_worker)}, registry)
+    head_group: dict[str, Any] = {"rayStartParams": {}, "template": _pod_template(head, registry)}
     if client_pool is not None:
         # KubeRay builds the head Service from `headService`; Local keeps the Jupyter server's address, which the flow
         # rule admits (a forwarding node would otherwise put its own).
@@ -114,22 +120,22 @@ def ray_cluster_spec(client_pool: str | None, gpu_workers: int = 1, gpus_per_wor
             "minReplicas": gpu_workers,
             "maxReplicas": gpu_workers,
             "rayStartParams": {},
-            "template": _pod_template(worker),
+            "template": _pod_template(worker, registry),
         }],
     }
 
 
-def ray_cluster_template(lb_pool: str) -> dict[str, Any]:
+def ray_cluster_template(lb_pool: str, registry: Registry = UPSTREAM) -> dict[str, Any]:
     """The RayCluster a team applies in its namespace: queued by its LocalQueue at normal training priority."""
     return {
         "apiVersion": versions.RAY_API,
         "kind": "RayCluster",
         "metadata": {"name": "interactive", "labels": {QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: DEFAULT_WORKLOAD_PRIORITY}},
-        "spec": ray_cluster_spec(lb_pool),
+        "spec": ray_cluster_spec(lb_pool, registry=registry),
     }
 
 
-def example_ray_job() -> dict[str, Any]:
+def example_ray_job(registry: Registry = UPSTREAM) -> dict[str, Any]:
     """A RayJob as a team submits it (README, "Ray: interactive sessions and RayJobs"): its own Ray cluster (no client
     address: nothing outside reaches it), deleted when the entrypoint ends, submitted over the dashboard's HTTP API by
     the operator (no submitter pod, which the restricted namespace would need to be written out)."""
@@ -142,7 +148,7 @@ def example_ray_job() -> dict[str, Any]:
             "submissionMode": "HTTPMode",
             "shutdownAfterJobFinishes": True,
             "ttlSecondsAfterFinished": 600,
-            "rayClusterSpec": ray_cluster_spec(None, gpu_workers=2),
+            "rayClusterSpec": ray_cluster_spec(None, gpu_workers=2, registry=registry),
         },
     }
 
@@ -190,7 +196,7 @@ class RayPlatform(pulumi.ComponentResource):
             team_ns = {ns_name: ns for (c, ns_name), ns in sorted(args.team_namespaces.items()) if c == key}
             # The chart creates a Role in every watched namespace: they exist first.
             self.releases[key] = self._operator(cluster, sorted(team_ns), list(team_ns.values()))
-            template = yaml.safe_dump(ray_cluster_template(args.lb_pools[key]), sort_keys=False)
+            template = yaml.safe_dump(ray_cluster_template(args.lb_pools[key], cluster.registry), sort_keys=False)
             for ns_name, ns in team_ns.items():
                 team = args.teams[ns_name]
                 on = pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=[ns])

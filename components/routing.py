@@ -31,6 +31,7 @@ from components import versions
 from components.config import names
 from components.gpu import INFERENCE_NAMESPACE
 from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_container, restricted_pod_security_context
+from components.registry import UPSTREAM, Registry
 from components.serving import VLLM_PORT, stable_labels
 
 EPP_GRPC_PORT = 9002
@@ -72,20 +73,25 @@ schedulingProfiles:
 """The v1.5.0 chart's default plugin configuration for vLLM over HTTP (its `default-plugins.yaml`)."""
 
 
-def inference_pool_crds(prefix: str, opts: pulumi.ResourceOptions) -> pulumi.Resource:
-    """The Inference Extension's CRDs from the pinned release manifest, which the provider reads at deploy time."""
-    return k8s.yaml.v2.ConfigFile(f"{prefix}-inference-extension-crds", file=versions.INFERENCE_EXTENSION_CRDS, opts=opts)
+def inference_pool_crds(prefix: str, opts: pulumi.ResourceOptions, registry: Registry = UPSTREAM) -> pulumi.Resource:
+    """The Inference Extension's CRDs from the pinned release manifest, which the provider reads at deploy time: from
+    GitHub, or the site registry's copy (`registry.files`). The provider fetches it with the system's trust store, which
+    the machine running `pulumi up` extends with the site CA where the file server's certificate is the site's own
+    (docs/airgap.md): a ConfigFile takes no CA of its own."""
+    return k8s.yaml.v2.ConfigFile(f"{prefix}-inference-extension-crds", file=registry.file(versions.INFERENCE_EXTENSION_CRDS),
+                                  opts=opts)
 
 
-def endpoint_picker(model: str) -> list[dict[str, Any]]:
-    """A model's InferencePool and its EPP: ServiceAccount, Role and RoleBinding, ConfigMap, Deployment and Service."""
+def endpoint_picker(model: str, registry: Registry = UPSTREAM) -> list[dict[str, Any]]:
+    """A model's InferencePool and its EPP: ServiceAccount, Role and RoleBinding, ConfigMap, Deployment and Service. The
+    EPP's image comes from the inference cluster's `registry`, whose pull Secret its pod names where the site has one."""
     name = names.EPP(model)
     pool = names.VLLM(model)
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "endpoint-picker"}
     meta = {"name": name, "namespace": INFERENCE_NAMESPACE, "labels": labels}
     read = ["get", "watch", "list"]
     container = restricted_container(
-        "epp", versions.EPP_IMAGE, EPP_USER,
+        "epp", registry.image(versions.EPP_IMAGE), EPP_USER,
         args=[
             "--pool-name", pool,
             "--pool-namespace", INFERENCE_NAMESPACE,
@@ -153,6 +159,7 @@ def endpoint_picker(model: str) -> list[dict[str, Any]]:
                         # No toleration: on the inference cluster's untainted system nodes, never on a GPU node.
                         "serviceAccountName": name,
                         "securityContext": restricted_pod_security_context(),
+                        **registry.pod_fields(),
                         "terminationGracePeriodSeconds": 130,
                         "containers": [container],
                         "volumes": [

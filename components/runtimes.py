@@ -20,6 +20,7 @@ from components.constants import ENGINE_LABEL, TRAINING_CHECKPOINT_URI, polaris_
 from components.data_access import TRAINING
 from components.gpu import NCCL_CONFIG, NVME_STORAGE_CLASS, POOL_LABEL, RDMA_RESOURCE, TRAINING_PRIORITY, toleration
 from components.kube import restricted_container, restricted_pod_security_context
+from components.registry import UPSTREAM, Registry
 from components.storage import site_ca_mounts, site_ca_volumes
 
 
@@ -150,20 +151,21 @@ def checkpoint_upload_script(interval_sec: int) -> str:
     ])
 
 
-def torch_runtime(checkpoint_cache_gib: int, site_ca: bool) -> dict[str, Any]:
+def torch_runtime(checkpoint_cache_gib: int, site_ca: bool, registry: Registry = UPSTREAM) -> dict[str, Any]:
     """The platform's multi-node PyTorch ClusterTrainingRuntime (`fab-torch-distributed`), the same on every GPU cluster.
 
     One pod per node on the training pool at training priority, non-root and restricted. NCCL's InfiniBand settings come
     from the namespace's ConfigMap `nccl`, which holds the settings of the cluster the job runs on (so the runtime is
     cluster-independent, as MultiKueue needs). Checkpoints are written to `CHECKPOINT_DIR`, an NVMe ephemeral volume, and
-    uploaded by a sidecar to `CHECKPOINT_URI<trainjob>/` with the team's own keys: training never waits on AIStor."""
+    uploaded by a sidecar to `CHECKPOINT_URI<trainjob>/` with the team's own keys: training never waits on AIStor. Its
+    images come from the cluster's `registry`, and its pods name the registry's pull Secret where the site has one."""
     s3_env = [{"secretRef": {"name": s3_secret(TRAINING)}}]
     trainjob = {"name": "TRAINJOB", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOBSET_NAME_LABEL}']"}}}
     ca_env = [{"name": "AWS_CA_BUNDLE", "value": f"{CA_DIR}/ca.crt"}] if site_ca else []
     tmp = {"name": "tmp", "mountPath": "/tmp"}
     checkpoints = {"name": "checkpoints", "mountPath": CHECKPOINT_DIR}
     upload = restricted_container(
-        "checkpoint-upload", versions.CHECKPOINT_UPLOAD_IMAGE, TRAINER_USER,
+        "checkpoint-upload", registry.image(versions.CHECKPOINT_UPLOAD_IMAGE), TRAINER_USER,
         # A native sidecar: it starts before the trainer and stops after it, so the last checkpoint is uploaded.
         restartPolicy="Always",
         command=["bash", "-c"], args=[checkpoint_upload_script(CHECKPOINT_SYNC_SEC)],
@@ -172,7 +174,7 @@ def torch_runtime(checkpoint_cache_gib: int, site_ca: bool) -> dict[str, Any]:
         volumeMounts=[{**checkpoints, "readOnly": True}, tmp, *site_ca_mounts(site_ca, CA_DIR)],
     )
     node = restricted_container(
-        "node", versions.TORCH_IMAGE, TRAINER_USER,
+        "node", registry.image(versions.TORCH_IMAGE), TRAINER_USER,
         # The team's S3 and Polaris keys (data by reference, its checkpoint prefix) and the cluster's NCCL settings.
         envFrom=[*s3_env, {"secretRef": {"name": polaris_secret(TRAINING)}}, {"configMapRef": {"name": NCCL_CONFIG}}],
         env=[{"name": CHECKPOINT_DIR_ENV, "value": CHECKPOINT_DIR}, {"name": "HOME", "value": "/tmp"}, *ca_env],
@@ -185,6 +187,7 @@ def torch_runtime(checkpoint_cache_gib: int, site_ca: bool) -> dict[str, Any]:
         "priorityClassName": TRAINING_PRIORITY,
         "automountServiceAccountToken": False,
         "securityContext": restricted_pod_security_context(fsGroup=TRAINER_USER),
+        **registry.pod_fields(),
         "nodeSelector": {POOL_LABEL: "training"},
         "tolerations": [toleration("training")],
         "terminationGracePeriodSeconds": CHECKPOINT_DRAIN_SEC,

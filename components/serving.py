@@ -32,6 +32,7 @@ from components.gpu import (
     toleration,
 )
 from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_container, restricted_pod_security_context
+from components.registry import UPSTREAM, Registry
 from components.storage import MC_CA_DIR, site_ca_mounts, site_ca_volumes
 
 GATEWAY_NAME = "llm"
@@ -93,6 +94,8 @@ class ServingSite:
     """Whether the site has a CA bundle: then the weight sync trusts it (the Secret `fab-site-ca`)."""
     s3_ipoib: tuple[str, str] | None = None
     """(the object store's IPoIB address, the S3 host name) where weights load over InfiniBand."""
+    registry: Registry = UPSTREAM
+    """Where the inference cluster pulls vLLM and the MinIO client from, and the pull Secret its pods name."""
 
 
 @dataclass(frozen=True)
@@ -133,12 +136,12 @@ def deployment(site: ServingSite, model: ServedModel, *, canary: bool = False) -
     work = {"name": "work", "mountPath": "/work"}
     init = [
         restricted_container(
-            "weights-alias", versions.WEIGHTS_SYNC_IMAGE, VLLM_USER,
+            "weights-alias", site.registry.image(versions.WEIGHTS_SYNC_IMAGE), VLLM_USER,
             args=["alias", "set", "models", f"$({S3_ENDPOINT})", f"$({S3_ACCESS_KEY})", f"$({S3_SECRET_KEY})"],
             env=mc_env, resources=small, volumeMounts=[work, *site_ca_mounts(site.site_ca, MC_CA_DIR)],
         ),
         restricted_container(
-            "weights-sync", versions.WEIGHTS_SYNC_IMAGE, VLLM_USER,
+            "weights-sync", site.registry.image(versions.WEIGHTS_SYNC_IMAGE), VLLM_USER,
             args=["mirror", "--overwrite", "--remove", weights_source(site.models_bucket, spec.source, revision), cache],
             env=mc_env, resources=small, volumeMounts=[work, {"name": "model-cache", "mountPath": "/models"}, *site_ca_mounts(site.site_ca, MC_CA_DIR)],
         ),
@@ -152,7 +155,7 @@ def deployment(site: ServingSite, model: ServedModel, *, canary: bool = False) -
         return {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": period, "failureThreshold": failures}
 
     container = restricted_container(
-        "vllm", versions.VLLM_IMAGE, VLLM_USER,
+        "vllm", site.registry.image(versions.VLLM_IMAGE), VLLM_USER,
         args=[
             "--model", cache,
             "--served-model-name", spec.served_name or key,
@@ -207,6 +210,7 @@ def deployment(site: ServingSite, model: ServedModel, *, canary: bool = False) -
                     "tolerations": [toleration("inference")],
                     "automountServiceAccountToken": False,
                     "securityContext": restricted_pod_security_context(fsGroup=VLLM_USER),
+                    **site.registry.pod_fields(),
                     **({"hostAliases": host_aliases} if host_aliases else {}),
                     "initContainers": init,
                     "containers": [container],

@@ -413,7 +413,7 @@ class TrainingPool(pulumi.ComponentResource):
     def _torch_runtime(self, cluster: str) -> None:
         """The platform's PyTorch ClusterTrainingRuntime, the same on every cluster (Kueue's MultiKueue guide: on the
         manager and every worker)."""
-        runtime = torch_runtime(self._config.checkpoint_cache_gib, self._site_ca)
+        runtime = torch_runtime(self._config.checkpoint_cache_gib, self._site_ca, self._clusters[cluster].registry)
         needs: list[pulumi.Resource] = [self.trainer[cluster]]
         if cluster not in self._gpus:
             # Kueue on the manager takes a TrainJob's priority from its pods' PriorityClass when it names no

@@ -88,6 +88,9 @@ GPU_DEVICE_PLUGIN = Image("nvcr.io/nvidia", "k8s-device-plugin", "v0.18.1")
 GPU_DCGM_EXPORTER = Image("nvcr.io/nvidia/k8s", "dcgm-exporter", "4.4.2-4.7.0-distroless")
 GPU_MIG_MANAGER = Image("nvcr.io/nvidia/cloud-native", "k8s-mig-manager", "v0.13.1")
 GPU_VALIDATOR = Image("nvcr.io/nvidia/cloud-native", "gpu-operator-validator", "v25.10.1")
+GPU_DRIVER_MANAGER = Image("nvcr.io/nvidia/cloud-native", "k8s-driver-manager", "v0.9.1")
+"""The driver DaemonSet's init container (`driver.manager`): the chart hands it to the operator as DRIVER_MANAGER_IMAGE,
+which the operator uses where the ClusterPolicy names none; a site registry names it in the ClusterPolicy."""
 
 # Operands of the Network Operator v26.4.1 NicClusterPolicy (its release manifest): one repository, and every operand
 # but the DOCA driver tagged with the operator's release, so bumping NETWORK_OPERATOR moves them with it.

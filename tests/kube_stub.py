@@ -41,6 +41,8 @@ class FakeApi:
     statuses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     pods: dict[str, list[str]] = field(default_factory=dict)
     logs: dict[str, str] = field(default_factory=dict)
+    secrets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """`<namespace>/<name>` -> a Secret a GET returns (the others are not found)."""
     refuse: dict[str, tuple[int, str]] = field(default_factory=dict)
     """Method -> the error status and message every request with that method gets."""
     requests: list[Request] = field(default_factory=list)
@@ -68,6 +70,9 @@ class FakeApi:
             name = parts[3]
             found = name in self.namespaces
             return (200, {"metadata": {"name": name}, "status": {"phase": "Active"}}) if found else (404, _not_found(name))
+        if request.method == "GET" and len(parts) == 6 and parts[4] == "secrets":
+            found = self.secrets.get(f"{parts[3]}/{parts[5]}")
+            return (200, found) if found is not None else (404, _not_found(parts[5]))
         if request.method == "PATCH":
             return 200, request.body
         if request.method == "DELETE":

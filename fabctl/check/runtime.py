@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components import versions
+from components.registry import Registry
 from fabctl.check.picture import Picture, Placed
 from fabctl.helm import ChartRef
 
@@ -44,9 +45,10 @@ def _nv_ipam_policies(picture: Picture, cluster: str) -> list[dict[str, Any]]:
 
 
 def _inference_extension_crds(picture: Picture, cluster: str) -> list[dict[str, Any]]:
+    # From GitHub, or from the site registry's copy of it (`registry.files`).
+    sources = {versions.INFERENCE_EXTENSION_CRDS, Registry.of(picture.site.registry).file(versions.INFERENCE_EXTENSION_CRDS)}
     return [r for r in picture.plan.resources
-            if r["type"] == CONFIG_FILE and picture.plan.cluster(r) == cluster
-            and r["inputs"].get("file") == versions.INFERENCE_EXTENSION_CRDS]
+            if r["type"] == CONFIG_FILE and picture.plan.cluster(r) == cluster and r["inputs"].get("file") in sources]
 
 
 RUNTIME_CRDS = (

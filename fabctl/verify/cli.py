@@ -95,7 +95,8 @@ def cmd_verify(args: argparse.Namespace, console: Console, err: Console) -> int:
         return 0
     from fabctl.verify.runner import Runner
 
-    runner = Runner({key: site.kubeconfig_context(key) for key in sorted(site.clusters)}, kubeconfig=args.kubeconfig)
+    runner = Runner({key: site.kubeconfig_context(key) for key in sorted(site.clusters)}, kubeconfig=args.kubeconfig,
+                    pull_secret=site.registry.pull_secret if site.registry is not None else None)
     try:
         outcomes = [*skipped, *runner.run(criteria)]
     except KeyboardInterrupt:

@@ -32,6 +32,7 @@ from components.gpu import INFERENCE_NAMESPACE, POOL_LABEL, RDMA_RESOURCE, nccl_
 from components.kube import SMALL_RESOURCES, restricted_container, restricted_pod_security_context
 from components.monitors import target_namespace
 from components.observability import PROMETHEUS_URL
+from components.registry import Registry
 from components.runtimes import TRAINER, TRAINER_STEP_LABEL, installed_runtimes
 from components.serving import route_prefix, stable_labels
 from components.training import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
@@ -101,6 +102,9 @@ class Site:
         self.acceptance = config.acceptance
         self.namespace = config.acceptance.namespace
         self.ca = config.ca_bundle_pem()
+        self.registry = Registry.of(config.registry)
+        """Where the jobs' pods pull their images from (the site registry, if the site has one) and the pull Secret they
+        name: the team namespaces hold it (the program puts it there), the runner copies it into the others."""
 
     def team(self) -> str:
         return self.acceptance.team or min(self.config.teams)
@@ -199,13 +203,15 @@ def _probe_pod(site: Site, config_map: str, args: list[str], env: list[dict[str,
     if site.ca:
         container_env.append({"name": "FAB_CA_FILE", "value": f"{PROBE_DIR}/ca.crt"})
     container = restricted_container(
-        "probe", versions.VERIFY_PROBE_IMAGE, PROBE_USER, command=["python", f"{PROBE_DIR}/probe.py"], args=args,
+        "probe", site.registry.image(versions.VERIFY_PROBE_IMAGE), PROBE_USER, command=["python", f"{PROBE_DIR}/probe.py"],
+        args=args,
         env=container_env, volumeMounts=[*mounts, {"name": "probe", "mountPath": PROBE_DIR, "readOnly": True}],
         **({"envFrom": env_from} if env_from else {}),
     )
     return {
         "automountServiceAccountToken": False,
         "securityContext": restricted_pod_security_context(),
+        **site.registry.pod_fields(),
         "containers": [container],
         "volumes": [*volumes, {"name": "probe", "configMap": {"name": config_map}}],
         **placement,
@@ -278,7 +284,7 @@ def gpu_count(site: Site, cluster: str, node: str) -> Criterion | tuple[str, str
     volumes, mounts = _scratch(("tmp", "/tmp"))
     gpus = {"nvidia.com/gpu": str(spec.gpus)}
     container = restricted_container(
-        "nvidia-smi", versions.VERIFY_GPU_IMAGE, PROBE_USER, command=["/bin/sh", "-c"],
+        "nvidia-smi", site.registry.image(versions.VERIFY_GPU_IMAGE), PROBE_USER, command=["/bin/sh", "-c"],
         # A failing nvidia-smi lists no GPU: the count is then 0, which is what the node recognises.
         args=['n=$(nvidia-smi -L | grep -c "^GPU "); echo "FAB-RESULT gpus=${n:-0}"'],
         env=[{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"}],
@@ -288,6 +294,7 @@ def gpu_count(site: Site, cluster: str, node: str) -> Criterion | tuple[str, str
     pod = {
         "automountServiceAccountToken": False,
         "securityContext": restricted_pod_security_context(),
+        **site.registry.pod_fields(),
         "containers": [container],
         "volumes": volumes,
         "nodeSelector": {"kubernetes.io/hostname": node},
@@ -463,8 +470,9 @@ def _mpi_trainjob(site: Site, cluster: str, name: str, namespace: str, cid: str,
     volumes, mounts = _scratch(("tmp", "/tmp"), ("sshd", MPI_PRIVSEP_DIR), ("ssh-keys", MPI_SSH_DIR))
     volumes.append({"name": "ssh-config", "configMap": {"name": MPI_SSH_CONFIG}})
     env_list = [{"name": k, "value": v} for k, v in sorted(env.items())]
+    image = site.registry.image(versions.VERIFY_NCCL_IMAGE)
     launcher = {
-        "name": "node", "image": versions.VERIFY_NCCL_IMAGE, "imagePullPolicy": "Always",
+        "name": "node", "image": image, "imagePullPolicy": "Always",
         "securityContext": MPI_EXCEPTION, "command": ["bash", "-c"], "args": [script],
         "env": [{"name": "OMPI_ALLOW_RUN_AS_ROOT", "value": "1"}, {"name": "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "value": "1"}, *env_list],
         "resources": small,
@@ -475,7 +483,7 @@ def _mpi_trainjob(site: Site, cluster: str, name: str, namespace: str, cid: str,
     gpus = {"nvidia.com/gpu": str(slots), RDMA_RESOURCE: "1"}
     shm = {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}
     worker = {
-        "name": "node", "image": versions.VERIFY_NCCL_IMAGE, "imagePullPolicy": "Always",
+        "name": "node", "image": image, "imagePullPolicy": "Always",
         "securityContext": MPI_EXCEPTION, "command": ["bash", "-c"],
         "args": [f"chmod 0755 {MPI_PRIVSEP_DIR} && {copy_keys} && exec /usr/sbin/sshd -De -f {MPI_SSH_CONFIG_DIR}/sshd_config"],
         "env": env_list,
@@ -488,7 +496,7 @@ def _mpi_trainjob(site: Site, cluster: str, name: str, namespace: str, cid: str,
     def template(container: dict[str, Any], extra_volumes: list[dict[str, Any]], labels: dict[str, str], **placement: Any) -> dict[str, Any]:
         return {"metadata": {"labels": labels}, "spec": {
             "restartPolicy": "Never", "automountServiceAccountToken": False,
-            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}, **site.registry.pod_fields(),
             "containers": [container], "volumes": [*volumes, *extra_volumes], **placement,
         }}
 
@@ -558,7 +566,7 @@ def _warp(site: Site, cluster: str, cid: str, team: str) -> list[Manifest]:
         mounts.append({"name": "ca", "mountPath": "/etc/fab-ca", "readOnly": True})
         env.append({"name": "SSL_CERT_FILE", "value": "/etc/fab-ca/ca.crt"})
     container = restricted_container(
-        "warp", versions.VERIFY_WARP_IMAGE, PROBE_USER,
+        "warp", site.registry.image(versions.VERIFY_WARP_IMAGE), PROBE_USER,
         args=["put", f"--host={endpoint}", *(["--tls"] if store.tls else []), f"--region={site.config.minio.region}",
               f"--access-key=$({S3_ACCESS_KEY})", f"--secret-key=$({S3_SECRET_KEY})",
               f"--bucket={site.bucket('checkpoints')}", f"--prefix={team}/{WARP_FOLDER}", "--noclear",
@@ -568,7 +576,7 @@ def _warp(site: Site, cluster: str, cid: str, team: str) -> list[Manifest]:
         resources={"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "8", "memory": "8Gi"}},
     )
     pod = {"automountServiceAccountToken": False, "securityContext": restricted_pod_security_context(),
-           "containers": [container], "volumes": volumes, **_training_placement()}
+           **site.registry.pod_fields(), "containers": [container], "volumes": volumes, **_training_placement()}
     objects.append(_job("warp-load", namespace, cid, pod, acceptance.warp_duration_sec + 300))
     return objects
 
@@ -874,7 +882,7 @@ def team_rbac(site: Site, cluster: str) -> Criterion:
     rbac = _account(site, account, cid, [
         (None, [{"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}]),
     ])
-    job = _job(name, site.namespace, cid, _kubectl_pod(account, "\n".join(lines)), site.acceptance.timeout_sec)
+    job = _job(name, site.namespace, cid, _kubectl_pod(site, account, "\n".join(lines)), site.acceptance.timeout_sec)
     expected = {key: str(allowed).lower() for key, *_, allowed in questions}
 
     def judge(results: Mapping[str, str]) -> Judgement:
@@ -889,13 +897,15 @@ def team_rbac(site: Site, cluster: str) -> Criterion:
                      (Step(cluster, (*rbac, job), ("Job", name), site.acceptance.timeout_sec),), judge)
 
 
-def _kubectl_pod(account: str, script: str) -> dict[str, Any]:
+def _kubectl_pod(site: Site, account: str, script: str) -> dict[str, Any]:
     """A restricted pod running a bash script with kubectl as `account` (its token is the only one it needs)."""
     volumes, mounts = _scratch(("tmp", "/tmp"), ("kube", "/home/kubectl"))
-    container = restricted_container("kubectl", versions.KUBECTL_IMAGE, KUBECTL_USER, command=["/bin/bash", "-c"], args=[script],
-                                     env=[{"name": "HOME", "value": "/home/kubectl"}], volumeMounts=mounts)
+    container = restricted_container("kubectl", site.registry.image(versions.KUBECTL_IMAGE), KUBECTL_USER,
+                                     command=["/bin/bash", "-c"], args=[script], env=[{"name": "HOME", "value": "/home/kubectl"}],
+                                     volumeMounts=mounts)
     return {"serviceAccountName": account, "automountServiceAccountToken": True,
-            "securityContext": restricted_pod_security_context(), "containers": [container], "volumes": volumes}
+            "securityContext": restricted_pod_security_context(), **site.registry.pod_fields(), "containers": [container],
+            "volumes": volumes}
 
 
 def prometheus_url() -> str:
@@ -983,7 +993,8 @@ def profile_in_force(site: Site) -> Criterion | tuple[str, str]:
             (None, [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get"],
                      "resourceNames": [team_namespace(t) for t in teams]}]),
         ])
-        job = _job("queue-quotas", site.namespace, cid, _kubectl_pod(account, "\n".join(lines)), site.acceptance.timeout_sec)
+        job = _job("queue-quotas", site.namespace, cid, _kubectl_pod(site, account, "\n".join(lines)),
+                   site.acceptance.timeout_sec)
         steps.append(Step(cluster, (*rbac, job), ("Job", "queue-quotas"), site.acceptance.timeout_sec))
 
     def judge(results: Mapping[str, str]) -> Judgement:
@@ -1037,7 +1048,7 @@ def vllm_recovery(site: Site) -> Criterion | tuple[str, str]:
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
         {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"], "resourceNames": [deployment]},
     ])])
-    job = _job("vllm-recovery", site.namespace, cid, _kubectl_pod(account, script), timeout + 120)
+    job = _job("vllm-recovery", site.namespace, cid, _kubectl_pod(site, account, script), timeout + 120)
     # The PodDisruptionBudget of every model allows one replica down (components/serving.py disruption_budget).
     replicas = site.config.model_capacity()[model].replicas
     floor = replicas - 1
@@ -1078,11 +1089,12 @@ def multikueue_dispatch(site: Site) -> Criterion | tuple[str, str]:
         return (cid, "no team has a GPU quota to admit the job with")
     manager, namespace, workers = config.multikueue_manager(), team_namespace(team), sorted(multikueue.workers)
     submitted = "multikueue-probe"
-    container = restricted_container("probe", versions.VERIFY_PROBE_IMAGE, PROBE_USER,
+    container = restricted_container("probe", site.registry.image(versions.VERIFY_PROBE_IMAGE), PROBE_USER,
                                      command=["python", "-c", "print('FAB-RESULT ran=true')"],
                                      volumeMounts=_scratch(("tmp", "/tmp"))[1])
     pod = {"automountServiceAccountToken": False, "securityContext": restricted_pod_security_context(),
-           "containers": [container], "volumes": _scratch(("tmp", "/tmp"))[0], **_training_placement()}
+           **site.registry.pod_fields(), "containers": [container], "volumes": _scratch(("tmp", "/tmp"))[0],
+           **_training_placement()}
     # Submitted the way Airflow submits (components/training.py example_job): suspended for Kueue, queue and priority labels.
     job = _job(submitted, namespace, cid, pod, site.acceptance.timeout_sec,
                labels={QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: DEFAULT_WORKLOAD_PRIORITY}, suspend=True)
@@ -1107,7 +1119,7 @@ def multikueue_dispatch(site: Site) -> Criterion | tuple[str, str]:
         (AIRFLOW_NAMESPACE, [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"],
                               "resourceNames": [TRAINING_SUBMISSION_CONFIG_MAP]}]),
     ])
-    checker = _job("multikueue-check", site.namespace, cid, _kubectl_pod(account, script), site.acceptance.timeout_sec + 60)
+    checker = _job("multikueue-check", site.namespace, cid, _kubectl_pod(site, account, script), site.acceptance.timeout_sec + 60)
     step = Step(manager, (job, *rbac, checker), ("Job", "multikueue-check"), site.acceptance.timeout_sec + 120, (submitted,))
 
     def judge(results: Mapping[str, str]) -> Judgement:

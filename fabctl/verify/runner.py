@@ -32,6 +32,10 @@ from fabctl.verify.report import ERROR, FAIL, PASS, Outcome
 FIELD_MANAGER = "fabctl-verify"
 CREATED_BY = {"app.kubernetes.io/managed-by": FIELD_MANAGER}
 """Label of the namespaces the runner creates (the jobs label their own objects `fab.internal/verify: <criterion id>`)."""
+PULL_SECRET_SOURCE = "kube-system"
+"""Where the runner copies the site registry's pull Secret from (config `registry.pull_secret`) into a namespace of a step
+that lacks it (the acceptance namespace, the NCCL runs' own): the program puts it there for Cilium on every cluster
+(components/kube.py pull_secret), as in every namespace it creates."""
 REQUEST_TIMEOUT_SEC = 30
 """One API request; an unreachable cluster fails the criterion instead of hanging the run."""
 
@@ -210,8 +214,11 @@ class Runner:
     `kubeconfig` is the file (default $KUBECONFIG, else ~/.kube/config). `clock` and `sleep` are injectable for tests."""
 
     def __init__(self, clusters: Mapping[str, str], kubeconfig: str | None = None, poll_sec: float = 5.0,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                 pull_secret: str | None = None):
         self.contexts = dict(clusters)
+        self.pull_secret = pull_secret
+        """The site registry's pull Secret, which the jobs' pods name (`registry.pull_secret`), or None."""
         self.kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         self.poll_sec, self.clock, self.sleep = poll_sec, clock, sleep
         self._clusters: dict[str, Cluster | RunnerError] = {}
@@ -282,6 +289,9 @@ class Runner:
         for namespace in dict.fromkeys(o["metadata"].get("namespace") for o in ordered):
             if namespace and namespace not in declared:
                 self._ensure_namespace(api, namespace)
+        # The pull Secret after what the step creates (its namespaces), before any workload; deleted with the step.
+        setup = sum(1 for obj in ordered if obj["kind"] in SETUP_KINDS)
+        ordered[setup:setup] = self._pull_secret_copies(api, ordered, declared)
         with self._applied(api) as applied:
             deadline = self.clock() + step.timeout_sec
             for obj in ordered:
@@ -293,6 +303,38 @@ class Runner:
             results[f"{index}.succeeded"] = "true" if succeeded else "false"
             for log in api.logs(decides["metadata"]["namespace"], _pod_selector(kind, name)):
                 results.update({f"{index}.{k}": v for k, v in parse_results(log).items()})
+
+    def _pull_secret_copies(self, api: Cluster, ordered: list[Manifest], declared: set[str]) -> list[Manifest]:
+        """The site's pull Secret, copied from PULL_SECRET_SOURCE, for each namespace of the step that does not hold it:
+        one the step declares, one this run created, one that exists without it. None without a pull Secret, and never
+        one over a namespace's own (a team namespace holds the program's)."""
+        if self.pull_secret is None:
+            return []
+        path = f"/api/v1/namespaces/{{}}/secrets/{self.pull_secret}"
+        missing = []
+        for namespace in dict.fromkeys(o["metadata"].get("namespace") for o in ordered):
+            if not namespace:
+                continue
+            if namespace not in declared:
+                try:
+                    api.call("GET", path.format(namespace))
+                    continue
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+            missing.append(namespace)
+        if not missing:
+            return []
+        try:
+            source = api.call("GET", path.format(PULL_SECRET_SOURCE))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            raise RunnerError(f"the pull Secret {self.pull_secret} (registry.pull_secret) is not in {PULL_SECRET_SOURCE} on "
+                              f"{api.label}: the jobs' pods name it; deploy the stack first") from exc
+        return [{"apiVersion": "v1", "kind": "Secret", "type": source.get("type", "kubernetes.io/dockerconfigjson"),
+                 "metadata": {"name": self.pull_secret, "namespace": namespace, "labels": dict(CREATED_BY)},
+                 "data": source.get("data") or {}} for namespace in missing]
 
     @contextlib.contextmanager
     def _applied(self, api: Cluster) -> Iterator[list[Manifest]]:
