@@ -89,9 +89,10 @@ class CrossClusterNetwork(pulumi.ComponentResource):
         for key, cluster in clusters.items():
             opts_k = pulumi.ResourceOptions(parent=self, provider=cluster.ref.provider)
             prefix = f"{name}-{key}"
+            # kube-system exists on every cluster, so no namespace() brings the site's pull Secret there: Cilium's pods
+            # name it, and `fabctl verify` copies it from there into the namespaces of its acceptance jobs.
+            secret = pull_secret(f"{prefix}-kube-system-pull-secret", CILIUM_NAMESPACE, cluster.ref.registry, opts_k)
             if cluster.config.cilium.managed:
-                # kube-system exists on every cluster, so no namespace() brings the site's pull Secret there.
-                secret = pull_secret(f"{prefix}-cilium-pull-secret", CILIUM_NAMESPACE, cluster.ref.registry, opts_k)
                 self.cilium_releases[key] = helm_release(
                     f"{prefix}-cilium", versions.CILIUM, name="cilium", namespace=CILIUM_NAMESPACE,
                     values=cilium_values(clusters, key, ca_cert, ca_key),

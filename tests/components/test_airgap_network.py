@@ -128,4 +128,4 @@ def test_without_a_registry_cilium_keeps_the_charts_images_and_kube_system_no_pu
     values = cilium_releases(small_plan)[0]["inputs"]["values"]
     assert {"image", "imagePullSecrets", "envoy", "certgen", "preflight", "nodeinit"} & set(values) == set()
     assert "image" not in values["operator"] and "image" not in values["hubble"]["relay"]
-    assert [r["name"] for r in small_plan.of_type("kubernetes:core/v1:Secret") if r["name"].endswith("cilium-pull-secret")] == []
+    assert [r["name"] for r in small_plan.of_type("kubernetes:core/v1:Secret") if r["inputs"]["metadata"]["name"] == PULL_SECRET] == []
