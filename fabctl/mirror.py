@@ -115,15 +115,17 @@ def manifest(plan: Plan, site: SiteConfig, rendered: list[RenderedRelease], miss
     registry = Registry.of(site.registry)
     assert registry.mirror is not None, "manifest() needs a site with a registry"
     picture = Picture(plan, site, rendered, missing)
-    found = [reference for placed in picture.placed for _, reference in object_images(placed)]
-    # Stack outputs hand templates to teams (Spark RAPIDS): their images are pulled too.
-    found += [reference for _, reference in image_references(plan.outputs)]
+    found = [(reference, True) for placed in picture.placed for _, reference in object_images(placed)]
+    # Stack outputs hand templates to teams (Spark RAPIDS): the platform's images there are pulled too. A team's own
+    # image in an example (the training job's) is the team's to provide, not the registry's to mirror.
+    found += [(reference, False) for _, reference in image_references(plan.outputs)]
     images: dict[str, MirroredImage] = {}
     outside: list[str] = []
-    for reference in found:
+    for reference, platform in found:
         source = registry.source_of(reference)
         if source is None:
-            outside.append(reference)
+            if platform:
+                outside.append(reference)
         else:
             parsed = ImageRef.parse(source)
             normal = str(parsed)

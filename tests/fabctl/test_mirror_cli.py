@@ -130,7 +130,7 @@ def test_every_listed_image_is_its_source_under_the_prefix(mirrored):
 
 def test_an_image_without_a_digest_is_mirrored_by_tag_with_a_warning(mirrored):
     run, _ = mirrored
-    assert "warning: registry.k8s.io/kubectl:v1.34.1 is mirrored by tag, not by digest: add its digest to image-digests.yaml" in run.stderr.splitlines()
+    assert "warning: docker.io/vllm/vllm-openai:v0.31.0 is mirrored by tag, not by digest: add its digest to image-digests.yaml" in run.stderr.splitlines()
 
 
 def test_an_image_with_a_digest_is_listed_by_it(mirrored):
