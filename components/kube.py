@@ -116,7 +116,9 @@ def namespace(logical: str, name: str, opts: pulumi.ResourceOptions, *, registry
     if privileged_reason is not None:
         metadata["annotations"] = {"fab.internal/privileged-reason": privileged_reason}
     ns = k8s.core.v1.Namespace(logical, metadata=metadata, opts=pulumi.ResourceOptions.merge(opts, adopted(existing, name)))
-    pull_secret(f"{logical}-pull-secret", name, registry, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns])))
+    # Only where the namespace is: not its aliases (a namespace's former name is no Secret's) nor its retention.
+    pull_secret(f"{logical}-pull-secret", name, registry,
+                pulumi.ResourceOptions(parent=opts.parent, provider=opts.provider, depends_on=[ns]))
     return ns
 
 

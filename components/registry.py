@@ -73,13 +73,21 @@ class Registry:
     """The PEM file Helm trusts for an https chart repository (`registry.ca_bundle`, else the site's `ca_bundle`)."""
     pull_credentials: pulumi.Input[str] | None = None
     """The Docker config.json of the pull Secret (secret config `registryPullSecret`), when `registry.pull_secret` is set."""
+    site_ca_file: str | None = None
+    """The site's `ca_bundle`: the JVMs that trust the registry's CA must keep trusting the site's endpoints too."""
 
     @classmethod
     def of(cls, config: RegistryConfig | None, site_ca_bundle: str | None = None,
            pull_credentials: pulumi.Input[str] | None = None) -> Registry:
         if config is None:
             return UPSTREAM
-        return cls(config, config.ca_bundle or site_ca_bundle, pull_credentials)
+        return cls(config, config.ca_bundle or site_ca_bundle, pull_credentials, site_ca_bundle)
+
+    @property
+    def trusted_ca_files(self) -> list[str]:
+        """The PEM files a client of the registry that replaces its trust store must trust: the registry's CA and the
+        site's, each once."""
+        return list(dict.fromkeys(f for f in (self.ca_file, self.site_ca_file) if f))
 
     @property
     def mirrored(self) -> bool:

@@ -102,6 +102,14 @@ def _nic_operand(image: str, version: str = NIC_OPERANDS_RELEASE) -> Image:
 
 
 NIC_OFED_DRIVER = _nic_operand("doca-driver", "doca3.4.1-26.04-1.1.0.0-1")
+
+NODE_OS_TAGS = {
+    f"{GPU_DRIVER.repository}/{GPU_DRIVER.image}": "{tag}-{os}",
+    f"{NIC_OFED_DRIVER.repository}/{NIC_OFED_DRIVER.image}": "{tag}-{os}-{arch}",
+}
+"""Operands whose operator pulls the configured tag with the node's OS (and architecture) appended: the GPU Operator's
+driver (`580.105.08-ubuntu24.04`, resolveDriverTag) and the Network Operator's DOCA driver (`<tag>-ubuntu24.04-amd64`).
+Only those tags exist upstream, so `fabctl mirror` copies them for the nodes' OS (`--node-os`)."""
 NIC_RDMA_SHARED_DP = _nic_operand("k8s-rdma-shared-dev-plugin")
 NIC_NV_IPAM = _nic_operand("nvidia-k8s-ipam")
 NIC_CNI_PLUGINS = _nic_operand("plugins")

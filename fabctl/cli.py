@@ -18,10 +18,11 @@
                                      `inference.delivery: pulumi` registers them, under DIR/<cluster>/<model>/
                                      (--check: write nothing, list what differs, exit 1 if anything does)
     serving handover --stack STACK   the `pulumi state delete` commands that hand the live serving objects to Argo CD
-    mirror --stack STACK [--set PATH=VALUE ...] [--digests FILE] [--out DIR]
+    mirror --stack STACK [--set PATH=VALUE ...] [--node-os OS ...] [--digests FILE] [--out DIR]
                                      everything the site's registry must hold (charts, images, release files, Maven
                                      packages), source -> mirror, and with --out the inputs of skopeo, helm and curl
-                                     (docs/airgap.md); exit 6 if the plan names an image outside the registry
+                                     (docs/airgap.md); exit 6 if the plan names an image outside the registry or a
+                                     release could not be rendered (the list would be incomplete)
     schema [--check]                 write (or check) schema/stack.schema.json and docs/configuration.md tables
     verify --stack STACK --phase N [--render --out DIR] [--junit FILE] [--markdown FILE]
                                      run the phase's acceptance jobs on the live site and report per criterion, or
@@ -164,9 +165,10 @@ def cmd_plan(args: argparse.Namespace, console: Console, err: Console) -> int:
     return status or checked
 
 
-def _chart_source(args: argparse.Namespace, err: Console) -> tuple[Path, ChartSource] | int:
+def _chart_source(args: argparse.Namespace, err: Console, upstream: bool = False) -> tuple[Path, ChartSource] | int:
     """The Helm binary and where chart packages come from (`--charts`, FAB_CHART_DIR, else each release's
-    repository through a cache), or the exit status after saying what is missing."""
+    repository through a cache: with `upstream`, each chart's upstream repository), or the exit status after saying
+    what is missing."""
     helm = args.helm or os.environ.get("FAB_HELM") or shutil.which("helm")
     if not helm or not Path(helm).is_file():
         err.print(f"error: no Helm found{f' at {helm}' if helm else ''}: install Helm (3.8 or later) or pass --helm PATH "
@@ -179,7 +181,7 @@ def _chart_source(args: argparse.Namespace, err: Console) -> tuple[Path, ChartSo
             return EXIT_USAGE
         return Path(helm), ChartPackages(Path(folder))
     cache = Path(args.chart_cache) if args.chart_cache else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fab-platform" / "charts"
-    return Path(helm), ChartRepositories(Path(helm), cache)
+    return Path(helm), ChartRepositories(Path(helm), cache, upstream)
 
 
 def _check(plan: Plan, args: argparse.Namespace, console: Console, err: Console, source: tuple[Path, ChartSource] | None = None) -> int:
@@ -469,7 +471,7 @@ DIGESTS_FILE = "image-digests.yaml"
 
 def cmd_mirror(args: argparse.Namespace, console: Console, err: Console) -> int:
     """List what the stack's registry must hold, and write the mirroring tools' inputs."""
-    source = _chart_source(args, err)
+    source = _chart_source(args, err, upstream=True)  # the registry does not hold the charts yet
     if isinstance(source, int):
         return source
     helm, charts = source
@@ -496,12 +498,17 @@ def cmd_mirror(args: argparse.Namespace, console: Console, err: Console) -> int:
     with contextlib.chdir(project):  # the config's file paths are relative to the project
         site = parse_site(config.get(SITE_KEY))
     rendered, missing = render_releases(plan, charts, helm, project)
-    found = manifest(plan, site, rendered, missing, digests)
+    found = manifest(plan, site, rendered, missing, digests, args.node_os, args.node_arch)
+    if found.needs_node_os:
+        err.print(f"error: {', '.join(found.needs_node_os)}: the operator pulls it with the GPU nodes' OS appended to the "
+                  "tag (580.105.08-ubuntu24.04), and only those tags exist upstream; name the nodes' OS with --node-os "
+                  "(for example --node-os ubuntu24.04, once per OS the GPU nodes run)", markup=False, highlight=False)
+        return EXIT_USAGE
     for line in plain_list(found):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     for gone in missing:
-        err.print(f"warning: {gone.cluster} {gone.release['name']} was not rendered ({gone.reason}): the images of its "
-                  "chart are not in the list", markup=False, highlight=False)
+        err.print(f"error: {gone.cluster} {gone.release['name']} was not rendered ({gone.reason}): the images of its "
+                  "chart are not in the list; give its package with --charts DIR", markup=False, highlight=False)
     for image in found.unpinned:
         err.print(f"warning: {image.source} is mirrored by tag, not by digest: add its digest to {DIGESTS_FILE}",
                   markup=False, highlight=False)
@@ -516,7 +523,7 @@ def cmd_mirror(args: argparse.Namespace, console: Console, err: Console) -> int:
         f"{len(found.files)} files, {len(found.maven)} Maven packages; {len(found.outside)} images outside the registry, "
         f"{len(missing)} releases not rendered", markup=False, highlight=False,
     )
-    return EXIT_CHECK if found.outside else 0
+    return EXIT_CHECK if found.outside or missing else 0
 
 
 def _chart_options(command: argparse.ArgumentParser) -> None:
@@ -585,6 +592,10 @@ def parser() -> argparse.ArgumentParser:
     mirror.add_argument("--project-dir", default=str(PROJECT_DIR), help="checkout holding __main__.py and the stack files")
     mirror.add_argument("--set", action="append", metavar="PATH=VALUE",
                         help="change the stack's config first, e.g. site.registry.images=registry.fab.internal/mirror")
+    mirror.add_argument("--node-os", action="append", metavar="OS", help="an OS the GPU nodes run, as the NVIDIA operators "
+                        "tag their drivers (ubuntu24.04, ubuntu22.04, rhel9.6); once per OS")
+    mirror.add_argument("--node-arch", default="amd64", metavar="ARCH", help="the GPU nodes' architecture in the DOCA "
+                        "driver's tag (default amd64)")
     mirror.add_argument("--digests", metavar="FILE", help=f"source image -> sha256 digest (YAML); default {DIGESTS_FILE} if present")
     mirror.add_argument("--out", metavar="DIR", help="write mirror.txt, mirror.json, skopeo-sync.yaml, copy-images.sh, charts.sh, "
                         "files.sh and maven.txt there")

@@ -67,7 +67,8 @@ class ChartRef:
         return cls(name=name, version=str(inputs["version"]), repo=repo, source=pinned.repo if pinned else repo)
 
     def __str__(self) -> str:
-        return f"{self.name} {self.version} ({self.repo})"
+        where = self.repo if self.source in ("", self.repo) else f"{self.source}, from {self.repo}"
+        return f"{self.name} {self.version} ({where})"
 
 
 class ChartPackages:
@@ -94,10 +95,11 @@ class ChartPackages:
 
 
 class ChartRepositories:
-    """Charts pulled with `helm pull` from the repository each release names, kept in a cache folder."""
+    """Charts pulled with `helm pull` from the repository each release names, kept in a cache folder; with `upstream`,
+    from the chart's upstream repository instead (`fabctl mirror` reads the charts before the site registry has them)."""
 
-    def __init__(self, helm: Path, cache: Path):
-        self.helm, self.cache = helm, cache
+    def __init__(self, helm: Path, cache: Path, upstream: bool = False):
+        self.helm, self.cache, self.upstream = helm, cache, upstream
         self._failures: dict[ChartRef, str] = {}
 
     def find(self, chart: ChartRef) -> Path | None:
@@ -107,7 +109,8 @@ class ChartRepositories:
         if chart in self._failures:
             return None
         self.cache.mkdir(parents=True, exist_ok=True)
-        source = [f"{chart.repo}/{chart.name}"] if chart.repo.startswith("oci://") else [chart.name, "--repo", chart.repo]
+        repo = chart.source if self.upstream and chart.source else chart.repo
+        source = [f"{repo}/{chart.name}"] if repo.startswith("oci://") else [chart.name, "--repo", repo]
         with tempfile.TemporaryDirectory(prefix="fab-helm-") as tmp:
             home = {"HELM_CACHE_HOME": tmp, "HELM_CONFIG_HOME": tmp, "HELM_DATA_HOME": tmp}
             done = subprocess.run(

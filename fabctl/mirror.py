@@ -23,6 +23,7 @@ import yaml
 
 from components.config import SiteConfig
 from components.registry import ImageRef, Registry
+from components.versions import NODE_OS_TAGS
 from fabctl.check.mirror import SPARK_PACKAGES, image_references, object_images
 from fabctl.check.picture import Picture
 from fabctl.helm import ChartRef, MissingChart, RenderedRelease, releases
@@ -44,7 +45,10 @@ class MirroredImage:
     mirror: str
     """The reference pods pull (`<images>/docker.io/library/python:3.13.9-slim-bookworm`)."""
     digest: str | None = None
-    """The pinned digest of the source (digest file), or None: mirrored by tag."""
+    """The pinned digest of the source (digest file, or the reference's own), or None: mirrored by tag."""
+    pods_pull_by_tag: bool = True
+    """Whether the objects pull it by tag alone (a digest-file pin: only an exact copy under the tag keeps the pin), or
+    by the digest the reference carries."""
 
     @property
     def pinned_source(self) -> str:
@@ -74,6 +78,9 @@ class Manifest:
     """Maven coordinates Spark resolves (`group:artifact:version`)."""
     outside: list[str] = field(default_factory=list)
     """Image references of the plan that are not under the registry (each also a `fabctl check` finding)."""
+    needs_node_os: list[str] = field(default_factory=list)
+    """Sources whose operator appends the node's OS to the tag (components/versions.NODE_OS_TAGS), listed without it
+    because no node OS was given."""
     missing: list[MissingChart] = field(default_factory=list)
     """Releases whose chart could not be rendered: their images are not in the list."""
 
@@ -109,13 +116,34 @@ def _strings(node: Any) -> list[str]:
     return []
 
 
+def acceptance_images(site: SiteConfig) -> list[str]:
+    """The images of the acceptance jobs `fabctl verify` runs on the site, over every phase (they are in no plan)."""
+    from fabctl.verify import jobs
+
+    return [reference for phase in jobs.PHASES for criterion in jobs.criteria(site, phase) for step in criterion.steps
+            for obj in step.objects for _, reference in image_references(obj.get("spec") or {})]
+
+
+def _node_os_images(image: MirroredImage, node_os: list[str], arch: str) -> list[MirroredImage] | None:
+    """The tags an operator really pulls for an operand that carries the node's OS, or None for any other image."""
+    ref = ImageRef.parse(image.source)
+    pattern = NODE_OS_TAGS.get(f"{ref.registry}/{ref.repository}")
+    if pattern is None or not ref.tag:
+        return None
+    return [MirroredImage(source=f"{ref.registry}/{ref.repository}:{tag}", mirror=f"{image.mirror.rsplit(':', 1)[0]}:{tag}")
+            for tag in (pattern.format(tag=ref.tag, os=os, arch=arch) for os in node_os)]
+
+
 def manifest(plan: Plan, site: SiteConfig, rendered: list[RenderedRelease], missing: list[MissingChart],
-             digests: dict[str, str] | None = None) -> Manifest:
-    """What the plan (rendered with the site's registry) needs in that registry."""
+             digests: dict[str, str] | None = None, node_os: list[str] | None = None, node_arch: str = "amd64") -> Manifest:
+    """What the plan (rendered with the site's registry) needs in that registry; `node_os` (`ubuntu24.04`) names the
+    GPU nodes' operating systems, whose driver tags the operators pull."""
     registry = Registry.of(site.registry)
     assert registry.mirror is not None, "manifest() needs a site with a registry"
     picture = Picture(plan, site, rendered, missing)
     found = [(reference, True) for placed in picture.placed for _, reference in object_images(placed)]
+    # `fabctl verify`'s acceptance jobs pull from the registry too.
+    found += [(reference, True) for reference in acceptance_images(site)]
     # Stack outputs hand templates to teams (Spark RAPIDS): the platform's images there are pulled too. A team's own
     # image in an example (the training job's) is the team's to provide, not the registry's to mirror.
     found += [(reference, False) for _, reference in image_references(plan.outputs)]
@@ -129,8 +157,18 @@ def manifest(plan: Plan, site: SiteConfig, rendered: list[RenderedRelease], miss
         else:
             parsed = ImageRef.parse(source)
             normal = str(parsed)
+            pinned = (digests or {}).get(normal)
             # A reference that carries its digest (Cilium's charts pin them) is pinned by it already.
-            images.setdefault(reference, MirroredImage(normal, reference, (digests or {}).get(normal) or parsed.digest))
+            images.setdefault(reference, MirroredImage(normal, reference, pinned or parsed.digest, pods_pull_by_tag=parsed.digest is None))
+    needs_node_os = []
+    for reference, image in list(images.items()):
+        expanded = _node_os_images(image, node_os or [], node_arch)
+        if expanded is not None:
+            del images[reference]
+            if node_os:
+                images.update({i.mirror: i for i in expanded})
+            else:
+                needs_node_os.append(image.source)
     charts = {(ref.name, ref.version): ref for ref in (ChartRef.of(r) for r in releases(plan))}
     files = []
     for record in plan.resources:
@@ -148,6 +186,7 @@ def manifest(plan: Plan, site: SiteConfig, rendered: list[RenderedRelease], miss
         files=sorted(set(files)),
         maven=sorted(packages),
         outside=sorted(set(outside)),
+        needs_node_os=sorted(needs_node_os),
         missing=missing,
     )
 
@@ -165,9 +204,12 @@ def plain_list(m: Manifest) -> list[str]:
 
 def skopeo_sync(m: Manifest) -> str:
     """The images as a `skopeo sync --all --src yaml --dest docker --scoped FILE <images>` source file: by tag, and by
-    digest too where one is pinned (so that a reference naming both finds its digest in the registry)."""
+    digest too where the reference carries one (so that it finds its digest in the registry). An image the digest file
+    pins, which pods pull by tag, is left to `copy-images.sh`: syncing its tag would copy whatever the tag points to."""
     by_registry: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for image in m.images:
+        if image.digest is not None and image.pods_pull_by_tag:
+            continue
         ref = ImageRef.parse(image.source)
         by_registry[ref.registry][ref.repository] += [v for v in (ref.tag, image.digest) if v]
     document = {host: {"images": {repo: sorted(set(tags)) for repo, tags in sorted(repos.items())}} for host, repos in sorted(by_registry.items())}

@@ -93,7 +93,7 @@ def trust_store(pem: str) -> bytes:
 
 
 def _trusts_ca(registry: Registry) -> bool:
-    return registry.maven is not None and registry.ca_file is not None
+    return registry.maven is not None and bool(registry.trusted_ca_files)
 
 
 def resolves_from_site(registry: Registry) -> bool:
@@ -106,8 +106,9 @@ def config_map_data(registry: Registry) -> tuple[dict[str, str], dict[str, str]]
     assert registry.maven is not None
     binary = {}
     if _trusts_ca(registry):
-        assert registry.ca_file is not None
-        binary[TRUST_STORE_KEY] = base64.b64encode(trust_store(read_ca_bundle(registry.ca_file))).decode()
+        # The site's CA beside the registry's: the store replaces the JDK's, and these JVMs also call the site's endpoints.
+        pem = "".join(read_ca_bundle(path) for path in registry.trusted_ca_files)
+        binary[TRUST_STORE_KEY] = base64.b64encode(trust_store(pem)).decode()
     return {SETTINGS_KEY: ivy_settings(registry.maven)}, binary
 
 

@@ -11,15 +11,20 @@ any other text (an operator's `--config-reloader-image=...` argument, a configur
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+import yaml
+
 from components.config import SiteConfig
 from fabctl.check.findings import Finding
 from fabctl.check.picture import Picture, Placed, release_placed
+from fabctl.helm import _Loader
 
 IMAGE_IN_TEXT = re.compile(
     r"(?<![\w./:-])((?:[a-z0-9-]+\.)+[a-z0-9-]+(?::[0-9]+)?/[a-z0-9._/-]*[a-z0-9](?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
@@ -46,11 +51,13 @@ def _text_images(text: str) -> Iterator[str]:
             yield candidate
 
 
-def image_references(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
-    """(path, reference) of every image an object names, structured or inside text."""
+def image_references(node: Any, path: str = "", embedded: bool = False) -> Iterator[tuple[str, str]]:
+    """(path, reference) of every image an object names, structured or inside text. In a configuration document
+    carried inside an object (`embedded`: a chart's values in a Secret), an image may also be written as `name` and
+    `tag` (JupyterHub's `singleuser.image`, which the hub hands to every user server)."""
     if isinstance(node, list):
         for i, item in enumerate(node):
-            yield from image_references(item, f"{path}[{i}]")
+            yield from image_references(item, f"{path}[{i}]", embedded)
         return
     if isinstance(node, str):
         for found in _text_images(node):
@@ -59,6 +66,10 @@ def image_references(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
     if not isinstance(node, dict):
         return
     image, named = node.get("image"), set()
+    name, tag = node.get("name"), node.get("tag")
+    if embedded and isinstance(name, str) and isinstance(tag, (str, int, float)) and "/" in name and not _TAGGED.search(name):
+        yield f"{path}.name", f"{name}:{tag}"
+        named.update(("name", "tag"))
     if isinstance(image, str) and image:
         repository, version = node.get("repository"), node.get("version") or node.get("tag")
         reference = f"{repository}/{image}" if isinstance(repository, str) and repository and "/" not in image.split(":")[0] else image
@@ -75,15 +86,48 @@ def image_references(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
     for key, value in node.items():
         if key in named or key in ("description", "annotations"):
             continue
-        yield from image_references(value, f"{path}.{key}" if path else key)
+        yield from image_references(value, f"{path}.{key}" if path else key, embedded)
+
+
+def _document(text: str) -> Any:
+    """A configuration file's content as data (YAML, JSON), or None if it is neither."""
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError:
+        return None
+
+
+def _embedded_images(obj: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """Images inside the files a ConfigMap or Secret carries (Secret `data` decoded from base64)."""
+    for field in ("data", "stringData"):
+        for key, value in (obj.get(field) or {}).items():
+            if not isinstance(value, str):
+                continue
+            text = value
+            if obj.get("kind") == "Secret" and field == "data":
+                try:
+                    text = base64.b64decode(value, validate=True).decode()
+                except (binascii.Error, UnicodeDecodeError):
+                    continue
+            document = _document(text)
+            if isinstance(document, (dict, list)):
+                yield from image_references(document, f"{field}.{key}", embedded=True)
+            else:
+                yield from image_references(text, f"{field}.{key}")
 
 
 def object_images(placed: Placed) -> Iterator[tuple[str, str]]:
-    """The image references of one placed object (none for a CRD, whose text is documentation)."""
+    """The image references of one placed object, each once (none for a CRD, whose text is documentation)."""
     if placed.kind in SKIPPED_KINDS:
         return
     obj = placed.obj
-    yield from image_references({k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")})
+    found = _embedded_images(obj) if placed.kind in ("ConfigMap", "Secret") else \
+        image_references({k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")})
+    seen = set()
+    for path, reference in found:
+        if reference not in seen:
+            seen.add(reference)
+            yield path, reference
 
 
 def pod_specs(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:

@@ -24,7 +24,8 @@ def test_a_site_with_a_registry_is_accepted():
 def test_fails_when_the_image_prefix_has_a_scheme():
     assert config_errors(_site(images="https://registry.fab.internal/mirror")) == [
         "fab-platform:site.registry.images: must be a registry host with an optional port and path, such as "
-        "registry.fab.internal/mirror: no scheme, no tag, no trailing '/' (got 'https://registry.fab.internal/mirror')"
+        "registry.fab.internal/mirror: the host has a dot or a port (a first segment without either is a Docker Hub "
+        "namespace), no scheme, no tag, no trailing '/' (got 'https://registry.fab.internal/mirror')"
     ]
 
 
@@ -62,4 +63,13 @@ def test_fails_when_model_aware_routing_is_on_and_the_registry_has_no_file_serve
         "fab-platform:site.registry.files: is not set, but inference.routing applies the Gateway API Inference Extension's "
         "CRD manifest from its GitHub release, which an air-gapped site cannot reach; set it to the site's file server "
         "(docs/airgap.md)"
+    ]
+
+
+def test_fails_when_the_image_prefix_has_no_registry_host():
+    """containerd reads a first segment without a dot or a port as a Docker Hub namespace: pulls would leave the site."""
+    assert config_errors(_site(images="mirror/fab")) == [
+        "fab-platform:site.registry.images: must be a registry host with an optional port and path, such as "
+        "registry.fab.internal/mirror: the host has a dot or a port (a first segment without either is a Docker Hub "
+        "namespace), no scheme, no tag, no trailing '/' (got 'mirror/fab')"
     ]

@@ -13,7 +13,8 @@ import yaml
 from components.config import RegistryConfig
 from components.registry import Registry
 from fabctl.helm import ChartRef
-from fabctl.mirror import Manifest, MirroredImage, chart_commands, copy_commands, plain_list, read_digests, skopeo_sync
+from components import versions
+from fabctl.mirror import Manifest, MirroredImage, _node_os_images, chart_commands, copy_commands, plain_list, read_digests, skopeo_sync
 from fabctl.render import HELM_RELEASE_TYPE, PROJECT_DIR
 from fabctl.stackfile import SITE_KEY
 from helpers import copy_project, render_small
@@ -46,7 +47,7 @@ def mirrored(project, chart_dir, helm, tmp_path_factory):
     out = tmp_path_factory.mktemp("mirror")
     digests = out / "digests.yaml"
     digests.write_text(yaml.safe_dump({"python:3.13.9-slim-bookworm": DIGEST}))
-    run = fabctl("mirror", "--stack", "site-t", "--project-dir", str(project), *REGISTRY, "--digests", str(digests),
+    run = fabctl("mirror", "--stack", "site-t", "--project-dir", str(project), *REGISTRY, "--digests", str(digests), "--node-os", "ubuntu24.04",
                  "--out", str(out / "files"), env={"FAB_CHART_DIR": str(chart_dir), "FAB_HELM": str(helm)})
     return run, out / "files"
 
@@ -71,11 +72,36 @@ def test_the_list_names_each_chart_and_image_with_its_source_and_mirror():
     ]
 
 
-def test_the_skopeo_sync_file_lists_the_tags_and_pinned_digests_by_source_registry():
-    assert yaml.safe_load(skopeo_sync(_manifest())) == {
-        "docker.io": {"images": {"library/python": ["3.13.9-slim-bookworm", DIGEST]}},
-        "registry.k8s.io": {"images": {"kubectl": ["v1.34.1"]}},
-    }
+def test_the_skopeo_sync_file_lists_the_tags_by_source_registry_and_leaves_digest_file_pins_to_the_copy():
+    assert yaml.safe_load(skopeo_sync(_manifest())) == {"registry.k8s.io": {"images": {"kubectl": ["v1.34.1"]}}}
+
+
+def test_the_skopeo_sync_file_lists_the_digest_a_reference_carries_beside_its_tag():
+    cilium = f"quay.io/cilium/cilium:v1.18.3@{DIGEST}"
+    found = Manifest(registry=MIRROR, images=[MirroredImage(cilium, f"registry.fab.internal/mirror/{cilium}", DIGEST, pods_pull_by_tag=False)])
+    assert yaml.safe_load(skopeo_sync(found)) == {"quay.io": {"images": {"cilium/cilium": [DIGEST, "v1.18.3"]}}}
+
+
+@pytest.mark.parametrize(("operand", "tag"), [
+    (f"{versions.GPU_DRIVER.repository}/{versions.GPU_DRIVER.image}:{versions.GPU_DRIVER.version}", f"{versions.GPU_DRIVER.version}-ubuntu24.04"),
+    (f"{versions.NIC_OFED_DRIVER.repository}/{versions.NIC_OFED_DRIVER.image}:{versions.NIC_OFED_DRIVER.version}",
+     f"{versions.NIC_OFED_DRIVER.version}-ubuntu24.04-arm64"),
+])
+def test_a_driver_is_mirrored_with_the_tag_its_operator_pulls_on_the_nodes_os(operand, tag):
+    (image,) = _node_os_images(MirroredImage(operand, MIRROR.image(operand)), ["ubuntu24.04"], "arm64")
+    assert (image.source, image.mirror) == (f"{operand.rsplit(':', 1)[0]}:{tag}", MIRROR.image(f"{operand.rsplit(':', 1)[0]}:{tag}"))
+
+
+def test_fails_when_a_gpu_site_names_no_node_os(project, chart_dir, helm):
+    run = fabctl("mirror", "--stack", "site-t", "--project-dir", str(project), *REGISTRY,
+                 env={"FAB_CHART_DIR": str(chart_dir), "FAB_HELM": str(helm)})
+    driver = f"{versions.GPU_DRIVER.repository}/{versions.GPU_DRIVER.image}:{versions.GPU_DRIVER.version}"
+    doca = f"{versions.NIC_OFED_DRIVER.repository}/{versions.NIC_OFED_DRIVER.image}:{versions.NIC_OFED_DRIVER.version}"
+    assert (run.returncode, run.stderr.splitlines()[-1]) == (
+        2, f"error: {driver}, {doca}: the operator pulls it with the GPU nodes' OS appended to the tag "
+        "(580.105.08-ubuntu24.04), and only those tags exist upstream; name the nodes' OS with --node-os (for example "
+        "--node-os ubuntu24.04, once per OS the GPU nodes run)"
+    )
 
 
 def test_an_image_pinned_by_digest_is_copied_from_that_digest_to_its_tag():
@@ -109,14 +135,22 @@ def test_fails_when_the_stack_has_no_registry(project, helm):
     )
 
 
-def test_mirror_lists_every_chart_of_the_plan_and_nothing_outside_the_registry(mirrored):
+def test_mirror_lists_every_chart_of_the_plan_and_fails_on_the_releases_it_cannot_render(mirrored, chart_dir):
+    """../shared/charts has no Airflow or Superset package: the list would lack their images, so the run fails."""
     run, _ = mirrored
     site = small_site()
     site["registry"] = {"charts": "oci://registry.fab.internal/charts", "images": "registry.fab.internal/mirror",
                         "maven": "https://maven.fab.internal/central"}
     releases = render_small(site).of_type(HELM_RELEASE_TYPE)
     listed = [tuple(line.split()[1:4]) for line in run.stdout.splitlines() if line.startswith("chart ")]
-    assert run.returncode == 0, run.stderr
+    assert [line for line in run.stderr.splitlines() if line.startswith("error: ")] == [
+        f"error: site-t-compute {name} was not rendered (no package of {chart} ({source}, from "
+        f"oci://registry.fab.internal/charts) in {chart_dir}): the images of its chart are not in the list; give its "
+        "package with --charts DIR"
+        for name, chart, source in (("compute-superset", f"superset {versions.SUPERSET.version}", versions.SUPERSET.repo),
+                                    ("compute-airflow", f"airflow {versions.AIRFLOW.version}", versions.AIRFLOW.repo))
+    ]
+    assert run.returncode == 6
     assert releases
     assert listed == sorted({(c.name, c.version, c.source) for c in map(ChartRef.of, releases)})
 
@@ -150,3 +184,33 @@ def test_the_maven_packages_spark_resolves_are_listed(mirrored):
     from components.versions import SPARK_PACKAGES
 
     assert (out / "maven.txt").read_text().splitlines() == sorted(SPARK_PACKAGES)
+
+
+def test_the_gpu_driver_is_listed_with_the_nodes_os(mirrored):
+    run, _ = mirrored
+    source = f"{versions.GPU_DRIVER.repository}/{versions.GPU_DRIVER.image}:{versions.GPU_DRIVER.version}-ubuntu24.04"
+    assert f"image {source} -> registry.fab.internal/mirror/{source}" in run.stdout.splitlines()
+
+
+def test_the_images_of_the_acceptance_jobs_are_listed(mirrored):
+    run, _ = mirrored
+    assert f"image {versions.VERIFY_GPU_IMAGE} -> registry.fab.internal/mirror/{versions.VERIFY_GPU_IMAGE}" in run.stdout.splitlines()
+
+
+def test_the_images_jupyterhub_starts_user_servers_with_are_listed(mirrored):
+    """They are in the hub's configuration (a Secret), which the hub hands to every user server it spawns."""
+    run, _ = mirrored
+    assert "image quay.io/jupyterhub/k8s-singleuser-sample:4.4.0 -> registry.fab.internal/mirror/quay.io/jupyterhub/" \
+           "k8s-singleuser-sample:4.4.0" in run.stdout.splitlines()
+
+
+def test_charts_are_read_from_their_upstream_repository_before_the_registry_holds_them(tmp_path, monkeypatch):
+    from fabctl.helm import ChartRepositories
+
+    calls = tmp_path / "calls"
+    helm = tmp_path / "helm"
+    helm.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\nexit 1\n")
+    helm.chmod(0o755)
+    chart = ChartRef("kueue", "0.19.2", "oci://registry.fab.internal/charts", "oci://registry.k8s.io/kueue/charts")
+    ChartRepositories(helm, tmp_path / "cache", upstream=True).find(chart)
+    assert calls.read_text().split()[:2] == ["pull", "oci://registry.k8s.io/kueue/charts/kueue"]

@@ -13,7 +13,10 @@ from components.config.fields import DnsLabel, HttpsUrl, _Model, matching
 _HOST = r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*(:[0-9]{1,5})?"
 _PATH = r"(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*"
 CHART_REPOSITORY = re.compile(rf"^(oci|https)://{_HOST}{_PATH}$")
-IMAGE_PREFIX = re.compile(rf"^{_HOST}{_PATH}$")
+_REGISTRY_HOST = r"([a-z0-9-]+(\.[a-z0-9-]+)+(:[0-9]{1,5})?|[a-z0-9-]+:[0-9]{1,5}|localhost)"
+IMAGE_PREFIX = re.compile(rf"^{_REGISTRY_HOST}{_PATH}$")
+"""A registry host (with a dot or a port, or `localhost`: anything else the container runtime reads as a Docker Hub
+namespace) and an optional path."""
 
 ChartRepository = Annotated[str, AfterValidator(matching(
     CHART_REPOSITORY,
@@ -23,8 +26,8 @@ ChartRepository = Annotated[str, AfterValidator(matching(
 """Where the site's Helm charts are: `oci://host[:port]/path` or `https://host[:port]/path`."""
 ImagePrefix = Annotated[str, AfterValidator(matching(
     IMAGE_PREFIX,
-    "must be a registry host with an optional port and path, such as registry.fab.internal/mirror: no scheme, no tag, "
-    "no trailing '/'",
+    "must be a registry host with an optional port and path, such as registry.fab.internal/mirror: the host has a dot or "
+    "a port (a first segment without either is a Docker Hub namespace), no scheme, no tag, no trailing '/'",
 ))]
 """`host[:port][/path]`: the registry and path every mirrored image is under."""
 
