@@ -86,3 +86,10 @@ def test_mirror_lists_what_the_site_pulls_beyond_its_objects(air_gapped):
     mirrored = {i.source for i in manifest(plan, site, releases, missing, node_os=["ubuntu24.04"]).images}
     assert {str(ImageRef.parse(versions.VERIFY_PROBE_IMAGE)), versions.VERIFY_WARP_IMAGE,
             "quay.io/jupyterhub/k8s-singleuser-sample:4.4.0"} <= mirrored
+
+
+def test_the_policy_pack_passes_an_air_gapped_stack(air_gapped):
+    """The rules find every release by its chart's name, from the registry too (policies/rules/_k8s.chart_name)."""
+    from fabctl.policy import analyze
+
+    assert [f"{v.policy}: {v.message}" for v in analyze(air_gapped[0])] == []
