@@ -88,6 +88,6 @@ def test_fails_when_an_existing_object_is_not_kind_and_name():
 def test_the_rules_the_check_reports_are_exactly_those_config_can_accept():
     source = "".join(inspect.getsource(m) for m in (
         check_module.order, check_module.references, check_module.readiness, check_module.scheduling, check_module.pins,
-        check_module.values,
+        check_module.values, check_module.mirror,
     ))
-    assert set(re.findall(r'Finding\.of\(\s*"([^"]+)"', source)) == set(CHECK_RULES)
+    assert set(re.findall(r'Finding(?:\.of)?\(\s*"([^"]+)"', source)) == set(CHECK_RULES)

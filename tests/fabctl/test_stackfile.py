@@ -278,7 +278,7 @@ def test_fails_when_a_project_key_is_misspelt(tmp_path):
     assert refusal(tmp_path, "config:\n  fab-platform:aistorLicence: {secure: v1:AAAB}\n") == [
         "fab-platform:aistorLicence: unknown config key of fab-platform (did you mean fab-platform:aistorLicense?); known keys: "
         "fab-platform:aistorLicense, fab-platform:aistorRootPassword, fab-platform:alertWebhookUrl, "
-        "fab-platform:metricsRemoteWritePassword, "
+        "fab-platform:metricsRemoteWritePassword, fab-platform:registryPullSecret, "
         "fab-platform:servingRepoToken, "
         "fab-platform:servingRepoWriteToken, fab-platform:site"
     ]
