@@ -8,6 +8,7 @@ import copy
 from functools import cache
 
 import pytest
+from helpers import STACKS, stack_config
 
 from components import versions
 from components.config import parse_site
@@ -20,7 +21,6 @@ from fabctl.helm import ChartPackages, render_releases
 from fabctl.mirror import manifest
 from fabctl.render import HELM_RELEASE_TYPE, PROJECT_DIR, render_config
 from fabctl.stackfile import SITE_KEY
-from helpers import STACKS, stack_config
 
 REGISTRY = {"charts": "oci://registry.fab.internal/charts", "images": "registry.fab.internal/mirror",
             "files": "https://files.fab.internal", "maven": "https://maven.fab.internal/central", "pull_secret": "site-registry"}

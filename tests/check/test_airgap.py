@@ -5,8 +5,6 @@ from __future__ import annotations
 import copy
 
 import pytest
-
-from check_helpers import deploy_of
 from helpers import render_small
 from small_site import small_site
 
@@ -25,6 +23,7 @@ def mirrored_site() -> dict:
 @pytest.fixture(scope="module")
 def mirrored(chart_dir, helm):
     from check_helpers import Deploy
+
     from components.config import parse_site
     from fabctl.helm import ChartPackages, render_releases
     from fabctl.render import PROJECT_DIR

@@ -5,12 +5,13 @@ from __future__ import annotations
 import inspect
 import re
 
+from helpers import config_errors, site_raw
+from small_site import small_site
+
 import fabctl.check as check_module
 from components.config import CHECK_RULES, parse_site
 from fabctl.check import check
 from fabctl.render import HELM_RELEASE_TYPE
-from helpers import config_errors, site_raw
-from small_site import small_site
 
 
 def test_each_stack_file_deploys_with_no_error(plan, releases_of):

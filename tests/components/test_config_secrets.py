@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
+from helpers import render_config
+from small_site import small_site
 
 from components.config import SECRET_KEYS, config_key_problems, stack_file_schema
 from fabctl.render import RenderError
 from fabctl.stackfile import SITE_KEY
-from helpers import render_config
-from small_site import small_site
 
 PLAINTEXT = ("{key}: a credential written in plain text (value not shown); delete it from Pulumi.<stack>.yaml, rotate it if the "
              "file was ever committed, and set it encrypted with: pulumi config set --secret {command_key} <value>")

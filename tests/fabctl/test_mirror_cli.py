@@ -9,16 +9,25 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import copy_project, render_small
+from small_site import small_site
 
+from components import versions
 from components.config import RegistryConfig
 from components.registry import Registry
 from fabctl.helm import ChartRef
-from components import versions
-from fabctl.mirror import Manifest, MirroredImage, _node_os_images, chart_commands, copy_commands, plain_list, read_digests, skopeo_sync
+from fabctl.mirror import (
+    Manifest,
+    MirroredImage,
+    _node_os_images,
+    chart_commands,
+    copy_commands,
+    plain_list,
+    read_digests,
+    skopeo_sync,
+)
 from fabctl.render import HELM_RELEASE_TYPE, PROJECT_DIR
 from fabctl.stackfile import SITE_KEY
-from helpers import copy_project, render_small
-from small_site import small_site
 
 ENV = {k: v for k, v in os.environ.items() if k not in ("FAB_CHART_DIR", "FAB_HELM")}
 DIGEST = "sha256:" + "ab" * 32

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from fabctl.stackfile import SITE_KEY, MAX_DEPTH, MAX_VALUES, NoStackFile, StackFileError, pulumi_config_env, read_stack_config
 from small_site import small_site
+
+from fabctl.stackfile import MAX_DEPTH, MAX_VALUES, SITE_KEY, NoStackFile, StackFileError, pulumi_config_env, read_stack_config
 
 LICENSE_COMMAND = "pulumi config set --secret aistorLicense <value>"
 
