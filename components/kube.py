@@ -232,9 +232,10 @@ def restricted_container(name: str, image: str, user: int, **extra: Any) -> dict
 
 
 def run_once_job(logical: str, *, name: str, namespace: str, containers: list[dict[str, Any]], volumes: list[dict[str, Any]],
-                 opts: pulumi.ResourceOptions, backoff_limit: int = 6, labels: dict[str, str] | None = None,
+                 opts: pulumi.ResourceOptions, registry: Registry, backoff_limit: int = 6, labels: dict[str, str] | None = None,
                  placement: dict[str, Any] | None = None) -> k8s.batch.v1.Job:
-    """A Job that runs its containers to completion once (retried on failure), in a restricted pod without an API token.
+    """A Job that runs its containers to completion once (retried on failure), in a restricted pod without an API token,
+    naming the pull Secret of its cluster's `registry` where the site has one.
 
     `placement`: pod fields choosing its nodes and priority (nodeSelector, tolerations, priorityClassName).
     A Job's pod template is immutable: a changed template replaces the Job, and the old one is deleted first
@@ -248,6 +249,7 @@ def run_once_job(logical: str, *, name: str, namespace: str, containers: list[di
             "containers": containers,
             "volumes": volumes,
             **(placement or {}),
+            **registry.pod_fields(),
         },
     }
     if labels:

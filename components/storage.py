@@ -773,7 +773,7 @@ class StorageCluster(pulumi.ComponentResource):
         return run_once_job(
             f"{self._name}-job-{role}", name=name, namespace=ns, containers=[container], volumes=volumes,
             labels={"app.kubernetes.io/name": role, "app.kubernetes.io/part-of": "polaris"},
-            placement=self.cluster.registry.pod_fields(),
+            registry=self.cluster.registry,
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
         )
 

@@ -118,7 +118,7 @@ def _deploy(scope: EngineScope) -> None:
         f"{scope.prefix}-starrocks-setup-job", name="starrocks-setup", namespace=ns, containers=[container],
         volumes=[{"name": "setup", "configMap": {"name": "starrocks-setup"}}, {"name": "tmp", "emptyDir": {}}],
         backoff_limit=20,
-        placement={**ENGINE.pool.placement(), **scope.cluster.registry.pod_fields()},
+        placement=ENGINE.pool.placement(), registry=scope.cluster.registry,
         opts=pulumi.ResourceOptions(parent=scope.parent, depends_on=[cluster, root, setup, *grants], replace_on_changes=["spec"]),
     )
 
