@@ -186,7 +186,9 @@ def crd_folder_names(package: Path) -> frozenset[str]:
 
 
 def releases(plan: Plan) -> list[dict[str, Any]]:
-    return plan.of_type(HELM_RELEASE_TYPE)
+    """The plan's releases in a stable order: Pulumi registers resources concurrently, so the plan's own order varies
+    from run to run, and what is reported about releases must not."""
+    return sorted(plan.of_type(HELM_RELEASE_TYPE), key=lambda release: (plan.cluster(release) or "", release["name"]))
 
 
 @cache

@@ -10,7 +10,8 @@ import threading
 
 import pytest
 
-from fabctl.helm import ChartPackages, ChartRef, ChartRepositories
+from fabctl.helm import ChartPackages, ChartRef, ChartRepositories, releases
+from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, Plan
 
 JOBSET = "jobset-0.12.0.tgz"
 
@@ -61,3 +62,16 @@ def test_fails_when_a_repository_cannot_be_reached(helm, tmp_path):
         'cannot pull jobset 0.12.0 (http://127.0.0.1:1): Error: looks like "http://127.0.0.1:1" is not a valid chart '
         'repository or cannot be reached: Get "http://127.0.0.1:1/index.yaml": dial tcp 127.0.0.1:1: connect: connection refused'
     )
+
+
+def test_releases_come_in_one_order_whatever_order_pulumi_registered_them():
+    """Pulumi registers resources concurrently, so a plan's order varies between runs; what is said about its releases
+    (the errors of `fabctl mirror`, the check's findings) must not."""
+    providers = [{"urn": f"urn:{name}", "type": K8S_PROVIDER_TYPE, "name": name} for name in ("site-t-gpu", "site-t-compute")]
+    found = [{"urn": f"urn:{cluster}:{name}", "type": HELM_RELEASE_TYPE, "name": name, "provider": f"urn:{cluster}"}
+             for cluster, name in (("site-t-gpu", "gpu-operator"), ("site-t-compute", "compute-superset"),
+                                   ("site-t-compute", "compute-airflow"))]
+    listed = [[(plan.cluster(r), r["name"]) for r in releases(plan)]
+              for plan in (Plan("site-t", providers + found), Plan("site-t", providers + found[::-1]))]
+    assert listed == [[("site-t-compute", "compute-airflow"), ("site-t-compute", "compute-superset"),
+                       ("site-t-gpu", "gpu-operator")]] * 2

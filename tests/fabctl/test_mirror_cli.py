@@ -145,7 +145,8 @@ def test_fails_when_the_stack_has_no_registry(project, helm):
 
 
 def test_mirror_lists_every_chart_of_the_plan_and_fails_on_the_releases_it_cannot_render(mirrored, chart_dir):
-    """../shared/charts has no Airflow or Superset package: the list would lack their images, so the run fails."""
+    """../shared/charts has no Airflow or Superset package: the list would lack their images, so the run fails, naming
+    them in a stable order (by cluster and release) however Pulumi happened to register them."""
     run, _ = mirrored
     site = small_site()
     site["registry"] = {"charts": "oci://registry.fab.internal/charts", "images": "registry.fab.internal/mirror",
@@ -156,8 +157,8 @@ def test_mirror_lists_every_chart_of_the_plan_and_fails_on_the_releases_it_canno
         f"error: site-t-compute {name} was not rendered (no package of {chart} ({source}, from "
         f"oci://registry.fab.internal/charts) in {chart_dir}): the images of its chart are not in the list; give its "
         "package with --charts DIR"
-        for name, chart, source in (("compute-superset", f"superset {versions.SUPERSET.version}", versions.SUPERSET.repo),
-                                    ("compute-airflow", f"airflow {versions.AIRFLOW.version}", versions.AIRFLOW.repo))
+        for name, chart, source in (("compute-airflow", f"airflow {versions.AIRFLOW.version}", versions.AIRFLOW.repo),
+                                    ("compute-superset", f"superset {versions.SUPERSET.version}", versions.SUPERSET.repo))
     ]
     assert run.returncode == 6
     assert releases
