@@ -23,6 +23,10 @@
                                      packages), source -> mirror, and with --out the inputs of skopeo, helm and curl
                                      (docs/airgap.md); exit 6 if the plan names an image outside the registry or a
                                      release could not be rendered (the list would be incomplete)
+    report --stack STACK --out DIR [--against PLAN_JSON | --base REF] [--no-policies] [--no-check]
+                                     the plan as one self-contained HTML page (DIR/index.html): the site at a glance,
+                                     its resources, capacity, the guards' results and the changes against a saved plan
+                                     or the stack at a git ref; exits as plan and diff would on what it shows
     schema [--check]                 write (or check) schema/stack.schema.json and docs/configuration.md tables
     verify --stack STACK --phase N [--render --out DIR] [--junit FILE] [--markdown FILE]
                                      run the phase's acceptance jobs on the live site and report per criterion, or
@@ -38,10 +42,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import shutil
+import subprocess
 import sys
+import tarfile
+import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -51,15 +59,18 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
-from components.config import PROJECT, ConfigError, parse_site, stack_file_schema
+from components.config import PROJECT, ConfigError, SiteConfig, parse_site, stack_file_schema
+from fabctl.check import Report as CheckReport
 from fabctl.check import ValuesCheck, check
 from fabctl.diff import diff, set_path, unset_path
 from fabctl.graph import flow_rows, graph_page, with_readme_graph
 from fabctl.helm import ChartPackages, ChartRepositories, ChartSource, render_releases
 from fabctl.mirror import DigestFileError, manifest, plain_list, read_digests
 from fabctl.mirror import write as write_mirror
-from fabctl.policy import PolicyPackError, analyze
+from fabctl.policy import PolicyPackError, analyze, analyze_counted
 from fabctl.reference import with_reference
+from fabctl.report import Guards, page_data
+from fabctl.report import write as write_report
 from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, Plan, RenderError, render, render_config
 from fabctl.serving import ServingError, delivered_by_pulumi, drift, handover_commands, serving_tree, write_tree
 from fabctl.stackfile import SITE_KEY, NoStackFile, StackFileError, read_stack_config, stack_file
@@ -184,18 +195,26 @@ def _chart_source(args: argparse.Namespace, err: Console, upstream: bool = False
     return Path(helm), ChartRepositories(Path(helm), cache, upstream)
 
 
-def _check(plan: Plan, args: argparse.Namespace, console: Console, err: Console, source: tuple[Path, ChartSource] | None = None) -> int:
+def _stack_site(plan: Plan, project: Path, err: Console) -> SiteConfig | int:
+    """The site config of a stack the render has just read and accepted, or the exit status."""
+    try:
+        with contextlib.chdir(project):  # the config's file paths are relative to the project
+            return parse_site(read_stack_config(stack_file(project, plan.stack)).get(SITE_KEY))
+    except (StackFileError, ConfigError) as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        return EXIT_USAGE
+
+
+def _deploy_check(plan: Plan, args: argparse.Namespace, err: Console, source: tuple[Path, ChartSource] | None = None) -> CheckReport | int:
+    """The deploy check's report, or the exit status after saying why it could not run."""
     found = source or _chart_source(args, err)
     if isinstance(found, int):
         return found
     helm, charts = found
     project = Path(args.project_dir)
-    try:
-        with contextlib.chdir(project):  # the config's file paths are relative to the project
-            site = parse_site(read_stack_config(stack_file(project, plan.stack)).get(SITE_KEY))
-    except (StackFileError, ConfigError) as exc:  # the render has just read and accepted the same file
-        err.print(f"error: {exc}", markup=False, highlight=False)
-        return EXIT_USAGE
+    site = _stack_site(plan, project, err)
+    if isinstance(site, int):
+        return site
     releases, missing = render_releases(plan, charts, helm, project)
     if missing and not releases:
         for reason in dict.fromkeys(gone.reason for gone in missing):
@@ -204,7 +223,14 @@ def _check(plan: Plan, args: argparse.Namespace, console: Console, err: Console,
                   "Mirror the charts into a folder (helm pull CHART --repo URL --version VERSION -d DIR, or "
                   "helm pull oci://... ) and pass --charts DIR; skip the check with --no-check", markup=False, highlight=False)
         return EXIT_USAGE
-    report = check(plan, site, releases, missing, ValuesCheck(helm, project))
+    return check(plan, site, releases, missing, ValuesCheck(helm, project))
+
+
+def _check(plan: Plan, args: argparse.Namespace, console: Console, err: Console, source: tuple[Path, ChartSource] | None = None) -> int:
+    report = _deploy_check(plan, args, err, source)
+    if isinstance(report, int):
+        return report
+    missing = report.missing
     for gone in sorted(missing, key=lambda m: (m.cluster, m.release["name"])):
         console.print(f"not rendered: {gone.cluster} {gone.release['name']}: {gone.reason}", markup=False, highlight=False)
     for finding in sorted(report.findings, key=lambda f: (f.severity != "error", f.cluster, f.rule, f.subject)):
@@ -306,6 +332,81 @@ def cmd_diff(args: argparse.Namespace, console: Console, err: Console) -> int:
         highlight=False,
     )
     return EXIT_DANGER if result.dangerous else 0
+
+
+def _git_ref_plan(stack: str, project: Path, ref: str, err: Console) -> tuple[Plan, str] | int:
+    """The stack rendered as it is at a git ref of the project (its program and its stack file there), and how the
+    report names it; a ref without the stack file is a new stack: an empty plan, so that everything is added."""
+    with tempfile.TemporaryDirectory(prefix="fab-base-") as tmp:
+        archive = subprocess.run(["git", "-C", str(project), "archive", "--format=tar", ref], capture_output=True)
+        if archive.returncode != 0:
+            err.print(f"error: --base {ref}: {archive.stderr.decode(errors='replace').strip() or 'git archive failed'}; "
+                      "give a branch, tag or commit of this repository", markup=False, highlight=False)
+            return EXIT_USAGE
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(tmp, filter="data")
+        if not (Path(tmp) / f"Pulumi.{stack}.yaml").is_file():
+            return Plan(stack=stack, resources=[]), f"{ref} (no Pulumi.{stack}.yaml there: a new stack)"
+        try:
+            return render(stack, Path(tmp)), ref
+        except (StackFileError, RenderError) as exc:
+            err.print(f"error: {stack} does not render at {ref}, so there is nothing to compare with: {exc}",
+                      markup=False, highlight=False)
+            return EXIT_USAGE
+
+
+def cmd_report(args: argparse.Namespace, console: Console, err: Console) -> int:
+    """Write the plan report page; exit as plan and diff would on what it shows (a mandatory policy, a check error,
+    a protected resource replaced or deleted), after writing it."""
+    project = Path(args.project_dir)
+    source = None if args.no_check else _chart_source(args, err)  # a missing Helm is said before the render
+    if isinstance(source, int):
+        return source
+    before: tuple[Plan, str] | int | None = None
+    if args.against:
+        path = Path(args.against)
+        if not path.is_file():
+            err.print(f"error: no plan at {path}; write one with: python -m fabctl plan --stack {args.stack} --out DIR",
+                      markup=False, highlight=False)
+            return EXIT_USAGE
+        saved = json.loads(path.read_text())
+        before = Plan(stack=saved["stack"], resources=saved["resources"], outputs=saved.get("outputs", {})), str(path)
+    elif args.base:
+        before = _git_ref_plan(args.stack, project, args.base, err)
+    if isinstance(before, int):
+        return before
+    plan = _render_or_report(args.stack, project, err)
+    if isinstance(plan, int):
+        return plan
+    site = _stack_site(plan, project, err)
+    if isinstance(site, int):
+        return site
+    guards = Guards()
+    if not args.no_policies:
+        try:
+            guards.policies, guards.policy_count = analyze_counted(plan)
+        except PolicyPackError as exc:
+            err.print(f"error: {exc}", markup=False, highlight=False)
+            return EXIT_CRASH
+    if source is not None:
+        checked = _deploy_check(plan, args, err, source)
+        if isinstance(checked, int):
+            return checked
+        guards.check = checked
+        guards.warnings = [f"check.accept: {line}" for line in checked.unmatched]
+    changes = diff(before[0], plan) if before else None
+    data = page_data(plan, site, guards, changes, before[1] if before else None,
+                     kubernetes_objects=guards.check.objects if guards.check else None)
+    path = write_report(data, Path(args.out))
+    console.print(f"wrote {path}: {len(data.clusters)} clusters, {data.resource_count} resources, "
+                  f"{len(guards.policies or [])} policy violations, {len(guards.check.errors) if guards.check else 0} check errors"
+                  + (f", {len(data.changes)} changes against {data.compared_with}" if data.changes is not None else ""),
+                  markup=False, highlight=False)
+    if any(v.mandatory for v in guards.policies or []):
+        return EXIT_POLICY
+    if guards.check is not None and guards.check.errors:
+        return EXIT_CHECK
+    return EXIT_DANGER if changes is not None and changes.dangerous else 0
 
 
 def _serving_tree(args: argparse.Namespace, err: Console) -> dict[str, Any] | int:
@@ -587,6 +688,18 @@ def parser() -> argparse.ArgumentParser:
             command.add_argument("--check", action="store_true", help="write nothing: list how the directory differs from the "
                                  "stack's render, exit 1 if it does (CI of the serving repository)")
         command.set_defaults(func=cmd_serving)
+    report = sub.add_parser("report", help="the plan as one static HTML page for the reviewers of a change")
+    report.add_argument("--stack", required=True, help="stack name, e.g. site-a")
+    report.add_argument("--project-dir", default=str(PROJECT_DIR), help="checkout holding __main__.py and the stack files")
+    report.add_argument("--out", required=True, metavar="DIR", help="folder to write index.html to")
+    compared = report.add_mutually_exclusive_group()
+    compared.add_argument("--against", metavar="PLAN_JSON", help="show the changes against a saved plan.json (fabctl plan)")
+    compared.add_argument("--base", metavar="REF", help="show the changes against the stack at a git ref of the project "
+                          "(its program and stack file there), e.g. origin/main")
+    report.add_argument("--no-policies", action="store_true", help="skip the policy pack (it runs by default)")
+    report.add_argument("--no-check", action="store_true", help="skip the deploy check (it runs by default)")
+    _chart_options(report)
+    report.set_defaults(func=cmd_report)
     mirror = sub.add_parser("mirror", help="everything the site's registry must hold, and the mirroring tools' inputs")
     mirror.add_argument("--stack", required=True, help="stack name, e.g. site-a")
     mirror.add_argument("--project-dir", default=str(PROJECT_DIR), help="checkout holding __main__.py and the stack files")

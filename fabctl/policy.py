@@ -216,6 +216,14 @@ def analyze(plan: Plan, policies_dir: Path = POLICIES_DIR) -> list[Violation]:
         return analyze_with(packs, plan)
 
 
+def analyze_counted(plan: Plan, policies_dir: Path = POLICIES_DIR) -> tuple[list[Violation], int]:
+    """The violations of one render, and how many policies the pack ran on it."""
+    from google.protobuf import empty_pb2
+
+    with analyzer(policies_dir) as packs:
+        return analyze_with(packs, plan), len(packs.for_plan(plan).GetAnalyzerInfo(empty_pb2.Empty()).policies)
+
+
 def info(policies_dir: Path = POLICIES_DIR) -> Any:
     from google.protobuf import empty_pb2
 
