@@ -69,9 +69,9 @@ from fabctl.mirror import DigestFileError, manifest, plain_list, read_digests
 from fabctl.mirror import write as write_mirror
 from fabctl.policy import PolicyPackError, analyze, analyze_counted
 from fabctl.reference import with_reference
+from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, Plan, RenderError, render, render_config
 from fabctl.report import Guards, page_data
 from fabctl.report import write as write_report
-from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, Plan, RenderError, render, render_config
 from fabctl.serving import ServingError, delivered_by_pulumi, drift, handover_commands, serving_tree, write_tree
 from fabctl.stackfile import SITE_KEY, NoStackFile, StackFileError, read_stack_config, stack_file
 from fabctl.verify import cli as verify_cli
@@ -338,7 +338,7 @@ def _git_ref_plan(stack: str, project: Path, ref: str, err: Console) -> tuple[Pl
     """The stack rendered as it is at a git ref of the project (its program and its stack file there), and how the
     report names it; a ref without the stack file is a new stack: an empty plan, so that everything is added."""
     with tempfile.TemporaryDirectory(prefix="fab-base-") as tmp:
-        archive = subprocess.run(["git", "-C", str(project), "archive", "--format=tar", ref], capture_output=True)
+        archive = subprocess.run(["git", "-C", str(project), "archive", "--format=tar", ref], capture_output=True, check=False)
         if archive.returncode != 0:
             err.print(f"error: --base {ref}: {archive.stderr.decode(errors='replace').strip() or 'git archive failed'}; "
                       "give a branch, tag or commit of this repository", markup=False, highlight=False)

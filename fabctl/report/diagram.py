@@ -46,10 +46,10 @@ def site_svg(data: PageData) -> str:
     width = MARGIN * 2 + LANE * len(columns)
     height = HEADER + ROW * (len(arrows) + 1) + MARGIN
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" id="site-diagram" role="img" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" aria-label="Clusters of {escape(data.site)} and the flows allowed between them">',
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto">'
-        '<path d="M0,0 L10,5 L0,10 z" class="arrow-head"/></marker></defs>',
+        (f'<svg xmlns="http://www.w3.org/2000/svg" id="site-diagram" role="img" width="{width}" height="{height}" '
+         f'viewBox="0 0 {width} {height}" aria-label="Clusters of {escape(data.site)} and the flows allowed between them">'),
+        ('<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto">'
+         '<path d="M0,0 L10,5 L0,10 z" class="arrow-head"/></marker></defs>'),
     ]
     for lane in columns:
         x = x_of[lane["key"]]

@@ -357,7 +357,7 @@ def page_data(plan: Plan, site: SiteConfig, guards: Guards, changes: Diff | None
 
 
 def change_rows(result: Diff) -> list[ChangeRow]:
-    short = lambda urn: urn.rsplit("::", 1)[-1]  # noqa: E731
+    short = lambda urn: urn.rsplit("::", 1)[-1]
     rows = []
     for action, changes in (("replaced", result.replaced), ("deleted", result.removed), ("changed", result.changed),
                             ("added", result.added), ("handed over", result.handed_over)):

@@ -1,0 +1,129 @@
+"""What the report shows, computed once from a render and its site config (fabctl/report/model.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import render_small
+from report_site import report_site, with_protected_resource_gone
+from small_site import SERVING_REPO_TOKEN, small_site, with_argocd
+
+from components.config import parse_site
+from fabctl.diff import diff
+from fabctl.render import Plan
+from fabctl.report import Guards, html, page_data
+from fabctl.report.model import REDACTED, resource_inputs
+
+
+@pytest.fixture(scope="module")
+def site_and_plan():
+    raw = report_site()
+    return parse_site(raw), render_small(raw)
+
+
+@pytest.fixture(scope="module")
+def data(site_and_plan):
+    site, plan = site_and_plan
+    return page_data(plan, site, Guards())
+
+
+def test_every_resource_the_stack_registers_is_in_the_tree_once(data, site_and_plan):
+    _, plan = site_and_plan
+    custom = [r["urn"] for r in plan.resources if r["custom"]]
+    assert custom
+    assert sorted((e.logical_name, e.type) for e in data.tree) == sorted((r["name"], r["type"]) for r in plan.resources if r["custom"])
+
+
+def test_clusters_are_listed_storage_compute_then_gpu_with_their_roles(data):
+    assert [(c.key, c.name, c.role) for c in data.clusters] == [
+        ("storage", "site-t-storage", "storage"), ("compute", "site-t-compute", "compute"), ("gpu", "site-t-gpu", "gpu")]
+
+
+def test_the_active_profile_comes_first(data):
+    assert data.profiles == ["day", "night"]
+
+
+def test_gpu_pools_are_counted_per_profile(data):
+    assert [(p.pool, p.profile, p.nodes, p.gpus, p.gpu_types) for p in data.pools] == [
+        ("inference", "day", 1, 8, "1 x h100"), ("training", "day", 1, 8, "1 x h100"),
+        ("inference", "night", 1, 8, "1 x h100"), ("training", "night", 1, 8, "1 x h100")]
+
+
+def test_a_model_is_sized_per_profile_as_the_program_sizes_it(data, site_and_plan):
+    site, _ = site_and_plan
+    rows = {row.profile: row for row in data.models if row.model == "qwen3-8b"}
+    day, night = site.model_capacity("day")["qwen3-8b"], site.model_capacity("night")["qwen3-8b"]
+    assert (rows["day"].replicas, rows["day"].gpus, rows["day"].sequences) == (day.replicas, day.gpus, day.sequences_per_replica * day.replicas)
+    assert (rows["night"].replicas, rows["night"].gpus) == (1, night.tensor_parallel)
+    assert rows["day"].kv_bytes_per_token == day.kv_bytes_per_token == 147456
+
+
+def test_headroom_is_the_share_of_concurrency_held_beyond_what_is_asked(data):
+    row = next(row for row in data.models if row.profile == "day")
+    assert row.headroom_percent == round(100 * (row.sequences - 64) / 64)
+
+
+def test_team_quotas_follow_the_profile_with_their_borrowing_and_lending_limits(data):
+    assert [(q.team, q.cluster, q.profile, q.gpus, q.borrowing_limit_gpus, q.lending_limit_gpus) for q in data.quotas] == [
+        ("yield", "gpu", "day", 4, 2, None), ("yield", "gpu", "night", 8, None, None)]
+
+
+def test_the_flow_matrix_says_compute_may_reach_the_inference_gateway(data):
+    assert "inference 443/TCP" in data.matrix["compute"]["gpu"]
+
+
+def test_a_profile_short_of_a_models_concurrency_is_a_config_warning():
+    raw = report_site()
+    raw["inference"]["models"]["qwen3-8b"]["concurrent_sequences"] = 512
+    site = parse_site(raw)
+    data = page_data(render_small(raw), site, Guards())
+    night = next(row for row in data.models if row.profile == "night")
+    assert data.guards.warnings == [
+        (f"qwen3-8b under night: 1 replicas hold {night.sequences} sequences of the mean context, short of "
+         f"concurrent_sequences 512 ({night.headroom_percent}%): requests queue at peak")
+    ]
+
+
+def test_a_secrets_values_are_hidden_even_where_they_are_not_pulumi_secrets():
+    resource = {"inputs": {"kind": "Secret", "metadata": {"name": "s"}, "stringData": {"token": "plain", "ca.crt": "[secret]"},
+                           "data": {"x": "cGxhaW4="}}}
+    assert resource_inputs(resource) == {"kind": "Secret", "metadata": {"name": "s"},
+                                         "stringData": {"token": REDACTED, "ca.crt": "[secret]"}, "data": {"x": REDACTED}}
+
+
+def test_a_value_under_a_key_that_names_a_credential_is_hidden():
+    resource = {"inputs": {"values": {"auth": {"password": "hunter2", "passwordSecret": {"name": "pg"}, "enabled": True}}}}
+    assert resource_inputs(resource) == {"values": {"auth": {"password": REDACTED, "passwordSecret": {"name": REDACTED},
+                                                             "enabled": True}}}
+
+
+def test_the_page_never_holds_a_secret_config_value():
+    raw = with_argocd(small_site())
+    plan = render_small(raw, secrets=SERVING_REPO_TOKEN)
+    page = html(page_data(plan, parse_site(raw), Guards()))
+    assert "[secret]" in page
+    assert ("serving-repo-token" in page, "c2VydmluZy1yZXBvLXRva2Vu" in page) == (False, False)
+
+
+def test_text_from_the_stack_file_is_escaped_not_markup():
+    raw = report_site()
+    raw["teams"]["yield"]["description"] = "<script>alert(1)</script>"
+    page = html(page_data(render_small(raw), parse_site(raw), Guards()))
+    assert "<script>alert(1)</script>" not in page
+    assert "\\u003cscript\\u003ealert(1)\\u003c/script\\u003e" in page
+
+
+def test_deleting_a_protected_resource_is_a_protected_change(site_and_plan):
+    site, plan = site_and_plan
+    saved = with_protected_resource_gone(plan.to_json())
+    before = Plan(stack=saved["stack"], resources=saved["resources"], outputs=saved["outputs"])
+    data = page_data(plan, site, Guards(), diff(before, plan), "plan.json")
+    assert [(c.action, c.logical_name, c.protected) for c in data.changes] == [
+        ("deleted", "storage-bucket-site-t-checkpoints-old", True)]
+
+
+def test_the_page_is_one_file_that_names_no_other(data):
+    page = html(data)
+    assert json.loads(page.split('<script type="application/json" id="inputs-data">')[1].split("</script>")[0]) == data.inputs
+    assert ("src=" in page, "href=\"http" in page, "@import" in page, "url(http" in page) == (False, False, False, False)

@@ -1,0 +1,35 @@
+"""The checked-in stacks' reports open in Chromium with every section (the stack files' own test: it reads its numbers
+from each stack's render, not from the page's template)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from components.config import parse_site
+from fabctl.render import PROJECT_DIR
+from fabctl.report import Guards, page_data, write
+from fabctl.stackfile import SITE_KEY, read_stack_config, stack_file
+
+SECTIONS = ["At a glance", "Resources", "Capacity", "Guards", "Changes"]
+
+
+@pytest.fixture
+def stack_report(plan, tmp_path):
+    with contextlib.chdir(PROJECT_DIR):
+        site = parse_site(read_stack_config(stack_file(PROJECT_DIR, plan.stack)).get(SITE_KEY))
+    data = page_data(plan, site, Guards())
+    return write(data, tmp_path), data, site
+
+
+def test_a_stacks_report_opens_offline_with_every_section_and_its_numbers(stack_report, open_page):
+    path, data, site = stack_report
+    opened = open_page(path)
+    assert opened.page.locator("h2").all_inner_texts() == SECTIONS
+    assert [opened.text("#count-clusters"), opened.text("#count-resources")] == [
+        str(len(site.clusters)), str(sum(1 for r in data.tree))]
+    assert opened.page.locator("#clusters tbody tr").count() == len(site.clusters)
+    assert opened.page.locator("#models tbody tr").count() == len(site.inference.models) * len(data.profiles)
+    assert opened.requests == [path.as_uri()]
+    assert [entry for entry in opened.console if entry[0] in ("error", "pageerror", "warning")] == []
