@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -97,3 +100,83 @@ def test_stack_names_come_from_the_stack_file(name):
     assert pulumi["with"]["stack-name"] == "${{ steps.stack.outputs.name }}"
     (step,) = [s for s in job["steps"] if s.get("id") == "stack"]
     assert "-m fabctl stack-name" in step["run"]
+
+
+PR_REPORT = PROJECT_DIR / ".ci" / "pr-report"
+
+
+def test_pr_report_is_valid_bash():
+    assert subprocess.run(["bash", "-n", str(PR_REPORT)], capture_output=True, text=True).stderr == ""
+
+
+def test_pr_report_without_a_report_folder_prints_its_usage_line_and_renders_nothing():
+    result = subprocess.run([str(PR_REPORT), ".base"], capture_output=True, text=True)
+    (usage,) = [line.removeprefix("# Usage: ") for line in PR_REPORT.read_text().splitlines() if line.startswith("# Usage: ")]
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.strip().endswith(f"usage: {usage}")
+
+
+FAKE_FABCTL = """#!/usr/bin/env bash
+# Stands in for `venv/bin/python -m fabctl`: logs each command, writes what the real one writes, and exits as
+# EXIT_<stack> says (report) or 0.
+shift 2
+echo "$*" >> "$LOG"
+command=$1; shift
+against=none
+while [ $# -gt 0 ]; do
+  case $1 in --stack) stack=$2 ;; --out) out=$2 ;; --against) against=$2 ;; esac
+  shift
+done
+case $command in
+  plan) mkdir -p "$out/$stack" && echo '{}' > "$out/$stack/plan.json" ;;
+  report) mkdir -p "$out" && echo page > "$out/index.html" && echo "wrote $out/index.html against $against" ;;
+  diff) echo "~ something (changed)" ;;
+esac
+code=EXIT_${stack//-/_}
+[ "$command" != report ] || exit "${!code:-0}"
+"""
+
+
+def run_pr_report(tmp_path: Path, exits: dict[str, int]) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """pr-report in a project of two stack files whose target branch has site-a only, with fabctl faked."""
+    project = tmp_path / "project"
+    (project / ".ci").mkdir(parents=True)
+    shutil.copy(PR_REPORT, project / ".ci" / "pr-report")
+    (project / "venv" / "bin").mkdir(parents=True)
+    (project / "venv" / "bin" / "python").write_text(FAKE_FABCTL)
+    (project / "venv" / "bin" / "python").chmod(0o755)
+    for stack in ("site-a", "site-b"):
+        (project / f"Pulumi.{stack}.yaml").write_text("config: {}\n")
+    (project / ".base").mkdir()
+    (project / ".base" / "Pulumi.site-a.yaml").write_text("config: {}\n")
+    log = tmp_path / "fabctl.log"
+    env = {"PATH": "/usr/bin:/bin", "LOG": str(log)} | {f"EXIT_{stack.replace('-', '_')}": str(code) for stack, code in exits.items()}
+    result = subprocess.run([".ci/pr-report", ".base", "reports"], cwd=project, env=env, capture_output=True, text=True)
+    return result, log.read_text().splitlines()
+
+
+def test_pr_report_writes_each_stacks_page_compared_with_the_target_branchs_plan(tmp_path):
+    result, commands = run_pr_report(tmp_path, {})
+    reports = [c for c in commands if c.startswith("report")]
+    assert result.returncode == 0
+    assert reports[0].startswith("report --stack site-a --out reports/site-a --against ")
+    assert reports[0].endswith("/base/site-a/plan.json")
+    assert reports[1] == "report --stack site-b --out reports/site-b"  # not on the target branch: no comparison
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.glob("project/reports/*/index.html")) == [
+        Path("project/reports/site-a/index.html"), Path("project/reports/site-b/index.html")]
+
+
+def test_pr_report_runs_the_guards_once_per_stack_only_in_the_report(tmp_path):
+    _, commands = run_pr_report(tmp_path, {})
+    assert [c.split()[0] for c in commands] == ["plan", "report", "diff", "report"]
+    assert "--no-policies --no-check" in commands[0] and "--project-dir .base" in commands[0]
+
+
+@pytest.mark.parametrize("code, says", [(4, "A mandatory policy is violated"), (5, "A protected resource is replaced or deleted"),
+                                        (6, "The deploy check found errors")])
+def test_a_failing_report_keeps_its_page_and_the_other_stacks_but_fails_pr_report(tmp_path, code, says):
+    result, commands = run_pr_report(tmp_path, {"site-a": code})
+    assert result.returncode == 1
+    assert f"**{says}**" in result.stdout.split("### site-b")[0]
+    assert [c.split()[0] for c in commands] == ["plan", "report", "diff", "report"]
+    assert (tmp_path / "project/reports/site-a/index.html").is_file() and (tmp_path / "project/reports/site-b/index.html").is_file()
