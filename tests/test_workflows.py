@@ -102,6 +102,64 @@ def test_stack_names_come_from_the_stack_file(name):
     assert "-m fabctl stack-name" in step["run"]
 
 
+def plan_steps() -> list[dict]:
+    return workflow("pull-request.yml")["jobs"]["plan"]["steps"]
+
+
+def step_index(steps: list[dict], predicate) -> int:
+    (index,) = [i for i, step in enumerate(steps) if predicate(step)]
+    return index
+
+
+PR_REPORT_RUN = re.compile(r"\.ci/pr-report (\S+) (\S+) > (\S+)")
+
+
+def test_the_plan_job_uploads_the_report_pages_pr_report_writes_even_when_a_stack_fails():
+    steps = plan_steps()
+    report = step_index(steps, lambda s: ".ci/pr-report" in s.get("run", ""))
+    upload = step_index(steps, lambda s: s.get("uses", "").startswith("actions/upload-artifact"))
+    (_, folder, _) = PR_REPORT_RUN.fullmatch(steps[report]["run"]).groups()
+    assert report < upload
+    assert (steps[upload]["uses"], steps[upload]["id"], steps[upload]["if"]) == ("actions/upload-artifact@v4", "upload", "always()")
+    assert (steps[upload]["with"]["name"], steps[upload]["with"]["path"].rstrip("/")) == ("plan-report", folder)
+    assert 1 <= steps[upload]["with"]["retention-days"] <= 90
+
+
+def test_the_comment_is_posted_after_the_upload_with_the_link_to_the_pages():
+    steps = plan_steps()
+    upload = step_index(steps, lambda s: s.get("uses", "").startswith("actions/upload-artifact"))
+    comment = step_index(steps, lambda s: s.get("with", {}).get("header") == "fab-platform-plan")
+    link = step_index(steps, lambda s: "ARTIFACT_URL" in s.get("env", {}))
+    assert upload < link < comment
+    assert steps[link]["env"]["ARTIFACT_URL"] == "${{ steps.%s.outputs.artifact-url }}" % steps[upload]["id"]
+    assert (steps[link]["if"], steps[comment]["if"]) == ("always()", "always()")
+    assert f"> {steps[comment]['with']['path']}" in steps[link]["run"]
+
+
+def run_link_step(tmp_path: Path, url: str) -> list[str]:
+    """The comment the link step writes from pr-report's Markdown, for an upload that gave `url`."""
+    steps = plan_steps()
+    run = steps[step_index(steps, lambda s: "ARTIFACT_URL" in s.get("env", {}))]["run"]
+    (_, _, markdown) = PR_REPORT_RUN.fullmatch(steps[step_index(steps, lambda s: ".ci/pr-report" in s.get("run", ""))]["run"]).groups()
+    (tmp_path / markdown).write_text("## fab-platform plan\n\n### site-a\n")
+    subprocess.run(["bash", "-e", "-c", run], cwd=tmp_path, env={"ARTIFACT_URL": url, "PATH": "/usr/bin:/bin"}, check=True)
+    comment = steps[step_index(steps, lambda s: s.get("with", {}).get("header") == "fab-platform-plan")]["with"]["path"]
+    return (tmp_path / comment).read_text().splitlines()
+
+
+def test_the_comment_links_the_artifact_under_the_heading_and_says_how_to_open_it(tmp_path):
+    url = "https://github.com/o/r/actions/runs/1/artifacts/2"
+    heading, blank, link, *rest = run_link_step(tmp_path, url)
+    assert (heading, blank, rest) == ("## fab-platform plan", "", ["", "### site-a"])
+    assert f"[plan-report]({url})" in link
+    assert all(words in link for words in ("zip", "one folder per stack", "index.html", "offline"))
+
+
+def test_the_comment_says_so_when_no_pages_were_uploaded(tmp_path):
+    heading, _, link, *_ = run_link_step(tmp_path, "")
+    assert (heading, link) == ("## fab-platform plan", "Report pages: none uploaded (see the workflow run's log).")
+
+
 PR_REPORT = PROJECT_DIR / ".ci" / "pr-report"
 
 
