@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -97,3 +100,141 @@ def test_stack_names_come_from_the_stack_file(name):
     assert pulumi["with"]["stack-name"] == "${{ steps.stack.outputs.name }}"
     (step,) = [s for s in job["steps"] if s.get("id") == "stack"]
     assert "-m fabctl stack-name" in step["run"]
+
+
+def plan_steps() -> list[dict]:
+    return workflow("pull-request.yml")["jobs"]["plan"]["steps"]
+
+
+def step_index(steps: list[dict], predicate) -> int:
+    (index,) = [i for i, step in enumerate(steps) if predicate(step)]
+    return index
+
+
+PR_REPORT_RUN = re.compile(r"\.ci/pr-report (\S+) (\S+) > (\S+)")
+
+
+def test_the_plan_job_uploads_the_report_pages_pr_report_writes_even_when_a_stack_fails():
+    steps = plan_steps()
+    report = step_index(steps, lambda s: ".ci/pr-report" in s.get("run", ""))
+    upload = step_index(steps, lambda s: s.get("uses", "").startswith("actions/upload-artifact"))
+    (_, folder, _) = PR_REPORT_RUN.fullmatch(steps[report]["run"]).groups()
+    assert report < upload
+    assert (steps[upload]["uses"], steps[upload]["id"], steps[upload]["if"]) == ("actions/upload-artifact@v4", "upload", "always()")
+    assert (steps[upload]["with"]["name"], steps[upload]["with"]["path"].rstrip("/")) == ("plan-report", folder)
+    assert 1 <= steps[upload]["with"]["retention-days"] <= 90
+
+
+def test_the_comment_is_posted_after_the_upload_with_the_link_to_the_pages():
+    steps = plan_steps()
+    upload = step_index(steps, lambda s: s.get("uses", "").startswith("actions/upload-artifact"))
+    comment = step_index(steps, lambda s: s.get("with", {}).get("header") == "fab-platform-plan")
+    link = step_index(steps, lambda s: "ARTIFACT_URL" in s.get("env", {}))
+    assert upload < link < comment
+    assert steps[link]["env"]["ARTIFACT_URL"] == "${{ steps.%s.outputs.artifact-url }}" % steps[upload]["id"]
+    assert (steps[link]["if"], steps[comment]["if"]) == ("always()", "always()")
+    assert f"> {steps[comment]['with']['path']}" in steps[link]["run"]
+
+
+def run_link_step(tmp_path: Path, url: str) -> list[str]:
+    """The comment the link step writes from pr-report's Markdown, for an upload that gave `url`."""
+    steps = plan_steps()
+    run = steps[step_index(steps, lambda s: "ARTIFACT_URL" in s.get("env", {}))]["run"]
+    (_, _, markdown) = PR_REPORT_RUN.fullmatch(steps[step_index(steps, lambda s: ".ci/pr-report" in s.get("run", ""))]["run"]).groups()
+    (tmp_path / markdown).write_text("## fab-platform plan\n\n### site-a\n")
+    subprocess.run(["bash", "-e", "-c", run], cwd=tmp_path, env={"ARTIFACT_URL": url, "PATH": "/usr/bin:/bin"}, check=True)
+    comment = steps[step_index(steps, lambda s: s.get("with", {}).get("header") == "fab-platform-plan")]["with"]["path"]
+    return (tmp_path / comment).read_text().splitlines()
+
+
+def test_the_comment_links_the_artifact_under_the_heading_and_says_how_to_open_it(tmp_path):
+    url = "https://github.com/o/r/actions/runs/1/artifacts/2"
+    heading, blank, link, *rest = run_link_step(tmp_path, url)
+    assert (heading, blank, rest) == ("## fab-platform plan", "", ["", "### site-a"])
+    assert f"[plan-report]({url})" in link
+    assert all(words in link for words in ("zip", "one folder per stack", "index.html", "offline"))
+
+
+def test_the_comment_says_so_when_no_pages_were_uploaded(tmp_path):
+    heading, _, link, *_ = run_link_step(tmp_path, "")
+    assert (heading, link) == ("## fab-platform plan", "Report pages: none uploaded (see the workflow run's log).")
+
+
+PR_REPORT = PROJECT_DIR / ".ci" / "pr-report"
+
+
+def test_pr_report_is_valid_bash():
+    assert subprocess.run(["bash", "-n", str(PR_REPORT)], capture_output=True, text=True).stderr == ""
+
+
+def test_pr_report_without_a_report_folder_prints_its_usage_line_and_renders_nothing():
+    result = subprocess.run([str(PR_REPORT), ".base"], capture_output=True, text=True)
+    (usage,) = [line.removeprefix("# Usage: ") for line in PR_REPORT.read_text().splitlines() if line.startswith("# Usage: ")]
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.strip().endswith(f"usage: {usage}")
+
+
+FAKE_FABCTL = """#!/usr/bin/env bash
+# Stands in for `venv/bin/python -m fabctl`: logs each command, writes what the real one writes, and exits as
+# EXIT_<stack> says (report) or 0.
+shift 2
+echo "$*" >> "$LOG"
+command=$1; shift
+against=none
+while [ $# -gt 0 ]; do
+  case $1 in --stack) stack=$2 ;; --out) out=$2 ;; --against) against=$2 ;; esac
+  shift
+done
+case $command in
+  plan) mkdir -p "$out/$stack" && echo '{}' > "$out/$stack/plan.json" ;;
+  report) mkdir -p "$out" && echo page > "$out/index.html" && echo "wrote $out/index.html against $against" ;;
+  diff) echo "~ something (changed)" ;;
+esac
+code=EXIT_${stack//-/_}
+[ "$command" != report ] || exit "${!code:-0}"
+"""
+
+
+def run_pr_report(tmp_path: Path, exits: dict[str, int]) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """pr-report in a project of two stack files whose target branch has site-a only, with fabctl faked."""
+    project = tmp_path / "project"
+    (project / ".ci").mkdir(parents=True)
+    shutil.copy(PR_REPORT, project / ".ci" / "pr-report")
+    (project / "venv" / "bin").mkdir(parents=True)
+    (project / "venv" / "bin" / "python").write_text(FAKE_FABCTL)
+    (project / "venv" / "bin" / "python").chmod(0o755)
+    for stack in ("site-a", "site-b"):
+        (project / f"Pulumi.{stack}.yaml").write_text("config: {}\n")
+    (project / ".base").mkdir()
+    (project / ".base" / "Pulumi.site-a.yaml").write_text("config: {}\n")
+    log = tmp_path / "fabctl.log"
+    env = {"PATH": "/usr/bin:/bin", "LOG": str(log)} | {f"EXIT_{stack.replace('-', '_')}": str(code) for stack, code in exits.items()}
+    result = subprocess.run([".ci/pr-report", ".base", "reports"], cwd=project, env=env, capture_output=True, text=True)
+    return result, log.read_text().splitlines()
+
+
+def test_pr_report_writes_each_stacks_page_compared_with_the_target_branchs_plan(tmp_path):
+    result, commands = run_pr_report(tmp_path, {})
+    reports = [c for c in commands if c.startswith("report")]
+    assert result.returncode == 0
+    assert reports[0].startswith("report --stack site-a --out reports/site-a --against ")
+    assert reports[0].endswith("/base/site-a/plan.json")
+    assert reports[1] == "report --stack site-b --out reports/site-b"  # not on the target branch: no comparison
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.glob("project/reports/*/index.html")) == [
+        Path("project/reports/site-a/index.html"), Path("project/reports/site-b/index.html")]
+
+
+def test_pr_report_runs_the_guards_once_per_stack_only_in_the_report(tmp_path):
+    _, commands = run_pr_report(tmp_path, {})
+    assert [c.split()[0] for c in commands] == ["plan", "report", "diff", "report"]
+    assert "--no-policies --no-check" in commands[0] and "--project-dir .base" in commands[0]
+
+
+@pytest.mark.parametrize("code, says", [(4, "A mandatory policy is violated"), (5, "A protected resource is replaced or deleted"),
+                                        (6, "The deploy check found errors")])
+def test_a_failing_report_keeps_its_page_and_the_other_stacks_but_fails_pr_report(tmp_path, code, says):
+    result, commands = run_pr_report(tmp_path, {"site-a": code})
+    assert result.returncode == 1
+    assert f"**{says}**" in result.stdout.split("### site-b")[0]
+    assert [c.split()[0] for c in commands] == ["plan", "report", "diff", "report"]
+    assert (tmp_path / "project/reports/site-a/index.html").is_file() and (tmp_path / "project/reports/site-b/index.html").is_file()
