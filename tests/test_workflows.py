@@ -238,3 +238,11 @@ def test_a_failing_report_keeps_its_page_and_the_other_stacks_but_fails_pr_repor
     assert f"**{says}**" in result.stdout.split("### site-b")[0]
     assert [c.split()[0] for c in commands] == ["plan", "report", "diff", "report"]
     assert (tmp_path / "project/reports/site-a/index.html").is_file() and (tmp_path / "project/reports/site-b/index.html").is_file()
+
+
+def test_the_pull_request_tests_run_the_browser_tests_in_debians_chromium_without_skipping():
+    test = workflow("pull-request.yml")["jobs"]["test"]
+    installs = [step["run"] for step in test["steps"] if "apt-get install" in step.get("run", "")]
+    assert test["container"].endswith("-bookworm")
+    assert installs == ["apt-get update -q && apt-get install -y -q --no-install-recommends chromium"]
+    assert next(step for step in test["steps"] if step.get("run") == "make test")["env"]["FAB_REQUIRE_BROWSER"] == "1"
