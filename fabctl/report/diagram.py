@@ -34,7 +34,8 @@ def lanes(data: PageData) -> list[dict[str, Any]]:
                     "lines": cluster.components, "outside": False})
     known = {lane["key"] for lane in out}
     for source in sorted(sources - known):
-        out.append({"key": source, "title": source, "subtitle": "outside the site", "lines": [], "outside": True})
+        out.append({"key": source, "title": source, "subtitle": data.sources.get(source, "outside the site"), "lines": [],
+                    "outside": True})
     return out
 
 

@@ -167,6 +167,8 @@ class PageData:
     matrix: dict[str, dict[str, list[str]]]
     """source -> destination -> flow labels: who may open a connection to whom."""
     matrix_columns: list[str]
+    sources: dict[str, str]
+    """A flow source that is no cluster of the site -> what it is: the outside world, or a federated site's range."""
     tree: list[TreeEntry]
     inputs: list[dict[str, Any]]
     models: list[ModelRow]
@@ -241,6 +243,14 @@ def flow_matrix(plan: Plan, site: SiteConfig) -> tuple[dict[str, dict[str, list[
     rows += [key for key in columns if key in matrix]
     rows += sorted(key for key in matrix if key not in rows)
     return {source: dict(matrix[source]) for source in rows}, columns
+
+
+def outside_sources(site: SiteConfig) -> dict[str, str]:
+    """What each source of flows outside the site's clusters is: the world, or a range of a federated site."""
+    named = {WORLD: "outside the site"}
+    for peer, cidrs in sorted(site.federation.ranges.items()):
+        named.update({cidr: f"{peer} (federated site)" for cidr in cidrs})
+    return named
 
 
 def flow_list(plan: Plan) -> list[dict[str, Any]]:
@@ -348,7 +358,7 @@ def page_data(plan: Plan, site: SiteConfig, guards: Guards, changes: Diff | None
     return PageData(
         stack=plan.stack, site=site.name, domain=site.domain, phase=site.phase, active_profile=site.active_profile,
         profiles=profiles, clusters=cluster_rows(plan, site, tree), pools=pool_rows(site, profiles), flows=flow_list(plan),
-        matrix=matrix, matrix_columns=columns, tree=tree, inputs=inputs, models=models, inference_pools=inference_pools,
+        matrix=matrix, matrix_columns=columns, sources=outside_sources(site), tree=tree, inputs=inputs, models=models, inference_pools=inference_pools,
         quotas=quota_rows(site, profiles), guards=guards, changes=change_rows(changes) if changes is not None else None,
         compared_with=compared_with,
         kubernetes_objects=kubernetes_objects if kubernetes_objects is not None else len(plan.manifests()),

@@ -7,13 +7,13 @@ import json
 import pytest
 from helpers import render_small
 from report_site import report_site, with_protected_resource_gone
-from small_site import SERVING_REPO_TOKEN, small_site, with_argocd
+from small_site import SERVING_REPO_TOKEN, add_bucket, small_site, with_argocd
 
 from components.config import parse_site
 from fabctl.diff import diff
 from fabctl.render import Plan
 from fabctl.report import Guards, html, page_data
-from fabctl.report.model import REDACTED, resource_inputs
+from fabctl.report.model import REDACTED, outside_sources, resource_inputs
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +127,10 @@ def test_the_page_is_one_file_that_names_no_other(data):
     page = html(data)
     assert json.loads(page.split('<script type="application/json" id="inputs-data">')[1].split("</script>")[0]) == data.inputs
     assert ("src=" in page, "href=\"http" in page, "@import" in page, "url(http" in page) == (False, False, False, False)
+
+
+def test_a_federated_sites_range_is_named_as_that_site():
+    raw = small_site()
+    add_bucket(raw, "site-t-gold", "gold")
+    raw["federation"] = {"consumers": {"site-x": {}}, "ranges": {"site-x": ["10.200.0.0/16"]}}
+    assert outside_sources(parse_site(raw)) == {"world": "outside the site", "10.200.0.0/16": "site-x (federated site)"}
