@@ -249,7 +249,7 @@ def outside_sources(site: SiteConfig) -> dict[str, str]:
     """What each source of flows outside the site's clusters is: the world, or a range of a federated site."""
     named = {WORLD: "outside the site"}
     for peer, cidrs in sorted(site.federation.ranges.items()):
-        named.update({cidr: f"{peer} (federated site)" for cidr in cidrs})
+        named.update({str(cidr): f"{peer} (federated site)" for cidr in cidrs})
     return named
 
 
