@@ -279,12 +279,7 @@ def cmd_diff(args: argparse.Namespace, console: Console, err: Console) -> int:
         err.print("error: give --set PATH=VALUE, --unset PATH or --against PLAN_JSON", markup=False)
         return EXIT_USAGE
     if args.against:
-        path = Path(args.against)
-        if not path.is_file():
-            err.print(f"error: no plan at {path}; write one with: python -m fabctl plan --stack {args.stack} --out DIR", markup=False)
-            return EXIT_USAGE
-        saved = json.loads(path.read_text())
-        before: Plan | int = Plan(stack=saved["stack"], resources=saved["resources"], outputs=saved.get("outputs", {}))
+        before: Plan | int = _saved_plan(Path(args.against), args.stack, err)
     else:
         before = _render_or_report(args.stack, project, err)
     if isinstance(before, int):
@@ -338,10 +333,16 @@ def _git_ref_plan(stack: str, project: Path, ref: str, err: Console) -> tuple[Pl
     """The stack rendered as it is at a git ref of the project (its program and its stack file there), and how the
     report names it; a ref without the stack file is a new stack: an empty plan, so that everything is added."""
     with tempfile.TemporaryDirectory(prefix="fab-base-") as tmp:
-        archive = subprocess.run(["git", "-C", str(project), "archive", "--format=tar", ref], capture_output=True, check=False)
+        try:
+            archive = subprocess.run(["git", "-C", str(project), "archive", "--format=tar", ref], capture_output=True, check=False)
+        except FileNotFoundError:
+            err.print("error: --base needs git on the PATH; or compare with a saved plan: --against PLAN_JSON",
+                      markup=False, highlight=False)
+            return EXIT_USAGE
         if archive.returncode != 0:
-            err.print(f"error: --base {ref}: {archive.stderr.decode(errors='replace').strip() or 'git archive failed'}; "
-                      "give a branch, tag or commit of this repository", markup=False, highlight=False)
+            said = archive.stderr.decode(errors="replace").strip().splitlines()
+            err.print(f"error: --base {ref}: {said[-1] if said else 'git archive failed'}; give a branch, tag or commit of the "
+                      "project's git repository, or compare with a saved plan: --against PLAN_JSON", markup=False, highlight=False)
             return EXIT_USAGE
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(tmp, filter="data")
@@ -355,6 +356,26 @@ def _git_ref_plan(stack: str, project: Path, ref: str, err: Console) -> tuple[Pl
             return EXIT_USAGE
 
 
+def _saved_plan(path: Path, stack: str, err: Console) -> Plan | int:
+    """A plan.json written by `fabctl plan` for `stack`, or the exit status after saying what is wrong with it."""
+    write_one = f"write one with: python -m fabctl plan --stack {stack} --out DIR"
+    if not path.is_file():
+        err.print(f"error: no plan at {path}; {write_one}", markup=False, highlight=False)
+        return EXIT_USAGE
+    try:
+        saved = json.loads(path.read_text())
+        plan = Plan(stack=saved["stack"], resources=list(saved["resources"]), outputs=saved.get("outputs") or {})
+    except (ValueError, KeyError, TypeError) as exc:
+        reason = f"no {exc} key" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        err.print(f"error: {path} is not a plan that fabctl plan writes ({reason}); {write_one}", markup=False, highlight=False)
+        return EXIT_USAGE
+    if plan.stack != stack:
+        err.print(f"error: {path} is the plan of stack {plan.stack}, not {stack}: compare a stack with a plan of its own",
+                  markup=False, highlight=False)
+        return EXIT_USAGE
+    return plan
+
+
 def cmd_report(args: argparse.Namespace, console: Console, err: Console) -> int:
     """Write the plan report page; exit as plan and diff would on what it shows (a mandatory policy, a check error,
     a protected resource replaced or deleted), after writing it."""
@@ -364,13 +385,8 @@ def cmd_report(args: argparse.Namespace, console: Console, err: Console) -> int:
         return source
     before: tuple[Plan, str] | int | None = None
     if args.against:
-        path = Path(args.against)
-        if not path.is_file():
-            err.print(f"error: no plan at {path}; write one with: python -m fabctl plan --stack {args.stack} --out DIR",
-                      markup=False, highlight=False)
-            return EXIT_USAGE
-        saved = json.loads(path.read_text())
-        before = Plan(stack=saved["stack"], resources=saved["resources"], outputs=saved.get("outputs", {})), str(path)
+        saved = _saved_plan(Path(args.against), args.stack, err)
+        before = saved if isinstance(saved, int) else (saved, str(args.against))
     elif args.base:
         before = _git_ref_plan(args.stack, project, args.base, err)
     if isinstance(before, int):
@@ -394,19 +410,23 @@ def cmd_report(args: argparse.Namespace, console: Console, err: Console) -> int:
             return checked
         guards.check = checked
         guards.warnings = [f"check.accept: {line}" for line in checked.unmatched]
-    changes = diff(before[0], plan) if before else None
-    data = page_data(plan, site, guards, changes, before[1] if before else None,
+    data = page_data(plan, site, guards, *(before or (None, None)),
                      kubernetes_objects=guards.check.objects if guards.check else None)
-    path = write_report(data, Path(args.out))
-    console.print(f"wrote {path}: {len(data.clusters)} clusters, {data.resource_count} resources, "
-                  f"{len(guards.policies or [])} policy violations, {len(guards.check.errors) if guards.check else 0} check errors"
+    try:
+        path = write_report(data, Path(args.out))
+    except OSError as exc:
+        err.print(f"error: cannot write the report to {args.out}: {exc.strerror or exc}", markup=False, highlight=False)
+        return EXIT_USAGE
+    policies = "policies not run" if guards.policies is None else f"{len(guards.policies)} policy violations"
+    checked_line = "check not run" if guards.check is None else f"{len(guards.check.errors)} check errors"
+    console.print(f"wrote {path}: {len(data.clusters)} clusters, {data.resource_count} resources, {policies}, {checked_line}"
                   + (f", {len(data.changes)} changes against {data.compared_with}" if data.changes is not None else ""),
                   markup=False, highlight=False)
     if any(v.mandatory for v in guards.policies or []):
         return EXIT_POLICY
     if guards.check is not None and guards.check.errors:
         return EXIT_CHECK
-    return EXIT_DANGER if changes is not None and changes.dangerous else 0
+    return EXIT_DANGER if data.dangerous_changes else 0
 
 
 def _serving_tree(args: argparse.Namespace, err: Console) -> dict[str, Any] | int:

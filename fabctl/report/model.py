@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from components.config import SiteConfig
 from fabctl.check import Report as CheckReport
-from fabctl.diff import Diff
+from fabctl.diff import diff
 from fabctl.graph import WORLD, components_by_cluster, flows
 from fabctl.policy import Violation
 from fabctl.render import HELM_RELEASE_TYPE, Plan
@@ -21,21 +21,30 @@ BASE_PROFILE = "(base config)"
 """The column of a site without profiles: what `pulumi up` applies."""
 REDACTED = "[redacted]"
 SECRET_MARK = "[secret]"
-_SENSITIVE_KEY = re.compile(
-    r"(password|passwd|secret[_-]?key|private[_-]?key|access[_-]?key|client[_-]?secret|auth[_-]?token|bearer|bcrypt|^token$)",
-    re.IGNORECASE,
-)
-"""Input keys whose string values the page never shows, even where the program did not mark them secret."""
+CREDENTIAL_KEYS = frozenset({
+    "password", "passwd", "secret", "secretkey", "secretaccesskey", "accesskey", "privatekey", "clientsecret", "token",
+    "authtoken", "bearertoken", "apikey", "credentials", "bcrypthash",
+})
+"""Input keys (lower case, without `_` and `-`) that name a credential: a text under one is never shown, even where the
+program did not mark it secret. A key that names where a credential is kept (`secretKeyRef`, `passwordSecret`,
+`passwordKey`) is no credential: reviewers need to see which Secret a pod reads."""
+_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@", re.IGNORECASE)
 
 
-def redacted(value: Any, secret_data: bool = False) -> Any:
-    """`value` with every secret hidden: Pulumi secrets (already `[secret]` in a render), the values of a Secret's
-    data, and any string under a key that names a credential."""
+def _names_credential(key: Any) -> bool:
+    return isinstance(key, str) and key.lower().replace("_", "").replace("-", "") in CREDENTIAL_KEYS
+
+
+def redacted(value: Any) -> Any:
+    """`value` with every secret hidden: Pulumi secrets (already `[secret]` in a render), any text under a key that
+    names a credential, and the password of a URL (`postgres://user:password@host`)."""
     if isinstance(value, dict):
-        return {key: (_hide(item) if secret_data or (isinstance(key, str) and _SENSITIVE_KEY.search(key)) else redacted(item))
+        return {key: (_hide(item) if _names_credential(key) and not isinstance(item, dict | list) else redacted(item))
                 for key, item in value.items()}
     if isinstance(value, list):
-        return [redacted(item, secret_data) for item in value]
+        return [redacted(item) for item in value]
+    if isinstance(value, str):
+        return _URL_PASSWORD.sub(rf"\g<head>{REDACTED}@", value)
     return value
 
 
@@ -181,6 +190,13 @@ class PageData:
     kubernetes_objects: int
     objects_include_charts: bool
     """Whether `kubernetes_objects` counts the objects the Helm releases install (the deploy check rendered them)."""
+    releases_not_rendered: int
+    """Releases whose objects `kubernetes_objects` lacks: the deploy check had no package of their chart."""
+
+    @property
+    def dangerous_changes(self) -> list[ChangeRow]:
+        """Protected resources that would be replaced or deleted: what makes `fabctl diff` exit 5."""
+        return [c for c in self.changes or [] if c.protected and c.action in ("replaced", "deleted")]
 
     @property
     def resource_count(self) -> int:
@@ -192,14 +208,13 @@ class PageData:
 
 
 def site_profiles(site: SiteConfig) -> list[str]:
-    """The profiles to show, the active one first; the base config alone where the site has none."""
+    """The profiles to show, what `pulumi up` applies first: the active profile, else the base config (then the
+    profiles, as switches on a schedule or a later `active_profile` apply them)."""
     names = list(site.profiles)
-    if not names:
-        return [BASE_PROFILE]
-    if site.active_profile in names:
-        names.remove(site.active_profile)
-        names.insert(0, site.active_profile)
-    return names
+    if site.active_profile not in names:  # `pulumi up` applies the base config
+        return [BASE_PROFILE, *names]
+    names.remove(site.active_profile)
+    return [site.active_profile, *names]
 
 
 def _profile_arg(profile: str) -> str | None:
@@ -326,7 +341,7 @@ def quota_rows(site: SiteConfig, profiles: list[str]) -> list[QuotaRow]:
         for team, clusters in site.team_quotas(_profile_arg(profile)).items():
             for cluster, quota in clusters.items():
                 rows.append(QuotaRow(team, cluster, profile, quota.gpus, quota.borrowing_limit_gpus, quota.lending_limit_gpus))
-        for remote in site.remote_teams().values():
+        for remote in site.remote_teams(linked_only=True).values():  # as the program sets them up
             for cluster, quota in remote.quotas.items():
                 rows.append(QuotaRow(remote.team, cluster, profile, quota.gpus, quota.borrowing_limit_gpus,
                                      quota.lending_limit_gpus, peer=remote.peer))
@@ -348,28 +363,33 @@ def config_warnings(site: SiteConfig, models: list[ModelRow]) -> list[str]:
     return out
 
 
-def page_data(plan: Plan, site: SiteConfig, guards: Guards, changes: Diff | None = None, compared_with: str | None = None,
+def page_data(plan: Plan, site: SiteConfig, guards: Guards, before: Plan | None = None, compared_with: str | None = None,
               kubernetes_objects: int | None = None) -> PageData:
+    """Everything the page shows; with `before` (a render to compare with, named `compared_with`), what changes."""
     profiles = site_profiles(site)
     tree, inputs = resource_tree(plan)
     matrix, columns = flow_matrix(plan, site)
     models, inference_pools = model_rows(site, profiles)
-    guards.warnings = [*config_warnings(site, models), *guards.warnings]
+    guards = replace(guards, warnings=[*config_warnings(site, models), *guards.warnings])
     return PageData(
         stack=plan.stack, site=site.name, domain=site.domain, phase=site.phase, active_profile=site.active_profile,
         profiles=profiles, clusters=cluster_rows(plan, site, tree), pools=pool_rows(site, profiles), flows=flow_list(plan),
         matrix=matrix, matrix_columns=columns, sources=outside_sources(site), tree=tree, inputs=inputs, models=models, inference_pools=inference_pools,
-        quotas=quota_rows(site, profiles), guards=guards, changes=change_rows(changes) if changes is not None else None,
+        quotas=quota_rows(site, profiles), guards=guards, changes=change_rows(before, plan) if before is not None else None,
         compared_with=compared_with,
         kubernetes_objects=kubernetes_objects if kubernetes_objects is not None else len(plan.manifests()),
         objects_include_charts=kubernetes_objects is not None,
+        releases_not_rendered=len(guards.check.missing) if guards.check is not None else 0,
     )
 
 
-def change_rows(result: Diff) -> list[ChangeRow]:
-    short = lambda urn: urn.rsplit("::", 1)[-1]
+def change_rows(before: Plan, after: Plan) -> list[ChangeRow]:
+    """What `fabctl diff` finds between two renders, resource by resource: the components (and the stack) that group
+    them are left out, as they are in the resource tree, so that a new stack adds as many resources as it has."""
+    result = diff(before, after)
+    custom = {r["urn"] for plan in (before, after) for r in plan.resources if r["custom"]}
     rows = []
     for action, changes in (("replaced", result.replaced), ("deleted", result.removed), ("changed", result.changed),
                             ("added", result.added), ("handed over", result.handed_over)):
-        rows += [ChangeRow(action, short(c.urn), c.type, c.protected, list(c.paths)) for c in changes]
+        rows += [ChangeRow(action, c.urn.rsplit("::", 1)[-1], c.type, c.protected, list(c.paths)) for c in changes if c.urn in custom]
     return rows

@@ -17,11 +17,18 @@ HERE = Path(__file__).parent
 PAGE_NAME = "index.html"
 
 
+def noun(count: int, one: str, many: str) -> str:
+    """`one` or `many`, as `count` asks: the page's cards read "1 model served", "2 models served"."""
+    return one if count == 1 else many
+
+
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True,
     )
+    environment.filters["noun"] = noun
+    return environment
 
 
 def html(data: PageData) -> str:
@@ -40,7 +47,6 @@ def html(data: PageData) -> str:
         quotas[(quota.team, quota.peer, quota.cluster)][quota.profile] = quota
     mandatory = sum(1 for v in data.guards.policies or [] if v.mandatory)
     check_errors = len(data.guards.check.errors) if data.guards.check is not None else 0
-    dangerous = sum(1 for c in data.changes or [] if c.protected and c.action in ("replaced", "deleted"))
     findings = sorted(data.guards.check.findings, key=lambda f: (not f.blocking, f.severity != "error", f.cluster, f.rule, f.subject)) \
         if data.guards.check is not None else []
     counts = Counter(c.action for c in data.changes or [])
@@ -56,7 +62,8 @@ def html(data: PageData) -> str:
         mandatory=mandatory,
         blocking=mandatory + check_errors,
         guard_state="bad" if mandatory + check_errors else "",
-        dangerous=dangerous,
+        dangerous=len(data.dangerous_changes),
+        handed_over=sum(1 for c in data.changes or [] if c.action == "handed over"),
         findings=findings,
         change_counts=[(action, counts[action]) for action in ("added", "changed", "replaced", "deleted", "handed over") if counts[action]],
     )

@@ -53,18 +53,38 @@ def test_the_report_is_written_and_summed_up(written):
     changes = run.stdout.split(", ")[-1]
     assert (run.returncode, run.stderr) == (0, "")
     assert run.stdout.startswith(f"wrote {out / 'index.html'}: 3 clusters, ")
-    assert run.stdout.endswith(" resources, 0 policy violations, 0 check errors, " + changes)
+    assert run.stdout.endswith(" resources, 0 policy violations, check not run, " + changes)
     assert (out / "index.html").is_file()
 
 
-def test_a_ref_without_the_stack_file_shows_the_whole_stack_added(written):
-    """Every resource and every component is new: nothing is changed, replaced or deleted."""
+def test_a_ref_without_the_stack_file_shows_every_resource_added(written):
     run, out = written
     resources = int(run.stdout.split(" resources,")[0].rsplit(" ", 1)[-1])
-    changes = int(run.stdout.rsplit(", ", 1)[-1].split()[0])
-    assert run.stdout.endswith(f", {changes} changes against HEAD (no Pulumi.site-t.yaml there: a new stack)\n")
-    assert changes > resources > 0
-    assert f"Against HEAD (no Pulumi.site-t.yaml there: a new stack): {changes} added." in (out / "index.html").read_text()
+    assert resources > 0
+    assert run.stdout.endswith(f", {resources} changes against HEAD (no Pulumi.site-t.yaml there: a new stack)\n")
+    assert f"Against HEAD (no Pulumi.site-t.yaml there: a new stack): {resources} added." in (out / "index.html").read_text()
+
+
+def test_against_a_ref_the_changed_inputs_are_named(project, tmp_path):
+    """The stack at the ref (its program and stack file there) against the work tree's: yield's quota by day changed, in its
+    ClusterQueue and in what the scheduled switch to day applies."""
+    (tmp_path / "repository").mkdir()
+    repository = copy_project(tmp_path / "repository")
+    site = report_site()
+    (repository / "Pulumi.site-t.yaml").write_text(yaml.safe_dump({"config": {SITE_KEY: site}}))
+    git(repository, "init", "-q")
+    git(repository, "add", "-A")
+    git(repository, "commit", "-qm", "site-t")
+    site["training"]["quotas"]["yield"]["gpu"]["gpus"] = 6
+    (repository / "Pulumi.site-t.yaml").write_text(yaml.safe_dump({"config": {SITE_KEY: site}}))
+    run = fabctl("report", "--stack", "site-t", "--project-dir", str(repository), "--out", str(tmp_path / "report"), "--base",
+                 "HEAD", "--no-check", "--no-policies")
+    page = (tmp_path / "report" / "index.html").read_text()
+    quota = "spec.resourceGroups[0].flavors[0].resources[{}].nominalQuota"
+    assert (run.returncode, run.stdout.endswith(", policies not run, check not run, 2 changes against HEAD\n")) == (0, True)
+    assert ('<td>changed</td><td>training-gpu-queue-yield</td><td>kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue</td>'
+            f'<td>{", ".join(quota.format(i) for i in range(3))}</td>') in page
+    assert '<td>changed</td><td>profiles-gpu-objects-day</td><td>kubernetes:core/v1:ConfigMap</td><td>data.objects.yaml</td>' in page
 
 
 def test_exits_5_after_writing_the_page_when_a_protected_resource_would_be_deleted(project, tmp_path):
@@ -91,7 +111,8 @@ def test_fails_when_the_base_is_no_ref_of_the_repository(project, tmp_path):
                  "--no-check")
     assert run.returncode == 2
     assert run.stderr.startswith("error: --base no-such-ref: ")
-    assert run.stderr.endswith("; give a branch, tag or commit of this repository\n")
+    assert run.stderr.endswith("; give a branch, tag or commit of the project's git repository, or compare with a saved "
+                               "plan: --against PLAN_JSON\n")
     assert not (tmp_path / "index.html").exists()
 
 
@@ -108,3 +129,29 @@ def test_the_deploy_checks_result_is_on_the_page(project, chart_dir, helm, tmp_p
     page = (tmp_path / "index.html").read_text()
     assert run.returncode == 0
     assert '<p id="check-state" class="good">check site-t: 0 errors, ' in page
+
+
+def test_fails_when_the_saved_plan_is_another_stacks(project, tmp_path):
+    saved = tmp_path / "plan.json"
+    saved.write_text(json.dumps({"stack": "site-a", "resources": [], "outputs": {}}))
+    run = fabctl("report", "--stack", "site-t", "--project-dir", str(project), "--out", str(tmp_path), "--against", str(saved),
+                 "--no-check")
+    assert (run.returncode, run.stderr) == (
+        2, f"error: {saved} is the plan of stack site-a, not site-t: compare a stack with a plan of its own\n")
+
+
+def test_fails_when_the_saved_plan_is_no_plan(project, tmp_path):
+    saved = tmp_path / "plan.json"
+    saved.write_text(json.dumps({"resources": []}))
+    run = fabctl("report", "--stack", "site-t", "--project-dir", str(project), "--out", str(tmp_path), "--against", str(saved),
+                 "--no-check")
+    assert (run.returncode, run.stderr) == (
+        2, (f"error: {saved} is not a plan that fabctl plan writes (no 'stack' key); write one with: python -m fabctl plan "
+            "--stack site-t --out DIR\n"))
+
+
+def test_fails_when_the_report_cannot_be_written(project, tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("a file, not a folder")
+    run = fabctl("report", "--stack", "site-t", "--project-dir", str(project), "--out", str(taken), "--no-check", "--no-policies")
+    assert (run.returncode, run.stderr) == (2, f"error: cannot write the report to {taken}: File exists\n")

@@ -8,10 +8,10 @@ import json
 import pytest
 from helpers import render_small
 from PIL import Image
+from playwright.sync_api import expect
 from report_site import report_site, with_protected_resource_gone
 
 from components.config import parse_site
-from fabctl.diff import diff
 from fabctl.policy import analyze_counted
 from fabctl.render import Plan
 from fabctl.report import Guards, page_data, write
@@ -26,7 +26,7 @@ def report(tmp_path_factory):
     violations, policies = analyze_counted(plan)
     saved = with_protected_resource_gone(plan.to_json())
     before = Plan(stack=saved["stack"], resources=saved["resources"], outputs=saved["outputs"])
-    data = page_data(plan, site, Guards(policies=violations, policy_count=policies), diff(before, plan), "plan.json")
+    data = page_data(plan, site, Guards(policies=violations, policy_count=policies), before, "plan.json")
     return write(data, tmp_path_factory.mktemp("report")), data
 
 
@@ -97,6 +97,7 @@ def test_opening_a_secret_shows_its_inputs_with_the_values_hidden(opened, report
     opened.page.fill("#filter", secret.logical_name)
     resource = opened.page.locator(f'#tree li.resource[data-index="{secret.index}"] details')
     resource.locator("summary").click()
+    expect(resource.locator("pre.inputs")).not_to_be_empty()  # filled when the toggle event comes, a task later
     shown = json.loads(resource.locator("pre.inputs").inner_text())
     hidden = {**shown.get("data", {}), **shown.get("stringData", {})}
     assert shown == data.inputs[secret.index]

@@ -7,13 +7,12 @@ import json
 import pytest
 from helpers import render_small
 from report_site import report_site, with_protected_resource_gone
-from small_site import SERVING_REPO_TOKEN, add_bucket, small_site, with_argocd
+from small_site import SERVING_REPO_TOKEN, add_bucket, small_site, with_argocd, write_flow_table
 
 from components.config import parse_site
-from fabctl.diff import diff
 from fabctl.render import Plan
 from fabctl.report import Guards, html, page_data
-from fabctl.report.model import REDACTED, outside_sources, resource_inputs
+from fabctl.report.model import REDACTED, config_warnings, outside_sources, quota_rows, resource_inputs
 
 
 @pytest.fixture(scope="module")
@@ -92,10 +91,21 @@ def test_a_secrets_values_are_hidden_even_where_they_are_not_pulumi_secrets():
                                          "stringData": {"token": REDACTED, "ca.crt": "[secret]"}, "data": {"x": REDACTED}}
 
 
-def test_a_value_under_a_key_that_names_a_credential_is_hidden():
-    resource = {"inputs": {"values": {"auth": {"password": "hunter2", "passwordSecret": {"name": "pg"}, "enabled": True}}}}
-    assert resource_inputs(resource) == {"values": {"auth": {"password": REDACTED, "passwordSecret": {"name": REDACTED},
-                                                             "enabled": True}}}
+def test_a_text_under_a_key_that_names_a_credential_is_hidden():
+    resource = {"inputs": {"values": {"auth": {"password": "hunter2", "client_secret": "s3cr3t", "enabled": True}}}}
+    assert resource_inputs(resource) == {"values": {"auth": {"password": REDACTED, "client_secret": REDACTED, "enabled": True}}}
+
+
+def test_where_a_credential_is_kept_stays_visible():
+    """Reviewers see which Secret a pod reads: a reference to a credential is no credential."""
+    env = {"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {"name": "polaris-db", "key": "password"}}}
+    resource = {"inputs": {"spec": {"env": [env], "passwordSecret": {"name": "pg"}, "passwordKey": "password"}}}
+    assert resource_inputs(resource) == resource["inputs"]
+
+
+def test_the_password_of_a_url_is_hidden():
+    resource = {"inputs": {"data": {"uri": "postgresql://polaris:hunter2@pg-rw.polaris:5432/polaris"}}}
+    assert resource_inputs(resource) == {"data": {"uri": "postgresql://polaris:[redacted]@pg-rw.polaris:5432/polaris"}}
 
 
 def test_the_page_never_holds_a_secret_config_value():
@@ -118,7 +128,7 @@ def test_deleting_a_protected_resource_is_a_protected_change(site_and_plan):
     site, plan = site_and_plan
     saved = with_protected_resource_gone(plan.to_json())
     before = Plan(stack=saved["stack"], resources=saved["resources"], outputs=saved["outputs"])
-    data = page_data(plan, site, Guards(), diff(before, plan), "plan.json")
+    data = page_data(plan, site, Guards(), before, "plan.json")
     assert [(c.action, c.logical_name, c.protected) for c in data.changes] == [
         ("deleted", "storage-bucket-site-t-checkpoints-old", True)]
 
@@ -134,3 +144,45 @@ def test_a_federated_sites_range_is_named_as_that_site():
     add_bucket(raw, "site-t-gold", "gold")
     raw["federation"] = {"consumers": {"site-x": {}}, "ranges": {"site-x": ["10.200.0.0/16"]}}
     assert outside_sources(parse_site(raw)) == {"world": "outside the site", "10.200.0.0/16": "site-x (federated site)"}
+
+
+def test_without_an_active_profile_the_base_config_comes_first():
+    """`pulumi up` applies the base config; the profiles are what a schedule switches to."""
+    raw = report_site()
+    del raw["active_profile"]
+    assert page_data(render_small(raw), parse_site(raw), Guards()).profiles == ["(base config)", "day", "night"]
+
+
+def test_nodes_a_profile_moves_are_counted_in_their_new_pool():
+    raw = report_site()
+    raw["gpu"]["gpu"]["nodes"]["gpu-inf-2"] = {"gpu_type": "h100", "gpus": 8, "pool": "inference"}
+    raw["profiles"]["night"]["node_pools"] = {"gpu": {"gpu-inf-2": "training"}}
+    del raw["profile_schedule"]  # a scheduled switch never moves nodes: `pulumi up` with active_profile night does
+    data = page_data(render_small(raw), parse_site(raw), Guards())
+    assert [(p.pool, p.profile, p.nodes, p.gpus) for p in data.pools] == [
+        ("inference", "day", 2, 16), ("training", "day", 1, 8), ("inference", "night", 1, 8), ("training", "night", 2, 16)]
+
+
+def test_a_peers_team_has_quotas_here_only_once_the_peer_is_linked():
+    raw = report_site()
+    add_bucket(raw, "site-t-gold", "gold")
+    raw["federation"] = {"peers": {"site-x": {"remote_training": {"yield": {"gpu": {"gpus": 0, "borrowing_limit_gpus": 4}}}}},
+                         "ranges": {"site-x": ["10.200.0.0/16"]}}
+    unlinked = parse_site(raw)
+    raw["federation"]["linked"] = ["site-x"]
+    linked = parse_site(raw)  # the render would read site-x's consent from its stack: the quotas come from the config
+    assert [q.peer for q in quota_rows(unlinked, ["day", "night"])] == [None, None]
+    assert config_warnings(unlinked, []) == [("federation.peers.site-x: its teams' quotas (yield) take effect once site-x "
+                                              "is in federation.linked")]
+    assert [(q.team, q.peer, q.cluster, q.profile, q.gpus, q.borrowing_limit_gpus)
+            for q in quota_rows(linked, ["day", "night"]) if q.peer] == [
+        ("yield", "site-x", "gpu", "day", 0, 4), ("yield", "site-x", "gpu", "night", 0, 4)]
+
+
+def test_a_flows_description_is_escaped_in_the_diagram_and_the_table():
+    raw = report_site()
+    write_flow_table(raw)
+    raw["flows"]["inference"]["description"] = "<img src=x onerror=alert(1)>"
+    page = html(page_data(render_small(raw), parse_site(raw), Guards()))
+    assert "<img src=x" not in page
+    assert page.count("&lt;img src=x onerror=alert(1)&gt;") == 2
