@@ -186,3 +186,7 @@ def test_a_flows_description_is_escaped_in_the_diagram_and_the_table():
     page = html(page_data(render_small(raw), parse_site(raw), Guards()))
     assert "<img src=x" not in page
     assert page.count("&lt;img src=x onerror=alert(1)&gt;") == 2
+
+
+def test_the_page_says_which_guard_did_not_run(data):
+    assert '<span class="muted" id="guards-not-run">(policy pack and deploy check not run)</span>' in html(data)
