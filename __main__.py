@@ -58,6 +58,7 @@ network = CrossClusterNetwork(
     "network",
     CrossClusterNetworkArgs(
         site=site_ref, clusters=providers.clusters, cluster_configs=site.clusters, flows=site.flow_table(), adopt=site.adopt,
+        global_services=site.global_services_enabled(),
     ),
 )
 PreviewAccess("preview-access", PreviewAccessArgs(clusters=providers.clusters, adopt=site.adopt))
@@ -143,6 +144,12 @@ compute = ComputeCluster(
         ray_tokens=ray_tokens,
     ),
 )
+# ClusterMesh global services (phase 5): compute and the GPU clusters repeat Polaris's Service, compute the gateway's.
+if storage.polaris_global_service is not None:
+    network.consume_global_service(storage.polaris_global_service, site.keys_with_role("compute", "gpu", "gpu-train"))
+if inference is not None and inference.gateway_global_service is not None:
+    network.consume_global_service(inference.gateway_global_service, [compute_cluster.key],
+                                   after={compute_cluster.key: [compute.gateway]})
 # GPU notebooks (phase 4): their own hub on a GPU cluster, reached through the compute ingress.
 notebooks_config = site.compute.jupyterhub.gpu_notebooks
 notebooks = GpuNotebooks(

@@ -135,3 +135,22 @@ NOTEBOOKS_PROXY_TARGET_PORT = 8000
 RAY_TOKEN_KEY = "auth_token"
 """The key of a team's Ray token in its Secrets: KubeRay's `authOptions.secretName` reads this key (components/ray.py),
 and Jupyter servers find the token in a file of this name (components/engines/jupyterhub.py)."""
+
+GLOBAL_SERVICE_ANNOTATION = "service.cilium.io/global"
+"""Cilium ClusterMesh: a Service of this name and namespace in every cluster that carries `"true"` is one global service,
+load-balanced across the backends of every cluster that shares them (Cilium docs, "Load-balancing with Global Services")."""
+SHARED_SERVICE_ANNOTATION = "service.cilium.io/shared"
+"""`"false"`: the cluster's own backends of a global service are not offered to the other clusters (consumers set it)."""
+AFFINITY_SERVICE_ANNOTATION = "service.cilium.io/affinity"
+"""`"local"`: the cluster's load balancer prefers its own healthy backends of a global service, remote ones only when none
+is (Cilium docs, "Service Affinity")."""
+POLARIS_SERVICE = "polaris-rest"
+"""Polaris's REST endpoint Service in Polaris's namespace: the LoadBalancer at its VIP on storage and, with global services,
+a ClusterMesh global service whose namespace and name every client cluster repeats (`polaris-rest.<namespace>.svc`)."""
+POLARIS_PORT_NAME = "rest"
+"""The name of that Service's port, the same on every cluster: Cilium pairs a global service's backends by port name."""
+INFERENCE_GATEWAY_SERVICE = "inference-gateway"
+"""The inference gateway's Envoy Service in GATEWAY_NAMESPACE on the serving cluster (named by its EnvoyProxy) and, with
+global services, the same-named global service on compute."""
+ENVOY_HTTPS_PORT_NAME = f"https-{HTTPS_PORT}"
+"""How Envoy Gateway names the Service port of an HTTPS listener (`<protocol>-<port>`)."""

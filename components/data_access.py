@@ -181,7 +181,13 @@ def s3_endpoint_internal(domain: str, store: ObjectStoreConfig) -> str:
 
 
 def catalog_uri(domain: str, polaris: PolarisConfig) -> str:
-    return f"http://{names.POLARIS_HOST(domain)}:{polaris.port}/api/catalog"
+    """Polaris's REST catalog under its published name (`polaris.<domain>`, its VIP)."""
+    return catalog_uri_at(names.POLARIS_HOST(domain), polaris)
+
+
+def catalog_uri_at(host: str, polaris: PolarisConfig) -> str:
+    """Polaris's REST catalog at `host` (its published name, or a global service's cluster-local name)."""
+    return f"http://{host}:{polaris.port}/api/catalog"
 
 
 def polaris_setup_plan(storage: StorageConfig, s3_endpoint: str, region: str, principals: dict[str, str]) -> dict[str, Any]:

@@ -184,7 +184,7 @@ class SiteFederation(pulumi.ComponentResource):
             principals[consumer] = {"client_id": client_id, "client_secret": client_secret}
         self.exports = pulumi.Output.secret({
             "site": site.name,
-            "catalog_uri": args.storage.catalog_uri,
+            "catalog_uri": args.storage.published_catalog_uri,
             "warehouse": args.storage.warehouse,
             "gold_namespace": "gold",
             "s3_endpoint": args.storage.s3_endpoint_internal,

@@ -12,7 +12,7 @@ rate limit service's are in components/airgap/observability.py.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -30,6 +30,9 @@ from components.kube import (
 )
 from components.monitors import rate_limit_near_env
 from components.registry import Registry
+
+if TYPE_CHECKING:
+    from components.network import GlobalService
 
 ROUTES_LABEL = "fab.internal/gateway"
 """Namespace label naming the Gateway whose routes the namespace may attach."""
@@ -62,13 +65,15 @@ def https_listener(name: str, hostname: str, tls_secret: str, gateway: str) -> d
 def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption, gateway: str, gateway_class: str,
                   description: str, service_labels: dict[str, str], vip: str, listeners: list[dict[str, Any]],
                   registry: Registry, global_rate_limits: bool = False,
-                  near_limit_percent: int | None = None) -> k8s.apiextensions.CustomResource:
+                  near_limit_percent: int | None = None, service: GlobalService | None = None) -> k8s.apiextensions.CustomResource:
     """Envoy Gateway and one Gateway named `gateway` in envoy-gateway-system of the cluster `opts` deploy to; returns the Gateway.
 
     `global_rate_limits` runs the rate limit service with its counter store, so that the gateway's routes can
     use `rateLimit.global` (counted once across all proxies); without it Envoy Gateway refuses global limits.
     `near_limit_percent` is the share of a limit above which the service counts hits as near the limit (the rate-limit
     saturation alert's threshold); defaults to the service's own 80.
+    `service` names the proxies' Service and announces it as that ClusterMesh global service; by default Envoy Gateway
+    names it and it is the cluster's own.
     """
     ns = namespace(f"{prefix}-ns-{GATEWAY_NAMESPACE}", GATEWAY_NAMESPACE, opts, adopt=adopt, registry=registry)
     in_ns = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns]))
@@ -97,11 +102,12 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
                 "kubernetes": {
                     "envoyDeployment": proxy_deployment(registry),
                     "envoyService": {
+                        **({"name": service.name} if service else {}),
                         "type": "LoadBalancer",
                         # Keeps the caller's address, which the cross-cluster flow rules match on.
                         "externalTrafficPolicy": "Local",
                         "labels": service_labels,
-                        "annotations": {"lbipam.cilium.io/ips": vip},
+                        "annotations": {"lbipam.cilium.io/ips": vip, **(service.backend_annotations() if service else {})},
                     },
                 },
             }

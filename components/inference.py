@@ -31,13 +31,13 @@ import pulumi_kubernetes as k8s
 from components import routing, serving, versions
 from components.capacity import ModelCapacity
 from components.config import AdoptConfig, InferenceConfig, names
-from components.constants import ENGINE_LABEL, GATEWAY_NAMESPACE
+from components.constants import ENGINE_LABEL, ENVOY_HTTPS_PORT_NAME, GATEWAY_NAMESPACE, HTTPS_PORT, INFERENCE_GATEWAY_SERVICE
 from components.gateway import ROUTES_LABEL, envoy_gateway, http_route, https_listener
 from components.gitops import ServingTarget, serving_deployer
 from components.gpu import INFERENCE_NAMESPACE, GpuCluster
 from components.identity import SiteIdentity
 from components.kube import Adoption, namespace
-from components.network import CrossClusterNetwork
+from components.network import CrossClusterNetwork, GlobalService
 from components.providers import NamespaceRef, SiteRef
 from components.serving import GATEWAY_NAME, PRINCIPAL, VLLM_PORT, route_prefix
 from components.storage import StorageCluster
@@ -127,6 +127,11 @@ class InferencePool(pulumi.ComponentResource):
         } if delivered else {}
         """Each model's vLLM Deployment (`self.deployments[model]`), none when Argo CD delivers them."""
 
+        self.gateway_global_service = GlobalService(
+            INFERENCE_GATEWAY_SERVICE, GATEWAY_NAMESPACE, ((ENVOY_HTTPS_PORT_NAME, HTTPS_PORT),),
+        ) if args.network.global_services else None
+        """The gateway's Envoy Service as a ClusterMesh global service, which compute repeats; None without global services.
+        Its backends run on this cluster only, so it has no affinity to prefer."""
         gateway = self._gateway(args.network, hostname)
         team_clients = self._team_clients(args.identity)
         if not delivered:
@@ -231,6 +236,7 @@ class InferencePool(pulumi.ComponentResource):
             registry=self._registry,
             global_rate_limits=True,
             near_limit_percent=self._near_limit_percent,
+            service=self.gateway_global_service,
         )
         # The team header is only ever set from a verified token: strip whatever the client sent. Under model-aware
         # routing, so is the picked endpoint, which only the endpoint picker sets (it overwrites it anyway).

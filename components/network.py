@@ -19,7 +19,8 @@ import pulumi_tls as tls
 
 from components import versions
 from components.config import CILIUM_RELEASE, WORLD, AdoptConfig, ClusterConfig, Flow, names
-from components.kube import Adoption, helm_release, pull_secret
+from components.constants import AFFINITY_SERVICE_ANNOTATION, GLOBAL_SERVICE_ANNOTATION, SHARED_SERVICE_ANNOTATION
+from components.kube import Adoption, helm_release, namespace, pull_secret
 from components.monitors import cilium_metrics_values
 from components.providers import ClusterRef, SiteRef
 
@@ -57,6 +58,48 @@ class MeshCluster:
 
 
 @dataclass(frozen=True)
+class GlobalService:
+    """A ClusterMesh global service: the Service `name` in `namespace` on the cluster that runs its backends, repeated
+    with the same name, namespace and ports (Cilium pairs backends by port name) on every cluster whose clients call it.
+
+    `local_first` adds Cilium's `affinity: local` on every cluster: a cluster's load balancer prefers its own healthy
+    backends and uses remote ones only when it has none, so clients of the cluster that runs the backends stay there.
+    """
+
+    name: str
+    namespace: str
+    ports: tuple[tuple[str, int], ...]
+    """(port name, port) of every port, as the backends' Service declares them."""
+    local_first: bool = False
+
+    @property
+    def host(self) -> str:
+        """The cluster-local name clients in every cluster of the site call."""
+        return f"{self.name}.{self.namespace}.svc"
+
+    def backend_annotations(self) -> dict[str, str]:
+        """Annotations of the Service that selects the backends: global, its backends shared with the other clusters."""
+        return {GLOBAL_SERVICE_ANNOTATION: "true", **({AFFINITY_SERVICE_ANNOTATION: "local"} if self.local_first else {})}
+
+    def consumer_annotations(self) -> dict[str, str]:
+        """Annotations of a consumer cluster's Service: global, and sharing nothing (it has no backends of its own)."""
+        return {**self.backend_annotations(), SHARED_SERVICE_ANNOTATION: "false"}
+
+
+def consumer_service(service: GlobalService) -> dict[str, Any]:
+    """The Service of a consumer cluster: no selector, so no local endpoints; Cilium fills in the remote backends."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": service.name, "namespace": service.namespace, "annotations": service.consumer_annotations()},
+        "spec": {
+            "type": "ClusterIP",
+            "ports": [{"name": port_name, "port": port, "protocol": "TCP"} for port_name, port in service.ports],
+        },
+    }
+
+
+@dataclass(frozen=True)
 class CrossClusterNetworkArgs:
     site: SiteRef
     """The site, whose name the ClusterMesh CA carries."""
@@ -67,7 +110,10 @@ class CrossClusterNetworkArgs:
     flows: dict[str, Flow]
     """The flow table in force, by flow name."""
     adopt: AdoptConfig
-    """Declares the Cilium releases that are installed already."""
+    """Declares the Cilium releases (and the namespaces of consumer Services) that are installed already."""
+    global_services: bool = False
+    """Polaris and the inference gateway are ClusterMesh global services (`global_services`): their components annotate
+    their Services, and `consume_global_service` repeats them on the client clusters."""
 
 
 class CrossClusterNetwork(pulumi.ComponentResource):
@@ -81,6 +127,9 @@ class CrossClusterNetwork(pulumi.ComponentResource):
     def __init__(self, name: str, args: CrossClusterNetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fab:network:CrossClusterNetwork", name, None, opts)
         self._clusters = clusters = {key: MeshCluster(ref, args.cluster_configs[key]) for key, ref in sorted(args.clusters.items())}
+        self._name, self._adopt = name, args.adopt
+        self.global_services = args.global_services
+        """Whether the site announces its shared endpoints as ClusterMesh global services."""
         flows = args.flows
         ca_cert, ca_key = self._clustermesh_ca(name, args.site)
 
@@ -128,6 +177,26 @@ class CrossClusterNetwork(pulumi.ComponentResource):
         """The LB-IPAM pool object: a LoadBalancer Service that Pulumi waits on (for its address) depends on it."""
         self.lb_service_labels(cluster_key, pool)  # the same error for an unknown pool
         return self._pools[cluster_key, pool]
+
+    def consume_global_service(self, service: GlobalService, consumers: list[str],
+                               after: dict[str, list[pulumi.Resource]] | None = None) -> dict[str, k8s.core.v1.Service]:
+        """The consumer Service of `service` on each cluster of `consumers`, by cluster key. On a cluster that `after`
+        names, the namespace exists already and the Service waits for those resources; elsewhere it gets its namespace."""
+        after = after or {}
+        created = {}
+        for key in consumers:
+            cluster = self._clusters[key].ref
+            opts = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
+            prefix = f"{self._name}-{key}-global-{service.namespace}-{service.name}"
+            waits = after.get(key)
+            if waits is None:
+                waits = [namespace(f"{prefix}-ns", service.namespace, opts, registry=cluster.registry, adopt=Adoption(self._adopt, key))]
+            obj = consumer_service(service)
+            created[key] = k8s.core.v1.Service(
+                prefix, metadata=obj["metadata"], spec=obj["spec"],
+                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=waits)),
+            )
+        return created
 
     def _clustermesh_service(self, prefix: str, key: str, opts: pulumi.ResourceOptions, release: pulumi.Resource) -> None:
         """The ClusterMesh API server at its fixed VIP, beside the chart's ClusterIP Service.

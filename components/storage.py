@@ -44,7 +44,9 @@ from components.constants import (
     HOSTNAME_ANNOTATION,
     POLARIS_CLIENT_ID,
     POLARIS_CLIENT_SECRET,
+    POLARIS_PORT_NAME,
     POLARIS_SCOPE,
+    POLARIS_SERVICE,
     POLARIS_URI,
     POLARIS_WAREHOUSE,
     S3_ACCESS_KEY,
@@ -65,6 +67,7 @@ from components.data_access import (
     bucket_tags,
     buckets_of,
     catalog_uri,
+    catalog_uri_at,
     engine_buckets,
     lifecycle_rules,
     polaris_setup_plan,
@@ -87,7 +90,7 @@ from components.kube import (
     run_once_job,
 )
 from components.minio_admin import AdminEndpoint, BucketTags, MinioNamesFree, guard
-from components.network import CrossClusterNetwork
+from components.network import CrossClusterNetwork, GlobalService
 from components.providers import ClusterRef, NamespaceRef, SiteRef
 
 POLARIS_POD_LABELS = {"app.kubernetes.io/name": "polaris", "app.kubernetes.io/instance": "polaris"}
@@ -212,7 +215,10 @@ class StorageCluster(pulumi.ComponentResource):
     s3_endpoint_external: pulumi.Output[str | None]
     """S3 URL for users outside the clusters, when an external pool is configured."""
     catalog_uri: pulumi.Output[str]
-    """Polaris Iceberg REST URI."""
+    """Polaris Iceberg REST URI as the site's clusters call it: the global service's cluster-local name with global
+    services, else the published one."""
+    published_catalog_uri: pulumi.Output[str]
+    """Polaris Iceberg REST URI under its published name (its VIP): what other sites and users outside the clusters call."""
     warehouse: pulumi.Output[str]
     """The Polaris catalog (warehouse) name."""
     data: pulumi.Output[dict[str, Any]]
@@ -247,7 +253,16 @@ class StorageCluster(pulumi.ComponentResource):
         self.s3_host = names.S3_HOST(site.domain)
         """The host name of the internal S3 endpoint, which its certificate names; pods that reach the object store by
         another address (the IPoIB one) resolve this name to it, so TLS still verifies."""
-        self._catalog_uri = catalog_uri(site.domain, storage.polaris)
+        self._published_catalog_uri = catalog_uri(site.domain, storage.polaris)
+        self.polaris_global_service = GlobalService(
+            POLARIS_SERVICE, storage.polaris.namespace, ((POLARIS_PORT_NAME, storage.polaris.port),), local_first=True,
+        ) if args.network.global_services else None
+        """Polaris's REST Service as a ClusterMesh global service (local-first), which the client clusters repeat; None
+        without global services."""
+        # The site's own clients call Polaris by its cluster-local name when it is a global service, pod to pod across the
+        # mesh; the published name (its VIP) stays for everything outside the clusters and other sites.
+        self._catalog_uri = (catalog_uri_at(self.polaris_global_service.host, storage.polaris) if self.polaris_global_service
+                             else self._published_catalog_uri)
         self._credentials: dict[str, _Credentials] = {}
         self._principals: dict[str, _Principal] = {}
         self._team_credentials: dict[str, _Credentials] = {}
@@ -282,10 +297,11 @@ class StorageCluster(pulumi.ComponentResource):
         self.s3_endpoint_internal = pulumi.Output.from_input(self._s3_internal)
         self.s3_endpoint_external = pulumi.Output.from_input(external)
         self.catalog_uri = pulumi.Output.from_input(self._catalog_uri)
+        self.published_catalog_uri = pulumi.Output.from_input(self._published_catalog_uri)
         self.warehouse = pulumi.Output.from_input(storage.polaris.catalog)
         self.data = pulumi.Output.from_input(
             {
-                "catalog_uri": self._catalog_uri,
+                "catalog_uri": self._published_catalog_uri,
                 "warehouse": storage.polaris.catalog,
                 "s3_endpoint_internal": self._s3_internal,
                 "s3_endpoint_external": external,
@@ -302,6 +318,7 @@ class StorageCluster(pulumi.ComponentResource):
                 "s3_endpoint_internal": self.s3_endpoint_internal,
                 "s3_endpoint_external": self.s3_endpoint_external,
                 "catalog_uri": self.catalog_uri,
+                "published_catalog_uri": self.published_catalog_uri,
                 "warehouse": self.warehouse,
                 "data": self.data,
                 "artifacts": self.artifacts,
@@ -457,9 +474,10 @@ class StorageCluster(pulumi.ComponentResource):
                          registry=self.cluster.registry)
 
     def _lb_service(self, network: CrossClusterNetwork, name: str, namespace: str, pool: str, vip: Any, hostname: str,
-                    port: tuple[str, int], selector: dict[str, str], depends_on: list[pulumi.Resource]) -> k8s.core.v1.Service:
+                    port: tuple[str, int], selector: dict[str, str], depends_on: list[pulumi.Resource],
+                    annotations: dict[str, str] | None = None) -> k8s.core.v1.Service:
         """A LoadBalancer Service at a fixed VIP of `pool`, published as `hostname`; `port` is (port name, number), pods
-        listen on the same."""
+        listen on the same; `annotations` are added (a global service's)."""
         port_name, number = port
         return k8s.core.v1.Service(
             f"{self._name}-svc-{name}",
@@ -469,7 +487,7 @@ class StorageCluster(pulumi.ComponentResource):
                 "labels": network.lb_service_labels(self._cluster_key, pool),
                 # The name clients use (a record of `dns_records`): external-dns publishes it where it runs, and the
                 # policy pack reads it to know which URIs reach this endpoint.
-                "annotations": {"lbipam.cilium.io/ips": str(vip), HOSTNAME_ANNOTATION: hostname},
+                "annotations": {"lbipam.cilium.io/ips": str(vip), HOSTNAME_ANNOTATION: hostname, **(annotations or {})},
             },
             spec={
                 "type": "LoadBalancer",
@@ -683,9 +701,12 @@ class StorageCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[bootstrap, token_broker, storage_creds]),
             adopt=self._cluster_adopt, registry=self.cluster.registry,
         )
-        # The chart's own ClusterIP Service is `polaris`; this is the cross-cluster endpoint.
-        self._lb_service(network, "polaris-rest", ns, polaris.pool, polaris.vip, names.POLARIS_HOST(self._site.domain), ("rest", polaris.port),
-                         POLARIS_POD_LABELS, [release])
+        # The chart's own ClusterIP Service is `polaris`; this is the cross-cluster endpoint (and, with global services, the
+        # ClusterMesh global service the client clusters repeat).
+        global_service = self.polaris_global_service
+        self._lb_service(network, POLARIS_SERVICE, ns, polaris.pool, polaris.vip, names.POLARIS_HOST(self._site.domain),
+                         (POLARIS_PORT_NAME, polaris.port), POLARIS_POD_LABELS, [release],
+                         annotations=global_service.backend_annotations() if global_service else None)
 
         for engine in sorted(self._principal_engines):
             self._principals[engine] = _Principal(

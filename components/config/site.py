@@ -11,7 +11,7 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from components.config.fields import DnsLabel, Unique, _Model
+from components.config.fields import DnsLabel, Flag, Unique, _Model
 from components.config.names import ClusterKey, Domain, FlowKey, GpuTypeKey, ProfileKey, SiteName, TeamKey
 from components.config.problems import SiteRuleError
 from components.config.rules import site_problems
@@ -101,6 +101,13 @@ class SiteConfig(SiteViews, _Model):
         "from compute and GPU clusters to storage, the inference gateway from compute to gpu clusters (from phase 2, once "
         "the site serves models), and the "
         "MultiKueue manager on compute to every GPU cluster's API server.",
+    )
+    global_services: Flag | None = Field(
+        None,
+        description="Announce Polaris and the inference gateway as Cilium ClusterMesh global services: Polaris's REST Service "
+        "(local-first affinity) on every compute and GPU cluster, whose clients then call `polaris-rest.<namespace>.svc`, and "
+        "the gateway's Service on compute. The flow table still decides which clusters may connect. Defaults to on from "
+        "phase 5 (scale-out).",
     )
 
     @model_validator(mode="after")

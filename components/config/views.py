@@ -163,6 +163,11 @@ class SiteViews:
         """Whether KubeRay runs on the GPU clusters (`training.ray`, on from its roadmap phase when unset)."""
         return switched_on("ray", self.training.ray, self.phase)
 
+    def global_services_enabled(self) -> bool:
+        """Whether Polaris and the inference gateway are ClusterMesh global services (`global_services`, on from its roadmap
+        phase when unset)."""
+        return switched_on("global-services", self.global_services, self.phase)
+
     def flow_table(self) -> dict[str, Flow]:
         """The configured flows, or the design's defaults when the stack sets none.
 

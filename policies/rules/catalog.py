@@ -14,7 +14,9 @@ Secrets and custom resources, on every cluster. One rule per property family:
 This site's Polaris REST endpoint is derived from the plan, not configured: the LoadBalancer Service that selects the
 Polaris pods is what every cluster reaches Polaris through, so its host names (the DNS name it is published under,
 its `external-dns.alpha.kubernetes.io/hostname` annotation), its VIP and its port, with Polaris's Iceberg REST path,
-are the URIs a catalog may use. A setting would have to be written per site and could drift from the Service.
+are the URIs a catalog may use; when that Service is a ClusterMesh global service (`service.cilium.io/global: "true"`),
+so is its cluster-local name (`<name>.<namespace>.svc`, and with `.cluster.local`). A setting would have to be written
+per site and could drift from the Service.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ POLARIS_POD_LABEL = ("app.kubernetes.io/name", "polaris")
 """The label the Polaris chart gives its pods: a LoadBalancer Service selecting it is Polaris's endpoint."""
 HOSTNAME_ANNOTATION = "external-dns.alpha.kubernetes.io/hostname"
 LB_IPS_ANNOTATION = "lbipam.cilium.io/ips"
+GLOBAL_SERVICE_ANNOTATION = "service.cilium.io/global"
+"""On Polaris's Service: a ClusterMesh global service, which every cluster of the site reaches by its cluster-local name."""
 POLARIS_REST_PATH = "/api/catalog"
 """Where Polaris serves the Iceberg REST API."""
 
@@ -133,7 +137,8 @@ def single_catalog_authority(args: StackValidationArgs, report: ReportViolation)
 # fab-catalog-uri-polaris: the catalog's URI -----------------------------------------------------------------------
 
 def polaris_endpoints(resources: list[Any]) -> list[tuple[str, int]]:
-    """(host, port) of every LoadBalancer Service selecting the Polaris pods: its published host names and its VIPs."""
+    """(host, port) of every LoadBalancer Service selecting the Polaris pods: its published host names and its VIPs, and
+    its cluster-local names when it is a ClusterMesh global service."""
     found: list[tuple[str, int]] = []
     for _, obj in objects(resources):
         spec = obj.get("spec")
@@ -145,6 +150,9 @@ def polaris_endpoints(resources: list[Any]) -> list[tuple[str, int]]:
         annotations = annotations if isinstance(annotations, dict) else {}
         hosts = [h.strip().rstrip(".").lower() for key in (HOSTNAME_ANNOTATION, LB_IPS_ANNOTATION)
                  if isinstance(annotations.get(key), str) for h in annotations[key].split(",") if h.strip()]
+        if str(annotations.get(GLOBAL_SERVICE_ANNOTATION, "")).lower() == "true":
+            local = f"{name_of(obj)}.{namespace_of(obj)}.svc"
+            hosts += [local, f"{local}.cluster.local"]
         # The engine sends numbers as doubles.
         ports = [int(p["port"]) for p in spec.get("ports") or [] if isinstance(p, dict) and isinstance(p.get("port"), (int, float))]
         found += [(host, port) for host in hosts for port in ports]

@@ -203,6 +203,8 @@ def test_polaris_rest_endpoint_is_an_internal_local_vip(small_plan):
     assert service["metadata"]["labels"] == {"lb.fab.internal/pool": "internal"}
     assert service["metadata"]["annotations"] == {
         "lbipam.cilium.io/ips": "10.30.101.11", "external-dns.alpha.kubernetes.io/hostname": "polaris.site-t.fab.internal",
+        # A phase 5 site announces it as a ClusterMesh global service (tests/components/test_global_services.py).
+        "service.cilium.io/global": "true", "service.cilium.io/affinity": "local",
     }
     assert service["spec"]["ports"] == [{"name": "rest", "port": 8181, "targetPort": 8181, "protocol": "TCP"}]
     assert service["spec"]["externalTrafficPolicy"] == "Local"

@@ -125,6 +125,11 @@ def _ray(site: SiteConfig) -> Iterator[Use]:
         yield ("training", "ray"), "true runs KubeRay on the GPU clusters"
 
 
+def _global_services(site: SiteConfig) -> Iterator[Use]:
+    if site.global_services:
+        yield ("global_services",), "true announces Polaris and the inference gateway as ClusterMesh global services"
+
+
 USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
     "inference": _inference,
     "training-quotas": _training_quotas,
@@ -140,6 +145,7 @@ USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
     "batch-inference": _batch_inference,
     "ray": _ray,
     "inference-extension": _inference_extension,
+    "global-services": _global_services,
 }
 """Where each feature of the roadmap is enabled, by feature id (every id of FEATURES)."""
 

@@ -48,6 +48,7 @@ FEATURES: dict[str, Feature] = {
     "storage-over-ib": Feature(5, "storage traffic over InfiniBand"),
     "spark-rapids": Feature(5, "Spark RAPIDS on a GPU cluster"),
     "inference-extension": Feature(5, "model-aware routing (an InferencePool and its endpoint picker per model)"),
+    "global-services": Feature(5, "ClusterMesh global services (Polaris and the inference gateway under cluster-local names)"),
 }
 """Every feature the phases gate, by the id `early_features` names it with."""
 
