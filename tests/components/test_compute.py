@@ -41,13 +41,13 @@ def test_spark_trino_and_starrocks_use_polaris_with_their_own_principals(small_p
     for engine, ns in (("spark", "spark"), ("trino", "trino"), ("starrocks", "starrocks")):
         assert set(secrets[(ns, f"polaris-{engine}")]["inputs"]["stringData"]) >= {"POLARIS_URI", "POLARIS_CLIENT_ID", "POLARIS_CLIENT_SECRET"}
     trino = releases(small_plan, "site-t-compute")["trino"]
-    assert "iceberg.rest-catalog.uri=http://polaris.site-t.fab.internal:8181/api/catalog" in trino["values"]["catalogs"]["fab"]
+    assert "iceberg.rest-catalog.uri=http://polaris-rest.polaris.svc:8181/api/catalog" in trino["values"]["catalogs"]["fab"]
     assert {"secretRef": {"name": "polaris-trino"}} in trino["values"]["envFrom"]
     (defaults,) = [c for c in small_plan.objects("ConfigMap", "site-t-compute")
                    if (c["metadata"]["namespace"], c["metadata"]["name"]) == ("spark", "spark-defaults")]
-    assert "spark.sql.catalog.fab.uri http://polaris.site-t.fab.internal:8181/api/catalog" in defaults["data"]["spark-defaults.conf"]
+    assert "spark.sql.catalog.fab.uri http://polaris-rest.polaris.svc:8181/api/catalog" in defaults["data"]["spark-defaults.conf"]
     (setup,) = [c for c in small_plan.objects("ConfigMap", "site-t-compute") if c["metadata"]["name"] == "starrocks-setup"]
-    assert '"iceberg.catalog.uri" = "http://polaris.site-t.fab.internal:8181/api/catalog"' in setup["data"]["setup.sh"]
+    assert '"iceberg.catalog.uri" = "http://polaris-rest.polaris.svc:8181/api/catalog"' in setup["data"]["setup.sh"]
 
 
 def test_every_ui_has_a_browser_client_with_its_exact_redirect_uri(small_plan):

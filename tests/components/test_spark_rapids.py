@@ -97,7 +97,7 @@ def test_the_exported_application_carries_the_rapids_plugin_and_the_catalog_in_i
     conf = spec["sparkConf"]
     assert conf["spark.plugins"] == "com.nvidia.spark.SQLPlugin"
     assert conf["spark.rapids.sql.concurrentGpuTasks"] == "3"
-    assert conf["spark.sql.catalog.fab.uri"] == "http://polaris.site-t.fab.internal:8181/api/catalog"
+    assert conf["spark.sql.catalog.fab.uri"] == "http://polaris-rest.polaris.svc:8181/api/catalog"
 
 
 def test_task_slots_share_the_executors_gpus():

@@ -207,7 +207,7 @@ def test_example_job_is_suspended_queued_and_pins_a_snapshot(small_plan):
     assert job["spec"]["suspend"] is True
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["ICEBERG_SNAPSHOT_ID"].isdigit() and env["ICEBERG_CATALOG_URI"] == "http://polaris.site-t.fab.internal:8181/api/catalog"
+    assert env["ICEBERG_SNAPSHOT_ID"].isdigit() and env["ICEBERG_CATALOG_URI"] == "http://polaris-rest.polaris.svc:8181/api/catalog"
     job["metadata"]["name"] = "example"
     assert builtin_errors(job) == []
 

@@ -376,7 +376,8 @@ def messages(stub, plan: Plan) -> list[tuple[str, str]]:
     return [(v.policy, v.message.splitlines()[-1]) for v in analyze_with(stub, plan)]
 
 
-SITE_T_ALLOWED = ("allowed: this site's Polaris REST endpoint (10.30.101.11:8181, polaris.site-t.fab.internal:8181, path /api/catalog), "
+SITE_T_ALLOWED = ("allowed: this site's Polaris REST endpoint (10.30.101.11:8181, polaris-rest.polaris.svc:8181, "
+                  "polaris-rest.polaris.svc.cluster.local:8181, polaris.site-t.fab.internal:8181, path /api/catalog), "
                   "or a linked peer's Polaris read from its stack")
 
 

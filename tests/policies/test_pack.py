@@ -272,7 +272,7 @@ def gpu_spark_defaults(rs):
 
 def trino_catalog_elsewhere(rs):
     catalogs = find(rs, ":Release", "compute-trino")["inputs"]["values"]["catalogs"]
-    catalogs["fab"] = catalogs["fab"].replace("http://polaris.site-t.fab.internal:8181", "http://catalog.example.com:8181")
+    catalogs["fab"] = catalogs["fab"].replace("http://polaris-rest.polaris.svc:8181", "http://catalog.example.com:8181")
 
 
 def spark_metastore(rs):
