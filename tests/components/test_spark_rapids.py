@@ -16,7 +16,8 @@ from components.config import SparkRapidsConfig
 from components.spark_rapids import SUBMITTER_ROLE, SUBMITTER_RULES, rapids_conf, spark_rapids_application
 
 README = Path(__file__).parents[2] / "README.md"
-CATALOG = "http://polaris.site-t.fab.internal:8181/api/catalog"
+CATALOG = "http://polaris-rest.polaris.svc:8181/api/catalog"
+"""How the site's own clusters call Polaris (its global service's cluster-local name, phase 5)."""
 
 
 def rapids_site(**spec: Any) -> dict[str, Any]:
