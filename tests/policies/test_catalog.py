@@ -408,7 +408,7 @@ def test_fails_when_a_plan_gives_trino_a_hive_connector(stub, small_plan):
 
 def test_fails_when_a_plan_points_a_rest_catalog_elsewhere(stub, small_plan):
     def edit(inputs):
-        inputs["data"]["setup.sh"] = inputs["data"]["setup.sh"].replace("polaris.site-t.fab.internal", "catalog.example.com")
+        inputs["data"]["setup.sh"] = inputs["data"]["setup.sh"].replace("polaris-rest.polaris.svc", "catalog.example.com")
 
     assert messages(stub, edited(small_plan, "compute-starrocks-setup", edit)) == [(
         "fab-catalog-uri-polaris",
@@ -421,7 +421,7 @@ def test_fails_when_an_engine_reads_the_catalog_uri_from_its_polaris_secret(stub
     """The URI in the engine's own Secret is a Pulumi secret the plan can't show: the program writes it out instead."""
     def edit(inputs):
         inputs["values"]["catalogs"]["fab"] = inputs["values"]["catalogs"]["fab"].replace(
-            "http://polaris.site-t.fab.internal:8181/api/catalog", "${ENV:POLARIS_URI}")
+            "http://polaris-rest.polaris.svc:8181/api/catalog", "${ENV:POLARIS_URI}")
 
     assert messages(stub, edited(small_plan, "compute-trino", edit)) == [(
         "fab-catalog-uri-polaris",
