@@ -112,10 +112,10 @@ def test_fails_when_global_services_are_set_before_phase_5():
     site["phase"] = 4
     site["global_services"] = True
     assert config_errors(site) == [
-        "fab-platform:site.global_services: true announces Polaris and the inference gateway as ClusterMesh global services: "
-        "ClusterMesh global services (Polaris and the inference gateway under cluster-local names) comes in phase 05 "
-        "(scale-out) and the site is at phase 4; do without it until phase 04 is done and phase is 5 (docs/roadmap.md), or "
-        "list global-services in early_features",
+        ("fab-platform:site.global_services: true announces Polaris and the inference gateway as ClusterMesh global services: "
+         "ClusterMesh global services (Polaris and the inference gateway under cluster-local names) comes in phase 05 "
+         "(scale-out) and the site is at phase 4; do without it until phase 04 is done and phase is 5 (docs/roadmap.md), or "
+         "list global-services in early_features"),
     ]
 
 

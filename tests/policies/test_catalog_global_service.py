@@ -46,7 +46,7 @@ def test_polaris_by_its_cluster_local_name_passes_when_its_service_is_global():
 
 def test_fails_when_a_catalog_names_polaris_by_its_cluster_local_name_and_its_service_is_not_global():
     assert check(catalog_uri_polaris, [polaris_service(), spark_defaults(LOCAL_URI)]) == [
-        f"ConfigMap spark/spark-defaults (data.spark-defaults.conf) on site-a-compute sets spark.sql.catalog.fab.uri={LOCAL_URI}, "
-        "which is not Polaris's REST endpoint; allowed: this site's Polaris REST endpoint (10.10.101.11:8181, "
-        "polaris.site-a.fab.internal:8181, path /api/catalog), or a linked peer's Polaris read from its stack",
+        (f"ConfigMap spark/spark-defaults (data.spark-defaults.conf) on site-a-compute sets spark.sql.catalog.fab.uri={LOCAL_URI}, "
+         "which is not Polaris's REST endpoint; allowed: this site's Polaris REST endpoint (10.10.101.11:8181, "
+         "polaris.site-a.fab.internal:8181, path /api/catalog), or a linked peer's Polaris read from its stack"),
     ]
