@@ -35,7 +35,7 @@ VENDOR_SECRET_KEY = "s3-secret-key"
 
 def _name(qualified: str) -> str:
     """`gold.<name>` -> `<name>` (the config allows the gold namespace only)."""
-    return qualified.rpartition(".")[2]
+    return qualified.partition(".")[2]
 
 
 def vendor_grants(vendor: VendorConfig) -> list[dict[str, Any]]:

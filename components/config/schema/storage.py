@@ -147,13 +147,13 @@ _GOLD_OBJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_]{0,127}$")
 
 def _gold_object(value: str) -> str:
     """`gold.<name>`: a table or view of the gold namespace, whose name is also its folder in the gold bucket."""
-    namespace, dot, name = value.rpartition(".")
+    namespace, dot, name = value.partition(".")
     if not dot or namespace != GOLD_NAMESPACE:
-        raise ValueError(f"{value!r} is not in the {GOLD_NAMESPACE} namespace; vendors are granted {GOLD_NAMESPACE} tables and views "
-                         f"only: write {GOLD_NAMESPACE}.<name>")
+        raise ValueError(f"is not in the {GOLD_NAMESPACE} namespace; vendors are granted {GOLD_NAMESPACE} tables and views only: "
+                         f"write {GOLD_NAMESPACE}.<name>")
     if not _GOLD_OBJECT.fullmatch(name):
-        raise ValueError(f"{value!r}: the name after '{GOLD_NAMESPACE}.' must be 1-128 letters, digits and '_', starting with a "
-                         "letter or digit")
+        raise ValueError(f"the name after '{GOLD_NAMESPACE}.' must be 1-128 letters, digits and '_', starting with a letter or "
+                         "digit")
     return value
 
 
