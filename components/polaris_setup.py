@@ -4,7 +4,7 @@ This file is shipped as-is into a ConfigMap and run with the pinned Python image
 standard library only. Its input is the desired state as JSON (the `PLAN` file) and credentials
 from the environment:
 
-    PLAN_JSON                the plan itself instead of the file (a training team's principal)
+    PLAN_JSON                the plan itself instead of the file (a training team's principal, or a vendor's: `apply_vendor`)
     POLARIS_URL              e.g. http://polaris.polaris.svc:8181
     POLARIS_REALM            the realm to configure
     ROOT_CLIENT_ID/SECRET    the bootstrap (root) principal's credentials
