@@ -25,6 +25,7 @@ from components.providers import SiteRef, site_providers
 from components.ray import RayPlatform, RayPlatformArgs, team_tokens
 from components.registry import Registry
 from components.runtimes import installed_runtimes
+from components.sharing import VendorCatalog, VendorCatalogArgs, catalog_ui
 from components.spark_rapids import SparkRapids, SparkRapidsArgs
 from components.storage import StorageCluster, StorageClusterArgs
 from components.training import TrainingPool, TrainingPoolArgs
@@ -140,7 +141,8 @@ compute = ComputeCluster(
         serving_repo_token=secrets.serving_repo_token,
         serving_repo_write_token=secrets.serving_repo_write_token,
         extra_uis=[*([GRAFANA] if site.observability is not None and site.observability.grafana else []),
-                   *([GPU_NOTEBOOKS_UI] if site.compute.jupyterhub.gpu_notebooks is not None else [])],
+                   *([GPU_NOTEBOOKS_UI] if site.compute.jupyterhub.gpu_notebooks is not None else []),
+                   *([catalog_ui(site.storage.polaris)] if site.storage.vendors else [])],
         ray_tokens=ray_tokens,
     ),
 )
@@ -160,6 +162,11 @@ notebooks = GpuNotebooks(
         domain=site.domain, network=network, identity=identity, adopt=Adoption(site.adopt, notebooks_config.cluster),
     ),
 ) if notebooks_config is not None else None
+# Equipment vendors: the catalog API on the compute ingress (their principals and keys are StorageCluster's).
+vendor_catalog = VendorCatalog(
+    "vendor-catalog",
+    VendorCatalogArgs(polaris=site.storage.polaris, compute=compute_cluster, gateway=compute.gateway, domain=site.domain),
+) if site.storage.vendors else None
 training = TrainingPool(
     "training",
     TrainingPoolArgs(
@@ -257,6 +264,7 @@ pulumi.export("gpu_notebooks", {"url": notebooks.url, "quotas": notebooks.quotas
 pulumi.export("observability", {"prometheus": observability.prometheus, "store": observability.store,
                                 "grafana": observability.grafana_url} if observability else None)
 pulumi.export("federation", federation.exports)
+pulumi.export("vendors", storage.vendors)
 pulumi.export("site_federation", {
     "replicates_to": sorted(c for c, spec in site.federation.consumers.items() if spec.replicate_gold),
     "reads_from": sorted(site.federation.peers),

@@ -4,7 +4,7 @@ This file is shipped as-is into a ConfigMap and run with the pinned Python image
 standard library only. Its input is the desired state as JSON (the `PLAN` file) and credentials
 from the environment:
 
-    PLAN_JSON                the plan itself instead of the file (a training team's principal)
+    PLAN_JSON                the plan itself instead of the file (a training team's principal, or a vendor's: `apply_vendor`)
     POLARIS_URL              e.g. http://polaris.polaris.svc:8181
     POLARIS_REALM            the realm to configure
     ROOT_CLIENT_ID/SECRET    the bootstrap (root) principal's credentials
@@ -115,6 +115,55 @@ def apply(polaris: Polaris, plan: dict[str, Any], env: dict[str, str]) -> list[s
     return steps
 
 
+def _grants_of(polaris: Polaris, path: str) -> list[dict[str, Any]]:
+    """The grants a catalog role holds (listGrantsForCatalogRole)."""
+    request = urllib.request.Request(
+        f"{polaris.url}{path}", method="GET",
+        headers={"Authorization": f"Bearer {polaris.token}", "Polaris-Realm": polaris.realm, "Accept": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        return json.load(response)["grants"]
+
+
+def _key(grant: dict[str, Any]) -> str:
+    return json.dumps(grant, sort_keys=True)
+
+
+def apply_vendor(polaris: Polaris, plan: dict[str, Any], env: dict[str, str]) -> list[str]:
+    """An equipment vendor's principal, holding through its own roles exactly the grants of the plan: a grant the plan no
+    longer lists is revoked, so removing a table from `storage.vendors.<name>` takes it away. A table or view must exist
+    before it is granted; Polaris' 404 then fails the Job with the object named."""
+    catalog, vendor = plan["catalog_name"], plan["vendor"]
+    who, principal_role, role = vendor["name"], vendor["principal_role"], vendor["catalog_role"]
+    grants_path = f"{MANAGEMENT}/catalogs/{catalog}/catalog-roles/{role}/grants"
+    polaris.call("POST", f"{MANAGEMENT}/catalogs/{catalog}/catalog-roles", {"catalogRole": {"name": role}}, ok=(409,))
+    wanted = {_key(grant): grant for grant in vendor["grants"]}
+    held = {_key(grant): grant for grant in _grants_of(polaris, grants_path)}
+    steps = []
+    for key in sorted(set(held) - set(wanted)):
+        polaris.call("POST", grants_path, {"grant": held[key]})
+        steps.append(f"revoked {held[key]['privilege']} from {role}")
+    for key in sorted(set(wanted) - set(held)):
+        grant = wanted[key]
+        try:
+            polaris.call("PUT", grants_path, {"grant": grant})
+        except RuntimeError as exc:
+            name = grant.get("tableName") or grant.get("viewName")
+            raise RuntimeError(f"granting {grant['privilege']} on {grant['type']} {'.'.join(grant['namespace'])}.{name} to {role}: "
+                               f"{exc}; a vendor's tables and views must exist before they are shared") from None
+    steps.append(f"catalog role {role} ({len(wanted)} grants)")
+    polaris.call("POST", f"{MANAGEMENT}/principal-roles", {"principalRole": {"name": principal_role}}, ok=(409,))
+    polaris.call("PUT", f"{MANAGEMENT}/principal-roles/{principal_role}/catalog-roles/{catalog}", {"catalogRole": {"name": role}})
+    polaris.call("POST", f"{MANAGEMENT}/principals",
+                 {"principal": {"name": who, "properties": {}}, "credentialRotationRequired": False}, ok=(409,))
+    prefix = vendor["credentials_env"]
+    credentials = {"clientId": env[f"{prefix}_CLIENT_ID"], "clientSecret": env[f"{prefix}_CLIENT_SECRET"]}
+    polaris.call("POST", f"{MANAGEMENT}/principals/{who}/reset", credentials)
+    polaris.call("PUT", f"{MANAGEMENT}/principals/{who}/principal-roles", {"principalRole": {"name": principal_role}})
+    steps.append(f"principal {who} -> {principal_role} -> {role}")
+    return steps
+
+
 def main() -> int:
     env = dict(os.environ)
     if "PLAN_JSON" in env:  # a team's plan, given inline
@@ -123,7 +172,7 @@ def main() -> int:
         with open(env.get("PLAN", "/etc/polaris-setup/plan.json"), encoding="utf-8") as handle:
             plan = json.load(handle)
     polaris = Polaris(env["POLARIS_URL"], env["POLARIS_REALM"], env["ROOT_CLIENT_ID"], env["ROOT_CLIENT_SECRET"])
-    for step in apply(polaris, plan, env):
+    for step in apply_vendor(polaris, plan, env) if "vendor" in plan else apply(polaris, plan, env):
         print(f"ok: {step}", flush=True)
     return 0
 

@@ -92,6 +92,15 @@ from components.kube import (
 from components.minio_admin import AdminEndpoint, BucketTags, MinioNamesFree, guard
 from components.network import CrossClusterNetwork, GlobalService
 from components.providers import ClusterRef, NamespaceRef, SiteRef
+from components.vendor_access import (
+    VENDOR_ACCESS_KEY,
+    VENDOR_CLIENT_ID,
+    VENDOR_CLIENT_SECRET,
+    VENDOR_CREDENTIALS_ENV,
+    VENDOR_SECRET_KEY,
+    vendor_policy_document,
+    vendor_setup_plan,
+)
 
 POLARIS_POD_LABELS = {"app.kubernetes.io/name": "polaris", "app.kubernetes.io/instance": "polaris"}
 POLARIS_DB = "polaris-db"
@@ -227,6 +236,10 @@ class StorageCluster(pulumi.ComponentResource):
     """The artifacts contract: model and checkpoint buckets."""
     dns_records: pulumi.Output[dict[str, str]]
     """A records the site's DNS must hold for the endpoints above: name -> VIP."""
+    vendors: pulumi.Output[dict[str, Any]]
+    """Per vendor (`storage.vendors`), what operators hand over, as a Pulumi secret: the catalog endpoint on the compute
+    ingress, the warehouse, the principal's client id and secret, the external S3 endpoint and the read-only keys, and the
+    tables and views granted."""
 
     def __init__(self, name: str, args: StorageClusterArgs, opts: pulumi.ResourceOptions | None = None):
         site = args.site
@@ -267,6 +280,8 @@ class StorageCluster(pulumi.ComponentResource):
         self._principals: dict[str, _Principal] = {}
         self._team_credentials: dict[str, _Credentials] = {}
         self._team_principals: dict[str, tuple[_Principal, k8s.batch.v1.Job]] = {}
+        self._vendor_credentials: dict[str, _Credentials] = {}
+        self._vendor_principals: dict[str, _Principal] = {}
         self._grants: dict[tuple[str, str, str], k8s.core.v1.Secret] = {}
         self.metrics_credentials: list[pulumi.Resource] = []
         """What the AIStor monitor presents, in the object store's namespace (its token, the site CA), with `metrics`."""
@@ -284,6 +299,7 @@ class StorageCluster(pulumi.ComponentResource):
         self.bucket_resources = self._buckets()
         self._engine_access()
         self._team_access()
+        self._vendor_access()
         if args.metrics:
             self._metrics_token()
         self._polaris(args.network)
@@ -313,8 +329,10 @@ class StorageCluster(pulumi.ComponentResource):
             {"models_bucket": self.bucket_of("models"), "checkpoints_bucket": self.bucket_of("checkpoints")}
         )
         self.dns_records = pulumi.Output.from_input(records)
+        self.vendors = self._vendor_handover(external)
         self.register_outputs(
             {
+                "vendors": self.vendors,
                 "s3_endpoint_internal": self.s3_endpoint_internal,
                 "s3_endpoint_external": self.s3_endpoint_external,
                 "catalog_uri": self.catalog_uri,
@@ -715,6 +733,8 @@ class StorageCluster(pulumi.ComponentResource):
         setup = self._polaris_setup_job(ns, ns_resource, root, release)
         for team in self._teams:
             self._team_principals[team] = self._team_principal(team, ns, root, setup)
+        for vendor in sorted(self._vendor_credentials):
+            self._vendor_principals[vendor] = self._vendor_principal(vendor, ns, root, setup)
 
     def _postgres_cluster(self, ns: str, backup_creds: k8s.core.v1.Secret, ca: SiteCa,
                           depends_on: list[pulumi.Resource]) -> k8s.apiextensions.CustomResource:
@@ -891,3 +911,71 @@ class StorageCluster(pulumi.ComponentResource):
         )
         job = self._job(name, name, ns, container, [{"name": "setup", "configMap": {"name": "polaris-setup"}}], [credentials, setup])
         return principal, job
+
+    # ---------------------------------------------------------------------------------------------
+    # Equipment vendors (storage.vendors; components/vendor_access.py).
+
+    def _vendor_access(self) -> None:
+        """Per vendor: a MinIO policy that lists and reads only its tables' folders in the gold bucket, a user holding it
+        and its keys, each named after the vendor (its own name check: adding a vendor changes nothing another has)."""
+        gold = self._config.gold_location()
+        for vendor, spec in sorted(self._config.vendors.items()):
+            if gold is None:  # refused by the vendor rules
+                continue
+            name, prefix = names.VENDOR_PRINCIPAL(vendor), f"{self._name}-vendor-{vendor}"
+            names_free = self.minio_names_guard(
+                f"{prefix}-names-free", users=[name], policies=[name], buckets=[],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=self.object_store),
+            )
+            self._vendor_credentials[vendor] = self._minio_principal(
+                prefix, name, vendor_policy_document(gold, spec), {ENGINE_LABEL: "vendor", "fab.internal/vendor": vendor},
+                [gold], names_free,
+            )
+
+    def _vendor_principal(self, vendor: str, ns: str, root: k8s.core.v1.Secret, setup: k8s.batch.v1.Job) -> _Principal:
+        """A vendor's Polaris principal and the Job that creates it and sets its grants to exactly those configured, once
+        the site's setup Job made the catalog (the site's setup script, the vendor's plan inline). The Secret
+        `vendor-<name>` holds its client and its S3 keys, for operators to hand over."""
+        principal = _Principal(
+            client_id=self._random_id(f"polaris-vendor-{vendor}-id"),
+            client_secret=self._random_secret(f"polaris-vendor-{vendor}-secret"),
+        )
+        keys = self._vendor_credentials[vendor]
+        secret_name = names.VENDOR_SECRET(vendor)
+        credentials = self._opaque_secret(secret_name, ns, {
+            VENDOR_CLIENT_ID: principal.client_id, VENDOR_CLIENT_SECRET: principal.client_secret,
+            VENDOR_ACCESS_KEY: keys.access_key, VENDOR_SECRET_KEY: keys.secret_key,
+        }, [root, *keys.usable_after])
+        job_name = names.VENDOR_POLARIS_SETUP(vendor)
+        plan = json.dumps(vendor_setup_plan(self._config.polaris.catalog, vendor, self._config.vendors[vendor]), sort_keys=True)
+        container = restricted_container(
+            "setup", self.cluster.registry.image(versions.SETUP_IMAGE), 65532,
+            command=["python", "/etc/polaris-setup/polaris_setup.py"],
+            env=[
+                *self._setup_env(ns), {"name": "PLAN_JSON", "value": plan},
+                _secret_env(f"{VENDOR_CREDENTIALS_ENV}_CLIENT_ID", secret_name, VENDOR_CLIENT_ID),
+                _secret_env(f"{VENDOR_CREDENTIALS_ENV}_CLIENT_SECRET", secret_name, VENDOR_CLIENT_SECRET),
+            ],
+            volumeMounts=[{"name": "setup", "mountPath": "/etc/polaris-setup", "readOnly": True}],
+        )
+        self._job(job_name, job_name, ns, container, [{"name": "setup", "configMap": {"name": "polaris-setup"}}], [credentials, setup])
+        return principal
+
+    def _vendor_handover(self, s3_external: str | None) -> pulumi.Output[dict[str, Any]]:
+        """What each vendor is given, as one Pulumi secret (`pulumi stack output vendors --show-secrets`)."""
+        domain, polaris = self._site.domain, self._config.polaris
+        handover = {
+            vendor: {
+                "catalog_uri": f"https://{names.CATALOG_HOST(domain)}/api/catalog",
+                "warehouse": polaris.catalog,
+                "client_id": self._vendor_principals[vendor].client_id,
+                "client_secret": self._vendor_principals[vendor].client_secret,
+                "s3_endpoint": s3_external,
+                "s3_access_key": self._vendor_credentials[vendor].access_key,
+                "s3_secret_key": self._vendor_credentials[vendor].secret_key,
+                "tables": list(spec.tables),
+                "views": list(spec.views),
+            }
+            for vendor, spec in sorted(self._config.vendors.items()) if vendor in self._vendor_principals
+        }
+        return pulumi.Output.secret(handover)

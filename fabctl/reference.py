@@ -33,6 +33,7 @@ MODELS: list[type[BaseModel]] = [
     config.Bucket,
     config.PolarisConfig,
     config.PostgresConfig,
+    config.VendorConfig,
     config.GpuType,
     config.GpuClusterConfig,
     config.GpuNode,

@@ -249,3 +249,16 @@ def add_gpu_notebooks(site: dict[str, Any], quotas: dict[str, int] | None = None
     if sharing:
         site["gpu"]["gpu"]["sharing"] = sharing
     site["compute"].setdefault("jupyterhub", {})["gpu_notebooks"] = {"cluster": "gpu", "vip": NOTEBOOKS_VIP, "team_quotas": quotas}
+
+
+def add_vendor(site: dict[str, Any], name: str = "etch-tools", tables: Sequence[str] = ("gold.chamber_health_daily",),
+               views: Sequence[str] = ("gold.chamber_health_etch_tools",)) -> None:
+    """An equipment vendor reading a gold table and a view of it (needs a gold bucket and the external S3 endpoint,
+    which this adds where the site has none)."""
+    if not any(bucket["class"] == "gold" for bucket in site["storage"]["buckets"].values()):
+        add_bucket(site, f"{NAME}-gold", "gold")
+    if "external_pool" not in site["storage"]["s3"]:
+        add_external_s3(site)
+    site["storage"].setdefault("vendors", {})[name] = {
+        "description": "Etch chamber vendor: daily chamber health of its tools", "tables": list(tables), "views": list(views),
+    }

@@ -109,6 +109,7 @@ from components.config.schema.storage import (
     PostgresConfig,
     S3Endpoints,
     StorageConfig,
+    VendorConfig,
 )
 from components.config.schema.teams import (
     IdentityConfig,
@@ -156,7 +157,7 @@ __all__ = [
     "AcceptanceConfig", "ServingLoopRun",
     "AISTOR_POD_LABEL", "CONTRACT_CLASSES", "NO_EXPIRY_CLASSES", "REPLICABLE_CLASSES", "VERSIONED_CLASSES", "Bucket",
     "BucketName", "DataClass", "MinioEndpoint", "ObjectStoreConfig", "PolarisConfig", "PostgresConfig", "S3Endpoints",
-    "StorageConfig",
+    "StorageConfig", "VendorConfig",
     "IdentityConfig", "KeycloakEndpoint", "MultiKueueConfig", "Profile", "ProfileSchedule", "Team", "TeamQuota", "TrainingConfig",
     # site, views, rules, loading
     "SiteConfig",

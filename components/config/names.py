@@ -227,6 +227,15 @@ OBJECT_STORE_RELEASE = Derived("Helm release name", "{key}", HELM_RELEASE)
 OBJECT_STORE_SERVICE = Derived("Service", "{key}-s3", DNS_1035_LABEL)
 OBJECT_STORE_SECRET = Derived("Secret", "{key}-env", DNS_SUBDOMAIN)
 
+# Equipment vendors (storage.vendors) ---------------------------------------------------------------------------
+
+VENDOR_PRINCIPAL = Derived("Polaris principal, MinIO user and policy", "fab-vendor-{key}", DNS_LABEL)
+"""A vendor's Polaris principal, principal role and catalog role, and its MinIO user and policy."""
+VENDOR_SECRET = Derived("Secret", "vendor-{key}", DNS_SUBDOMAIN)
+"""The Secret in Polaris' namespace with the vendor's Polaris client and S3 keys, which operators hand over."""
+VENDOR_POLARIS_SETUP = Derived("Job", "polaris-vendor-{key}", DNS_LABEL)
+"""The Job on the storage cluster that creates the vendor's principal and sets its grants to those configured."""
+
 # Host names under the site's domain -----------------------------------------------------------------------------
 
 GATEWAY_HOST = Derived("host name", "llm.{key}", HOST_NAME)
@@ -234,6 +243,8 @@ GATEWAY_HOST = Derived("host name", "llm.{key}", HOST_NAME)
 S3_HOST = Derived("host name", "s3.{key}", HOST_NAME)
 S3_EXTERNAL_HOST = Derived("host name", "s3-external.{key}", HOST_NAME)
 POLARIS_HOST = Derived("host name", "polaris.{key}", HOST_NAME)
+CATALOG_HOST = Derived("host name", "catalog.{key}", HOST_NAME)
+"""The Polaris catalog API for equipment vendors, on the compute ingress (`storage.vendors`)."""
 
 
 def ui_hosts() -> tuple[Derived, ...]:
@@ -247,7 +258,7 @@ def ui_hosts() -> tuple[Derived, ...]:
 # Key types ------------------------------------------------------------------------------------------------------
 
 SiteName = Annotated[DnsLabel, Derives((CLUSTER_NAME, REPLICA_BUCKET), site_name=True)]
-Domain = Annotated[DnsName, Derives((GATEWAY_HOST, S3_HOST, S3_EXTERNAL_HOST, POLARIS_HOST), more=ui_hosts)]
+Domain = Annotated[DnsName, Derives((GATEWAY_HOST, S3_HOST, S3_EXTERNAL_HOST, POLARIS_HOST, CATALOG_HOST), more=ui_hosts)]
 ClusterKey = Annotated[DnsLabel, Derives((CLUSTER_NAME, SUBMITTER_KUBECONFIG, MULTIKUEUE_KUBECONFIG, SERVING_APPLICATION,
                                          SERVING_CLUSTER_SECRET))]
 TeamKey = Annotated[DnsLabel, Derives((TEAM_NAMESPACE, TEAM_LABEL, TEAM_GROUP, TEAM_GATEWAY_CLIENT, TEAM_POLARIS_SETUP,
@@ -258,5 +269,6 @@ FlowKey = Annotated[DnsLabel, Derives((FLOW_LABEL, FLOW_POLICY))]
 ConsumerKey = Annotated[DnsLabel, Derives((GOLD_COPY_JOB, FEDERATION_S3_FLOW, FEDERATION_POLARIS_FLOW, REPLICA_TARGET))]
 PeerKey = Annotated[DnsLabel, Derives((REPLICA_BUCKET, FEDERATION_S3_FLOW, PEER_CATALOG, MODEL_REPLICA_PREFIX))]
 ProfileKey = Annotated[DnsLabel, Derives((PROFILE_SWITCH,))]
+VendorKey = Annotated[DnsLabel, Derives((VENDOR_PRINCIPAL, VENDOR_SECRET, VENDOR_POLARIS_SETUP))]
 ObjectStoreName = Annotated[DnsLabel, Derives((OBJECT_STORE_RELEASE, OBJECT_STORE_SERVICE, OBJECT_STORE_SECRET))]
 

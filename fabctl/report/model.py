@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from components.config import SiteConfig
+from components.vendor_access import vendor_rows
 from fabctl.check import Report as CheckReport
 from fabctl.diff import diff
 from fabctl.graph import WORLD, components_by_cluster, flows
@@ -192,6 +193,8 @@ class PageData:
     """Whether `kubernetes_objects` counts the objects the Helm releases install (the deploy check rendered them)."""
     releases_not_rendered: int
     """Releases whose objects `kubernetes_objects` lacks: the deploy check had no package of their chart."""
+    vendor_grants: list[dict[str, str]] = field(default_factory=list)
+    """Every grant of every equipment vendor (`storage.vendors`): Polaris privilege per table or view, and a table's S3 folder."""
 
     @property
     def dangerous_changes(self) -> list[ChangeRow]:
@@ -380,6 +383,7 @@ def page_data(plan: Plan, site: SiteConfig, guards: Guards, before: Plan | None 
         kubernetes_objects=kubernetes_objects if kubernetes_objects is not None else len(plan.manifests()),
         objects_include_charts=kubernetes_objects is not None,
         releases_not_rendered=len(guards.check.missing) if guards.check is not None else 0,
+        vendor_grants=vendor_rows(site.storage),
     )
 
 

@@ -30,6 +30,7 @@ from components.config.rules.profiles import schedule_problems
 from components.config.rules.registry import registry_problems
 from components.config.rules.storage import storage_problems
 from components.config.rules.training import training_problems
+from components.config.rules.vendors import vendor_problems
 
 if TYPE_CHECKING:
     from components.config.site import SiteConfig
@@ -42,7 +43,7 @@ STAGES = (
     (credential_flow_problems,),
     (storage_problems, gpu_problems, training_problems, schedule_problems, compute_problems, gitops_problems,
      federation_problems, adoption_problems, check_problems, acceptance_problems, observability_problems, notebooks_problems,
-     registry_problems),
+     registry_problems, vendor_problems),
     (phase_problems,),
 )
 """The rules in stages: the clusters and their pools, disjoint ranges, addresses in them, the flows between the

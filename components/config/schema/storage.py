@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from components.config.fields import Address, DnsLabel, Flag, HostPort, Labels, Port, _Model, matching
-from components.config.names import ObjectStoreName
+from components.config.fields import Address, DnsLabel, Flag, HostPort, Labels, Port, Unique, _Model, matching
+from components.config.names import ObjectStoreName, VendorKey
 
 
 class MinioEndpoint(_Model):
@@ -140,6 +140,43 @@ class PolarisConfig(_Model):
     )
 
 
+GOLD_NAMESPACE = "gold"
+"""The Polaris namespace of the summary tables: the only one shared with other sites and with vendors."""
+_GOLD_OBJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_]{0,127}$")
+
+
+def _gold_object(value: str) -> str:
+    """`gold.<name>`: a table or view of the gold namespace, whose name is also its folder in the gold bucket."""
+    namespace, dot, name = value.partition(".")
+    if not dot or namespace != GOLD_NAMESPACE:
+        raise ValueError(f"is not in the {GOLD_NAMESPACE} namespace; vendors are granted {GOLD_NAMESPACE} tables and views only: "
+                         f"write {GOLD_NAMESPACE}.<name>")
+    if not _GOLD_OBJECT.fullmatch(name):
+        raise ValueError(f"the name after '{GOLD_NAMESPACE}.' must be 1-128 letters, digits and '_', starting with a letter or "
+                         "digit")
+    return value
+
+
+GoldObject = Annotated[str, AfterValidator(_gold_object)]
+
+
+class VendorConfig(_Model):
+    """An equipment vendor that reads some gold tables and views from outside the site (DESIGN use case "sharing with
+    equipment vendors": a restricted Polaris principal and views)."""
+
+    description: str = Field(min_length=1, description="Who the vendor is and what it receives, shown in the plan report.")
+    tables: Annotated[list[GoldObject], Unique] = Field(
+        default_factory=list,
+        description="Gold tables the vendor may load (`gold.<table>`): Polaris TABLE_READ_PROPERTIES on each, and S3 read of "
+        "its folder `<gold bucket>/gold/<table>/` only. A view's base tables must be listed here too: Iceberg views are "
+        "resolved by the reader. Defaults to none.",
+    )
+    views: Annotated[list[GoldObject], Unique] = Field(
+        default_factory=list,
+        description="Gold views the vendor may load (`gold.<view>`): Polaris VIEW_READ_PROPERTIES on each. Defaults to none.",
+    )
+
+
 class StorageConfig(_Model):
     """What runs on the storage cluster: the object store, its buckets and access, and Polaris."""
 
@@ -147,6 +184,12 @@ class StorageConfig(_Model):
     s3: S3Endpoints
     buckets: dict[BucketName, Bucket] = Field(min_length=1, description="Buckets by name.")
     polaris: PolarisConfig
+    vendors: dict[VendorKey, VendorConfig] = Field(
+        default_factory=dict,
+        description="Equipment vendors by name: each gets its own Polaris principal limited to the listed gold tables and "
+        "views, and S3 keys that read only those tables' folders, through the external S3 endpoint and the catalog "
+        "endpoint on the compute ingress (docs/vendor-sharing.md). Defaults to none.",
+    )
 
     def gold_location(self) -> str | None:
         """The bucket of the `gold` namespace: the configured one, else the only gold bucket (None without gold)."""

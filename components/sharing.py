@@ -1,0 +1,94 @@
+"""VendorCatalog: the Polaris catalog API for equipment vendors, on the compute ingress (DESIGN: outside users come through
+compute's ingress; issue 23 item 3).
+
+Vendors sit outside the site. They reach two things: the external S3 VIP (StorageCluster), with read-only keys scoped to
+their tables' folders, and the catalog at https://catalog.<domain>/api/catalog, an HTTPS listener of the compute ingress
+whose route sends the Iceberg REST API, and nothing else of Polaris, to the Polaris VIP on the storage cluster (a
+selectorless Service whose EndpointSlice is that VIP, as GPU notebooks reach their hub). TLS ends at the ingress with its
+certificate (`compute.ingress.tls_secret`); Polaris itself authenticates every call: the vendor's principal trades its
+client id and secret for a token at /api/catalog/v1/oauth/tokens, and holds only the grants of `storage.vendors`. The
+management API (/api/management) is not routed, so no vendor can reach it, whatever its token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import PolarisConfig, names
+from components.engines import GATEWAY, Ui
+from components.gateway import ROUTES_LABEL, http_route
+from components.kube import namespace
+from components.providers import ClusterRef
+from components.registry import UPSTREAM
+
+VENDOR_CATALOG_NAMESPACE = "vendor-catalog"
+"""The namespace on compute that holds the catalog's route and upstream Service (no pod runs in it)."""
+CATALOG_SERVICE = "polaris"
+CATALOG_PATH = "/api/catalog/"
+"""The Iceberg REST API and its token endpoint; Polaris' management API (/api/management/) stays unreachable."""
+
+
+def catalog_ui(polaris: PolarisConfig) -> Ui:
+    """The catalog's listener on the compute ingress (ComputeCluster's `extra_uis`): its host name and DNS record. It has
+    no sign-in page: Polaris' own OAuth client credentials authenticate (`callback` is the API's root)."""
+    return Ui(host=names.CATALOG_HOST("").rstrip("."), service=CATALOG_SERVICE, port=polaris.port, callback=CATALOG_PATH)
+
+
+def catalog_route_rules(polaris: PolarisConfig) -> list[dict[str, object]]:
+    """Only the catalog API goes to Polaris."""
+    return [{
+        "matches": [{"path": {"type": "PathPrefix", "value": CATALOG_PATH.rstrip("/")}}],
+        "backendRefs": [{"name": CATALOG_SERVICE, "port": polaris.port}],
+    }]
+
+
+@dataclass(frozen=True)
+class VendorCatalogArgs:
+    polaris: PolarisConfig
+    """The `storage.polaris` section: Polaris' VIP and port, which the route sends to."""
+    compute: ClusterRef
+    """The compute cluster, whose ingress vendors come through."""
+    gateway: pulumi.Resource
+    """The compute ingress Gateway, with the catalog's listener (`catalog_ui`)."""
+    domain: str
+
+
+class VendorCatalog(pulumi.ComponentResource):
+    """The catalog API's route on the compute ingress to Polaris on the storage cluster."""
+
+    url: pulumi.Output[str]
+    """The Iceberg REST URI vendors configure (`uri`), with the warehouse and their principal's credentials."""
+
+    def __init__(self, name: str, args: VendorCatalogArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("fab:sharing:VendorCatalog", name, None, opts)
+        polaris = args.polaris
+        on_compute = pulumi.ResourceOptions(parent=self, provider=args.compute.provider)
+        ns = namespace(f"{name}-ns", VENDOR_CATALOG_NAMESPACE, on_compute, labels={ROUTES_LABEL: GATEWAY}, registry=UPSTREAM)
+        after = pulumi.ResourceOptions.merge(on_compute, pulumi.ResourceOptions(depends_on=[ns]))
+        service = k8s.core.v1.Service(
+            f"{name}-upstream", metadata={"name": CATALOG_SERVICE, "namespace": VENDOR_CATALOG_NAMESPACE},
+            # No selector: its endpoints are the EndpointSlice below, Polaris' VIP on the storage cluster.
+            spec={"type": "ClusterIP", "ports": [{"name": "rest", "port": polaris.port, "protocol": "TCP"}]},
+            opts=after,
+        )
+        slice_ = k8s.discovery.v1.EndpointSlice(
+            f"{name}-upstream-endpoints",
+            metadata={"name": f"{CATALOG_SERVICE}-vip", "namespace": VENDOR_CATALOG_NAMESPACE,
+                      "labels": {"kubernetes.io/service-name": CATALOG_SERVICE,
+                                 "endpointslice.kubernetes.io/managed-by": "fab-platform"}},
+            address_type="IPv4",
+            endpoints=[{"addresses": [str(polaris.vip)], "conditions": {"ready": True}}],
+            ports=[{"name": "rest", "port": polaris.port, "protocol": "TCP"}],
+            opts=after,
+        )
+        ui = catalog_ui(polaris)
+        http_route(
+            f"{name}-route", pulumi.ResourceOptions.merge(on_compute, pulumi.ResourceOptions(depends_on=[args.gateway, service, slice_])),
+            name=CATALOG_SERVICE, namespace_=VENDOR_CATALOG_NAMESPACE, gateway=GATEWAY, listener=ui.host,
+            hostname=ui.hostname(args.domain), rules=catalog_route_rules(polaris),
+        )
+        self.url = pulumi.Output.from_input(f"https://{ui.hostname(args.domain)}{CATALOG_PATH.rstrip('/')}")
+        self.register_outputs({"url": self.url})
