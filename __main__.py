@@ -141,6 +141,7 @@ compute = ComputeCluster(
         extra_uis=[*([GRAFANA] if site.observability is not None and site.observability.grafana else []),
                    *([GPU_NOTEBOOKS_UI] if site.compute.jupyterhub.gpu_notebooks is not None else [])],
         ray_tokens=ray_tokens,
+        catalog_passwords=secrets.catalog_passwords,
     ),
 )
 # GPU notebooks (phase 4): their own hub on a GPU cluster, reached through the compute ingress.

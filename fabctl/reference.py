@@ -53,6 +53,7 @@ MODELS: list[type[BaseModel]] = [
     config.SparkConfig,
     config.YuniKornQueue,
     config.TrinoConfig,
+    config.ExternalCatalog,
     config.StarRocksConfig,
     config.JupyterConfig,
     config.ArgoCdConfig,
