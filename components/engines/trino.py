@@ -1,7 +1,8 @@
 """Trino: interactive SQL on the lakehouse through Polaris, and on federated sites' gold (DESIGN sections 1, 2).
 
 Signs in through Keycloak (OAuth2); Airflow's queries queue behind interactive users' in resource groups;
-one Iceberg catalog for this site's Polaris and one per federated peer, each with its own principal. Trino is
+one Iceberg catalog for this site's Polaris and one per federated peer, each with its own principal, and one JDBC
+catalog per external database (supply chain, ERP), its account read from a Secret as env. Trino is
 interactive: coordinator and workers run in the interactive pool at its PriorityClass.
 """
 
