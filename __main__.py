@@ -144,6 +144,7 @@ compute = ComputeCluster(
                    *([GPU_NOTEBOOKS_UI] if site.compute.jupyterhub.gpu_notebooks is not None else []),
                    *([catalog_ui(site.storage.polaris)] if site.storage.vendors else [])],
         ray_tokens=ray_tokens,
+        catalog_passwords=secrets.catalog_passwords,
     ),
 )
 # ClusterMesh global services (phase 5): compute and the GPU clusters repeat Polaris's Service, compute the gateway's.

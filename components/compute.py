@@ -13,7 +13,7 @@ environment variables set from Secrets.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -64,6 +64,8 @@ class ComputeClusterArgs:
     route from its component, in its own namespace."""
     ray_tokens: dict[str, pulumi.Output[str]] = field(default_factory=dict)
     """Team -> its Ray token (components/ray.py), while Ray is on: JupyterHub gives it to the team's members' servers."""
+    catalog_passwords: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    """Trino's external catalog -> its account's password (secret config `trinoCatalogPassword-<catalog>`)."""
 
 
 class ComputeCluster(pulumi.ComponentResource):
@@ -91,7 +93,7 @@ class ComputeCluster(pulumi.ComponentResource):
             serving=args.serving, serving_repo_token=args.serving_repo_token,
             serving_repo_write_token=args.serving_repo_write_token,
             cilium=args.network.cilium_releases.get(args.cluster.key),
-            ray_tokens=args.ray_tokens,
+            ray_tokens=args.ray_tokens, catalog_passwords=args.catalog_passwords,
         )
         enabled = [engine for engine in ENGINES.values() if engine.config(config).enabled]
         uis = {engine.name: engine.ui for engine in enabled if engine.ui} | {ui.host: ui for ui in args.extra_uis}

@@ -506,6 +506,34 @@ def flow_apiserver_policy(clusters: dict[str, MeshCluster], name: str, flow: Flo
     )
 
 
+NO_DEFAULT_DENY = {"ingress": False, "egress": False}
+"""A policy that only adds an allow or a deny, without turning on default-deny for the pods it selects: egress is not
+default-denied on the site's clusters, and a world flow's rules must not cut the selected pods off from anything else."""
+
+
+def flow_egress_policies(name: str, flow: Flow) -> list[dict[str, Any]]:
+    """A world flow, enforced on the source cluster: the source pods may reach the flow's ranges on its port, and every
+    other pod of the cluster is denied them (a deny wins over any allow)."""
+    to = [{"toCIDRSet": [{"cidr": str(cidr)} for cidr in flow.to_cidrs], "toPorts": _ports(flow.pod_port, flow.protocol)}]
+    description = flow.description or f"Allowed flow {name} to addresses outside the site."
+    others: dict[str, Any] = {"matchExpressions": [{"key": NAMESPACE_LABEL, "operator": "NotIn", "values": [flow.from_namespace]}]}
+    labels = {RULE_LABEL: "flow", FLOW_LABEL: name}
+    return [
+        _cr("CiliumClusterwideNetworkPolicy", names.FLOW_POLICY(name), {
+            "description": description,
+            "endpointSelector": _pod_selector(flow.from_namespace, flow.from_labels),
+            "enableDefaultDeny": dict(NO_DEFAULT_DENY),
+            "egress": to,
+        }, labels=labels),
+        _cr("CiliumClusterwideNetworkPolicy", f"{names.FLOW_POLICY(name)}-others", {
+            "description": f"Only the pods of {flow.from_namespace} reach this address: {description}",
+            "endpointSelector": others,
+            "enableDefaultDeny": dict(NO_DEFAULT_DENY),
+            "egressDeny": to,
+        }, labels=labels),
+    ]
+
+
 def cluster_objects(clusters: dict[str, MeshCluster], key: str, flows: dict[str, Flow]) -> list[dict[str, Any]]:
     """Every Cilium object of one cluster, in a stable order."""
     cluster = clusters[key]
@@ -515,6 +543,8 @@ def cluster_objects(clusters: dict[str, MeshCluster], key: str, flows: dict[str,
             objects.append(flow_ingress_policy(clusters, name, flow))
         elif flow.target == "kube-apiserver" and key in flow.sources:
             objects.append(flow_apiserver_policy(clusters, name, flow, key))
+        elif flow.target == WORLD and key in flow.sources:
+            objects.extend(flow_egress_policies(name, flow))
     return objects
 
 

@@ -55,9 +55,13 @@ def mermaid(plan: Plan) -> str:
             cidrs = ", ".join(flow["from_cidrs"])
             lines.append(f'  {_node(flow_name)}_src(["{cidrs}"])')
             sources.append(f"{_node(flow_name)}_src")
+        dests = [_node(network[dest]["cluster_name"]) for dest in flow["to"] if dest != WORLD]
+        if flow.get("to_cidrs"):  # a world flow: addresses outside the site
+            lines.append(f'  {_node(flow_name)}_dst(["{", ".join(flow["to_cidrs"])}"])')
+            dests.append(f"{_node(flow_name)}_dst")
         for src in sources:
-            for dest in flow["to"]:
-                lines.append(f'  {src} -- "{label}" --> {_node(network[dest]["cluster_name"])}')
+            for dest in dests:
+                lines.append(f'  {src} -- "{label}" --> {dest}')
     return "\n".join(lines) + "\n"
 
 
@@ -74,7 +78,7 @@ def flow_rows(plan: Plan) -> list[tuple[str, ...]]:
     for name, flow in sorted(flows(plan).items()):
         pod_port = flow.get("target_port", flow["port"])
         port = f"{flow['port']}" + (f" ({pod_port})" if pod_port != flow["port"] else "")
-        rows.append((name, ", ".join([*flow.get("from", []), *flow.get("from_cidrs", [])]), ", ".join(flow["to"]), f"{port}/{flow.get('protocol', 'TCP')}",
+        rows.append((name, ", ".join([*flow.get("from", []), *flow.get("from_cidrs", [])]), ", ".join([*(t for t in flow["to"] if t != WORLD or not flow.get("to_cidrs")), *flow.get("to_cidrs", [])]), f"{port}/{flow.get('protocol', 'TCP')}",
                      flow.get("target", "pods"), flow.get("description", "")))
     return rows
 

@@ -54,6 +54,7 @@ MODELS: list[type[BaseModel]] = [
     config.SparkConfig,
     config.YuniKornQueue,
     config.TrinoConfig,
+    config.ExternalCatalog,
     config.StarRocksConfig,
     config.JupyterConfig,
     config.ArgoCdConfig,

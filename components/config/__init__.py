@@ -75,6 +75,7 @@ from components.config.schema.compute import (
     SparkConfig,
     StarRocksConfig,
     TrinoConfig,
+    ExternalCatalog,
     YuniKornQueue,
 )
 from components.config.schema.federation import FederationConfig, FederationConsumer, FederationPeer
@@ -147,7 +148,7 @@ __all__ = [
     "ArgoCdConfig", "ComputeConfig", "ComputeIngressConfig", "GpuNotebooksConfig", "JupyterConfig", "JupyterProfile",
     "ServiceToggle",
     "ServingRepoConfig", "SparkConfig",
-    "StarRocksConfig", "TrinoConfig", "YuniKornQueue",
+    "StarRocksConfig", "TrinoConfig", "ExternalCatalog", "YuniKornQueue",
     "FederationConfig", "FederationConsumer", "FederationPeer",
     "DEFAULT_GPU_TYPES", "CanaryConfig", "GatewayConfig", "GpuClusterConfig", "GpuNode", "GpuSharingConfig", "GpuType",
     "InferenceConfig", "SparkRapidsConfig",

@@ -168,6 +168,14 @@ def _host(host: str) -> bool:
     return True
 
 
+def _host_name(value: str) -> str:
+    """A DNS name or an IPv4 address, as a client dials it."""
+    if not _host(value):
+        raise ValueError("must be a lowercase DNS name or an IPv4 address, such as erp-db.corp.example or 10.0.0.1 (no port, "
+                         "no scheme)")
+    return value
+
+
 def _host_port(value: str) -> str:
     """`host` or `host:port`: no scheme, no path, no spaces."""
     if "://" in value:
@@ -282,6 +290,7 @@ def _time_zone(value: str) -> str:
 CronSchedule = Annotated[str, AfterValidator(_cron_schedule)]
 TimeZone = Annotated[str, AfterValidator(_time_zone)]
 HostPort = Annotated[str, AfterValidator(_host_port)]
+Host = Annotated[str, AfterValidator(_host_name)]
 HttpsUrl = Annotated[str, AfterValidator(_https_url)]
 RelativePath = Annotated[str, AfterValidator(_relative_path)]
 Cidr = Annotated[IPv4Network, BeforeValidator(_cidr)]

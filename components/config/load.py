@@ -8,12 +8,14 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping
+import dataclasses
 from dataclasses import dataclass
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from components.config import names
 from components.config.fields import CONFIG_KEY, PROJECT
 from components.config.problems import SiteRuleError, key_location
 from components.config.site import SiteConfig
@@ -25,6 +27,8 @@ SECRET_KEYS: tuple[str, ...] = (
 """The project's config keys that hold credentials: set only with `pulumi config set --secret`, never in plain text."""
 PROJECT_KEYS: tuple[str, ...] = (CONFIG_KEY, *SECRET_KEYS)
 """Every `fab-platform:` config key the program reads; Pulumi hands any other to the program, which would ignore it."""
+CATALOG_PASSWORD_KEY = re.compile(r"trinoCatalogPassword-[a-z][a-z0-9_]{0,39}")
+"""The secret config keys of Trino's external catalogs' passwords, one per catalog (`trinoCatalogPassword-<catalog>`)."""
 _CREDENTIAL_NAME = re.compile(r"password|passwd|secret|token|licen[cs]e|credential|privatekey|apikey")
 """What the name of another namespace's config key says when its value is a credential (`minio:minioPassword`)."""
 
@@ -121,7 +125,10 @@ def config_key_problems(keys: Iterable[str], is_secret: Callable[[str], bool]) -
     for key in sorted(keys):
         namespace, _, name = key.partition(":")
         if namespace == PROJECT:
-            if name not in PROJECT_KEYS:
+            if CATALOG_PASSWORD_KEY.fullmatch(name):
+                if not is_secret(key):
+                    lines.append(_plaintext(key, name))
+            elif name not in PROJECT_KEYS:
                 close = difflib.get_close_matches(name, PROJECT_KEYS, n=1)
                 hint = f" (did you mean {PROJECT}:{close[0]}?)" if close else ""
                 lines.append(f"{key}: unknown config key of {PROJECT}{hint}; known keys: {known}")
@@ -175,6 +182,8 @@ class SiteSecrets:
     """Where Alertmanager sends alerts (the site's alert hub): a URL that often carries a token."""
     registry_pull_secret: Any = None
     """The Docker config.json (`{"auths": {...}}`) of the site registry's pull Secret (`registry.pull_secret`)."""
+    catalog_passwords: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """Trino's external catalog -> the password of its account (`trinoCatalogPassword-<catalog>`)."""
 
 
 def _required_secrets(site: SiteConfig) -> dict[str, str]:
@@ -191,6 +200,9 @@ def _required_secrets(site: SiteConfig) -> dict[str, str]:
         required["metricsRemoteWritePassword"] = "observability.remote_write.username is set"
     if site.registry is not None and site.registry.pull_secret is not None:
         required["registryPullSecret"] = "registry.pull_secret is set"
+    if site.compute.trino.enabled:
+        for catalog in sorted(site.compute.trino.external_catalogs):
+            required[names.external_catalog_password_key(catalog)] = f"compute.trino.external_catalogs.{catalog} is set"
     return required
 
 
@@ -214,7 +226,10 @@ def load_secrets(site: SiteConfig) -> SiteSecrets:
     return SiteSecrets(aistor_license=values.get("aistorLicense"), aistor_root_password=values.get("aistorRootPassword"),
                        serving_repo_token=values.get("servingRepoToken"), serving_repo_write_token=write_token,
                        metrics_remote_write_password=values.get("metricsRemoteWritePassword"), alert_webhook_url=webhook,
-                       registry_pull_secret=values.get("registryPullSecret"))
+                       registry_pull_secret=values.get("registryPullSecret"),
+                       catalog_passwords={catalog: values[names.external_catalog_password_key(catalog)]
+                                          for catalog in sorted(site.compute.trino.external_catalogs)
+                                          if names.external_catalog_password_key(catalog) in values})
 
 
 def _secret_schema(name: str) -> dict[str, Any]:
@@ -237,6 +252,9 @@ def stack_file_schema() -> dict[str, Any]:
             "config": {
                 "type": "object",
                 "properties": {f"{PROJECT}:{CONFIG_KEY}": site, **{f"{PROJECT}:{name}": _secret_schema(name) for name in SECRET_KEYS}},
+                "patternProperties": {
+                    f"^{PROJECT}:{CATALOG_PASSWORD_KEY.pattern}$": _secret_schema("trinoCatalogPassword-<catalog>"),
+                },
                 "required": [f"{PROJECT}:{CONFIG_KEY}"],
             },
         },

@@ -272,3 +272,26 @@ ProfileKey = Annotated[DnsLabel, Derives((PROFILE_SWITCH,))]
 VendorKey = Annotated[DnsLabel, Derives((VENDOR_PRINCIPAL, VENDOR_SECRET, VENDOR_POLARIS_SETUP))]
 ObjectStoreName = Annotated[DnsLabel, Derives((OBJECT_STORE_RELEASE, OBJECT_STORE_SERVICE, OBJECT_STORE_SECRET))]
 
+
+LAKE_CATALOG = "fab"
+"""Trino's catalog on this site's Polaris."""
+
+
+def peer_trino_catalog(peer: str) -> str:
+    """Trino's catalog on a federated peer's Polaris: the peer's key as a catalog name."""
+    return peer.replace("-", "_")
+
+
+def external_catalog_secret(catalog: str) -> str:
+    """The Secret in Trino's namespace holding an external catalog's account (`compute.trino.external_catalogs`)."""
+    return f"trino-catalog-{catalog.replace('_', '-')}"
+
+
+def external_catalog_flow(catalog: str) -> str:
+    """The egress flow from Trino's pods to an external catalog's database."""
+    return f"trino-catalog-{catalog.replace('_', '-')}"
+
+
+def external_catalog_password_key(catalog: str) -> str:
+    """The secret config key (`pulumi config set --secret`) holding an external catalog's password."""
+    return f"trinoCatalogPassword-{catalog}"

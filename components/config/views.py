@@ -172,7 +172,8 @@ class SiteViews:
         """The configured flows, or the design's defaults when the stack sets none.
 
         With MultiKueue on, the manager-to-worker API flow is part of the table even where the stack's
-        own table leaves it out, and so is Argo CD's to the serving cluster's API server while it delivers, and the other
+        own table leaves it out (and always, each external catalog's egress from Trino, `external_catalog_flows`), and so is
+        Argo CD's to the serving cluster's API server while it delivers, and the other
         clusters' Prometheus to compute's while the site's metrics are kept in-cluster, and with Ray, Jupyter's to each
         team's Ray heads (`ray_flows`).
         """
@@ -185,6 +186,7 @@ class SiteViews:
             table.setdefault(name, flow)
         for name, flow in ray_flows(self).items():
             table.setdefault(name, flow)
+        table.update(external_catalog_flows(self))
         if metrics_in_cluster(self) and METRICS_FLOW not in table:
             table[METRICS_FLOW] = metrics_flow(self)
         if self.compute.jupyterhub.gpu_notebooks is not None and NOTEBOOKS_FLOW not in table:
@@ -371,6 +373,26 @@ def ray_flows(site: SiteConfig) -> dict[str, Flow]:
             from_namespace=JUPYTER_NAMESPACE, from_labels=JUPYTER_USER_LABELS,
         )
         for team in sorted(site.teams)
+    }
+
+
+TRINO_NAMESPACE = "trino"
+"""Compute's Trino namespace (its engine's name, components/engines/trino.py): only Trino's pods run there."""
+
+
+def external_catalog_flows(site: SiteConfig) -> dict[str, Flow]:
+    """Per external catalog of Trino, the egress from Trino's pods on compute to the database's ranges on its port; the
+    network denies that address and port to every other pod of compute. None while Trino is off."""
+    trino = site.compute.trino
+    if not trino.enabled:
+        return {}
+    return {
+        names.external_catalog_flow(name): Flow(
+            description=f"Trino's catalog {name} reads the {catalog.connector} database {catalog.host} outside the site.",
+            sources=site.keys_with_role("compute"), to=[WORLD], to_cidrs=[str(c) for c in catalog.cidrs],
+            port=catalog.db_port, target=WORLD, from_namespace=TRINO_NAMESPACE,
+        )
+        for name, catalog in sorted(trino.external_catalogs.items())
     }
 
 

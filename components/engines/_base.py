@@ -11,7 +11,7 @@ label and NoSchedule taint, and its pods select and tolerate exactly that and ru
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -180,6 +180,8 @@ class EngineScope:
     """The compute cluster's Cilium release, which registers the cilium.io CRDs an engine's network policy needs."""
     ray_tokens: dict[str, pulumi.Output[str]] = field(default_factory=dict)
     """Team -> its Ray token, while Ray is on (components/ray.py)."""
+    catalog_passwords: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    """Trino's external catalog -> its account's password (secret config `trinoCatalogPassword-<catalog>`)."""
     _namespaces: dict[str, k8s.core.v1.Namespace] = field(default_factory=dict)
 
     @property

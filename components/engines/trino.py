@@ -1,7 +1,8 @@
 """Trino: interactive SQL on the lakehouse through Polaris, and on federated sites' gold (DESIGN sections 1, 2).
 
 Signs in through Keycloak (OAuth2); Airflow's queries queue behind interactive users' in resource groups;
-one Iceberg catalog for this site's Polaris and one per federated peer, each with its own principal. Trino is
+one Iceberg catalog for this site's Polaris and one per federated peer, each with its own principal, and one JDBC
+catalog per external database (supply chain, ERP), its account read from a Secret as env. Trino is
 interactive: coordinator and workers run in the interactive pool at its PriorityClass.
 """
 
@@ -9,8 +10,10 @@ from __future__ import annotations
 
 import json
 
+import pulumi
+
 from components import versions
-from components.config import names
+from components.config import ExternalCatalog, names
 from components.constants import (
     POLARIS_CLIENT_ID,
     POLARIS_CLIENT_SECRET,
@@ -48,6 +51,50 @@ def trino_catalog(uri: str, prefix: str = "", s3_endpoint_env: str = S3_ENDPOINT
     return "".join(f"{key}={value}\n" for key, value in props.items())
 
 
+def external_catalog_env(catalog: str) -> tuple[str, str]:
+    """The environment variables of an external catalog's user and password, from its Secret."""
+    prefix = f"CATALOG_{catalog.upper()}"
+    return f"{prefix}_USER", f"{prefix}_PASSWORD"
+
+
+def jdbc_url(catalog: ExternalCatalog) -> str:
+    """The connector's JDBC URL (Trino's connector docs): the database, or Oracle's service, in the driver's own syntax."""
+    host, port, database = catalog.host, catalog.db_port, catalog.database
+    return {
+        "postgresql": f"jdbc:postgresql://{host}:{port}/{database}",
+        "mysql": f"jdbc:mysql://{host}:{port}",
+        "oracle": f"jdbc:oracle:thin:@{host}:{port}/{database}",
+        "sqlserver": f"jdbc:sqlserver://{host}:{port};databaseName={database}",
+    }[catalog.connector]
+
+
+def external_catalog(name: str, catalog: ExternalCatalog) -> str:
+    """A Trino catalog on a database outside the site: the account is read from the environment, never written here."""
+    user, password = external_catalog_env(name)
+    props = {
+        "connector.name": catalog.connector,
+        "connection-url": jdbc_url(catalog),
+        "connection-user": f"${{ENV:{user}}}",
+        "connection-password": f"${{ENV:{password}}}",
+    }
+    return "".join(f"{key}={value}\n" for key, value in props.items())
+
+
+def _external_catalogs(scope: EngineScope, ns_resource, values: dict) -> list:
+    """One JDBC catalog per external database, its account in a Secret of Trino's namespace that the pods read as env."""
+    secrets = []
+    for name, catalog in sorted(ENGINE.config(scope.compute).external_catalogs.items()):
+        user, password = external_catalog_env(name)
+        secret_name = names.external_catalog_secret(name)
+        secrets.append(scope.secret(secret_name, secret_name, ENGINE.namespace, {
+            user: catalog.user,
+            password: pulumi.Output.secret(scope.catalog_passwords[name]),
+        }, ns_resource))
+        values["catalogs"][name] = external_catalog(name, catalog)
+        values["envFrom"].append({"secretRef": {"name": secret_name}})
+    return secrets
+
+
 def trino_resource_groups() -> str:
     """Interactive users ahead of batch: Airflow's queries (source airflow) queue in their own group."""
     return json.dumps(
@@ -77,7 +124,7 @@ def _peer_catalogs(scope: EngineScope, ns_resource, values: dict) -> list:
             f"{prefix}_{POLARIS_CLIENT_SECRET}": found["client_secret"],
             f"{prefix}_S3_ENDPOINT": found["s3_endpoint"],
         }, ns_resource))
-        values["catalogs"][peer.replace("-", "_")] = trino_catalog(f"${{ENV:{prefix}_{POLARIS_URI}}}", prefix=f"{prefix}_",
+        values["catalogs"][names.peer_trino_catalog(peer)] = trino_catalog(f"${{ENV:{prefix}_{POLARIS_URI}}}", prefix=f"{prefix}_",
                                                                    s3_endpoint_env=f"{prefix}_S3_ENDPOINT")
         values["envFrom"].append({"secretRef": {"name": names.PEER_CATALOG(peer)}})
     return secrets
@@ -106,12 +153,13 @@ def _deploy(scope: EngineScope) -> None:
         "coordinator": ENGINE.pool.placement(),
         "worker": ENGINE.pool.placement(),
         "additionalConfigProperties": ["internal-communication.shared-secret=${ENV:TRINO_SHARED_SECRET}"],
-        "catalogs": {"fab": scope.storage.catalog_uri.apply(trino_catalog)},
+        "catalogs": {names.LAKE_CATALOG: scope.storage.catalog_uri.apply(trino_catalog)},
         "resourceGroups": {"type": "configmap", "resourceGroupsConfig": trino_resource_groups()},
         "envFrom": [{"secretRef": {"name": name}} for name in ("trino-oidc", "trino-internal", polaris_secret("trino"), s3_secret("trino"))],
     }
     peers = _peer_catalogs(scope, ns_resource, values)
-    release = scope.release("trino", versions.TRINO, ns, values, [oidc, shared, *grants, *peers])
+    external = _external_catalogs(scope, ns_resource, values)
+    release = scope.release("trino", versions.TRINO, ns, values, [oidc, shared, *grants, *peers, *external])
     scope.route(ENGINE, [release])
 
 

@@ -31,6 +31,10 @@ S3_PORT, POLARIS_PORT, PROMETHEUS_PORT, RAY_CLIENT_PORT = 9000, 8181, 9090, 1000
 ENVOY_HTTPS_POD_PORT, KUBE_APISERVER_PORT, CLUSTERMESH_PORT = 10443, 6443, 2379
 NOTEBOOKS_PROXY_POD_PORT = 8000
 K8S_PROVIDER = "pulumi:providers:kubernetes"
+TRINO_NAMESPACE = "trino"
+"""Where Trino runs on compute: its pods alone may reach the external databases of its catalogs (DESIGN section 1, supply
+chain: Trino federates external databases), each on the one port its catalog declares."""
+NAMESPACE_SELECTOR = "k8s:io.kubernetes.pod.namespace"
 NETWORK_POLICY = "CiliumClusterwideNetworkPolicy"
 NETWORK_POLICIES = {NETWORK_POLICY, "CiliumNetworkPolicy"}
 CLUSTER_LABEL = "io.cilium.k8s.policy.cluster"
@@ -199,9 +203,12 @@ def flow_direction(args: StackValidationArgs, report: ReportViolation) -> None:
                     if not _approved(flows, source.kind, mine, port):
                         report(f"{where} ({role}) admits {source.what} on port {port}, which is not a flow of the design's "
                                f"table (into {role}: {_admitted(flows, mine)})", resource.urn)
+        external = "compute" in mine and field(obj, "spec", "endpointSelector", "matchLabels") == {NAMESPACE_SELECTOR: TRINO_NAMESPACE}
         for entry in spec.get("egress") or []:
             if not (entry.get("toCIDR") or entry.get("toCIDRSet")):
                 continue
+            if external and len(_ports(entry)) == 1:
+                continue  # an external catalog's database, on its one port
             for port in _ports(entry) or ["every port"]:
                 if not any(_approved(flows, own, {API_SERVERS}, port) for own in mine) or not mine:
                     report(f"{where} ({role}) lets its pods reach addresses outside the cluster on port {port}, which is "

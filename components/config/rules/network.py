@@ -141,6 +141,15 @@ def _flow_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
     known = ", ".join(sorted(site.clusters))
     flow = site.flows[name]
     path = ("flows", name)
+    if flow.target == WORLD:
+        yield (*path, "target"), (
+            f"{WORLD!r}: flows to addresses outside the site are derived from compute.trino.external_catalogs (one per "
+            "catalog); remove this flow and declare the database there"
+        )
+        return
+    if flow.to_cidrs:
+        yield (*path, "to_cidrs"), f"is only for {WORLD!r} flows, which the program derives; remove it"
+        return
     if not flow.sources and not flow.from_cidrs:
         yield (*path, "from"), "is empty and so is from_cidrs: name the source clusters or ranges"
     if flow.from_cidrs and flow.target == "kube-apiserver":

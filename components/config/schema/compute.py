@@ -5,7 +5,7 @@ ingress for outside users (DESIGN section 2, compute role).
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -13,10 +13,13 @@ from components.config.fields import (
     MAX_CORES,
     MAX_MEMORY_GIB,
     Address,
+    Cidr,
     DnsLabel,
     Flag,
+    Host,
     HttpsUrl,
     NodeName,
+    Port,
     RelativePath,
     Unique,
     _Model,
@@ -55,11 +58,64 @@ class ServiceToggle(_Model):
     enabled: Flag = Field(True, description="Deploy it. Defaults to true.")
 
 
+EXTERNAL_CONNECTORS: dict[str, int] = {"postgresql": 5432, "mysql": 3306, "oracle": 1521, "sqlserver": 1433}
+"""The JDBC connectors of the pinned Trino that an external catalog may use, with each database's default port."""
+CATALOG_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+"""A Trino catalog name as SQL writes it unquoted: lowercase letters, digits and '_'."""
+
+
+def _catalog_name(value: str) -> str:
+    if not CATALOG_NAME.fullmatch(value):
+        raise ValueError("must be a Trino catalog name: a lowercase letter, then lowercase letters, digits and '_', at most 40 "
+                         "characters")
+    return value
+
+
+CatalogName = Annotated[str, AfterValidator(_catalog_name)]
+
+
+class ExternalCatalog(_Model):
+    """A database outside the site that Trino federates with the lakehouse through one of its JDBC connectors."""
+
+    connector: Literal["postgresql", "mysql", "oracle", "sqlserver"] = Field(
+        description="Trino connector of the database: postgresql, mysql, oracle or sqlserver."
+    )
+    host: Host = Field(description="The database's DNS name or IPv4 address, as Trino dials it.")
+    port: Port | None = Field(
+        None, description="The database's port. Defaults to the connector's: 5432, 3306, 1521 or 1433."
+    )
+    cidrs: Annotated[list[Cidr], Unique] = Field(
+        min_length=1,
+        description="The addresses `host` resolves to (a /32 for one server): Trino's pods may reach them on `port` and no "
+        "other pod of the compute cluster may. Outside every range of the site.",
+    )
+    database: str | None = Field(
+        None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.$-]+$",
+        description="The database (postgresql, sqlserver) or Oracle service name; required for those connectors, not used "
+        "by mysql, whose catalog shows every database of the server.",
+    )
+    user: str = Field(
+        min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.@$-]+$",
+        description="The read-only account Trino signs in with; its password is the secret "
+        "`trinoCatalogPassword-<catalog>` (pulumi config set --secret).",
+    )
+
+    @property
+    def db_port(self) -> int:
+        return self.port or EXTERNAL_CONNECTORS[self.connector]
+
+
 class TrinoConfig(_Model):
     """Trino on Polaris, signing in through Keycloak."""
 
     enabled: Flag = Field(True, description="Deploy it. Defaults to true.")
     workers: int = Field(3, ge=1, le=200, strict=True, description="Trino workers. Defaults to 3.")
+    external_catalogs: dict[CatalogName, ExternalCatalog] = Field(
+        default_factory=dict,
+        description="Databases outside the site queried as Trino catalogs, by catalog name (supply chain, ERP): each "
+        "is a declared egress from Trino's pods to its `cidrs` on its port. Not `fab` or a federated peer's catalog. "
+        "Defaults to none.",
+    )
 
 
 class StarRocksConfig(_Model):

@@ -99,7 +99,13 @@ class Flow(_Model):
         description="Source ranges outside the site's clusters (another site's, for federation), admitted by address. "
         "Defaults to none.",
     )
-    to: Annotated[list[str], Unique] = Field(min_length=1, description="Destination cluster keys.")
+    to: Annotated[list[str], Unique] = Field(
+        min_length=1, description=f"Destination cluster keys, or `{WORLD}` for a `{WORLD}` flow."
+    )
+    to_cidrs: Annotated[list[Cidr], Unique] = Field(
+        default_factory=list,
+        description=f"Destination ranges outside the site (`{WORLD}` flows only). Defaults to none.",
+    )
     port: Port = Field(description="Service port the clients dial.")
     target_port: Port | None = Field(
         None,
@@ -107,11 +113,14 @@ class Flow(_Model):
         "Defaults to `port`.",
     )
     protocol: Literal["TCP", "UDP"] = Field("TCP", description="Transport protocol. Defaults to TCP.")
-    target: Literal["pods", "kube-apiserver"] = Field(
+    target: Literal["pods", "kube-apiserver", "world"] = Field(
         "pods",
         description="pods: an ingress rule on the destination's pods in `to_namespace`. kube-apiserver: the "
         "destination's API server VIP, enforced as an egress rule on the source pods in `from_namespace`, "
-        "since the API server is not a Cilium endpoint. Defaults to pods.",
+        f"since the API server is not a Cilium endpoint. {WORLD}: addresses outside the site (`to_cidrs`), allowed as an "
+        "egress rule on the source pods in `from_namespace` and denied to every other pod of the source clusters; the "
+        "program derives these flows (`compute.trino.external_catalogs`), a stack's table does not list them. "
+        "Defaults to pods.",
     )
     to_namespace: DnsLabel | None = Field(None, description="Destination namespace (pods flows).")
     to_labels: Labels = Field(default_factory=dict, description="Destination pod labels (pods flows). Defaults to every pod of the namespace.")

@@ -1,0 +1,220 @@
+"""Trino's external catalogs (compute.trino.external_catalogs): the JDBC catalogs, their accounts as Secrets read from the
+environment, and each database as a declared egress from Trino's pods that no other pod of compute may use."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from helpers import config_errors, render_small
+from schemas import CrdSchemas, schema_errors
+from small_site import small_site
+
+from components.config import config_key_problems, parse_site
+from components.engines.trino import jdbc_url
+from components.network import NAMESPACE_LABEL
+
+SCM = {"connector": "postgresql", "host": "scm-db.corp.example", "cidrs": ["172.20.8.0/28"], "database": "scm", "user": "trino_ro"}
+PASSWORD = {"fab-platform:trinoCatalogPassword-scm": {"secure": "v1:scm-password"}}
+BASE = "fab-platform:site.compute.trino.external_catalogs"
+
+
+def catalog_site(**changes: Any) -> dict[str, Any]:
+    """The smallest site with the supply-chain PostgreSQL catalog `scm`, changed as asked."""
+    return site_with({**copy.deepcopy(SCM), **changes})
+
+
+def site_with(spec: dict[str, Any], name: str = "scm") -> dict[str, Any]:
+    """The smallest site with one external catalog."""
+    site = small_site()
+    site.setdefault("compute", {})["trino"] = {"external_catalogs": {name: spec}}
+    return site
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return render_small(catalog_site(), secrets=PASSWORD)
+
+
+def trino_values(plan) -> dict[str, Any]:
+    (release,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "trino"]
+    return release["inputs"]["values"]
+
+
+def policy(plan, name: str) -> dict[str, Any]:
+    (found,) = [r["inputs"] for r in plan.of_type("kubernetes:cilium.io/v2:CiliumClusterwideNetworkPolicy")
+                if r["inputs"]["metadata"]["name"] == name]
+    return found
+
+
+def test_the_catalog_reads_its_account_from_the_environment(plan):
+    assert trino_values(plan)["catalogs"]["scm"] == (
+        "connector.name=postgresql\n"
+        "connection-url=jdbc:postgresql://scm-db.corp.example:5432/scm\n"
+        "connection-user=${ENV:CATALOG_SCM_USER}\n"
+        "connection-password=${ENV:CATALOG_SCM_PASSWORD}\n"
+    )
+
+
+def test_trino_values_hold_no_secret(plan):
+    values = json.dumps(trino_values(plan))
+    assert "scm-password" not in values and "[secret]" not in values
+    assert {"secretRef": {"name": "trino-catalog-scm"}} in trino_values(plan)["envFrom"]
+
+
+def test_the_account_is_a_secret_in_trinos_namespace(plan):
+    (secret,) = [r for r in plan.of_type("kubernetes:core/v1:Secret") if r["inputs"]["metadata"]["name"] == "trino-catalog-scm"]
+    assert secret["inputs"]["metadata"]["namespace"] == "trino"
+    assert sorted(secret["inputs"]["stringData"]) == ["CATALOG_SCM_PASSWORD", "CATALOG_SCM_USER"]
+
+
+@pytest.mark.parametrize(("connector", "database", "url"), [
+    ("postgresql", "scm", "jdbc:postgresql://db.corp.example:5432/scm"),
+    ("mysql", None, "jdbc:mysql://db.corp.example:3306"),
+    ("oracle", "ERP", "jdbc:oracle:thin:@db.corp.example:1521/ERP"),
+    ("sqlserver", "mes", "jdbc:sqlserver://db.corp.example:1433;databaseName=mes"),
+])
+def test_each_connector_dials_its_default_port(connector, database, url):
+    spec = {"connector": connector, "host": "db.corp.example", "cidrs": ["172.20.8.0/28"], "user": "ro",
+            **({"database": database} if database else {})}
+    site = parse_site(site_with(spec))
+    assert jdbc_url(site.compute.trino.external_catalogs["scm"]) == url
+
+
+def test_trinos_pods_may_reach_exactly_the_database(plan):
+    allow = policy(plan, "fab-flow-trino-catalog-scm")["spec"]
+    assert allow["endpointSelector"] == {"matchLabels": {NAMESPACE_LABEL: "trino"}}
+    assert allow["egress"] == [{"toCIDRSet": [{"cidr": "172.20.8.0/28"}],
+                                "toPorts": [{"ports": [{"port": "5432", "protocol": "TCP"}]}]}]
+    assert allow["enableDefaultDeny"] == {"ingress": False, "egress": False}
+
+
+def test_every_other_pod_of_compute_is_denied_the_database(plan):
+    deny = policy(plan, "fab-flow-trino-catalog-scm-others")["spec"]
+    assert deny["endpointSelector"] == {"matchExpressions": [{"key": NAMESPACE_LABEL, "operator": "NotIn", "values": ["trino"]}]}
+    assert deny["egressDeny"] == policy(plan, "fab-flow-trino-catalog-scm")["spec"]["egress"]
+    assert "egress" not in deny
+
+
+def test_the_egress_policies_are_on_compute_only(plan):
+    clusters = {plan.cluster(r) for r in plan.of_type("kubernetes:cilium.io/v2:CiliumClusterwideNetworkPolicy")
+                if r["inputs"]["metadata"]["name"].startswith("fab-flow-trino-catalog-scm")}
+    assert clusters == {"site-t-compute"}
+
+
+def test_the_egress_policies_are_valid_cilium_objects(plan, crd_dir):
+    crds = CrdSchemas(crd_dir)
+    for name in ("fab-flow-trino-catalog-scm", "fab-flow-trino-catalog-scm-others"):
+        assert schema_errors(policy(plan, name), crds) == []
+
+
+def test_the_flow_table_declares_the_egress():
+    flow = parse_site(catalog_site()).flow_table()["trino-catalog-scm"]
+    assert (flow.sources, flow.to, [str(c) for c in flow.to_cidrs], flow.port, flow.target, flow.from_namespace) == (
+        ["compute"], ["world"], ["172.20.8.0/28"], 5432, "world", "trino")
+
+
+def test_fails_when_the_connector_is_unknown():
+    assert config_errors(catalog_site(connector="db2")) == [
+        f"{BASE}.scm.connector: Input should be 'postgresql', 'mysql', 'oracle' or 'sqlserver' (got 'db2')"
+    ]
+
+
+def test_fails_when_the_host_is_a_url():
+    assert config_errors(catalog_site(host="postgres://scm-db:5432")) == [
+        f"{BASE}.scm.host: must be a lowercase DNS name or an IPv4 address, such as erp-db.corp.example or 10.0.0.1 (no port, "
+        "no scheme) (got 'postgres://scm-db:5432')"
+    ]
+
+
+def test_fails_when_the_port_is_out_of_range():
+    assert config_errors(catalog_site(port=70000)) == [
+        f"{BASE}.scm.port: Input should be less than or equal to 65535 (got 70000)"
+    ]
+
+
+def test_fails_when_the_catalog_is_named_like_the_lake_catalog():
+    site = site_with(dict(SCM), "fab")
+    assert config_errors(site) == [
+        f"{BASE}.fab: 'fab' is already Trino's catalog on this site's Polaris; name the external catalog differently"
+    ]
+
+
+def test_fails_when_the_catalog_is_named_like_a_peers_catalog():
+    site = catalog_site()
+    site["storage"]["buckets"]["site-t-gold"] = {"class": "gold"}
+    site["federation"] = {"peers": {"site-u": {}}, "ranges": {"site-u": ["172.30.0.0/16"]}}
+    site["compute"]["trino"]["external_catalogs"]["site_u"] = dict(SCM)
+    assert config_errors(site) == [
+        f"{BASE}.site_u: 'site_u' is already Trino's catalog on federated peer site-u's Polaris; name the external catalog "
+        "differently"
+    ]
+
+
+def test_fails_when_the_catalog_name_is_no_sql_name():
+    site = site_with(dict(SCM), "scm-db")
+    assert config_errors(site) == [
+        f"{BASE}.scm-db: the key must be a Trino catalog name: a lowercase letter, then lowercase letters, digits and '_', "
+        "at most 40 characters (got 'scm-db')"
+    ]
+
+
+def test_fails_when_postgresql_names_no_database():
+    site = site_with({k: v for k, v in SCM.items() if k != "database"})
+    assert config_errors(site) == [f"{BASE}.scm.database: is required for the postgresql connector: name the database Trino reads"]
+
+
+def test_fails_when_mysql_names_a_database():
+    assert config_errors(catalog_site(connector="mysql")) == [
+        f"{BASE}.scm.database: is not used by the mysql connector (its catalog shows every database of the server); remove it"
+    ]
+
+
+def test_fails_when_the_database_range_is_inside_the_site():
+    assert config_errors(catalog_site(cidrs=["10.91.0.0/16"])) == [
+        f"{BASE}.scm.cidrs[0]: 10.91.0.0/16 overlaps clusters.compute.pod_cidr (10.91.0.0/16); an external database is "
+        "outside every range of the site"
+    ]
+
+
+def test_fails_when_the_host_address_is_outside_its_ranges():
+    assert config_errors(catalog_site(host="172.20.9.5")) == [
+        f"{BASE}.scm.host: 172.20.9.5 is in none of cidrs (172.20.8.0/28); Trino may reach only those: add its range"
+    ]
+
+
+def test_fails_when_trino_is_off():
+    site = catalog_site()
+    site["compute"]["trino"]["enabled"] = False
+    assert config_errors(site) == [
+        f"{BASE}: needs Trino: compute.trino.enabled is false; enable Trino or remove the external catalogs"
+    ]
+
+
+def test_fails_when_a_stack_writes_a_world_flow():
+    site = small_site(flow_table=True)
+    site["flows"]["erp"] = {"from": ["compute"], "to": ["world"], "to_cidrs": ["172.20.8.0/28"], "port": 1521,
+                            "target": "world", "from_namespace": "trino"}
+    assert config_errors(site) == [
+        "fab-platform:site.flows.erp.target: 'world': flows to addresses outside the site are derived from compute.trino.external_catalogs "
+        "(one per catalog); remove this flow and declare the database there"
+    ]
+
+
+def test_fails_when_the_password_is_not_set():
+    with pytest.raises(Exception) as info:
+        render_small(catalog_site())
+    assert str(info.value).splitlines() == [
+        "fab-platform:trinoCatalogPassword-scm: required because compute.trino.external_catalogs.scm is set; set it with: "
+        "pulumi config set --secret trinoCatalogPassword-scm <value>"
+    ]
+
+
+def test_fails_when_the_password_is_in_plain_text():
+    assert config_key_problems(["fab-platform:trinoCatalogPassword-scm"], lambda key: False) == [
+        "fab-platform:trinoCatalogPassword-scm: a credential written in plain text (value not shown); delete it from "
+        "Pulumi.<stack>.yaml, rotate it if the file was ever committed, and set it encrypted with: pulumi config set "
+        "--secret trinoCatalogPassword-scm <value>"
+    ]
