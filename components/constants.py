@@ -135,3 +135,8 @@ NOTEBOOKS_PROXY_TARGET_PORT = 8000
 RAY_TOKEN_KEY = "auth_token"
 """The key of a team's Ray token in its Secrets: KubeRay's `authOptions.secretName` reads this key (components/ray.py),
 and Jupyter servers find the token in a file of this name (components/engines/jupyterhub.py)."""
+
+
+MAINTENANCE_PRINCIPAL = "iceberg-maintenance"
+"""The Iceberg maintenance principal (compute.iceberg_maintenance): the Polaris principal and MinIO user
+`fab-iceberg-maintenance`, delivered into Spark's namespace as `s3-iceberg-maintenance` and `polaris-iceberg-maintenance`."""
