@@ -20,7 +20,7 @@ from schemas import CrdSchemas
 from small_site import add_bucket, small_site
 
 from components import iceberg_maintenance_job as job
-from components.config import IcebergMaintenanceConfig, parse_site
+from components.config import IcebergMaintenanceConfig, credential_holders, parse_site
 from components.data_access import maintenance_namespaces, namespace_location
 
 COMPUTE, STORAGE = "site-t-compute", "site-t-storage"
@@ -151,6 +151,11 @@ def test_the_maintenance_credentials_are_delivered_into_sparks_namespace_as_its_
     assert sorted((s["metadata"]["namespace"], s["metadata"]["name"], s["metadata"]["labels"]["fab.internal/engine"]) for s in secrets) == [
         ("spark", "polaris-iceberg-maintenance", "iceberg-maintenance"), ("spark", "s3-iceberg-maintenance", "iceberg-maintenance"),
     ]
+
+
+def test_the_config_knows_compute_holds_the_maintenance_credentials():
+    holders = credential_holders(parse_site(maintained_site()))
+    assert ("iceberg-maintenance" in holders["s3"]["compute"], "iceberg-maintenance" in holders["polaris"]["compute"]) == (True, True)
 
 
 def test_no_maintenance_principal_without_the_section():
