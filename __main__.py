@@ -13,6 +13,7 @@ from components.config.rules.observability import receiver_pool
 from components.config.schema.roadmap import switched_on
 from components.federation import SiteFederation, SiteFederationArgs
 from components.gpu import GpuCluster, GpuClusterArgs
+from components.iceberg_maintenance import maintained_namespaces
 from components.identity import SiteIdentity, SiteIdentityArgs
 from components.inference import InferencePool, InferencePoolArgs
 from components.kube import Adoption
@@ -85,6 +86,7 @@ storage = StorageCluster(
         aistor_license=secrets.aistor_license,
         aistor_root_password=secrets.aistor_root_password,
         metrics=site.observability is not None,
+        maintained_namespaces=maintained_namespaces(site.compute),
         served_weights=shared_weights([spec.source for spec in site.inference.models.values()], teams) if batch_inference_on else (),
     ),
 )

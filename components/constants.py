@@ -154,3 +154,7 @@ INFERENCE_GATEWAY_SERVICE = "inference-gateway"
 global services, the same-named global service on compute."""
 ENVOY_HTTPS_PORT_NAME = f"https-{HTTPS_PORT}"
 """How Envoy Gateway names the Service port of an HTTPS listener (`<protocol>-<port>`)."""
+
+MAINTENANCE_PRINCIPAL = "iceberg-maintenance"
+"""The Iceberg maintenance principal (compute.iceberg_maintenance): the Polaris principal and MinIO user
+`fab-iceberg-maintenance`, delivered into Spark's namespace as `s3-iceberg-maintenance` and `polaris-iceberg-maintenance`."""

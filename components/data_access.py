@@ -13,6 +13,7 @@ from typing import Any
 import pulumi_minio as minio
 
 from components.config import REPLICABLE_CLASSES, Bucket, ObjectStoreConfig, PolarisConfig, StorageConfig, names
+from components.constants import MAINTENANCE_PRINCIPAL
 from components.engines import ENGINES, BucketAccess
 
 # --------------------------------------------------------------------------------------------------
@@ -155,7 +156,7 @@ def engine_buckets(buckets: dict[str, Bucket], engine: str,
     The replication principal reads the classes that leave the site, `replicated` (`FederationConfig.replicated_classes`)."""
     access = TRAINING_ACCESS if engine == TRAINING else ENGINE_ACCESS[engine]
     read = tuple(sorted(replicated)) if engine == REPLICATION else access.read
-    by_class = lambda classes: sorted(n for n, b in buckets.items() if b.data_class in classes)  # noqa: E731
+    by_class = lambda classes: sorted(n for n, b in buckets.items() if b.data_class in classes)
     return by_class(read), by_class(access.read_write)
 
 
@@ -190,9 +191,12 @@ def catalog_uri_at(host: str, polaris: PolarisConfig) -> str:
     return f"http://{host}:{polaris.port}/api/catalog"
 
 
-def polaris_setup_plan(storage: StorageConfig, s3_endpoint: str, region: str, principals: dict[str, str]) -> dict[str, Any]:
-    """The catalog, namespaces, roles and principals (`principal_engines`) that the setup Job applies (desired state, no secrets)."""
+def polaris_setup_plan(storage: StorageConfig, s3_endpoint: str, region: str, principals: dict[str, str],
+                       maintained: Iterable[str] = ()) -> dict[str, Any]:
+    """The catalog, namespaces, roles and principals (`principal_engines`) that the setup Job applies (desired state, no
+    secrets); with `maintained` namespaces (compute.iceberg_maintenance), those namespaces and the maintenance role."""
     polaris = storage.polaris
+    maintained = sorted(set(maintained))
     (warehouse,) = buckets_of(storage, "warehouse")
     gold = buckets_of(storage, "gold")
     return {
@@ -208,9 +212,12 @@ def polaris_setup_plan(storage: StorageConfig, s3_endpoint: str, region: str, pr
                 "region": region,
             },
         },
-        "namespaces": [{"name": [GOLD_NAMESPACE], "properties": {"location": f"s3://{gold_location}/{GOLD_NAMESPACE}/"}}]
-        if (gold_location := storage.gold_location()) else [],
-        "catalog_roles": CATALOG_ROLES,
+        "namespaces": [
+            *([{"name": [GOLD_NAMESPACE], "properties": {"location": f"s3://{gold_location}/{GOLD_NAMESPACE}/"}}]
+              if (gold_location := storage.gold_location()) else []),
+            *({"name": parts} for parts in maintenance_namespaces(maintained) if not (gold_location and parts == [GOLD_NAMESPACE])),
+        ],
+        "catalog_roles": {**CATALOG_ROLES, **({MAINTENANCE_CATALOG_ROLE: maintenance_grants(maintained)} if maintained else {})},
         "principals": [
             {
                 "name": f"fab-{engine}",
@@ -239,9 +246,77 @@ def team_setup_plan(catalog: str, team: str) -> dict[str, Any]:
     }
 
 
-def principal_engines(consumers: Iterable[str]) -> dict[str, str]:
-    """Polaris principal -> catalog role: one per engine, and one per federated consumer site (gold only)."""
-    return {**CATALOG_ACCESS, **{f"federation-{consumer}": "gold-reader" for consumer in consumers}}
+def principal_engines(consumers: Iterable[str], maintenance: bool = False) -> dict[str, str]:
+    """Polaris principal -> catalog role: one per engine, one per federated consumer site (gold only), and with Iceberg
+    maintenance its principal."""
+    return {**CATALOG_ACCESS, **{f"federation-{consumer}": "gold-reader" for consumer in consumers},
+            **({MAINTENANCE: MAINTENANCE_CATALOG_ROLE} if maintenance else {})}
+
+
+# --------------------------------------------------------------------------------------------------
+# Iceberg maintenance (compute.iceberg_maintenance): one principal for the nightly Spark jobs, limited to the configured
+# namespaces in Polaris and to their locations in S3.
+
+MAINTENANCE = MAINTENANCE_PRINCIPAL
+MAINTENANCE_CATALOG_ROLE = "maintenance"
+MAINTENANCE_PRIVILEGES = (
+    # The one privilege, on each configured namespace (and so on its tables), that the four procedures need (Polaris 1.7,
+    # RbacOperationSemantics and PolarisAuthorizerImpl's SUPER_PRIVILEGES):
+    # - LOAD_TABLE_WITH_WRITE_DELEGATION: each table loaded with storage credentials that may write, which compaction
+    #   (new data files), rewrite_manifests (new manifests) and expiry and orphan removal (deleting files) use;
+    # - the commits: rewrite_data_files and rewrite_manifests add a snapshot and move `main` (ADD_TABLE_SNAPSHOT,
+    #   SET_TABLE_SNAPSHOT_REF), expire_snapshots removes snapshots and expired refs (REMOVE_TABLE_SNAPSHOTS,
+    #   REMOVE_TABLE_SNAPSHOT_REF), each implied by TABLE_WRITE_DATA;
+    # - LIST_TABLES (TABLE_LIST), to match `tables` against the namespace's tables, and reading the data files it
+    #   compacts and checks (TABLE_READ_DATA): both implied by TABLE_WRITE_DATA as well.
+    # Not granted: TABLE_CREATE, TABLE_DROP, TABLE_MANAGE_STRUCTURE and TABLE_FULL_METADATA (no schema, spec, location
+    # or property change), nothing on other namespaces, views, the catalog or access (no *_MANAGE_*).
+    "TABLE_WRITE_DATA",
+)
+
+
+def _namespace_parts(namespace: str) -> list[str]:
+    return namespace.split(".")
+
+
+def maintenance_grants(namespaces: Iterable[str]) -> list[dict[str, Any]]:
+    """The maintenance catalog role's grants: MAINTENANCE_PRIVILEGES on each configured namespace."""
+    return [{"type": "namespace", "namespace": _namespace_parts(ns), "privilege": p}
+            for ns in sorted(set(namespaces)) for p in MAINTENANCE_PRIVILEGES]
+
+
+def maintenance_namespaces(namespaces: Iterable[str]) -> list[list[str]]:
+    """The namespaces the setup Job makes sure exist before granting on them: each configured one and its parents,
+    parents first (a grant on a missing namespace fails; creating an existing one is a no-op)."""
+    wanted = {tuple(_namespace_parts(ns)[:i]) for ns in namespaces for i in range(1, len(_namespace_parts(ns)) + 1)}
+    return [list(parts) for parts in sorted(wanted, key=lambda p: (len(p), p))]
+
+
+def namespace_location(storage: StorageConfig, namespace: str) -> tuple[str, str]:
+    """(bucket, prefix) where Polaris places a namespace's tables by default: `gold` (and below it) at the gold
+    location, every other namespace under the catalog's base location in the warehouse bucket, one folder per level."""
+    parts = _namespace_parts(namespace)
+    gold = storage.gold_location()
+    if parts[0] == GOLD_NAMESPACE and gold:
+        return gold, "/".join(parts) + "/"
+    (warehouse,) = buckets_of(storage, "warehouse")
+    return warehouse, "/".join(parts) + "/"
+
+
+def maintenance_policy_document(locations: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """The maintenance principal's MinIO policy: list, read, write and delete under each namespace's location only
+    (compaction writes and orphan removal lists and deletes there); nothing else of those buckets."""
+    by_bucket: dict[str, list[str]] = {}
+    for bucket, prefix in sorted(set(locations)):
+        by_bucket.setdefault(bucket, []).append(prefix)
+    statements: list[dict[str, Any]] = [
+        {"Sid": "ListNamespacePrefixes", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn(b) for b in by_bucket],
+         "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for prefixes in by_bucket.values() for p in prefixes]}}},
+        {"Sid": "NamespaceObjects", "Effect": "Allow", "Action": [*READ_ACTIONS, *WRITE_ACTIONS],
+         "Resource": [f"arn:aws:s3:::{b}/{p}*" for b, prefixes in by_bucket.items() for p in prefixes]},
+        _no_table_catalog(sorted(by_bucket)),
+    ]
+    return {"Version": "2012-10-17", "Statement": statements}
 
 
 def buckets_of(storage: StorageConfig, data_class: str) -> list[str]:

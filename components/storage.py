@@ -62,6 +62,7 @@ from components.constants import (
 from components.data_access import (
     CATALOG_ACCESS,
     ENGINE_ACCESS,
+    MAINTENANCE,
     TEAM_CREDENTIALS_ENV,
     TRAINING,
     bucket_tags,
@@ -70,6 +71,8 @@ from components.data_access import (
     catalog_uri_at,
     engine_buckets,
     lifecycle_rules,
+    maintenance_policy_document,
+    namespace_location,
     polaris_setup_plan,
     policy_document,
     principal_engines,
@@ -143,6 +146,9 @@ class StorageClusterArgs:
     """The object store's root password (a Pulumi secret); required when the object store is installed."""
     metrics: bool = False
     """The site runs the metrics stack (`observability`): a principal that may read AIStor's metrics, and its token."""
+    maintained_namespaces: tuple[str, ...] = ()
+    """The Polaris namespaces Iceberg maintenance runs on (compute.iceberg_maintenance): with any, the maintenance principal,
+    granted on them alone in Polaris and on their locations alone in S3, delivered by `maintenance_grants()`. None without it."""
     served_weights: tuple[str, ...] = ()
     """Paths in the models bucket (the served models' `source`) every team may list and read: offline batch inference
     (`inference.batch`) loads a served model's weights with the team's own keys. None without it."""
@@ -249,7 +255,8 @@ class StorageCluster(pulumi.ComponentResource):
         self._cluster_key = args.cluster.key
         self._config, self._region, self._adopt = args.config, args.admin_endpoint.region, args.adopt
         self._cluster_adopt = Adoption(args.adopt, self._cluster_key)
-        self._principal_engines = principal_engines(args.federation_consumers)
+        self._maintained = tuple(sorted(set(args.maintained_namespaces)))
+        self._principal_engines = principal_engines(args.federation_consumers, maintenance=bool(self._maintained))
         self._replicated = args.replicated_classes
         self._teams = sorted(args.teams)
         self._served_weights = args.served_weights
@@ -300,6 +307,8 @@ class StorageCluster(pulumi.ComponentResource):
         self._engine_access()
         self._team_access()
         self._vendor_access()
+        if self._maintained:
+            self._maintenance_access()
         if args.metrics:
             self._metrics_token()
         self._polaris(args.network)
@@ -404,6 +413,29 @@ class StorageCluster(pulumi.ComponentResource):
             POLARIS_SCOPE: "PRINCIPAL_ROLE:ALL",
         })
         return [keys, catalog]
+
+    def maintenance_grants(self, to: NamespaceRef) -> list[k8s.core.v1.Secret]:
+        """The Secrets `s3-iceberg-maintenance` and `polaris-iceberg-maintenance` in the namespace `to` (Spark's): the
+        maintenance principal's S3 keys (its namespaces' locations only) and its Polaris principal (its namespaces only)."""
+        if not self._maintained:
+            raise ValueError("the site maintains no Iceberg namespace (compute.iceberg_maintenance); there is no maintenance principal")
+        creds, principal = self._credentials[MAINTENANCE], self._principals[MAINTENANCE]
+        labels = {ENGINE_LABEL: MAINTENANCE}
+        return [
+            self._delivered(s3_secret(MAINTENANCE), labels, to, creds.usable_after, {
+                S3_ACCESS_KEY: creds.access_key,
+                S3_SECRET_KEY: creds.secret_key,
+                S3_ENDPOINT: self._s3_internal,
+                S3_REGION: self._region,
+            }),
+            self._delivered(polaris_secret(MAINTENANCE), labels, to, [], {
+                POLARIS_CLIENT_ID: principal.client_id,
+                POLARIS_CLIENT_SECRET: principal.client_secret,
+                POLARIS_URI: self._catalog_uri,
+                POLARIS_WAREHOUSE: self._config.polaris.catalog,
+                POLARIS_SCOPE: "PRINCIPAL_ROLE:ALL",
+            }),
+        ]
 
     def site_ca(self, to: NamespaceRef) -> SiteCa:
         """The site's CA bundle as the Secret `fab-site-ca` (key `ca.crt`) in a namespace, for pods that call AIStor over TLS."""
@@ -647,6 +679,20 @@ class StorageCluster(pulumi.ComponentResource):
                 [*read, *own], names_free,
             )
 
+    def _maintenance_access(self) -> None:
+        """The maintenance principal's MinIO policy (its namespaces' locations: list, read, write, delete), user and keys,
+        behind a name check of their own (adding maintenance changes nothing of the engines' check)."""
+        name, prefix = f"fab-{MAINTENANCE}", f"{self._name}-{MAINTENANCE}"
+        locations = [namespace_location(self._config, ns) for ns in self._maintained]
+        names_free = self.minio_names_guard(
+            f"{prefix}-names-free", users=[name], policies=[name], buckets=[],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.object_store),
+        )
+        self._credentials[MAINTENANCE] = self._minio_principal(
+            prefix, name, maintenance_policy_document(locations), {ENGINE_LABEL: MAINTENANCE},
+            sorted({bucket for bucket, _ in locations}), names_free,
+        )
+
     def _metrics_token(self) -> None:
         """A principal that may read AIStor's metrics and nothing else, and its bearer token (the JWT `mc admin prometheus
         generate` makes) as the Secret the PodMonitor `aistor` presents (components/monitors.py), beside the site CA the
@@ -858,7 +904,8 @@ class StorageCluster(pulumi.ComponentResource):
     def _polaris_setup_job(self, ns: str, ns_resource: pulumi.Resource, root: k8s.core.v1.Secret,
                            release: pulumi.Resource) -> k8s.batch.v1.Job:
         """Applies `setup_plan()` through the management API; a changed plan or script is a new Job."""
-        plan = json.dumps(polaris_setup_plan(self._config, self._s3_internal, self._region, self._principal_engines), indent=2, sort_keys=True)
+        plan = json.dumps(polaris_setup_plan(self._config, self._s3_internal, self._region, self._principal_engines,
+                                             self._maintained), indent=2, sort_keys=True)
         script = Path(__file__).with_name("polaris_setup.py").read_text()
         digest = hashlib.sha256((plan + script).encode()).hexdigest()[:10]
         config = k8s.core.v1.ConfigMap(

@@ -92,6 +92,7 @@ from components.config.schema.gpu import (
     InfinibandConfig,
     SparkRapidsConfig,
 )
+from components.config.schema.maintenance import IcebergMaintenanceConfig, MaintenanceTarget, QualityCheck
 from components.config.schema.network import CILIUM_RELEASE, BgpPeer, CiliumSettings, ClusterConfig, Flow, LbPool
 from components.config.schema.observability import AlertsConfig, ObservabilityConfig, RemoteWriteConfig
 from components.config.schema.registry import RegistryConfig
@@ -149,6 +150,7 @@ __all__ = [
     "ServiceToggle",
     "ServingRepoConfig", "SparkConfig",
     "StarRocksConfig", "TrinoConfig", "ExternalCatalog", "YuniKornQueue",
+    "IcebergMaintenanceConfig", "MaintenanceTarget", "QualityCheck",
     "FederationConfig", "FederationConsumer", "FederationPeer",
     "DEFAULT_GPU_TYPES", "CanaryConfig", "GatewayConfig", "GpuClusterConfig", "GpuNode", "GpuSharingConfig", "GpuType",
     "InferenceConfig", "SparkRapidsConfig",

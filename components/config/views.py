@@ -29,6 +29,7 @@ from components.constants import (
     KUBE_APISERVER_PORT,
     KUEUE_CONTROLLER_LABELS,
     KUEUE_NAMESPACE,
+    MAINTENANCE_PRINCIPAL,
     MONITORING_NAMESPACE,
     NOTEBOOKS_PROXY_LABELS,
     NOTEBOOKS_PROXY_PORT,
@@ -415,7 +416,7 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
     those calls take, as the components call them:
 
     - the compute cluster: each enabled engine of components/engines with bucket access (S3) or a catalog
-      role (Polaris), as it declares them;
+      role (Polaris), as it declares them, and iceberg-maintenance (both) while `compute.iceberg_maintenance` is on;
     - every gpu and gpu-train cluster: training, in each team's namespace (S3 and Polaris), and remote-training, in
       each linked peer's team's namespace (S3 only: the peer's replica and the team's checkpoint prefix);
     - the inference cluster: inference, which loads model weights (S3);
@@ -444,6 +445,10 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
         for engine in ENGINES.values():
             if engine.config(site.compute).enabled:
                 holds(cluster, engine.name, keys=engine.buckets is not None, catalog=engine.catalog_role is not None)
+        # Iceberg maintenance runs in Spark's namespace as its own principal (components/iceberg_maintenance.py).
+        maintenance = site.compute.iceberg_maintenance
+        if maintenance is not None and maintenance.enabled:
+            holds(cluster, MAINTENANCE_PRINCIPAL, catalog=True)
     # Training pods run on the GPU clusters; the MultiKueue manager (compute) only holds queues.
     remote = bool(site.remote_teams(linked_only=True))
     for cluster in site.keys_with_role(*GPU_ROLES):

@@ -6,7 +6,7 @@ included) select and tolerate the batch pool, task pods run at the batch Priorit
 submit Spark jobs from the platform's SparkApplication template, mounted at `SPARK_TEMPLATE_DIR`, into Spark's
 namespace (a Role there lets Airflow's pods manage SparkApplications and read their drivers).
 
-The platform ships DAGs (`components/dags/`, the serving loop of docs/mlops.md) as the ConfigMap `platform-dags`,
+The platform ships DAGs (`components/dags/`: the serving loop of docs/mlops.md, Iceberg maintenance) as the ConfigMap `platform-dags`,
 mounted read-only at `DAGS_DIR` inside the dags folder of every Airflow pod (scheduler, DAG processor, triggerer, API
 server and task pods all take the chart's top-level volumes), with `platform.json` (the site's settings the DAGs read)
 and an `.airflowignore` that hides the ConfigMap volume's own `..data` directories, on which Airflow's DAG discovery
@@ -25,7 +25,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components import versions
+from components import iceberg_maintenance, versions
 from components.constants import (
     AIRFLOW_NAMESPACE,
     OIDC_CLIENT_ID,
@@ -38,6 +38,7 @@ from components.constants import (
 )
 from components.engines import spark
 from components.engines._base import BATCH, Engine, EngineScope, Quota, Ui, flask_oauth_config
+from components.providers import NamespaceRef
 from components.registry import UPSTREAM, Registry
 
 WEBSERVER_CONFIG = Path(__file__).parents[1] / "airflow_webserver_config.py"
@@ -73,10 +74,12 @@ def dag_files(platform: dict[str, Any]) -> dict[str, str]:
 
 
 def platform_settings(*, models_bucket: str, checkpoints_bucket: str, spark_on: bool, serving_repo: dict[str, str] | None,
-                      registry: Registry = UPSTREAM) -> dict[str, Any]:
+                      registry: Registry = UPSTREAM, maintenance: dict[str, Any] | None = None) -> dict[str, Any]:
     """`platform.json`: what the platform's DAGs read about the site (components/dags/serving_loop.py): the images of the
-    Jobs they start come from `registry`, whose pull Secret those Jobs name (`image_pull_secrets`, only if it has one)."""
+    Jobs they start come from `registry`, whose pull Secret those Jobs name (`image_pull_secrets`, only if it has one);
+    `iceberg_maintenance` (components/dags/iceberg_maintenance.py), its schedule and SparkApplications, or None."""
     return {
+        "iceberg_maintenance": maintenance,
         "models_bucket": models_bucket,
         "checkpoints_bucket": checkpoints_bucket,
         "images": {"s3": registry.image(versions.WEIGHTS_SYNC_IMAGE), "python": registry.image(versions.SETUP_IMAGE)},
@@ -123,6 +126,7 @@ def _deploy(scope: EngineScope) -> None:
     mounts = [{"name": submitter_kubeconfig_secret(g), "mountPath": f"/opt/airflow/kube/{g}", "readOnly": True} for g in gpus]
     delivered = []
     spark_on = spark.ENGINE.config(scope.compute).enabled
+    maintenance = scope.compute.iceberg_maintenance
     if spark_on:
         delivered.append(scope.config_map(SPARK_TEMPLATE, ns, {
             "sparkapplication.yaml": yaml.safe_dump(spark.spark_application_template(scope.cluster.registry), sort_keys=False),
@@ -130,10 +134,13 @@ def _deploy(scope: EngineScope) -> None:
         volumes.append({"name": SPARK_TEMPLATE, "configMap": {"name": SPARK_TEMPLATE}})
         mounts.append({"name": SPARK_TEMPLATE, "mountPath": SPARK_TEMPLATE_DIR, "readOnly": True})
         _spark_submitter(scope)
+        if iceberg_maintenance.dag_settings(maintenance) is not None:
+            delivered.extend(_maintenance(scope))
     site = scope.cluster.name.removesuffix(f"-{scope.cluster.key}")  # a ClusterRef's name is <site>-<key>
     serving_repo = serving_repo_settings(scope.compute.argocd, site, writable=scope.serving_repo_write_token is not None)
     platform = platform_settings(models_bucket=scope.storage.bucket_of("models"), checkpoints_bucket=scope.storage.bucket_of("checkpoints"),
-                                 spark_on=spark_on, serving_repo=serving_repo, registry=scope.cluster.registry)
+                                 spark_on=spark_on, serving_repo=serving_repo, registry=scope.cluster.registry,
+                                 maintenance=iceberg_maintenance.dag_settings(maintenance, scope.cluster.registry) if spark_on else None)
     delivered.append(scope.config_map(DAGS_CONFIG_MAP, ns, dag_files(platform), ns_resource))
     # The submission contract TrainingPool writes here, read by the DAGs (not waited for: the kubelet mounts it once it exists).
     for name, path in ((DAGS_CONFIG_MAP, DAGS_DIR), (TRAINING_SUBMISSION_CONFIG_MAP, TRAINING_SUBMISSION_DIR)):
@@ -202,6 +209,16 @@ def _spark_submitter(scope: EngineScope) -> None:
         subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"system:serviceaccounts:{AIRFLOW_NAMESPACE}"}],
         opts=scope.after(role),
     )
+
+
+def _maintenance(scope: EngineScope) -> list[pulumi.Resource]:
+    """In Spark's namespace, what the maintenance SparkApplications read: the platform's job, and the maintenance
+    principal's Secrets (components/iceberg_maintenance.py)."""
+    spark_ns_resource = scope.namespace(spark.ENGINE)
+    job = scope.config_map(iceberg_maintenance.JOB_CONFIG_MAP, spark.ENGINE.namespace,
+                           {iceberg_maintenance.JOB_SOURCE.name: iceberg_maintenance.JOB_SOURCE.read_text()}, spark_ns_resource)
+    to = NamespaceRef(scope.cluster, spark.ENGINE.namespace, spark_ns_resource)
+    return [job, *scope.storage.maintenance_grants(to)]
 
 
 ENGINE = Engine(

@@ -36,6 +36,37 @@ def compute_problems(site: SiteConfig) -> Iterator[Problem]:
     for name in ("batch", "interactive"):
         yield from _yunikorn_problems(getattr(site.compute.spark, name), ("compute", "spark", name))
     yield from _pool_problems(site)
+    yield from _maintenance_problems(site)
+
+
+def _maintenance_problems(site: SiteConfig) -> Iterator[Problem]:
+    """Iceberg maintenance runs as Spark jobs Airflow submits, and checks only the tables its principal may read."""
+    maintenance = site.compute.iceberg_maintenance
+    if maintenance is None or not maintenance.enabled:
+        return
+    off = [name for name in ("spark", "airflow") if not getattr(site.compute, name).enabled]
+    if off:
+        yield ("compute", "iceberg_maintenance", "enabled"), (
+            f"is true, but compute.{' and compute.'.join(off)} {'is' if len(off) == 1 else 'are'} off: the maintenance runs as "
+            "Spark jobs that Airflow schedules; switch them on, or set compute.iceberg_maintenance.enabled to false"
+        )
+    namespaces = [target.namespace for target in maintenance.targets]
+    tasks: dict[str, int] = {}
+    for i, namespace in enumerate(namespaces):
+        task = "maintain_" + namespace.replace(".", "_")
+        if task in tasks:
+            yield ("compute", "iceberg_maintenance", "targets", i, "namespace"), (
+                f"{namespace!r} is maintained by the same task as targets {tasks[task]} ({namespaces[tasks[task]]!r}): one "
+                "target per namespace; put its tables in one glob, or list the namespace once with tables '*'"
+            )
+        tasks.setdefault(task, i)
+    for i, check in enumerate(maintenance.quality_checks):
+        namespace = check.table.rpartition(".")[0]
+        if namespace not in namespaces:
+            yield ("compute", "iceberg_maintenance", "quality_checks", i, "table"), (
+                f"{check.table!r} is in namespace {namespace!r}, which is not among the targets ({', '.join(namespaces)}); the "
+                "maintenance principal reads only those: add the namespace to compute.iceberg_maintenance.targets"
+            )
 
 
 def _pool_problems(site: SiteConfig) -> Iterator[Problem]:

@@ -24,6 +24,7 @@ from components.config.fields import (
     Unique,
     _Model,
 )
+from components.config.schema.maintenance import IcebergMaintenanceConfig
 
 
 class YuniKornQueue(_Model):
@@ -268,3 +269,9 @@ class ComputeConfig(_Model):
     superset: ServiceToggle = Field(default_factory=ServiceToggle, description="Apache Superset.")
     jupyterhub: JupyterConfig = Field(default_factory=JupyterConfig, description="JupyterHub.")
     argocd: ArgoCdConfig = Field(default_factory=ArgoCdConfig, description="Argo CD, for serving through Git.")
+    iceberg_maintenance: IcebergMaintenanceConfig | None = Field(
+        None,
+        description="Nightly Iceberg table maintenance (compaction, snapshot expiry, orphan files, manifests, quality checks) "
+        "as Spark jobs Airflow runs on the batch pool, with its own Polaris principal and S3 keys; needs Spark and Airflow. "
+        "None by default: no table is maintained until its namespace is listed.",
+    )

@@ -1,0 +1,109 @@
+"""Iceberg maintenance as shipped, scheduled work (DESIGN use cases 2 and 5; docs/operations.md, "Iceberg maintenance").
+
+With `compute.iceberg_maintenance`, the platform's `iceberg_maintenance` DAG (components/dags/iceberg_maintenance.py)
+submits, on its schedule, one SparkApplication per configured namespace and then one for the quality checks. They are
+built here, whole, from Spark's template (batch pool, YuniKorn batch queue, spark-defaults with the Polaris catalog and
+the internal S3 endpoint) and handed to the DAG in `platform.json`, so that what runs is what the tests validate. They
+run the platform's job (components/iceberg_maintenance_job.py, the ConfigMap `iceberg-maintenance-job` in Spark's
+namespace) as the maintenance principal (`s3-iceberg-maintenance`, `polaris-iceberg-maintenance`, delivered there), which
+may touch only the configured namespaces (components/data_access.py MAINTENANCE_PRIVILEGES and its S3 policy).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from components import versions
+from components.config import IcebergMaintenanceConfig
+from components.constants import ENGINE_LABEL, polaris_secret, s3_secret
+from components.constants import MAINTENANCE_PRINCIPAL as MAINTENANCE
+from components.engines import spark
+from components.registry import UPSTREAM, Registry
+
+JOB_SOURCE = Path(__file__).with_name("iceberg_maintenance_job.py")
+JOB_CONFIG_MAP = "iceberg-maintenance-job"
+"""The ConfigMap in Spark's namespace with the maintenance job, mounted on the driver at JOB_DIR."""
+JOB_DIR = "/opt/fab-maintenance"
+DAG_ID = "iceberg_maintenance"
+QUALITY_TASK = "quality_checks"
+ICEBERG_PACKAGES = tuple(p for p in versions.SPARK_PACKAGES if p.startswith("org.apache.iceberg:"))
+"""Iceberg's Spark runtime and its S3 client (not in the Spark image), resolved by spark-submit like the Connect server's."""
+DRIVER = {"cores": 1, "coreLimit": "1", "memory": "2g"}
+EXECUTORS = {"instances": 2, "cores": 2, "coreLimit": "2", "memory": "4g"}
+"""Sized for nightly compaction of a namespace; the batch queue's limits bound what all maintenance jobs take together."""
+TTL_SECONDS = 3 * 24 * 3600
+"""A finished application (and its driver's log) stays three days for `kubectl logs`, then the operator removes it."""
+
+
+def task_id(namespace: str) -> str:
+    """The DAG task of one namespace: `maintain_<namespace>`, dots as underscores (`fdc.raw` -> `maintain_fdc_raw`)."""
+    return "maintain_" + re.sub(r"[^A-Za-z0-9_]", "_", namespace)
+
+
+def settings(config: IcebergMaintenanceConfig, quality: bool = False) -> dict[str, Any]:
+    """What the job reads of the config (`--settings`): the retention settings, or the quality checks."""
+    if quality:
+        return config.model_dump(mode="json", include={"quality_checks"})
+    return config.model_dump(mode="json", exclude={"enabled", "schedule", "targets", "quality_checks"})
+
+
+def _container_security() -> dict[str, Any]:
+    # Spark's image runs as its own user (185) and writes its work and Ivy directories: no read-only root filesystem.
+    return {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+
+
+def application(config: IcebergMaintenanceConfig, arguments: list[str], registry: Registry = UPSTREAM) -> dict[str, Any]:
+    """One maintenance SparkApplication: Spark's template plus the job, its Iceberg packages, and the maintenance
+    principal's Secrets as the driver's and executors' environment (what spark-defaults reads)."""
+    app = spark.spark_application_template(registry)
+    spec = app["spec"]
+    credentials = [{"secretRef": {"name": s3_secret(MAINTENANCE)}}, {"secretRef": {"name": polaris_secret(MAINTENANCE)}}]
+    labels = {ENGINE_LABEL: MAINTENANCE}
+    spec.update({
+        "type": "Python",
+        "pythonVersion": "3",
+        "image": registry.image(versions.SPARK_IMAGE),
+        "sparkVersion": versions.SPARK_VERSION,
+        "mainApplicationFile": f"local://{JOB_DIR}/{JOB_SOURCE.name}",
+        "arguments": [*arguments, "--settings", json.dumps(settings(config, quality="quality" in arguments), sort_keys=True)],
+        "deps": {"packages": list(ICEBERG_PACKAGES)},
+        "restartPolicy": {"type": "Never"},
+        "timeToLiveSeconds": TTL_SECONDS,
+        "volumes": [*spec.get("volumes", []), {"name": JOB_CONFIG_MAP, "configMap": {"name": JOB_CONFIG_MAP}}],
+    })
+    driver = spec["driver"]
+    driver.update({
+        **DRIVER, "labels": labels, "envFrom": credentials, "securityContext": _container_security(),
+        "volumeMounts": [*driver.get("volumeMounts", []), {"name": JOB_CONFIG_MAP, "mountPath": JOB_DIR, "readOnly": True}],
+    })
+    spec["executor"].update({**EXECUTORS, "labels": labels, "envFrom": credentials, "securityContext": _container_security()})
+    return app
+
+
+def applications(config: IcebergMaintenanceConfig, registry: Registry = UPSTREAM) -> dict[str, dict[str, Any]]:
+    """Task id -> the SparkApplication it submits: one per target, in config order, then the quality checks (if any)."""
+    apps = {task_id(t.namespace): application(config, ["--step", "maintain", "--namespace", t.namespace, "--tables", t.tables],
+                                              registry)
+            for t in config.targets}
+    if config.quality_checks:
+        apps[QUALITY_TASK] = application(config, ["--step", "quality"], registry)
+    return apps
+
+
+def dag_settings(config: IcebergMaintenanceConfig | None, registry: Registry = UPSTREAM) -> dict[str, Any] | None:
+    """`platform.json` `iceberg_maintenance`: the DAG's schedule and its applications, or None (no DAG) while off."""
+    if config is None or not config.enabled:
+        return None
+    return {"schedule": config.schedule, "namespace": spark.ENGINE.namespace, "applications": applications(config, registry)}
+
+
+def maintained_namespaces(compute: Any) -> tuple[str, ...]:
+    """The namespaces the site maintains (`compute.iceberg_maintenance.targets`), none while maintenance is off: StorageCluster
+    makes the maintenance principal for them."""
+    config = compute.iceberg_maintenance
+    if config is None or not config.enabled:
+        return ()
+    return tuple(sorted({t.namespace for t in config.targets}))
