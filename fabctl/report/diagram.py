@@ -27,7 +27,7 @@ def lanes(data: PageData) -> list[dict[str, Any]]:
     sources of flows (federated sites' ranges)."""
     sources = {source for flow in data.flows for source in flow["from"]}
     out: list[dict[str, Any]] = []
-    if WORLD in sources:
+    if WORLD in sources or any(WORLD in flow["to"] for flow in data.flows):
         out.append({"key": WORLD, "title": "outside the site", "subtitle": "", "lines": [], "outside": True})
     for cluster in data.clusters:
         out.append({"key": cluster.key, "title": cluster.key, "subtitle": f"{cluster.name} ({cluster.role})",
@@ -71,7 +71,8 @@ def site_svg(data: PageData) -> str:
     for i, (flow, source, dest) in enumerate(arrows):
         y = HEADER + ROW * (i + 1)
         x1, x2 = x_of[source], x_of[dest]
-        label = f"{flow['name']} {flow['port']}" + (" (API)" if flow["target"] == "kube-apiserver" else "")
+        label = f"{flow['name']} {flow['port']}" + (" (API)" if flow["target"] == "kube-apiserver" else "") \
+            + (f" to {', '.join(flow['to_cidrs'])}" if flow["to_cidrs"] else "")
         parts.append(f'<g class="flow" data-flow="{escape(flow["name"])}"><title>{escape(flow["description"])}</title>')
         if x1 == x2:  # a flow within one cluster's lane: a short loop
             parts.append(f'<path d="M{x1:.0f},{y - 8} h40 v16 h-36" class="flow-line" marker-end="url(#arrow)"/>')

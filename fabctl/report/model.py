@@ -253,10 +253,14 @@ def flow_matrix(plan: Plan, site: SiteConfig) -> tuple[dict[str, dict[str, list[
     matrix: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for name, flow in sorted(flows(plan).items()):
         label = f"{name} {flow['port']}/{flow.get('protocol', 'TCP')}"
+        if flow.get("to_cidrs"):  # egress out of the site, to these addresses only
+            label += f" to {', '.join(flow['to_cidrs'])}"
         for source in [*flow.get("from", []), *flow.get("from_cidrs", [])]:
             for dest in flow["to"]:
                 matrix[source][dest].append(label)
     columns = sorted(site.clusters, key=lambda key: (ROLE_ORDER.get(site.clusters[key].role, 9), key))
+    if any(WORLD in dests for dests in matrix.values()):
+        columns.append(WORLD)
     rows = [WORLD] if WORLD in matrix else []
     rows += [key for key in columns if key in matrix]
     rows += sorted(key for key in matrix if key not in rows)
@@ -276,6 +280,7 @@ def flow_list(plan: Plan) -> list[dict[str, Any]]:
     for name, flow in sorted(flows(plan).items()):
         pod_port = flow.get("target_port", flow["port"])
         out.append({"name": name, "from": [*flow.get("from", []), *flow.get("from_cidrs", [])], "to": list(flow["to"]),
+                    "to_cidrs": list(flow.get("to_cidrs", [])),
                     "port": f"{flow['port']}" + (f" ({pod_port})" if pod_port != flow["port"] else "") + f"/{flow.get('protocol', 'TCP')}",
                     "target": flow.get("target", "pods"), "description": flow.get("description", "")})
     return out

@@ -190,3 +190,13 @@ def test_a_flows_description_is_escaped_in_the_diagram_and_the_table():
 
 def test_the_page_says_which_guard_did_not_run(data):
     assert '<span class="muted" id="guards-not-run">(policy pack and deploy check not run)</span>' in html(data)
+
+
+def test_egress_to_an_external_database_is_a_column_of_the_flow_matrix():
+    raw = report_site()
+    raw["compute"]["trino"] = {"external_catalogs": {"erp": {"connector": "postgresql", "host": "10.200.0.5",
+                                                             "cidrs": ["10.200.0.5/32"], "database": "erp", "user": "trino"}}}
+    plan = render_small(raw, secrets={"fab-platform:trinoCatalogPassword-erp": {"secure": "v1:ZXJw"}})
+    data = page_data(plan, parse_site(raw), Guards())
+    assert data.matrix_columns[-1] == "world"
+    assert data.matrix["compute"]["world"] == ["trino-catalog-erp 5432/TCP to 10.200.0.5/32"]
