@@ -69,7 +69,7 @@ from fabctl.mirror import DigestFileError, manifest, plain_list, read_digests
 from fabctl.mirror import write as write_mirror
 from fabctl.policy import PolicyPackError, analyze, analyze_counted
 from fabctl.reference import with_reference
-from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, Plan, RenderError, render, render_config
+from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, SITE_WIDE, Plan, RenderError, render, render_config
 from fabctl.report import Guards, page_data
 from fabctl.report import write as write_report
 from fabctl.serving import ServingError, delivered_by_pulumi, drift, handover_commands, serving_tree, write_tree
@@ -79,7 +79,6 @@ from fabctl.verify import cli as verify_cli
 SCHEMA_PATH = PROJECT_DIR / "schema" / "stack.schema.json"
 REFERENCE_PATH = PROJECT_DIR / "docs" / "configuration.md"
 EXIT_CONFIG, EXIT_USAGE, EXIT_CRASH, EXIT_POLICY, EXIT_DANGER, EXIT_CHECK = 1, 2, 3, 4, 5, 6
-SITE_WIDE = "(site-wide)"
 
 
 def _kind(resource: dict[str, Any]) -> str:

@@ -47,6 +47,10 @@ class RenderStats:
     cpu_seconds: float = 0.0
 
 
+SITE_WIDE = "(site-wide)"
+"""How plan views (the plan tree, the written releases, the report) name what has no provider: applied by the stack."""
+
+
 @dataclass
 class Plan:
     """Everything a render registered, in registration order."""

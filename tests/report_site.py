@@ -20,7 +20,8 @@ def with_protected_resource_gone(plan_json: dict[str, Any]) -> dict[str, Any]:
     """A saved plan that had one more protected resource (a bucket under another name): against it, the stack deletes
     a protected resource."""
     before = copy.deepcopy(plan_json)
-    bucket = next(r for r in before["resources"] if r["type"] == "minio:index/s3Bucket:S3Bucket" and r.get("protect"))
+    buckets = [r for r in before["resources"] if r["type"] == "minio:index/s3Bucket:S3Bucket" and r.get("protect")]
+    bucket = min(buckets, key=lambda r: r["name"])  # not the first registered: registration order varies
     gone = {**copy.deepcopy(bucket), "urn": bucket["urn"] + "-old", "name": bucket["name"] + "-old"}
     before["resources"].append(gone)
     return before

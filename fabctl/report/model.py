@@ -15,9 +15,8 @@ from fabctl.check import Report as CheckReport
 from fabctl.diff import diff
 from fabctl.graph import WORLD, components_by_cluster, flows
 from fabctl.policy import Violation
-from fabctl.render import HELM_RELEASE_TYPE, Plan
+from fabctl.render import HELM_RELEASE_TYPE, SITE_WIDE, Plan
 
-SITE_WIDE = "(site-wide)"
 BASE_PROFILE = "(base config)"
 """The column of a site without profiles: what `pulumi up` applies."""
 REDACTED = "[redacted]"
