@@ -150,8 +150,8 @@ a ClusterMesh global service whose namespace and name every client cluster repea
 POLARIS_PORT_NAME = "rest"
 """The name of that Service's port, the same on every cluster: Cilium pairs a global service's backends by port name."""
 INFERENCE_GATEWAY_SERVICE = "inference-gateway"
-"""The inference gateway's Envoy Service in GATEWAY_NAMESPACE on the serving cluster (named by its EnvoyProxy) and, with
-global services, the same-named global service on compute."""
+"""With global services, the ClusterIP Service selecting the inference gateway's Envoy pods in GATEWAY_NAMESPACE on the
+serving cluster (beside Envoy Gateway's own LoadBalancer Service) and the same-named consumer Service on compute."""
 ENVOY_HTTPS_PORT_NAME = f"https-{HTTPS_PORT}"
 """How Envoy Gateway names the Service port of an HTTPS listener (`<protocol>-<port>`)."""
 

@@ -18,7 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
-from components.constants import GATEWAY_NAMESPACE, HTTPS_PORT
+from components.constants import ENVOY_HTTPS_TARGET_PORT, GATEWAY_NAMESPACE, HTTPS_PORT
 from components.kube import (
     Adoption,
     checkov_skips,
@@ -28,7 +28,7 @@ from components.kube import (
     restricted_container,
     restricted_pod_security_context,
 )
-from components.monitors import rate_limit_near_env
+from components.monitors import ENVOY_PROXY_POD_LABELS, OWNING_GATEWAY_LABEL, OWNING_GATEWAY_NAMESPACE_LABEL, rate_limit_near_env
 from components.registry import Registry
 
 if TYPE_CHECKING:
@@ -72,8 +72,8 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
     use `rateLimit.global` (counted once across all proxies); without it Envoy Gateway refuses global limits.
     `near_limit_percent` is the share of a limit above which the service counts hits as near the limit (the rate-limit
     saturation alert's threshold); defaults to the service's own 80.
-    `service` names the proxies' Service and announces it as that ClusterMesh global service; by default Envoy Gateway
-    names it and it is the cluster's own.
+    `service` announces the proxies as that ClusterMesh global service through a Service of its own (`global_service`);
+    Envoy Gateway's LoadBalancer Service at `vip` is left as Envoy Gateway names it.
     """
     ns = namespace(f"{prefix}-ns-{GATEWAY_NAMESPACE}", GATEWAY_NAMESPACE, opts, adopt=adopt, registry=registry)
     in_ns = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns]))
@@ -102,17 +102,20 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
                 "kubernetes": {
                     "envoyDeployment": proxy_deployment(registry),
                     "envoyService": {
-                        **({"name": service.name} if service else {}),
+                        # Never named here: renaming it on a live site would make Envoy Gateway replace the Service,
+                        # and the old and the new one would ask LB-IPAM for the same VIP.
                         "type": "LoadBalancer",
                         # Keeps the caller's address, which the cross-cluster flow rules match on.
                         "externalTrafficPolicy": "Local",
                         "labels": service_labels,
-                        "annotations": {"lbipam.cilium.io/ips": vip, **(service.backend_annotations() if service else {})},
+                        "annotations": {"lbipam.cilium.io/ips": vip},
                     },
                 },
             }
         },
     )
+    if service is not None:
+        global_service(f"{prefix}-global-service", service, gateway, after)
     cr(
         "gateway-class", versions.GATEWAY_API, "GatewayClass", {"name": gateway_class},
         {"controllerName": "gateway.envoyproxy.io/gatewayclass-controller", "description": description},
@@ -124,6 +127,26 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
             "infrastructure": {"parametersRef": {"group": "gateway.envoyproxy.io", "kind": "EnvoyProxy", "name": gateway}},
             "listeners": listeners,
         },
+    )
+
+
+def global_service(logical: str, service: GlobalService, gateway: str, opts: pulumi.ResourceOptions) -> k8s.core.v1.Service:
+    """A ClusterIP Service `service.name` selecting the proxies of `gateway`, announced as that ClusterMesh global service.
+
+    Beside Envoy Gateway's own LoadBalancer Service, not instead of it: the VIP, its Service and its name stay as they
+    are. The port names and target ports are Envoy Gateway's (`https-443` to the proxy's 10443), so that Cilium pairs
+    this Service's backends with the consumer clusters' Service of the same name and ports.
+    """
+    return k8s.core.v1.Service(
+        logical,
+        metadata={"name": service.name, "namespace": GATEWAY_NAMESPACE, "annotations": service.backend_annotations()},
+        spec={
+            "type": "ClusterIP",
+            "selector": {**ENVOY_PROXY_POD_LABELS, OWNING_GATEWAY_LABEL: gateway, OWNING_GATEWAY_NAMESPACE_LABEL: GATEWAY_NAMESPACE},
+            "ports": [{"name": port_name, "port": port, "targetPort": ENVOY_HTTPS_TARGET_PORT, "protocol": "TCP"}
+                      for port_name, port in service.ports],
+        },
+        opts=opts,
     )
 
 

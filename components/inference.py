@@ -130,7 +130,7 @@ class InferencePool(pulumi.ComponentResource):
         self.gateway_global_service = GlobalService(
             INFERENCE_GATEWAY_SERVICE, GATEWAY_NAMESPACE, ((ENVOY_HTTPS_PORT_NAME, HTTPS_PORT),),
         ) if args.network.global_services else None
-        """The gateway's Envoy Service as a ClusterMesh global service, which compute repeats; None without global services.
+        """The gateway's Envoy pods as a ClusterMesh global service (a Service beside Envoy Gateway's own), which compute repeats; None without global services.
         Its backends run on this cluster only, so it has no affinity to prefer."""
         gateway = self._gateway(args.network, hostname)
         team_clients = self._team_clients(args.identity)

@@ -47,6 +47,7 @@ ENVOY_PROXY_POD_LABELS = {**ENVOY_PROXY_LABELS, "app.kubernetes.io/component": "
 """Envoy Gateway v1.9.0's proxy pods (internal/infrastructure/kubernetes/proxy): container port `metrics` (19001),
 /stats/prometheus."""
 OWNING_GATEWAY_LABEL = "gateway.envoyproxy.io/owning-gateway-name"
+OWNING_GATEWAY_NAMESPACE_LABEL = "gateway.envoyproxy.io/owning-gateway-namespace"
 RATE_LIMIT_POD_LABELS = {"app.kubernetes.io/name": "envoy-ratelimit", "app.kubernetes.io/component": "ratelimit"}
 """Envoy Gateway v1.9.0's rate limit service (internal/infrastructure/kubernetes/ratelimit): port `metrics` (19001), /metrics."""
 KUEUE_METRICS_SERVICE_LABELS = {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/component": "metrics-service"}

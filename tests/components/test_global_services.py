@@ -54,10 +54,21 @@ def test_compute_and_gpu_clusters_repeat_polaris_service_without_backends(small_
 
 
 def test_gateway_service_is_global_on_the_serving_cluster(small_plan):
+    backend = service(small_plan, "site-t-gpu", "envoy-gateway-system", "inference-gateway")
+    assert backend["metadata"]["annotations"] == {GLOBAL: "true"}
+    assert backend["spec"]["selector"] == {
+        "app.kubernetes.io/name": "envoy", "app.kubernetes.io/component": "proxy",
+        "gateway.envoyproxy.io/owning-gateway-name": "llm", "gateway.envoyproxy.io/owning-gateway-namespace": "envoy-gateway-system",
+    }
+    assert [(p["name"], p["port"], p["targetPort"]) for p in backend["spec"]["ports"]] == [("https-443", 443, 10443)]
+
+
+def test_the_gateways_load_balancer_keeps_the_name_envoy_gateway_gives_it(small_plan):
+    """Naming it would make Envoy Gateway replace the Service at the VIP on a site that already serves."""
     (proxy,) = [p for p in small_plan.objects("EnvoyProxy", "site-t-gpu") if p["metadata"]["name"] == "llm"]
     envoy_service = proxy["spec"]["provider"]["kubernetes"]["envoyService"]
-    assert envoy_service["name"] == "inference-gateway"
-    assert {k: v for k, v in envoy_service["annotations"].items() if k.startswith("service.cilium.io/")} == {GLOBAL: "true"}
+    assert ("name" in envoy_service, envoy_service["type"]) == (False, "LoadBalancer")
+    assert not any(key.startswith("service.cilium.io/") for key in envoy_service["annotations"])
 
 
 def test_compute_repeats_the_gateway_service_without_backends(small_plan):
@@ -69,11 +80,11 @@ def test_compute_repeats_the_gateway_service_without_backends(small_plan):
 
 
 def test_only_polaris_and_the_gateway_consumers_are_global_services(small_plan):
-    # The gateway's own Service is created by Envoy Gateway from the EnvoyProxy, so the plan holds its consumer only.
     assert global_services(small_plan) == {
         ("site-t-storage", "polaris", "polaris-rest"),
         ("site-t-compute", "polaris", "polaris-rest"),
         ("site-t-gpu", "polaris", "polaris-rest"),
+        ("site-t-gpu", "envoy-gateway-system", "inference-gateway"),
         ("site-t-compute", "envoy-gateway-system", "inference-gateway"),
     }
 
