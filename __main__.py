@@ -83,6 +83,7 @@ storage = StorageCluster(
         teams=teams,
         adopt=site.adopt,
         network=network,
+        catalog_clients=tuple(site.keys_with_role("compute", "gpu", "gpu-train")),
         aistor_license=secrets.aistor_license,
         aistor_root_password=secrets.aistor_root_password,
         metrics=site.observability is not None,
@@ -149,9 +150,7 @@ compute = ComputeCluster(
         catalog_passwords=secrets.catalog_passwords,
     ),
 )
-# ClusterMesh global services (phase 5): compute and the GPU clusters repeat Polaris's Service, compute the gateway's.
-if storage.polaris_global_service is not None:
-    network.consume_global_service(storage.polaris_global_service, site.keys_with_role("compute", "gpu", "gpu-train"))
+# ClusterMesh global services (phase 5): compute repeats the gateway's Service (StorageCluster has its clients repeat Polaris's).
 if inference is not None and inference.gateway_global_service is not None:
     network.consume_global_service(inference.gateway_global_service, [compute_cluster.key],
                                    after={compute_cluster.key: [compute.gateway]})

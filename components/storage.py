@@ -140,6 +140,8 @@ class StorageClusterArgs:
     """Declares the namespaces, releases, buckets and MinIO users and policies that exist already."""
     network: CrossClusterNetwork
     """Gives the S3 and Polaris Services their addresses from the storage cluster's pools."""
+    catalog_clients: tuple[str, ...] = ()
+    """The other clusters whose pods call Polaris: with global services, each repeats Polaris's Service."""
     aistor_license: pulumi.Input[str] | None = None
     """The AIStor license (a Pulumi secret); required when the object store is installed."""
     aistor_root_password: pulumi.Input[str] | None = None
@@ -321,7 +323,7 @@ class StorageCluster(pulumi.ComponentResource):
             records[names.S3_EXTERNAL_HOST(site.domain)] = str(s3.external_vip)
         self.s3_endpoint_internal = pulumi.Output.from_input(self._s3_internal)
         self.s3_endpoint_external = pulumi.Output.from_input(external)
-        self.catalog_uri = pulumi.Output.from_input(self._catalog_uri)
+        self.catalog_uri = self._catalog_uri_of_clients(args.network, args.catalog_clients)
         self.published_catalog_uri = pulumi.Output.from_input(self._published_catalog_uri)
         self.warehouse = pulumi.Output.from_input(storage.polaris.catalog)
         self.data = pulumi.Output.from_input(
@@ -522,6 +524,16 @@ class StorageCluster(pulumi.ComponentResource):
     def _namespace(self, name: str, labels: dict[str, str] | None = None) -> k8s.core.v1.Namespace:
         return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self), labels=labels, adopt=self._cluster_adopt,
                          registry=self.cluster.registry)
+
+    def _catalog_uri_of_clients(self, network: CrossClusterNetwork, clients: tuple[str, ...]) -> pulumi.Output[str]:
+        """The catalog URI the site's clients call. Under its cluster-local name it resolves only once the client's
+        cluster repeats Polaris's Service, so the URI carries those Services: whatever takes it as an input waits for
+        them (their URNs are known in a preview, so the value stays known)."""
+        if self.polaris_global_service is None:
+            return pulumi.Output.from_input(self._catalog_uri)
+        repeated = network.consume_global_service(self.polaris_global_service, list(clients))
+        uri = self._catalog_uri
+        return pulumi.Output.all(*(service.urn for _, service in sorted(repeated.items()))).apply(lambda _: uri)
 
     def _lb_service(self, network: CrossClusterNetwork, name: str, namespace: str, pool: str, vip: Any, hostname: str,
                     port: tuple[str, int], selector: dict[str, str], depends_on: list[pulumi.Resource],

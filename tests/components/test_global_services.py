@@ -4,6 +4,7 @@ table's Cilium policies still decide which clusters' pods may connect."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from helpers import config_errors, render_small
@@ -185,3 +186,14 @@ def test_the_inference_flow_admits_compute_pods_only_through_the_global_service(
     assert admitted(small_plan, "site-t-gpu", pod("site-t-compute", "airflow"), envoy, 10443)
     assert not admitted(small_plan, "site-t-gpu", pod("site-t-storage", "polaris"), envoy, 10443)
     assert not admitted(small_plan, "site-t-gpu", "world", envoy, 10443)
+
+
+def test_what_calls_polaris_by_its_cluster_local_name_waits_for_that_name(small_plan):
+    """On a first `pulumi up`, Trino, StarRocks' setup and Spark would otherwise start before the name resolves."""
+    repeated = {r["urn"] for r in small_plan.resources
+                if r["type"] == "kubernetes:core/v1:Service" and r["name"] == "network-compute-global-polaris-polaris-rest"}
+    callers = [r for r in small_plan.resources if "polaris-rest.polaris.svc" in json.dumps(r["inputs"])
+               and r["name"].startswith("compute-")]
+    assert sorted(r["name"] for r in callers if repeated <= small_plan.waits_for(r)) == sorted(r["name"] for r in callers) == [
+        "compute-spark-connect-defaults", "compute-spark-defaults", "compute-starrocks-setup", "compute-trino",
+    ]
