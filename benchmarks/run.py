@@ -35,7 +35,7 @@ from benchmarks.scale import DIMENSIONS
 from components.config import parse_site
 from fabctl.check import ValuesCheck, check
 from fabctl.helm import ChartPackages, render_releases
-from fabctl.render import PROJECT_DIR, Plan, RenderStats, render_config
+from fabctl.render import PROJECT_DIR, Plan, RenderStats, render_config, with_secret_stand_ins
 from fabctl.stackfile import SITE_KEY, read_stack_config, stack_file, stack_names
 
 FLOOR_PROGRAM = Path(__file__).resolve().parent / "floor.py"
@@ -106,7 +106,7 @@ def floor_renderer(plan: Plan) -> Callable[[], Plan]:
 
 def stack_rows(stack: str, repeat: int) -> tuple[Plan, list[Row]]:
     """Program and floor renders alternate, so that a slower moment of the machine weighs on both alike."""
-    config = read_stack_config(stack_file(PROJECT_DIR, stack))
+    config, _ = with_secret_stand_ins(read_stack_config(stack_file(PROJECT_DIR, stack)))
     program = [render_config(stack, config)]
     render_floor = floor_renderer(program[0])
     floor = [render_floor()]
@@ -135,7 +135,7 @@ def baseline(repeat: int) -> RenderStats:
 def growth_rows(repeat: int, base: RenderStats) -> list[Row]:
     rows = []
     for dimension, (stack, grow, scales) in DIMENSIONS.items():
-        config = read_stack_config(stack_file(PROJECT_DIR, stack))
+        config, _ = with_secret_stand_ins(read_stack_config(stack_file(PROJECT_DIR, stack)))
         first: tuple[float, float] | None = None
         for scale in scales:
             grown = {**config, SITE_KEY: grow(config[SITE_KEY], scale)}

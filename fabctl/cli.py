@@ -69,7 +69,7 @@ from fabctl.mirror import DigestFileError, manifest, plain_list, read_digests
 from fabctl.mirror import write as write_mirror
 from fabctl.policy import PolicyPackError, analyze, analyze_counted
 from fabctl.reference import with_reference
-from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, SITE_WIDE, Plan, RenderError, render, render_config
+from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, SITE_WIDE, Plan, RenderError, render
 from fabctl.report import Guards, page_data
 from fabctl.report import write as write_report
 from fabctl.serving import ServingError, delivered_by_pulumi, drift, handover_commands, serving_tree, write_tree
@@ -253,7 +253,7 @@ def cmd_check(args: argparse.Namespace, console: Console, err: Console) -> int:
 def _render_or_report(stack: str, project_dir: Path, err: Console, config: dict[str, Any] | None = None) -> Plan | int:
     """A render, or the exit status after printing why there is none."""
     try:
-        return render_config(stack, config, project_dir) if config is not None else render(stack, project_dir)
+        plan = render(stack, project_dir, config)
     except StackFileError as exc:
         return _stack_file_error(exc, err)
     except RenderError as exc:
@@ -263,6 +263,10 @@ def _render_or_report(stack: str, project_dir: Path, err: Console, config: dict[
         for line in str(exc).splitlines():
             err.print(f"error: {line}", markup=False, highlight=False)
         return EXIT_CONFIG
+    for key in plan.stand_ins:
+        err.print(f"note: {PROJECT}:{key} is not set on {stack}: rendered with a redacted stand-in; before pulumi up: "
+                  f"pulumi config set --secret {key} <value>", markup=False, highlight=False)
+    return plan
 
 
 def _stack_file_error(exc: StackFileError, err: Console) -> int:

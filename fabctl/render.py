@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import subprocess
 import sys
@@ -19,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from components.config import PROJECT, ConfigError, parse_site
-from fabctl.stackfile import SITE_KEY, pulumi_config_env, read_stack_config, stack_file
+from components.config.load import required_secrets
+from fabctl.stackfile import SITE_KEY, STAND_IN, pulumi_config_env, read_stack_config, stack_file
 
 FABCTL_HOME = Path(__file__).resolve().parent.parent
 PROJECT_DIR = FABCTL_HOME
@@ -62,6 +64,9 @@ class Plan:
     config: dict[str, str] = field(default_factory=dict)
     """The stack's config as the Pulumi CLI hands it to the program and to a policy pack (`PULUMI_CONFIG`: every value
     a string, objects as JSON). A copy of a plan that keeps its stack keeps this too: `dataclasses.replace(plan, ...)`."""
+    stand_ins: tuple[str, ...] = ()
+    """The secret config keys the site needs and its stack file does not set, rendered as a redacted stand-in
+    (`with_secret_stand_ins`); a real `pulumi preview` stops on each until it is set."""
 
     @cached_property
     def by_urn(self) -> dict[str, dict[str, Any]]:
@@ -184,7 +189,7 @@ def linked_stack_outputs(config: dict[str, Any], project_dir: Path) -> dict[str,
         path = stack_file(project_dir, other)
         if not path.is_file():
             continue
-        peer_config = copy.deepcopy(read_stack_config(path))
+        peer_config, _ = with_secret_stand_ins(copy.deepcopy(read_stack_config(path)), project_dir)
         peer_site = peer_config.get(SITE_KEY)
         peer_federation = peer_site.get("federation") if isinstance(peer_site, dict) else None
         if isinstance(peer_federation, dict):  # a broken peer is refused by its own render below
@@ -197,6 +202,26 @@ def linked_stack_outputs(config: dict[str, Any], project_dir: Path) -> dict[str,
     return outputs
 
 
-def render(stack: str, project_dir: Path = PROJECT_DIR) -> Plan:
-    """Render `Pulumi.<stack>.yaml` of the project."""
-    return render_config(stack, read_stack_config(stack_file(project_dir, stack)), project_dir)
+def with_secret_stand_ins(config: dict[str, Any], project_dir: Path = PROJECT_DIR) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The stack `config:` with a stand-in for each secret config key the site needs and the config does not set, and
+    those keys.
+
+    Secrets are set per stack with `pulumi config set --secret` and encrypted with the stack's own key, so a stack file
+    in Git cannot carry them for an offline render (ciphertext of another key, or a fake one, stops a real preview): the
+    render takes them as set and redacted, which is all it can know of a set secret. A config the program refuses gets
+    none; its render says why.
+    """
+    try:
+        with contextlib.chdir(project_dir):  # the config's file paths are relative to the project
+            site = parse_site(config.get(SITE_KEY))
+    except ConfigError:
+        return config, ()
+    missing = tuple(key for key in required_secrets(site) if key not in config and f"{PROJECT}:{key}" not in config)
+    return {**config, **{key: {"secure": STAND_IN} for key in missing}}, missing
+
+
+def render(stack: str, project_dir: Path = PROJECT_DIR, config: dict[str, Any] | None = None) -> Plan:
+    """Render `Pulumi.<stack>.yaml` of the project (or `config` in its place), with stand-ins for the secrets it does not
+    set (`with_secret_stand_ins`)."""
+    full, stand_ins = with_secret_stand_ins(read_stack_config(stack_file(project_dir, stack)) if config is None else config, project_dir)
+    return dataclasses.replace(render_config(stack, full, project_dir), stand_ins=stand_ins)

@@ -251,6 +251,11 @@ def _secure_problems(config: dict[str, Any]) -> list[str]:
             for key, value in config.items() if _is_secure(value) and not isinstance(value["secure"], str)]
 
 
+STAND_IN = "fabctl-offline-stand-in"
+"""The `secure:` text of a secret an offline render stands in for (fabctl.render.with_secret_stand_ins): never decrypted,
+it renders as a redacted secret like every encrypted value."""
+
+
 def _is_secure(value: Any) -> bool:
     return isinstance(value, dict) and set(value) == {"secure"}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fabctl.helm import ChartPackages, MissingChart, RenderedRelease, render_releases
-from fabctl.render import PROJECT_DIR, Plan, render
+from fabctl.render import PROJECT_DIR, Plan, render, with_secret_stand_ins
 from fabctl.stackfile import SITE_KEY, read_stack_config, stack_file
 
 STACKS = ("site-a", "site-b")
@@ -36,8 +36,9 @@ def config_errors(raw: dict[str, Any]) -> list[str]:
 
 
 def stack_config(stack: str) -> dict[str, Any]:
-    """A fresh, mutable copy of a stack file's `config:` mapping."""
-    return copy.deepcopy(read_stack_config(stack_file(PROJECT_DIR, stack)))
+    """A fresh, mutable copy of a stack file's `config:` mapping, with stand-ins for the secrets the stack sets only on
+    its real copy (`with_secret_stand_ins`)."""
+    return with_secret_stand_ins(copy.deepcopy(read_stack_config(stack_file(PROJECT_DIR, stack))))[0]
 
 
 def site_raw(stack: str) -> dict[str, Any]:

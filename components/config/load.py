@@ -186,7 +186,7 @@ class SiteSecrets:
     """Trino's external catalog -> the password of its account (`trinoCatalogPassword-<catalog>`)."""
 
 
-def _required_secrets(site: SiteConfig) -> dict[str, str]:
+def required_secrets(site: SiteConfig) -> dict[str, str]:
     """Secret config key -> why the site needs it."""
     required = {}
     if site.storage.object_store.install:
@@ -210,7 +210,7 @@ def load_secrets(site: SiteConfig) -> SiteSecrets:
     """The secret config values the site needs; a missing one ends the program with the command that sets it."""
     import pulumi
 
-    required = _required_secrets(site)
+    required = required_secrets(site)
     config = pulumi.Config(PROJECT)
     values = {key: config.get_secret(key) for key in required}
     missing = [key for key, value in values.items() if value is None]

@@ -134,12 +134,15 @@ def _unlinked(stack: str) -> dict:
 
 
 def test_a_site_deploys_before_its_federated_sites_exist():
-    plan = render_config("site-b", _unlinked("site-b"), stack_references={})
+    config = _unlinked("site-b")
+    plan = render_config("site-b", config, stack_references={})
     assert plan.of_type("pulumi:pulumi:StackReference") == []
     assert plan.objects("CronJob") == []
     assert [s for s in plan.objects("Secret") if s["metadata"]["name"].startswith(("polaris-peer-", "replica-target-"))] == []
     (trino,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "trino"]
-    assert sorted(trino["inputs"]["values"]["catalogs"]) == ["fab"]
+    # Its own lake and its external databases, no peer's catalog.
+    own = ["fab", *config["fab-platform:site"]["compute"].get("trino", {}).get("external_catalogs", {})]
+    assert sorted(trino["inputs"]["values"]["catalogs"]) == sorted(own)
 
 
 def test_an_unlinked_site_still_sets_up_its_own_side():

@@ -8,7 +8,7 @@ from helpers import config_errors
 from small_site import RECEIVER_VIP, STORE, add_gpu_cluster, add_observability, small_site, write_flow_table
 
 from components.config import parse_site
-from components.config.load import _required_secrets
+from components.config.load import required_secrets
 from components.config.rules.observability import receiver_pool
 
 KEY = "fab-platform:site"
@@ -93,8 +93,8 @@ def test_fails_when_a_cluster_does_not_allow_list_node_exporter():
 
 def test_the_stores_password_is_required_only_with_a_user():
     with_user = parse_site(observed("remote-write", remote_write={**STORE, "username": "site-t"}))
-    assert _required_secrets(with_user) == {"metricsRemoteWritePassword": "observability.remote_write.username is set"}
-    assert _required_secrets(parse_site(observed("remote-write"))) == {}
+    assert required_secrets(with_user) == {"metricsRemoteWritePassword": "observability.remote_write.username is set"}
+    assert required_secrets(parse_site(observed("remote-write"))) == {}
 
 
 def test_the_receiver_pool_is_the_internal_pool_holding_the_vip():
