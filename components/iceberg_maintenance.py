@@ -34,6 +34,16 @@ ICEBERG_PACKAGES = tuple(p for p in versions.SPARK_PACKAGES if p.startswith("org
 DRIVER = {"cores": 1, "coreLimit": "1", "memory": "2g"}
 EXECUTORS = {"instances": 2, "cores": 2, "coreLimit": "2", "memory": "4g"}
 """Sized for nightly compaction of a namespace; the batch queue's limits bound what all maintenance jobs take together."""
+MAINTENANCE_CONF = {
+    # No credential vending (Polaris 1.7.0 AccessDelegationMode.fromProtocolValuesList: an empty header asks for none):
+    # loadTable then needs TABLE_READ_PROPERTIES only, and the job reads and writes with the maintenance principal's own
+    # S3 keys (its environment), which reach only its namespaces' locations (data_access.MAINTENANCE_PRIVILEGES).
+    f"{spark.CATALOG_CONF}.header.X-Iceberg-Access-Delegation": "",
+    # No scan and commit reports to Polaris (Iceberg 1.10 RESTSessionCatalog `rest-metrics-reporting-enabled`): they need
+    # TABLE_READ_DATA and TABLE_WRITE_DATA (REPORT_READ_METRICS, REPORT_WRITE_METRICS), which the principal does not hold.
+    f"{spark.CATALOG_CONF}.rest-metrics-reporting-enabled": "false",
+}
+"""What the maintenance applications set over spark-defaults (SparkApplication `sparkConf` outranks the defaults file)."""
 TTL_SECONDS = 3 * 24 * 3600
 """A finished application (and its driver's log) stays three days for `kubectl logs`, then the operator removes it."""
 
@@ -73,6 +83,7 @@ def application(config: IcebergMaintenanceConfig, arguments: list[str], registry
         "restartPolicy": {"type": "Never"},
         "timeToLiveSeconds": TTL_SECONDS,
         "volumes": [*spec.get("volumes", []), {"name": JOB_CONFIG_MAP, "configMap": {"name": JOB_CONFIG_MAP}}],
+        "sparkConf": {**spec.get("sparkConf", {}), **MAINTENANCE_CONF},
     })
     driver = spec["driver"]
     driver.update({

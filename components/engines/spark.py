@@ -51,10 +51,14 @@ def yunikorn_queues(spark: Any) -> str:
     )
 
 
+CATALOG_CONF = "spark.sql.catalog.fab"
+"""The prefix of the Polaris catalog's Spark settings."""
+
+
 def spark_conf(catalog_uri: str) -> dict[str, str]:
     """The Spark settings of the Polaris catalog at `catalog_uri` and the internal S3 endpoint; credentials only as
     ${env:...} references."""
-    catalog = "spark.sql.catalog.fab"
+    catalog = CATALOG_CONF
     conf = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.defaultCatalog": "fab",

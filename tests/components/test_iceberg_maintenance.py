@@ -112,16 +112,28 @@ def test_maintenance_is_off_without_the_section():
 # The maintenance principal.
 
 
-def test_the_maintenance_principal_holds_table_write_data_on_its_namespaces_alone():
+SNAPSHOT_PRIVILEGES = ("TABLE_LIST", "TABLE_READ_PROPERTIES", "TABLE_ADD_SNAPSHOT", "TABLE_SET_SNAPSHOT_REF", "TABLE_REMOVE_SNAPSHOTS",
+                       "TABLE_REMOVE_SNAPSHOT_REF", "TABLE_REMOVE_STATISTICS")
+"""Listing, loading without credentials, and snapshot commits (Polaris 1.7.0's fine-grained updateTable privileges): no
+TABLE_WRITE_DATA, which implies schema, location and property changes."""
+
+
+def test_the_maintenance_principal_holds_snapshot_privileges_on_its_namespaces_alone():
     setup = _setup_plan(render_small(maintained_site()))
     assert setup["catalog_roles"]["maintenance"] == [
-        {"type": "namespace", "namespace": ["fdc"], "privilege": "TABLE_WRITE_DATA"},
-        {"type": "namespace", "namespace": ["fdc", "raw"], "privilege": "TABLE_WRITE_DATA"},
+        *({"type": "namespace", "namespace": ["fdc"], "privilege": p} for p in SNAPSHOT_PRIVILEGES),
+        *({"type": "namespace", "namespace": ["fdc", "raw"], "privilege": p} for p in SNAPSHOT_PRIVILEGES),
     ]
     assert [p for p in setup["principals"] if p["name"] == "fab-iceberg-maintenance"] == [{
         "name": "fab-iceberg-maintenance", "principal_role": "fab-iceberg-maintenance", "catalog_roles": ["maintenance"],
         "credentials_env": "ICEBERG_MAINTENANCE",
     }]
+
+
+def test_polaris_authorizes_table_commits_per_metadata_update():
+    (release,) = [r for r in render_small(maintained_site()).resources
+                  if r["type"] == "kubernetes:helm.sh/v3:Release" and r["inputs"].get("chart") == "polaris"]
+    assert release["inputs"]["values"]["features"]["ENABLE_FINE_GRAINED_UPDATE_TABLE_PRIVILEGES"] is True
 
 
 def test_the_setup_job_creates_the_maintained_namespaces_parents_first():
@@ -186,6 +198,12 @@ def test_the_applications_run_as_the_maintenance_principal_in_the_batch_pool():
     credentials = [{"secretRef": {"name": "s3-iceberg-maintenance"}}, {"secretRef": {"name": "polaris-iceberg-maintenance"}}]
     assert (spec["driver"]["envFrom"], spec["executor"]["envFrom"], spec["nodeSelector"], spec["batchSchedulerOptions"]) == (
         credentials, credentials, {"fab.internal/compute-pool": "batch"}, {"queue": "root.batch"})
+
+
+def test_the_applications_ask_polaris_for_no_credentials_and_send_no_metrics():
+    spec = _platform(render_small(maintained_site()))["iceberg_maintenance"]["applications"]["maintain_fdc"]["spec"]
+    assert spec["sparkConf"] == {"spark.sql.catalog.fab.header.X-Iceberg-Access-Delegation": "",
+                                 "spark.sql.catalog.fab.rest-metrics-reporting-enabled": "false"}
 
 
 def test_a_namespaces_application_gets_its_glob_and_the_retention_settings():
