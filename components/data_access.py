@@ -218,6 +218,9 @@ def polaris_setup_plan(storage: StorageConfig, s3_endpoint: str, region: str, pr
             *({"name": parts} for parts in maintenance_namespaces(maintained) if not (gold_location and parts == [GOLD_NAMESPACE])),
         ],
         "catalog_roles": {**CATALOG_ROLES, **({MAINTENANCE_CATALOG_ROLE: maintenance_grants(maintained)} if maintained else {})},
+        # Always named, with maintenance off too: the setup Job revokes the role's grants that `catalog_roles` no longer
+        # lists (polaris_setup.revoke_unlisted), so a namespace dropped from the targets loses them.
+        "maintenance_role": MAINTENANCE_CATALOG_ROLE,
         "principals": [
             {
                 "name": f"fab-{engine}",
