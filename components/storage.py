@@ -415,7 +415,7 @@ class StorageCluster(pulumi.ComponentResource):
         return [keys, catalog]
 
     def maintenance_grants(self, to: NamespaceRef) -> list[k8s.core.v1.Secret]:
-        """The Secrets `s3-iceberg-maintenance` and `polaris-iceberg-maintenance` in the namespace `to` (Spark's): the
+        """The Secrets `s3-iceberg-maintenance` and `polaris-iceberg-maintenance` in the namespace `to` (the maintenance one): the
         maintenance principal's S3 keys (its namespaces' locations only) and its Polaris principal (its namespaces only)."""
         if not self._maintained:
             raise ValueError("the site maintains no Iceberg namespace (compute.iceberg_maintenance); there is no maintenance principal")

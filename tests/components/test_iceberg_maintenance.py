@@ -158,11 +158,29 @@ def test_the_gold_namespace_is_maintained_at_the_gold_location():
     assert namespace_location(parse_site(site).storage, "gold") == ("site-t-gold", "gold/")
 
 
-def test_the_maintenance_credentials_are_delivered_into_sparks_namespace_as_its_own():
+def test_the_maintenance_credentials_are_delivered_into_its_own_namespace_alone():
     secrets = [s for s in render_small(maintained_site()).objects("Secret", COMPUTE) if "iceberg-maintenance" in s["metadata"]["name"]]
     assert sorted((s["metadata"]["namespace"], s["metadata"]["name"], s["metadata"]["labels"]["fab.internal/engine"]) for s in secrets) == [
-        ("spark", "polaris-iceberg-maintenance", "iceberg-maintenance"), ("spark", "s3-iceberg-maintenance", "iceberg-maintenance"),
+        ("iceberg-maintenance", "polaris-iceberg-maintenance", "iceberg-maintenance"),
+        ("iceberg-maintenance", "s3-iceberg-maintenance", "iceberg-maintenance"),
     ]
+
+
+def test_sparks_operator_runs_applications_in_the_maintenance_namespace():
+    (release,) = [r for r in render_small(maintained_site()).resources
+                  if r["type"] == "kubernetes:helm.sh/v3:Release" and r["inputs"].get("chart") == "spark-operator"]
+    assert "iceberg-maintenance" in release["inputs"]["values"]["spark"]["jobNamespaces"]
+
+
+def test_the_maintenance_namespace_has_sparks_defaults_and_the_job():
+    plan = render_small(maintained_site())
+    assert sorted(c["metadata"]["name"] for c in plan.objects("ConfigMap", COMPUTE) if c["metadata"]["namespace"] == "iceberg-maintenance") == [
+        "iceberg-maintenance-job", "spark-defaults"]
+
+
+def test_airflow_may_submit_maintenance_applications_but_read_no_secret():
+    (role,) = [r for r in render_small(maintained_site()).objects("Role", COMPUTE) if r["metadata"]["namespace"] == "iceberg-maintenance"]
+    assert [resource for rule in role["rules"] for resource in rule["resources"]] == ["sparkapplications", "pods", "pods/log", "events"]
 
 
 def test_the_config_knows_compute_holds_the_maintenance_credentials():
@@ -183,7 +201,7 @@ def test_no_maintenance_principal_without_the_section():
 def test_the_dag_submits_one_application_per_namespace_then_the_quality_checks():
     settings = _platform(render_small(maintained_site()))["iceberg_maintenance"]
     assert (settings["schedule"], settings["namespace"], list(settings["applications"])) == (
-        "0 2 * * *", "spark", ["maintain_fdc", "maintain_fdc_raw", "quality_checks"])
+        "0 2 * * *", "iceberg-maintenance", ["maintain_fdc", "maintain_fdc_raw", "quality_checks"])
 
 
 def test_the_applications_validate_against_the_spark_operators_crd(crd_dir):
