@@ -157,4 +157,7 @@ ENVOY_HTTPS_PORT_NAME = f"https-{HTTPS_PORT}"
 
 MAINTENANCE_PRINCIPAL = "iceberg-maintenance"
 """The Iceberg maintenance principal (compute.iceberg_maintenance): the Polaris principal and MinIO user
-`fab-iceberg-maintenance`, delivered into Spark's namespace as `s3-iceberg-maintenance` and `polaris-iceberg-maintenance`."""
+`fab-iceberg-maintenance`, delivered into MAINTENANCE_NAMESPACE as `s3-iceberg-maintenance` and `polaris-iceberg-maintenance`."""
+MAINTENANCE_NAMESPACE = "iceberg-maintenance"
+"""Where the maintenance SparkApplications run and its Secrets are, apart from Spark's namespace: no other Spark job (nor
+its driver, which may create pods in its namespace) can mount them."""

@@ -218,6 +218,9 @@ def polaris_setup_plan(storage: StorageConfig, s3_endpoint: str, region: str, pr
             *({"name": parts} for parts in maintenance_namespaces(maintained) if not (gold_location and parts == [GOLD_NAMESPACE])),
         ],
         "catalog_roles": {**CATALOG_ROLES, **({MAINTENANCE_CATALOG_ROLE: maintenance_grants(maintained)} if maintained else {})},
+        # Always named, with maintenance off too: the setup Job revokes the role's grants that `catalog_roles` no longer
+        # lists (polaris_setup.revoke_unlisted), so a namespace dropped from the targets loses them.
+        "maintenance_role": MAINTENANCE_CATALOG_ROLE,
         "principals": [
             {
                 "name": f"fab-{engine}",
@@ -260,18 +263,34 @@ def principal_engines(consumers: Iterable[str], maintenance: bool = False) -> di
 MAINTENANCE = MAINTENANCE_PRINCIPAL
 MAINTENANCE_CATALOG_ROLE = "maintenance"
 MAINTENANCE_PRIVILEGES = (
-    # The one privilege, on each configured namespace (and so on its tables), that the four procedures need (Polaris 1.7,
-    # RbacOperationSemantics and PolarisAuthorizerImpl's SUPER_PRIVILEGES):
-    # - LOAD_TABLE_WITH_WRITE_DELEGATION: each table loaded with storage credentials that may write, which compaction
-    #   (new data files), rewrite_manifests (new manifests) and expiry and orphan removal (deleting files) use;
-    # - the commits: rewrite_data_files and rewrite_manifests add a snapshot and move `main` (ADD_TABLE_SNAPSHOT,
-    #   SET_TABLE_SNAPSHOT_REF), expire_snapshots removes snapshots and expired refs (REMOVE_TABLE_SNAPSHOTS,
-    #   REMOVE_TABLE_SNAPSHOT_REF), each implied by TABLE_WRITE_DATA;
-    # - LIST_TABLES (TABLE_LIST), to match `tables` against the namespace's tables, and reading the data files it
-    #   compacts and checks (TABLE_READ_DATA): both implied by TABLE_WRITE_DATA as well.
-    # Not granted: TABLE_CREATE, TABLE_DROP, TABLE_MANAGE_STRUCTURE and TABLE_FULL_METADATA (no schema, spec, location
-    # or property change), nothing on other namespaces, views, the catalog or access (no *_MANAGE_*).
-    "TABLE_WRITE_DATA",
+    # What the four procedures and the quality checks ask of Polaris (1.7.0, the pinned version), each on each configured
+    # namespace (and so on its tables), and nothing more. Sources: polaris-core RbacOperationSemantics (operation ->
+    # privilege), IcebergCatalogHandler.getUpdateTableAuthorizableOperations (an updateTable commit is authorized per
+    # metadata update, with ENABLE_FINE_GRAINED_UPDATE_TABLE_PRIVILEGES, on by default and pinned on by StorageCluster)
+    # and PolarisAuthorizerImpl.SUPER_PRIVILEGES (what implies what):
+    # - TABLE_LIST: LIST_TABLES, to match `tables` against the namespace's tables (SHOW TABLES);
+    # - TABLE_READ_PROPERTIES: LOAD_TABLE without access delegation. The maintenance applications ask for none
+    #   (iceberg_maintenance.MAINTENANCE_CONF: the job reads and writes files with its own S3 keys, confined to these
+    #   namespaces' locations), because a loadTable with delegation needs TABLE_WRITE_DATA to vend credentials that write;
+    # - TABLE_ADD_SNAPSHOT and TABLE_SET_SNAPSHOT_REF: rewrite_data_files and rewrite_manifests commit a replace
+    #   snapshot and move `main` (AddSnapshot, SetSnapshotRef);
+    # - TABLE_REMOVE_SNAPSHOTS and TABLE_REMOVE_SNAPSHOT_REF: expire_snapshots (RemoveSnapshots, and RemoveSnapshotRef for
+    #   refs left dangling or past their max age);
+    # - TABLE_REMOVE_STATISTICS: expire_snapshots also drops the statistics files of the snapshots it removes
+    #   (Iceberg 1.10 TableMetadata.Builder.rewriteSnapshotsInternal adds RemoveStatistics when a snapshot has any).
+    # remove_orphan_files commits nothing (it lists and deletes with the S3 keys). Not granted: TABLE_WRITE_DATA (it
+    # implies TABLE_WRITE_PROPERTIES and so every schema, spec, location and property change), TABLE_READ_DATA (no
+    # credential vending; metrics reports are off), TABLE_CREATE, TABLE_DROP, TABLE_MANAGE_STRUCTURE, anything on views,
+    # other namespaces, the catalog or access. Iceberg's RemovePartitionStatistics has no fine-grained operation in
+    # Polaris 1.7.0 (it falls back to UPDATE_TABLE, TABLE_WRITE_PROPERTIES): expiring a snapshot that has partition
+    # statistics is refused (docs/operations.md, "Iceberg maintenance").
+    "TABLE_LIST",
+    "TABLE_READ_PROPERTIES",
+    "TABLE_ADD_SNAPSHOT",
+    "TABLE_SET_SNAPSHOT_REF",
+    "TABLE_REMOVE_SNAPSHOTS",
+    "TABLE_REMOVE_SNAPSHOT_REF",
+    "TABLE_REMOVE_STATISTICS",
 )
 
 

@@ -4,9 +4,11 @@ With `compute.iceberg_maintenance`, the platform's `iceberg_maintenance` DAG (co
 submits, on its schedule, one SparkApplication per configured namespace and then one for the quality checks. They are
 built here, whole, from Spark's template (batch pool, YuniKorn batch queue, spark-defaults with the Polaris catalog and
 the internal S3 endpoint) and handed to the DAG in `platform.json`, so that what runs is what the tests validate. They
-run the platform's job (components/iceberg_maintenance_job.py, the ConfigMap `iceberg-maintenance-job` in Spark's
-namespace) as the maintenance principal (`s3-iceberg-maintenance`, `polaris-iceberg-maintenance`, delivered there), which
-may touch only the configured namespaces (components/data_access.py MAINTENANCE_PRIVILEGES and its S3 policy).
+run the platform's job (components/iceberg_maintenance_job.py, the ConfigMap `iceberg-maintenance-job`) as the
+maintenance principal (`s3-iceberg-maintenance`, `polaris-iceberg-maintenance`), which may touch only the configured
+namespaces (components/data_access.py MAINTENANCE_PRIVILEGES and its S3 policy). All of them are in a namespace of their
+own, `iceberg-maintenance` (Spark's operator watches it), so that no other Spark job, nor a driver creating pods in its
+own namespace, can mount those Secrets.
 """
 
 from __future__ import annotations
@@ -18,14 +20,14 @@ from typing import Any
 
 from components import versions
 from components.config import IcebergMaintenanceConfig
-from components.constants import ENGINE_LABEL, polaris_secret, s3_secret
+from components.constants import ENGINE_LABEL, MAINTENANCE_NAMESPACE, polaris_secret, s3_secret
 from components.constants import MAINTENANCE_PRINCIPAL as MAINTENANCE
 from components.engines import spark
 from components.registry import UPSTREAM, Registry
 
 JOB_SOURCE = Path(__file__).with_name("iceberg_maintenance_job.py")
 JOB_CONFIG_MAP = "iceberg-maintenance-job"
-"""The ConfigMap in Spark's namespace with the maintenance job, mounted on the driver at JOB_DIR."""
+"""The ConfigMap in MAINTENANCE_NAMESPACE with the maintenance job, mounted on the driver at JOB_DIR."""
 JOB_DIR = "/opt/fab-maintenance"
 DAG_ID = "iceberg_maintenance"
 QUALITY_TASK = "quality_checks"
@@ -34,6 +36,16 @@ ICEBERG_PACKAGES = tuple(p for p in versions.SPARK_PACKAGES if p.startswith("org
 DRIVER = {"cores": 1, "coreLimit": "1", "memory": "2g"}
 EXECUTORS = {"instances": 2, "cores": 2, "coreLimit": "2", "memory": "4g"}
 """Sized for nightly compaction of a namespace; the batch queue's limits bound what all maintenance jobs take together."""
+MAINTENANCE_CONF = {
+    # No credential vending (Polaris 1.7.0 AccessDelegationMode.fromProtocolValuesList: an empty header asks for none):
+    # loadTable then needs TABLE_READ_PROPERTIES only, and the job reads and writes with the maintenance principal's own
+    # S3 keys (its environment), which reach only its namespaces' locations (data_access.MAINTENANCE_PRIVILEGES).
+    f"{spark.CATALOG_CONF}.header.X-Iceberg-Access-Delegation": "",
+    # No scan and commit reports to Polaris (Iceberg 1.10 RESTSessionCatalog `rest-metrics-reporting-enabled`): they need
+    # TABLE_READ_DATA and TABLE_WRITE_DATA (REPORT_READ_METRICS, REPORT_WRITE_METRICS), which the principal does not hold.
+    f"{spark.CATALOG_CONF}.rest-metrics-reporting-enabled": "false",
+}
+"""What the maintenance applications set over spark-defaults (SparkApplication `sparkConf` outranks the defaults file)."""
 TTL_SECONDS = 3 * 24 * 3600
 """A finished application (and its driver's log) stays three days for `kubectl logs`, then the operator removes it."""
 
@@ -59,6 +71,7 @@ def application(config: IcebergMaintenanceConfig, arguments: list[str], registry
     """One maintenance SparkApplication: Spark's template plus the job, its Iceberg packages, and the maintenance
     principal's Secrets as the driver's and executors' environment (what spark-defaults reads)."""
     app = spark.spark_application_template(registry)
+    app["metadata"]["namespace"] = MAINTENANCE_NAMESPACE
     spec = app["spec"]
     credentials = [{"secretRef": {"name": s3_secret(MAINTENANCE)}}, {"secretRef": {"name": polaris_secret(MAINTENANCE)}}]
     labels = {ENGINE_LABEL: MAINTENANCE}
@@ -73,6 +86,7 @@ def application(config: IcebergMaintenanceConfig, arguments: list[str], registry
         "restartPolicy": {"type": "Never"},
         "timeToLiveSeconds": TTL_SECONDS,
         "volumes": [*spec.get("volumes", []), {"name": JOB_CONFIG_MAP, "configMap": {"name": JOB_CONFIG_MAP}}],
+        "sparkConf": {**spec.get("sparkConf", {}), **MAINTENANCE_CONF},
     })
     driver = spec["driver"]
     driver.update({
@@ -97,7 +111,7 @@ def dag_settings(config: IcebergMaintenanceConfig | None, registry: Registry = U
     """`platform.json` `iceberg_maintenance`: the DAG's schedule and its applications, or None (no DAG) while off."""
     if config is None or not config.enabled:
         return None
-    return {"schedule": config.schedule, "namespace": spark.ENGINE.namespace, "applications": applications(config, registry)}
+    return {"schedule": config.schedule, "namespace": MAINTENANCE_NAMESPACE, "applications": applications(config, registry)}
 
 
 def maintained_namespaces(compute: Any) -> tuple[str, ...]:

@@ -91,6 +91,8 @@ def apply(polaris: Polaris, plan: dict[str, Any], env: dict[str, str]) -> list[s
         for grant in grants:
             polaris.call("PUT", f"{MANAGEMENT}/catalogs/{name}/catalog-roles/{role}/grants", {"grant": grant})
         steps.append(f"catalog role {role} ({len(grants)} grants)")
+    if "maintenance_role" in plan:
+        steps.extend(revoke_unlisted(polaris, name, plan["maintenance_role"], plan.get("catalog_roles", {}).get(plan["maintenance_role"], [])))
 
     for principal in plan["principals"]:
         who, role = principal["name"], principal["principal_role"]
@@ -127,6 +129,25 @@ def _grants_of(polaris: Polaris, path: str) -> list[dict[str, Any]]:
 
 def _key(grant: dict[str, Any]) -> str:
     return json.dumps(grant, sort_keys=True)
+
+
+def revoke_unlisted(polaris: Polaris, catalog: str, role: str, wanted: list[dict[str, Any]]) -> list[str]:
+    """Revoke every grant of the catalog role `role` that `wanted` does not list: the Iceberg maintenance role, so that a
+    namespace removed from compute.iceberg_maintenance.targets (or maintenance switched off: nothing wanted) loses its
+    grants. A role that was never created (404) holds nothing."""
+    path = f"{MANAGEMENT}/catalogs/{catalog}/catalog-roles/{role}/grants"
+    try:
+        held = {_key(grant): grant for grant in _grants_of(polaris, path)}
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return []
+        raise RuntimeError(f"GET {path}: HTTP {exc.code} {exc.read().decode(errors='replace')[:500]}") from None
+    steps = []
+    for key in sorted(set(held) - {_key(grant) for grant in wanted}):
+        grant = held[key]
+        polaris.call("POST", path, {"grant": grant})
+        steps.append(f"revoked {grant['privilege']} on {grant['type']} {'.'.join(grant.get('namespace', []))} from {role}")
+    return steps
 
 
 def apply_vendor(polaris: Polaris, plan: dict[str, Any], env: dict[str, str]) -> list[str]:

@@ -417,7 +417,7 @@ class StorageCluster(pulumi.ComponentResource):
         return [keys, catalog]
 
     def maintenance_grants(self, to: NamespaceRef) -> list[k8s.core.v1.Secret]:
-        """The Secrets `s3-iceberg-maintenance` and `polaris-iceberg-maintenance` in the namespace `to` (Spark's): the
+        """The Secrets `s3-iceberg-maintenance` and `polaris-iceberg-maintenance` in the namespace `to` (the maintenance one): the
         maintenance principal's S3 keys (its namespaces' locations only) and its Polaris principal (its namespaces only)."""
         if not self._maintained:
             raise ValueError("the site maintains no Iceberg namespace (compute.iceberg_maintenance); there is no maintenance principal")
@@ -896,7 +896,9 @@ class StorageCluster(pulumi.ComponentResource):
                 },
             },
             "storage": {"secret": {"name": "s3-polaris", "awsAccessKeyId": S3_ACCESS_KEY, "awsSecretAccessKey": S3_SECRET_KEY}},
-            "features": {"SUPPORTED_CATALOG_STORAGE_TYPES": ["S3"]},
+            # Table commits authorized per metadata update (Polaris 1.7.0's default, pinned): the maintenance principal
+            # commits snapshots without the privileges of schema, location or property changes (MAINTENANCE_PRIVILEGES).
+            "features": {"SUPPORTED_CATALOG_STORAGE_TYPES": ["S3"], "ENABLE_FINE_GRAINED_UPDATE_TABLE_PRIVILEGES": True},
             "extraEnv": [{"name": S3_REGION, "value": self._region}],
             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
             "serviceMonitor": {"enabled": False},

@@ -445,7 +445,7 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
         for engine in ENGINES.values():
             if engine.config(site.compute).enabled:
                 holds(cluster, engine.name, keys=engine.buckets is not None, catalog=engine.catalog_role is not None)
-        # Iceberg maintenance runs in Spark's namespace as its own principal (components/iceberg_maintenance.py).
+        # Iceberg maintenance runs in its own namespace as its own principal (components/iceberg_maintenance.py).
         maintenance = site.compute.iceberg_maintenance
         if maintenance is not None and maintenance.enabled:
             holds(cluster, MAINTENANCE_PRINCIPAL, catalog=True)

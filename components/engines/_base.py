@@ -196,6 +196,13 @@ class EngineScope:
         return namespace(f"{self.prefix}-ns-{name}", name, opts or self.child, labels=labels, adopt=self.adopt,
                          registry=self.cluster.registry)
 
+    def labelled_namespace(self, name: str, labels: dict[str, str]) -> k8s.core.v1.Namespace:
+        """A namespace of no engine's own, once however often it is asked for (Iceberg maintenance's: Spark's operator
+        watches it, Airflow puts the job and Secrets there)."""
+        if name not in self._namespaces:
+            self._namespaces[name] = self.plain_namespace(name, labels=labels)
+        return self._namespaces[name]
+
     def namespace(self, engine: Engine, aliases: list[pulumi.Alias] | None = None) -> k8s.core.v1.Namespace:
         """The engine's namespace, once: labelled with the engine and its pool, with its quota (and zero GPUs) and
         container defaults."""

@@ -28,6 +28,7 @@ import yaml
 from components import iceberg_maintenance, versions
 from components.constants import (
     AIRFLOW_NAMESPACE,
+    MAINTENANCE_NAMESPACE,
     OIDC_CLIENT_ID,
     OIDC_CLIENT_SECRET,
     OIDC_ISSUER,
@@ -212,13 +213,26 @@ def _spark_submitter(scope: EngineScope) -> None:
 
 
 def _maintenance(scope: EngineScope) -> list[pulumi.Resource]:
-    """In Spark's namespace, what the maintenance SparkApplications read: the platform's job, and the maintenance
-    principal's Secrets (components/iceberg_maintenance.py)."""
-    spark_ns_resource = scope.namespace(spark.ENGINE)
-    job = scope.config_map(iceberg_maintenance.JOB_CONFIG_MAP, spark.ENGINE.namespace,
-                           {iceberg_maintenance.JOB_SOURCE.name: iceberg_maintenance.JOB_SOURCE.read_text()}, spark_ns_resource)
-    to = NamespaceRef(scope.cluster, spark.ENGINE.namespace, spark_ns_resource)
-    return [job, *scope.storage.maintenance_grants(to)]
+    """In the maintenance namespace (spark.maintenance_namespace), what the maintenance SparkApplications read: the
+    platform's job and the maintenance principal's Secrets (components/iceberg_maintenance.py); and Airflow's right to
+    submit them there (SPARK_SUBMITTER_RULES: no Secrets). Nothing else runs there: the operator's Role for the drivers'
+    ServiceAccount names no Secrets either, and Spark's other jobs run in Spark's namespace."""
+    name = MAINTENANCE_NAMESPACE
+    ns = spark.maintenance_namespace(scope)
+    job = scope.config_map(iceberg_maintenance.JOB_CONFIG_MAP, name,
+                           {iceberg_maintenance.JOB_SOURCE.name: iceberg_maintenance.JOB_SOURCE.read_text()}, ns)
+    role = k8s.rbac.v1.Role(
+        f"{scope.prefix}-airflow-maintenance-role", metadata={"name": "airflow-spark-submitter", "namespace": name},
+        rules=SPARK_SUBMITTER_RULES, opts=scope.after(ns),
+    )
+    binding = k8s.rbac.v1.RoleBinding(
+        f"{scope.prefix}-airflow-maintenance-binding", metadata={"name": "airflow-spark-submitter", "namespace": name},
+        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "airflow-spark-submitter"},
+        subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"system:serviceaccounts:{AIRFLOW_NAMESPACE}"}],
+        opts=scope.after(role),
+    )
+    to = NamespaceRef(scope.cluster, name, ns)
+    return [job, binding, *scope.storage.maintenance_grants(to)]
 
 
 ENGINE = Engine(

@@ -13,13 +13,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import pulumi_kubernetes as k8s
 import yaml
 
 from components import versions
-from components.constants import POLARIS_CLIENT_ID, POLARIS_CLIENT_SECRET, POLARIS_WAREHOUSE, S3_ENDPOINT
+from components.constants import (
+    ENGINE_LABEL,
+    MAINTENANCE_NAMESPACE,
+    MAINTENANCE_PRINCIPAL,
+    POLARIS_CLIENT_ID,
+    POLARIS_CLIENT_SECRET,
+    POLARIS_WAREHOUSE,
+    S3_ENDPOINT,
+)
 from components.engines import _spark_connect as spark_connect
 from components.engines import _spark_packages as packages
-from components.engines._base import BATCH, BucketAccess, Engine, EngineScope, Quota
+from components.engines._base import BATCH, POOL_LABEL, BucketAccess, Engine, EngineScope, Quota
 from components.registry import UPSTREAM, Registry
 
 SERVICE_ACCOUNT = "spark"
@@ -51,10 +60,14 @@ def yunikorn_queues(spark: Any) -> str:
     )
 
 
+CATALOG_CONF = "spark.sql.catalog.fab"
+"""The prefix of the Polaris catalog's Spark settings."""
+
+
 def spark_conf(catalog_uri: str) -> dict[str, str]:
     """The Spark settings of the Polaris catalog at `catalog_uri` and the internal S3 endpoint; credentials only as
     ${env:...} references."""
-    catalog = "spark.sql.catalog.fab"
+    catalog = CATALOG_CONF
     conf = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.defaultCatalog": "fab",
@@ -126,12 +139,25 @@ def spark_application_template(registry: Registry = UPSTREAM) -> dict[str, Any]:
     }
 
 
+def maintenance_namespace(scope: EngineScope) -> Any:
+    """With compute.iceberg_maintenance on, its namespace (MAINTENANCE_NAMESPACE, running as the maintenance principal on
+    the batch pool), else None: the maintenance SparkApplications, their job and the principal's Secrets are there, out of
+    reach of Spark's other jobs."""
+    maintenance = scope.compute.iceberg_maintenance
+    if maintenance is None or not maintenance.enabled:
+        return None
+    return scope.labelled_namespace(MAINTENANCE_NAMESPACE, {ENGINE_LABEL: MAINTENANCE_PRINCIPAL, POOL_LABEL: BATCH.name})
+
+
 def _deploy(scope: EngineScope) -> None:
     config = ENGINE.config(scope.compute)
     ns = scope.namespace(ENGINE)
     # Spark Connect runs in its own, interactive namespace; the operator's chart gives it the drivers' ServiceAccount.
     connect_ns = spark_connect.namespace(scope, config) if config.connect else None
-    spark_namespaces = [ENGINE.namespace, *([spark_connect.NAMESPACE] if connect_ns else [])]
+    # So does Iceberg maintenance (its ServiceAccount and the operator's Role there name no Secrets).
+    maintenance_ns = maintenance_namespace(scope)
+    spark_namespaces = [ENGINE.namespace, *([spark_connect.NAMESPACE] if connect_ns else []),
+                        *([MAINTENANCE_NAMESPACE] if maintenance_ns else [])]
     yunikorn = scope.release(
         "yunikorn", versions.YUNIKORN, "yunikorn",
         {"yunikornDefaults": {
@@ -143,7 +169,8 @@ def _deploy(scope: EngineScope) -> None:
     registry = scope.cluster.registry
     operator_ns = scope.plain_namespace("spark-operator")
     # On a site with a Maven repository the controller's spark-submit and the drivers read its ivysettings.xml.
-    maven = [spark_connect.packages_config_map(scope, name, after) for name, after in (("spark-operator", operator_ns), (ENGINE.namespace, ns))
+    maven = [spark_connect.packages_config_map(scope, name, after) for name, after in (
+        ("spark-operator", operator_ns), (ENGINE.namespace, ns), *([(MAINTENANCE_NAMESPACE, maintenance_ns)] if maintenance_ns else []))
              ] if packages.resolves_from_site(registry) else []
     operator = scope.release(
         "spark-operator", versions.SPARK_OPERATOR, "spark-operator",
@@ -153,10 +180,14 @@ def _deploy(scope: EngineScope) -> None:
             # env/envFrom on drivers and executors (the credentials) are injected by the webhook.
             "webhook": {"enable": True},
         },
-        [yunikorn, ns, *([connect_ns] if connect_ns else []), operator_ns, *maven],
+        [yunikorn, ns, *([connect_ns] if connect_ns else []), *([maintenance_ns] if maintenance_ns else []), operator_ns, *maven],
     )
     defaults = scope.storage.catalog_uri.apply(spark_defaults)
     scope.config_map(DEFAULTS_CONFIG_MAP, ENGINE.namespace, {"spark-defaults.conf": defaults}, ns)
+    if maintenance_ns is not None:
+        k8s.core.v1.ConfigMap(f"{scope.prefix}-{DEFAULTS_CONFIG_MAP}-{MAINTENANCE_NAMESPACE}",
+                              metadata={"name": DEFAULTS_CONFIG_MAP, "namespace": MAINTENANCE_NAMESPACE},
+                              data={"spark-defaults.conf": defaults}, opts=scope.after(maintenance_ns))
     scope.grants(ENGINE, ns)
     if connect_ns is not None:
         spark_connect.deploy(scope, config, connect_ns, operator, defaults, ENGINE.name, DEFAULTS_CONFIG_MAP)

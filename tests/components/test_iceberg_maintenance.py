@@ -112,16 +112,28 @@ def test_maintenance_is_off_without_the_section():
 # The maintenance principal.
 
 
-def test_the_maintenance_principal_holds_table_write_data_on_its_namespaces_alone():
+SNAPSHOT_PRIVILEGES = ("TABLE_LIST", "TABLE_READ_PROPERTIES", "TABLE_ADD_SNAPSHOT", "TABLE_SET_SNAPSHOT_REF", "TABLE_REMOVE_SNAPSHOTS",
+                       "TABLE_REMOVE_SNAPSHOT_REF", "TABLE_REMOVE_STATISTICS")
+"""Listing, loading without credentials, and snapshot commits (Polaris 1.7.0's fine-grained updateTable privileges): no
+TABLE_WRITE_DATA, which implies schema, location and property changes."""
+
+
+def test_the_maintenance_principal_holds_snapshot_privileges_on_its_namespaces_alone():
     setup = _setup_plan(render_small(maintained_site()))
     assert setup["catalog_roles"]["maintenance"] == [
-        {"type": "namespace", "namespace": ["fdc"], "privilege": "TABLE_WRITE_DATA"},
-        {"type": "namespace", "namespace": ["fdc", "raw"], "privilege": "TABLE_WRITE_DATA"},
+        *({"type": "namespace", "namespace": ["fdc"], "privilege": p} for p in SNAPSHOT_PRIVILEGES),
+        *({"type": "namespace", "namespace": ["fdc", "raw"], "privilege": p} for p in SNAPSHOT_PRIVILEGES),
     ]
     assert [p for p in setup["principals"] if p["name"] == "fab-iceberg-maintenance"] == [{
         "name": "fab-iceberg-maintenance", "principal_role": "fab-iceberg-maintenance", "catalog_roles": ["maintenance"],
         "credentials_env": "ICEBERG_MAINTENANCE",
     }]
+
+
+def test_polaris_authorizes_table_commits_per_metadata_update():
+    (release,) = [r for r in render_small(maintained_site()).resources
+                  if r["type"] == "kubernetes:helm.sh/v3:Release" and r["inputs"].get("chart") == "polaris"]
+    assert release["inputs"]["values"]["features"]["ENABLE_FINE_GRAINED_UPDATE_TABLE_PRIVILEGES"] is True
 
 
 def test_the_setup_job_creates_the_maintained_namespaces_parents_first():
@@ -146,11 +158,29 @@ def test_the_gold_namespace_is_maintained_at_the_gold_location():
     assert namespace_location(parse_site(site).storage, "gold") == ("site-t-gold", "gold/")
 
 
-def test_the_maintenance_credentials_are_delivered_into_sparks_namespace_as_its_own():
+def test_the_maintenance_credentials_are_delivered_into_its_own_namespace_alone():
     secrets = [s for s in render_small(maintained_site()).objects("Secret", COMPUTE) if "iceberg-maintenance" in s["metadata"]["name"]]
     assert sorted((s["metadata"]["namespace"], s["metadata"]["name"], s["metadata"]["labels"]["fab.internal/engine"]) for s in secrets) == [
-        ("spark", "polaris-iceberg-maintenance", "iceberg-maintenance"), ("spark", "s3-iceberg-maintenance", "iceberg-maintenance"),
+        ("iceberg-maintenance", "polaris-iceberg-maintenance", "iceberg-maintenance"),
+        ("iceberg-maintenance", "s3-iceberg-maintenance", "iceberg-maintenance"),
     ]
+
+
+def test_sparks_operator_runs_applications_in_the_maintenance_namespace():
+    (release,) = [r for r in render_small(maintained_site()).resources
+                  if r["type"] == "kubernetes:helm.sh/v3:Release" and r["inputs"].get("chart") == "spark-operator"]
+    assert "iceberg-maintenance" in release["inputs"]["values"]["spark"]["jobNamespaces"]
+
+
+def test_the_maintenance_namespace_has_sparks_defaults_and_the_job():
+    plan = render_small(maintained_site())
+    assert sorted(c["metadata"]["name"] for c in plan.objects("ConfigMap", COMPUTE) if c["metadata"]["namespace"] == "iceberg-maintenance") == [
+        "iceberg-maintenance-job", "spark-defaults"]
+
+
+def test_airflow_may_submit_maintenance_applications_but_read_no_secret():
+    (role,) = [r for r in render_small(maintained_site()).objects("Role", COMPUTE) if r["metadata"]["namespace"] == "iceberg-maintenance"]
+    assert [resource for rule in role["rules"] for resource in rule["resources"]] == ["sparkapplications", "pods", "pods/log", "events"]
 
 
 def test_the_config_knows_compute_holds_the_maintenance_credentials():
@@ -171,7 +201,7 @@ def test_no_maintenance_principal_without_the_section():
 def test_the_dag_submits_one_application_per_namespace_then_the_quality_checks():
     settings = _platform(render_small(maintained_site()))["iceberg_maintenance"]
     assert (settings["schedule"], settings["namespace"], list(settings["applications"])) == (
-        "0 2 * * *", "spark", ["maintain_fdc", "maintain_fdc_raw", "quality_checks"])
+        "0 2 * * *", "iceberg-maintenance", ["maintain_fdc", "maintain_fdc_raw", "quality_checks"])
 
 
 def test_the_applications_validate_against_the_spark_operators_crd(crd_dir):
@@ -186,6 +216,12 @@ def test_the_applications_run_as_the_maintenance_principal_in_the_batch_pool():
     credentials = [{"secretRef": {"name": "s3-iceberg-maintenance"}}, {"secretRef": {"name": "polaris-iceberg-maintenance"}}]
     assert (spec["driver"]["envFrom"], spec["executor"]["envFrom"], spec["nodeSelector"], spec["batchSchedulerOptions"]) == (
         credentials, credentials, {"fab.internal/compute-pool": "batch"}, {"queue": "root.batch"})
+
+
+def test_the_applications_ask_polaris_for_no_credentials_and_send_no_metrics():
+    spec = _platform(render_small(maintained_site()))["iceberg_maintenance"]["applications"]["maintain_fdc"]["spec"]
+    assert spec["sparkConf"] == {"spark.sql.catalog.fab.header.X-Iceberg-Access-Delegation": "",
+                                 "spark.sql.catalog.fab.rest-metrics-reporting-enabled": "false"}
 
 
 def test_a_namespaces_application_gets_its_glob_and_the_retention_settings():

@@ -57,6 +57,13 @@ class FakePolaris:
         if parts[-1] == "grants" and method == "PUT":
             self.catalog_roles[parts[-2]].add(json.dumps(body["grant"], sort_keys=True))
             return 201, {}
+        if parts[-1] == "grants" and method == "GET":
+            if parts[-2] not in self.catalog_roles:
+                return 404, {}
+            return 200, {"grants": [json.loads(g) for g in sorted(self.catalog_roles[parts[-2]])]}
+        if parts[-1] == "grants" and method == "POST":  # revokeGrantFromCatalogRole
+            self.catalog_roles[parts[-2]].discard(json.dumps(body["grant"], sort_keys=True))
+            return 201, {}
         if path == "/api/management/v1/principal-roles" and method == "POST":
             role = body["principalRole"]["name"]
             if role in self.principal_roles:
@@ -199,3 +206,43 @@ def test_a_team_setup_adds_only_the_teams_principal_with_the_reader_role(fake_po
     assert after["principals"].pop("fab-training-fdc") == (["fab-training-fdc"], ("fdc-TEAM_CLIENT_ID", "fdc-TEAM_CLIENT_SECRET"))
     assert after["principal_roles"].pop("fab-training-fdc") == ["fab/reader"]
     assert after == before
+
+
+# ------------------------------------------------------------------------------------------------
+# The Iceberg maintenance role: what the targets no longer list is revoked.
+
+
+def maintained_plan(*namespaces: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The setup plan of a small site maintaining these namespaces (none: maintenance off), and its credential variables."""
+    site = small_site()
+    if namespaces:
+        site["compute"]["iceberg_maintenance"] = {"targets": [{"namespace": ns} for ns in namespaces]}
+    (config_map,) = [c for c in render_small(site).objects("ConfigMap", "site-t-storage") if c["metadata"]["name"] == "polaris-setup"]
+    plan = json.loads(config_map["data"]["plan.json"])
+    env = {f"{p['credentials_env']}_CLIENT_{part}": f"{p['name']}-{part}" for p in plan["principals"] for part in ("ID", "SECRET")}
+    return plan, env
+
+
+def maintenance_namespaces_granted(fake: FakePolaris) -> list[tuple[str, ...]]:
+    return sorted({tuple(json.loads(g)["namespace"]) for g in fake.catalog_roles.get("maintenance", set())})
+
+
+def test_a_namespace_removed_from_the_targets_loses_the_maintenance_grants(fake_polaris):
+    fake, url = fake_polaris
+    polaris_setup.apply(polaris_setup.Polaris(url, "fab", *ROOT), *maintained_plan("fdc", "mes"))
+    steps = polaris_setup.apply(polaris_setup.Polaris(url, "fab", *ROOT), *maintained_plan("fdc"))
+    assert maintenance_namespaces_granted(fake) == [("fdc",)]
+    assert "revoked TABLE_ADD_SNAPSHOT on namespace mes from maintenance" in steps
+
+
+def test_maintenance_switched_off_revokes_every_maintenance_grant(fake_polaris):
+    fake, url = fake_polaris
+    polaris_setup.apply(polaris_setup.Polaris(url, "fab", *ROOT), *maintained_plan("fdc"))
+    polaris_setup.apply(polaris_setup.Polaris(url, "fab", *ROOT), *maintained_plan())
+    assert fake.catalog_roles["maintenance"] == set()
+
+
+def test_a_site_that_never_maintained_revokes_nothing(fake_polaris):
+    fake, url = fake_polaris
+    steps = polaris_setup.apply(polaris_setup.Polaris(url, "fab", *ROOT), *maintained_plan())
+    assert ("maintenance" in fake.catalog_roles, [s for s in steps if s.startswith("revoked")]) == (False, [])
