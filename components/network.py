@@ -525,7 +525,7 @@ def flow_egress_policies(name: str, flow: Flow) -> list[dict[str, Any]]:
             "enableDefaultDeny": dict(NO_DEFAULT_DENY),
             "egress": to,
         }, labels=labels),
-        _cr("CiliumClusterwideNetworkPolicy", f"{names.FLOW_POLICY(name)}-others", {
+        _cr("CiliumClusterwideNetworkPolicy", names.WORLD_DENY_POLICY(name), {
             "description": f"Only the pods of {flow.from_namespace} reach this address: {description}",
             "endpointSelector": others,
             "enableDefaultDeny": dict(NO_DEFAULT_DENY),

@@ -3,6 +3,7 @@ environment, and each database as a declared egress from Trino's pods that no ot
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from typing import Any
@@ -15,6 +16,7 @@ from small_site import small_site
 from components.config import config_key_problems, parse_site
 from components.engines.trino import jdbc_url
 from components.network import NAMESPACE_LABEL
+from fabctl.render import PROJECT_DIR
 
 SCM = {"connector": "postgresql", "host": "scm-db.corp.example", "cidrs": ["172.20.8.0/28"], "database": "scm", "user": "trino_ro"}
 PASSWORD = {"fab-platform:trinoCatalogPassword-scm": {"secure": "v1:scm-password"}}
@@ -92,7 +94,7 @@ def test_trinos_pods_may_reach_exactly_the_database(plan):
 
 
 def test_every_other_pod_of_compute_is_denied_the_database(plan):
-    deny = policy(plan, "fab-flow-trino-catalog-scm-others")["spec"]
+    deny = policy(plan, "fab-deny-trino-catalog-scm")["spec"]
     assert deny["endpointSelector"] == {"matchExpressions": [{"key": NAMESPACE_LABEL, "operator": "NotIn", "values": ["trino"]}]}
     assert deny["egressDeny"] == policy(plan, "fab-flow-trino-catalog-scm")["spec"]["egress"]
     assert "egress" not in deny
@@ -106,7 +108,7 @@ def test_the_egress_policies_are_on_compute_only(plan):
 
 def test_the_egress_policies_are_valid_cilium_objects(plan, crd_dir):
     crds = CrdSchemas(crd_dir)
-    for name in ("fab-flow-trino-catalog-scm", "fab-flow-trino-catalog-scm-others"):
+    for name in ("fab-flow-trino-catalog-scm", "fab-deny-trino-catalog-scm"):
         assert schema_errors(policy(plan, name), crds) == []
 
 
@@ -217,4 +219,69 @@ def test_fails_when_the_password_is_in_plain_text():
         "fab-platform:trinoCatalogPassword-scm: a credential written in plain text (value not shown); delete it from "
         "Pulumi.<stack>.yaml, rotate it if the file was ever committed, and set it encrypted with: pulumi config set "
         "--secret trinoCatalogPassword-scm <value>"
+    ]
+
+
+def test_a_flow_named_like_the_deny_policy_renders_its_own_policy():
+    """A stack's flow `trino-catalog-scm-others` and catalog scm's deny have different policy names (no collision)."""
+    site = catalog_site()
+    site["flows"] = small_site(flow_table=True)["flows"]
+    site["flows"]["trino-catalog-scm-others"] = {**site["flows"]["s3"], "description": "Trino to S3, named unluckily."}
+    names = sorted(r["inputs"]["metadata"]["name"] for r in render_small(site, secrets=PASSWORD).of_type(
+        "kubernetes:cilium.io/v2:CiliumClusterwideNetworkPolicy") if "trino-catalog-scm" in r["inputs"]["metadata"]["name"])
+    assert names == ["fab-deny-trino-catalog-scm", "fab-flow-trino-catalog-scm", "fab-flow-trino-catalog-scm-others"]
+
+
+MES = {"connector": "sqlserver", "host": "mes-db.corp.example", "cidrs": ["172.20.8.16/28"], "database": "mes",
+       "user": "trino_ro", "trust_site_ca": True}
+MES_PASSWORD = {"fab-platform:trinoCatalogPassword-mes": {"secure": "v1:mes-password"}}
+
+
+@pytest.fixture(scope="module")
+def mes_plan():
+    site = site_with(dict(MES), "mes")
+    site["ca_bundle"] = "certs/site-b-ca.pem"
+    return render_small(site, secrets=MES_PASSWORD)
+
+
+def test_sqlserver_verifies_the_database_against_the_site_ca(mes_plan):
+    assert trino_values(mes_plan)["catalogs"]["mes"] == (
+        "connector.name=sqlserver\n"
+        "connection-url=jdbc:sqlserver://mes-db.corp.example:1433;databaseName=mes;encrypt=true;trustServerCertificate=false;"
+        "trustStore=/etc/fab/site-ca/truststore.p12;trustStoreType=PKCS12\n"
+        "connection-user=${ENV:CATALOG_MES_USER}\n"
+        "connection-password=${ENV:CATALOG_MES_PASSWORD}\n"
+    )
+
+
+def test_the_site_ca_trust_store_is_mounted_on_trinos_pods(mes_plan):
+    assert trino_values(mes_plan)["configMounts"] == [
+        {"name": "site-ca", "configMap": "trino-site-ca", "path": "/etc/fab/site-ca/truststore.p12", "subPath": "truststore.p12"}]
+
+
+def test_the_trust_store_holds_the_site_ca(mes_plan):
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import pkcs12
+    (config_map,) = [r["inputs"] for r in mes_plan.of_type("kubernetes:core/v1:ConfigMap")
+                     if r["inputs"]["metadata"]["name"] == "trino-site-ca"]
+    assert config_map["metadata"]["namespace"] == "trino"
+    store = pkcs12.load_pkcs12(base64.b64decode(config_map["binaryData"]["truststore.p12"]), None)
+    site_ca = x509.load_pem_x509_certificates((PROJECT_DIR / "certs/site-b-ca.pem").read_bytes())
+    assert [c.certificate for c in store.additional_certs] == site_ca
+
+
+def test_a_catalog_without_the_site_ca_mounts_nothing(plan):
+    assert "configMounts" not in trino_values(plan)
+
+
+def test_fails_when_another_connector_trusts_the_site_ca():
+    assert config_errors(catalog_site(trust_site_ca=True)) == [
+        f"{BASE}.scm.trust_site_ca: is for the sqlserver connector only, not postgresql (its certificate settings are its "
+        "connection properties); remove it"
+    ]
+
+
+def test_fails_when_the_site_has_no_ca():
+    assert config_errors(site_with(dict(MES), "mes")) == [
+        f"{BASE}.mes.trust_site_ca: needs the site's CA: set ca_bundle (the PEM file of the site's PKI) or remove it"
     ]
