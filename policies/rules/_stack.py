@@ -105,3 +105,41 @@ def model_replication() -> ModelReplication:
     return ModelReplication(tuple(sorted(
         name for name, spec in consumers.items() if isinstance(spec, dict) and spec.get("replicate_models") is True
     )))
+
+
+DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "oracle": 1521, "sqlserver": 1433}
+"""The default port of each connector of `compute.trino.external_catalogs` (the config model's EXTERNAL_CONNECTORS, which
+the pack cannot import; tests/policies/test_external_catalog_egress.py keeps the two equal)."""
+
+
+@dataclass(frozen=True)
+class ExternalDatabase:
+    """One external catalog's database as the stack declares it: the ranges Trino's pods may reach, on one TCP port."""
+
+    catalog: str
+    cidrs: frozenset[str]
+    port: int
+
+    def describe(self) -> str:
+        return f"{self.catalog}: {', '.join(sorted(self.cidrs))} on {self.port}"
+
+
+def external_databases() -> list[ExternalDatabase] | None:
+    """The databases of Trino's external catalogs in the stack's config (none while Trino is off), or None when the
+    config did not reach the pack."""
+    site = site_config()
+    if site is None:
+        return None
+    compute = site.get("compute") if isinstance(site.get("compute"), dict) else {}
+    trino = compute.get("trino") if isinstance(compute.get("trino"), dict) else {}
+    catalogs = trino.get("external_catalogs") if isinstance(trino.get("external_catalogs"), dict) else {}
+    if trino.get("enabled") is False:
+        return []
+    found = []
+    for name, catalog in sorted(catalogs.items()):
+        if not isinstance(catalog, dict) or not isinstance(catalog.get("cidrs"), list):
+            continue
+        port = catalog.get("port") or DATABASE_PORTS.get(str(catalog.get("connector")))
+        if isinstance(port, int):
+            found.append(ExternalDatabase(name, frozenset(str(c) for c in catalog["cidrs"]), port))
+    return found
