@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
 from components.config import ExternalCatalog, names
+from components.config.views import POLARIS_FLOW, S3_FLOW
 from components.constants import (
     POLARIS_CLIENT_ID,
     POLARIS_CLIENT_SECRET,
@@ -28,6 +31,10 @@ from components.constants import (
 )
 from components.engines._base import INTERACTIVE, BucketAccess, Engine, EngineScope, Quota, Ui
 from components.engines._spark_packages import trust_store
+from components.network import OutsideCalls
+
+if TYPE_CHECKING:
+    from components.config import SiteConfig
 
 
 def trino_catalog(uri: str, prefix: str = "", s3_endpoint_env: str = S3_ENDPOINT) -> str:
@@ -125,6 +132,18 @@ def _site_ca(scope: EngineScope, ns_resource, values: dict) -> k8s.core.v1.Confi
     return k8s.core.v1.ConfigMap(f"{scope.prefix}-{SITE_CA_CONFIG_MAP}",
                                  metadata={"name": SITE_CA_CONFIG_MAP, "namespace": ENGINE.namespace},
                                  binary_data={key: store}, opts=scope.after(ns_resource))
+
+
+def outside_calls(site: SiteConfig) -> OutsideCalls:
+    """What Trino's pods call outside the compute cluster besides their external catalogs' databases, which their
+    default-deny egress allows (components/network.py): S3 and Polaris on storage (the `s3` and `polaris` flows of the
+    table), the site's Keycloak by name (OAuth2 sign-in: discovery, keys, tokens), and the ranges of the federated sites
+    whose gold its peer catalogs read."""
+    keycloak = urlsplit(site.keycloak.url)
+    assert keycloak.hostname is not None
+    ranges = site.federation.ranges
+    peers = tuple(str(cidr) for peer in sorted(site.federation.peers) for cidr in ranges.get(peer, []))
+    return OutsideCalls(flows=(S3_FLOW, POLARIS_FLOW), hosts=((keycloak.hostname, keycloak.port or 443),), peer_ranges=peers)
 
 
 def trino_resource_groups() -> str:

@@ -143,3 +143,23 @@ def external_databases() -> list[ExternalDatabase] | None:
         if isinstance(port, int):
             found.append(ExternalDatabase(name, frozenset(str(c) for c in catalog["cidrs"]), port))
     return found
+
+
+def in_site_ranges() -> frozenset[str]:
+    """The ranges a world flow's source namespace (Trino's) may also reach by address, as the stack's config declares them:
+    every cluster's internal LB pools (the VIPs of S3 and Polaris) and the federated peers' ranges (`federation.ranges`)."""
+    site = site_config() or {}
+    found: set[str] = set()
+    clusters = site.get("clusters") if isinstance(site.get("clusters"), dict) else {}
+    for cluster in clusters.values():
+        pools = cluster.get("lb_pools") if isinstance(cluster, dict) and isinstance(cluster.get("lb_pools"), dict) else {}
+        for pool in pools.values():
+            if isinstance(pool, dict) and pool.get("visibility", "internal") == "internal" and isinstance(pool.get("cidrs"), list):
+                found.update(str(c) for c in pool["cidrs"])
+    federation = site.get("federation") if isinstance(site.get("federation"), dict) else {}
+    peers = federation.get("peers") if isinstance(federation.get("peers"), dict) else {}
+    ranges = federation.get("ranges") if isinstance(federation.get("ranges"), dict) else {}
+    for peer in peers:
+        if isinstance(ranges.get(peer), list):
+            found.update(str(c) for c in ranges[peer])
+    return frozenset(found)

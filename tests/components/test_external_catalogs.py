@@ -285,3 +285,59 @@ def test_fails_when_the_site_has_no_ca():
     assert config_errors(site_with(dict(MES), "mes")) == [
         f"{BASE}.mes.trust_site_ca: needs the site's CA: set ca_bundle (the PEM file of the site's PKI) or remove it"
     ]
+
+
+
+def egress(plan) -> list[dict[str, Any]]:
+    return policy(plan, "fab-egress-trino")["spec"]["egress"]
+
+
+def test_trinos_egress_is_default_deny_on_compute(plan):
+    found = [(plan.cluster(r), r["inputs"]["spec"]) for r in plan.of_type("kubernetes:cilium.io/v2:CiliumClusterwideNetworkPolicy")
+             if r["inputs"]["metadata"]["name"] == "fab-egress-trino"]
+    assert [(cluster, spec["endpointSelector"], "enableDefaultDeny" in spec) for cluster, spec in found] == [
+        ("site-t-compute", {"matchLabels": {NAMESPACE_LABEL: "trino"}}, False)]
+
+
+def test_trino_resolves_names_through_cilium_dns_proxy(plan):
+    assert egress(plan)[0] == {
+        "toEndpoints": [{"matchLabels": {"k8s-app": "kube-dns", NAMESPACE_LABEL: "kube-system"}}],
+        "toPorts": [{"ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "protocol": "TCP"}],
+                     "rules": {"dns": [{"matchPattern": "*"}]}}],
+    }
+
+
+def test_trino_reaches_its_own_cluster(plan):
+    assert egress(plan)[1] == {"toEndpoints": [{"matchLabels": {"io.cilium.k8s.policy.cluster": "site-t-compute"}}]}
+
+
+def test_trino_reaches_s3_and_polaris_as_the_flows_declare(plan):
+    """The pods of the s3 and polaris flows (a global service's remote backends) and storage's internal VIP pool, each on
+    its flow's port; nothing else of storage."""
+    assert egress(plan)[2:6] == [
+        {"toEndpoints": [{"matchLabels": {"io.cilium.k8s.policy.cluster": "site-t-storage", NAMESPACE_LABEL: "aistor"}}],
+         "toPorts": [{"ports": [{"port": "9000", "protocol": "TCP"}]}]},
+        {"toCIDRSet": [{"cidr": "10.30.101.0/27"}], "toPorts": [{"ports": [{"port": "9000", "protocol": "TCP"}]}]},
+        {"toEndpoints": [{"matchLabels": {"io.cilium.k8s.policy.cluster": "site-t-storage", NAMESPACE_LABEL: "polaris"}}],
+         "toPorts": [{"ports": [{"port": "8181", "protocol": "TCP"}]}]},
+        {"toCIDRSet": [{"cidr": "10.30.101.0/27"}], "toPorts": [{"ports": [{"port": "8181", "protocol": "TCP"}]}]},
+    ]
+
+
+def test_trino_reaches_the_sites_keycloak_by_name_and_nothing_more(plan):
+    assert egress(plan)[6:] == [{"toFQDNs": [{"matchName": "keycloak.site-t.fab.internal"}],
+                                 "toPorts": [{"ports": [{"port": "443", "protocol": "TCP"}]}]}]
+
+
+def test_trino_reaches_a_federated_peers_ranges_on_the_s3_and_polaris_ports():
+    site = catalog_site()
+    site["storage"]["buckets"]["site-t-gold"] = {"class": "gold"}
+    site["federation"] = {"peers": {"site-u": {}}, "ranges": {"site-u": ["172.30.0.0/16"]}}
+    assert egress(render_small(site, secrets=PASSWORD))[-1] == {
+        "toCIDRSet": [{"cidr": "172.30.0.0/16"}],
+        "toPorts": [{"ports": [{"port": "8181", "protocol": "TCP"}, {"port": "9000", "protocol": "TCP"}]}],
+    }
+
+
+def test_trinos_egress_policy_is_a_valid_cilium_object(plan, crd_dir):
+    assert schema_errors(policy(plan, "fab-egress-trino"), CrdSchemas(crd_dir)) == []

@@ -37,6 +37,10 @@ def stack(monkeypatch):
     monkeypatch.setenv("PULUMI_CONFIG", json.dumps({SITE_KEY: json.dumps(site)}))
 
 
+STORAGE_POOL = small_site()["clusters"]["storage"]["lb_pools"]["internal"]["cidrs"][0]
+"""The storage cluster's internal VIP pool (S3's and Polaris's VIPs) in the smallest site."""
+
+
 def _egress(namespace: str, ports: list[str], cidr: str = "172.20.8.0/28") -> Any:
     spec = {"endpointSelector": {"matchLabels": {NAMESPACE_LABEL: namespace}},
             "egress": [{"toCIDRSet": [{"cidr": cidr}],
@@ -60,23 +64,38 @@ def test_fails_when_trinos_egress_opens_more_than_one_port():
     assert check(flow_direction, _egress("trino", ["1521", "22"])) == [
         "CiliumClusterwideNetworkPolicy fab-flow-x on site-a-compute (compute) lets Trino's pods reach 172.20.8.0/28 on "
         "1521/TCP, 22/TCP, which is not an external catalog's database (compute.trino.external_catalogs: erp: "
-        "172.20.8.0/28 on 1521)"
+        "172.20.8.0/28 on 1521), nor an internal VIP pool or federated peer's range of the stack on a port of the flow "
+        "table"
     ]
 
 
 def test_fails_when_trinos_egress_opens_another_port():
     assert check(flow_direction, _egress("trino", ["5432"])) == [
         "CiliumClusterwideNetworkPolicy fab-flow-x on site-a-compute (compute) lets Trino's pods reach 172.20.8.0/28 on "
-        "5432/TCP, which is not an external catalog's database (compute.trino.external_catalogs: erp: 172.20.8.0/28 on 1521)"
+        "5432/TCP, which is not an external catalog's database (compute.trino.external_catalogs: erp: 172.20.8.0/28 on 1521), nor an internal VIP pool or federated peer's range of the stack on a port of the flow "
+        "table"
     ]
 
 
 def test_fails_when_trinos_egress_widens_the_range():
     assert check(flow_direction, _egress("trino", ["1521"], cidr="172.20.0.0/16")) == [
         "CiliumClusterwideNetworkPolicy fab-flow-x on site-a-compute (compute) lets Trino's pods reach 172.20.0.0/16 on "
-        "1521/TCP, which is not an external catalog's database (compute.trino.external_catalogs: erp: 172.20.8.0/28 on 1521)"
+        "1521/TCP, which is not an external catalog's database (compute.trino.external_catalogs: erp: 172.20.8.0/28 on 1521), nor an internal VIP pool or federated peer's range of the stack on a port of the flow "
+        "table"
     ]
 
 
 def test_the_pack_knows_each_connectors_default_port():
     assert DATABASE_PORTS == EXTERNAL_CONNECTORS
+
+
+def test_the_pack_admits_trinos_egress_to_a_vip_pool_of_the_site_on_a_flow_port():
+    assert check(flow_direction, _egress("trino", ["9000"], cidr=STORAGE_POOL)) == []
+
+
+def test_fails_when_trinos_egress_reaches_a_vip_pool_on_another_port():
+    assert check(flow_direction, _egress("trino", ["22"], cidr=STORAGE_POOL)) == [
+        f"CiliumClusterwideNetworkPolicy fab-flow-x on site-a-compute (compute) lets Trino's pods reach {STORAGE_POOL} on "
+        "22/TCP, which is not an external catalog's database (compute.trino.external_catalogs: erp: 172.20.8.0/28 on 1521), "
+        "nor an internal VIP pool or federated peer's range of the stack on a port of the flow table"
+    ]
