@@ -557,7 +557,7 @@ DNS_PORTS = [{"ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "proto
 """Cluster DNS through Cilium's DNS proxy, which a `toFQDNs` rule needs to learn the addresses a name resolves to."""
 
 
-def namespace_egress_policy(clusters: dict[str, MeshCluster], key: str, namespace: str, flows: dict[str, Flow],
+def namespace_egress_policy(clusters: dict[str, MeshCluster], key: str, source_namespace: str, flows: dict[str, Flow],
                             calls: OutsideCalls) -> dict[str, Any]:
     """Default-deny egress for the pods of a world flow's source namespace on cluster `key`: they reach cluster DNS, the
     pods of their own cluster, the destinations of the flows they use (pods across the mesh, the destination clusters'
@@ -582,10 +582,10 @@ def namespace_egress_policy(clusters: dict[str, MeshCluster], key: str, namespac
         ports = sorted({(flow.port, flow.protocol) for flow in used})
         egress.append({"toCIDRSet": [{"cidr": cidr} for cidr in calls.peer_ranges],
                        "toPorts": [{"ports": [{"port": str(port), "protocol": protocol} for port, protocol in ports]}]})
-    return _cr("CiliumClusterwideNetworkPolicy", names.EGRESS_POLICY(namespace), {
-        "description": f"Default-deny egress of {namespace}: DNS, its own cluster, the site's flows it uses, its outside "
+    return _cr("CiliumClusterwideNetworkPolicy", names.EGRESS_POLICY(source_namespace), {
+        "description": f"Default-deny egress of {source_namespace}: DNS, its own cluster, the site's flows it uses, its outside "
                        "services and its world flows only.",
-        "endpointSelector": _pod_selector(namespace, {}),
+        "endpointSelector": _pod_selector(source_namespace, {}),
         "egress": egress,
     }, labels={RULE_LABEL: "egress"})
 
@@ -605,9 +605,9 @@ def cluster_objects(clusters: dict[str, MeshCluster], key: str, flows: dict[str,
             objects.extend(flow_egress_policies(name, flow))
             if flow.from_namespace:
                 egress_namespaces.add(flow.from_namespace)
-    for namespace in sorted(egress_namespaces):
-        calls = (outside_calls or {}).get(namespace, OutsideCalls())
-        objects.append(namespace_egress_policy(clusters, key, namespace, flows, calls))
+    for source_namespace in sorted(egress_namespaces):
+        calls = (outside_calls or {}).get(source_namespace, OutsideCalls())
+        objects.append(namespace_egress_policy(clusters, key, source_namespace, flows, calls))
     return objects
 
 

@@ -126,8 +126,8 @@ def test_fails_when_the_connector_is_unknown():
 
 def test_fails_when_the_host_is_a_url():
     assert config_errors(catalog_site(host="postgres://scm-db:5432")) == [
-        f"{BASE}.scm.host: must be a lowercase DNS name or an IPv4 address, such as erp-db.corp.example or 10.0.0.1 (no port, "
-        "no scheme) (got 'postgres://scm-db:5432')"
+        (f"{BASE}.scm.host: must be a lowercase DNS name or an IPv4 address, such as erp-db.corp.example or 10.0.0.1 (no port, "
+        "no scheme) (got 'postgres://scm-db:5432')")
     ]
 
 
@@ -150,16 +150,16 @@ def test_fails_when_the_catalog_is_named_like_a_peers_catalog():
     site["federation"] = {"peers": {"site-u": {}}, "ranges": {"site-u": ["172.30.0.0/16"]}}
     site["compute"]["trino"]["external_catalogs"]["site_u"] = dict(SCM)
     assert config_errors(site) == [
-        f"{BASE}.site_u: 'site_u' is already Trino's catalog on federated peer site-u's Polaris; name the external catalog "
-        "differently"
+        (f"{BASE}.site_u: 'site_u' is already Trino's catalog on federated peer site-u's Polaris; name the external catalog "
+        "differently")
     ]
 
 
 def test_fails_when_the_catalog_name_is_no_sql_name():
     site = site_with(dict(SCM), "scm-db")
     assert config_errors(site) == [
-        f"{BASE}.scm-db: the key must be a Trino catalog name: a lowercase letter, then lowercase letters, digits and '_', "
-        "at most 40 characters (got 'scm-db')"
+        (f"{BASE}.scm-db: the key must be a Trino catalog name: a lowercase letter, then lowercase letters, digits and '_', "
+        "at most 40 characters (got 'scm-db')")
     ]
 
 
@@ -176,8 +176,8 @@ def test_fails_when_mysql_names_a_database():
 
 def test_fails_when_the_database_range_is_inside_the_site():
     assert config_errors(catalog_site(cidrs=["10.91.0.0/16"])) == [
-        f"{BASE}.scm.cidrs[0]: 10.91.0.0/16 overlaps clusters.compute.pod_cidr (10.91.0.0/16); an external database is "
-        "outside every range of the site"
+        (f"{BASE}.scm.cidrs[0]: 10.91.0.0/16 overlaps clusters.compute.pod_cidr (10.91.0.0/16); an external database is "
+        "outside every range of the site")
     ]
 
 
@@ -200,8 +200,8 @@ def test_fails_when_a_stack_writes_a_world_flow():
     site["flows"]["erp"] = {"from": ["compute"], "to": ["world"], "to_cidrs": ["172.20.8.0/28"], "port": 1521,
                             "target": "world", "from_namespace": "trino"}
     assert config_errors(site) == [
-        "fab-platform:site.flows.erp.target: 'world': flows to addresses outside the site are derived from compute.trino.external_catalogs "
-        "(one per catalog); remove this flow and declare the database there"
+        ("fab-platform:site.flows.erp.target: 'world': flows to addresses outside the site are derived from compute.trino.external_catalogs "
+        "(one per catalog); remove this flow and declare the database there")
     ]
 
 
@@ -209,16 +209,16 @@ def test_fails_when_the_password_is_not_set():
     with pytest.raises(Exception) as info:
         render_small(catalog_site())
     assert str(info.value).splitlines() == [
-        "fab-platform:trinoCatalogPassword-scm: required because compute.trino.external_catalogs.scm is set; set it with: "
-        "pulumi config set --secret trinoCatalogPassword-scm <value>"
+        ("fab-platform:trinoCatalogPassword-scm: required because compute.trino.external_catalogs.scm is set; set it with: "
+        "pulumi config set --secret trinoCatalogPassword-scm <value>")
     ]
 
 
 def test_fails_when_the_password_is_in_plain_text():
     assert config_key_problems(["fab-platform:trinoCatalogPassword-scm"], lambda key: False) == [
-        "fab-platform:trinoCatalogPassword-scm: a credential written in plain text (value not shown); delete it from "
+        ("fab-platform:trinoCatalogPassword-scm: a credential written in plain text (value not shown); delete it from "
         "Pulumi.<stack>.yaml, rotate it if the file was ever committed, and set it encrypted with: pulumi config set "
-        "--secret trinoCatalogPassword-scm <value>"
+        "--secret trinoCatalogPassword-scm <value>")
     ]
 
 
@@ -276,8 +276,8 @@ def test_a_catalog_without_the_site_ca_mounts_nothing(plan):
 
 def test_fails_when_another_connector_trusts_the_site_ca():
     assert config_errors(catalog_site(trust_site_ca=True)) == [
-        f"{BASE}.scm.trust_site_ca: is for the sqlserver connector only, not postgresql (its certificate settings are its "
-        "connection properties); remove it"
+        (f"{BASE}.scm.trust_site_ca: is for the sqlserver connector only, not postgresql (its certificate settings are its "
+        "connection properties); remove it")
     ]
 
 

@@ -55,33 +55,33 @@ def test_the_pack_admits_trinos_egress_to_a_database():
 
 def test_fails_when_another_namespace_opens_egress_to_a_database():
     assert check(flow_direction, _egress("spark", ["1521"])) == [
-        "CiliumClusterwideNetworkPolicy fab-flow-x on site-a-compute (compute) lets its pods reach addresses outside the "
-        "cluster on port 1521, which is not a flow of the design's table (to API servers: 6443 from compute)"
+        ("CiliumClusterwideNetworkPolicy fab-flow-x on site-a-compute (compute) lets its pods reach addresses outside the "
+        "cluster on port 1521, which is not a flow of the design's table (to API servers: 6443 from compute)")
     ]
 
 
 def test_fails_when_trinos_egress_opens_more_than_one_port():
     assert check(flow_direction, _egress("trino", ["1521", "22"])) == [
-        "CiliumClusterwideNetworkPolicy fab-flow-x on site-a-compute (compute) lets Trino's pods reach 172.20.8.0/28 on "
+        ("CiliumClusterwideNetworkPolicy fab-flow-x on site-a-compute (compute) lets Trino's pods reach 172.20.8.0/28 on "
         "1521/TCP, 22/TCP, which is not an external catalog's database (compute.trino.external_catalogs: erp: "
         "172.20.8.0/28 on 1521), nor an internal VIP pool or federated peer's range of the stack on a port of the flow "
-        "table"
+        "table")
     ]
 
 
 def test_fails_when_trinos_egress_opens_another_port():
     assert check(flow_direction, _egress("trino", ["5432"])) == [
-        "CiliumClusterwideNetworkPolicy fab-flow-x on site-a-compute (compute) lets Trino's pods reach 172.20.8.0/28 on "
+        ("CiliumClusterwideNetworkPolicy fab-flow-x on site-a-compute (compute) lets Trino's pods reach 172.20.8.0/28 on "
         "5432/TCP, which is not an external catalog's database (compute.trino.external_catalogs: erp: 172.20.8.0/28 on 1521), nor an internal VIP pool or federated peer's range of the stack on a port of the flow "
-        "table"
+        "table")
     ]
 
 
 def test_fails_when_trinos_egress_widens_the_range():
     assert check(flow_direction, _egress("trino", ["1521"], cidr="172.20.0.0/16")) == [
-        "CiliumClusterwideNetworkPolicy fab-flow-x on site-a-compute (compute) lets Trino's pods reach 172.20.0.0/16 on "
+        ("CiliumClusterwideNetworkPolicy fab-flow-x on site-a-compute (compute) lets Trino's pods reach 172.20.0.0/16 on "
         "1521/TCP, which is not an external catalog's database (compute.trino.external_catalogs: erp: 172.20.8.0/28 on 1521), nor an internal VIP pool or federated peer's range of the stack on a port of the flow "
-        "table"
+        "table")
     ]
 
 
@@ -95,7 +95,7 @@ def test_the_pack_admits_trinos_egress_to_a_vip_pool_of_the_site_on_a_flow_port(
 
 def test_fails_when_trinos_egress_reaches_a_vip_pool_on_another_port():
     assert check(flow_direction, _egress("trino", ["22"], cidr=STORAGE_POOL)) == [
-        f"CiliumClusterwideNetworkPolicy fab-flow-x on site-a-compute (compute) lets Trino's pods reach {STORAGE_POOL} on "
+        (f"CiliumClusterwideNetworkPolicy fab-flow-x on site-a-compute (compute) lets Trino's pods reach {STORAGE_POOL} on "
         "22/TCP, which is not an external catalog's database (compute.trino.external_catalogs: erp: 172.20.8.0/28 on 1521), "
-        "nor an internal VIP pool or federated peer's range of the stack on a port of the flow table"
+        "nor an internal VIP pool or federated peer's range of the stack on a port of the flow table")
     ]
