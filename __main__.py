@@ -11,6 +11,8 @@ from components.config import load_secrets, load_site
 from components.config import names as site_names
 from components.config.rules.observability import receiver_pool
 from components.config.schema.roadmap import switched_on
+from components.config.views import TRINO_NAMESPACE
+from components.engines.trino import outside_calls as trino_outside_calls
 from components.federation import SiteFederation, SiteFederationArgs
 from components.gpu import GpuCluster, GpuClusterArgs
 from components.iceberg_maintenance import maintained_namespaces
@@ -61,6 +63,7 @@ network = CrossClusterNetwork(
     CrossClusterNetworkArgs(
         site=site_ref, clusters=providers.clusters, cluster_configs=site.clusters, flows=site.flow_table(), adopt=site.adopt,
         global_services=site.global_services_enabled(),
+        outside_calls={TRINO_NAMESPACE: trino_outside_calls(site)} if site.compute.trino.enabled else {},
     ),
 )
 PreviewAccess("preview-access", PreviewAccessArgs(clusters=providers.clusters, adopt=site.adopt))

@@ -10,7 +10,7 @@ clusters, so every child names its cluster's provider explicitly.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -100,6 +100,21 @@ def consumer_service(service: GlobalService) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class OutsideCalls:
+    """What the pods of a world flow's source namespace (Trino's) call outside their own cluster besides their world flows:
+    the site's flows they use (by name), services outside the site by DNS name, and federated sites' ranges."""
+
+    flows: tuple[str, ...] = ()
+    """Flows of the table whose destinations the pods call (Trino: S3 and Polaris): the destination pods (a global
+    service's remote backends) on the pods' port, and the destination clusters' internal VIPs on the flow's port."""
+    hosts: tuple[tuple[str, int], ...] = ()
+    """(DNS name, port) outside the site (Trino: the site's Keycloak, for its OAuth2 sign-in)."""
+    peer_ranges: tuple[str, ...] = ()
+    """Federated sites' ranges (`federation.ranges` of the peers it reads), reached on the ports of `flows`: a peer is a
+    site of this program, its Polaris and S3 on the same ports."""
+
+
+@dataclass(frozen=True)
 class CrossClusterNetworkArgs:
     site: SiteRef
     """The site, whose name the ClusterMesh CA carries."""
@@ -111,6 +126,9 @@ class CrossClusterNetworkArgs:
     """The flow table in force, by flow name."""
     adopt: AdoptConfig
     """Declares the Cilium releases (and the namespaces of consumer Services) that are installed already."""
+    outside_calls: dict[str, OutsideCalls] = field(default_factory=dict)
+    """Per source namespace of a world flow (Trino's), what else it calls: its egress is default-denied to everything but
+    that, its own cluster, DNS and its world flows (`namespace_egress_policy`)."""
     global_services: bool = False
     """Polaris and the inference gateway are ClusterMesh global services (`global_services`): their components annotate
     their Services, and `consume_global_service` repeats them on the client clusters."""
@@ -151,7 +169,7 @@ class CrossClusterNetwork(pulumi.ComponentResource):
             # The operator registers Cilium's CRDs when it starts, so the objects wait for the release.
             release = self.cilium_releases.get(key)
             crs = pulumi.ResourceOptions.merge(opts_k, pulumi.ResourceOptions(depends_on=[release] if release else []))
-            for obj in cluster_objects(clusters, key, flows):
+            for obj in cluster_objects(clusters, key, flows, args.outside_calls):
                 resource = k8s.apiextensions.CustomResource(
                     f"{prefix}-{_logical_suffix(obj)}",
                     api_version=obj["apiVersion"],
@@ -525,7 +543,7 @@ def flow_egress_policies(name: str, flow: Flow) -> list[dict[str, Any]]:
             "enableDefaultDeny": dict(NO_DEFAULT_DENY),
             "egress": to,
         }, labels=labels),
-        _cr("CiliumClusterwideNetworkPolicy", f"{names.FLOW_POLICY(name)}-others", {
+        _cr("CiliumClusterwideNetworkPolicy", names.WORLD_DENY_POLICY(name), {
             "description": f"Only the pods of {flow.from_namespace} reach this address: {description}",
             "endpointSelector": others,
             "enableDefaultDeny": dict(NO_DEFAULT_DENY),
@@ -534,10 +552,50 @@ def flow_egress_policies(name: str, flow: Flow) -> list[dict[str, Any]]:
     ]
 
 
-def cluster_objects(clusters: dict[str, MeshCluster], key: str, flows: dict[str, Flow]) -> list[dict[str, Any]]:
+DNS_PORTS = [{"ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "protocol": "TCP"}],
+              "rules": {"dns": [{"matchPattern": "*"}]}}]
+"""Cluster DNS through Cilium's DNS proxy, which a `toFQDNs` rule needs to learn the addresses a name resolves to."""
+
+
+def namespace_egress_policy(clusters: dict[str, MeshCluster], key: str, source_namespace: str, flows: dict[str, Flow],
+                            calls: OutsideCalls) -> dict[str, Any]:
+    """Default-deny egress for the pods of a world flow's source namespace on cluster `key`: they reach cluster DNS, the
+    pods of their own cluster, the destinations of the flows they use (pods across the mesh, the destination clusters'
+    internal VIPs), their DNS names outside the site, federated sites' ranges, and their world flows (`fab-flow-<name>`,
+    whose allow rules add to this policy's); nothing else leaves the cluster."""
+    egress: list[dict[str, Any]] = [
+        {"toEndpoints": [_pod_selector(CILIUM_NAMESPACE, {"k8s-app": "kube-dns"})], "toPorts": DNS_PORTS},
+        {"toEndpoints": [{"matchLabels": {CLUSTER_LABEL: clusters[key].name}}]},
+    ]
+    used = [flows[name] for name in calls.flows if name in flows and key in flows[name].sources and flows[name].target == "pods"]
+    for flow in used:
+        for dest in flow.to:
+            egress.append({"toEndpoints": [_pod_selector(flow.to_namespace, flow.to_labels, clusters[dest].name)],
+                           "toPorts": _ports(flow.pod_port, flow.protocol)})
+            vips = [str(cidr) for _, pool in sorted(clusters[dest].config.lb_pools.items()) if pool.visibility == "internal"
+                    for cidr in pool.cidrs]
+            if vips:
+                egress.append({"toCIDRSet": [{"cidr": cidr} for cidr in vips], "toPorts": _ports(flow.port, flow.protocol)})
+    for host, port in calls.hosts:
+        egress.append({"toFQDNs": [{"matchName": host}], "toPorts": _ports(port, "TCP")})
+    if calls.peer_ranges and used:
+        ports = sorted({(flow.port, flow.protocol) for flow in used})
+        egress.append({"toCIDRSet": [{"cidr": cidr} for cidr in calls.peer_ranges],
+                       "toPorts": [{"ports": [{"port": str(port), "protocol": protocol} for port, protocol in ports]}]})
+    return _cr("CiliumClusterwideNetworkPolicy", names.EGRESS_POLICY(source_namespace), {
+        "description": f"Default-deny egress of {source_namespace}: DNS, its own cluster, the site's flows it uses, its outside "
+                       "services and its world flows only.",
+        "endpointSelector": _pod_selector(source_namespace, {}),
+        "egress": egress,
+    }, labels={RULE_LABEL: "egress"})
+
+
+def cluster_objects(clusters: dict[str, MeshCluster], key: str, flows: dict[str, Flow],
+                    outside_calls: dict[str, OutsideCalls] | None = None) -> list[dict[str, Any]]:
     """Every Cilium object of one cluster, in a stable order."""
     cluster = clusters[key]
     objects = [*pool_objects(cluster.config), *bgp_objects(cluster), default_deny_policy(cluster), clustermesh_policy(clusters, key)]
+    egress_namespaces = set()
     for name, flow in sorted(flows.items()):
         if flow.target == "pods" and key in flow.to:
             objects.append(flow_ingress_policy(clusters, name, flow))
@@ -545,6 +603,11 @@ def cluster_objects(clusters: dict[str, MeshCluster], key: str, flows: dict[str,
             objects.append(flow_apiserver_policy(clusters, name, flow, key))
         elif flow.target == WORLD and key in flow.sources:
             objects.extend(flow_egress_policies(name, flow))
+            if flow.from_namespace:
+                egress_namespaces.add(flow.from_namespace)
+    for source_namespace in sorted(egress_namespaces):
+        calls = (outside_calls or {}).get(source_namespace, OutsideCalls())
+        objects.append(namespace_egress_policy(clusters, key, source_namespace, flows, calls))
     return objects
 
 

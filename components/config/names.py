@@ -189,6 +189,11 @@ FLAVOR = Derived("ResourceFlavor", "training-{key}", DNS_SUBDOMAIN)
 FLOW_LABEL = Derived("label value", "{key}", LABEL_VALUE)
 """`fab.internal/flow` on the flow's Cilium policy."""
 FLOW_POLICY = Derived("CiliumClusterwideNetworkPolicy", "fab-flow-{key}", DNS_SUBDOMAIN)
+EGRESS_POLICY = Derived("CiliumClusterwideNetworkPolicy", "fab-egress-{key}", DNS_SUBDOMAIN)
+"""Default-deny egress of a world flow's source namespace (Trino's), keyed by the namespace."""
+WORLD_DENY_POLICY = Derived("CiliumClusterwideNetworkPolicy", "fab-deny-{key}", DNS_SUBDOMAIN)
+"""A world flow's deny for every other pod of its source clusters. Not `fab-flow-{key}-others`, which is also the allow
+policy of a flow named `<key>-others` (or of an external catalog named `<x>_others`): no flow's policy starts `fab-deny-`."""
 
 # Federated sites ------------------------------------------------------------------------------------------------
 

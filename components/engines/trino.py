@@ -8,12 +8,17 @@ interactive: coordinator and workers run in the interactive pool at its Priority
 
 from __future__ import annotations
 
+import base64
 import json
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from components import versions
 from components.config import ExternalCatalog, names
+from components.config.views import POLARIS_FLOW, S3_FLOW
 from components.constants import (
     POLARIS_CLIENT_ID,
     POLARIS_CLIENT_SECRET,
@@ -25,6 +30,11 @@ from components.constants import (
     s3_secret,
 )
 from components.engines._base import INTERACTIVE, BucketAccess, Engine, EngineScope, Quota, Ui
+from components.engines._spark_packages import trust_store
+from components.network import OutsideCalls
+
+if TYPE_CHECKING:
+    from components.config import SiteConfig
 
 
 def trino_catalog(uri: str, prefix: str = "", s3_endpoint_env: str = S3_ENDPOINT) -> str:
@@ -68,12 +78,27 @@ def jdbc_url(catalog: ExternalCatalog) -> str:
     }[catalog.connector]
 
 
+SITE_CA_CONFIG_MAP = "trino-site-ca"
+"""The ConfigMap in Trino's namespace with the site's CA as a Java trust store, while a catalog trusts it."""
+SITE_CA_TRUST_STORE = "/etc/fab/site-ca/truststore.p12"
+"""Where Trino's pods mount that trust store."""
+
+
+def jdbc_properties(catalog: ExternalCatalog) -> str:
+    """Driver properties appended to the JDBC URL. SQL Server (mssql-jdbc, `encrypt=true` by default) verifies the server's
+    certificate; `trust_site_ca` points it at the site's CA: a PKCS#12 trust store without a password, whose integrity the
+    driver then does not check (it holds public certificates only)."""
+    if catalog.connector != "sqlserver" or not catalog.trust_site_ca:
+        return ""
+    return f";encrypt=true;trustServerCertificate=false;trustStore={SITE_CA_TRUST_STORE};trustStoreType=PKCS12"
+
+
 def external_catalog(name: str, catalog: ExternalCatalog) -> str:
     """A Trino catalog on a database outside the site: the account is read from the environment, never written here."""
     user, password = external_catalog_env(name)
     props = {
         "connector.name": catalog.connector,
-        "connection-url": jdbc_url(catalog),
+        "connection-url": jdbc_url(catalog) + jdbc_properties(catalog),
         "connection-user": f"${{ENV:{user}}}",
         "connection-password": f"${{ENV:{password}}}",
     }
@@ -92,7 +117,33 @@ def _external_catalogs(scope: EngineScope, ns_resource, values: dict) -> list:
         }, ns_resource))
         values["catalogs"][name] = external_catalog(name, catalog)
         values["envFrom"].append({"secretRef": {"name": secret_name}})
+    if any(catalog.trust_site_ca for catalog in ENGINE.config(scope.compute).external_catalogs.values()):
+        secrets.append(_site_ca(scope, ns_resource, values))
     return secrets
+
+
+def _site_ca(scope: EngineScope, ns_resource, values: dict) -> k8s.core.v1.ConfigMap:
+    """The site's CA as a Java trust store, mounted on every Trino pod for the catalogs that trust it (`trust_site_ca`)."""
+    pem = scope.storage.admin_endpoint.ca_bundle  # the site's `ca_bundle`; the config rules require it here
+    assert pem is not None
+    store = base64.b64encode(trust_store(pem)).decode()
+    key = SITE_CA_TRUST_STORE.rsplit("/", 1)[1]
+    values["configMounts"] = [{"name": "site-ca", "configMap": SITE_CA_CONFIG_MAP, "path": SITE_CA_TRUST_STORE, "subPath": key}]
+    return k8s.core.v1.ConfigMap(f"{scope.prefix}-{SITE_CA_CONFIG_MAP}",
+                                 metadata={"name": SITE_CA_CONFIG_MAP, "namespace": ENGINE.namespace},
+                                 binary_data={key: store}, opts=scope.after(ns_resource))
+
+
+def outside_calls(site: SiteConfig) -> OutsideCalls:
+    """What Trino's pods call outside the compute cluster besides their external catalogs' databases, which their
+    default-deny egress allows (components/network.py): S3 and Polaris on storage (the `s3` and `polaris` flows of the
+    table), the site's Keycloak by name (OAuth2 sign-in: discovery, keys, tokens), and the ranges of the federated sites
+    whose gold its peer catalogs read."""
+    keycloak = urlsplit(site.keycloak.url)
+    assert keycloak.hostname is not None
+    ranges = site.federation.ranges
+    peers = tuple(str(cidr) for peer in sorted(site.federation.peers) for cidr in ranges.get(peer, []))
+    return OutsideCalls(flows=(S3_FLOW, POLARIS_FLOW), hosts=((keycloak.hostname, keycloak.port or 443),), peer_ranges=peers)
 
 
 def trino_resource_groups() -> str:

@@ -105,3 +105,61 @@ def model_replication() -> ModelReplication:
     return ModelReplication(tuple(sorted(
         name for name, spec in consumers.items() if isinstance(spec, dict) and spec.get("replicate_models") is True
     )))
+
+
+DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "oracle": 1521, "sqlserver": 1433}
+"""The default port of each connector of `compute.trino.external_catalogs` (the config model's EXTERNAL_CONNECTORS, which
+the pack cannot import; tests/policies/test_external_catalog_egress.py keeps the two equal)."""
+
+
+@dataclass(frozen=True)
+class ExternalDatabase:
+    """One external catalog's database as the stack declares it: the ranges Trino's pods may reach, on one TCP port."""
+
+    catalog: str
+    cidrs: frozenset[str]
+    port: int
+
+    def describe(self) -> str:
+        return f"{self.catalog}: {', '.join(sorted(self.cidrs))} on {self.port}"
+
+
+def external_databases() -> list[ExternalDatabase] | None:
+    """The databases of Trino's external catalogs in the stack's config (none while Trino is off), or None when the
+    config did not reach the pack."""
+    site = site_config()
+    if site is None:
+        return None
+    compute = site.get("compute") if isinstance(site.get("compute"), dict) else {}
+    trino = compute.get("trino") if isinstance(compute.get("trino"), dict) else {}
+    catalogs = trino.get("external_catalogs") if isinstance(trino.get("external_catalogs"), dict) else {}
+    if trino.get("enabled") is False:
+        return []
+    found = []
+    for name, catalog in sorted(catalogs.items()):
+        if not isinstance(catalog, dict) or not isinstance(catalog.get("cidrs"), list):
+            continue
+        port = catalog.get("port") or DATABASE_PORTS.get(str(catalog.get("connector")))
+        if isinstance(port, int):
+            found.append(ExternalDatabase(name, frozenset(str(c) for c in catalog["cidrs"]), port))
+    return found
+
+
+def in_site_ranges() -> frozenset[str]:
+    """The ranges a world flow's source namespace (Trino's) may also reach by address, as the stack's config declares them:
+    every cluster's internal LB pools (the VIPs of S3 and Polaris) and the federated peers' ranges (`federation.ranges`)."""
+    site = site_config() or {}
+    found: set[str] = set()
+    clusters = site.get("clusters") if isinstance(site.get("clusters"), dict) else {}
+    for cluster in clusters.values():
+        pools = cluster.get("lb_pools") if isinstance(cluster, dict) and isinstance(cluster.get("lb_pools"), dict) else {}
+        for pool in pools.values():
+            if isinstance(pool, dict) and pool.get("visibility", "internal") == "internal" and isinstance(pool.get("cidrs"), list):
+                found.update(str(c) for c in pool["cidrs"])
+    federation = site.get("federation") if isinstance(site.get("federation"), dict) else {}
+    peers = federation.get("peers") if isinstance(federation.get("peers"), dict) else {}
+    ranges = federation.get("ranges") if isinstance(federation.get("ranges"), dict) else {}
+    for peer in peers:
+        if isinstance(ranges.get(peer), list):
+            found.update(str(c) for c in ranges[peer])
+    return frozenset(found)

@@ -25,7 +25,7 @@ from rules._k8s import (
     unknown_paths,
 )
 from rules._policy import resource_rule, stack_rule
-from rules._stack import routes_from_git
+from rules._stack import ExternalDatabase, external_databases, in_site_ranges, routes_from_git
 
 S3_PORT, POLARIS_PORT, PROMETHEUS_PORT, RAY_CLIENT_PORT = 9000, 8181, 9090, 10001
 ENVOY_HTTPS_POD_PORT, KUBE_APISERVER_PORT, CLUSTERMESH_PORT = 10443, 6443, 2379
@@ -181,6 +181,8 @@ def flow_direction(args: StackValidationArgs, report: ReportViolation) -> None:
     unknown part fails closed."""
     flows = list(args.get_config().get("flows", DESIGN_FLOWS))
     roles = cluster_roles(args.resources)
+    databases = external_databases()
+    site_ranges = in_site_ranges()
     for resource, obj in objects(args.resources):
         if obj["kind"] not in NETWORK_POLICIES:
             continue
@@ -207,13 +209,55 @@ def flow_direction(args: StackValidationArgs, report: ReportViolation) -> None:
         for entry in spec.get("egress") or []:
             if not (entry.get("toCIDR") or entry.get("toCIDRSet")):
                 continue
-            if external and len(_ports(entry)) == 1:
-                continue  # an external catalog's database, on its one port
+            if external and _to_database(entry, databases):
+                continue  # an external catalog's database, on its port
+            if external and databases is not None and _in_site(entry, flows, mine, site_ranges):
+                continue  # S3 and Polaris by their VIPs, or a federated peer's, on the table's ports (fab-egress-trino)
+            if external and databases is not None:
+                report(f"{where} ({role}) lets Trino's pods reach {_destination(entry)}, which is not an external "
+                       "catalog's database (compute.trino.external_catalogs: "
+                       f"{'; '.join(d.describe() for d in databases) or 'none'}), nor an internal VIP pool or federated "
+                       "peer's range of the stack on a port of the flow table", resource.urn)
+                continue
             for port in _ports(entry) or ["every port"]:
                 if not any(_approved(flows, own, {API_SERVERS}, port) for own in mine) or not mine:
                     report(f"{where} ({role}) lets its pods reach addresses outside the cluster on port {port}, which is "
                            f"not a flow of the design's table (to API servers: {_admitted(flows, {API_SERVERS})})",
                            resource.urn)
+
+
+def _cidrs(entry: dict[str, Any]) -> list[str]:
+    """The ranges of an egress entry (`toCIDR`, `toCIDRSet`; an `except` only narrows one)."""
+    return [*map(str, entry.get("toCIDR") or []), *(str(item.get("cidr")) for item in entry.get("toCIDRSet") or [])]
+
+
+def _destination(entry: dict[str, Any]) -> str:
+    ports = [f"{port.get('port')}/{port.get('protocol', 'ANY')}" for rule in entry.get("toPorts") or [] for port in rule.get("ports") or []]
+    return f"{', '.join(_cidrs(entry))} on {', '.join(ports) or 'every port'}"
+
+
+def _in_site(entry: dict[str, Any], flows: list[dict[str, Any]], mine: set[str], ranges: frozenset[str] | None = None) -> bool:
+    """Whether an egress entry reaches only the site's internal VIP pools or federated peers' ranges (the stack's config),
+    each port one the table lets the cluster's role reach another cluster's on."""
+    cidrs = set(_cidrs(entry))
+    ports = _ports(entry)
+    roles = ("storage", "gpu", "compute")
+    return (not set(entry) - {"toCIDR", "toCIDRSet", "toPorts"} and bool(cidrs) and cidrs <= (ranges or in_site_ranges())
+            and bool(ports) and all(any(_approved(flows, own, {role}, port) for own in mine for role in roles) for port in ports))
+
+
+def _to_database(entry: dict[str, Any], databases: list[ExternalDatabase] | None) -> bool:
+    """Whether an egress entry reaches one configured database exactly: within its ranges, on its one TCP port, with no
+    other rule (an L7 rule or a server name would be no database's)."""
+    if databases is None or set(entry) - {"toCIDR", "toCIDRSet", "toPorts"}:
+        return False
+    rules = entry.get("toPorts") or []
+    ports = [port for rule in rules for port in rule.get("ports") or []]
+    if len(rules) != 1 or set(rules[0]) != {"ports"} or len(ports) != 1 or set(ports[0]) - {"port", "protocol"}:
+        return False
+    port, protocol = str(ports[0].get("port")), ports[0].get("protocol", "TCP")
+    cidrs = set(_cidrs(entry))
+    return protocol == "TCP" and any(cidrs and cidrs <= db.cidrs and port == str(db.port) for db in databases)
 
 
 class Credential(NamedTuple):

@@ -3,6 +3,7 @@ environment, and each database as a declared egress from Trino's pods that no ot
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from typing import Any
@@ -15,6 +16,7 @@ from small_site import small_site
 from components.config import config_key_problems, parse_site
 from components.engines.trino import jdbc_url
 from components.network import NAMESPACE_LABEL
+from fabctl.render import PROJECT_DIR
 
 SCM = {"connector": "postgresql", "host": "scm-db.corp.example", "cidrs": ["172.20.8.0/28"], "database": "scm", "user": "trino_ro"}
 PASSWORD = {"fab-platform:trinoCatalogPassword-scm": {"secure": "v1:scm-password"}}
@@ -92,7 +94,7 @@ def test_trinos_pods_may_reach_exactly_the_database(plan):
 
 
 def test_every_other_pod_of_compute_is_denied_the_database(plan):
-    deny = policy(plan, "fab-flow-trino-catalog-scm-others")["spec"]
+    deny = policy(plan, "fab-deny-trino-catalog-scm")["spec"]
     assert deny["endpointSelector"] == {"matchExpressions": [{"key": NAMESPACE_LABEL, "operator": "NotIn", "values": ["trino"]}]}
     assert deny["egressDeny"] == policy(plan, "fab-flow-trino-catalog-scm")["spec"]["egress"]
     assert "egress" not in deny
@@ -106,7 +108,7 @@ def test_the_egress_policies_are_on_compute_only(plan):
 
 def test_the_egress_policies_are_valid_cilium_objects(plan, crd_dir):
     crds = CrdSchemas(crd_dir)
-    for name in ("fab-flow-trino-catalog-scm", "fab-flow-trino-catalog-scm-others"):
+    for name in ("fab-flow-trino-catalog-scm", "fab-deny-trino-catalog-scm"):
         assert schema_errors(policy(plan, name), crds) == []
 
 
@@ -124,8 +126,8 @@ def test_fails_when_the_connector_is_unknown():
 
 def test_fails_when_the_host_is_a_url():
     assert config_errors(catalog_site(host="postgres://scm-db:5432")) == [
-        f"{BASE}.scm.host: must be a lowercase DNS name or an IPv4 address, such as erp-db.corp.example or 10.0.0.1 (no port, "
-        "no scheme) (got 'postgres://scm-db:5432')"
+        (f"{BASE}.scm.host: must be a lowercase DNS name or an IPv4 address, such as erp-db.corp.example or 10.0.0.1 (no port, "
+        "no scheme) (got 'postgres://scm-db:5432')")
     ]
 
 
@@ -148,16 +150,16 @@ def test_fails_when_the_catalog_is_named_like_a_peers_catalog():
     site["federation"] = {"peers": {"site-u": {}}, "ranges": {"site-u": ["172.30.0.0/16"]}}
     site["compute"]["trino"]["external_catalogs"]["site_u"] = dict(SCM)
     assert config_errors(site) == [
-        f"{BASE}.site_u: 'site_u' is already Trino's catalog on federated peer site-u's Polaris; name the external catalog "
-        "differently"
+        (f"{BASE}.site_u: 'site_u' is already Trino's catalog on federated peer site-u's Polaris; name the external catalog "
+        "differently")
     ]
 
 
 def test_fails_when_the_catalog_name_is_no_sql_name():
     site = site_with(dict(SCM), "scm-db")
     assert config_errors(site) == [
-        f"{BASE}.scm-db: the key must be a Trino catalog name: a lowercase letter, then lowercase letters, digits and '_', "
-        "at most 40 characters (got 'scm-db')"
+        (f"{BASE}.scm-db: the key must be a Trino catalog name: a lowercase letter, then lowercase letters, digits and '_', "
+        "at most 40 characters (got 'scm-db')")
     ]
 
 
@@ -174,8 +176,8 @@ def test_fails_when_mysql_names_a_database():
 
 def test_fails_when_the_database_range_is_inside_the_site():
     assert config_errors(catalog_site(cidrs=["10.91.0.0/16"])) == [
-        f"{BASE}.scm.cidrs[0]: 10.91.0.0/16 overlaps clusters.compute.pod_cidr (10.91.0.0/16); an external database is "
-        "outside every range of the site"
+        (f"{BASE}.scm.cidrs[0]: 10.91.0.0/16 overlaps clusters.compute.pod_cidr (10.91.0.0/16); an external database is "
+        "outside every range of the site")
     ]
 
 
@@ -198,8 +200,8 @@ def test_fails_when_a_stack_writes_a_world_flow():
     site["flows"]["erp"] = {"from": ["compute"], "to": ["world"], "to_cidrs": ["172.20.8.0/28"], "port": 1521,
                             "target": "world", "from_namespace": "trino"}
     assert config_errors(site) == [
-        "fab-platform:site.flows.erp.target: 'world': flows to addresses outside the site are derived from compute.trino.external_catalogs "
-        "(one per catalog); remove this flow and declare the database there"
+        ("fab-platform:site.flows.erp.target: 'world': flows to addresses outside the site are derived from compute.trino.external_catalogs "
+        "(one per catalog); remove this flow and declare the database there")
     ]
 
 
@@ -207,14 +209,135 @@ def test_fails_when_the_password_is_not_set():
     with pytest.raises(Exception) as info:
         render_small(catalog_site())
     assert str(info.value).splitlines() == [
-        "fab-platform:trinoCatalogPassword-scm: required because compute.trino.external_catalogs.scm is set; set it with: "
-        "pulumi config set --secret trinoCatalogPassword-scm <value>"
+        ("fab-platform:trinoCatalogPassword-scm: required because compute.trino.external_catalogs.scm is set; set it with: "
+        "pulumi config set --secret trinoCatalogPassword-scm <value>")
     ]
 
 
 def test_fails_when_the_password_is_in_plain_text():
     assert config_key_problems(["fab-platform:trinoCatalogPassword-scm"], lambda key: False) == [
-        "fab-platform:trinoCatalogPassword-scm: a credential written in plain text (value not shown); delete it from "
+        ("fab-platform:trinoCatalogPassword-scm: a credential written in plain text (value not shown); delete it from "
         "Pulumi.<stack>.yaml, rotate it if the file was ever committed, and set it encrypted with: pulumi config set "
-        "--secret trinoCatalogPassword-scm <value>"
+        "--secret trinoCatalogPassword-scm <value>")
     ]
+
+
+def test_a_flow_named_like_the_deny_policy_renders_its_own_policy():
+    """A stack's flow `trino-catalog-scm-others` and catalog scm's deny have different policy names (no collision)."""
+    site = catalog_site()
+    site["flows"] = small_site(flow_table=True)["flows"]
+    site["flows"]["trino-catalog-scm-others"] = {**site["flows"]["s3"], "description": "Trino to S3, named unluckily."}
+    names = sorted(r["inputs"]["metadata"]["name"] for r in render_small(site, secrets=PASSWORD).of_type(
+        "kubernetes:cilium.io/v2:CiliumClusterwideNetworkPolicy") if "trino-catalog-scm" in r["inputs"]["metadata"]["name"])
+    assert names == ["fab-deny-trino-catalog-scm", "fab-flow-trino-catalog-scm", "fab-flow-trino-catalog-scm-others"]
+
+
+MES = {"connector": "sqlserver", "host": "mes-db.corp.example", "cidrs": ["172.20.8.16/28"], "database": "mes",
+       "user": "trino_ro", "trust_site_ca": True}
+MES_PASSWORD = {"fab-platform:trinoCatalogPassword-mes": {"secure": "v1:mes-password"}}
+
+
+@pytest.fixture(scope="module")
+def mes_plan():
+    site = site_with(dict(MES), "mes")
+    site["ca_bundle"] = "certs/site-b-ca.pem"
+    return render_small(site, secrets=MES_PASSWORD)
+
+
+def test_sqlserver_verifies_the_database_against_the_site_ca(mes_plan):
+    assert trino_values(mes_plan)["catalogs"]["mes"] == (
+        "connector.name=sqlserver\n"
+        "connection-url=jdbc:sqlserver://mes-db.corp.example:1433;databaseName=mes;encrypt=true;trustServerCertificate=false;"
+        "trustStore=/etc/fab/site-ca/truststore.p12;trustStoreType=PKCS12\n"
+        "connection-user=${ENV:CATALOG_MES_USER}\n"
+        "connection-password=${ENV:CATALOG_MES_PASSWORD}\n"
+    )
+
+
+def test_the_site_ca_trust_store_is_mounted_on_trinos_pods(mes_plan):
+    assert trino_values(mes_plan)["configMounts"] == [
+        {"name": "site-ca", "configMap": "trino-site-ca", "path": "/etc/fab/site-ca/truststore.p12", "subPath": "truststore.p12"}]
+
+
+def test_the_trust_store_holds_the_site_ca(mes_plan):
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import pkcs12
+    (config_map,) = [r["inputs"] for r in mes_plan.of_type("kubernetes:core/v1:ConfigMap")
+                     if r["inputs"]["metadata"]["name"] == "trino-site-ca"]
+    assert config_map["metadata"]["namespace"] == "trino"
+    store = pkcs12.load_pkcs12(base64.b64decode(config_map["binaryData"]["truststore.p12"]), None)
+    site_ca = x509.load_pem_x509_certificates((PROJECT_DIR / "certs/site-b-ca.pem").read_bytes())
+    assert [c.certificate for c in store.additional_certs] == site_ca
+
+
+def test_a_catalog_without_the_site_ca_mounts_nothing(plan):
+    assert "configMounts" not in trino_values(plan)
+
+
+def test_fails_when_another_connector_trusts_the_site_ca():
+    assert config_errors(catalog_site(trust_site_ca=True)) == [
+        (f"{BASE}.scm.trust_site_ca: is for the sqlserver connector only, not postgresql (its certificate settings are its "
+        "connection properties); remove it")
+    ]
+
+
+def test_fails_when_the_site_has_no_ca():
+    assert config_errors(site_with(dict(MES), "mes")) == [
+        f"{BASE}.mes.trust_site_ca: needs the site's CA: set ca_bundle (the PEM file of the site's PKI) or remove it"
+    ]
+
+
+
+def egress(plan) -> list[dict[str, Any]]:
+    return policy(plan, "fab-egress-trino")["spec"]["egress"]
+
+
+def test_trinos_egress_is_default_deny_on_compute(plan):
+    found = [(plan.cluster(r), r["inputs"]["spec"]) for r in plan.of_type("kubernetes:cilium.io/v2:CiliumClusterwideNetworkPolicy")
+             if r["inputs"]["metadata"]["name"] == "fab-egress-trino"]
+    assert [(cluster, spec["endpointSelector"], "enableDefaultDeny" in spec) for cluster, spec in found] == [
+        ("site-t-compute", {"matchLabels": {NAMESPACE_LABEL: "trino"}}, False)]
+
+
+def test_trino_resolves_names_through_cilium_dns_proxy(plan):
+    assert egress(plan)[0] == {
+        "toEndpoints": [{"matchLabels": {"k8s-app": "kube-dns", NAMESPACE_LABEL: "kube-system"}}],
+        "toPorts": [{"ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "protocol": "TCP"}],
+                     "rules": {"dns": [{"matchPattern": "*"}]}}],
+    }
+
+
+def test_trino_reaches_its_own_cluster(plan):
+    assert egress(plan)[1] == {"toEndpoints": [{"matchLabels": {"io.cilium.k8s.policy.cluster": "site-t-compute"}}]}
+
+
+def test_trino_reaches_s3_and_polaris_as_the_flows_declare(plan):
+    """The pods of the s3 and polaris flows (a global service's remote backends) and storage's internal VIP pool, each on
+    its flow's port; nothing else of storage."""
+    assert egress(plan)[2:6] == [
+        {"toEndpoints": [{"matchLabels": {"io.cilium.k8s.policy.cluster": "site-t-storage", NAMESPACE_LABEL: "aistor"}}],
+         "toPorts": [{"ports": [{"port": "9000", "protocol": "TCP"}]}]},
+        {"toCIDRSet": [{"cidr": "10.30.101.0/27"}], "toPorts": [{"ports": [{"port": "9000", "protocol": "TCP"}]}]},
+        {"toEndpoints": [{"matchLabels": {"io.cilium.k8s.policy.cluster": "site-t-storage", NAMESPACE_LABEL: "polaris"}}],
+         "toPorts": [{"ports": [{"port": "8181", "protocol": "TCP"}]}]},
+        {"toCIDRSet": [{"cidr": "10.30.101.0/27"}], "toPorts": [{"ports": [{"port": "8181", "protocol": "TCP"}]}]},
+    ]
+
+
+def test_trino_reaches_the_sites_keycloak_by_name_and_nothing_more(plan):
+    assert egress(plan)[6:] == [{"toFQDNs": [{"matchName": "keycloak.site-t.fab.internal"}],
+                                 "toPorts": [{"ports": [{"port": "443", "protocol": "TCP"}]}]}]
+
+
+def test_trino_reaches_a_federated_peers_ranges_on_the_s3_and_polaris_ports():
+    site = catalog_site()
+    site["storage"]["buckets"]["site-t-gold"] = {"class": "gold"}
+    site["federation"] = {"peers": {"site-u": {}}, "ranges": {"site-u": ["172.30.0.0/16"]}}
+    assert egress(render_small(site, secrets=PASSWORD))[-1] == {
+        "toCIDRSet": [{"cidr": "172.30.0.0/16"}],
+        "toPorts": [{"ports": [{"port": "8181", "protocol": "TCP"}, {"port": "9000", "protocol": "TCP"}]}],
+    }
+
+
+def test_trinos_egress_policy_is_a_valid_cilium_object(plan, crd_dir):
+    assert schema_errors(policy(plan, "fab-egress-trino"), CrdSchemas(crd_dir)) == []

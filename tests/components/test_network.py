@@ -134,7 +134,7 @@ def test_default_deny_admits_only_the_local_cluster_and_node_infrastructure(smal
 
 
 def test_one_rule_per_flow_in_each_enforcing_cluster(plan):
-    """A world flow has two, on its sources: the allow and the deny for every other pod (`-others`)."""
+    """A world flow has two, on its sources: the allow and the deny for every other pod (`fab-deny-<flow>`)."""
     flow_rules = sorted(
         (c, obj["metadata"]["name"])
         for c, obj, _ in plan.manifests()
@@ -142,10 +142,10 @@ def test_one_rule_per_flow_in_each_enforcing_cluster(plan):
     )
     network = plan.outputs["network"]
     expected = sorted(
-        (network["clusters"][key]["cluster_name"], f"fab-flow-{name}{suffix}")
+        (network["clusters"][key]["cluster_name"], policy_name)
         for name, flow in network["flows"].items()
         for key in (flow.get("from", []) if flow.get("target") in ("kube-apiserver", "world") else flow["to"])
-        for suffix in (("", "-others") if flow.get("target") == "world" else ("",))
+        for policy_name in ((f"fab-flow-{name}", f"fab-deny-{name}") if flow.get("target") == "world" else (f"fab-flow-{name}",))
     )
     assert flow_rules, "no flow rule"
     assert flow_rules == expected

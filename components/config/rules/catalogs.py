@@ -48,6 +48,11 @@ def external_catalog_problems(site: SiteConfig) -> Iterator[Problem]:
         elif catalog.database is not None and catalog.connector not in NEEDS_DATABASE:
             yield (*path, "database"), (f"is not used by the {catalog.connector} connector (its catalog shows every "
                                         "database of the server); remove it")
+        if catalog.trust_site_ca and catalog.connector != "sqlserver":
+            yield (*path, "trust_site_ca"), (f"is for the sqlserver connector only, not {catalog.connector} (its certificate "
+                                             "settings are its connection properties); remove it")
+        elif catalog.trust_site_ca and site.ca_bundle is None:
+            yield (*path, "trust_site_ca"), "needs the site's CA: set ca_bundle (the PEM file of the site's PKI) or remove it"
         for i, cidr in enumerate(catalog.cidrs):
             inside = next(((where, net) for where, net in ranges if cidr.overlaps(net)), None)
             if inside is not None:

@@ -100,6 +100,12 @@ class ExternalCatalog(_Model):
         description="The read-only account Trino signs in with; its password is the secret "
         "`trinoCatalogPassword-<catalog>` (pulumi config set --secret).",
     )
+    trust_site_ca: bool = Field(
+        False,
+        description="sqlserver only: verify the server's certificate against the site's CA (`ca_bundle`), for a database "
+        "whose certificate the site's PKI issued. The pinned Trino's SQL Server driver always encrypts and verifies the "
+        "certificate; without this it trusts the JVM's public CAs only. Defaults to false.",
+    )
 
     @property
     def db_port(self) -> int:
