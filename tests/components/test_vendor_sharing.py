@@ -175,13 +175,14 @@ def test_the_setup_script_grants_a_skipped_table_when_run_again_after_it_exists(
 # -- S3 --------------------------------------------------------------------------------------------------------------
 
 
-def test_a_vendors_minio_policy_reads_only_its_tables_folders(plan):
+def test_a_vendors_minio_policy_reads_only_its_tables_folders_from_its_ranges(plan):
     (policy,) = [r for r in plan.of_type(IAM_POLICY) if r["inputs"]["name"] == "fab-vendor-etch-tools"]
+    source = {"IpAddress": {"aws:SourceIp": ["198.51.100.64/28"]}}
     assert json.loads(policy["inputs"]["policy"]) == {"Version": "2012-10-17", "Statement": [
         {"Sid": "ListSharedTables", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": ["arn:aws:s3:::site-t-gold"],
-         "Condition": {"StringLike": {"s3:prefix": ["gold/chamber_health_daily/*"]}}},
+         "Condition": {"StringLike": {"s3:prefix": ["gold/chamber_health_daily/*"]}, **source}},
         {"Sid": "ReadSharedTables", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
-         "Resource": ["arn:aws:s3:::site-t-gold/gold/chamber_health_daily/*"]},
+         "Resource": ["arn:aws:s3:::site-t-gold/gold/chamber_health_daily/*"], "Condition": source},
         {"Sid": "NoTableCatalog", "Effect": "Deny", "Action": ["s3tables:*"],
          "Resource": ["arn:aws:s3tables:::bucket/site-t-gold", "arn:aws:s3tables:::bucket/site-t-gold/*"]},
     ]}
@@ -208,6 +209,16 @@ def test_the_catalog_api_is_routed_on_the_compute_ingress_to_the_polaris_vip(pla
     assert [e["addresses"] for e in endpoints["endpoints"]] == [[vendor_site()["storage"]["polaris"]["vip"]]]
 
 
+def test_the_catalog_route_admits_only_the_vendors_ranges(plan):
+    (policy,) = [p for p in plan.objects("SecurityPolicy", "site-t-compute") if p["metadata"]["namespace"] == "vendor-catalog"]
+    assert policy["spec"] == {
+        "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "polaris"}],
+        "authorization": {"defaultAction": "Deny", "rules": [
+            {"name": "vendor-etch-tools", "action": "Allow", "principal": {"clientCIDRs": ["198.51.100.64/28"]}},
+        ]},
+    }
+
+
 def test_the_catalog_listener_terminates_tls_on_the_compute_ingress(plan):
     (gateway,) = [g for g in plan.objects("Gateway", "site-t-compute")]
     (listener,) = [listener for listener in gateway["spec"]["listeners"] if listener["name"] == "catalog"]
@@ -218,6 +229,15 @@ def test_only_the_compute_ingress_proxies_reach_polaris_for_vendors():
     flow = parse_site(vendor_site()).flow_table()["vendor-catalog"]
     assert (flow.sources, flow.to, flow.port, flow.from_namespace, flow.from_labels, flow.to_namespace) == (
         ["compute"], ["storage"], 8181, "envoy-gateway-system", {"app.kubernetes.io/name": "envoy"}, "polaris")
+
+
+def test_only_the_vendors_ranges_reach_the_object_stores_s3_pods():
+    site = vendor_site()
+    add_vendor(site, "cmp-tools", tables=["gold.pad_wear"], views=[])
+    site["storage"]["vendors"]["cmp-tools"]["source_cidrs"] = ["192.0.2.48/29"]
+    flow = parse_site(site).flow_table()["vendor-s3"]
+    assert (flow.sources, [str(c) for c in flow.from_cidrs], flow.to, flow.port, flow.to_namespace) == (
+        [], ["192.0.2.48/29", "198.51.100.64/28"], ["storage"], 9000, "aistor")
 
 
 def test_no_vendor_flow_without_vendors():
@@ -287,7 +307,8 @@ def test_fails_when_a_table_name_is_not_a_plain_name():
 def test_fails_when_a_vendor_has_no_external_s3_endpoint():
     site = small_site()
     add_bucket(site, "site-t-gold", "gold")
-    site["storage"]["vendors"] = {"etch-tools": {"description": "Etch vendor", "tables": ["gold.chamber_health_daily"]}}
+    site["storage"]["vendors"] = {"etch-tools": {"description": "Etch vendor", "tables": ["gold.chamber_health_daily"],
+                                                 "source_cidrs": ["198.51.100.64/28"]}}
     assert config_errors(site) == [
         "fab-platform:site.storage.vendors.etch-tools: vendor 'etch-tools' reads its tables through the external S3 endpoint, but the site has "
         "none; set storage.s3.external_pool and storage.s3.external_vip"
@@ -309,6 +330,33 @@ def test_fails_when_a_vendor_is_granted_nothing():
     assert config_errors(site) == [
         "fab-platform:site.storage.vendors.etch-tools: vendor 'etch-tools' is granted nothing; list the gold tables or views it may read under "
         "tables or views"
+    ]
+
+
+def test_fails_when_a_vendor_has_no_source_ranges():
+    site = vendor_site()
+    del site["storage"]["vendors"]["etch-tools"]["source_cidrs"]
+    assert config_errors(site) == [
+        "fab-platform:site.storage.vendors.etch-tools.source_cidrs: vendor 'etch-tools' has no source ranges; list its own "
+        "egress ranges under source_cidrs: the catalog route and the S3 endpoint admit those alone"
+    ]
+
+
+def test_fails_when_a_vendors_source_range_is_wider_than_a_16():
+    site = vendor_site()
+    site["storage"]["vendors"]["etch-tools"]["source_cidrs"] = ["198.0.0.0/8"]
+    assert config_errors(site) == [
+        "fab-platform:site.storage.vendors.etch-tools.source_cidrs[0]: 198.0.0.0/8 admits 16777216 addresses; list the "
+        "vendor's own egress ranges, each at most a /16"
+    ]
+
+
+def test_fails_when_a_vendors_source_range_overlaps_a_cluster():
+    site = vendor_site()
+    site["storage"]["vendors"]["etch-tools"]["source_cidrs"] = [site["clusters"]["compute"]["node_cidr"]]
+    assert config_errors(site) == [
+        f"fab-platform:site.storage.vendors.etch-tools.source_cidrs[0]: {site['clusters']['compute']['node_cidr']} overlaps "
+        "clusters.compute; a vendor's source_cidrs are its addresses outside the site"
     ]
 
 
