@@ -92,15 +92,18 @@ def vendor_policy_document(gold_bucket: str, vendor: VendorConfig) -> dict[str, 
 
 def vendor_rows(storage: StorageConfig) -> list[dict[str, str]]:
     """Every grant of every vendor, one row per vendor, object and privilege (the plan report's "Vendor grants" and
-    docs/vendor-sharing.md): the Polaris privilege, and the S3 prefix its keys read for a table."""
+    docs/vendor-sharing.md): the Polaris privilege, the S3 prefix its keys read for a table, and the vendor's source
+    ranges, the only addresses it is admitted from."""
     gold = storage.gold_location() or ""
     rows = []
     for vendor_name, vendor in sorted(storage.vendors.items()):
         principal = names.VENDOR_PRINCIPAL(vendor_name)
+        sources = ", ".join(str(cidr) for cidr in vendor.source_cidrs)
         for grant in vendor_grants(vendor):
             kind = grant["type"]
             obj = f"{GOLD_NAMESPACE}.{grant['tableName'] if kind == 'table' else grant['viewName']}"
             rows.append({"vendor": vendor_name, "principal": principal, "kind": kind, "object": obj,
-                         "privilege": grant["privilege"], "s3": f"s3://{gold}/{table_prefix(obj)}" if kind == "table" else ""})
+                         "privilege": grant["privilege"], "s3": f"s3://{gold}/{table_prefix(obj)}" if kind == "table" else "",
+                         "sources": sources})
     return rows
 

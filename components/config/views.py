@@ -323,7 +323,6 @@ def vendor_flows(site: SiteConfig) -> dict[str, Flow]:
             to=storage, port=store.s3_port, to_namespace=store.namespace, to_labels=store.s3_pod_labels,
         ),
     }
-    return flows
 
 
 def federation_flows(site: SiteConfig) -> dict[str, Flow]:

@@ -154,8 +154,8 @@ def test_the_setup_script_skips_a_table_that_does_not_exist_yet_and_grants_the_r
     fake.missing = {"chamber_health_daily"}
     steps = polaris_setup.apply_vendor(polaris_setup.Polaris(url, "fab", "root", "secret"), job_plan(plan), ENV)
     assert steps[:2] == [
-        "skipped TABLE_READ_PROPERTIES on table gold.chamber_health_daily for fab-vendor-etch-tools: it does not exist yet "
-        "(Polaris answered 404); granted when this Job runs again after it is created",
+        ("skipped TABLE_READ_PROPERTIES on table gold.chamber_health_daily for fab-vendor-etch-tools: it does not exist yet "
+        "(Polaris answered 404); granted when this Job runs again after it is created"),
         "catalog role fab-vendor-etch-tools (1 of 2 grants)",
     ]
     assert [json.loads(g)["viewName"] for g in fake.grants["fab-vendor-etch-tools"]] == ["chamber_health_etch_tools"]
@@ -268,9 +268,9 @@ def test_a_vendors_job_reads_its_credentials_from_the_secret(plan):
 def test_every_grant_is_a_row_with_its_s3_prefix():
     assert vendor_rows(parse_site(vendor_site()).storage) == [
         {"vendor": "etch-tools", "principal": "fab-vendor-etch-tools", "kind": "table", "object": "gold.chamber_health_daily",
-         "privilege": "TABLE_READ_PROPERTIES", "s3": "s3://site-t-gold/gold/chamber_health_daily/"},
+         "privilege": "TABLE_READ_PROPERTIES", "s3": "s3://site-t-gold/gold/chamber_health_daily/", "sources": "198.51.100.64/28"},
         {"vendor": "etch-tools", "principal": "fab-vendor-etch-tools", "kind": "view", "object": "gold.chamber_health_etch_tools",
-         "privilege": "VIEW_READ_PROPERTIES", "s3": ""},
+         "privilege": "VIEW_READ_PROPERTIES", "s3": "", "sources": "198.51.100.64/28"},
     ]
 
 
@@ -281,8 +281,8 @@ def test_fails_when_a_table_is_not_in_the_gold_namespace():
     site = vendor_site()
     site["storage"]["vendors"]["etch-tools"]["tables"] = ["fdc.chamber_traces"]
     assert config_errors(site) == [
-        "fab-platform:site.storage.vendors.etch-tools.tables[0]: is not in the gold namespace; vendors are granted gold "
-        "tables and views only: write gold.<name> (got 'fdc.chamber_traces')"
+        ("fab-platform:site.storage.vendors.etch-tools.tables[0]: is not in the gold namespace; vendors are granted gold "
+        "tables and views only: write gold.<name> (got 'fdc.chamber_traces')")
     ]
 
 
@@ -290,8 +290,8 @@ def test_fails_when_a_view_has_no_namespace():
     site = vendor_site()
     site["storage"]["vendors"]["etch-tools"]["views"] = ["chamber_health_etch_tools"]
     assert config_errors(site) == [
-        "fab-platform:site.storage.vendors.etch-tools.views[0]: is not in the gold namespace; vendors are granted gold "
-        "tables and views only: write gold.<name> (got 'chamber_health_etch_tools')"
+        ("fab-platform:site.storage.vendors.etch-tools.views[0]: is not in the gold namespace; vendors are granted gold "
+        "tables and views only: write gold.<name> (got 'chamber_health_etch_tools')")
     ]
 
 
@@ -299,8 +299,8 @@ def test_fails_when_a_table_name_is_not_a_plain_name():
     site = vendor_site()
     site["storage"]["vendors"]["etch-tools"]["tables"] = ["gold.chamber/../raw"]
     assert config_errors(site) == [
-        "fab-platform:site.storage.vendors.etch-tools.tables[0]: the name after 'gold.' must be 1-128 letters, digits and "
-        "'_', starting with a letter or digit (got 'gold.chamber/../raw')"
+        ("fab-platform:site.storage.vendors.etch-tools.tables[0]: the name after 'gold.' must be 1-128 letters, digits and "
+        "'_', starting with a letter or digit (got 'gold.chamber/../raw')")
     ]
 
 
@@ -310,8 +310,8 @@ def test_fails_when_a_vendor_has_no_external_s3_endpoint():
     site["storage"]["vendors"] = {"etch-tools": {"description": "Etch vendor", "tables": ["gold.chamber_health_daily"],
                                                  "source_cidrs": ["198.51.100.64/28"]}}
     assert config_errors(site) == [
-        "fab-platform:site.storage.vendors.etch-tools: vendor 'etch-tools' reads its tables through the external S3 endpoint, but the site has "
-        "none; set storage.s3.external_pool and storage.s3.external_vip"
+        ("fab-platform:site.storage.vendors.etch-tools: vendor 'etch-tools' reads its tables through the external S3 endpoint, but the site has "
+        "none; set storage.s3.external_pool and storage.s3.external_vip")
     ]
 
 
@@ -319,8 +319,8 @@ def test_fails_when_the_site_has_no_gold_bucket():
     site = vendor_site()
     del site["storage"]["buckets"]["site-t-gold"]
     assert config_errors(site) == [
-        "fab-platform:site.storage.vendors.etch-tools: vendor 'etch-tools' is granted gold tables, but the site has no bucket of class gold; add "
-        "one (the gold namespace's location)"
+        ("fab-platform:site.storage.vendors.etch-tools: vendor 'etch-tools' is granted gold tables, but the site has no bucket of class gold; add "
+        "one (the gold namespace's location)")
     ]
 
 
@@ -328,8 +328,8 @@ def test_fails_when_a_vendor_is_granted_nothing():
     site = vendor_site()
     site["storage"]["vendors"]["etch-tools"].update(tables=[], views=[])
     assert config_errors(site) == [
-        "fab-platform:site.storage.vendors.etch-tools: vendor 'etch-tools' is granted nothing; list the gold tables or views it may read under "
-        "tables or views"
+        ("fab-platform:site.storage.vendors.etch-tools: vendor 'etch-tools' is granted nothing; list the gold tables or views it may read under "
+        "tables or views")
     ]
 
 
@@ -337,8 +337,8 @@ def test_fails_when_a_vendor_has_no_source_ranges():
     site = vendor_site()
     del site["storage"]["vendors"]["etch-tools"]["source_cidrs"]
     assert config_errors(site) == [
-        "fab-platform:site.storage.vendors.etch-tools.source_cidrs: vendor 'etch-tools' has no source ranges; list its own "
-        "egress ranges under source_cidrs: the catalog route and the S3 endpoint admit those alone"
+        ("fab-platform:site.storage.vendors.etch-tools.source_cidrs: vendor 'etch-tools' has no source ranges; list its own "
+        "egress ranges under source_cidrs: the catalog route and the S3 endpoint admit those alone")
     ]
 
 
@@ -346,8 +346,8 @@ def test_fails_when_a_vendors_source_range_is_wider_than_a_16():
     site = vendor_site()
     site["storage"]["vendors"]["etch-tools"]["source_cidrs"] = ["198.0.0.0/8"]
     assert config_errors(site) == [
-        "fab-platform:site.storage.vendors.etch-tools.source_cidrs[0]: 198.0.0.0/8 admits 16777216 addresses; list the "
-        "vendor's own egress ranges, each at most a /16"
+        ("fab-platform:site.storage.vendors.etch-tools.source_cidrs[0]: 198.0.0.0/8 admits 16777216 addresses; list the "
+        "vendor's own egress ranges, each at most a /16")
     ]
 
 
@@ -355,8 +355,8 @@ def test_fails_when_a_vendors_source_range_overlaps_a_cluster():
     site = vendor_site()
     site["storage"]["vendors"]["etch-tools"]["source_cidrs"] = [site["clusters"]["compute"]["node_cidr"]]
     assert config_errors(site) == [
-        f"fab-platform:site.storage.vendors.etch-tools.source_cidrs[0]: {site['clusters']['compute']['node_cidr']} overlaps "
-        "clusters.compute; a vendor's source_cidrs are its addresses outside the site"
+        (f"fab-platform:site.storage.vendors.etch-tools.source_cidrs[0]: {site['clusters']['compute']['node_cidr']} overlaps "
+        "clusters.compute; a vendor's source_cidrs are its addresses outside the site")
     ]
 
 
@@ -364,6 +364,6 @@ def test_fails_when_a_name_is_both_a_table_and_a_view():
     site = vendor_site()
     site["storage"]["vendors"]["etch-tools"]["views"] = ["gold.chamber_health_daily"]
     assert config_errors(site) == [
-        "fab-platform:site.storage.vendors.etch-tools.views[0]: 'gold.chamber_health_daily' is also listed under tables; a name of the gold "
-        "namespace is a table or a view, not both: remove one"
+        ("fab-platform:site.storage.vendors.etch-tools.views[0]: 'gold.chamber_health_daily' is also listed under tables; a name of the gold "
+        "namespace is a table or a view, not both: remove one")
     ]
