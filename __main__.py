@@ -170,7 +170,8 @@ notebooks = GpuNotebooks(
 # Equipment vendors: the catalog API on the compute ingress (their principals and keys are StorageCluster's).
 vendor_catalog = VendorCatalog(
     "vendor-catalog",
-    VendorCatalogArgs(polaris=site.storage.polaris, compute=compute_cluster, gateway=compute.gateway, domain=site.domain),
+    VendorCatalogArgs(polaris=site.storage.polaris, compute=compute_cluster, gateway=compute.gateway, domain=site.domain,
+                      vendors=site.storage.vendors),
 ) if site.storage.vendors else None
 training = TrainingPool(
     "training",

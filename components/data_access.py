@@ -25,7 +25,6 @@ PLATFORM_ACCESS: dict[str, BucketAccess] = {
     # and gold tables live in the gold bucket (so that only gold replicates), hence gold as well.
     "polaris": BucketAccess(read_write=("gold", "warehouse"), description="Polaris catalog"),
     "inference": BucketAccess(read=("models",), description="vLLM weight loading"),
-    "sharing": BucketAccess(read=("gold",), description="external sharing with equipment vendors"),
     "postgres-backup": BucketAccess(read_write=("backups",), description="CloudNativePG base backups and WAL"),
     # Copies gold to federated sites (SiteFederation), and models to those that keep them: the classes that leave the
     # site, `engine_buckets(..., replicated=...)`; gold alone unless a consumer has replicate_models.
@@ -64,10 +63,9 @@ CATALOG_ROLES: dict[str, list[dict[str, Any]]] = {
         for p in ("NAMESPACE_READ_PROPERTIES", "TABLE_LIST", "TABLE_READ_PROPERTIES", "TABLE_READ_DATA")
     ],
 }
-PLATFORM_CATALOG_ACCESS: dict[str, str] = {"sharing": "gold-reader"}
-CATALOG_ACCESS: dict[str, str] = dict(sorted({
-    **PLATFORM_CATALOG_ACCESS, **{name: engine.catalog_role for name, engine in ENGINES.items() if engine.catalog_role},
-}.items()))
+CATALOG_ACCESS: dict[str, str] = dict(sorted(
+    (name, engine.catalog_role) for name, engine in ENGINES.items() if engine.catalog_role
+))
 """Polaris principal of each engine and the one catalog role it gets (each training team has its own, `team_principal()`)."""
 
 GOLD_NAMESPACE = "gold"

@@ -152,8 +152,9 @@ def revoke_unlisted(polaris: Polaris, catalog: str, role: str, wanted: list[dict
 
 def apply_vendor(polaris: Polaris, plan: dict[str, Any], env: dict[str, str]) -> list[str]:
     """An equipment vendor's principal, holding through its own roles exactly the grants of the plan: a grant the plan no
-    longer lists is revoked, so removing a table from `storage.vendors.<name>` takes it away. A table or view must exist
-    before it is granted; Polaris' 404 then fails the Job with the object named."""
+    longer lists is revoked, so removing a table from `storage.vendors.<name>` takes it away. A table or view that does
+    not exist yet (Polaris answers 404) is skipped with a log line naming it, and the rest applied: the Job succeeds, and
+    the grant is made when the Job runs again after the object exists (docs/vendor-sharing.md, "Operate")."""
     catalog, vendor = plan["catalog_name"], plan["vendor"]
     who, principal_role, role = vendor["name"], vendor["principal_role"], vendor["catalog_role"]
     grants_path = f"{MANAGEMENT}/catalogs/{catalog}/catalog-roles/{role}/grants"
@@ -164,15 +165,15 @@ def apply_vendor(polaris: Polaris, plan: dict[str, Any], env: dict[str, str]) ->
     for key in sorted(set(held) - set(wanted)):
         polaris.call("POST", grants_path, {"grant": held[key]})
         steps.append(f"revoked {held[key]['privilege']} from {role}")
+    missing = 0
     for key in sorted(set(wanted) - set(held)):
         grant = wanted[key]
-        try:
-            polaris.call("PUT", grants_path, {"grant": grant})
-        except RuntimeError as exc:
+        if polaris.call("PUT", grants_path, {"grant": grant}, ok=(404,)) == 404:
+            missing += 1
             name = grant.get("tableName") or grant.get("viewName")
-            raise RuntimeError(f"granting {grant['privilege']} on {grant['type']} {'.'.join(grant['namespace'])}.{name} to {role}: "
-                               f"{exc}; a vendor's tables and views must exist before they are shared") from None
-    steps.append(f"catalog role {role} ({len(wanted)} grants)")
+            steps.append(f"skipped {grant['privilege']} on {grant['type']} {'.'.join(grant['namespace'])}.{name} for {role}: it does "
+                         "not exist yet (Polaris answered 404); granted when this Job runs again after it is created")
+    steps.append(f"catalog role {role} ({len(wanted) - missing} of {len(wanted)} grants)")
     polaris.call("POST", f"{MANAGEMENT}/principal-roles", {"principalRole": {"name": principal_role}}, ok=(409,))
     polaris.call("PUT", f"{MANAGEMENT}/principal-roles/{principal_role}/catalog-roles/{catalog}", {"catalogRole": {"name": role}})
     polaris.call("POST", f"{MANAGEMENT}/principals",

@@ -7,17 +7,22 @@ whose route sends the Iceberg REST API, and nothing else of Polaris, to the Pola
 selectorless Service whose EndpointSlice is that VIP, as GPU notebooks reach their hub). TLS ends at the ingress with its
 certificate (`compute.ingress.tls_secret`); Polaris itself authenticates every call: the vendor's principal trades its
 client id and secret for a token at /api/catalog/v1/oauth/tokens, and holds only the grants of `storage.vendors`. The
-management API (/api/management) is not routed, so no vendor can reach it, whatever its token.
+management API (/api/management) is not routed, so no vendor can reach it, whatever its token. The route answers the
+vendors' own ranges (`storage.vendors.<name>.source_cidrs`) and nobody else: an Envoy Gateway SecurityPolicy on it
+allows those client addresses and denies every other (the ingress Service keeps the client's address,
+`externalTrafficPolicy: Local`, so Envoy sees the vendor's own).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import PolarisConfig, names
+from components import versions
+from components.config import PolarisConfig, VendorConfig, names
 from components.engines import GATEWAY, Ui
 from components.gateway import ROUTES_LABEL, http_route
 from components.kube import namespace
@@ -45,6 +50,18 @@ def catalog_route_rules(polaris: PolarisConfig) -> list[dict[str, object]]:
     }]
 
 
+def catalog_authorization(vendors: dict[str, VendorConfig]) -> dict[str, Any]:
+    """The SecurityPolicy's `authorization`: each vendor's ranges allowed (one rule per vendor, named after it), every
+    other client denied."""
+    return {
+        "defaultAction": "Deny",
+        "rules": [
+            {"name": f"vendor-{vendor}", "action": "Allow", "principal": {"clientCIDRs": [str(cidr) for cidr in spec.source_cidrs]}}
+            for vendor, spec in sorted(vendors.items())
+        ],
+    }
+
+
 @dataclass(frozen=True)
 class VendorCatalogArgs:
     polaris: PolarisConfig
@@ -54,6 +71,8 @@ class VendorCatalogArgs:
     gateway: pulumi.Resource
     """The compute ingress Gateway, with the catalog's listener (`catalog_ui`)."""
     domain: str
+    vendors: dict[str, VendorConfig]
+    """`storage.vendors`: whose ranges the route admits."""
 
 
 class VendorCatalog(pulumi.ComponentResource):
@@ -85,10 +104,19 @@ class VendorCatalog(pulumi.ComponentResource):
             opts=after,
         )
         ui = catalog_ui(polaris)
-        http_route(
+        route = http_route(
             f"{name}-route", pulumi.ResourceOptions.merge(on_compute, pulumi.ResourceOptions(depends_on=[args.gateway, service, slice_])),
             name=CATALOG_SERVICE, namespace_=VENDOR_CATALOG_NAMESPACE, gateway=GATEWAY, listener=ui.host,
             hostname=ui.hostname(args.domain), rules=catalog_route_rules(polaris),
+        )
+        k8s.apiextensions.CustomResource(
+            f"{name}-sources", api_version=versions.ENVOY_GATEWAY_API, kind="SecurityPolicy",
+            metadata={"name": CATALOG_SERVICE, "namespace": VENDOR_CATALOG_NAMESPACE},
+            spec={
+                "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": CATALOG_SERVICE}],
+                "authorization": catalog_authorization(args.vendors),
+            },
+            opts=pulumi.ResourceOptions.merge(on_compute, pulumi.ResourceOptions(depends_on=[route])),
         )
         self.url = pulumi.Output.from_input(f"https://{ui.hostname(args.domain)}{CATALOG_PATH.rstrip('/')}")
         self.register_outputs({"url": self.url})

@@ -246,8 +246,9 @@ class StorageCluster(pulumi.ComponentResource):
     """A records the site's DNS must hold for the endpoints above: name -> VIP."""
     vendors: pulumi.Output[dict[str, Any]]
     """Per vendor (`storage.vendors`), what operators hand over, as a Pulumi secret: the catalog endpoint on the compute
-    ingress, the warehouse, the principal's client id and secret, the external S3 endpoint and the read-only keys, and the
-    tables and views granted."""
+    ingress, the warehouse, the principal's client id and secret, the S3 endpoint Polaris names in every table's config
+    and the external VIP the vendor resolves its host name to, the read-only keys, the site CA, and the tables and views
+    granted."""
 
     def __init__(self, name: str, args: StorageClusterArgs, opts: pulumi.ResourceOptions | None = None):
         site = args.site
@@ -340,7 +341,7 @@ class StorageCluster(pulumi.ComponentResource):
             {"models_bucket": self.bucket_of("models"), "checkpoints_bucket": self.bucket_of("checkpoints")}
         )
         self.dns_records = pulumi.Output.from_input(records)
-        self.vendors = self._vendor_handover(external)
+        self.vendors = self._vendor_handover()
         self.register_outputs(
             {
                 "vendors": self.vendors,
@@ -1022,8 +1023,12 @@ class StorageCluster(pulumi.ComponentResource):
         self._job(job_name, job_name, ns, container, [{"name": "setup", "configMap": {"name": "polaris-setup"}}], [credentials, setup])
         return principal
 
-    def _vendor_handover(self, s3_external: str | None) -> pulumi.Output[dict[str, Any]]:
-        """What each vendor is given, as one Pulumi secret (`pulumi stack output vendors --show-secrets`)."""
+    def _vendor_handover(self) -> pulumi.Output[dict[str, Any]]:
+        """What each vendor is given, as one Pulumi secret (`pulumi stack output vendors --show-secrets`).
+
+        Polaris returns the catalog's S3 endpoint (`storageConfigInfo.endpoint`, the internal name `s3.<domain>`) in every
+        table's config, and Iceberg clients let it override their own `s3.endpoint`; so the vendor keeps that name and
+        resolves it to the external S3 VIP (`s3_address`): the same object store pods, port and certificate."""
         domain, polaris = self._site.domain, self._config.polaris
         handover = {
             vendor: {
@@ -1031,9 +1036,11 @@ class StorageCluster(pulumi.ComponentResource):
                 "warehouse": polaris.catalog,
                 "client_id": self._vendor_principals[vendor].client_id,
                 "client_secret": self._vendor_principals[vendor].client_secret,
-                "s3_endpoint": s3_external,
+                "s3_endpoint": self._s3_internal,
+                "s3_address": str(self._config.s3.external_vip),
                 "s3_access_key": self._vendor_credentials[vendor].access_key,
                 "s3_secret_key": self._vendor_credentials[vendor].secret_key,
+                "ca_bundle": self._site.ca_bundle_pem,
                 "tables": list(spec.tables),
                 "views": list(spec.views),
             }

@@ -69,16 +69,19 @@ def table_prefix(table: str) -> str:
 
 
 def vendor_policy_document(gold_bucket: str, vendor: VendorConfig) -> dict[str, Any]:
-    """A vendor's MinIO policy: list and read the folders of its tables in the gold bucket, and nothing else (no write, no
-    other folder or bucket); AIStor's own table catalog denied, as for every principal of the platform."""
+    """A vendor's MinIO policy: list and read the folders of its tables in the gold bucket, from its own ranges only
+    (`aws:SourceIp`), and nothing else (no write, no other folder or bucket); AIStor's own table catalog denied, as for
+    every principal of the platform. The source condition is a second fence behind the flow `vendor-s3`: MinIO takes
+    the address from forwarding headers when a request carries them."""
     prefixes = [table_prefix(table) for table in sorted(vendor.tables)]
+    source = {"IpAddress": {"aws:SourceIp": [str(cidr) for cidr in vendor.source_cidrs]}}
     statements: list[dict[str, Any]] = []
     if prefixes:
         statements += [
             {"Sid": "ListSharedTables", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn(gold_bucket)],
-             "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*" for prefix in prefixes]}}},
+             "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*" for prefix in prefixes]}, **source}},
             {"Sid": "ReadSharedTables", "Effect": "Allow", "Action": list(READ_ACTIONS),
-             "Resource": [f"arn:aws:s3:::{gold_bucket}/{prefix}*" for prefix in prefixes]},
+             "Resource": [f"arn:aws:s3:::{gold_bucket}/{prefix}*" for prefix in prefixes], "Condition": source},
         ]
     statements.append({
         "Sid": "NoTableCatalog", "Effect": "Deny", "Action": ["s3tables:*"],
@@ -89,15 +92,18 @@ def vendor_policy_document(gold_bucket: str, vendor: VendorConfig) -> dict[str, 
 
 def vendor_rows(storage: StorageConfig) -> list[dict[str, str]]:
     """Every grant of every vendor, one row per vendor, object and privilege (the plan report's "Vendor grants" and
-    docs/vendor-sharing.md): the Polaris privilege, and the S3 prefix its keys read for a table."""
+    docs/vendor-sharing.md): the Polaris privilege, the S3 prefix its keys read for a table, and the vendor's source
+    ranges, the only addresses it is admitted from."""
     gold = storage.gold_location() or ""
     rows = []
     for vendor_name, vendor in sorted(storage.vendors.items()):
         principal = names.VENDOR_PRINCIPAL(vendor_name)
+        sources = ", ".join(str(cidr) for cidr in vendor.source_cidrs)
         for grant in vendor_grants(vendor):
             kind = grant["type"]
             obj = f"{GOLD_NAMESPACE}.{grant['tableName'] if kind == 'table' else grant['viewName']}"
             rows.append({"vendor": vendor_name, "principal": principal, "kind": kind, "object": obj,
-                         "privilege": grant["privilege"], "s3": f"s3://{gold}/{table_prefix(obj)}" if kind == "table" else ""})
+                         "privilege": grant["privilege"], "s3": f"s3://{gold}/{table_prefix(obj)}" if kind == "table" else "",
+                         "sources": sources})
     return rows
 

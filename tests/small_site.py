@@ -261,4 +261,5 @@ def add_vendor(site: dict[str, Any], name: str = "etch-tools", tables: Sequence[
         add_external_s3(site)
     site["storage"].setdefault("vendors", {})[name] = {
         "description": "Etch chamber vendor: daily chamber health of its tools", "tables": list(tables), "views": list(views),
+        "source_cidrs": ["198.51.100.64/28"],
     }

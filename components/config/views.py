@@ -192,7 +192,7 @@ class SiteViews:
             table[METRICS_FLOW] = metrics_flow(self)
         if self.compute.jupyterhub.gpu_notebooks is not None and NOTEBOOKS_FLOW not in table:
             table[NOTEBOOKS_FLOW] = notebooks_flow(self)
-        for name, flow in vendor_flows(self, table).items():
+        for name, flow in vendor_flows(self).items():
             table.setdefault(name, flow)
         if INGRESS_FLOW not in table:
             table[INGRESS_FLOW] = Flow(
@@ -299,29 +299,30 @@ def notebooks_flow(site: SiteConfig) -> Flow:
 VENDOR_CATALOG_FLOW = "vendor-catalog"
 """The flow that admits the compute ingress's proxies to Polaris, for the vendors' catalog route (`storage.vendors`)."""
 VENDOR_S3_FLOW = "vendor-s3"
-"""The flow that admits outside clients to the external S3 endpoint, where no flow of the table does and vendors need it."""
+"""The flow that admits the vendors' own ranges (`storage.vendors.<name>.source_cidrs`) to the object store's S3 pods."""
 
 
-def vendor_flows(site: SiteConfig, table: dict[str, Flow]) -> dict[str, Flow]:
-    """While the site shares gold with vendors: the compute ingress's proxies to Polaris (the catalog route), and outside
-    clients to the object store's S3 pods (the external S3 VIP) unless a flow of `table` admits them already."""
+def vendor_flows(site: SiteConfig) -> dict[str, Flow]:
+    """While the site shares gold with vendors: the compute ingress's proxies to Polaris (the catalog route), and the
+    vendors' own ranges, and no other address, to the object store's S3 pods (the external S3 VIP, which keeps the
+    client's address)."""
     if not site.storage.vendors:
         return {}
     storage = site.keys_with_role("storage")
     store, polaris = site.storage.object_store, site.storage.polaris
-    flows = {VENDOR_CATALOG_FLOW: Flow(
-        description="The compute ingress forwards vendors' Iceberg REST calls (catalog.<domain>) to Polaris.",
-        sources=site.keys_with_role("compute"), to=storage, port=polaris.port, to_namespace=polaris.namespace,
-        from_namespace=GATEWAY_NAMESPACE, from_labels=ENVOY_PROXY_LABELS,
-    )}
-    outside_s3 = any(WORLD in flow.sources and flow.port == store.s3_port and set(storage) <= set(flow.to)
-                     and flow.to_namespace == store.namespace for flow in table.values())
-    if not outside_s3:
-        flows[VENDOR_S3_FLOW] = Flow(
-            description="Vendors read their gold tables through the external S3 VIP, with keys scoped to those tables.",
-            sources=[WORLD], to=storage, port=store.s3_port, to_namespace=store.namespace, to_labels=store.s3_pod_labels,
-        )
-    return flows
+    return {
+        VENDOR_CATALOG_FLOW: Flow(
+            description="The compute ingress forwards vendors' Iceberg REST calls (catalog.<domain>) to Polaris.",
+            sources=site.keys_with_role("compute"), to=storage, port=polaris.port, to_namespace=polaris.namespace,
+            from_namespace=GATEWAY_NAMESPACE, from_labels=ENVOY_PROXY_LABELS,
+        ),
+        VENDOR_S3_FLOW: Flow(
+            description="Vendors read their gold tables through the external S3 VIP from their own ranges, with keys scoped "
+            "to those tables.",
+            from_cidrs=[str(cidr) for cidr in sorted({c for vendor in site.storage.vendors.values() for c in vendor.source_cidrs})],
+            to=storage, port=store.s3_port, to_namespace=store.namespace, to_labels=store.s3_pod_labels,
+        ),
+    }
 
 
 def federation_flows(site: SiteConfig) -> dict[str, Flow]:

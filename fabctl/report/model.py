@@ -193,7 +193,7 @@ class PageData:
     releases_not_rendered: int
     """Releases whose objects `kubernetes_objects` lacks: the deploy check had no package of their chart."""
     vendor_grants: list[dict[str, str]] = field(default_factory=list)
-    """Every grant of every equipment vendor (`storage.vendors`): Polaris privilege per table or view, and a table's S3 folder."""
+    """Every grant of every equipment vendor (`storage.vendors`): Polaris privilege per table or view, a table's S3 folder, the vendor's source ranges."""
 
     @property
     def dangerous_changes(self) -> list[ChangeRow]:

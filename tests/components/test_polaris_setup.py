@@ -141,9 +141,10 @@ def desired_plan(rendered_plan: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(rendered_plan))
 
 
-ROLES = {"sharing": "gold-reader", "spark": "writer", "starrocks": "reader", "trino": "reader", "federation-site-u": "gold-reader"}
-"""Each principal's catalog role (docs/architecture.md): Spark writes, the other engines read, sharing and federated sites
-read gold only. Training teams' principals are each created by the team's own Job (below)."""
+ROLES = {"spark": "writer", "starrocks": "reader", "trino": "reader", "federation-site-u": "gold-reader"}
+"""Each principal's catalog role (docs/architecture.md): Spark writes, the other engines read, federated sites read gold
+only. Training teams' and vendors' principals are each created by a Job of their own (below, and
+tests/components/test_vendor_sharing.py)."""
 
 
 def credentials_env() -> dict[str, str]:

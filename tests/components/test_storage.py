@@ -21,7 +21,6 @@ EXPECTED_CLASSES = {
     "starrocks": {"warehouse": READ, "gold": READ, "olap": WRITE},
     "polaris": {"warehouse": WRITE, "gold": WRITE},
     "inference": {"models": READ},
-    "sharing": {"gold": READ},
     "postgres-backup": {"backups": WRITE},
     "replication": {"gold": READ},
 }
@@ -229,7 +228,6 @@ def test_setup_plan_declares_the_catalog_roles_and_principals(full_plan):
     assert plan["catalog"]["storageConfigInfo"]["allowedLocations"] == ["s3://site-t-warehouse/", "s3://site-t-gold/"]
     assert plan["namespaces"] == [{"name": ["gold"], "properties": {"location": "s3://site-t-gold/gold/"}}]
     assert {p["name"]: p["catalog_roles"] for p in plan["principals"]} == {
-        "fab-sharing": ["gold-reader"],
         "fab-spark": ["writer"],
         "fab-starrocks": ["reader"],
         "fab-trino": ["reader"],
@@ -239,15 +237,6 @@ def test_setup_plan_declares_the_catalog_roles_and_principals(full_plan):
         "reader": [{"type": "catalog", "privilege": p} for p in ["NAMESPACE_LIST", *READ_TABLES]],
         "writer": [{"type": "catalog", "privilege": "CATALOG_MANAGE_CONTENT"}],
     }
-
-
-def test_the_sharing_principal_reads_the_gold_namespace_only(small_plan):
-    plan = setup_plan(small_plan)
-    (sharing,) = [p for p in plan["principals"] if p["name"] == "fab-sharing"]
-    grants = [g for role in sharing["catalog_roles"] for g in plan["catalog_roles"][role]]
-    assert grants
-    assert {(g["type"], tuple(g.get("namespace", ()))) for g in grants} == {("namespace", ("gold",))}
-    assert [g["privilege"] for g in grants if "WRITE" in g["privilege"] or "MANAGE" in g["privilege"]] == []
 
 
 def test_credentials_reach_kubernetes_only_as_pulumi_secrets(small_plan):

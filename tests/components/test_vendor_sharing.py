@@ -149,26 +149,40 @@ def test_the_setup_script_grants_the_plan_and_revokes_what_the_plan_no_longer_li
     assert fake.principals == {"fab-vendor-etch-tools": ("vendor-id", "vendor-secret")}
 
 
-def test_fails_when_a_granted_table_does_not_exist_yet(fake_polaris, plan):
+def test_the_setup_script_skips_a_table_that_does_not_exist_yet_and_grants_the_rest(fake_polaris, plan):
     fake, url = fake_polaris
     fake.missing = {"chamber_health_daily"}
-    with pytest.raises(RuntimeError, match=(
-        r"^granting TABLE_READ_PROPERTIES on table gold\.chamber_health_daily to fab-vendor-etch-tools: PUT "
-        r"/api/management/v1/catalogs/fab/catalog-roles/fab-vendor-etch-tools/grants: HTTP 404 .*; a vendor's tables and "
-        r"views must exist before they are shared$")):
-        polaris_setup.apply_vendor(polaris_setup.Polaris(url, "fab", "root", "secret"), job_plan(plan), ENV)
+    steps = polaris_setup.apply_vendor(polaris_setup.Polaris(url, "fab", "root", "secret"), job_plan(plan), ENV)
+    assert steps[:2] == [
+        ("skipped TABLE_READ_PROPERTIES on table gold.chamber_health_daily for fab-vendor-etch-tools: it does not exist yet "
+        "(Polaris answered 404); granted when this Job runs again after it is created"),
+        "catalog role fab-vendor-etch-tools (1 of 2 grants)",
+    ]
+    assert [json.loads(g)["viewName"] for g in fake.grants["fab-vendor-etch-tools"]] == ["chamber_health_etch_tools"]
+    assert fake.principals == {"fab-vendor-etch-tools": ("vendor-id", "vendor-secret")}
+
+
+def test_the_setup_script_grants_a_skipped_table_when_run_again_after_it_exists(fake_polaris, plan):
+    fake, url = fake_polaris
+    fake.missing = {"chamber_health_daily"}
+    polaris_setup.apply_vendor(polaris_setup.Polaris(url, "fab", "root", "secret"), job_plan(plan), ENV)
+    fake.missing = set()
+    steps = polaris_setup.apply_vendor(polaris_setup.Polaris(url, "fab", "root", "secret"), job_plan(plan), ENV)
+    assert steps[0] == "catalog role fab-vendor-etch-tools (2 of 2 grants)"
+    assert len(fake.grants["fab-vendor-etch-tools"]) == 2
 
 
 # -- S3 --------------------------------------------------------------------------------------------------------------
 
 
-def test_a_vendors_minio_policy_reads_only_its_tables_folders(plan):
+def test_a_vendors_minio_policy_reads_only_its_tables_folders_from_its_ranges(plan):
     (policy,) = [r for r in plan.of_type(IAM_POLICY) if r["inputs"]["name"] == "fab-vendor-etch-tools"]
+    source = {"IpAddress": {"aws:SourceIp": ["198.51.100.64/28"]}}
     assert json.loads(policy["inputs"]["policy"]) == {"Version": "2012-10-17", "Statement": [
         {"Sid": "ListSharedTables", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": ["arn:aws:s3:::site-t-gold"],
-         "Condition": {"StringLike": {"s3:prefix": ["gold/chamber_health_daily/*"]}}},
+         "Condition": {"StringLike": {"s3:prefix": ["gold/chamber_health_daily/*"]}, **source}},
         {"Sid": "ReadSharedTables", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
-         "Resource": ["arn:aws:s3:::site-t-gold/gold/chamber_health_daily/*"]},
+         "Resource": ["arn:aws:s3:::site-t-gold/gold/chamber_health_daily/*"], "Condition": source},
         {"Sid": "NoTableCatalog", "Effect": "Deny", "Action": ["s3tables:*"],
          "Resource": ["arn:aws:s3tables:::bucket/site-t-gold", "arn:aws:s3tables:::bucket/site-t-gold/*"]},
     ]}
@@ -195,6 +209,16 @@ def test_the_catalog_api_is_routed_on_the_compute_ingress_to_the_polaris_vip(pla
     assert [e["addresses"] for e in endpoints["endpoints"]] == [[vendor_site()["storage"]["polaris"]["vip"]]]
 
 
+def test_the_catalog_route_admits_only_the_vendors_ranges(plan):
+    (policy,) = [p for p in plan.objects("SecurityPolicy", "site-t-compute") if p["metadata"]["namespace"] == "vendor-catalog"]
+    assert policy["spec"] == {
+        "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "polaris"}],
+        "authorization": {"defaultAction": "Deny", "rules": [
+            {"name": "vendor-etch-tools", "action": "Allow", "principal": {"clientCIDRs": ["198.51.100.64/28"]}},
+        ]},
+    }
+
+
 def test_the_catalog_listener_terminates_tls_on_the_compute_ingress(plan):
     (gateway,) = [g for g in plan.objects("Gateway", "site-t-compute")]
     (listener,) = [listener for listener in gateway["spec"]["listeners"] if listener["name"] == "catalog"]
@@ -205,6 +229,15 @@ def test_only_the_compute_ingress_proxies_reach_polaris_for_vendors():
     flow = parse_site(vendor_site()).flow_table()["vendor-catalog"]
     assert (flow.sources, flow.to, flow.port, flow.from_namespace, flow.from_labels, flow.to_namespace) == (
         ["compute"], ["storage"], 8181, "envoy-gateway-system", {"app.kubernetes.io/name": "envoy"}, "polaris")
+
+
+def test_only_the_vendors_ranges_reach_the_object_stores_s3_pods():
+    site = vendor_site()
+    add_vendor(site, "cmp-tools", tables=["gold.pad_wear"], views=[])
+    site["storage"]["vendors"]["cmp-tools"]["source_cidrs"] = ["192.0.2.48/29"]
+    flow = parse_site(site).flow_table()["vendor-s3"]
+    assert (flow.sources, [str(c) for c in flow.from_cidrs], flow.to, flow.port, flow.to_namespace) == (
+        [], ["192.0.2.48/29", "198.51.100.64/28"], ["storage"], 9000, "aistor")
 
 
 def test_no_vendor_flow_without_vendors():
@@ -235,9 +268,9 @@ def test_a_vendors_job_reads_its_credentials_from_the_secret(plan):
 def test_every_grant_is_a_row_with_its_s3_prefix():
     assert vendor_rows(parse_site(vendor_site()).storage) == [
         {"vendor": "etch-tools", "principal": "fab-vendor-etch-tools", "kind": "table", "object": "gold.chamber_health_daily",
-         "privilege": "TABLE_READ_PROPERTIES", "s3": "s3://site-t-gold/gold/chamber_health_daily/"},
+         "privilege": "TABLE_READ_PROPERTIES", "s3": "s3://site-t-gold/gold/chamber_health_daily/", "sources": "198.51.100.64/28"},
         {"vendor": "etch-tools", "principal": "fab-vendor-etch-tools", "kind": "view", "object": "gold.chamber_health_etch_tools",
-         "privilege": "VIEW_READ_PROPERTIES", "s3": ""},
+         "privilege": "VIEW_READ_PROPERTIES", "s3": "", "sources": "198.51.100.64/28"},
     ]
 
 
@@ -248,8 +281,8 @@ def test_fails_when_a_table_is_not_in_the_gold_namespace():
     site = vendor_site()
     site["storage"]["vendors"]["etch-tools"]["tables"] = ["fdc.chamber_traces"]
     assert config_errors(site) == [
-        "fab-platform:site.storage.vendors.etch-tools.tables[0]: is not in the gold namespace; vendors are granted gold "
-        "tables and views only: write gold.<name> (got 'fdc.chamber_traces')"
+        ("fab-platform:site.storage.vendors.etch-tools.tables[0]: is not in the gold namespace; vendors are granted gold "
+        "tables and views only: write gold.<name> (got 'fdc.chamber_traces')")
     ]
 
 
@@ -257,8 +290,8 @@ def test_fails_when_a_view_has_no_namespace():
     site = vendor_site()
     site["storage"]["vendors"]["etch-tools"]["views"] = ["chamber_health_etch_tools"]
     assert config_errors(site) == [
-        "fab-platform:site.storage.vendors.etch-tools.views[0]: is not in the gold namespace; vendors are granted gold "
-        "tables and views only: write gold.<name> (got 'chamber_health_etch_tools')"
+        ("fab-platform:site.storage.vendors.etch-tools.views[0]: is not in the gold namespace; vendors are granted gold "
+        "tables and views only: write gold.<name> (got 'chamber_health_etch_tools')")
     ]
 
 
@@ -266,18 +299,19 @@ def test_fails_when_a_table_name_is_not_a_plain_name():
     site = vendor_site()
     site["storage"]["vendors"]["etch-tools"]["tables"] = ["gold.chamber/../raw"]
     assert config_errors(site) == [
-        "fab-platform:site.storage.vendors.etch-tools.tables[0]: the name after 'gold.' must be 1-128 letters, digits and "
-        "'_', starting with a letter or digit (got 'gold.chamber/../raw')"
+        ("fab-platform:site.storage.vendors.etch-tools.tables[0]: the name after 'gold.' must be 1-128 letters, digits and "
+        "'_', starting with a letter or digit (got 'gold.chamber/../raw')")
     ]
 
 
 def test_fails_when_a_vendor_has_no_external_s3_endpoint():
     site = small_site()
     add_bucket(site, "site-t-gold", "gold")
-    site["storage"]["vendors"] = {"etch-tools": {"description": "Etch vendor", "tables": ["gold.chamber_health_daily"]}}
+    site["storage"]["vendors"] = {"etch-tools": {"description": "Etch vendor", "tables": ["gold.chamber_health_daily"],
+                                                 "source_cidrs": ["198.51.100.64/28"]}}
     assert config_errors(site) == [
-        "fab-platform:site.storage.vendors.etch-tools: vendor 'etch-tools' reads its tables through the external S3 endpoint, but the site has "
-        "none; set storage.s3.external_pool and storage.s3.external_vip"
+        ("fab-platform:site.storage.vendors.etch-tools: vendor 'etch-tools' reads its tables through the external S3 endpoint, but the site has "
+        "none; set storage.s3.external_pool and storage.s3.external_vip")
     ]
 
 
@@ -285,8 +319,8 @@ def test_fails_when_the_site_has_no_gold_bucket():
     site = vendor_site()
     del site["storage"]["buckets"]["site-t-gold"]
     assert config_errors(site) == [
-        "fab-platform:site.storage.vendors.etch-tools: vendor 'etch-tools' is granted gold tables, but the site has no bucket of class gold; add "
-        "one (the gold namespace's location)"
+        ("fab-platform:site.storage.vendors.etch-tools: vendor 'etch-tools' is granted gold tables, but the site has no bucket of class gold; add "
+        "one (the gold namespace's location)")
     ]
 
 
@@ -294,8 +328,35 @@ def test_fails_when_a_vendor_is_granted_nothing():
     site = vendor_site()
     site["storage"]["vendors"]["etch-tools"].update(tables=[], views=[])
     assert config_errors(site) == [
-        "fab-platform:site.storage.vendors.etch-tools: vendor 'etch-tools' is granted nothing; list the gold tables or views it may read under "
-        "tables or views"
+        ("fab-platform:site.storage.vendors.etch-tools: vendor 'etch-tools' is granted nothing; list the gold tables or views it may read under "
+        "tables or views")
+    ]
+
+
+def test_fails_when_a_vendor_has_no_source_ranges():
+    site = vendor_site()
+    del site["storage"]["vendors"]["etch-tools"]["source_cidrs"]
+    assert config_errors(site) == [
+        ("fab-platform:site.storage.vendors.etch-tools.source_cidrs: vendor 'etch-tools' has no source ranges; list its own "
+        "egress ranges under source_cidrs: the catalog route and the S3 endpoint admit those alone")
+    ]
+
+
+def test_fails_when_a_vendors_source_range_is_wider_than_a_16():
+    site = vendor_site()
+    site["storage"]["vendors"]["etch-tools"]["source_cidrs"] = ["198.0.0.0/8"]
+    assert config_errors(site) == [
+        ("fab-platform:site.storage.vendors.etch-tools.source_cidrs[0]: 198.0.0.0/8 admits 16777216 addresses; list the "
+        "vendor's own egress ranges, each at most a /16")
+    ]
+
+
+def test_fails_when_a_vendors_source_range_overlaps_a_cluster():
+    site = vendor_site()
+    site["storage"]["vendors"]["etch-tools"]["source_cidrs"] = [site["clusters"]["compute"]["node_cidr"]]
+    assert config_errors(site) == [
+        (f"fab-platform:site.storage.vendors.etch-tools.source_cidrs[0]: {site['clusters']['compute']['node_cidr']} overlaps "
+        "clusters.compute; a vendor's source_cidrs are its addresses outside the site")
     ]
 
 
@@ -303,6 +364,6 @@ def test_fails_when_a_name_is_both_a_table_and_a_view():
     site = vendor_site()
     site["storage"]["vendors"]["etch-tools"]["views"] = ["gold.chamber_health_daily"]
     assert config_errors(site) == [
-        "fab-platform:site.storage.vendors.etch-tools.views[0]: 'gold.chamber_health_daily' is also listed under tables; a name of the gold "
-        "namespace is a table or a view, not both: remove one"
+        ("fab-platform:site.storage.vendors.etch-tools.views[0]: 'gold.chamber_health_daily' is also listed under tables; a name of the gold "
+        "namespace is a table or a view, not both: remove one")
     ]

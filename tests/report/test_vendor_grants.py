@@ -16,7 +16,7 @@ def test_every_vendor_grant_is_a_row_of_the_table():
     rows = page.split('<table id="vendor-grants">')[1].split("</table>")[0].count('<tr data-vendor="etch-tools">')
     assert rows == 2
     assert ("<td>table gold.chamber_health_daily</td><td>TABLE_READ_PROPERTIES</td>"
-            "<td><code>s3://site-t-gold/gold/chamber_health_daily/</code></td>") in page
+            "<td><code>s3://site-t-gold/gold/chamber_health_daily/</code></td><td><code>198.51.100.64/28</code></td>") in page
     assert "<td>view gold.chamber_health_etch_tools</td><td>VIEW_READ_PROPERTIES</td>" in page
 
 

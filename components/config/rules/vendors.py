@@ -1,5 +1,6 @@
 """Cross-field rules of vendor sharing (`storage.vendors`, issue 23 item 3): a vendor reads gold tables through the external
-S3 endpoint and Polaris through the compute ingress, so the site must have both, and a gold namespace to share."""
+S3 endpoint and Polaris through the compute ingress, so the site must have both, and a gold namespace to share; it comes
+from its own ranges only, which are small and outside the site's clusters."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ from components.config.problems import Problem
 
 if TYPE_CHECKING:
     from components.config.site import SiteConfig
+
+
+MIN_VENDOR_PREFIX = 16
+"""The widest range a vendor may be admitted from: its egress ranges, never a whole provider's or the world."""
 
 
 def vendor_problems(site: SiteConfig) -> Iterator[Problem]:
@@ -28,3 +33,15 @@ def vendor_problems(site: SiteConfig) -> Iterator[Problem]:
             if view in vendor.tables:
                 yield (*path, "views", i), (f"{view!r} is also listed under tables; a name of the gold namespace is a table or "
                                             "a view, not both: remove one")
+        if not vendor.source_cidrs:
+            yield (*path, "source_cidrs"), (f"vendor {name!r} has no source ranges; list its own egress ranges under "
+                                            "source_cidrs: the catalog route and the S3 endpoint admit those alone")
+        for i, cidr in enumerate(vendor.source_cidrs):
+            where = (*path, "source_cidrs", i)
+            if cidr.prefixlen < MIN_VENDOR_PREFIX:
+                yield where, (f"{cidr} admits {cidr.num_addresses} addresses; list the vendor's own egress ranges, each at most a "
+                              f"/{MIN_VENDOR_PREFIX}")
+            for key, cluster in sorted(site.clusters.items()):
+                if cidr.overlaps(cluster.pod_cidr) or cidr.overlaps(cluster.node_cidr):
+                    yield where, (f"{cidr} overlaps clusters.{key}; a vendor's source_cidrs are its addresses outside the "
+                                  "site")

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from components.config.fields import Address, DnsLabel, Flag, HostPort, Labels, Port, Unique, _Model, matching
+from components.config.fields import Address, Cidr, DnsLabel, Flag, HostPort, Labels, Port, Unique, _Model, matching
 from components.config.names import ObjectStoreName, VendorKey
 
 
@@ -165,6 +165,13 @@ class VendorConfig(_Model):
     equipment vendors": a restricted Polaris principal and views)."""
 
     description: str = Field(min_length=1, description="Who the vendor is and what it receives, shown in the plan report.")
+    source_cidrs: Annotated[list[Cidr], Unique] = Field(
+        default_factory=list,
+        description="Required: the vendor's own egress ranges, the only addresses its clients may come from (each at most a /16, "
+        "outside the site's clusters): the catalog route on the compute ingress admits them alone (an Envoy Gateway "
+        "SecurityPolicy), the flow `vendor-s3` admits them to the object store's S3 pods, and the vendor's MinIO policy "
+        "reads only from them (aws:SourceIp).",
+    )
     tables: Annotated[list[GoldObject], Unique] = Field(
         default_factory=list,
         description="Gold tables the vendor may load (`gold.<table>`): Polaris TABLE_READ_PROPERTIES on each, and S3 read of "
