@@ -103,18 +103,19 @@ def apply(polaris: Polaris, plan: dict[str, Any], env: dict[str, str]) -> list[s
                 f"{MANAGEMENT}/principal-roles/{role}/catalog-roles/{name}",
                 {"catalogRole": {"name": catalog_role}},
             )
-        polaris.call(
-            "POST",
-            f"{MANAGEMENT}/principals",
-            {"principal": {"name": who, "properties": {}}, "credentialRotationRequired": False},
-            ok=(409,),
-        )
-        prefix = principal["credentials_env"]
-        credentials = {"clientId": env[f"{prefix}_CLIENT_ID"], "clientSecret": env[f"{prefix}_CLIENT_SECRET"]}
-        polaris.call("POST", f"{MANAGEMENT}/principals/{who}/reset", credentials)
-        polaris.call("PUT", f"{MANAGEMENT}/principals/{who}/principal-roles", {"principalRole": {"name": role}})
+        _principal(polaris, who, role, principal["credentials_env"], env)
         steps.append(f"principal {who} -> {role} -> {', '.join(principal['catalog_roles'])}")
     return steps
+
+
+def _principal(polaris: Polaris, who: str, principal_role: str, credentials_env: str, env: dict[str, str]) -> None:
+    """The principal `who` with the credentials the Job has in `<credentials_env>_CLIENT_ID`/`_CLIENT_SECRET` (set again
+    on every run: the Secret is the truth), holding `principal_role`."""
+    polaris.call("POST", f"{MANAGEMENT}/principals",
+                 {"principal": {"name": who, "properties": {}}, "credentialRotationRequired": False}, ok=(409,))
+    credentials = {"clientId": env[f"{credentials_env}_CLIENT_ID"], "clientSecret": env[f"{credentials_env}_CLIENT_SECRET"]}
+    polaris.call("POST", f"{MANAGEMENT}/principals/{who}/reset", credentials)
+    polaris.call("PUT", f"{MANAGEMENT}/principals/{who}/principal-roles", {"principalRole": {"name": principal_role}})
 
 
 def _grants_of(polaris: Polaris, path: str) -> list[dict[str, Any]]:
@@ -176,12 +177,7 @@ def apply_vendor(polaris: Polaris, plan: dict[str, Any], env: dict[str, str]) ->
     steps.append(f"catalog role {role} ({len(wanted) - missing} of {len(wanted)} grants)")
     polaris.call("POST", f"{MANAGEMENT}/principal-roles", {"principalRole": {"name": principal_role}}, ok=(409,))
     polaris.call("PUT", f"{MANAGEMENT}/principal-roles/{principal_role}/catalog-roles/{catalog}", {"catalogRole": {"name": role}})
-    polaris.call("POST", f"{MANAGEMENT}/principals",
-                 {"principal": {"name": who, "properties": {}}, "credentialRotationRequired": False}, ok=(409,))
-    prefix = vendor["credentials_env"]
-    credentials = {"clientId": env[f"{prefix}_CLIENT_ID"], "clientSecret": env[f"{prefix}_CLIENT_SECRET"]}
-    polaris.call("POST", f"{MANAGEMENT}/principals/{who}/reset", credentials)
-    polaris.call("PUT", f"{MANAGEMENT}/principals/{who}/principal-roles", {"principalRole": {"name": principal_role}})
+    _principal(polaris, who, principal_role, vendor["credentials_env"], env)
     steps.append(f"principal {who} -> {principal_role} -> {role}")
     return steps
 

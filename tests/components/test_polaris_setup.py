@@ -5,15 +5,14 @@ Its input is the setup plan a small site renders into the polaris-setup ConfigMa
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-
-from components import polaris_setup
+from fake_http import serving
 from helpers import render_small
 from small_site import small_site
+
+from components import polaris_setup
 
 ROOT = ("root-id", "root-secret")
 
@@ -100,31 +99,8 @@ class FakePolaris:
 @pytest.fixture
 def fake_polaris():
     fake = FakePolaris()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            body = json.loads(raw) if raw and self.headers.get("Content-Type") == "application/json" else {}
-            status, payload = fake.handle(self.command, self.path, body, self.headers)
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = do_PUT = _serve
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield fake, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(fake) as url:
+        yield fake, url
 
 
 @pytest.fixture(scope="module")

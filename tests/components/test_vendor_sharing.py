@@ -5,11 +5,10 @@ nothing of it in plain text."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from fake_http import serving
 from helpers import config_errors, render_small
 from small_site import add_bucket, add_vendor, small_site
 
@@ -84,7 +83,7 @@ class FakePolaris:
         self.principals: dict[str, Any] = {}
         self.missing: set[str] = set()
 
-    def handle(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def handle(self, method: str, path: str, body: dict[str, Any], headers: Any = None) -> tuple[int, dict[str, Any]]:
         parts = path.strip("/").split("/")
         if path.endswith("/oauth/tokens"):
             return 200, {"access_token": "token"}
@@ -108,30 +107,8 @@ class FakePolaris:
 @pytest.fixture
 def fake_polaris():
     fake = FakePolaris()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            body = json.loads(raw) if raw and self.headers.get("Content-Type") == "application/json" else {}
-            status, payload = fake.handle(self.command, self.path, body)
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = do_PUT = _serve
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield fake, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(fake) as url:
+        yield fake, url
 
 
 ENV = {"VENDOR_CLIENT_ID": "vendor-id", "VENDOR_CLIENT_SECRET": "vendor-secret"}
