@@ -169,8 +169,8 @@ class VendorConfig(_Model):
         default_factory=list,
         description="Required: the vendor's own egress ranges, the only addresses its clients may come from (each at most a /16, "
         "outside the site's clusters): the catalog route on the compute ingress admits them alone (an Envoy Gateway "
-        "SecurityPolicy), the flow `vendor-s3` admits them to the object store's S3 pods, and the vendor's MinIO policy "
-        "reads only from them (aws:SourceIp).",
+        "SecurityPolicy) and the flow `vendor-s3` admits them to the object store's S3 pods; the vendor's MinIO policy "
+        "also names them (aws:SourceIp), a fence a forwarding header can defeat.",
     )
     tables: Annotated[list[GoldObject], Unique] = Field(
         default_factory=list,
