@@ -564,7 +564,7 @@ def namespace_egress_policy(clusters: dict[str, MeshCluster], key: str, source_n
     internal VIPs), their DNS names outside the site, federated sites' ranges, and their world flows (`fab-flow-<name>`,
     whose allow rules add to this policy's); nothing else leaves the cluster."""
     egress: list[dict[str, Any]] = [
-        {"toEndpoints": [_pod_selector(CILIUM_NAMESPACE, {"k8s-app": "kube-dns"})], "toPorts": DNS_PORTS},
+        {"toEndpoints": [_pod_selector(CILIUM_NAMESPACE, {"k8s-app": "kube-dns"}, clusters[key].name)], "toPorts": DNS_PORTS},
         {"toEndpoints": [{"matchLabels": {CLUSTER_LABEL: clusters[key].name}}]},
     ]
     used = [flows[name] for name in calls.flows if name in flows and key in flows[name].sources and flows[name].target == "pods"]

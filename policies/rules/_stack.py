@@ -10,6 +10,7 @@ What is absent allows nothing.
 from __future__ import annotations
 
 import json
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,6 +144,17 @@ def external_databases() -> list[ExternalDatabase] | None:
         if isinstance(port, int):
             found.append(ExternalDatabase(name, frozenset(str(c) for c in catalog["cidrs"]), port))
     return found
+
+
+def keycloak_endpoint() -> tuple[str, str] | None:
+    """The host and port of the site's Keycloak (`keycloak.url`), the one outside service Trino reaches by name (its
+    users' sign-in); None when the config does not name it."""
+    site = site_config() or {}
+    keycloak = site.get("keycloak") if isinstance(site.get("keycloak"), dict) else {}
+    url = urllib.parse.urlsplit(str(keycloak.get("url") or ""))
+    if not url.hostname:
+        return None
+    return url.hostname, str(url.port or (443 if url.scheme == "https" else 80))
 
 
 def in_site_ranges() -> frozenset[str]:

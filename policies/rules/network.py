@@ -25,7 +25,7 @@ from rules._k8s import (
     unknown_paths,
 )
 from rules._policy import resource_rule, stack_rule
-from rules._stack import ExternalDatabase, external_databases, in_site_ranges, routes_from_git
+from rules._stack import ExternalDatabase, external_databases, in_site_ranges, keycloak_endpoint, routes_from_git
 
 S3_PORT, POLARIS_PORT, PROMETHEUS_PORT, RAY_CLIENT_PORT = 9000, 8181, 9090, 10001
 ENVOY_HTTPS_POD_PORT, KUBE_APISERVER_PORT, CLUSTERMESH_PORT = 10443, 6443, 2379
@@ -207,6 +207,11 @@ def flow_direction(args: StackValidationArgs, report: ReportViolation) -> None:
                                f"table (into {role}: {_admitted(flows, mine)})", resource.urn)
         external = "compute" in mine and field(obj, "spec", "endpointSelector", "matchLabels") == {NAMESPACE_SELECTOR: TRINO_NAMESPACE}
         for entry in spec.get("egress") or []:
+            if external and databases is not None and (problem := _beyond_by_name(entry)):
+                report(f"{where} ({role}) lets Trino's pods reach {problem}: outside the site they may reach only an "
+                       "external catalog's database, by its ranges, and the site's Keycloak "
+                       f"({_keycloak()}), by name", resource.urn)
+                continue
             if not (entry.get("toCIDR") or entry.get("toCIDRSet")):
                 continue
             if external and _to_database(entry, databases):
@@ -224,6 +229,32 @@ def flow_direction(args: StackValidationArgs, report: ReportViolation) -> None:
                     report(f"{where} ({role}) lets its pods reach addresses outside the cluster on port {port}, which is "
                            f"not a flow of the design's table (to API servers: {_admitted(flows, {API_SERVERS})})",
                            resource.urn)
+
+
+OUTSIDE_ENTITIES = frozenset({"world", "world-ipv4", "world-ipv6", "all"})
+"""Cilium entities that include addresses outside the site."""
+
+
+def _keycloak() -> str:
+    endpoint = keycloak_endpoint()
+    return f"{endpoint[0]} on {endpoint[1]}" if endpoint else "not configured"
+
+
+def _beyond_by_name(entry: dict[str, Any]) -> str | None:
+    """What an egress entry of Trino's pods reaches outside the site other than by address: an entity that includes
+    the world, or a name other than the site's Keycloak on its port."""
+    outside = sorted(OUTSIDE_ENTITIES & set(entry.get("toEntities") or []))
+    if outside:
+        return f"the entities {', '.join(outside)}"
+    names = entry.get("toFQDNs") or []
+    if not names:
+        return None
+    endpoint = keycloak_endpoint()
+    ports = {str(port.get("port")) for rule in entry.get("toPorts") or [] for port in rule.get("ports") or []}
+    if endpoint and all(item == {"matchName": endpoint[0]} for item in names) and ports == {endpoint[1]}:
+        return None
+    shown = ", ".join(str(item.get("matchName") or item.get("matchPattern")) for item in names)
+    return f"{shown} on {', '.join(sorted(ports)) or 'every port'}"
 
 
 def _cidrs(entry: dict[str, Any]) -> list[str]:

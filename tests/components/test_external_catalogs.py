@@ -301,7 +301,8 @@ def test_trinos_egress_is_default_deny_on_compute(plan):
 
 def test_trino_resolves_names_through_cilium_dns_proxy(plan):
     assert egress(plan)[0] == {
-        "toEndpoints": [{"matchLabels": {"k8s-app": "kube-dns", NAMESPACE_LABEL: "kube-system"}}],
+        "toEndpoints": [{"matchLabels": {"k8s-app": "kube-dns", NAMESPACE_LABEL: "kube-system",
+                                         "io.cilium.k8s.policy.cluster": "site-t-compute"}}],
         "toPorts": [{"ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "protocol": "TCP"}],
                      "rules": {"dns": [{"matchPattern": "*"}]}}],
     }

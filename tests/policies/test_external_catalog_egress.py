@@ -99,3 +99,33 @@ def test_fails_when_trinos_egress_reaches_a_vip_pool_on_another_port():
         "22/TCP, which is not an external catalog's database (compute.trino.external_catalogs: erp: 172.20.8.0/28 on 1521), "
         "nor an internal VIP pool or federated peer's range of the stack on a port of the flow table")
     ]
+
+
+def _egress_entry(entry: dict[str, Any]) -> Any:
+    spec = {"endpointSelector": {"matchLabels": {NAMESPACE_LABEL: "trino"}}, "egress": [entry]}
+    obj = k8s("CiliumClusterwideNetworkPolicy", "fab-egress-x", api="cilium.io/v2", labels={"fab.internal/rule": "egress"}, spec=spec)
+    return [on_compute(obj)]
+
+
+def _https(*names: dict[str, str]) -> dict[str, Any]:
+    return {"toFQDNs": list(names), "toPorts": [{"ports": [{"port": "443", "protocol": "TCP"}]}]}
+
+
+def test_the_pack_admits_trinos_egress_to_the_sites_keycloak_by_name():
+    assert check(flow_direction, _egress_entry(_https({"matchName": "keycloak.site-t.fab.internal"}))) == []
+
+
+def test_fails_when_trinos_egress_reaches_another_name():
+    assert check(flow_direction, _egress_entry(_https({"matchPattern": "*"}))) == [
+        ("CiliumClusterwideNetworkPolicy fab-egress-x on site-a-compute (compute) lets Trino's pods reach * on 443: outside "
+         "the site they may reach only an external catalog's database, by its ranges, and the site's Keycloak "
+         "(keycloak.site-t.fab.internal on 443), by name")
+    ]
+
+
+def test_fails_when_trinos_egress_reaches_the_world_entity():
+    assert check(flow_direction, _egress_entry({"toEntities": ["cluster", "world"]})) == [
+        ("CiliumClusterwideNetworkPolicy fab-egress-x on site-a-compute (compute) lets Trino's pods reach the entities world: "
+         "outside the site they may reach only an external catalog's database, by its ranges, and the site's Keycloak "
+         "(keycloak.site-t.fab.internal on 443), by name")
+    ]
