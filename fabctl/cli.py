@@ -250,8 +250,10 @@ def cmd_check(args: argparse.Namespace, console: Console, err: Console) -> int:
     return _check(plan, args, console, err, source)
 
 
-def _render_or_report(stack: str, project_dir: Path, err: Console, config: dict[str, Any] | None = None) -> Plan | int:
-    """A render, or the exit status after printing why there is none."""
+def _render_or_report(stack: str, project_dir: Path, err: Console, config: dict[str, Any] | None = None,
+                      noted: tuple[str, ...] = ()) -> Plan | int:
+    """A render, or the exit status after printing why there is none. A note names each secret it stands in for, except
+    those `noted` already."""
     try:
         plan = render(stack, project_dir, config)
     except StackFileError as exc:
@@ -263,7 +265,7 @@ def _render_or_report(stack: str, project_dir: Path, err: Console, config: dict[
         for line in str(exc).splitlines():
             err.print(f"error: {line}", markup=False, highlight=False)
         return EXIT_CONFIG
-    for key in plan.stand_ins:
+    for key in (key for key in plan.stand_ins if key not in noted):
         err.print(f"note: {PROJECT}:{key} is not set on {stack}: rendered with a redacted stand-in; before pulumi up: "
                   f"pulumi config set --secret {key} <value>", markup=False, highlight=False)
     return plan
@@ -298,7 +300,7 @@ def cmd_diff(args: argparse.Namespace, console: Console, err: Console) -> int:
     except ValueError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         return EXIT_USAGE
-    after = _render_or_report(args.stack, project, err, config)
+    after = _render_or_report(args.stack, project, err, config, noted=before.stand_ins)
     if isinstance(after, int):
         return after
     result = diff(before, after)

@@ -24,6 +24,8 @@ def external_catalog_site() -> dict:
 
 
 def test_no_checked_in_stack_file_holds_a_secret_value():
+    """This repository's stack files are the sites' config without their stack keys: any `secure:` text here would be
+    another key's ciphertext or a fake one. (A site's own stack file holds its real ciphertext, which fabctl stands in.)"""
     files = sorted(PROJECT_DIR.glob("Pulumi.*.yaml"))
     held = {path.name: [key for key, value in (yaml.safe_load(path.read_text())["config"] or {}).items()
                         if isinstance(value, dict) and "secure" in value] for path in files}
@@ -54,3 +56,15 @@ def test_fabctl_names_each_stand_in_and_the_command_that_sets_it(tmp_path):
     assert (run.returncode, run.stderr) == (0, (
         "note: fab-platform:trinoCatalogPassword-erp is not set on site-t: rendered with a redacted stand-in; before pulumi up: "
         "pulumi config set --secret trinoCatalogPassword-erp <value>\n"))
+
+
+def test_a_diff_names_a_stand_in_once_though_it_renders_twice(tmp_path):
+    project = copy_project(tmp_path)
+    (project / "Pulumi.site-t.yaml").write_text(yaml.safe_dump({"config": external_catalog_site()}))
+    run = subprocess.run([sys.executable, "-m", "fabctl", "diff", "--stack", "site-t", "--project-dir", str(project),
+                          "--set", "site.teams.yield.description=Yield"],
+                         cwd=PROJECT_DIR, capture_output=True, text=True, check=False)
+    assert (run.returncode, run.stdout.splitlines()[0]) == (0, "~ identity-team-yield (keycloak:index/group:Group): description")
+    assert [line for line in run.stderr.splitlines() if line.startswith("note:")] == [
+        "note: fab-platform:trinoCatalogPassword-erp is not set on site-t: rendered with a redacted stand-in; before pulumi up: "
+        "pulumi config set --secret trinoCatalogPassword-erp <value>"]
