@@ -198,9 +198,17 @@ class EngineScope:
 
     def labelled_namespace(self, name: str, labels: dict[str, str]) -> k8s.core.v1.Namespace:
         """A namespace of no engine's own, once however often it is asked for (Iceberg maintenance's: Spark's operator
-        watches it, Airflow puts the job and Secrets there)."""
+        watches it, Airflow puts the job and Secrets there), with a quota of zero GPUs like every compute namespace (its
+        CPU and memory are bounded by its pool's YuniKorn queue)."""
         if name not in self._namespaces:
-            self._namespaces[name] = self.plain_namespace(name, labels=labels)
+            resource = self.plain_namespace(name, labels=labels)
+            k8s.core.v1.ResourceQuota(
+                f"{self.prefix}-quota-{name}",
+                metadata={"name": "compute", "namespace": name},
+                spec={"hard": {"requests.nvidia.com/gpu": "0"}},
+                opts=self.after(resource),
+            )
+            self._namespaces[name] = resource
         return self._namespaces[name]
 
     def namespace(self, engine: Engine, aliases: list[pulumi.Alias] | None = None) -> k8s.core.v1.Namespace:

@@ -178,6 +178,11 @@ def test_the_maintenance_namespace_has_sparks_defaults_and_the_job():
         "iceberg-maintenance-job", "spark-defaults"]
 
 
+def test_the_maintenance_namespace_may_request_no_gpu():
+    quotas = [q for q in render_small(maintained_site()).objects("ResourceQuota", COMPUTE) if q["metadata"]["namespace"] == "iceberg-maintenance"]
+    assert [q["spec"]["hard"] for q in quotas] == [{"requests.nvidia.com/gpu": "0"}]
+
+
 def test_airflow_may_submit_maintenance_applications_but_read_no_secret():
     (role,) = [r for r in render_small(maintained_site()).objects("Role", COMPUTE) if r["metadata"]["namespace"] == "iceberg-maintenance"]
     assert [resource for rule in role["rules"] for resource in rule["resources"]] == ["sparkapplications", "pods", "pods/log", "events"]
