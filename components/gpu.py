@@ -192,8 +192,14 @@ class GpuCluster(pulumi.ComponentResource):
             spec=nic_cluster_policy_spec(spec, self.cluster.registry),
             opts=pulumi.ResourceOptions.merge(nic_opts, pulumi.ResourceOptions(custom_timeouts=pulumi.CustomTimeouts(create="30m"))),
         )
+        # What a serving pod needs of this cluster to be admitted, scheduled and started: its PriorityClass, its NVMe cache's
+        # StorageClass, the pool labels and taints NFD applies, GPUs the operator's device plugin advertises, and with
+        # IPoIB the NIC operands, the address pool and the network its pods attach to. Not the rest of the GPU stack.
+        self.serving_needs: list[pulumi.Resource] = [*self.priority_classes.values(), self.storage_class, self.node_pools,
+                                                     self.cluster_policy]
+        """What the inference pool's vLLM Deployments wait for (components/inference.py)."""
         if self.ipoib:
-            k8s.apiextensions.CustomResource(
+            ipoib_pool = k8s.apiextensions.CustomResource(
                 f"{name}-ipoib-pool",
                 api_version=versions.NV_IPAM_API,
                 kind="IPPool",
@@ -201,7 +207,7 @@ class GpuCluster(pulumi.ComponentResource):
                 spec=ipoib_pool_spec(spec),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[nic_policy]),
             )
-            k8s.apiextensions.CustomResource(
+            ipoib_network = k8s.apiextensions.CustomResource(
                 f"{name}-ipoib-network",
                 api_version=versions.MELLANOX_API,
                 kind="IPoIBNetwork",
@@ -214,6 +220,7 @@ class GpuCluster(pulumi.ComponentResource):
                 },
                 opts=nic_opts,
             )
+            self.serving_needs += [nic_policy, ipoib_pool, ipoib_network]
 
         members = {pool: sorted(node for node, in_pool in args.node_pools.items() if in_pool == pool) for pool in POOLS}
         if not members[NOTEBOOKS_POOL]:

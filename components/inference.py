@@ -106,7 +106,7 @@ class InferencePool(pulumi.ComponentResource):
         sized = args.capacity
         self._models_bucket = args.storage.bucket_of("models")
 
-        namespace = self._namespace(INFERENCE_NAMESPACE)
+        namespace = self._namespace_resource = self._namespace(INFERENCE_NAMESPACE)
         here = NamespaceRef(args.gpu.cluster, INFERENCE_NAMESPACE, namespace)
         s3 = args.storage.grant(PRINCIPAL, here)
         ca = args.storage.site_ca(here)
@@ -123,7 +123,7 @@ class InferencePool(pulumi.ComponentResource):
         served = self._served = {model: serving.ServedModel(model, spec, sized[model]) for model, spec in sorted(inference.models.items())}
         delivered = inference.delivery == "pulumi"
         self.deployments: dict[str, k8s.apps.v1.Deployment] = {
-            model: self._model(model, [namespace, args.gpu, s3, *ca.resources()]) for model in served
+            model: self._model(model, [namespace, *args.gpu.serving_needs, s3, *ca.resources()]) for model in served
         } if delivered else {}
         """Each model's vLLM Deployment (`self.deployments[model]`), none when Argo CD delivers them."""
 
@@ -211,11 +211,12 @@ class InferencePool(pulumi.ComponentResource):
 
         prefix = f"{self._name}-vllm-{model}"
         deployment = register(prefix, serving.deployment(self.site, served), depends_on)
-        register(f"{prefix}-pdb", serving.disruption_budget(model), [deployment])
-        register(f"{prefix}-svc", serving.service(model), [deployment])
+        # A PodDisruptionBudget and a Service select pods by label and need none to exist: only the namespace.
+        register(f"{prefix}-pdb", serving.disruption_budget(model), [self._namespace_resource])
+        register(f"{prefix}-svc", serving.service(model), [self._namespace_resource])
         if served.spec.canary is not None:
             canary = register(f"{prefix}-canary", serving.deployment(self.site, served, canary=True), depends_on)
-            register(f"{prefix}-canary-svc", serving.service(model, canary=True), [canary])
+            register(f"{prefix}-canary-svc", serving.service(model, canary=True), [self._namespace_resource])
         return deployment
 
     # ---------------------------------------------------------------------------------------------

@@ -782,7 +782,8 @@ class StorageCluster(pulumi.ComponentResource):
         # ClusterMesh global service the client clusters repeat).
         global_service = self.polaris_global_service
         self._lb_service(network, POLARIS_SERVICE, ns, polaris.pool, polaris.vip, names.POLARIS_HOST(self._site.domain),
-                         (POLARIS_PORT_NAME, polaris.port), POLARIS_POD_LABELS, [release],
+                         # Its namespace only: a Service needs no ready pods (it routes to them as they become ready).
+                         (POLARIS_PORT_NAME, polaris.port), POLARIS_POD_LABELS, [ns_resource],
                          annotations=global_service.backend_annotations() if global_service else None)
 
         for engine in sorted(self._principal_engines):

@@ -269,11 +269,13 @@ class EngineScope:
             OIDC_ISSUER: client.issuer_url,
         }, ns_resource, labels=labels)
 
-    def route(self, engine: Engine, depends_on: list[pulumi.Resource]) -> None:
-        """The engine's HTTPRoute on its own listener of the compute ingress."""
+    def route(self, engine: Engine, ns_resource: pulumi.Resource) -> None:
+        """The engine's HTTPRoute on its own listener of the compute ingress. It waits for the Gateway (after the
+        controller's chart, which brings the Gateway API CRDs) and its namespace, not for the engine's chart: until the
+        UI's Service has ready pods the route answers 503, as it does whenever the UI restarts."""
         assert engine.ui is not None and self.gateway is not None
         http_route(
-            f"{self.prefix}-route-{engine.name}", pulumi.ResourceOptions(parent=self.parent, depends_on=[self.gateway, *depends_on]),
+            f"{self.prefix}-route-{engine.name}", pulumi.ResourceOptions(parent=self.parent, depends_on=[self.gateway, ns_resource]),
             name=engine.name, namespace_=engine.namespace, gateway=GATEWAY, listener=engine.name, hostname=self.hostname(engine),
             rules=[{"backendRefs": [{"name": engine.ui.service, "port": engine.ui.port}]}],
         )

@@ -216,9 +216,10 @@ def packages_config_map(scope: EngineScope, namespace_: str, ns: pulumi.Resource
                                  data=data, binary_data=binary or None, opts=scope.after(ns))
 
 
-def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi.Resource, defaults: pulumi.Input[str],
-           engine: str, defaults_config_map: str) -> None:
-    """The Connect server (after the operator's chart: its executors are scheduled by YuniKorn in the interactive queue),
+def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi.Resource, scheduler: pulumi.Resource,
+           defaults: pulumi.Input[str], engine: str, defaults_config_map: str) -> None:
+    """The Connect server (after the operator's chart and YuniKorn's, `scheduler`: it and its executors are scheduled by
+    YuniKorn in the interactive queue),
     running as its own ServiceAccount, with `engine`'s credentials and Spark defaults, its Service and its ingress rule;
     `spark` is the `compute.spark` section."""
     labels = {"app.kubernetes.io/name": NAME}
@@ -255,7 +256,8 @@ def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi
                 },
             },
         },
-        opts=scope.after(operator, access, conf, template, *grants, *maven),
+        # YuniKorn schedules its pods and places them in their queue.
+        opts=scope.after(operator, scheduler, access, conf, template, *grants, *maven),
     )
     k8s.core.v1.Service(
         f"{scope.prefix}-{NAME}-service",

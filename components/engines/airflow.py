@@ -189,7 +189,7 @@ def _deploy(scope: EngineScope) -> None:
         "createUserJob": {"useHelmHooks": False, "applyCustomEnv": False},
     }
     release = scope.release("airflow", versions.AIRFLOW, ns, values, [oidc, keys, owner, *delivered])
-    scope.route(ENGINE, [release])
+    scope.route(ENGINE, ns_resource)
 
 
 def _spark_submitter(scope: EngineScope) -> None:

@@ -187,7 +187,7 @@ def _deploy(scope: EngineScope) -> None:
     teams = sorted(scope.identity.groups)
     values = chart_values(scope.domain, scope.identity.issuer, teams)
     release = scope.release(ENGINE.name, versions.ARGO_CD, ns, values, [oidc, redis])
-    scope.route(ENGINE, [release])
+    scope.route(ENGINE, ns_resource)
     repo = argocd.serving_repo
     if repo is None:
         return

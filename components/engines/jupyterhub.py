@@ -136,7 +136,7 @@ def _deploy(scope: EngineScope) -> None:
             for team, token in sorted(scope.ray_tokens.items())
         ]
     release = scope.release("jupyterhub", versions.JUPYTERHUB, ENGINE.namespace, values, [oidc, *tokens])
-    scope.route(ENGINE, [release])
+    scope.route(ENGINE, ns_resource)
 
 
 ENGINE = Engine(

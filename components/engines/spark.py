@@ -180,7 +180,9 @@ def _deploy(scope: EngineScope) -> None:
             # env/envFrom on drivers and executors (the credentials) are injected by the webhook.
             "webhook": {"enable": True},
         },
-        [yunikorn, ns, *([connect_ns] if connect_ns else []), *([maintenance_ns] if maintenance_ns else []), operator_ns, *maven],
+        # Not YuniKorn: the operator only names it as its pods' scheduler (YuniKorn has no CRDs, and its admission
+        # controller registers its own webhook when it runs); what runs pods in its queues waits for it.
+        [ns, *([connect_ns] if connect_ns else []), *([maintenance_ns] if maintenance_ns else []), operator_ns, *maven],
     )
     defaults = scope.storage.catalog_uri.apply(spark_defaults)
     scope.config_map(DEFAULTS_CONFIG_MAP, ENGINE.namespace, {"spark-defaults.conf": defaults}, ns)
@@ -190,7 +192,7 @@ def _deploy(scope: EngineScope) -> None:
                               data={"spark-defaults.conf": defaults}, opts=scope.after(maintenance_ns))
     scope.grants(ENGINE, ns)
     if connect_ns is not None:
-        spark_connect.deploy(scope, config, connect_ns, operator, defaults, ENGINE.name, DEFAULTS_CONFIG_MAP)
+        spark_connect.deploy(scope, config, connect_ns, operator, yunikorn, defaults, ENGINE.name, DEFAULTS_CONFIG_MAP)
 
 
 ENGINE = Engine(

@@ -48,7 +48,7 @@ def _deploy(scope: EngineScope) -> None:
         "configOverrides": {"fab": flask_oauth_config(CONFIG_OVERRIDES)},
     }
     release = scope.release("superset", versions.SUPERSET, ns, values, [env, owner])
-    scope.route(ENGINE, [release])
+    scope.route(ENGINE, ns_resource)
 
 
 ENGINE = Engine(

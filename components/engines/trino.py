@@ -211,7 +211,7 @@ def _deploy(scope: EngineScope) -> None:
     peers = _peer_catalogs(scope, ns_resource, values)
     external = _external_catalogs(scope, ns_resource, values)
     release = scope.release("trino", versions.TRINO, ns, values, [oidc, shared, *grants, *peers, *external])
-    scope.route(ENGINE, [release])
+    scope.route(ENGINE, ns_resource)
 
 
 ENGINE = Engine(
