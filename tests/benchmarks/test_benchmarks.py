@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.critical_path import chain_exists, critical_path
+from benchmarks.critical_path import Wait, chain_exists, critical_path, needless_waits, weight, weighted_path
 from benchmarks.run import floor_renderer, inherent_chain
 from benchmarks.scale import DIMENSIONS
 from components.config import parse_site
@@ -16,9 +16,16 @@ STACK = "urn:pulumi:s::p::pulumi:pulumi:Stack::p-s"
 
 
 def resource(name: str, *, custom: bool = True, type_: str = "kubernetes:core/v1:ConfigMap", parent: str | None = None,
-             provider: str | None = None, depends: tuple[str, ...] = (), inputs_from: tuple[str, ...] = ()) -> dict:
+             provider: str | None = None, depends: tuple[str, ...] = (), inputs_from: tuple[str, ...] = (),
+             inputs: dict | None = None) -> dict:
     return {"urn": name, "name": name, "type": type_, "custom": custom, "parent": parent or STACK, "provider": provider,
-            "dependencies": list(depends), "property_dependencies": {"data": list(inputs_from)} if inputs_from else {}}
+            "dependencies": [*depends, *inputs_from], "property_dependencies": {"data": list(inputs_from)} if inputs_from else {},
+            "inputs": inputs or {}}
+
+
+CHART = "kubernetes:helm.sh/v3:Release"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+SERVICE = "kubernetes:core/v1:Service"
 
 
 def test_the_critical_path_follows_depends_on_and_inputs_and_counts_deployed_resources_only():
@@ -67,3 +74,54 @@ def test_the_floor_registers_exactly_the_resources_of_the_program():
     floor = floor_renderer(plan)()
     assert sorted(r["urn"] for r in floor.resources) == sorted(r["urn"] for r in plan.resources)
     assert [r["type"] for r in floor.resources if r["name"] == "storage-polaris-db"] == ["kubernetes:postgresql.cnpg.io/v1:Cluster"]
+
+
+@pytest.mark.parametrize(("type_", "inputs", "expected"), [
+    (CHART, {}, 10),
+    (CHART, {"skipAwait": True}, 0),
+    (DEPLOYMENT, {}, 5),
+    ("kubernetes:batch/v1:Job", {}, 5),
+    ("kubernetes:mellanox.com/v1alpha1:NicClusterPolicy", {"metadata": {"annotations": {"pulumi.com/waitFor": "x"}}}, 5),
+    (SERVICE, {"spec": {"type": "LoadBalancer"}}, 2),
+    (SERVICE, {"spec": {"type": "ClusterIP"}}, 1),
+    ("kubernetes:core/v1:Secret", {}, 1),
+    ("minio:index/iamUser:IamUser", {}, 1),
+    ("random:index/randomPassword:RandomPassword", {}, 0),
+])
+def test_each_step_weighs_what_pulumi_waits_for_on_it(type_, inputs, expected):
+    assert weight(resource("r", type_=type_, inputs=inputs)) == expected
+
+
+def test_the_weighted_path_is_the_heaviest_chain_not_the_longest():
+    plan = Plan("s", [
+        resource("a"), resource("b", depends=("a",)), resource("c", depends=("b",)), resource("d", depends=("c",)),
+        resource("chart", type_=CHART), resource("app", type_=DEPLOYMENT, depends=("chart",)),
+    ])
+    path = weighted_path(plan)
+    assert path.urns == ("chart", "app")
+    assert path.length == 15
+
+
+def test_a_needless_wait_is_an_explicit_edge_whose_removal_shortens_the_weighted_path():
+    plan = Plan("s", [
+        resource("ns"),
+        resource("chart", type_=CHART, depends=("ns",)),
+        resource("svc", type_=SERVICE, inputs={"spec": {"type": "LoadBalancer"}}, depends=("ns", "chart")),
+    ])
+    assert weighted_path(plan).urns == ("ns", "chart", "svc")
+    assert needless_waits(plan) == [Wait("chart", "ns", 1), Wait("svc", "chart", 2)]
+
+
+def test_an_input_dependency_is_never_listed_as_a_needless_wait():
+    plan = Plan("s", [resource("chart", type_=CHART), resource("job", type_="kubernetes:batch/v1:Job", inputs_from=("chart",))])
+    assert weighted_path(plan).length == 15
+    assert needless_waits(plan) == []
+
+
+def test_an_edge_beside_an_equally_heavy_chain_is_not_a_needless_wait():
+    plan = Plan("s", [
+        resource("first", type_=CHART), resource("second", type_=CHART),
+        resource("cr", depends=("first", "second")),
+    ])
+    assert weighted_path(plan).length == 11
+    assert needless_waits(plan) == []

@@ -1,0 +1,77 @@
+"""Explicit waits serve a runtime need (issue 24): nothing waits for an application's readiness it does not use."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def by_name(plan, name: str) -> dict:
+    (resource,) = [r for r in plan.resources if r["name"] == name and r["custom"]]
+    return resource
+
+
+def test_the_polaris_rest_service_does_not_wait_for_the_polaris_chart(small_plan):
+    service = by_name(small_plan, "storage-svc-polaris-rest")
+    assert by_name(small_plan, "storage-polaris")["urn"] not in small_plan.waits_for(service)
+
+
+def test_the_polaris_rest_service_still_waits_for_its_namespace_and_address_pool(small_plan):
+    service = by_name(small_plan, "storage-svc-polaris-rest")
+    assert {by_name(small_plan, "storage-ns-polaris")["urn"], by_name(small_plan, "network-storage-pool-internal")["urn"]} <= set(
+        service["dependencies"])
+
+
+@pytest.mark.parametrize("suffix", ["svc", "pdb"])
+def test_a_vllm_service_and_disruption_budget_do_not_wait_for_the_deployment(small_plan, suffix):
+    deployment = by_name(small_plan, "inference-vllm-qwen3-8b")
+    other = by_name(small_plan, f"inference-vllm-qwen3-8b-{suffix}")
+    assert deployment["urn"] not in small_plan.waits_for(other)
+    assert by_name(small_plan, "inference-ns-inference")["urn"] in other["dependencies"]
+
+
+def test_the_vllm_deployment_waits_for_what_serving_pods_need_of_the_gpu_cluster(small_plan):
+    deployment = by_name(small_plan, "inference-vllm-qwen3-8b")
+    needs = {by_name(small_plan, name)["urn"] for name in (
+        "gpu-gpu-node-pools", "gpu-gpu-cluster-policy", "gpu-gpu-nvme")}
+    assert needs <= set(deployment["dependencies"])
+
+
+def test_the_vllm_deployment_does_not_wait_for_the_whole_gpu_cluster(small_plan):
+    deployment = by_name(small_plan, "inference-vllm-qwen3-8b")
+    gpu = next(r["urn"] for r in small_plan.resources if r["type"] == "fab:gpu:GpuCluster")
+    assert gpu not in deployment["dependencies"]
+    assert by_name(small_plan, "gpu-gpu-network-operator")["urn"] not in deployment["dependencies"]
+
+
+def test_without_ipoib_the_vllm_deployment_does_not_wait_for_the_nic_operands(small_plan):
+    deployment = by_name(small_plan, "inference-vllm-qwen3-8b")
+    assert by_name(small_plan, "gpu-gpu-nic-cluster-policy")["urn"] not in small_plan.waits_for(deployment)
+
+
+@pytest.mark.parametrize("engine", ["airflow", "superset", "jupyterhub"])
+def test_a_web_ui_route_does_not_wait_for_its_chart(small_plan, engine):
+    route = by_name(small_plan, f"compute-route-{engine}")
+    assert by_name(small_plan, f"compute-{engine}")["urn"] not in small_plan.waits_for(route)
+
+
+def test_a_web_ui_route_still_waits_for_its_gateway_and_the_gateway_api_crds(small_plan):
+    route = by_name(small_plan, "compute-route-airflow")
+    waits = small_plan.waits_for(route)
+    assert by_name(small_plan, "compute-gateway")["urn"] in waits
+    assert {r["urn"] for r in small_plan.resources if r["type"] == "kubernetes:helm.sh/v3:Release" and "envoy" in r["name"]
+            and small_plan.cluster(r) == small_plan.cluster(route)} & waits
+
+
+def test_the_spark_operator_does_not_wait_for_yunikorn(small_plan):
+    operator = by_name(small_plan, "compute-spark-operator")
+    assert by_name(small_plan, "compute-yunikorn")["urn"] not in small_plan.waits_for(operator)
+
+
+def test_the_spark_connect_server_waits_for_yunikorn_which_schedules_it(small_plan):
+    server = by_name(small_plan, "compute-spark-connect")
+    assert by_name(small_plan, "compute-yunikorn")["urn"] in server["dependencies"]
+
+
+def test_the_network_operator_chart_still_waits_for_the_nfd_crds_of_the_gpu_operator_chart(small_plan):
+    network_operator = by_name(small_plan, "gpu-gpu-network-operator")
+    assert by_name(small_plan, "gpu-gpu-gpu-operator")["urn"] in network_operator["dependencies"]
