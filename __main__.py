@@ -1,7 +1,5 @@
 """fab-platform: one fab site as a Pulumi stack (DESIGN section 2): config, providers, components, exports."""
 
-import gc
-
 import pulumi
 
 from components.access import PreviewAccess, PreviewAccessArgs
@@ -23,6 +21,7 @@ from components.monitors import metrics_scopes
 from components.network import CrossClusterNetwork, CrossClusterNetworkArgs
 from components.notebooks import GPU_NOTEBOOKS_UI, GpuNotebooks, GpuNotebooksArgs
 from components.observability import GRAFANA, SiteObservability, SiteObservabilityArgs, cluster_manifests
+from components.process import settle_after_imports
 from components.profiles import ProfileSwitches, ProfileSwitchesArgs, leave_to_schedule, switched_objects
 from components.providers import SiteRef, site_providers
 from components.ray import RayPlatform, RayPlatformArgs, team_tokens
@@ -33,9 +32,8 @@ from components.spark_rapids import SparkRapids, SparkRapidsArgs
 from components.storage import StorageCluster, StorageClusterArgs
 from components.training import TrainingPool, TrainingPoolArgs
 
-# The SDKs' imports leave a few hundred thousand long-lived objects (type stubs of every Kubernetes
-# kind); move them out of the collector's sight so that building the stack does not rescan them.
-gc.freeze()
+# Process-level settings (the collector), in one place so that the benchmarks' SDK floor makes the same ones.
+settle_after_imports()
 
 site = load_site()
 secrets = load_secrets(site)

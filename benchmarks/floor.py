@@ -7,6 +7,10 @@ SDK's own class for that type (`pulumi_kubernetes.core.v1.Service`, `pulumi_mini
 so the floor imports what the program imports for those types. Only the program's argument
 handling is skipped: the recorded inputs go straight to the registration the class would make.
 What is left is what the SDK itself costs for that work; the program's time beyond it is its own logic.
+
+Like the program, the floor first imports what its registrations need (and nothing else: a module
+the program imports for its own logic is the program's cost), then makes the program's process-level
+settings through the same call (`components.process.settle_after_imports`), then registers.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from typing import Any
 import pulumi
 from pulumi import _types
 
+from components.process import settle_after_imports
+
 PROVIDER_PACKAGES = {
     "kubernetes": "pulumi_kubernetes",
     "minio": "pulumi_minio",
@@ -30,22 +36,33 @@ PROVIDER_PACKAGES = {
 
 
 def replay(records: list[dict[str, Any]]) -> None:
+    classes = [_class(record) for record in records]  # imports every SDK module the registrations need, as the program's imports do
+    settle_after_imports()
     created: dict[str, pulumi.Resource] = {}
-    for record in records:
+    for record, cls in zip(records, classes):
         opts = pulumi.ResourceOptions(parent=created.get(record["parent"] or ""), provider=created.get(record["provider"] or ""))
         type_, name, inputs = record["type"], record["name"], record["inputs"]
         if record.get("read"):
             resource: pulumi.Resource = pulumi.StackReference(name, stack_name=inputs["name"], opts=opts)
-        elif type_.startswith("pulumi:providers:"):
-            package = type_.rsplit(":", 1)[1]
-            resource = _instance(importlib.import_module(PROVIDER_PACKAGES[package]), "Provider", pulumi.ProviderResource)
-            __init__(resource, package, name, inputs, opts)
-        elif record["custom"]:
-            resource = _instance(*_sdk_class(type_), pulumi.CustomResource)
-            __init__(resource, type_, name, inputs, opts)
-        else:
+        elif cls is None:
             resource = pulumi.ComponentResource(type_, name, None, opts)
+        else:
+            resource = cls.__new__(cls)
+            __init__(resource, type_.rsplit(":", 1)[1] if type_.startswith("pulumi:providers:") else type_, name, inputs, opts)
         created[record["urn"]] = resource
+
+
+def _class(record: dict[str, Any]) -> type | None:
+    """The SDK class a record is registered as; None for a stack read or a component."""
+    type_ = record["type"]
+    if record.get("read"):
+        return None
+    if type_.startswith("pulumi:providers:"):
+        return getattr(importlib.import_module(PROVIDER_PACKAGES[type_.rsplit(":", 1)[1]]), "Provider", pulumi.ProviderResource)
+    if record["custom"]:
+        module, name = _sdk_class(type_)
+        return getattr(module, name, pulumi.CustomResource)
+    return None
 
 
 def __init__(resource: Any, type_: str, name: str, inputs: dict[str, Any], opts: pulumi.ResourceOptions) -> None:  # noqa: N807
@@ -88,11 +105,6 @@ def _sdk_class(type_: str) -> tuple[Any, str]:
         prefix = module.split("/")[0]
         return importlib.import_module(PROVIDER_PACKAGES[package] + ("" if prefix == "index" else f".{prefix}")), name
     return importlib.import_module("pulumi.dynamic"), "Resource"  # dynamic resources (the program's own providers)
-
-
-def _instance(module: Any, name: str, fallback: type) -> Any:
-    cls = getattr(module, name, fallback)
-    return cls.__new__(cls)
 
 
 replay(json.loads(open(os.environ["FAB_FLOOR_PLAN"], encoding="utf-8").read()))
