@@ -107,4 +107,5 @@ def _sdk_class(type_: str) -> tuple[Any, str]:
     return importlib.import_module("pulumi.dynamic"), "Resource"  # dynamic resources (the program's own providers)
 
 
-replay(json.loads(open(os.environ["FAB_FLOOR_PLAN"], encoding="utf-8").read()))
+if __name__ == "__main__":  # as the mock renderer runs it
+    replay(json.loads(open(os.environ["FAB_FLOOR_PLAN"], encoding="utf-8").read()))

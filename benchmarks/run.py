@@ -1,10 +1,12 @@
 """`python -m benchmarks`: what a render costs, how it grows, and how long a first deploy must wait.
 
 Prints one table (method and figures: docs/performance.md) and exits 1 if a figure is over its limit:
-- each stack file rendered `--repeat` times: median wall time and peak memory, against the SDK floor
-  (benchmarks/floor.py: the same resources registered with no logic); program / floor at most 1.3;
-- generated sites growing in teams, models and GPU clusters: time and memory per resource, above the
-  cost of a process that only imports the SDK, at most 25% over the smallest scale's (linear growth);
+- each stack file rendered against the SDK floor (benchmarks/floor.py: the same resources registered with
+  no logic, under the same process settings), in alternating pairs: program / floor in CPU time and wall
+  time, min and median of the pairs; CPU median at most FLOOR_CPU_RATIO_LIMIT, memory MEMORY_RATIO_LIMIT;
+- generated sites growing in teams, models and GPU clusters, paired with their floors in the same way
+  (at LARGE_SITE, CPU median at most LARGE_SITE_CPU_RATIO_LIMIT), and the CPU each added resource costs
+  against what it costs the floor (from two sizes), at most MARGINAL_RATIO_LIMIT: growth is the SDK's;
 - the deploy critical path of each stack against its inherent chain: at most one step longer;
 - the deploy check of each stack (`fabctl check`: every release through Helm, then the rules) against
   its render: at most x3 (needs the chart packages and Helm: FAB_CHART_DIR and FAB_HELM, or ../shared).
@@ -22,9 +24,10 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table
@@ -35,15 +38,32 @@ from benchmarks.scale import DIMENSIONS
 from components.config import parse_site
 from fabctl.check import ValuesCheck, check
 from fabctl.helm import ChartPackages, render_releases
-from fabctl.render import PROJECT_DIR, Plan, RenderStats, render_config, with_secret_stand_ins
+from fabctl.render import PROJECT_DIR, Plan, RenderStats, linked_stack_outputs, render_config, with_secret_stand_ins
 from fabctl.stackfile import SITE_KEY, read_stack_config, stack_file, stack_names
 
 FLOOR_PROGRAM = Path(__file__).resolve().parent / "floor.py"
-FLOOR_RATIO_LIMIT = 1.3
-GROWTH_LIMIT = 1.25
-EXTRA_STEPS_LIMIT = 1
-CHECK_RATIO_LIMIT = 3.0
 SHARED = PROJECT_DIR.parent / "shared"
+
+FLOOR_CPU_RATIO_LIMIT = 1.25
+"""A stack file's render may cost at most 25% more CPU than its floor (median of the pairs): that margin is all
+the program may spend on its own imports (the config model, the components) and on building its inputs."""
+LARGE_SITE_CPU_RATIO_LIMIT = 1.05
+"""At LARGE_SITE the program's fixed cost is spread over thousands of resources and what is left is per resource:
+at most 5% more CPU than the floor (median of the pairs)."""
+LARGE_SITE = ("teams", 256)
+"""The generated site LARGE_SITE_CPU_RATIO_LIMIT applies to (a dimension of benchmarks/scale.py and one of its
+scales): 256 teams more than site-a, about 6,600 resources."""
+MEMORY_RATIO_LIMIT = 1.10
+"""In every pairing (stack files and generated sites), the program's peak resident memory at most 10% over its
+floor's (median of the pairs)."""
+MARGINAL_RATIO_LIMIT = 1.25
+"""A resource a generated site adds (from its dimension's smallest scale) may cost at most 25% more CPU than the
+same resource costs the floor: more would be the program's own work growing with the site, faster than linearly
+where the ratio rises with scale."""
+EXTRA_STEPS_LIMIT = 1
+"""The deploy critical path may be at most this many steps longer than the inherent chain."""
+CHECK_RATIO_LIMIT = 3.0
+"""The deploy check (Helm renders and rules) may take at most three times the render's wall time."""
 
 INHERENT_CHAIN = [
     # The steps a first deploy cannot avoid, each needing the one before it (the longest such chain in both stacks):
@@ -68,6 +88,123 @@ def inherent_chain(plan: Plan) -> list[str]:
     return [*INHERENT_CHAIN, *(step.format(team=teams[0]) for step in TEAM_CHAIN)] if teams else list(INHERENT_CHAIN)
 
 
+@dataclass(frozen=True)
+class Spread:
+    """The smallest and the median of a set of ratios."""
+
+    min: float
+    median: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread:
+        if not values:
+            raise ValueError("no values to take a spread of")
+        return cls(min(values), statistics.median(values))
+
+    def __str__(self) -> str:
+        return f"x{self.min:.2f} min, x{self.median:.2f} median"
+
+
+def cpu(stats: RenderStats) -> float:
+    """CPU time (user and system) the renderer process reports for itself: start-up, imports, render."""
+    return stats.cpu_seconds
+
+
+def wall(stats: RenderStats) -> float:
+    """Wall time of the renderer process, measured by its parent."""
+    return stats.seconds
+
+
+def memory(stats: RenderStats) -> float:
+    """Peak resident memory of the renderer process, in MiB."""
+    return stats.peak_rss_mib
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Renders of a program and of its floor, taken in alternating pairs: `program[i]` with `floor[i]`."""
+
+    program: tuple[RenderStats, ...]
+    floor: tuple[RenderStats, ...]
+
+    def __post_init__(self) -> None:
+        if not self.program or len(self.program) != len(self.floor):
+            raise ValueError(f"pairs need as many program renders as floor renders, at least one: {len(self.program)} and {len(self.floor)}")
+
+    def ratio(self, measure: Callable[[RenderStats], float]) -> Spread:
+        """Min and median of program / floor, pair by pair: a slower moment of the machine weighs on both sides of a pair."""
+        return Spread.of([measure(p) / measure(f) for p, f in zip(self.program, self.floor, strict=True)])
+
+    def median(self, side: Literal["program", "floor"], measure: Callable[[RenderStats], float]) -> float:
+        return statistics.median(measure(stats) for stats in getattr(self, side))
+
+    def noise(self, measure: Callable[[RenderStats], float]) -> float:
+        """The widest spread of a measure within one side's renders: a difference smaller than this is not measured."""
+        return max(max(values) - min(values) for values in ([measure(s) for s in self.program], [measure(s) for s in self.floor]))
+
+
+def paired(render_program: Callable[[], Plan], floor_of: Callable[[Plan], Callable[[], Plan]], repeat: int) -> tuple[Plan, Pairs]:
+    """`repeat` pairs of a program render and a floor render replaying the program's first render.
+
+    Every other pair runs the floor first, so that neither side is always the one that runs second.
+    """
+    first = render_program()
+    render_floor = floor_of(first)
+    program, floor = [first], [render_floor()]
+    for i in range(1, repeat):
+        if i % 2:
+            floor.append(render_floor())
+            program.append(render_program())
+        else:
+            program.append(render_program())
+            floor.append(render_floor())
+    return first, Pairs(tuple(_stats(p) for p in program), tuple(_stats(f) for f in floor))
+
+
+def marginal_cost(cost_a: float, n_a: int, cost_b: float, n_b: int) -> float:
+    """What one more resource costs, from two sizes of the same site: (cost(b) - cost(a)) / (n_b - n_a)."""
+    if n_b == n_a:
+        raise ValueError(f"two sizes of a site must differ in resources to give a cost per resource: both have {n_a}")
+    return (cost_b - cost_a) / (n_b - n_a)
+
+
+@dataclass(frozen=True)
+class Marginal:
+    """The CPU one more resource costs the program and the floor, between two sizes of a generated site."""
+
+    program_seconds: float
+    floor_seconds: float
+    program_mib: float
+    measurable: bool
+    """False when either CPU difference is within the renders' own spread (or not positive), or when there is only one
+    pair at a size and so no spread to judge by: then there is no ratio."""
+
+    @property
+    def ratio(self) -> float | None:
+        return self.program_seconds / self.floor_seconds if self.measurable else None
+
+
+def marginal(small: Pairs, n_small: int, large: Pairs, n_large: int) -> Marginal:
+    """The per-resource cost from the medians at two sizes; never a factor from a difference the noise could make."""
+    program = [small.median("program", cpu), large.median("program", cpu)]
+    floor = [small.median("floor", cpu), large.median("floor", cpu)]
+    noise = max(small.noise(cpu), large.noise(cpu))
+    pairs = min(len(small.program), len(large.program))
+    measurable = pairs > 1 and program[1] - program[0] > noise and floor[1] - floor[0] > noise
+    return Marginal(
+        program_seconds=marginal_cost(program[0], n_small, program[1], n_large),
+        floor_seconds=marginal_cost(floor[0], n_small, floor[1], n_large),
+        program_mib=marginal_cost(small.median("program", memory), n_small, large.median("program", memory), n_large),
+        measurable=measurable,
+    )
+
+
+def _stats(plan: Plan) -> RenderStats:
+    if plan.stats is None:
+        raise ValueError(f"the render of {plan.stack} has no stats")
+    return plan.stats
+
+
 @dataclass
 class Row:
     benchmark: str
@@ -78,14 +215,25 @@ class Row:
     figure: str
     limit: str
     ok: bool
+    cpu_seconds: float = 0.0
 
 
-def medians(plans: list[Plan]) -> RenderStats:
-    return RenderStats(
-        seconds=statistics.median(p.stats.seconds for p in plans),
-        peak_rss_mib=statistics.median(p.stats.peak_rss_mib for p in plans),
-        cpu_seconds=statistics.median(p.stats.cpu_seconds for p in plans),
-    )
+@dataclass
+class Limits:
+    """The limits a row is checked against: each one's text and whether it holds."""
+
+    checks: list[tuple[str, bool]] = field(default_factory=list)
+
+    def add(self, text: str, ok: bool) -> None:
+        self.checks.append((text, ok))
+
+    @property
+    def text(self) -> str:
+        return "; ".join(text for text, _ in self.checks)
+
+    @property
+    def ok(self) -> bool:
+        return all(ok for _, ok in self.checks)
 
 
 def floor_renderer(plan: Plan) -> Callable[[], Plan]:
@@ -93,10 +241,10 @@ def floor_renderer(plan: Plan) -> Callable[[], Plan]:
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="fab-floor-", delete=False) as handle:
         json.dump(plan.resources, handle)
     atexit.register(os.unlink, handle.name)
-    os.environ["FAB_FLOOR_PLAN"] = handle.name  # inherited by the renderer's child process
 
     def render_floor() -> Plan:
-        floor = render_config(plan.stack, {}, program=FLOOR_PROGRAM)
+        os.environ["FAB_FLOOR_PLAN"] = handle.name  # inherited by the renderer's child process
+        floor = render_config(plan.stack, {}, program=FLOOR_PROGRAM, stack_references={})
         if {r["urn"] for r in floor.resources} != {r["urn"] for r in plan.resources}:
             raise SystemExit(f"the floor of {plan.stack} did not register the program's resources: fix benchmarks/floor.py")
         return floor
@@ -104,50 +252,67 @@ def floor_renderer(plan: Plan) -> Callable[[], Plan]:
     return render_floor
 
 
+def program_renderer(stack: str, site: dict[str, Any] | None = None) -> Callable[[], Plan]:
+    """Renders of a stack file, or of a generated `site` in its place; other stacks' outputs are rendered once, here."""
+    config = read_stack_config(stack_file(PROJECT_DIR, stack))
+    config, _ = with_secret_stand_ins(config if site is None else {**config, SITE_KEY: site})
+    references = linked_stack_outputs(config, PROJECT_DIR)
+    return lambda: render_config(stack, config, stack_references=references)
+
+
+def pairing_figure(pairs: Pairs) -> str:
+    return (f"CPU {pairs.ratio(cpu)}; wall {pairs.ratio(wall)}; memory {pairs.ratio(memory)} "
+            f"({len(pairs.program)} alternating pairs)")
+
+
+def check_pairing(pairs: Pairs, limits: Limits, cpu_limit: float | None) -> None:
+    if cpu_limit is not None:
+        limits.add(f"CPU median <= x{cpu_limit}", pairs.ratio(cpu).median <= cpu_limit)
+    limits.add(f"memory median <= x{MEMORY_RATIO_LIMIT}", pairs.ratio(memory).median <= MEMORY_RATIO_LIMIT)
+
+
 def stack_rows(stack: str, repeat: int) -> tuple[Plan, list[Row]]:
-    """Program and floor renders alternate, so that a slower moment of the machine weighs on both alike."""
-    config, _ = with_secret_stand_ins(read_stack_config(stack_file(PROJECT_DIR, stack)))
-    program = [render_config(stack, config)]
-    render_floor = floor_renderer(program[0])
-    floor = [render_floor()]
-    for _ in range(repeat - 1):
-        program.append(render_config(stack, config))
-        floor.append(render_floor())
-    ratio = statistics.median(p.stats.seconds / f.stats.seconds for p, f in zip(program, floor))
-    memory = statistics.median(p.stats.peak_rss_mib / f.stats.peak_rss_mib for p, f in zip(program, floor))
-    stats, floor_stats = medians(program), medians(floor)
-    n = len(program[0].resources)
-    return program[0], [
-        Row("render", stack, n, stats.seconds, stats.peak_rss_mib, f"the program; CPU {stats.cpu_seconds:.2f} s", "", True),
-        Row("render", f"{stack} floor", n, floor_stats.seconds, floor_stats.peak_rss_mib,
-            f"same resources, no logic; CPU {floor_stats.cpu_seconds:.2f} s", "", True),
-        Row("program / floor", stack, n, stats.seconds, stats.peak_rss_mib, f"time x{ratio:.2f}, memory x{memory:.2f} (median of pairs)",
-            f"time <= x{FLOOR_RATIO_LIMIT}", ratio <= FLOOR_RATIO_LIMIT),
+    plan, pairs = paired(program_renderer(stack), floor_renderer, repeat)
+    n = len(plan.resources)
+    limits = Limits()
+    check_pairing(pairs, limits, FLOOR_CPU_RATIO_LIMIT)
+    return plan, [
+        Row("render", stack, n, pairs.median("program", wall), pairs.median("program", memory), "the program", "", True,
+            pairs.median("program", cpu)),
+        Row("render", f"{stack} floor", n, pairs.median("floor", wall), pairs.median("floor", memory),
+            "same resources, no logic, same process settings", "", True, pairs.median("floor", cpu)),
+        Row("program / floor", stack, n, 0.0, 0.0, pairing_figure(pairs), limits.text, limits.ok),
     ]
 
 
-def baseline(repeat: int) -> RenderStats:
-    """A renderer process that imports the SDK and registers nothing: the fixed cost taken off growth figures."""
-    render_empty = floor_renderer(Plan(stack="site-a", resources=[]))
-    return medians([render_empty() for _ in range(repeat)])
-
-
-def growth_rows(repeat: int, base: RenderStats) -> list[Row]:
+def growth_rows(repeat: int, dimensions: Sequence[str] = tuple(DIMENSIONS)) -> list[Row]:
+    """Each generated site paired with its floor; from the second scale on, the CPU per added resource against the floor's."""
     rows = []
-    for dimension, (stack, grow, scales) in DIMENSIONS.items():
-        config, _ = with_secret_stand_ins(read_stack_config(stack_file(PROJECT_DIR, stack)))
-        first: tuple[float, float] | None = None
+    for dimension in dimensions:
+        stack, grow, scales = DIMENSIONS[dimension]
+        base = read_stack_config(stack_file(PROJECT_DIR, stack))[SITE_KEY]
+        smallest: tuple[int, int, Pairs] | None = None
         for scale in scales:
-            grown = {**config, SITE_KEY: grow(config[SITE_KEY], scale)}
-            plans = [render_config(stack, grown) for _ in range(repeat)]
-            stats, n = medians(plans), len(plans[0].resources)
-            per_resource = ((stats.seconds - base.seconds) / n, (stats.peak_rss_mib - base.peak_rss_mib) / n)
-            first = first or per_resource
-            growth = (per_resource[0] / first[0], per_resource[1] / first[1])
+            plan, pairs = paired(program_renderer(stack, grow(base, scale)), floor_renderer, repeat)
+            n = len(plan.resources)
+            limits = Limits()
+            check_pairing(pairs, limits, LARGE_SITE_CPU_RATIO_LIMIT if (dimension, scale) == LARGE_SITE else None)
+            figure = f"floor CPU {pairs.median('floor', cpu):.2f} s; program / floor: {pairing_figure(pairs)}"
+            if smallest is None:
+                smallest = (scale, n, pairs)
+            else:
+                added = marginal(smallest[2], smallest[1], pairs, n)
+                figure += (f"\nper resource added since {smallest[0]}: program {added.program_seconds * 1000:.2f} ms CPU, "
+                           f"{added.program_mib * 1024:.0f} KiB; floor {added.floor_seconds * 1000:.2f} ms CPU")
+                if added.ratio is None:
+                    figure += " (within the renders' spread: no ratio)"
+                else:
+                    figure += f" (x{added.ratio:.2f})"
+                    limits.add(f"per resource <= x{MARGINAL_RATIO_LIMIT}", added.ratio <= MARGINAL_RATIO_LIMIT)
             rows.append(Row(
-                f"growth: {dimension}", f"{stack}, {scale} {'more ' if dimension == 'teams' else ''}{dimension}", n, stats.seconds,
-                stats.peak_rss_mib, f"{per_resource[0] * 1000:.2f} ms, {per_resource[1] * 1024:.0f} KiB per resource "
-                f"(x{growth[0]:.2f}, x{growth[1]:.2f})", f"each <= x{GROWTH_LIMIT}", max(growth) <= GROWTH_LIMIT,
+                f"growth: {dimension}", f"{stack}, {scale} {'more ' if dimension == 'teams' else ''}{dimension}", n,
+                pairs.median("program", wall), pairs.median("program", memory), figure, limits.text, limits.ok,
+                pairs.median("program", cpu),
             ))
     return rows
 
@@ -195,25 +360,38 @@ def _short(urn: str) -> str:
 
 def table(rows: list[Row]) -> Table:
     out = Table(title="fab-platform render benchmarks", show_lines=True)
-    for column, justify in [("benchmark", "left"), ("case", "left"), ("resources", "right"), ("median time", "right"),
-                            ("peak memory", "right"), ("figure", "left"), ("limit", "left"), ("result", "left")]:
+    for column, justify in [("benchmark", "left"), ("case", "left"), ("resources", "right"), ("median wall", "right"),
+                            ("median CPU", "right"), ("peak memory", "right"), ("figure", "left"), ("limit", "left"),
+                            ("result", "left")]:
         out.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in rows:
-        timed = bool(row.seconds)
-        out.add_row(row.benchmark, row.case, str(row.resources), f"{row.seconds:.2f} s" if timed else "",
-                    f"{row.peak_mib:.0f} MiB" if timed else "", row.figure, row.limit,
-                    "" if not row.limit else ("[green]ok[/]" if row.ok else "[red]over[/]"))
+        out.add_row(row.benchmark, row.case, str(row.resources), f"{row.seconds:.2f} s" if row.seconds else "",
+                    f"{row.cpu_seconds:.2f} s" if row.cpu_seconds else "", f"{row.peak_mib:.0f} MiB" if row.peak_mib else "",
+                    row.figure, row.limit, "" if not row.limit else ("[green]ok[/]" if row.ok else "[red]over[/]"))
     return out
+
+
+SECTIONS = ("stacks", "growth", "critical-path", "check")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5, help="renders per stack file and per floor (median); default 5")
-    parser.add_argument("--growth-repeat", type=int, default=3, help="renders per generated site (median); default 3")
+    parser.add_argument("--repeat", type=int, default=5, help="program/floor pairs per stack file; default 5")
+    parser.add_argument("--growth-repeat", type=int, default=3, help="program/floor pairs per generated site; default 3")
+    parser.add_argument("--only", action="append", choices=SECTIONS,
+                        help="measure only this section (repeatable); default all: " + ", ".join(SECTIONS))
+    parser.add_argument("--stack", action="append", help="only this stack file (repeatable); default every stack file")
+    parser.add_argument("--dimension", action="append", choices=sorted(DIMENSIONS),
+                        help="only this growth dimension (repeatable); default all")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args(argv)
     if args.repeat < 1 or args.growth_repeat < 1:
         parser.error("--repeat and --growth-repeat must be at least 1")
+    sections = set(args.only or SECTIONS)
+    stacks = stack_names(PROJECT_DIR)
+    if unknown := sorted(set(args.stack or ()) - set(stacks)):
+        parser.error(f"no stack file for {', '.join(unknown)}: the stack files are {', '.join(stacks)}")
+    stacks = args.stack or stacks
 
     # Measure installed code: Python caches bytecode on a first import, unless PYTHONDONTWRITEBYTECODE is
     # set (as in some CI images); compile once here so that no render pays for compiling the program.
@@ -221,16 +399,24 @@ def main(argv: list[str] | None = None) -> int:
         compileall.compile_dir(PROJECT_DIR / package, quiet=1)
     rows: list[Row] = []
     plans = []
-    for stack in stack_names(PROJECT_DIR):
-        plan, stack_table = stack_rows(stack, args.repeat)
+    for stack in stacks:
+        if "stacks" in sections:
+            plan, stack_table = stack_rows(stack, args.repeat)
+            rows.extend(stack_table)
+        elif sections & {"critical-path", "check"}:
+            plan = program_renderer(stack)()
+        else:
+            continue
         plans.append(plan)
-        rows.extend(stack_table)
-    rows.extend(growth_rows(args.growth_repeat, baseline(args.repeat)))
-    rows.extend(critical_path_row(plan) for plan in plans)
-    checked = [row for row in (check_row(plan) for plan in plans) if row is not None]
-    if not checked:
-        print("deploy check not measured: no chart packages and Helm (set FAB_CHART_DIR and FAB_HELM)", file=sys.stderr)
-    rows.extend(checked)
+    if "growth" in sections:
+        rows.extend(growth_rows(args.growth_repeat, args.dimension or tuple(DIMENSIONS)))
+    if "critical-path" in sections:
+        rows.extend(critical_path_row(plan) for plan in plans)
+    if "check" in sections:
+        checked = [row for row in (check_row(plan) for plan in plans) if row is not None]
+        if not checked:
+            print("deploy check not measured: no chart packages and Helm (set FAB_CHART_DIR and FAB_HELM)", file=sys.stderr)
+        rows.extend(checked)
 
     Console(width=200).print(table(rows))
     if args.json:
