@@ -19,6 +19,7 @@ import importlib
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -65,7 +66,7 @@ def _class(record: dict[str, Any]) -> type | None:
     return None
 
 
-def __init__(resource: Any, type_: str, name: str, inputs: dict[str, Any], opts: pulumi.ResourceOptions) -> None:  # noqa: N807
+def __init__(resource: Any, type_: str, name: str, inputs: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
     """Stands in for the provider class's constructor, which the real program goes through.
 
     The SDK records the stack of every registration made by a resource class constructor and finds
@@ -108,4 +109,4 @@ def _sdk_class(type_: str) -> tuple[Any, str]:
 
 
 if __name__ == "__main__":  # as the mock renderer runs it
-    replay(json.loads(open(os.environ["FAB_FLOOR_PLAN"], encoding="utf-8").read()))
+    replay(json.loads(Path(os.environ["FAB_FLOOR_PLAN"]).read_text(encoding="utf-8")))
