@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components import routing, serving, versions
-from components.capacity import ModelCapacity
 from components.config import AdoptConfig, InferenceConfig, names
 from components.constants import ENGINE_LABEL, ENVOY_HTTPS_PORT_NAME, GATEWAY_NAMESPACE, HTTPS_PORT, INFERENCE_GATEWAY_SERVICE
 from components.gateway import ROUTES_LABEL, envoy_gateway, http_route, https_listener
@@ -41,6 +40,9 @@ from components.network import CrossClusterNetwork, GlobalService
 from components.providers import NamespaceRef, SiteRef
 from components.serving import GATEWAY_NAME, PRINCIPAL, VLLM_PORT, route_prefix
 from components.storage import StorageCluster
+
+if TYPE_CHECKING:  # the sizing arithmetic is the config's to run (`SiteConfig.model_capacity`); here it is only a type
+    from components.capacity import ModelCapacity
 
 GATEWAY_CLASS = "fab-llm"
 LISTENER = "https"

@@ -31,7 +31,6 @@ from components.constants import (
     PROMETHEUS_POD_LABELS,
     PROMETHEUS_PORT,
 )
-from components.dashboards import dashboards, ksm_metric_labels_allowlist
 from components.engines import GATEWAY, INTERACTIVE, Ui
 from components.gateway import ROUTES_LABEL, http_route
 from components.identity import PLATFORM_ADMINS, SiteIdentity
@@ -277,6 +276,10 @@ def cluster_manifests(scopes: Mapping[str, MetricsScope], config: ObservabilityC
     (components/monitors.py), the alert rules of every cluster whose series it evaluates (components/alerts.py: its own,
     or in-cluster on compute every cluster's) and, on compute while Grafana is on, the dashboards
     (components/dashboards.py)."""
+    # Imported here (and in `prometheus_stack_values`): the Grafana SDK costs a render ~30 ms, and only a site with
+    # observability builds dashboards.
+    from components.dashboards import dashboards
+
     (compute,) = [key for key, scope in scopes.items() if scope.role == "compute"]
     rules: dict[str, list[dict[str, Any]]] = {key: [] for key in scopes}
     for key, scope in sorted(scopes.items()):
@@ -425,6 +428,8 @@ def prometheus_stack_values(site: SiteRef, cluster: ClusterRef, config: Observab
     Prometheus remote-writes, or None (compute's, in-cluster: it is the store). `basic_auth`: the store wants the user and
     password of REMOTE_WRITE_SECRET. `webhook`: Alertmanager sends to the URL in ALERT_WEBHOOK_SECRET. `grafana`: Grafana's settings on compute while it is on, else None.
     """
+    from components.dashboards import ksm_metric_labels_allowlist  # deferred: see `cluster_manifests`
+
     identity = {"site": site.name, "cluster": cluster.name}
     evaluates = evaluates_rules(cluster.role, config)
     remote_write: list[dict[str, Any]] = []

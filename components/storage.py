@@ -21,13 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jwt
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_minio as minio
 import pulumi_random as random
 import pulumi_tls as tls
-from jwt.warnings import InsecureKeyLengthWarning
 
 from components import versions
 from components.config import (
@@ -172,6 +170,10 @@ changes nothing; rotating the keys (replacing the service account) makes a new o
 def metrics_token(access_key: str, secret_key: str) -> str:
     """The bearer token AIStor's metrics accept for a principal: an HS512 JWT of its access key (subject, issuer
     `prometheus`) signed with its secret key, as `mc admin prometheus generate` makes it."""
+    # Imported here: only a site with metrics makes a token, and PyJWT loads cryptography.
+    import jwt
+    from jwt.warnings import InsecureKeyLengthWarning
+
     with warnings.catch_warnings():
         # MinIO's secret keys are 40 characters, shorter than RFC 7518 recommends for HS512; the key is MinIO's to choose.
         warnings.simplefilter("ignore", InsecureKeyLengthWarning)

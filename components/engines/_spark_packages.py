@@ -23,9 +23,6 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives.serialization import NoEncryption, pkcs12
-
 from components.config.views import read_ca_bundle
 from components.registry import Registry
 
@@ -87,6 +84,10 @@ def _without_mac(pfx: bytes) -> bytes:
 def trust_store(pem: str) -> bytes:
     """A PKCS#12 Java trust store of the certificates of `pem`: no password, as it holds public certificates only, and no
     MAC, so that the same certificates give the same bytes and the ConfigMap does not change on every update."""
+    # Imported here: only a site whose JVMs trust its own CA builds a store, and cryptography costs every render ~25 ms.
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import NoEncryption, pkcs12
+
     certificates = x509.load_pem_x509_certificates(pem.encode())
     entries = [pkcs12.PKCS12Certificate(cert, f"fab-registry-ca-{i}".encode()) for i, cert in enumerate(certificates)]
     return _without_mac(pkcs12.serialize_java_truststore(entries, NoEncryption()))
