@@ -52,12 +52,15 @@ NUMBERS = numeric_fields(SiteConfig)
 def numbers_site() -> dict[str, Any]:
     """The site with every optional part (full_site), and an entry in each mapping that holds numbers: a GPU type, a
     profile with replicas and quotas, notebook profiles, a model's canary, a peer's team training here, GPU notebooks
-    with a team's quota, Spark RAPIDS."""
+    with a team's quota, Spark RAPIDS, Iceberg maintenance of a namespace, a Trino external catalog."""
     site = full_site()
     site["gpu"]["gpu-train"]["spark_rapids"] = {}
     site["gpu_types"] = {"b200": {"memory_mib": 183359, "product": "NVIDIA-B200"}}
     site["profiles"] = {"night": {"replicas": {"qwen3-8b": 2}, "quotas": {"yield": {"gpu": {"gpus": 4}}}}}
     site["compute"]["jupyterhub"] = {"profiles": {"small": {"cpu": 2, "memory_gib": 8}}}
+    site["compute"]["iceberg_maintenance"] = {"targets": [{"namespace": "fdc"}]}
+    site["compute"]["trino"] = {"external_catalogs": {"scm": {
+        "connector": "postgresql", "host": "scm-db.corp.example", "cidrs": ["172.20.8.0/28"], "database": "scm", "user": "ro"}}}
     add_gpu_notebooks(site)
     site["inference"]["models"]["qwen3-8b"].update(revision="r1", canary={"revision": "r2"})
     site["federation"] = {"peers": {"site-u": {"remote_training": {"yield": {"gpu": {"gpus": 0, "borrowing_limit_gpus": 1}}}}},
