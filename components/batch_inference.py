@@ -24,9 +24,8 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-import yaml
 
-from components import versions
+from components import versions, yamltext
 from components.config import names
 from components.constants import S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY, TEAM_LABEL, s3_secret
 from components.data_access import TRAINING
@@ -174,15 +173,8 @@ def batch_job(site: BatchSite, model: ServedModel, team: str) -> dict[str, Any]:
     }
 
 
-class _PlainDumper(yaml.SafeDumper):
-    """Writes repeated values out in full: a template a team reads and edits has no YAML anchors."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
 def job_yaml(job: dict[str, Any]) -> str:
-    return yaml.dump(job, Dumper=_PlainDumper, sort_keys=False)
+    return yamltext.dump(job, aliases=False)
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,8 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-import yaml
 
-from components import versions
+from components import versions, yamltext
 from components.config import AdoptConfig, ProfileSchedule, SiteConfig, names
 from components.gpu import INFERENCE_NAMESPACE, gpu_types
 from components.kube import (
@@ -320,7 +319,7 @@ class ProfileSwitches(pulumi.ComponentResource):
                 job = names.PROFILE_SWITCH(profile)
                 content = k8s.core.v1.ConfigMap(
                     f"{prefix}-objects-{profile}", metadata={"name": job, "namespace": SWITCH_NAMESPACE},
-                    data={OBJECTS_KEY: yaml.safe_dump_all([obj.manifest(profile) for obj in objects], sort_keys=False)},
+                    data={OBJECTS_KEY: yamltext.dump_all([obj.manifest(profile) for obj in objects])},
                     opts=_after(on, ns),
                 )
                 k8s.batch.v1.CronJob(

@@ -19,9 +19,8 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-import yaml
 
-from components import versions
+from components import versions, yamltext
 from components.config import AdoptConfig, names
 from components.config.views import RAY_CLIENT_PORT
 from components.constants import RAY_TOKEN_KEY, TEAM_LABEL, polaris_secret, s3_secret
@@ -196,7 +195,7 @@ class RayPlatform(pulumi.ComponentResource):
             team_ns = {ns_name: ns for (c, ns_name), ns in sorted(args.team_namespaces.items()) if c == key}
             # The chart creates a Role in every watched namespace: they exist first.
             self.releases[key] = self._operator(cluster, sorted(team_ns), list(team_ns.values()))
-            template = yaml.safe_dump(ray_cluster_template(args.lb_pools[key], cluster.registry), sort_keys=False)
+            template = yamltext.dump(ray_cluster_template(args.lb_pools[key], cluster.registry))
             for ns_name, ns in team_ns.items():
                 team = args.teams[ns_name]
                 on = pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=[ns])

@@ -16,9 +16,8 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-import yaml
 
-from components import versions
+from components import versions, yamltext
 from components.config import AdoptConfig, SparkRapidsConfig
 from components.constants import polaris_secret, s3_secret
 from components.data_access import TRAINING
@@ -180,7 +179,7 @@ class SparkRapids(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[role, team_ns]),
             )
         self.application_template = pulumi.Output.from_input(args.catalog_uri).apply(
-            lambda uri: yaml.safe_dump(spark_rapids_application(args.config, uri, registry=registry), sort_keys=False))
+            lambda uri: yamltext.dump(spark_rapids_application(args.config, uri, registry=registry)))
         self.register_outputs({"application_template": self.application_template})
 
     def _packages_config_map(self, name: str, namespace_: str, after: pulumi.Resource, registry: Registry) -> k8s.core.v1.ConfigMap:

@@ -27,9 +27,8 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-import yaml
 
-from components import versions
+from components import versions, yamltext
 from components.config import AdoptConfig, RemoteTeam, TeamQuota, TrainingConfig, names
 from components.constants import (
     AIRFLOW_NAMESPACE,
@@ -138,7 +137,7 @@ def kueue_config(multikueue: bool, runtimes: AbstractSet[str], spark: bool = Fal
     }
     if multikueue:
         config["multiKueue"] = {"gcInterval": "1m", "origin": "multikueue", "workerLostTimeout": "15m"}
-    return yaml.safe_dump(config, sort_keys=False)
+    return yamltext.dump(config)
 
 
 def kueue_values(multikueue: bool, runtimes: AbstractSet[str], spark: bool = False) -> dict[str, Any]:
@@ -158,7 +157,7 @@ def kubeconfig(cluster: str, server: str, ca_b64: str, token: str, namespace: st
     context = {"cluster": cluster, "user": cluster}
     if namespace is not None:
         context["namespace"] = namespace
-    return yaml.safe_dump(
+    return yamltext.dump(
         {
             "apiVersion": "v1",
             "kind": "Config",
@@ -370,7 +369,7 @@ class TrainingPool(pulumi.ComponentResource):
             opts=self._on(args.compute.key, [args.airflow_namespace]),
         )
         self.example_job = pulumi.Output.all(args.storage.catalog_uri, args.storage.warehouse).apply(
-            lambda catalog: yaml.safe_dump(example_job(catalog[0], catalog[1]), sort_keys=False)
+            lambda catalog: yamltext.dump(example_job(catalog[0], catalog[1]))
         )
         self.register_outputs({"submission": self.submission, "remote_submission": self.remote_submission, "example_job": self.example_job})
 

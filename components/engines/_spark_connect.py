@@ -15,9 +15,8 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-import yaml
 
-from components import versions
+from components import versions, yamltext
 from components.constants import ENGINE_LABEL, polaris_secret, s3_secret
 from components.engines import _spark_packages as packages
 from components.engines._base import INTERACTIVE, POOL_LABEL, EngineScope
@@ -230,7 +229,7 @@ def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi
                                  data={"spark-defaults.conf": defaults}, opts=scope.after(ns))
     registry = scope.cluster.registry
     template = scope.config_map(TEMPLATE_CONFIG_MAP, NAMESPACE,
-                                {"executor.yaml": yaml.safe_dump(executor_template(registry), sort_keys=False)}, ns)
+                                {"executor.yaml": yamltext.dump(executor_template(registry))}, ns)
     maven = [packages_config_map(scope, NAMESPACE, ns)] if packages.resolves_from_site(registry) else []
     volumes, _ = _scratch()
     k8s.apps.v1.Deployment(

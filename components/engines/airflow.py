@@ -23,9 +23,8 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-import yaml
 
-from components import iceberg_maintenance, versions
+from components import iceberg_maintenance, versions, yamltext
 from components.constants import (
     AIRFLOW_NAMESPACE,
     MAINTENANCE_NAMESPACE,
@@ -130,7 +129,7 @@ def _deploy(scope: EngineScope) -> None:
     maintenance = scope.compute.iceberg_maintenance
     if spark_on:
         delivered.append(scope.config_map(SPARK_TEMPLATE, ns, {
-            "sparkapplication.yaml": yaml.safe_dump(spark.spark_application_template(scope.cluster.registry), sort_keys=False),
+            "sparkapplication.yaml": yamltext.dump(spark.spark_application_template(scope.cluster.registry)),
         }, ns_resource))
         volumes.append({"name": SPARK_TEMPLATE, "configMap": {"name": SPARK_TEMPLATE}})
         mounts.append({"name": SPARK_TEMPLATE, "mountPath": SPARK_TEMPLATE_DIR, "readOnly": True})

@@ -24,9 +24,8 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-import yaml
 
-from components import versions
+from components import versions, yamltext
 from components.config import ServingRepoConfig, names
 from components.constants import ARGOCD_NAMESPACE, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET
 from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui
@@ -69,14 +68,14 @@ def oidc_config(issuer: str) -> str:
     """Argo CD's `oidc.config`: the realm's issuer, the engine's client by reference to its Secret (never the values), and
     the `groups` claim. Keycloak requires PKCE (S256) of every browser client; Argo CD 3 sends it from its server."""
     secret = f"{ENGINE.name}-oidc"
-    return yaml.safe_dump({
+    return yamltext.dump({
         "name": "Keycloak",
         "issuer": issuer,
         "clientID": f"${secret}:{OIDC_CLIENT_ID}",
         "clientSecret": f"${secret}:{OIDC_CLIENT_SECRET}",
         "enablePKCEAuthentication": True,
         "requestedScopes": ["openid", "profile", "email", GROUPS_CLAIM],
-    }, sort_keys=False)
+    })
 
 
 def rbac_policy(teams: list[str]) -> str:
@@ -120,7 +119,7 @@ def chart_values(domain: str, issuer: str, teams: list[str]) -> dict[str, Any]:
                 "cluster.inClusterEnabled": "false",
                 # The controller watches only what the serving repository holds and what that makes: the serving account
                 # may list nothing else, and every other kind would be a failing watch.
-                "resource.inclusions": yaml.safe_dump(_kinds(SERVING_KINDS + OBSERVED_KINDS), sort_keys=False),
+                "resource.inclusions": yamltext.dump(_kinds(SERVING_KINDS + OBSERVED_KINDS)),
                 # The inclusions are the whole list; the chart's default exclusions would hide the EndpointSlices.
                 "resource.exclusions": "[]",
             },

@@ -14,9 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi_kubernetes as k8s
-import yaml
 
-from components import versions
+from components import versions, yamltext
 from components.constants import (
     ENGINE_LABEL,
     MAINTENANCE_NAMESPACE,
@@ -46,7 +45,7 @@ def yunikorn_queues(spark: Any) -> str:
             },
         }
 
-    return yaml.safe_dump(
+    return yamltext.dump(
         {
             "partitions": [
                 {
