@@ -1,11 +1,14 @@
 """The SDK floor: a program with no logic that registers exactly the resources of a recorded render.
 
 Run by the mock renderer in place of the project's `__main__.py`. It reads the render to replay from
-the file named by `FAB_FLOOR_PLAN` and registers every resource in the same order, with the same
-type, name, parent, provider and inputs (wire values, as recorded), as an instance of the provider
-SDK's own class for that type (`pulumi_kubernetes.core.v1.Service`, `pulumi_minio.S3Bucket`, ...),
-so the floor imports what the program imports for those types. Only the program's argument
-handling is skipped: the recorded inputs go straight to the registration the class would make.
+the file named by `FAB_FLOOR_PLAN` and makes every registration of it again, in the same order, as an
+instance of the provider SDK's own class for that type (`pulumi_kubernetes.core.v1.Service`,
+`pulumi_minio.S3Bucket`, ...), so the floor imports what the program imports for those types. Each
+registration is the recorded one: same type, name, parent and provider, same inputs (wire values), the
+inputs that came from other resources as Outputs of those resources and the secret ones as secret
+Outputs (so the SDK awaits and tracks them as it does for the program), the same dependencies and the same
+options (protect, retain on delete, aliases, additional secret outputs, import ids, ...). Only the program's
+argument handling is skipped: the recorded inputs go straight to the registration the class would make.
 What is left is what the SDK itself costs for that work; the program's time beyond it is its own logic.
 
 Like the program, the floor first imports what its registrations need (and nothing else: a module
@@ -41,8 +44,8 @@ def replay(records: list[dict[str, Any]]) -> None:
     settle_after_imports()
     created: dict[str, pulumi.Resource] = {}
     for record, cls in zip(records, classes):
-        opts = pulumi.ResourceOptions(parent=created.get(record["parent"] or ""), provider=created.get(record["provider"] or ""))
-        type_, name, inputs = record["type"], record["name"], record["inputs"]
+        opts = _options(record, created)
+        type_, name, inputs = record["type"], record["name"], _inputs(record, created)
         if record.get("read"):
             resource: pulumi.Resource = pulumi.StackReference(name, stack_name=inputs["name"], opts=opts)
         elif cls is None:
@@ -53,6 +56,65 @@ def replay(records: list[dict[str, Any]]) -> None:
         created[record["urn"]] = resource
 
 
+def _options(record: dict[str, Any], created: dict[str, pulumi.Resource]) -> pulumi.ResourceOptions:
+    """The recorded registration's options; its dependencies on resources it takes no input from as `depends_on`."""
+    from_inputs = {urn for urns in record.get("property_dependencies", {}).values() for urn in urns}
+    return pulumi.ResourceOptions(
+        parent=created.get(record["parent"] or ""),
+        provider=created.get(record["provider"] or ""),
+        depends_on=[created[urn] for urn in record.get("dependencies", []) if urn not in from_inputs],
+        protect=record.get("protect") or None,
+        retain_on_delete=record.get("retain_on_delete") or None,
+        delete_before_replace=record.get("delete_before_replace") or None,
+        ignore_changes=record.get("ignore_changes") or None,
+        replace_on_changes=record.get("replace_on_changes") or None,
+        additional_secret_outputs=record.get("additional_secret_outputs") or None,
+        aliases=[_alias(alias) for alias in record.get("aliases", [])] or None,
+        import_=record.get("import_id"),
+    )
+
+
+def _alias(recorded: dict[str, Any]) -> str | pulumi.Alias:
+    """A recorded alias (the `Alias` message as JSON: a URN or a spec) as the SDK's `Alias` that sends the same message."""
+    if "urn" in recorded:
+        return recorded["urn"]
+    spec = recorded["spec"]
+    parent = None if spec.get("noParent") else spec.get("parentUrn") or ...
+    return pulumi.Alias(name=spec.get("name", ...), type_=spec.get("type", ...), stack=spec.get("stack", ...),
+                        project=spec.get("project", ...), parent=parent)
+
+
+def _inputs(record: dict[str, Any], created: dict[str, pulumi.Resource]) -> dict[str, Any]:
+    """The recorded inputs, each secret one a secret Output and each one taken from other resources an Output of them."""
+    inputs = dict(record["inputs"])
+    for path in record.get("secret_inputs", []):
+        inputs = _replaced(inputs, path, pulumi.Output.secret)
+    for key, urns in record.get("property_dependencies", {}).items():
+        if key in inputs:
+            inputs[key] = pulumi.Output.all(*(created[urn].urn for urn in urns)).apply(lambda _, value=inputs[key]: value)
+    return inputs
+
+
+def _replaced(value: Any, path: str, wrap: Any) -> Any:
+    """`value` with the part at `path` (as the renderer records secret paths: `stringData.tls.crt`, `env[0].value`) wrapped.
+
+    A key may hold dots itself (`tls.crt`), so each step takes the key of the mapping that the path continues from.
+    """
+    if path in ("", "."):
+        return wrap(value)
+    if isinstance(value, dict):
+        for key in value:
+            if path == key or path.startswith((f"{key}.", f"{key}[")):
+                rest = path[len(key):].removeprefix(".")
+                return {**value, key: _replaced(value[key], rest, wrap)}
+    if isinstance(value, list) and path.startswith("["):
+        index, _, rest = path[1:].partition("]")
+        items = list(value)
+        items[int(index)] = _replaced(items[int(index)], rest.removeprefix("."), wrap)
+        return items
+    raise ValueError(f"the recorded secret path {path!r} is not in the recorded inputs")
+
+
 def _class(record: dict[str, Any]) -> type | None:
     """The SDK class a record is registered as; None for a stack read or a component."""
     type_ = record["type"]
@@ -60,7 +122,7 @@ def _class(record: dict[str, Any]) -> type | None:
         return None
     if type_.startswith("pulumi:providers:"):
         return getattr(importlib.import_module(PROVIDER_PACKAGES[type_.rsplit(":", 1)[1]]), "Provider", pulumi.ProviderResource)
-    if record["custom"]:
+    if record["custom"] or type_.split(":")[0] in PROVIDER_PACKAGES:  # a resource, or a provider's component (yaml/v2)
         module, name = _sdk_class(type_)
         return getattr(module, name, pulumi.CustomResource)
     return None
@@ -73,6 +135,9 @@ def __init__(resource: Any, type_: str, name: str, inputs: dict[str, Any], opts:
     it by counting `__init__` frames; calling the base class directly would skip that work and make
     the floor cheaper than any real program.
     """
+    if isinstance(resource, pulumi.ComponentResource):  # a component the provider builds (remote)
+        pulumi.ComponentResource.__init__(resource, type_, name, _args(type(resource), inputs), opts, remote=True)
+        return
     base = pulumi.ProviderResource if isinstance(resource, pulumi.ProviderResource) else pulumi.CustomResource
     base.__init__(resource, type_, name, _args(type(resource), inputs), opts)
 

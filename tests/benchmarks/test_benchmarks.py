@@ -69,11 +69,25 @@ def test_every_generated_site_is_a_valid_site(dimension):
     assert site.name == stack
 
 
-def test_the_floor_registers_exactly_the_resources_of_the_program():
+@pytest.fixture(scope="module")
+def site_b_and_floor() -> tuple[Plan, Plan]:
     plan = rendered("site-b")
-    floor = floor_renderer(plan)()
+    return plan, floor_renderer(plan)()
+
+
+def test_the_floor_registers_exactly_the_resources_of_the_program(site_b_and_floor):
+    plan, floor = site_b_and_floor
     assert sorted(r["urn"] for r in floor.resources) == sorted(r["urn"] for r in plan.resources)
     assert [r["type"] for r in floor.resources if r["name"] == "storage-polaris-db"] == ["kubernetes:postgresql.cnpg.io/v1:Cluster"]
+
+
+def test_the_floor_makes_the_program_s_registrations_with_the_same_inputs_dependencies_secrets_and_options(site_b_and_floor):
+    # Every field the renderer records of a RegisterResource request: the SDK does the same work for both.
+    plan, floor = site_b_and_floor
+    program = {r["urn"]: r for r in plan.resources}
+    differing = sorted({key for r in floor.resources for key in r if r[key] != program[r["urn"]].get(key)})
+    assert differing == []
+    assert any(r["property_dependencies"] for r in floor.resources) and any(r["secret_inputs"] for r in floor.resources)
 
 
 @pytest.mark.parametrize(("type_", "inputs", "expected"), [

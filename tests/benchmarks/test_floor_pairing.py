@@ -42,11 +42,12 @@ def test_the_program_makes_its_process_settings_only_through_the_shared_call_aft
         "a process setting made in __main__.py would not reach the floor: make it in components/process.py")
 
 
-def test_the_shared_process_settings_freeze_the_collector(monkeypatch):
+def test_the_shared_process_settings_freeze_the_collector_then_collect_the_young_generation_less_often(monkeypatch):
     calls = []
     monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(gc, "set_threshold", lambda *thresholds: calls.append(thresholds))
     process.settle_after_imports()
-    assert calls == ["freeze"]
+    assert calls == ["freeze", (50_000,)]
 
 
 def test_the_floor_makes_the_same_settings_after_its_imports_and_before_its_first_registration(monkeypatch):
@@ -142,3 +143,25 @@ def test_a_single_pair_gives_no_ratio_having_no_spread_to_judge_by():
     added = marginal(pairs([3.0], [2.5]), 500, pairs([9.0], [7.5]), 2500)
     assert added.ratio is None
     assert added.program_seconds == pytest.approx(0.003)
+
+
+def test_a_recorded_secret_path_through_keys_with_dots_and_list_items_wraps_that_value_alone():
+    inputs = {"stringData": {"tls.crt": "a", "tls.key": "b"}, "env": [{"value": "c"}, {"value": "d"}]}
+    wrapped = floor._replaced(floor._replaced(inputs, "stringData.tls.key", lambda v: ("secret", v)), "env[1].value", lambda v: ("secret", v))
+    assert wrapped == {"stringData": {"tls.crt": "a", "tls.key": ("secret", "b")}, "env": [{"value": "c"}, {"value": ("secret", "d")}]}
+    assert inputs["stringData"]["tls.key"] == "b"
+
+
+def test_fails_when_a_recorded_secret_path_is_not_in_the_recorded_inputs():
+    with pytest.raises(ValueError, match=r"^the recorded secret path 'data\.token' is not in the recorded inputs$"):
+        floor._replaced({"stringData": {"token": "x"}}, "data.token", lambda v: v)
+
+
+def test_a_recorded_alias_is_the_sdk_alias_that_sends_the_same_message():
+    by_type = floor._alias({"spec": {"parentUrn": "", "type": "kubernetes:rbac.authorization.k8s.io/v1beta1:Role"}})
+    renamed = floor._alias({"spec": {"name": "old", "parentUrn": "urn:pulumi:s::p::fab:x:C::c"}})
+    unparented = floor._alias({"spec": {"name": "old", "noParent": True}})
+    assert (by_type.type_, by_type.name, by_type.parent) == ("kubernetes:rbac.authorization.k8s.io/v1beta1:Role", ..., ...)
+    assert (renamed.name, renamed.type_, renamed.parent) == ("old", ..., "urn:pulumi:s::p::fab:x:C::c")
+    assert (unparented.name, unparented.parent) == ("old", None)
+    assert floor._alias({"urn": "urn:pulumi:s::p::fab:x:C::old"}) == "urn:pulumi:s::p::fab:x:C::old"
