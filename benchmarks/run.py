@@ -7,7 +7,8 @@ Prints one table (method and figures: docs/performance.md) and exits 1 if a figu
 - generated sites growing in teams, models and GPU clusters, paired with their floors in the same way
   (at LARGE_SITE, CPU median at most LARGE_SITE_CPU_RATIO_LIMIT), and the CPU each added resource costs
   against what it costs the floor (from two sizes), at most MARGINAL_RATIO_LIMIT: growth is the SDK's;
-- the deploy critical path of each stack against its inherent chain: at most one step longer;
+- the deploy critical path of each stack against its inherent chain: at most one step longer; weighted by what
+  Pulumi waits for on each step (benchmarks/critical_path.py), no heavier than the inherent chain;
 - the deploy check of each stack (`fabctl check`: every release through Helm, then the rules) against
   its render: at most x3 (needs the chart packages and Helm: FAB_CHART_DIR and FAB_HELM, or ../shared).
 """
@@ -33,7 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.critical_path import Path as Chain
-from benchmarks.critical_path import chain_exists, critical_path
+from benchmarks.critical_path import chain_exists, critical_path, needless_waits, weight, weighted_path
 from benchmarks.scale import DIMENSIONS
 from components.config import parse_site
 from fabctl.check import ValuesCheck, check
@@ -75,17 +76,24 @@ INHERENT_CHAIN = [
     "storage-polaris",  # Polaris, which starts on the bootstrapped schema,
     "storage-job-polaris-setup",  # the catalog setup, which needs Polaris' management API,
 ]
+OPERATOR_FIRST_CHAIN = [
+    # The chain a first deploy cannot avoid when each step is weighted by what Pulumi waits for on it (the weighted
+    # critical path): the same database chain, starting from the operator whose CRD the database is an instance of:
+    "storage-ns-cnpg-system",  # CloudNativePG's namespace,
+    "storage-cnpg",  # its chart, which installs the Cluster CRD and the operator that reconciles it (waits for readiness),
+    *INHERENT_CHAIN[INHERENT_CHAIN.index("storage-polaris-db"):],  # then the Postgres cluster, schema, Polaris, setup.
+]
 TEAM_CHAIN = [
     "storage-job-polaris-team-{team}",  # a training team's own principal, on the catalog roles the setup made,
     "storage-polaris-training-gpu-team-{team}",  # and the Secret that hands its keys to the team's namespace.
 ]
 
 
-def inherent_chain(plan: Plan) -> list[str]:
-    """INHERENT_CHAIN, then TEAM_CHAIN for the stack's first training team (by name)."""
+def inherent_chain(plan: Plan, chain: Sequence[str] = tuple(INHERENT_CHAIN)) -> list[str]:
+    """`chain` (INHERENT_CHAIN or OPERATOR_FIRST_CHAIN), then TEAM_CHAIN for the stack's first training team (by name)."""
     prefix = TEAM_CHAIN[0].split("{", 1)[0]
     teams = sorted(r["name"].removeprefix(prefix) for r in plan.resources if r["name"].startswith(prefix) and r["custom"])
-    return [*INHERENT_CHAIN, *(step.format(team=teams[0]) for step in TEAM_CHAIN)] if teams else list(INHERENT_CHAIN)
+    return [*chain, *(step.format(team=teams[0]) for step in TEAM_CHAIN)] if teams else list(chain)
 
 
 @dataclass(frozen=True)
@@ -346,6 +354,23 @@ def critical_path_row(plan: Plan) -> Row:
                f"<= {inherent.length + EXTRA_STEPS_LIMIT} steps", path.length <= inherent.length + EXTRA_STEPS_LIMIT)
 
 
+def weighted_path_row(plan: Plan) -> Row:
+    """The heaviest chain by what Pulumi waits for on each step, against the inherent chain's weight; the explicit waits on
+    it (each must be a runtime need: the inherent chain's own steps need each other)."""
+    path = weighted_path(plan)
+    chain = [_urn(plan, name) for name in inherent_chain(plan, OPERATOR_FIRST_CHAIN)]
+    if not chain_exists(plan, chain):
+        raise SystemExit(f"the operator-first chain is not a dependency chain of {plan.stack}: update OPERATOR_FIRST_CHAIN in "
+                         "benchmarks/run.py")
+    inherent = sum(weight(plan.by_urn[urn]) for urn in chain)
+    listed = "\n".join(f"{i}. {weight(plan.by_urn[urn])}  {_short(urn)}" for i, urn in enumerate(path.urns, 1))
+    waits = needless_waits(plan)
+    explicit = "".join(f"\n{_short(w.waiter)} -> {_short(w.waited_for)} (+{w.saves})" for w in waits)
+    return Row("weighted critical path", plan.stack, len(plan.resources), 0.0, 0.0,
+               f"{path.length} (inherent chain {inherent}):\n{listed}\nexplicit waits on it: {len(waits)}{explicit}",
+               f"<= {inherent}", path.length <= inherent)
+
+
 def _urn(plan: Plan, name: str) -> str:
     matches = [r["urn"] for r in plan.resources if r["name"] == name and r["custom"]]
     if len(matches) != 1:
@@ -412,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.extend(growth_rows(args.growth_repeat, args.dimension or tuple(DIMENSIONS)))
     if "critical-path" in sections:
         rows.extend(critical_path_row(plan) for plan in plans)
+        rows.extend(weighted_path_row(plan) for plan in plans)
     if "check" in sections:
         checked = [row for row in (check_row(plan) for plan in plans) if row is not None]
         if not checked:
