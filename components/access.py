@@ -77,31 +77,35 @@ class PreviewAccess(pulumi.ComponentResource):
             ns = namespace(f"{prefix}-ns-{PREVIEW_NAMESPACE}", PREVIEW_NAMESPACE, on, adopt=Adoption(args.adopt, key), registry=UPSTREAM)
             account = k8s.core.v1.ServiceAccount(
                 f"{prefix}-sa", metadata={"name": PREVIEW_ACCOUNT, "namespace": PREVIEW_NAMESPACE},
-                automount_service_account_token=False, opts=after(ns),
+                automount_service_account_token=False, opts=after(ns),  # the namespace must exist before the account in it
             )
             k8s.core.v1.Secret(
                 f"{prefix}-token",
                 metadata={"name": f"{PREVIEW_ACCOUNT}-token", "namespace": PREVIEW_NAMESPACE,
                           "annotations": {"kubernetes.io/service-account.name": PREVIEW_ACCOUNT}},
                 type="kubernetes.io/service-account-token",
+                # The token controller fills in the token of an existing ServiceAccount only (it deletes the Secret otherwise).
                 opts=pulumi.ResourceOptions.merge(after(account), pulumi.ResourceOptions(additional_secret_outputs=["data"])),
             )
             # The guard exists before the identity may do anything.
             policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
                 f"{prefix}-dry-run-only", metadata={"name": DRY_RUN_ONLY}, spec=dry_run_only_policy(), opts=on,
             )
+            # The binding puts the guard in force only once the policy it names exists.
             binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
                 f"{prefix}-dry-run-only-binding", metadata={"name": DRY_RUN_ONLY},
                 spec={"policyName": DRY_RUN_ONLY, "validationActions": ["Deny"]}, opts=after(policy),
             )
             role = k8s.rbac.v1.ClusterRole(
                 f"{prefix}-role", metadata={"name": PREVIEW_ACCOUNT, "annotations": checkov_skips("CKV_K8S_49", "CKV_K8S_158")},
-                rules=preview_rules(), opts=after(binding),
+                rules=preview_rules(), opts=after(binding),  # no rights before the guard is in force
             )
             k8s.rbac.v1.ClusterRoleBinding(
                 f"{prefix}-binding", metadata={"name": PREVIEW_ACCOUNT},
                 role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": PREVIEW_ACCOUNT},
                 subjects=[{"kind": "ServiceAccount", "name": PREVIEW_ACCOUNT, "namespace": PREVIEW_NAMESPACE}],
+                # Its rights come last: once the guard is in force, and the role exists (the API server checks a binding
+                # against its role's rules unless the deploying identity may `bind`).
                 opts=after(role, account, binding),
             )
         self.register_outputs({})

@@ -209,6 +209,7 @@ class BatchInference(pulumi.ComponentResource):
                 metadata={"name": CONFIG_MAP, "namespace": ns.name, "labels": {TEAM_LABEL: team}},
                 data={f"{model}.yaml": job_yaml(batch_job(site, served, team))
                       for model, served in readable.items()},
+                # The namespace must exist before the ConfigMap is created in it.
                 opts=pulumi.ResourceOptions(parent=self, provider=ns.cluster.provider, depends_on=[ns.resource]),
             )
         self.templates = pulumi.Output.from_input({

@@ -231,6 +231,7 @@ class SiteFederation(pulumi.ComponentResource):
         """The Secret `s3-remote-training` in a peer's team's namespace on a GPU cluster: its keys and the internal endpoint,
         annotated with the peer that consented (the value is read from the peer's stack, so without consent no Secret)."""
         keys = self._remote[namespace]
+        # The namespace must exist before the Secret is created in it, and the keys must work before a pod is handed them.
         return k8s.core.v1.Secret(
             f"{self._name}-{REMOTE_TRAINING}-{to.cluster.key}-{namespace}",
             metadata={"name": s3_secret(REMOTE_TRAINING), "namespace": namespace, "labels": {"fab.internal/engine": REMOTE_TRAINING},
@@ -298,6 +299,7 @@ class SiteFederation(pulumi.ComponentResource):
             f"{self._name}-replica-{peer}-tags", bucket=bucket_name,
             tags={"fab.internal/class": "gold", "fab.internal/residency": "replica", "fab.internal/site": site.name,
                   "fab.internal/source-site": peer},
+            # The tags are set on the bucket (named as a plain string), which must exist.
             endpoint=self._storage.admin_endpoint, opts=pulumi.ResourceOptions(parent=self, depends_on=[bucket]),
         )
         # With standby_models the writer also fills the peer's prefix of this site's models bucket (the peer's consent check
@@ -305,12 +307,15 @@ class SiteFederation(pulumi.ComponentResource):
         standby = self._config.peers[peer].standby_models
         models, models_prefix = self._storage.bucket_of("models"), names.MODEL_REPLICA_PREFIX(peer)
         document = replica_writer_policy(bucket_name, models, models_prefix) if standby else replica_writer_policy(bucket_name)
+        # MinIO takes a policy naming a bucket that does not exist yet, but the keys exported to the peer wait for this
+        # policy (through the attachment): the bucket they write to must exist by then.
         policy = minio.IamPolicy(f"{self._name}-replica-{peer}-policy", name=writer, policy=json.dumps(document, sort_keys=True),
                                  opts=guarded("minio_policy", writer, depends_on=[bucket]))
         user = minio.IamUser(f"{self._name}-replica-{peer}-user", name=writer,
                              tags={"fab.internal/engine": "replica-writer", "fab.internal/site": peer}, opts=guarded("minio_user", writer))
         attachment = minio.IamUserPolicyAttachment(f"{self._name}-replica-{peer}-attachment", user_name=user.name,
                                                    policy_name=policy.name, opts=child)
+        # The keys are handed to the peer through the stack output as soon as they exist: they must work by then.
         keys = minio.IamServiceAccount(f"{self._name}-replica-{peer}-keys", target_user=user.name,
                                        opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment], additional_secret_outputs=["secret_key"]))
         target = {"endpoint": self._storage.s3_endpoint_internal, "bucket": bucket_name, "access_key": keys.access_key,
@@ -339,8 +344,9 @@ class SiteFederation(pulumi.ComponentResource):
             metadata={"name": names.REPLICA_TARGET(consumer), "namespace": REPLICATION_NAMESPACE},
             type="Opaque",
             string_data=data,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]),  # the namespace must exist before the Secret in it
         )
+        # Every run reads both Secrets' keys (and mounts the site CA), and the first may start as soon as the CronJob exists.
         after = [remote, local, *ca.resources()]
         if spec.replicate_gold:
             copies = [["mirror", "--overwrite", f"local/{bucket}", f"remote/$(REMOTE_BUCKET)/{bucket}"] for bucket in self._storage.buckets_of("gold")]
@@ -408,7 +414,7 @@ class SiteFederation(pulumi.ComponentResource):
                     **registry.pod_fields(),
                 }}}},
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=after),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after),  # the Secrets and CA every run reads (see _mirror)
         )
 
 def stack_name(organization: str | None, other: str) -> str:

@@ -76,9 +76,10 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
     Envoy Gateway's LoadBalancer Service at `vip` is left as Envoy Gateway names it.
     """
     ns = namespace(f"{prefix}-ns-{GATEWAY_NAMESPACE}", GATEWAY_NAMESPACE, opts, adopt=adopt, registry=registry)
+    # The namespace must exist before anything is created in it (the rate limit store's Secret, Deployment and Service).
     in_ns = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ns]))
     values: dict[str, Any] = {"deployment": {"replicas": CONTROLLER_REPLICAS}}
-    before_controller: list[pulumi.Resource] = [ns]
+    before_controller: list[pulumi.Resource] = [ns]  # the chart installs into the namespace
     if global_rate_limits:
         values["config"] = {"envoyGateway": rate_limit_settings(near_limit_percent)}
         # The rate limit service Envoy Gateway starts reads the store's password from its Secret; the store itself may
@@ -89,6 +90,8 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
         values=values, opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=before_controller)),
         adopt=adopt, registry=registry,
     )
+    # The chart installs the Gateway API and Envoy Gateway CRDs that the EnvoyProxy, GatewayClass and Gateway are instances
+    # of. The global Service needs only its namespace, which comes before the chart.
     after = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[controller]))
 
     def cr(logical: str, api: str, kind: str, metadata: dict[str, Any], spec: dict[str, Any]) -> k8s.apiextensions.CustomResource:
@@ -273,6 +276,7 @@ def rate_limit_store(prefix: str, opts: pulumi.ResourceOptions, registry: Regist
                 },
             },
         },
+        # The pod mounts the Secret (its configuration and password): it cannot start before the Secret exists.
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[secret])),
     )
     k8s.core.v1.Service(

@@ -83,6 +83,7 @@ def serving_deployer(prefix: str, cluster: ClusterRef, namespace_resource: pulum
     """On `cluster`, in the serving namespace (made by `namespace_resource`): the ServiceAccount Argo CD acts as, its Role
     with exactly `SERVING_RULES`, the RoleBinding, and its token Secret (returned; its data is a Pulumi secret)."""
     ns = INFERENCE_NAMESPACE
+    # The namespace must exist before anything is created in it.
     on = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(provider=cluster.provider, depends_on=[namespace_resource]))
     account = k8s.core.v1.ServiceAccount(
         f"{prefix}-sa-{SERVING_ACCOUNT}",
@@ -101,6 +102,7 @@ def serving_deployer(prefix: str, cluster: ClusterRef, namespace_resource: pulum
         metadata={"name": SERVING_ACCOUNT, "namespace": ns},
         role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SERVING_ACCOUNT},
         subjects=[{"kind": "ServiceAccount", "name": SERVING_ACCOUNT, "namespace": ns}],
+        # Unless the deploying identity may `bind`, the API server checks it holds the Role's rules: the Role must exist.
         opts=pulumi.ResourceOptions.merge(on, pulumi.ResourceOptions(depends_on=[account, role])),
     )
     return k8s.core.v1.Secret(
@@ -108,5 +110,6 @@ def serving_deployer(prefix: str, cluster: ClusterRef, namespace_resource: pulum
         metadata={"name": f"{SERVING_ACCOUNT}-token", "namespace": ns,
                   "annotations": {"kubernetes.io/service-account.name": SERVING_ACCOUNT}},
         type="kubernetes.io/service-account-token",
+        # The token controller fills in the token of an existing ServiceAccount only (it deletes the Secret otherwise).
         opts=pulumi.ResourceOptions.merge(on, pulumi.ResourceOptions(depends_on=[account], additional_secret_outputs=["data"])),
     )

@@ -144,6 +144,7 @@ class GpuCluster(pulumi.ComponentResource):
             "model cache and scratch only; AIStor holds everything that must survive", child,
         )
         gpu_ns = self._privileged_namespace(GPU_OPERATOR_NAMESPACE)
+        # The chart installs into its namespace.
         self.gpu_operator = helm_release(
             f"{name}-gpu-operator", versions.GPU_OPERATOR, name="gpu-operator", namespace=GPU_OPERATOR_NAMESPACE,
             values=gpu_operator_values(), postrender=POSTRENDER, opts=pulumi.ResourceOptions(parent=self, depends_on=[gpu_ns]),
@@ -160,10 +161,13 @@ class GpuCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu_operator]),
         )
         configs = [
+            # The namespace must exist before the ConfigMap is created in it.
             k8s.core.v1.ConfigMap(f"{name}-{config}", metadata={"name": config, "namespace": GPU_OPERATOR_NAMESPACE}, data=data,
                                   opts=pulumi.ResourceOptions(parent=self, depends_on=[gpu_ns]))
             for config, data in sharing_configs(spec, args.gpu_types).items()
         ]
+        # The GPU Operator chart installs the ClusterPolicy CRD; the policy names the sharing ConfigMaps, which its device
+        # plugin or MIG manager reads as it starts.
         self.cluster_policy = k8s.apiextensions.CustomResource(
             f"{name}-cluster-policy",
             api_version=versions.NVIDIA_API,
@@ -174,13 +178,15 @@ class GpuCluster(pulumi.ComponentResource):
         )
 
         nic_ns = self._privileged_namespace(NETWORK_OPERATOR_NAMESPACE)
-        # The chart's NodeFeatureRules (NIC labels) need the NFD CRDs the GPU Operator's chart installs.
+        # The chart installs into its namespace, and its NodeFeatureRules (NIC labels) need the NFD CRDs the GPU Operator's
+        # chart installs.
         self.network_operator = helm_release(
             f"{name}-network-operator", versions.NETWORK_OPERATOR, name="network-operator", namespace=NETWORK_OPERATOR_NAMESPACE,
             values={"nfd": {"enabled": False}},  # the GPU Operator's node-feature-discovery serves both
             opts=pulumi.ResourceOptions(parent=self, depends_on=[nic_ns, self.gpu_operator]), registry=self.cluster.registry,
             adopt=self._adopt,
         )
+        # The Network Operator chart installs the NicClusterPolicy and IPoIBNetwork CRDs.
         nic_opts = pulumi.ResourceOptions(parent=self, depends_on=[self.network_operator])
         nic_policy = k8s.apiextensions.CustomResource(
             f"{name}-nic-cluster-policy",

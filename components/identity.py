@@ -203,6 +203,7 @@ class SiteIdentity(pulumi.ComponentResource):
             realm_id=self._realm_id,
             client_id=client.id,
             default_scopes=[*BASE_SCOPES, GROUPS_SCOPE],
+            # The groups scope is named here by its name: Keycloak sets only a scope the realm has.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.groups_scope]),
         )
         # Audience and fixed claims go into access tokens only, which is what services verify.

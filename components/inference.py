@@ -125,6 +125,8 @@ class InferencePool(pulumi.ComponentResource):
         served = self._served = {model: serving.ServedModel(model, spec, sized[model]) for model, spec in sorted(inference.models.items())}
         delivered = inference.delivery == "pulumi"
         self.deployments: dict[str, k8s.apps.v1.Deployment] = {
+            # A serving pod needs its namespace, what the GPU cluster gives it (GpuCluster.serving_needs), and the S3 keys and
+            # site CA its weight copy uses when it starts.
             model: self._model(model, [namespace, *args.gpu.serving_needs, s3, *ca.resources()]) for model in served
         } if delivered else {}
         """Each model's vLLM Deployment (`self.deployments[model]`), none when Argo CD delivers them."""
@@ -137,13 +139,17 @@ class InferencePool(pulumi.ComponentResource):
         gateway = self._gateway(args.network, hostname)
         team_clients = self._team_clients(args.identity)
         if not delivered:
+            # the policies' CRDs come with Envoy Gateway's chart, which the gateway waits for
             self._gateway_policies([gateway], args.identity)
         pickers = self._endpoint_pickers(namespace) if inference.routing == "inference-extension" else {}
         for model in served:
             # Authentication and rate limits exist before the route: a route is never served without them. Under Argo CD
             # they exist before its first sync, which the Application follows (docs/operations.md).
+            # The policies' CRDs come with Envoy Gateway's chart, which the gateway waits for; they go in the namespace.
             policies = self._policies(model, [gateway, namespace], args.identity, picker=pickers.get(model))
             if delivered:
+                # The route attaches to the gateway's listener (the Gateway API CRDs come with its chart); it is
+                # published once the model's replicas are ready.
                 self._route(model, [gateway, self.deployments[model], *policies])
 
         base = f"https://{hostname}"
@@ -253,6 +259,7 @@ class InferencePool(pulumi.ComponentResource):
                 "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY_NAME}],
                 "headers": {"earlyRequestHeaders": {"remove": stripped}},
             },
+            # the gateway comes after Envoy Gateway's chart, which installs the ClientTrafficPolicy CRD
             opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
         )
         return gateway
@@ -281,6 +288,7 @@ class InferencePool(pulumi.ComponentResource):
             obj = routing.extension_policy(model)
             policies.append(k8s.apiextensions.CustomResource(
                 f"{self._name}-extproc-{model}", api_version=obj["apiVersion"], kind=obj["kind"], metadata=obj["metadata"],
+                # the policy sends every request to the picker's Service first
                 spec=obj["spec"], opts=pulumi.ResourceOptions(parent=self, depends_on=[*after, picker]),
             ))
         return policies
@@ -291,6 +299,7 @@ class InferencePool(pulumi.ComponentResource):
         canary runs: the picker would choose among the stable replicas only and starve the canary of its share."""
         child = pulumi.ResourceOptions(parent=self)
         crds = routing.inference_pool_crds(self._name, child, self._registry)
+        # the pickers and pools go in the namespace; `crds` installs the InferencePool CRD
         after = pulumi.ResourceOptions(parent=self, depends_on=[namespace, crds])
         pickers: dict[str, pulumi.Resource] = {}
         for model, served in self._served.items():

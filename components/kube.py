@@ -117,6 +117,7 @@ def namespace(logical: str, name: str, opts: pulumi.ResourceOptions, *, registry
         metadata["annotations"] = {"fab.internal/privileged-reason": privileged_reason}
     ns = k8s.core.v1.Namespace(logical, metadata=metadata, opts=pulumi.ResourceOptions.merge(opts, adopted(existing, name)))
     # Only where the namespace is: not its aliases (a namespace's former name is no Secret's) nor its retention.
+    # The namespace must exist before the Secret is created in it.
     pull_secret(f"{logical}-pull-secret", name, registry,
                 pulumi.ResourceOptions(parent=opts.parent, provider=opts.provider, depends_on=[ns]))
     return ns

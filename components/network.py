@@ -160,6 +160,7 @@ class CrossClusterNetwork(pulumi.ComponentResource):
             # name it, and `fabctl verify` copies it from there into the namespaces of its acceptance jobs.
             secret = pull_secret(f"{prefix}-kube-system-pull-secret", CILIUM_NAMESPACE, cluster.ref.registry, opts_k)
             if cluster.config.cilium.managed:
+                # The release waits for Cilium's pods to be ready, and they pull their images with that Secret.
                 self.cilium_releases[key] = helm_release(
                     f"{prefix}-cilium", versions.CILIUM, name="cilium", namespace=CILIUM_NAMESPACE,
                     values=cilium_values(clusters, key, ca_cert, ca_key),
@@ -210,6 +211,7 @@ class CrossClusterNetwork(pulumi.ComponentResource):
             if waits is None:
                 waits = [namespace(f"{prefix}-ns", service.namespace, opts, registry=cluster.registry, adopt=Adoption(self._adopt, key))]
             obj = consumer_service(service)
+            # The namespace must exist before the Service is created in it.
             created[key] = k8s.core.v1.Service(
                 prefix, metadata=obj["metadata"], spec=obj["spec"],
                 opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=waits)),

@@ -128,6 +128,7 @@ class GpuNotebooks(pulumi.ComponentResource):
         resource = args.sharing.resource()
         self._registry = args.cluster.registry
         hub_ns = namespace(f"{name}-ns", GPU_NOTEBOOKS, on_gpu, adopt=args.adopt, registry=self._registry)
+        # the namespace must exist before anything is created in it
         after_ns = pulumi.ResourceOptions.merge(on_gpu, pulumi.ResourceOptions(depends_on=[hub_ns]))
         redirect = GPU_NOTEBOOKS_UI.redirect_uri(args.domain)
         client = args.identity.oidc_client(GPU_NOTEBOOKS, "browser", [redirect], description="GPU notebooks sign-in")
@@ -140,6 +141,7 @@ class GpuNotebooks(pulumi.ComponentResource):
         release = helm_release(
             f"{name}-hub", versions.JUPYTERHUB, name=GPU_NOTEBOOKS, namespace=GPU_NOTEBOOKS,
             values=hub_values(config, resource, client.issuer_url, redirect, args.cluster.registry),
+            # the hub reads its OIDC client from `secret` when it starts, and starts servers in the team namespaces
             opts=pulumi.ResourceOptions.merge(on_gpu, pulumi.ResourceOptions(depends_on=[secret, *team_namespaces])),
             adopt=args.adopt, registry=args.cluster.registry,
         )
@@ -156,6 +158,7 @@ class GpuNotebooks(pulumi.ComponentResource):
                 "selector": NOTEBOOKS_PROXY_LABELS,
                 "ports": [{"name": "http", "port": NOTEBOOKS_PROXY_PORT, "targetPort": NOTEBOOKS_PROXY_TARGET_PORT, "protocol": "TCP"}],
             },
+            # LB-IPAM assigns the VIP from `pool`; the chart's proxy pods are its endpoints
             opts=pulumi.ResourceOptions.merge(on_gpu, pulumi.ResourceOptions(depends_on=[release, pool])),
         )
         self._route(args)
@@ -177,6 +180,7 @@ class GpuNotebooks(pulumi.ComponentResource):
             # The chart's hub NetworkPolicy (interNamespaceAccessLabels accept) admits servers of labelled namespaces.
             "hub.jupyter.org/network-access-hub": "true",
         })
+        # the namespace must exist before anything is created in it
         after = pulumi.ResourceOptions.merge(on_gpu, pulumi.ResourceOptions(depends_on=[ns]))
         k8s.core.v1.ResourceQuota(
             f"{prefix}-quota", metadata={"name": "notebooks", "namespace": ns_name},
@@ -188,6 +192,7 @@ class GpuNotebooks(pulumi.ComponentResource):
             f"{prefix}-hub-binding", metadata={"name": f"{GPU_NOTEBOOKS}-hub", "namespace": ns_name},
             subjects=[{"kind": "ServiceAccount", "name": HUB_SERVICE_ACCOUNT, "namespace": GPU_NOTEBOOKS}],
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{GPU_NOTEBOOKS}-hub"},
+            # the Role first: binding a Role the API server cannot resolve takes the `bind` verb
             opts=pulumi.ResourceOptions.merge(after, pulumi.ResourceOptions(depends_on=[role])),
         )
         k8s.networking.v1.NetworkPolicy(
@@ -202,6 +207,7 @@ class GpuNotebooks(pulumi.ComponentResource):
         on_compute = pulumi.ResourceOptions(parent=self, provider=args.compute.provider)
         # A Service and a route only: no pod runs in it on compute.
         ns = namespace(f"{name}-compute-ns", GPU_NOTEBOOKS, on_compute, labels={ROUTES_LABEL: GATEWAY}, registry=UPSTREAM)
+        # the namespace must exist before anything is created in it
         after = pulumi.ResourceOptions.merge(on_compute, pulumi.ResourceOptions(depends_on=[ns]))
         service = k8s.core.v1.Service(
             f"{name}-upstream", metadata={"name": GPU_NOTEBOOKS_UI.service, "namespace": GPU_NOTEBOOKS},
@@ -220,6 +226,8 @@ class GpuNotebooks(pulumi.ComponentResource):
             opts=after,
         )
         http_route(
+            # The Gateway's listener (after the Gateway API CRDs), and the Service and endpoint it sends to: the route never
+            # points at a missing backend.
             f"{name}-route", pulumi.ResourceOptions.merge(on_compute, pulumi.ResourceOptions(depends_on=[args.gateway, service, slice_])),
             name=GPU_NOTEBOOKS, namespace_=GPU_NOTEBOOKS, gateway=GATEWAY, listener=GPU_NOTEBOOKS_UI.host,
             hostname=GPU_NOTEBOOKS_UI.hostname(args.domain),

@@ -163,6 +163,7 @@ class SiteObservability(pulumi.ComponentResource):
                                    labels=labels, adopt=adopt, registry=cluster.registry)
             node_exporter = namespace(f"{prefix}-ns-{NODE_EXPORTER_NAMESPACE}", NODE_EXPORTER_NAMESPACE, opts_k,
                                       privileged_reason=PRIVILEGED_REASON, adopt=adopt, registry=cluster.registry)
+            # the Secrets below go in `monitoring`, which must exist first
             after_ns = pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=[monitoring])
             needs: list[pulumi.Resource] = [monitoring, node_exporter]
             basic_auth = config.metrics == "remote-write" and config.remote_write is not None and config.remote_write.username
@@ -189,6 +190,8 @@ class SiteObservability(pulumi.ComponentResource):
             )
             self.releases[key] = release = helm_release(
                 f"{prefix}-stack", versions.KUBE_PROMETHEUS_STACK, name=RELEASE, namespace=MONITORING_NAMESPACE, values=values,
+                # The chart's objects go in both namespaces; Prometheus, Alertmanager and Grafana read the remote-write,
+                # webhook and Grafana Secrets (`needs`) when they start.
                 opts=pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=needs), adopt=adopt,
                 registry=cluster.registry,
             )
@@ -197,6 +200,7 @@ class SiteObservability(pulumi.ComponentResource):
             if own and grafana:
                 http_route(
                     f"{prefix}-route-grafana",
+                    # the Gateway's listener (after the Gateway API CRDs); `monitoring`, which exists with the release
                     pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=[args.gateway, release]),
                     name=GRAFANA.host, namespace_=MONITORING_NAMESPACE, gateway=GATEWAY, listener=GRAFANA.host,
                     hostname=GRAFANA.hostname(args.site.domain),
@@ -259,6 +263,7 @@ class SiteObservability(pulumi.ComponentResource):
                 "ports": [{"name": "http-web", "port": PROMETHEUS_PORT, "targetPort": PROMETHEUS_PORT, "protocol": "TCP"}],
             },
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+                # LB-IPAM assigns the VIP from the receiver pool; `monitoring` exists with the release
                 depends_on=[release, args.network.lb_pool(key, args.receiver_pool)])),
         )
 

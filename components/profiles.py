@@ -282,11 +282,13 @@ class ProfileSwitches(pulumi.ComponentResource):
         out: dict[str, Any] = {}
         for cluster, objects in sorted(args.switched.items()):
             ref = args.clusters[cluster]
+            # A switch patches objects those components register (it may not create them), and the Roles go in their namespaces.
             on = pulumi.ResourceOptions(parent=self, provider=ref.provider, depends_on=args.registered_by)
             prefix = f"{name}-{cluster}"
             ns = namespace(f"{prefix}-ns", SWITCH_NAMESPACE, on, adopt=Adoption(args.adopt, cluster), registry=ref.registry)
             account = k8s.core.v1.ServiceAccount(
                 f"{prefix}-account", metadata={"name": SWITCH_ACCOUNT, "namespace": SWITCH_NAMESPACE},
+                # the namespace must exist before anything is created in it
                 automount_service_account_token=False, opts=_after(on, ns),
             )
             subjects = [{"kind": "ServiceAccount", "name": SWITCH_ACCOUNT, "namespace": SWITCH_NAMESPACE}]
@@ -297,21 +299,25 @@ class ProfileSwitches(pulumi.ComponentResource):
                     grants += [role, k8s.rbac.v1.ClusterRoleBinding(
                         f"{prefix}-binding", metadata={"name": SWITCH_ACCOUNT}, subjects=subjects,
                         role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SWITCH_ACCOUNT},
+                        # the ClusterRole first: binding a role the API server cannot resolve takes the `bind` verb
                         opts=_after(on, role, account),
                     )]
                     continue
                 # The other namespaces (the serving one) are their components', which this one depends on.
                 role = k8s.rbac.v1.Role(f"{prefix}-role-{ns_name}", metadata={"name": SWITCH_ACCOUNT, "namespace": ns_name},
+                                        # its own namespace must exist first
                                         rules=rules, opts=_after(on, ns) if ns_name == SWITCH_NAMESPACE else on)
                 grants += [role, k8s.rbac.v1.RoleBinding(
                     f"{prefix}-binding-{ns_name}", metadata={"name": SWITCH_ACCOUNT, "namespace": ns_name}, subjects=subjects,
                     role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SWITCH_ACCOUNT},
+                    # the Role first: binding a Role the API server cannot resolve takes the `bind` verb
                     opts=_after(on, role, account),
                 )]
             # The switches own its data from their first run; Pulumi only creates it.
             record = k8s.core.v1.ConfigMap(
                 f"{prefix}-record", metadata={"name": RECORD, "namespace": SWITCH_NAMESPACE},
                 data={"profile": args.active_profile or "(base config)", "switched_by": "pulumi up (active_profile)"},
+                # the namespace must exist before anything is created in it
                 opts=pulumi.ResourceOptions.merge(_after(on, ns), pulumi.ResourceOptions(ignore_changes=["data"])),
             )
             out[cluster] = {}
@@ -320,6 +326,7 @@ class ProfileSwitches(pulumi.ComponentResource):
                 content = k8s.core.v1.ConfigMap(
                     f"{prefix}-objects-{profile}", metadata={"name": job, "namespace": SWITCH_NAMESPACE},
                     data={OBJECTS_KEY: yamltext.dump_all([obj.manifest(profile) for obj in objects])},
+                    # the namespace must exist before anything is created in it
                     opts=_after(on, ns),
                 )
                 k8s.batch.v1.CronJob(
@@ -340,6 +347,7 @@ class ProfileSwitches(pulumi.ComponentResource):
                             "template": {"metadata": {"labels": {PROFILE_ANNOTATION: profile}}, "spec": switch_pod(profile, objects, ref.registry)},
                         }},
                     },
+                    # a switch mounts `content`, patches `record` (it may not create it) and needs its rights (`grants`)
                     opts=_after(on, content, record, *grants),
                 )
                 out[cluster][profile] = {"cronjob": f"{SWITCH_NAMESPACE}/{job}", "schedule": when, "timezone": schedule.timezone,

@@ -198,6 +198,7 @@ class RayPlatform(pulumi.ComponentResource):
             template = yamltext.dump(ray_cluster_template(args.lb_pools[key], cluster.registry))
             for ns_name, ns in team_ns.items():
                 team = args.teams[ns_name]
+                # the namespace must exist before anything is created in it
                 on = pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=[ns])
                 k8s.core.v1.Secret(
                     f"{name}-{key}-{ns_name}-token",
@@ -222,6 +223,7 @@ class RayPlatform(pulumi.ComponentResource):
                        registry=cluster.registry)
         return helm_release(
             f"{self._name}-{cluster.key}-kuberay", versions.KUBERAY, name="kuberay-operator", namespace=KUBERAY_NAMESPACE,
+            # its namespace, and the watched namespaces the chart creates its Roles in (`depends_on`)
             values=operator_values(watch), opts=pulumi.ResourceOptions.merge(on, pulumi.ResourceOptions(depends_on=[ns, *depends_on])),
             adopt=Adoption(self._adopt, cluster.key), registry=cluster.registry,
         )

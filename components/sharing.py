@@ -86,6 +86,7 @@ class VendorCatalog(pulumi.ComponentResource):
         polaris = args.polaris
         on_compute = pulumi.ResourceOptions(parent=self, provider=args.compute.provider)
         ns = namespace(f"{name}-ns", VENDOR_CATALOG_NAMESPACE, on_compute, labels={ROUTES_LABEL: GATEWAY}, registry=UPSTREAM)
+        # the namespace must exist before anything is created in it
         after = pulumi.ResourceOptions.merge(on_compute, pulumi.ResourceOptions(depends_on=[ns]))
         service = k8s.core.v1.Service(
             f"{name}-upstream", metadata={"name": CATALOG_SERVICE, "namespace": VENDOR_CATALOG_NAMESPACE},
@@ -105,6 +106,8 @@ class VendorCatalog(pulumi.ComponentResource):
         )
         ui = catalog_ui(polaris)
         route = http_route(
+            # The Gateway's listener (after the Gateway API CRDs), and the Service and endpoint it sends to: the route never
+            # points at a missing backend.
             f"{name}-route", pulumi.ResourceOptions.merge(on_compute, pulumi.ResourceOptions(depends_on=[args.gateway, service, slice_])),
             name=CATALOG_SERVICE, namespace_=VENDOR_CATALOG_NAMESPACE, gateway=GATEWAY, listener=ui.host,
             hostname=ui.hostname(args.domain), rules=catalog_route_rules(polaris),
@@ -116,6 +119,7 @@ class VendorCatalog(pulumi.ComponentResource):
                 "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": CATALOG_SERVICE}],
                 "authorization": catalog_authorization(args.vendors),
             },
+            # the SecurityPolicy CRD comes with Envoy Gateway's chart, before the Gateway the route waits for
             opts=pulumi.ResourceOptions.merge(on_compute, pulumi.ResourceOptions(depends_on=[route])),
         )
         self.url = pulumi.Output.from_input(f"https://{ui.hostname(args.domain)}{CATALOG_PATH.rstrip('/')}")

@@ -164,6 +164,8 @@ class SparkRapids(pulumi.ComponentResource):
                 # Drivers' and executors' tolerations, priority and envFrom are set by the operator's webhook.
                 "webhook": {"enable": True},
             },
+            # Its namespace and the team namespaces (the chart's Roles go in them), `spark-maven` for the controller and its
+            # drivers, and Kueue, whose webhook must suspend each SparkApplication before the operator can run it.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, args.kueue, *args.team_namespaces.values(), *maven]),
             adopt=adopt, registry=registry,
         )
@@ -176,6 +178,7 @@ class SparkRapids(pulumi.ComponentResource):
                 metadata={"name": "airflow-submitter-spark", "namespace": ns_name},
                 role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SUBMITTER_ROLE},
                 subjects=[{"kind": "ServiceAccount", "name": SUBMITTER, "namespace": ACCESS_NAMESPACE}],
+                # the team namespace, and the ClusterRole: binding a role the API server cannot resolve takes the `bind` verb
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[role, team_ns]),
             )
         self.application_template = pulumi.Output.from_input(args.catalog_uri).apply(
@@ -188,4 +191,5 @@ class SparkRapids(pulumi.ComponentResource):
         return k8s.core.v1.ConfigMap(f"{name}-{packages.CONFIG_MAP}-{namespace_}",
                                      metadata={"name": packages.CONFIG_MAP, "namespace": namespace_},
                                      data=data, binary_data=binary or None,
+                                     # `after` is the namespace it goes in, which must exist first
                                      opts=pulumi.ResourceOptions(parent=self, depends_on=[after]))

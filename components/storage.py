@@ -303,6 +303,7 @@ class StorageCluster(pulumi.ComponentResource):
         """The object store's admin API, for the program's own MinIO calls (bucket tags, name checks)."""
         self.object_store = self._object_store(args)
         engines = [f"fab-{engine}" for engine in sorted(ENGINE_ACCESS)]
+        # The check calls the store's admin API (an empty wait: an installed store has no check).
         self._names_free = self.minio_names_guard(
             f"{name}-names-free", users=engines, policies=engines, buckets=sorted(storage.buckets),
             opts=pulumi.ResourceOptions(parent=self, depends_on=self.object_store),
@@ -371,6 +372,7 @@ class StorageCluster(pulumi.ComponentResource):
         if engine not in ENGINE_ACCESS:
             raise ValueError(f"unknown engine {engine!r}; engines: {', '.join(sorted(ENGINE_ACCESS))}")
         creds = self._credentials[engine]
+        # The keys must work before a pod is handed them (`usable_after`); `depends_on` adds what else must come first.
         return self._delivered(s3_secret(engine), {ENGINE_LABEL: engine}, to, [*(depends_on or []), *creds.usable_after], {
             S3_ACCESS_KEY: creds.access_key,
             S3_SECRET_KEY: creds.secret_key,
@@ -383,6 +385,7 @@ class StorageCluster(pulumi.ComponentResource):
         if engine not in CATALOG_ACCESS:
             raise ValueError(f"engine {engine!r} has no Polaris principal; principals: {', '.join(sorted(CATALOG_ACCESS))}")
         principal = self._principals[engine]
+        # The namespace must exist (`_delivered`); `depends_on`: what must be done before the principal works.
         return self._delivered(polaris_secret(engine), {ENGINE_LABEL: engine}, to, depends_on, {
             POLARIS_CLIENT_ID: principal.client_id,
             POLARIS_CLIENT_SECRET: principal.client_secret,
@@ -401,6 +404,7 @@ class StorageCluster(pulumi.ComponentResource):
             raise ValueError(f"unknown team {team!r}; teams: {', '.join(self._teams)}")
         creds, (principal, setup) = self._team_credentials[team], self._team_principals[team]
         labels = {ENGINE_LABEL: TRAINING, TEAM_LABEL: team}
+        # The keys must work before a pod is handed them (the attachment grants the policy; the buckets exist).
         keys = self._delivered(s3_secret(TRAINING), labels, to, creds.usable_after, {
             S3_ACCESS_KEY: creds.access_key,
             S3_SECRET_KEY: creds.secret_key,
@@ -427,6 +431,7 @@ class StorageCluster(pulumi.ComponentResource):
         creds, principal = self._credentials[MAINTENANCE], self._principals[MAINTENANCE]
         labels = {ENGINE_LABEL: MAINTENANCE}
         return [
+            # The keys must work before a pod is handed them (the attachment grants the policy; the buckets exist).
             self._delivered(s3_secret(MAINTENANCE), labels, to, creds.usable_after, {
                 S3_ACCESS_KEY: creds.access_key,
                 S3_SECRET_KEY: creds.secret_key,
@@ -461,6 +466,7 @@ class StorageCluster(pulumi.ComponentResource):
         """One delivered Secret per (name, cluster, namespace), however often it is asked for, once the namespace exists."""
         key = (name, to.cluster.key, to.name)
         if key not in self._grants:
+            # The namespace must exist before the Secret is created in it; `depends_on` is what makes its contents work.
             self._grants[key] = k8s.core.v1.Secret(
                 f"{self._name}-{name}-{to.cluster.key}-{to.name}",
                 metadata={"name": name, "namespace": to.name, "labels": labels},
@@ -489,6 +495,7 @@ class StorageCluster(pulumi.ComponentResource):
             self._namespace(AISTOR_OPERATOR_NAMESPACE),
             self._namespace(store.namespace),
         ]
+        # Each chart installs into its namespace (the object store's comes after this release).
         operator = helm_release(
             f"{self._name}-aistor-operator", versions.AISTOR_OPERATOR, name="aistor-operator", namespace=AISTOR_OPERATOR_NAMESPACE,
             values={"license": args.aistor_license}, opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=namespaces)),
@@ -516,7 +523,8 @@ class StorageCluster(pulumi.ComponentResource):
                 "objectStore": {"name": store.name, "pools": [pool], "services": {"minio": {"name": names.OBJECT_STORE_SERVICE(store.name)}}},
                 "secrets": {"name": names.OBJECT_STORE_SECRET(store.name), "accessKey": store.root_user, "secretKey": args.aistor_root_password},
             },
-            # The object store holds every byte of the site: never uninstalled by a stack change.
+            # The object store holds every byte of the site: never uninstalled by a stack change. The operator's chart
+            # installs the CRDs of the object store chart's objects, and the operator runs the pods this release waits for.
             opts=pulumi.ResourceOptions.merge(
                 child, pulumi.ResourceOptions(depends_on=[operator], protect=True, retain_on_delete=True)
             ),
@@ -561,7 +569,8 @@ class StorageCluster(pulumi.ComponentResource):
                 "selector": selector,
                 "ports": [{"name": port_name, "port": number, "targetPort": number, "protocol": "TCP"}],
             },
-            # Pulumi waits for the address, which only the pool can give.
+            # Pulumi waits for the address, which only the pool can give, and for ready endpoints; `depends_on` is the
+            # namespace, or what brings it (the object store release, which also runs the S3 pods).
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on, network.lb_pool(self._cluster_key, pool)]),
         )
 
@@ -585,12 +594,14 @@ class StorageCluster(pulumi.ComponentResource):
                 bucket=bucket,
                 acl="private",
                 force_destroy=False,
-                # Buckets hold the fab's data: protected, and kept if ever removed from the stack.
+                # Buckets hold the fab's data: protected, and kept if ever removed from the stack. Created through the
+                # store's S3 API: after a store the program installs, and once the name check found the name free.
                 opts=pulumi.ResourceOptions.merge(
                     pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True, depends_on=[*self.object_store, *guard(self._names_free)]),
                     adopted(self._adopt.claims("bucket", bucket), bucket),
                 ),
             )
+            # Versioning, lifecycle and tags are set on the bucket (named as a plain string), which must exist.
             child = pulumi.ResourceOptions(parent=self, depends_on=[resources[bucket]])
             if spec.versioned:
                 minio.S3BucketVersioning(
@@ -653,6 +664,7 @@ class StorageCluster(pulumi.ComponentResource):
             opts=self._minio_identity(pulumi.ResourceOptions(parent=self, additional_secret_outputs=["secret"]), "minio_user", name,
                                       names_free),
         )
+        # MinIO attaches only an existing policy to an existing user, both named here as plain strings.
         attachment = minio.IamUserPolicyAttachment(
             f"{prefix}-policy-attachment", user_name=name, policy_name=name,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[user, policy]),
@@ -687,6 +699,7 @@ class StorageCluster(pulumi.ComponentResource):
             name, prefix = team_principal(team), f"{self._name}-{TRAINING}-{team}"
             names_free = self.minio_names_guard(
                 f"{prefix}-names-free", users=[name], policies=[name], buckets=[],
+                # The check calls the store's admin API (an empty wait: an installed store has no check).
                 opts=pulumi.ResourceOptions(parent=self, depends_on=self.object_store),
             )
             self._team_credentials[team] = self._minio_principal(
@@ -701,6 +714,7 @@ class StorageCluster(pulumi.ComponentResource):
         locations = [namespace_location(self._config, ns) for ns in self._maintained]
         names_free = self.minio_names_guard(
             f"{prefix}-names-free", users=[name], policies=[name], buckets=[],
+            # The check calls the store's admin API (an empty wait: an installed store has no check).
             opts=pulumi.ResourceOptions(parent=self, depends_on=self.object_store),
         )
         self._credentials[MAINTENANCE] = self._minio_principal(
@@ -715,6 +729,7 @@ class StorageCluster(pulumi.ComponentResource):
         store = self._config.object_store
         names_free = self.minio_names_guard(
             f"{self._name}-metrics-names-free", users=[METRICS_PRINCIPAL], policies=[METRICS_PRINCIPAL], buckets=[],
+            # The check calls the store's admin API (an empty wait: an installed store has no check).
             opts=pulumi.ResourceOptions(parent=self, depends_on=self.object_store),
         )
         credentials = self._minio_principal(
@@ -722,6 +737,7 @@ class StorageCluster(pulumi.ComponentResource):
         )
         # The object store's namespace exists once its release does, or already (an adopted AIStor).
         here = NamespaceRef(self.cluster, store.namespace, self.object_store[-1] if self.object_store else names_free)
+        # The token must work before the monitor presents it (its keys' policy attached).
         token = self._delivered(
             AISTOR_METRICS_TOKEN_SECRET, {ENGINE_LABEL: METRICS_ENGINE}, here, credentials.usable_after,
             {AISTOR_METRICS_TOKEN_KEY: pulumi.Output.all(credentials.access_key, credentials.secret_key).apply(
@@ -745,6 +761,8 @@ class StorageCluster(pulumi.ComponentResource):
             metadata={"name": name, "namespace": namespace},
             type="Opaque",
             string_data=data,
+            # The namespace must exist (directly, or through the root Secret in it); a vendor's Secret also holds keys
+            # that must work before operators hand them over.
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
         )
 
@@ -754,6 +772,7 @@ class StorageCluster(pulumi.ComponentResource):
         # Polaris' workloads run as the polaris engine; the database's backups as postgres-backup (its own label).
         ns_resource = self._namespace(ns, labels={ENGINE_LABEL: "polaris"})
         cnpg_ns = self._namespace(CNPG_NAMESPACE)
+        # The chart installs into its namespace.
         operator = helm_release(
             f"{self._name}-cnpg", versions.CLOUDNATIVE_PG, name="cnpg", namespace=CNPG_NAMESPACE, values={"replicaCount": 2},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[cnpg_ns]), adopt=self._cluster_adopt,
@@ -775,6 +794,8 @@ class StorageCluster(pulumi.ComponentResource):
         storage_creds = self.grant("polaris", here)
         bootstrap = self._polaris_bootstrap_job(ns, root, database)
 
+        # Polaris serves the realm the bootstrap Job created (schema and root principal), and its pods read the token
+        # broker's keys and their S3 keys from these Secrets.
         release = helm_release(
             f"{self._name}-polaris", versions.POLARIS, name="polaris", namespace=ns, values=self._polaris_values(),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[bootstrap, token_broker, storage_creds]),
@@ -836,7 +857,9 @@ class StorageCluster(pulumi.ComponentResource):
                 "backup": {"retentionPolicy": f"{postgres.backup_retention_days}d", "barmanObjectStore": store},
                 **postgres_image(self.cluster.registry),
             },
-            # The catalog's database: protected, and its data kept even if the resource leaves the stack.
+            # The catalog's database: protected, and its data kept even if the resource leaves the stack. The operator's
+            # chart installs the Cluster CRD and runs its webhook; the namespace exists; WAL archiving reads the backup
+            # keys (which must work) and the site CA from the first instance on.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on, backup_creds, *ca.resources()], protect=True, retain_on_delete=True),
         )
         k8s.apiextensions.CustomResource(
@@ -845,6 +868,7 @@ class StorageCluster(pulumi.ComponentResource):
             kind="ScheduledBackup",
             metadata={"name": f"{POLARIS_DB}-daily", "namespace": ns},
             spec={"schedule": "0 0 2 * * *", "backupOwnerReference": "self", "cluster": {"name": POLARIS_DB}, "immediate": True},
+            # It names the Cluster, and `immediate` starts a backup of it at once.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]),
         )
         return cluster
@@ -868,6 +892,7 @@ class StorageCluster(pulumi.ComponentResource):
             args=["bootstrap", "-r", realm, "-c", f"{realm},$(ROOT_CLIENT_ID),$(ROOT_CLIENT_SECRET)"],
             env=env, volumeMounts=[{"name": "tmp", "mountPath": "/tmp"}],
         )
+        # The Job reads the root principal's Secret and connects to the database with the app Secret CloudNativePG makes for it.
         return self._job("polaris-bootstrap", "polaris-bootstrap", ns, container, [{"name": "tmp", "emptyDir": {}}], [root, database])
 
     def _job(self, role: str, name: str, ns: str, container: dict[str, Any], volumes: list[dict[str, Any]],
@@ -877,6 +902,7 @@ class StorageCluster(pulumi.ComponentResource):
             f"{self._name}-job-{role}", name=name, namespace=ns, containers=[container], volumes=volumes,
             labels={"app.kubernetes.io/name": role, "app.kubernetes.io/part-of": "polaris"},
             registry=self.cluster.registry,
+            # What the pod reads and calls: each caller says.
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
         )
 
@@ -930,6 +956,7 @@ class StorageCluster(pulumi.ComponentResource):
             f"{self._name}-polaris-setup",
             metadata={"name": "polaris-setup", "namespace": ns},
             data={"plan.json": plan, "polaris_setup.py": script},
+            # The namespace must exist before the ConfigMap is created in it.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[ns_resource]),
         )
         principals = self._opaque_secret(
@@ -949,6 +976,7 @@ class StorageCluster(pulumi.ComponentResource):
             envFrom=[{"secretRef": {"name": "polaris-principals"}}],
             volumeMounts=[{"name": "setup", "mountPath": "/etc/polaris-setup", "readOnly": True}],
         )
+        # The pod mounts the ConfigMap and reads the principals' Secret; Polaris' management API must be up: the Job calls it.
         return self._job("polaris-setup", f"polaris-setup-{digest}", ns, container,
                          [{"name": "setup", "configMap": {"name": "polaris-setup"}}], [config, principals, release])
 
@@ -974,6 +1002,7 @@ class StorageCluster(pulumi.ComponentResource):
             ],
             volumeMounts=[{"name": "setup", "mountPath": "/etc/polaris-setup", "readOnly": True}],
         )
+        # The pod reads the team's credentials Secret; the catalog and roles must exist (the site's setup Job makes them).
         job = self._job(name, name, ns, container, [{"name": "setup", "configMap": {"name": "polaris-setup"}}], [credentials, setup])
         return principal, job
 
@@ -990,6 +1019,7 @@ class StorageCluster(pulumi.ComponentResource):
             name, prefix = names.VENDOR_PRINCIPAL(vendor), f"{self._name}-vendor-{vendor}"
             names_free = self.minio_names_guard(
                 f"{prefix}-names-free", users=[name], policies=[name], buckets=[],
+                # The check calls the store's admin API (an empty wait: an installed store has no check).
                 opts=pulumi.ResourceOptions(parent=self, depends_on=self.object_store),
             )
             self._vendor_credentials[vendor] = self._minio_principal(
@@ -1023,6 +1053,7 @@ class StorageCluster(pulumi.ComponentResource):
             ],
             volumeMounts=[{"name": "setup", "mountPath": "/etc/polaris-setup", "readOnly": True}],
         )
+        # The pod reads the vendor's Secret; the catalog must exist (the site's setup Job makes it).
         self._job(job_name, job_name, ns, container, [{"name": "setup", "configMap": {"name": "polaris-setup"}}], [credentials, setup])
         return principal
 

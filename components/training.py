@@ -366,6 +366,7 @@ class TrainingPool(pulumi.ComponentResource):
             metadata={"name": TRAINING_SUBMISSION_CONFIG_MAP, "namespace": AIRFLOW_NAMESPACE},
             data={"submission.json": json.dumps(airflow_submission(
                 {team: (submit.name, team_namespace(team), connections.get(submit.key)) for team in self._teams}), indent=2, sort_keys=True)},
+            # Airflow's namespace must exist before anything is created in it
             opts=self._on(args.compute.key, [args.airflow_namespace]),
         )
         self.example_job = pulumi.Output.all(args.storage.catalog_uri, args.storage.warehouse).apply(
@@ -390,7 +391,7 @@ class TrainingPool(pulumi.ComponentResource):
 
     def _kueue(self, cluster: str) -> k8s.helm.v3.Release:
         ns = self._namespace(cluster, KUEUE_NAMESPACE)
-        # After the runtimes' CRDs: Kueue sets up the integration of a kind whose CRD it finds.
+        # After its namespace and the runtimes' CRDs: Kueue sets up the integration of a kind whose CRD it finds.
         return helm_release(
             f"{self._name}-{cluster}-kueue", versions.KUEUE, name="kueue", namespace=KUEUE_NAMESPACE,
             values=kueue_values(cluster == self._manager, self._runtimes, spark=cluster in self._spark_clusters),
@@ -405,6 +406,7 @@ class TrainingPool(pulumi.ComponentResource):
         ns = self._namespace(cluster, TRAINER_NAMESPACE)
         return helm_release(
             f"{self._name}-{cluster}-trainer", versions.KUBEFLOW_TRAINER, name="kubeflow-trainer", namespace=TRAINER_NAMESPACE,
+            # the chart's objects go in its namespace, which must exist first
             values=trainer_values(), opts=self._on(cluster, [ns]), adopt=Adoption(self._adopt, cluster),
             registry=self._clusters[cluster].registry,
         )
@@ -422,6 +424,7 @@ class TrainingPool(pulumi.ComponentResource):
         k8s.apiextensions.CustomResource(
             f"{self._name}-{cluster}-runtime-{runtime['metadata']['name']}",
             api_version=runtime["apiVersion"], kind=runtime["kind"], metadata=runtime["metadata"], spec=runtime["spec"],
+            # Trainer's chart installs the ClusterTrainingRuntime CRD (and its webhook, which validates it).
             opts=self._on(cluster, needs),
         )
 
@@ -453,6 +456,7 @@ class TrainingPool(pulumi.ComponentResource):
             FlatCustomResource(
                 f"{self._name}-{cluster}-priority-{wpc}", versions.KUEUE_API, "WorkloadPriorityClass", {"name": wpc},
                 {"value": value, "description": f"{wpc.split('-')[1].capitalize()} training work."},
+                # the Kueue chart installs the WorkloadPriorityClass CRD
                 opts=self._on(cluster, [self.kueue[cluster]]),
             )
         # The manager needs the Topology and topology-aware flavors as well: Kueue admits a workload that asks for a
@@ -499,6 +503,7 @@ class TrainingPool(pulumi.ComponentResource):
             f"{self._name}-{cluster}-{ns_name}-nccl",
             metadata={"name": NCCL_CONFIG, "namespace": ns_name, "labels": {"fab.internal/team": team}},
             data=self._gpus[cluster].nccl_env,
+            # the namespace must exist before anything is created in it
             opts=self._on(cluster, [ns]),
         )
 
@@ -514,11 +519,13 @@ class TrainingPool(pulumi.ComponentResource):
             metadata={"name": "team-members", "namespace": ns_name},
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": TEAM_ROLE},
             subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"{config.group_prefix}{group}"}],
+            # the namespace must exist before anything is created in it
             opts=self._on(cluster, [ns]),
         )
         queue, local_queue = logical
         self._cr(cluster, queue, "ClusterQueue", {"name": ns_name},
                  team_queue_spec(self._site.name, ns_name, flavors, team_quotas, is_manager, confined))
+        # a LocalQueue lives in the team namespace, which must exist first
         self._cr(cluster, local_queue, "LocalQueue", {"name": LOCAL_QUEUE, "namespace": ns_name}, {"clusterQueue": ns_name}, depends_on=[ns])
         return ns
 
@@ -534,6 +541,7 @@ class TrainingPool(pulumi.ComponentResource):
             f"{self._name}-{cluster}-sa-{account}",
             metadata={"name": account, "namespace": ACCESS_NAMESPACE},
             automount_service_account_token=False,
+            # the namespace must exist before anything is created in it
             opts=self._on(cluster, [ns]),
         )
         role = k8s.rbac.v1.ClusterRole(
@@ -546,17 +554,20 @@ class TrainingPool(pulumi.ComponentResource):
                 k8s.rbac.v1.RoleBinding(
                     f"{self._name}-{cluster}-{team_namespace(team)}-{account}",
                     metadata={"name": account, "namespace": team_namespace(team)},
+                    # the team namespace, and the ClusterRole: binding a role the API server cannot resolve takes the `bind` verb
                     role_ref=role_ref, subjects=subject, opts=self._on(cluster, [role, sa, self._team_namespaces[cluster, team]]),
                 )
         else:
             k8s.rbac.v1.ClusterRoleBinding(
                 f"{self._name}-{cluster}-binding-{account}", metadata={"name": f"fab-{account}"},
+                # the ClusterRole first: binding a role the API server cannot resolve takes the `bind` verb
                 role_ref=role_ref, subjects=subject, opts=self._on(cluster, [role, sa]),
             )
         return k8s.core.v1.Secret(
             f"{self._name}-{cluster}-token-{account}",
             metadata={"name": f"{account}-token", "namespace": ACCESS_NAMESPACE, "annotations": {"kubernetes.io/service-account.name": account}},
             type="kubernetes.io/service-account-token",
+            # The token controller fills the Secret only for an existing ServiceAccount (and deletes it otherwise).
             opts=pulumi.ResourceOptions.merge(self._on(cluster, [sa]), pulumi.ResourceOptions(additional_secret_outputs=["data"])),
         )
 
@@ -572,6 +583,7 @@ class TrainingPool(pulumi.ComponentResource):
             metadata={"name": secret_name, "namespace": namespace},
             type="Opaque",
             string_data={key: content},
+            # `depends_on`: the namespace it goes in must exist (Airflow's; Kueue's, which the Kueue release waits for)
             opts=self._on(into, depends_on),
         )
 
@@ -599,6 +611,7 @@ class TrainingPool(pulumi.ComponentResource):
                 # them), so the group of Airflow's ServiceAccounts is granted no more than Airflow has elsewhere.
                 subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
                            "name": f"system:serviceaccounts:{AIRFLOW_NAMESPACE}"}],
+                # the team namespace, and the ClusterRole: binding a role the API server cannot resolve takes the `bind` verb
                 opts=self._on(manager, [role, self._team_namespaces[manager, team]]),
             )
 
@@ -613,13 +626,16 @@ class TrainingPool(pulumi.ComponentResource):
             clusters.append(
                 self._cr(manager, f"multikueue-cluster-{worker}", "MultiKueueCluster", {"name": worker},
                          {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": names.MULTIKUEUE_KUBECONFIG(worker)}}},
+                         # Kueue connects to the worker with the kubeconfig in `secret`.
                          depends_on=[secret])
             )
         config = self._cr(manager, "multikueue-config", "MultiKueueConfig", {"name": MULTIKUEUE_CONFIG},
+                          # The clusters it lists: the admission check stays inactive while one of them is missing.
                           {"clusters": sorted(workers)}, depends_on=clusters)
         self._cr(manager, "admission-check", "AdmissionCheck", {"name": ADMISSION_CHECK},
                  {"controllerName": "kueue.x-k8s.io/multikueue",
                   "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": MULTIKUEUE_CONFIG}},
+                 # Its parameters name the MultiKueueConfig.
                  depends_on=[config])
 
 

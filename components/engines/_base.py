@@ -206,6 +206,7 @@ class EngineScope:
                 f"{self.prefix}-quota-{name}",
                 metadata={"name": "compute", "namespace": name},
                 spec={"hard": {"requests.nvidia.com/gpu": "0"}},
+                # the namespace must exist before anything is created in it
                 opts=self.after(resource),
             )
             self._namespaces[name] = resource
@@ -224,6 +225,7 @@ class EngineScope:
             f"{self.prefix}-quota-{ns}",
             metadata={"name": "compute", "namespace": ns},
             spec={"hard": {"requests.cpu": engine.quota.cpu, "requests.memory": engine.quota.memory, "requests.nvidia.com/gpu": "0"}},
+            # the namespace must exist before anything is created in it
             opts=self.after(resource),
         )
         k8s.core.v1.LimitRange(
@@ -234,6 +236,7 @@ class EngineScope:
                 "defaultRequest": {"cpu": "250m", "memory": "512Mi"},
                 "default": {"cpu": "2", "memory": "4Gi"},
             }]},
+            # the namespace must exist before anything is created in it
             opts=self.after(resource),
         )
         self._namespaces[ns] = resource
@@ -243,6 +246,7 @@ class EngineScope:
                 depends_on: list[pulumi.Resource], release: str | None = None) -> k8s.helm.v3.Release:
         name = release or logical
         return helm_release(f"{self.prefix}-{logical}", chart, name=name, namespace=ns, values=values,
+                            # `depends_on`: what the chart's pods need when they start (each caller says what)
                             opts=self.after(*depends_on), adopt=self.adopt, registry=self.cluster.registry)
 
     def random(self, logical: str, length: int = 48) -> pulumi.Output[str]:
@@ -251,6 +255,7 @@ class EngineScope:
     def secret(self, logical: str, name: str, ns: str, data: dict[str, pulumi.Input[str]], after: pulumi.Resource,
                type_: str = "Opaque", labels: dict[str, str] | None = None) -> k8s.core.v1.Secret:
         metadata = {"name": name, "namespace": ns, **({"labels": labels} if labels else {})}
+        # `after` is the namespace it goes in (every caller's), which must exist first
         return k8s.core.v1.Secret(f"{self.prefix}-{logical}", metadata=metadata, type=type_, string_data=data, opts=self.after(after))
 
     def hostname(self, engine: Engine) -> str:
@@ -302,12 +307,14 @@ class EngineScope:
                 **postgres_image(self.cluster.registry),
             },
             # The app's metadata: protected, and kept if it ever leaves the stack.
+            # The CloudNativePG chart installs the Cluster CRD; initdb creates the owner from the `owner` Secret.
             opts=pulumi.ResourceOptions(parent=self.parent, depends_on=[self.cnpg, owner], protect=True, retain_on_delete=True),
         )
         return owner, password
 
     def cnpg_operator(self) -> k8s.helm.v3.Release:
         ns = self.plain_namespace(CNPG_NAMESPACE)
+        # the chart's objects go in its namespace, which must exist first
         return self.release("cnpg", versions.CLOUDNATIVE_PG, CNPG_NAMESPACE, {"replicaCount": 2}, [ns])
 
     def grants(self, engine: Engine, ns_resource: pulumi.Resource) -> list[pulumi.Resource]:
@@ -321,4 +328,5 @@ class EngineScope:
         return delivered
 
     def config_map(self, name: str, ns: str, data: dict[str, pulumi.Input[str]], after: pulumi.Resource) -> k8s.core.v1.ConfigMap:
+        # `after` is the namespace it goes in (every caller's), which must exist first
         return k8s.core.v1.ConfigMap(f"{self.prefix}-{name}", metadata={"name": name, "namespace": ns}, data=data, opts=self.after(after))

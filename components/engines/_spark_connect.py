@@ -181,6 +181,7 @@ def namespace(scope: EngineScope, spark: Any) -> k8s.core.v1.Namespace:
         f"{scope.prefix}-quota-{NAMESPACE}",
         metadata={"name": "compute", "namespace": NAMESPACE},
         spec={"hard": {"requests.cpu": str(cpu), "requests.memory": f"{memory_gib}Gi", "requests.nvidia.com/gpu": "0"}},
+        # the namespace must exist before anything is created in it
         opts=scope.after(ns),
     )
     return ns
@@ -197,12 +198,14 @@ rules the Spark operator chart gives its drivers' ServiceAccount)."""
 def _service_account(scope: EngineScope, ns: pulumi.Resource) -> pulumi.Resource:
     """The server's own ServiceAccount, with DRIVER_RULES in its namespace only."""
     meta = {"name": NAME, "namespace": NAMESPACE}
+    # the namespace must exist before the account and the Role are created in it
     account = k8s.core.v1.ServiceAccount(f"{scope.prefix}-{NAME}-sa", metadata=meta, opts=scope.after(ns))
     role = k8s.rbac.v1.Role(f"{scope.prefix}-{NAME}-role", metadata=meta, rules=DRIVER_RULES, opts=scope.after(ns))
     return k8s.rbac.v1.RoleBinding(
         f"{scope.prefix}-{NAME}-binding", metadata=meta,
         role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
         subjects=[{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+        # the Role first: binding a Role the API server cannot resolve takes the `bind` verb
         opts=scope.after(account, role),
     )
 
@@ -212,6 +215,7 @@ def packages_config_map(scope: EngineScope, namespace_: str, ns: pulumi.Resource
     data, binary = packages.config_map_data(scope.cluster.registry)
     return k8s.core.v1.ConfigMap(f"{scope.prefix}-{packages.CONFIG_MAP}-{namespace_}",
                                  metadata={"name": packages.CONFIG_MAP, "namespace": namespace_},
+                                 # the namespace must exist before anything is created in it
                                  data=data, binary_data=binary or None, opts=scope.after(ns))
 
 
@@ -226,6 +230,7 @@ def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi
     to = NamespaceRef(scope.cluster, NAMESPACE, ns)
     grants = [scope.storage.grant(engine, to), scope.storage.catalog_grant(engine, to)]
     conf = k8s.core.v1.ConfigMap(f"{scope.prefix}-{NAME}-defaults", metadata={"name": defaults_config_map, "namespace": NAMESPACE},
+                                 # the namespace must exist before anything is created in it
                                  data={"spark-defaults.conf": defaults}, opts=scope.after(ns))
     registry = scope.cluster.registry
     template = scope.config_map(TEMPLATE_CONFIG_MAP, NAMESPACE,
@@ -255,6 +260,8 @@ def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi
                 },
             },
         },
+        # It runs as `access`'s account with its rights, mounts `conf`, `template` (and `spark-maven`) and reads the engine's
+        # keys (`grants`) when it starts.
         # YuniKorn schedules its pods and places them in their queue.
         opts=scope.after(operator, scheduler, access, conf, template, *grants, *maven),
     )
@@ -262,6 +269,7 @@ def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi
         f"{scope.prefix}-{NAME}-service",
         metadata={"name": NAME, "namespace": NAMESPACE, "labels": labels},
         spec={"type": "ClusterIP", "selector": labels, "ports": [{"name": "grpc", "port": PORT, "targetPort": "connect", "appProtocol": "grpc"}]},
+        # the namespace must exist before anything is created in it
         opts=scope.after(ns),
     )
     k8s.apiextensions.CustomResource(
@@ -270,5 +278,6 @@ def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi
         kind="CiliumNetworkPolicy",
         metadata={"name": NAME, "namespace": NAMESPACE},
         spec=ingress_deny_policy(),
+        # the namespace, and Cilium's release, which registers the CiliumNetworkPolicy CRD
         opts=scope.after(ns, *([scope.cilium] if scope.cilium else [])),
     )

@@ -187,6 +187,8 @@ def _deploy(scope: EngineScope) -> None:
         "migrateDatabaseJob": {"useHelmHooks": False, "applyCustomEnv": False},
         "createUserJob": {"useHelmHooks": False, "applyCustomEnv": False},
     }
+    # Its pods read the OIDC client and `airflow-keys` (database connection, keys) when they start, and mount the DAGs,
+    # the Spark template and the serving repository's connection; the maintenance DAG's job, rights and keys (`delivered`).
     release = scope.release("airflow", versions.AIRFLOW, ns, values, [oidc, keys, owner, *delivered])
     scope.route(ENGINE, ns_resource)
 
@@ -199,6 +201,7 @@ def _spark_submitter(scope: EngineScope) -> None:
     scope.config_map(FEATURE_JOB, spark_ns, {FEATURE_JOB_SOURCE.name: FEATURE_JOB_SOURCE.read_text()}, spark_ns_resource)
     role = k8s.rbac.v1.Role(
         f"{scope.prefix}-airflow-spark-role", metadata={"name": "airflow-spark-submitter", "namespace": spark_ns},
+        # the namespace must exist before anything is created in it
         rules=SPARK_SUBMITTER_RULES, opts=scope.after(spark_ns_resource),
     )
     k8s.rbac.v1.RoleBinding(
@@ -207,6 +210,7 @@ def _spark_submitter(scope: EngineScope) -> None:
         # Task pods run as the chart's worker ServiceAccount; the group names every Airflow ServiceAccount without
         # depending on the chart's naming of it.
         subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"system:serviceaccounts:{AIRFLOW_NAMESPACE}"}],
+        # the Role first: binding a Role the API server cannot resolve takes the `bind` verb
         opts=scope.after(role),
     )
 
@@ -222,12 +226,14 @@ def _maintenance(scope: EngineScope) -> list[pulumi.Resource]:
                            {iceberg_maintenance.JOB_SOURCE.name: iceberg_maintenance.JOB_SOURCE.read_text()}, ns)
     role = k8s.rbac.v1.Role(
         f"{scope.prefix}-airflow-maintenance-role", metadata={"name": "airflow-spark-submitter", "namespace": name},
+        # the namespace must exist before anything is created in it
         rules=SPARK_SUBMITTER_RULES, opts=scope.after(ns),
     )
     binding = k8s.rbac.v1.RoleBinding(
         f"{scope.prefix}-airflow-maintenance-binding", metadata={"name": "airflow-spark-submitter", "namespace": name},
         role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "airflow-spark-submitter"},
         subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"system:serviceaccounts:{AIRFLOW_NAMESPACE}"}],
+        # the Role first: binding a Role the API server cannot resolve takes the `bind` verb
         opts=scope.after(role),
     )
     to = NamespaceRef(scope.cluster, name, ns)

@@ -185,6 +185,7 @@ def _deploy(scope: EngineScope) -> None:
                          ns_resource)
     teams = sorted(scope.identity.groups)
     values = chart_values(scope.domain, scope.identity.issuer, teams)
+    # Redis and the servers read Redis' password when they start; the server resolves the OIDC client's secret from `oidc`.
     release = scope.release(ENGINE.name, versions.ARGO_CD, ns, values, [oidc, redis])
     scope.route(ENGINE, ns_resource)
     repo = argocd.serving_repo
@@ -240,6 +241,7 @@ def _destination(scope: EngineScope, target: ServingTarget, repo: ServingRepoCon
             # allowEmpty stays false: a commit that empties the cluster's directory deletes nothing.
             "syncPolicy": {"automated": {"prune": True, "selfHeal": True}, "syncOptions": list(SYNC_OPTIONS)},
         },
+        # its AppProject, and the destination's cluster Secret, Argo CD's credentials for the serving cluster
         opts=scope.after(project, cluster, *after),
     )
 

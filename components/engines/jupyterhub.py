@@ -131,10 +131,12 @@ def _deploy(scope: EngineScope) -> None:
             k8s.core.v1.Secret(
                 f"{scope.prefix}-{names.RAY_TOKEN_SECRET(team)}",
                 metadata={"name": names.RAY_TOKEN_SECRET(team), "namespace": ENGINE.namespace, "labels": {TEAM_LABEL: team}},
+                # the namespace must exist before anything is created in it
                 type="Opaque", string_data={RAY_TOKEN_KEY: token}, opts=scope.after(ns_resource),
             )
             for team, token in sorted(scope.ray_tokens.items())
         ]
+    # the hub reads its OIDC client when it starts, and mounts each team's Ray token into its members' servers
     release = scope.release("jupyterhub", versions.JUPYTERHUB, ENGINE.namespace, values, [oidc, *tokens])
     scope.route(ENGINE, ns_resource)
 

@@ -163,6 +163,7 @@ def _deploy(scope: EngineScope) -> None:
             "queues.yaml": yunikorn_queues(config),
             "admissionController.filtering.processNamespaces": f"^({'|'.join(spark_namespaces)})$",
         }},
+        # the chart's objects go in its namespace, which must exist first
         [scope.plain_namespace("yunikorn")],
     )
     registry = scope.cluster.registry
@@ -179,6 +180,8 @@ def _deploy(scope: EngineScope) -> None:
             # env/envFrom on drivers and executors (the credentials) are injected by the webhook.
             "webhook": {"enable": True},
         },
+        # The chart makes the drivers' ServiceAccount and Role in each job namespace, and the controller's spark-submit and
+        # the drivers it launches mount `spark-maven` (`maven`).
         # Not YuniKorn: the operator only names it as its pods' scheduler (YuniKorn has no CRDs, and its admission
         # controller registers its own webhook when it runs); what runs pods in its queues waits for it.
         [ns, *([connect_ns] if connect_ns else []), *([maintenance_ns] if maintenance_ns else []), operator_ns, *maven],
@@ -188,6 +191,7 @@ def _deploy(scope: EngineScope) -> None:
     if maintenance_ns is not None:
         k8s.core.v1.ConfigMap(f"{scope.prefix}-{DEFAULTS_CONFIG_MAP}-{MAINTENANCE_NAMESPACE}",
                               metadata={"name": DEFAULTS_CONFIG_MAP, "namespace": MAINTENANCE_NAMESPACE},
+                              # the namespace must exist before anything is created in it
                               data={"spark-defaults.conf": defaults}, opts=scope.after(maintenance_ns))
     scope.grants(ENGINE, ns)
     if connect_ns is not None:

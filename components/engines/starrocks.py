@@ -83,6 +83,7 @@ def setup_script(catalog_uri: str) -> str:
 def _deploy(scope: EngineScope) -> None:
     ns = ENGINE.namespace
     ns_resource = scope.namespace(ENGINE)
+    # the chart's objects go in the engine's namespace, which must exist first
     operator = scope.release("starrocks-operator", versions.STARROCKS_OPERATOR, ns, {"timeZone": "UTC"}, [ns_resource])
     grants = scope.grants(ENGINE, ns_resource)
     # Shared-data: CN keep no state; the storage volume (and its keys) is created by the setup Job.
@@ -96,6 +97,7 @@ def _deploy(scope: EngineScope) -> None:
         kind="StarRocksCluster",
         metadata={"name": CLUSTER, "namespace": ns},
         spec=_cluster_spec(cfg, scope.cluster.registry),
+        # the operator's chart installs the StarRocksCluster CRD; the FE mounts `conf`, the CN's cache volumes use `cache`
         opts=scope.after(operator, conf, cache),
     )
     root = scope.secret("starrocks-root", "starrocks-root", ns,
@@ -119,6 +121,8 @@ def _deploy(scope: EngineScope) -> None:
         volumes=[{"name": "setup", "configMap": {"name": "starrocks-setup"}}, {"name": "tmp", "emptyDir": {}}],
         backoff_limit=20,
         placement=ENGINE.pool.placement(), registry=scope.cluster.registry,
+        # The Job connects to the cluster's FE as root (`root`), runs `setup` and signs in to the catalog and S3 with the
+        # engine's keys (`grants`).
         opts=pulumi.ResourceOptions(parent=scope.parent, depends_on=[cluster, root, setup, *grants], replace_on_changes=["spec"]),
     )
 

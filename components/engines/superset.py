@@ -47,6 +47,7 @@ def _deploy(scope: EngineScope) -> None:
         "runAsUser": USER,
         "configOverrides": {"fab": flask_oauth_config(CONFIG_OVERRIDES)},
     }
+    # its pods read their database and secret key from `superset-env` when they start
     release = scope.release("superset", versions.SUPERSET, ns, values, [env, owner])
     scope.route(ENGINE, ns_resource)
 

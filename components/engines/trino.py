@@ -131,6 +131,7 @@ def _site_ca(scope: EngineScope, ns_resource, values: dict) -> k8s.core.v1.Confi
     values["configMounts"] = [{"name": "site-ca", "configMap": SITE_CA_CONFIG_MAP, "path": SITE_CA_TRUST_STORE, "subPath": key}]
     return k8s.core.v1.ConfigMap(f"{scope.prefix}-{SITE_CA_CONFIG_MAP}",
                                  metadata={"name": SITE_CA_CONFIG_MAP, "namespace": ENGINE.namespace},
+                                 # the namespace must exist before anything is created in it
                                  binary_data={key: store}, opts=scope.after(ns_resource))
 
 
@@ -210,6 +211,8 @@ def _deploy(scope: EngineScope) -> None:
     }
     peers = _peer_catalogs(scope, ns_resource, values)
     external = _external_catalogs(scope, ns_resource, values)
+    # Its pods read these Secrets as env (envFrom) and mount the site CA's trust store when they start: sign-in, the
+    # internal secret, the engine's keys, the peers' and the external catalogs'.
     release = scope.release("trino", versions.TRINO, ns, values, [oidc, shared, *grants, *peers, *external])
     scope.route(ENGINE, ns_resource)
 
