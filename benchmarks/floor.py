@@ -3,13 +3,15 @@
 Run by the mock renderer in place of the project's `__main__.py`. It reads the render to replay from
 the file named by `FAB_FLOOR_PLAN` and makes every registration of it again, in the same order, as an
 instance of the provider SDK's own class for that type (`pulumi_kubernetes.core.v1.Service`,
-`pulumi_minio.S3Bucket`, ...), so the floor imports what the program imports for those types. Each
+`pulumi_minio.S3Bucket`, ...) made by that class's constructor, so the floor imports what the program
+imports for those types and the SDK does its own argument handling as for the program. Each
 registration is the recorded one: same type, name, parent and provider, same inputs (wire values), the
 inputs that came from other resources as Outputs of those resources and the secret ones as secret
 Outputs (so the SDK awaits and tracks them as it does for the program), the same dependencies and the same
-options (protect, retain on delete, aliases, additional secret outputs, import ids, ...). Only the program's
-argument handling is skipped: the recorded inputs go straight to the registration the class would make.
-What is left is what the SDK itself costs for that work; the program's time beyond it is its own logic.
+options (protect, retain on delete, aliases, additional secret outputs, import ids, ...). Providers and
+custom resources with fields beside `spec` skip the constructor (see `_constructible`): their recorded
+inputs go straight to the registration the class would make. What is left is what the SDK itself costs
+for that work; the program's time beyond it is its own logic.
 
 Like the program, the floor first imports what its registrations need (and nothing else: a module
 the program imports for its own logic is the program's cost), then makes the program's process-level
@@ -44,21 +46,35 @@ def replay(records: list[dict[str, Any]]) -> None:
     settle_after_imports()
     created: dict[str, pulumi.Resource] = {}
     for record, cls in zip(records, classes):
-        opts = _options(record, created)
         type_, name, inputs = record["type"], record["name"], _inputs(record, created)
+        through_constructor = cls is not None and _constructible(cls, inputs)
+        opts = _options(record, created, sdk_options=through_constructor)
         if record.get("read"):
             resource: pulumi.Resource = pulumi.StackReference(name, stack_name=inputs["name"], opts=opts)
         elif cls is None:
             resource = pulumi.ComponentResource(type_, name, None, opts)
+        elif through_constructor:
+            resource = _construct(cls, name, inputs, opts)
         else:
             resource = cls.__new__(cls)
             __init__(resource, type_.rsplit(":", 1)[1] if type_.startswith("pulumi:providers:") else type_, name, inputs, opts)
         created[record["urn"]] = resource
 
 
-def _options(record: dict[str, Any], created: dict[str, pulumi.Resource]) -> pulumi.ResourceOptions:
-    """The recorded registration's options; its dependencies on resources it takes no input from as `depends_on`."""
+def _options(record: dict[str, Any], created: dict[str, pulumi.Resource], sdk_options: bool = False) -> pulumi.ResourceOptions:
+    """The recorded registration's options; its dependencies on resources it takes no input from as `depends_on`.
+
+    With `sdk_options` the SDK class's constructor adds its own options, which are left to it: the aliases of the type's
+    older API versions (the recorded aliases that name a type only) and its additional secret outputs (the outputs it
+    knows are secret; what the program adds to them it repeats, so the set is the same).
+    """
     from_inputs = {urn for urns in record.get("property_dependencies", {}).values() for urn in urns}
+    aliases = record.get("aliases", [])
+    secret_outputs = record.get("additional_secret_outputs") or []
+    if sdk_options:
+        aliases = [alias for alias in aliases if set(alias.get("spec", {})) - {"type", "parentUrn"} or alias.get("spec", {}).get("parentUrn")
+                   or "urn" in alias]
+        secret_outputs = []
     return pulumi.ResourceOptions(
         parent=created.get(record["parent"] or ""),
         provider=created.get(record["provider"] or ""),
@@ -68,8 +84,8 @@ def _options(record: dict[str, Any], created: dict[str, pulumi.Resource]) -> pul
         delete_before_replace=record.get("delete_before_replace") or None,
         ignore_changes=record.get("ignore_changes") or None,
         replace_on_changes=record.get("replace_on_changes") or None,
-        additional_secret_outputs=record.get("additional_secret_outputs") or None,
-        aliases=[_alias(alias) for alias in record.get("aliases", [])] or None,
+        additional_secret_outputs=secret_outputs or None,
+        aliases=[_alias(alias) for alias in aliases] or None,
         import_=record.get("import_id"),
     )
 
@@ -126,6 +142,37 @@ def _class(record: dict[str, Any]) -> type | None:
         module, name = _sdk_class(type_)
         return getattr(module, name, pulumi.CustomResource)
     return None
+
+
+SDK_PACKAGES = tuple(PROVIDER_PACKAGES.values())
+
+
+def _constructible(cls: type, inputs: dict[str, Any]) -> bool:
+    """Whether the registration goes through the SDK class's own constructor, as the program's does.
+
+    Every class of the provider SDKs does, except their providers (the program configures them with values the render
+    does not record, such as kubeconfigs) and `apiextensions.CustomResource` for an object with fields beside `spec`
+    (the class carries `spec` only: the program registers those through a `pulumi.CustomResource` of its own).
+    """
+    from pulumi_kubernetes.apiextensions import CustomResource
+
+    if not cls.__module__.startswith(SDK_PACKAGES) or issubclass(cls, pulumi.ProviderResource | pulumi.ComponentResource):
+        return False
+    return not issubclass(cls, CustomResource) or not set(inputs) - {"apiVersion", "kind", "metadata", "spec"}
+
+
+def _construct(cls: type, name: str, inputs: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.Resource:
+    """An instance of the SDK class made by its constructor from the recorded inputs: top-level keys by their Python
+    names (`api_version`, `secret_key`), nested values as recorded (wire names, as the program writes them)."""
+    from pulumi_kubernetes.apiextensions import CustomResource
+
+    if issubclass(cls, CustomResource):
+        return cls(name, api_version=inputs["apiVersion"], kind=inputs["kind"], metadata=inputs.get("metadata"),
+                   spec=inputs.get("spec"), opts=opts)
+    module = sys.modules[cls.__module__]
+    args_cls = getattr(module, f"{cls.__name__}InitArgs", None) or getattr(module, f"{cls.__name__}Args", None)
+    py_names = {wire: py for py, wire in _types.input_type_py_to_pulumi_names(args_cls).items()} if args_cls else {}
+    return cls(name, opts=opts, **{py_names.get(key, key): value for key, value in inputs.items()})
 
 
 def __init__(resource: Any, type_: str, name: str, inputs: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
