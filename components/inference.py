@@ -148,9 +148,11 @@ class InferencePool(pulumi.ComponentResource):
             # The policies' CRDs come with Envoy Gateway's chart, which the gateway waits for; they go in the namespace.
             policies = self._policies(model, [gateway, namespace], args.identity, picker=pickers.get(model))
             if delivered:
-                # The route attaches to the gateway's listener (the Gateway API CRDs come with its chart); it is
-                # published once the model's replicas are ready.
-                self._route(model, [gateway, self.deployments[model], *policies])
+                # The route attaches to the gateway's listener (the Gateway API CRDs come with its chart) and comes after
+                # the policies, so that it is never served without them. Not after the Deployment (the model's load): the
+                # route names the model's Services, not pods, and answers 503 until they have ready endpoints, as it does
+                # whenever every replica restarts.
+                self._route(model, [gateway, *policies])
 
         base = f"https://{hostname}"
         self.serving = pulumi.Output.from_input(

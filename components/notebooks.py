@@ -138,7 +138,7 @@ class GpuNotebooks(pulumi.ComponentResource):
             opts=after_ns,
         )
         team_namespaces = [self._team(team, quota, resource, config, on_gpu) for team, quota in sorted(config.team_quotas.items())]
-        release = helm_release(
+        helm_release(
             f"{name}-hub", versions.JUPYTERHUB, name=GPU_NOTEBOOKS, namespace=GPU_NOTEBOOKS,
             values=hub_values(config, resource, client.issuer_url, redirect, args.cluster.registry),
             # the hub reads its OIDC client from `secret` when it starts, and starts servers in the team namespaces
@@ -158,8 +158,9 @@ class GpuNotebooks(pulumi.ComponentResource):
                 "selector": NOTEBOOKS_PROXY_LABELS,
                 "ports": [{"name": "http", "port": NOTEBOOKS_PROXY_PORT, "targetPort": NOTEBOOKS_PROXY_TARGET_PORT, "protocol": "TCP"}],
             },
-            # LB-IPAM assigns the VIP from `pool`; the chart's proxy pods are its endpoints
-            opts=pulumi.ResourceOptions.merge(on_gpu, pulumi.ResourceOptions(depends_on=[release, pool])),
+            # LB-IPAM assigns the VIP from `pool`, in the hub's namespace. Not the release: the Service selects the chart's
+            # proxy pods by label, and Pulumi waits for its endpoints by itself.
+            opts=pulumi.ResourceOptions.merge(on_gpu, pulumi.ResourceOptions(depends_on=[hub_ns, pool])),
         )
         self._route(args)
         self.url = pulumi.Output.from_input(f"https://{GPU_NOTEBOOKS_UI.hostname(args.domain)}")

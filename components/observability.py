@@ -196,12 +196,14 @@ class SiteObservability(pulumi.ComponentResource):
                 registry=cluster.registry,
             )
             if own and config.metrics == "in-cluster":
-                self._receiver(prefix, key, args, opts_k, release)
+                self._receiver(prefix, key, args, opts_k, monitoring)
             if own and grafana:
                 http_route(
                     f"{prefix}-route-grafana",
-                    # the Gateway's listener (after the Gateway API CRDs); `monitoring`, which exists with the release
-                    pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=[args.gateway, release]),
+                    # The Gateway's listener (after the controller's chart, which brings the Gateway API CRDs) and the
+                    # namespace, not the release: until Grafana's Service has ready pods the route answers 503, as it does
+                    # whenever Grafana restarts.
+                    pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=[args.gateway, monitoring]),
                     name=GRAFANA.host, namespace_=MONITORING_NAMESPACE, gateway=GATEWAY, listener=GRAFANA.host,
                     hostname=GRAFANA.hostname(args.site.domain),
                     rules=[{"backendRefs": [{"name": GRAFANA.service, "port": GRAFANA.port}]}],
@@ -240,7 +242,7 @@ class SiteObservability(pulumi.ComponentResource):
         return [admin, oidc]
 
     def _receiver(self, prefix: str, key: str, args: SiteObservabilityArgs, opts: pulumi.ResourceOptions,
-                  release: pulumi.Resource) -> None:
+                  monitoring: pulumi.Resource) -> None:
         """compute's Prometheus at the receiver VIP, for the other clusters' remote writes.
 
         A Service of its own, not the chart's: a release waits for its LoadBalancer Services, and this one waits for its
@@ -263,8 +265,9 @@ class SiteObservability(pulumi.ComponentResource):
                 "ports": [{"name": "http-web", "port": PROMETHEUS_PORT, "targetPort": PROMETHEUS_PORT, "protocol": "TCP"}],
             },
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
-                # LB-IPAM assigns the VIP from the receiver pool; `monitoring` exists with the release
-                depends_on=[release, args.network.lb_pool(key, args.receiver_pool)])),
+                # LB-IPAM assigns the VIP from the receiver pool, in the namespace `monitoring`. Not the release: the
+                # Service selects Prometheus' pods by label, and Pulumi waits for its endpoints by itself.
+                depends_on=[monitoring, args.network.lb_pool(key, args.receiver_pool)])),
         )
 
 

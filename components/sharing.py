@@ -10,7 +10,8 @@ client id and secret for a token at /api/catalog/v1/oauth/tokens, and holds only
 management API (/api/management) is not routed, so no vendor can reach it, whatever its token. The route answers the
 vendors' own ranges (`storage.vendors.<name>.source_cidrs`) and nobody else: an Envoy Gateway SecurityPolicy on it
 allows those client addresses and denies every other (the ingress Service keeps the client's address,
-`externalTrafficPolicy: Local`, so Envoy sees the vendor's own).
+`externalTrafficPolicy: Local`, so Envoy sees the vendor's own). The policy is created before the route, so that the route
+is never served without it.
 """
 
 from __future__ import annotations
@@ -105,22 +106,28 @@ class VendorCatalog(pulumi.ComponentResource):
             opts=after,
         )
         ui = catalog_ui(polaris)
-        route = http_route(
-            # The Gateway's listener (after the Gateway API CRDs), and the Service and endpoint it sends to: the route never
-            # points at a missing backend.
-            f"{name}-route", pulumi.ResourceOptions.merge(on_compute, pulumi.ResourceOptions(depends_on=[args.gateway, service, slice_])),
-            name=CATALOG_SERVICE, namespace_=VENDOR_CATALOG_NAMESPACE, gateway=GATEWAY, listener=ui.host,
-            hostname=ui.hostname(args.domain), rules=catalog_route_rules(polaris),
-        )
-        k8s.apiextensions.CustomResource(
+        # The vendors' allowlist exists before the route, so that the route is never served without it. Envoy Gateway
+        # accepts a policy whose target route does not exist yet: its translator skips a target it cannot find ("Skip if
+        # the route is not found", envoyproxy/gateway internal/gatewayapi/securitypolicy.go, processSecurityPolicyForRoute)
+        # and translates every route and policy again on each change, so the policy attaches when the route appears.
+        sources = k8s.apiextensions.CustomResource(
             f"{name}-sources", api_version=versions.ENVOY_GATEWAY_API, kind="SecurityPolicy",
             metadata={"name": CATALOG_SERVICE, "namespace": VENDOR_CATALOG_NAMESPACE},
             spec={
                 "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": CATALOG_SERVICE}],
                 "authorization": catalog_authorization(args.vendors),
             },
-            # the SecurityPolicy CRD comes with Envoy Gateway's chart, before the Gateway the route waits for
-            opts=pulumi.ResourceOptions.merge(on_compute, pulumi.ResourceOptions(depends_on=[route])),
+            # The SecurityPolicy CRD comes with Envoy Gateway's chart, which the Gateway waits for; the policy goes in the
+            # namespace.
+            opts=pulumi.ResourceOptions.merge(on_compute, pulumi.ResourceOptions(depends_on=[args.gateway, ns])),
+        )
+        http_route(
+            # The Gateway's listener (after the Gateway API CRDs), the Service and endpoint it sends to (the route never
+            # points at a missing backend), and the vendors' allowlist (the route is never served without it).
+            f"{name}-route", pulumi.ResourceOptions.merge(on_compute, pulumi.ResourceOptions(
+                depends_on=[args.gateway, service, slice_, sources])),
+            name=CATALOG_SERVICE, namespace_=VENDOR_CATALOG_NAMESPACE, gateway=GATEWAY, listener=ui.host,
+            hostname=ui.hostname(args.domain), rules=catalog_route_rules(polaris),
         )
         self.url = pulumi.Output.from_input(f"https://{ui.hostname(args.domain)}{CATALOG_PATH.rstrip('/')}")
         self.register_outputs({"url": self.url})

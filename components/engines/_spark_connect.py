@@ -221,8 +221,8 @@ def packages_config_map(scope: EngineScope, namespace_: str, ns: pulumi.Resource
 
 def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi.Resource, scheduler: pulumi.Resource,
            defaults: pulumi.Input[str], engine: str, defaults_config_map: str) -> None:
-    """The Connect server (after the operator's chart and YuniKorn's, `scheduler`: it and its executors are scheduled by
-    YuniKorn in the interactive queue),
+    """The Connect server (after the operator's chart, which makes the ServiceAccount its executors run as, and YuniKorn's,
+    `scheduler`: it and its executors are scheduled by YuniKorn in the interactive queue),
     running as its own ServiceAccount, with `engine`'s credentials and Spark defaults, its Service and its ingress rule;
     `spark` is the `compute.spark` section."""
     labels = {"app.kubernetes.io/name": NAME}
@@ -263,6 +263,10 @@ def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi
         # It runs as `access`'s account with its rights, mounts `conf`, `template` (and `spark-maven`) and reads the engine's
         # keys (`grants`) when it starts.
         # YuniKorn schedules its pods and places them in their queue.
+        # The operator's chart makes the ServiceAccount `spark` here (`spark-connect` is one of its job namespaces), which
+        # the executors run as: neither the template nor `server_conf` names one, so Spark falls back to the driver's
+        # account of spark-defaults (`spark.kubernetes.authenticate.driver.serviceAccountName`). Without it, the API server
+        # refuses the executor pods of the first session.
         opts=scope.after(operator, scheduler, access, conf, template, *grants, *maven),
     )
     k8s.core.v1.Service(

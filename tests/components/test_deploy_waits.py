@@ -3,6 +3,35 @@
 from __future__ import annotations
 
 import pytest
+from helpers import render_small
+from small_site import add_gpu_notebooks, add_observability, add_vendor, small_site
+
+from fabctl.render import Plan
+
+
+def grown(add) -> Plan:
+    """The render of the small site with one part added by `add`."""
+    site = small_site()
+    add(site)
+    return render_small(site)
+
+
+@pytest.fixture(scope="module")
+def observability_plan():
+    """The small site with the metrics stack in-cluster (compute's receiver VIP) and Grafana."""
+    return grown(add_observability)
+
+
+@pytest.fixture(scope="module")
+def notebooks_plan():
+    """The small site with GPU notebooks (the hub and its proxy VIP on `gpu`)."""
+    return grown(add_gpu_notebooks)
+
+
+@pytest.fixture(scope="module")
+def vendor_plan():
+    """The small site with one equipment vendor (the catalog route on the compute ingress)."""
+    return grown(add_vendor)
 
 
 def by_name(plan, name: str) -> dict:
@@ -70,6 +99,61 @@ def test_the_spark_operator_does_not_wait_for_yunikorn(small_plan):
 def test_the_spark_connect_server_waits_for_yunikorn_which_schedules_it(small_plan):
     server = by_name(small_plan, "compute-spark-connect")
     assert by_name(small_plan, "compute-yunikorn")["urn"] in server["dependencies"]
+
+
+def test_the_spark_connect_server_waits_for_the_operator_chart_which_makes_its_executors_account(small_plan):
+    server = by_name(small_plan, "compute-spark-connect")
+    assert by_name(small_plan, "compute-spark-operator")["urn"] in server["dependencies"]
+
+
+def test_the_grafana_route_does_not_wait_for_the_metrics_chart(observability_plan):
+    route = by_name(observability_plan, "observability-compute-route-grafana")
+    assert by_name(observability_plan, "observability-compute-stack")["urn"] not in observability_plan.waits_for(route)
+
+
+def test_the_grafana_route_still_waits_for_its_gateway_and_namespace(observability_plan):
+    route = by_name(observability_plan, "observability-compute-route-grafana")
+    assert {by_name(observability_plan, "compute-gateway")["urn"],
+            by_name(observability_plan, "observability-compute-ns-monitoring")["urn"]} <= set(route["dependencies"])
+
+
+def test_the_metrics_receiver_service_does_not_wait_for_the_metrics_chart(observability_plan):
+    service = by_name(observability_plan, "observability-compute-receiver")
+    assert by_name(observability_plan, "observability-compute-stack")["urn"] not in observability_plan.waits_for(service)
+
+
+def test_the_metrics_receiver_service_still_waits_for_its_namespace_and_address_pool(observability_plan):
+    service = by_name(observability_plan, "observability-compute-receiver")
+    assert {by_name(observability_plan, "observability-compute-ns-monitoring")["urn"],
+            by_name(observability_plan, "network-compute-pool-internal")["urn"]} <= set(service["dependencies"])
+
+
+def test_the_gpu_notebooks_proxy_vip_does_not_wait_for_the_hub_chart(notebooks_plan):
+    service = by_name(notebooks_plan, "notebooks-proxy-vip")
+    assert by_name(notebooks_plan, "notebooks-hub")["urn"] not in notebooks_plan.waits_for(service)
+
+
+def test_the_gpu_notebooks_proxy_vip_still_waits_for_its_namespace_and_address_pool(notebooks_plan):
+    service = by_name(notebooks_plan, "notebooks-proxy-vip")
+    assert {by_name(notebooks_plan, "notebooks-ns")["urn"],
+            by_name(notebooks_plan, "network-gpu-pool-internal")["urn"]} <= set(service["dependencies"])
+
+
+def test_a_vllm_route_does_not_wait_for_the_deployment(small_plan):
+    route = by_name(small_plan, "inference-route-qwen3-8b")
+    assert by_name(small_plan, "inference-vllm-qwen3-8b")["urn"] not in small_plan.waits_for(route)
+
+
+def test_a_vllm_route_still_waits_for_its_gateway_and_its_authentication_and_rate_limit_policies(small_plan):
+    route = by_name(small_plan, "inference-route-qwen3-8b")
+    assert {by_name(small_plan, name)["urn"] for name in (
+        "inference-gateway", "inference-jwt-qwen3-8b", "inference-ratelimit-qwen3-8b")} <= set(route["dependencies"])
+
+
+def test_the_vendor_catalog_route_waits_for_the_vendors_allowlist_and_not_the_other_way(vendor_plan):
+    route, allowlist = by_name(vendor_plan, "vendor-catalog-route"), by_name(vendor_plan, "vendor-catalog-sources")
+    assert allowlist["urn"] in route["dependencies"]
+    assert route["urn"] not in vendor_plan.waits_for(allowlist)
 
 
 def test_the_network_operator_chart_still_waits_for_the_nfd_crds_of_the_gpu_operator_chart(small_plan):
