@@ -8,14 +8,15 @@ imports for those types and the SDK does its own argument handling as for the pr
 registration is the recorded one: same type, name, parent and provider, same inputs (wire values), the
 inputs that came from other resources as Outputs of those resources and the secret ones as secret
 Outputs (so the SDK awaits and tracks them as it does for the program), the same dependencies and the same
-options (protect, retain on delete, aliases, additional secret outputs, import ids, ...). Providers and
+options (protect, retain on delete, aliases, additional secret outputs, import ids, custom timeouts, ...). Providers and
 custom resources with fields beside `spec` skip the constructor (see `_constructible`): their recorded
 inputs go straight to the registration the class would make. What is left is what the SDK itself costs
 for that work; the program's time beyond it is its own logic.
 
-Like the program, the floor first imports what its registrations need (and nothing else: a module
-the program imports for its own logic is the program's cost), then makes the program's process-level
-settings through the same call (`components.process.settle_after_imports`), then registers.
+The floor first imports what its registrations need (and nothing else: a module the program imports
+for its own logic is the program's cost), then makes the program's process-level settings through the
+same call (`components.process.settle_after_imports`), then registers. The program loads each
+Kubernetes API module on its first kind, after that call (docs/performance.md, "The fair floor").
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ def _options(record: dict[str, Any], created: dict[str, pulumi.Resource], sdk_op
         additional_secret_outputs=secret_outputs or None,
         aliases=[_alias(alias) for alias in aliases] or None,
         import_=record.get("import_id"),
+        custom_timeouts=pulumi.CustomTimeouts(**record["custom_timeouts"]) if record.get("custom_timeouts") else None,
     )
 
 

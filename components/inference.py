@@ -213,20 +213,29 @@ class InferencePool(pulumi.ComponentResource):
         served = self._served[model]
         child = pulumi.ResourceOptions(parent=self)
 
-        def register(logical: str, obj: dict[str, Any], after: list[pulumi.Resource]) -> pulumi.CustomResource:
+        def register(logical: str, obj: dict[str, Any], after: list[pulumi.Resource],
+                     more: pulumi.ResourceOptions | None = None) -> pulumi.CustomResource:
             kinds = {"Deployment": k8s.apps.v1.Deployment, "Service": k8s.core.v1.Service,
                      "PodDisruptionBudget": k8s.policy.v1.PodDisruptionBudget}
-            return kinds[obj["kind"]](logical, metadata=obj["metadata"], spec=obj["spec"],
-                                      opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=after)))
+            opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=after))
+            return kinds[obj["kind"]](logical, metadata=obj["metadata"], spec=obj["spec"], opts=pulumi.ResourceOptions.merge(opts, more))
+
+        def rollout(canary: bool = False) -> pulumi.ResourceOptions:
+            # Pulumi waits for the rollout (10 minutes by default): as long as the image pull, the weights' download and
+            # vLLM's startup budget take, for each replica in turn on an update (serving.rollout_timeouts).
+            create, update = serving.rollout_timeouts(served, canary=canary)
+            return pulumi.ResourceOptions(custom_timeouts=pulumi.CustomTimeouts(create=f"{create}m", update=f"{update}m"))
 
         prefix = f"{self._name}-vllm-{model}"
-        deployment = register(prefix, serving.deployment(self.site, served), depends_on)
+        deployment = register(prefix, serving.deployment(self.site, served), depends_on, rollout())
         # A PodDisruptionBudget and a Service select pods by label and need none to exist: only the namespace.
         register(f"{prefix}-pdb", serving.disruption_budget(model), [self._namespace_resource])
-        register(f"{prefix}-svc", serving.service(model), [self._namespace_resource])
+        # pulumi-kubernetes waits for a Service's selected pods once any exist: as long as for the Deployment, which may be
+        # rolling when the Service is created (a canary added to a running site).
+        register(f"{prefix}-svc", serving.service(model), [self._namespace_resource], rollout())
         if served.spec.canary is not None:
-            canary = register(f"{prefix}-canary", serving.deployment(self.site, served, canary=True), depends_on)
-            register(f"{prefix}-canary-svc", serving.service(model, canary=True), [self._namespace_resource])
+            canary = register(f"{prefix}-canary", serving.deployment(self.site, served, canary=True), depends_on, rollout(canary=True))
+            register(f"{prefix}-canary-svc", serving.service(model, canary=True), [self._namespace_resource], rollout(canary=True))
         return deployment
 
     # ---------------------------------------------------------------------------------------------

@@ -54,6 +54,10 @@ STARTUP_BASE_SEC = 600
 """What a start costs besides reading the weights: CUDA context, graph capture, the KV cache's allocation."""
 NVME_READ_GIB_PER_SEC = 0.5
 """Weights read from the pod's NVMe cache into GPU memory, per pod, taken low (safetensors loads at several GiB/s)."""
+DOWNLOAD_GIB_PER_SEC = 0.25
+"""Weights copied from AIStor to a pod's NVMe cache by its init container, taken low (a shared 100 GbE link moves several)."""
+SCHEDULE_AND_PULL_SEC = 900
+"""What a pod costs before its init container copies: scheduling, attaching the NVMe volume, pulling the vLLM image."""
 
 
 
@@ -82,6 +86,22 @@ def startup_failure_threshold(weights_gib: float) -> int:
     never under STARTUP_FLOOR_SEC. The download from AIStor is the init container's, outside this budget."""
     budget = max(STARTUP_FLOOR_SEC, STARTUP_BASE_SEC + weights_gib / NVME_READ_GIB_PER_SEC)
     return math.ceil(budget / PROBE_PERIOD_SEC)
+
+
+def rollout_timeouts(model: ServedModel, *, canary: bool = False) -> tuple[int, int]:
+    """How long Pulumi may wait for a model's Deployment, in minutes: (create, update).
+
+    pulumi-kubernetes gives up on a Deployment after 10 minutes unless told otherwise, and a vLLM pod needs the image
+    pull, the weights' download and its startup budget (`startup_failure_threshold`) before it is ready: a first
+    `pulumi up` would report every large model as failed while its pods were still loading. A create starts every
+    replica at once; an update rolls them one at a time (`maxUnavailable: 1`, no surge), so it may take each in turn.
+    """
+    size = model.size
+    weights_gib = size.weights_per_gpu_gib * size.tensor_parallel
+    per_pod = (SCHEDULE_AND_PULL_SEC + weights_gib / DOWNLOAD_GIB_PER_SEC
+               + startup_failure_threshold(weights_gib) * PROBE_PERIOD_SEC)
+    replicas = model.spec.canary.replicas if canary and model.spec.canary is not None else size.replicas
+    return math.ceil(per_pod / 60), math.ceil(per_pod * max(1, replicas) / 60)
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,10 @@
 
 Reads a JSON request on stdin ({"project_dir", "stack", "config", "secret_keys", "stack_references"}
 and optionally "program", a script run instead of the project's `__main__.py`, "organization" and
-"reveal_outputs"), runs the program
-with `preview=False`, and writes one JSON document on stdout: every registered resource with its
-type, logical name, URN, parent, provider, inputs (secrets redacted), dependencies and options, the
-stack outputs, the process's peak resident memory, and either no error, a user error (the
-program's `pulumi.RunError`) or a crash.
+"reveal_outputs"), runs the program with `preview=False`, and writes one JSON document on stdout:
+every registered resource with its type, logical name, URN, parent, provider, inputs (secrets
+redacted), dependencies and options (custom timeouts included), the stack outputs, the process's
+peak resident memory, and either no error, a user error (the program's `pulumi.RunError`) or a crash.
 
 `Mocks.new_resource` is not told the parent, dependencies or options, so the monitor records the
 `RegisterResource` request itself before handing it to the stock mock monitor.
@@ -128,6 +127,7 @@ def main() -> int:
                 "inputs": _plain(raw), "secret_inputs": _secret_paths(raw), "dependencies": sorted(set(request.dependencies)),
                 "property_dependencies": {}, "protect": False, "retain_on_delete": False, "delete_before_replace": False,
                 "ignore_changes": [], "replace_on_changes": [], "aliases": [], "additional_secret_outputs": [], "import_id": None,
+                "custom_timeouts": None,
             })
             return response
 
@@ -157,6 +157,7 @@ def main() -> int:
                         "aliases": [json_format.MessageToDict(a) for a in request.aliases],
                         "additional_secret_outputs": list(request.additionalSecretOutputs),
                         "import_id": request.importId or None,
+                        "custom_timeouts": _timeouts(request) if request.HasField("customTimeouts") else None,
                     }
                 )
             return response
@@ -186,6 +187,12 @@ def main() -> int:
     result["cpu_seconds"] = usage.ru_utime + usage.ru_stime
     json.dump(result, sys.stdout)
     return 0
+
+
+def _timeouts(request: Any) -> dict[str, str] | None:
+    """A registration's custom timeouts (`create`, `update`, `delete`, as Pulumi's duration strings), only those set."""
+    timeouts = {key: getattr(request.customTimeouts, key) for key in ("create", "update", "delete") if getattr(request.customTimeouts, key)}
+    return timeouts or None
 
 
 def _peak_rss_kib(usage: resource.struct_rusage) -> int:

@@ -61,15 +61,28 @@ def test_a_vllm_service_and_disruption_budget_do_not_wait_for_the_deployment(sma
 def test_the_vllm_deployment_waits_for_what_serving_pods_need_of_the_gpu_cluster(small_plan):
     deployment = by_name(small_plan, "inference-vllm-qwen3-8b")
     needs = {by_name(small_plan, name)["urn"] for name in (
-        "gpu-gpu-node-pools", "gpu-gpu-cluster-policy", "gpu-gpu-nvme")}
+        "gpu-gpu-node-pools", "gpu-gpu-cluster-policy", "gpu-gpu-nvme", "gpu-gpu-priority-serving")}
+    assert needs <= set(deployment["dependencies"])
+
+
+def test_with_ipoib_the_vllm_deployment_waits_for_the_nic_policy_and_the_weights_network(full_plan):
+    # The pod's network annotation names the IPoIB network, and its RDMA request needs the NIC policy's device plugin.
+    deployment = by_name(full_plan, "inference-vllm-qwen3-8b")
+    needs = {by_name(full_plan, name)["urn"] for name in ("gpu-gpu-nic-cluster-policy", "gpu-gpu-ipoib-pool", "gpu-gpu-ipoib-network")}
     assert needs <= set(deployment["dependencies"])
 
 
 def test_the_vllm_deployment_does_not_wait_for_the_whole_gpu_cluster(small_plan):
+    # Waiting for the component would mean waiting for every one of its children, the Network Operator's chart among them.
     deployment = by_name(small_plan, "inference-vllm-qwen3-8b")
-    gpu = next(r["urn"] for r in small_plan.resources if r["type"] == "fab:gpu:GpuCluster")
-    assert gpu not in deployment["dependencies"]
-    assert by_name(small_plan, "gpu-gpu-network-operator")["urn"] not in deployment["dependencies"]
+    assert by_name(small_plan, "gpu-gpu-network-operator")["urn"] not in small_plan.waits_for(deployment)
+
+
+def test_pulumi_waits_for_a_vllm_deployment_as_long_as_its_pods_take_to_load(small_plan):
+    # qwen3-8b (about 16 GiB of weights, 2 replicas): 15 minutes to schedule and pull, the download at 0.25 GiB/s and
+    # the 30-minute startup floor make 47 minutes a pod; an update rolls the replicas one at a time.
+    deployment = by_name(small_plan, "inference-vllm-qwen3-8b")
+    assert deployment["custom_timeouts"] == {"create": "47m", "update": "93m"}
 
 
 def test_without_ipoib_the_vllm_deployment_does_not_wait_for_the_nic_operands(small_plan):
@@ -159,3 +172,8 @@ def test_the_vendor_catalog_route_waits_for_the_vendors_allowlist_and_not_the_ot
 def test_the_network_operator_chart_still_waits_for_the_nfd_crds_of_the_gpu_operator_chart(small_plan):
     network_operator = by_name(small_plan, "gpu-gpu-network-operator")
     assert by_name(small_plan, "gpu-gpu-gpu-operator")["urn"] in network_operator["dependencies"]
+
+
+def test_pulumi_waits_for_a_vllm_service_as_long_as_for_its_deployment(small_plan):
+    # A Service waits for the pods it selects once any exist: a canary's Service is created while its pods load.
+    assert by_name(small_plan, "inference-vllm-qwen3-8b-svc")["custom_timeouts"] == {"create": "47m", "update": "93m"}
