@@ -153,8 +153,9 @@ compute = ComputeCluster(
 )
 # ClusterMesh global services (phase 5): compute repeats the gateway's Service (StorageCluster has its clients repeat Polaris's).
 if inference is not None and inference.gateway_global_service is not None:
-    # The Service goes into compute's envoy-gateway-system namespace, which compute's ingress creates; the ingress's Gateway
-    # comes after that namespace, which is all the Service needs.
+    # The Service goes into compute's envoy-gateway-system namespace, which compute's ingress creates and ComputeCluster
+    # does not expose: it waits for the ingress's Gateway, which comes after that namespace (and after Envoy Gateway's
+    # chart, so the Service is created later than it needs to be; nothing waits for it).
     network.consume_global_service(inference.gateway_global_service, [compute_cluster.key],
                                    after={compute_cluster.key: [compute.gateway]})
 # GPU notebooks (phase 4): their own hub on a GPU cluster, reached through the compute ingress.

@@ -91,7 +91,7 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
         adopt=adopt, registry=registry,
     )
     # The chart installs the Gateway API and Envoy Gateway CRDs that the EnvoyProxy, GatewayClass and Gateway are instances
-    # of. The global Service needs only its namespace, which comes before the chart.
+    # of.
     after = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[controller]))
 
     def cr(logical: str, api: str, kind: str, metadata: dict[str, Any], spec: dict[str, Any]) -> k8s.apiextensions.CustomResource:
@@ -118,7 +118,9 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
         },
     )
     if service is not None:
-        global_service(f"{prefix}-global-service", service, gateway, after)
+        # The global Service needs only its namespace: it selects the proxies' pods, which exist only later (a Service
+        # created before its pods is done at once).
+        global_service(f"{prefix}-global-service", service, gateway, in_ns)
     cr(
         "gateway-class", versions.GATEWAY_API, "GatewayClass", {"name": gateway_class},
         {"controllerName": "gateway.envoyproxy.io/gatewayclass-controller", "description": description},

@@ -21,9 +21,10 @@ quarter of the render's CPU time; with this threshold it takes a few per cent, f
 def settle_after_imports() -> None:
     """Called once by a program after its imports and before it registers anything.
 
-    The SDKs' imports leave a few hundred thousand long-lived objects (type stubs of every Kubernetes
-    kind); freezing moves them out of the collector's sight so that building the stack does not rescan
-    them each time its allocations trigger a collection. They live as long as the process anyway.
+    The imports leave tens of thousands of long-lived objects (pydantic's models, the SDKs' core modules;
+    the Kubernetes API modules load later, with their first kind); freezing moves them out of the
+    collector's sight so that building the stack does not rescan them each time its allocations trigger
+    a collection. They live as long as the process anyway.
     The youngest generation is then collected less often (YOUNG_COLLECTION_THRESHOLD); the older
     generations keep Python's thresholds.
     """
