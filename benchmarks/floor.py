@@ -43,7 +43,8 @@ PROVIDER_PACKAGES = {
 
 
 def replay(records: list[dict[str, Any]]) -> None:
-    classes = [_class(record) for record in records]  # imports every SDK module the registrations need, as the program's imports do
+    # Imports every SDK module the registrations need, as the program's imports do.
+    classes = [_class(record) for record in records]
     settle_after_imports()
     created: dict[str, pulumi.Resource] = {}
     for record, cls in zip(records, classes):
@@ -73,8 +74,7 @@ def _options(record: dict[str, Any], created: dict[str, pulumi.Resource], sdk_op
     aliases = record.get("aliases", [])
     secret_outputs = record.get("additional_secret_outputs") or []
     if sdk_options:
-        aliases = [alias for alias in aliases if set(alias.get("spec", {})) - {"type", "parentUrn"} or alias.get("spec", {}).get("parentUrn")
-                   or "urn" in alias]
+        aliases = [alias for alias in aliases if not _type_alias(alias)]
         secret_outputs = []
     return pulumi.ResourceOptions(
         parent=created.get(record["parent"] or ""),
@@ -90,6 +90,12 @@ def _options(record: dict[str, Any], created: dict[str, pulumi.Resource], sdk_op
         import_=record.get("import_id"),
         custom_timeouts=pulumi.CustomTimeouts(**record["custom_timeouts"]) if record.get("custom_timeouts") else None,
     )
+
+
+def _type_alias(recorded: dict[str, Any]) -> bool:
+    """Whether a recorded alias names an older type only (same name and parent): one an SDK constructor adds itself."""
+    spec = recorded.get("spec")
+    return spec is not None and not spec.get("parentUrn") and not set(spec) - {"type", "parentUrn"}
 
 
 def _alias(recorded: dict[str, Any]) -> str | pulumi.Alias:
@@ -171,10 +177,7 @@ def _construct(cls: type, name: str, inputs: dict[str, Any], opts: pulumi.Resour
     if issubclass(cls, CustomResource):
         return cls(name, api_version=inputs["apiVersion"], kind=inputs["kind"], metadata=inputs.get("metadata"),
                    spec=inputs.get("spec"), opts=opts)
-    module = sys.modules[cls.__module__]
-    args_cls = getattr(module, f"{cls.__name__}InitArgs", None) or getattr(module, f"{cls.__name__}Args", None)
-    py_names = {wire: py for py, wire in _types.input_type_py_to_pulumi_names(args_cls).items()} if args_cls else {}
-    return cls(name, opts=opts, **{py_names.get(key, key): value for key, value in inputs.items()})
+    return cls(name, opts=opts, **_by_python_name(_args_class(cls), inputs))
 
 
 def __init__(resource: Any, type_: str, name: str, inputs: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
@@ -193,15 +196,25 @@ def __init__(resource: Any, type_: str, name: str, inputs: dict[str, Any], opts:
 
 def _args(cls: type, inputs: dict[str, Any]) -> Any:
     """The inputs as the class's own args object (`ServiceInitArgs`, `S3BucketArgs`), as its constructor passes them."""
+    args_cls = _args_class(cls)
+    if args_cls is None:
+        return inputs
+    args = args_cls.__new__(args_cls)
+    args.__dict__.update(_by_python_name(args_cls, inputs))
+    return args
+
+
+def _args_class(cls: type) -> type | None:
+    """The class's own args type (`ServiceInitArgs`, `S3BucketArgs`), None where it has none."""
     module = sys.modules[cls.__module__]
     args_cls = getattr(module, f"{cls.__name__}InitArgs", None) or getattr(module, f"{cls.__name__}Args", None)
-    if args_cls is None or not _types.is_input_type(args_cls):
-        return inputs
-    py_names = {wire: py for py, wire in _types.input_type_py_to_pulumi_names(args_cls).items()}
-    args = args_cls.__new__(args_cls)
-    for key, value in inputs.items():
-        args.__dict__[py_names.get(key, key)] = value
-    return args
+    return args_cls if args_cls is not None and _types.is_input_type(args_cls) else None
+
+
+def _by_python_name(args_cls: type | None, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The recorded top-level inputs keyed by the args type's Python names (`apiVersion` -> `api_version`)."""
+    py_names = {wire: py for py, wire in _types.input_type_py_to_pulumi_names(args_cls).items()} if args_cls else {}
+    return {py_names.get(key, key): value for key, value in inputs.items()}
 
 
 def _sdk_class(type_: str) -> tuple[Any, str]:
