@@ -1,6 +1,6 @@
 """Child process of the renderer: runs the Pulumi program under the SDK's official mocks (DESIGN section 5.1).
 
-Reads a JSON request on stdin ({"project_dir", "stack", "config", "secret_keys", "stack_references"}
+Run as `python -m fabctl._mockrun`, it reads a JSON request on stdin ({"project_dir", "stack", "config", "secret_keys", "stack_references"}
 and optionally "program", a script run instead of the project's `__main__.py`, "organization" and
 "reveal_outputs"), runs the program with `preview=False`, and writes one JSON document on stdout:
 every registered resource with its type, logical name, URN, parent, provider, inputs (secrets
@@ -9,6 +9,11 @@ peak resident memory, and either no error, a user error (the program's `pulumi.R
 
 `Mocks.new_resource` is not told the parent, dependencies or options, so the monitor records the
 `RegisterResource` request itself before handing it to the stock mock monitor.
+
+Run as `python -m fabctl._mockrun --preloaded PROJECT_DIR`, it is a preloaded renderer (`fabctl.render.preloaded`): it
+imports the SDK and the program's own imports once, then forks a child per request, which runs exactly as the process
+above would (the request, its stdout and stderr redirected to files) and starts from the same clean state, since the
+preloaded parent never runs a program.
 """
 
 from __future__ import annotations
@@ -83,8 +88,8 @@ def _secret_paths(value: Any, path: str = "") -> list[str]:
     return []
 
 
-def main() -> int:
-    request = json.load(sys.stdin)
+def main(request: dict[str, Any] | None = None) -> int:
+    request = json.load(sys.stdin) if request is None else request
     project_dir = request["project_dir"]
     os.environ["PULUMI_CONFIG"] = json.dumps(request["config"])
     os.environ["PULUMI_CONFIG_SECRET_KEYS"] = json.dumps(request.get("secret_keys", []))
@@ -237,5 +242,102 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def _program_imports(project_dir: str) -> None:
+    """Run the top-level import statements of the project's `__main__.py`: the modules every render starts with."""
+    import ast
+
+    path = os.path.join(project_dir, "__main__.py")
+    with open(path, encoding="utf-8") as source:
+        tree = ast.parse(source.read(), path)
+    imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    exec(compile(ast.Module(body=imports, type_ignores=[]), path, "exec"), {"__name__": "fab_preload"})  # noqa: S102
+
+
+def _lazy(module: Any) -> bool:
+    """Whether a module is one of the Kubernetes SDK's lazy stubs (pulumi._utils.lazy_import), not run yet."""
+    return type(module).__name__ == "_LazyModule"
+
+
+def _realize(module: Any) -> None:
+    """Run a lazy stub's module, as the program's first use of one of its names would."""
+    if _lazy(module):
+        getattr(module, "_fab_preload", None)
+
+
+def _preload(loaded: dict[str, list[str]]) -> None:
+    """Load what a render loaded after its start (a Kubernetes API group, the Grafana SDK), for the next renders: the
+    lazy stubs it ran, then the modules it imported, in its order, each after its packages (a stub imported by name
+    instead would run twice and leave a module where its package binds a class of the same name)."""
+    import importlib
+
+    for name in loaded.get("realized", []):
+        _realize(sys.modules.get(name))
+    for name in loaded.get("imported", []):
+        parts = name.split(".")
+        for end in range(1, len(parts)):
+            _realize(sys.modules.get(".".join(parts[:end])))
+        if name not in sys.modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 (a module that imports only inside a render is left to the render)
+                sys.modules.pop(name, None)
+
+
+def _forked_render(job: dict[str, Any]) -> None:
+    """In the forked child: run one request as `python -m fabctl._mockrun` would, stdout and stderr to the job's files,
+    and write the modules it loaded; never returns."""
+    code = 1
+    try:
+        for fd, path in ((1, job["stdout"]), (2, job["stderr"])):
+            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(target, fd)
+            os.close(target)
+        before = set(sys.modules)
+        stubs = {name for name, module in sys.modules.items() if _lazy(module)}
+        code = main(job["request"])
+        loaded = {"realized": [name for name in sys.modules if name in stubs and not _lazy(sys.modules[name])],
+                  "imported": [name for name in list(sys.modules) if name not in before and name != "__main__"]}
+        with open(job["modules"], "w", encoding="utf-8") as out:
+            json.dump(loaded, out)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 (reported as a crash of the renderer, as a fresh process would)
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def serve(project_dir: str) -> int:
+    """The preloaded renderer: imports once, then per line of stdin (a job: the request and the paths of its stdout,
+    stderr and loaded-modules files) forks a child that renders it, and answers with the child's exit status."""
+    os.chdir(project_dir)
+    sys.path.insert(0, project_dir)
+    import google.protobuf.json_format  # noqa: F401
+    import pulumi  # noqa: F401
+    import pulumi.runtime.mocks  # noqa: F401
+    import pulumi.runtime.stack  # noqa: F401
+    import pulumi.runtime.sync_await  # noqa: F401
+
+    _program_imports(project_dir)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        job = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _forked_render(job)
+        _, status = os.waitpid(pid, 0)
+        try:
+            with open(job["modules"], encoding="utf-8") as loaded:
+                _preload(json.load(loaded))
+        except (OSError, ValueError):
+            pass  # the child crashed before listing them
+        print(os.waitstatus_to_exitcode(status), flush=True)
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--preloaded"]:
+        sys.exit(serve(sys.argv[2]))
     sys.exit(main())

@@ -11,19 +11,18 @@ import contextlib
 import copy
 import dataclasses
 import json
-import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from components.config import PROJECT, ConfigError, parse_site
-from components.config.load import required_secrets
+from components.config.fields import CONFIG_KEY
+from components.config.load import missing_secrets, required_secrets, site_of_config
+from fabctl import runs
 from fabctl.stackfile import SITE_KEY, STAND_IN, pulumi_config_env, read_stack_config, stack_file
 
-FABCTL_HOME = Path(__file__).resolve().parent.parent
+FABCTL_HOME = runs.FABCTL_HOME
 PROJECT_DIR = FABCTL_HOME
 """The checkout whose program and stack files are rendered unless another is named."""
 K8S_PROVIDER_TYPE = "pulumi:providers:kubernetes"
@@ -145,32 +144,44 @@ def render_config(stack: str, config: dict[str, Any], project_dir: Path = PROJEC
     `__main__.py` (the benchmarks' SDK floor). `reveal_outputs` keeps secret outputs (mock values) readable.
     The returned plan's `stats` say what the render cost (wall time, CPU time, peak memory).
     """
+    env, secret_keys = pulumi_config_env(config)
+    refused = _refusal(env, secret_keys, project_dir)
+    if refused:
+        raise RenderError("\n".join(refused), user=True)
     if stack_references is None:
         stack_references = linked_stack_outputs(config, project_dir)
-    env, secret_keys = pulumi_config_env(config)
     request = {"project_dir": str(project_dir), "project": PROJECT, "stack": stack, "config": env, "secret_keys": secret_keys,
                "stack_references": stack_references, "program": str(program) if program else None,
                "organization": MOCK_ORGANIZATION, "reveal_outputs": reveal_outputs}
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fabctl._mockrun"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=str(FABCTL_HOME),  # the child imports fabctl from here and the program from project_dir
-    )
-    stdout, stderr = proc.communicate(json.dumps(request))
-    seconds = time.perf_counter() - started
+    done = runs.run(request)
     try:
-        result = json.loads(stdout)
+        result = json.loads(done.stdout)
     except json.JSONDecodeError:
-        raise RenderError(f"the renderer failed (exit {proc.returncode}):\n{stderr.strip()}", user=False) from None
+        raise RenderError(f"the renderer failed (exit {done.returncode}):\n{done.stderr.strip()}", user=False) from None
+    seconds = done.seconds
+    seed = runs.registration_order_seed()
+    if seed is not None:
+        result["resources"] = runs.perturbed(result["resources"], seed)
     stats = RenderStats(seconds=seconds, peak_rss_mib=result.get("peak_rss_kib", 0) / 1024, cpu_seconds=result.get("cpu_seconds", 0.0))
     error = result.get("error")
     if error:
         raise RenderError(error["message"], user=error["kind"] == "user")
     return Plan(stack=stack, resources=result["resources"], outputs=result["outputs"], stats=stats, config=env)
+
+def _refusal(env: dict[str, str], secret_keys: list[str], project_dir: Path) -> list[str]:
+    """The lines the program would refuse the config with before registering anything (its config keys, the site object,
+    a missing secret), found here without starting it: the same functions decide (`site_of_config`, `missing_secrets`).
+    Only for a program that is this checkout's, whose config model this process has imported; another program (a git
+    ref's, a changed copy) decides for itself in its render."""
+    if not runs.same_program(project_dir):
+        return []
+    try:
+        with contextlib.chdir(project_dir):  # the config's file paths are relative to the project
+            site = site_of_config(env, lambda key: key in secret_keys, env.get(f"{PROJECT}:{CONFIG_KEY}"))
+    except ConfigError as exc:
+        return exc.lines
+    return missing_secrets(site, lambda key: f"{PROJECT}:{key}" in env)
+
 
 def linked_stack_outputs(config: dict[str, Any], project_dir: Path) -> dict[str, dict[str, Any]]:
     """Outputs of the federated sites a stack's config links, from their own stack files in `project_dir`.

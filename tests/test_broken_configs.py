@@ -1,5 +1,10 @@
 """The malformed-config corpus: every broken site is refused by `fabctl plan` with one clear line, never a traceback.
 
+Every case runs through the CLI's entry function in this process (`fabctl plan` refuses a config before it starts a
+render, with the program's own functions: fabctl.render._refusal); the first case of three classes, one for each way a
+config is refused (the stack file itself, a config key beside the site object, the site object), also runs as a real
+`python -m fabctl plan` process, so that what a user's shell gets is shown for each.
+
 The cases live in tests/corpus/, one file per class of operator mistake (docs/configuration.md). A case is a
 mapping with:
 
@@ -19,20 +24,20 @@ import copy
 import json
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from fabctl import cli
 from fabctl.render import PROJECT_DIR
 from fabctl.stackfile import SITE_KEY
 from helpers import copy_project, stack_config
 from small_site import full_site, small_site
 
 CORPUS = Path(__file__).parent / "corpus"
-CLASSES = sorted(p.stem for p in CORPUS.glob("*.yaml"))
 CASES = [case | {"class": path.stem} for path in sorted(CORPUS.glob("*.yaml")) for case in yaml.safe_load(path.read_text())]
 SMALL_BASES = {"small": small_site, "full": full_site}
 """Bases a case may break instead of a stack file: the smallest site, and the one with every optional part (small_site.py).
@@ -84,25 +89,29 @@ def project(tmp_path_factory) -> Path:
     return project
 
 
-_RUNS: dict[str, subprocess.CompletedProcess] = {}
+@dataclass(frozen=True)
+class Refusal:
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def refusal(project: Path, case: dict[str, Any]) -> subprocess.CompletedProcess:
-    """What `fabctl plan` did with a case: the cases of its class run together, two at a time (the renderer is a
-    subprocess per case), the first time one of them is asked for; so `-k CLASS` runs one class."""
-    if case["name"] not in _RUNS:
-        batch = [c for c in CASES if c["class"] == case["class"]]
+PLAN = ("plan", "--no-policies", "--no-check")
 
-        def run(one: dict[str, Any]) -> subprocess.CompletedProcess:
-            return subprocess.run(
-                [sys.executable, "-m", "fabctl", "plan", "--stack", one["name"], "--project-dir", str(project), "--no-policies",
-                 "--no-check", "--out", str(project / "out")],
-                cwd=PROJECT_DIR, capture_output=True, text=True, check=False,
-            )
 
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            _RUNS.update(zip([c["name"] for c in batch], pool.map(run, batch)))
-    return _RUNS[case["name"]]
+def plan_args(project: Path, case: dict[str, Any]) -> list[str]:
+    return [*PLAN, "--stack", case["name"], "--project-dir", str(project), "--out", str(project / "out")]
+
+
+def refusal(project: Path, case: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> Refusal:
+    """What `fabctl plan` did with a case, run through the CLI's entry function."""
+    capsys.readouterr()
+    returncode = cli.main(plan_args(project, case))
+    out = capsys.readouterr()
+    return Refusal(returncode, out.out, out.err)
+
+
+IN_A_SHELL = [next(c for c in CASES if c["class"] == name) for name in ("files", "secrets", "general")]
 
 
 def test_the_corpus_has_at_least_150_cases_with_distinct_names():
@@ -115,12 +124,35 @@ def test_no_two_cases_make_the_same_edit():
     assert len(set(edits)) == len(edits)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{c['class']}/{c['name']}" for c in CASES])
-def test_fails_cleanly_for_a_broken_config(project, case):
-    run = refusal(project, case)
+def assert_refused_cleanly(run: Refusal, case: dict[str, Any]) -> None:
     lines = run.stderr.splitlines()
     assert run.returncode == 1, run.stderr
     assert len(lines) == 1, run.stderr
     assert lines[0].startswith(case.get("prefix", "error: fab-platform:site"))
     assert case["expect"] in lines[0]
     assert "Traceback" not in run.stderr + run.stdout
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c['class']}/{c['name']}" for c in CASES])
+def test_fails_cleanly_for_a_broken_config(project, case, capsys):
+    assert_refused_cleanly(refusal(project, case, capsys), case)
+
+
+@pytest.mark.parametrize("case", IN_A_SHELL, ids=[f"{c['class']}/{c['name']}" for c in IN_A_SHELL])
+def test_fails_cleanly_for_a_broken_config_in_a_shell(project, case):
+    """The same refusal from a real `python -m fabctl plan` process: its exit status and its stderr, one line."""
+    done = subprocess.run([sys.executable, "-m", "fabctl", *plan_args(project, case)], cwd=PROJECT_DIR, capture_output=True,
+                          text=True, check=False)
+    assert_refused_cleanly(Refusal(done.returncode, done.stdout, done.stderr), case)
+
+
+def test_a_config_the_program_refuses_starts_no_render(project, monkeypatch, capsys):
+    """The refusal comes before any renderer process: a broken config costs no program run."""
+    from fabctl import runs
+
+    def no_render(request):
+        raise AssertionError(f"a render was started for {request['stack']}")
+
+    monkeypatch.setattr(runs, "run", no_render)
+    case = next(c for c in CASES if "file" not in c)
+    assert_refused_cleanly(refusal(project, case, capsys), case)

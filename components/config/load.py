@@ -6,6 +6,7 @@ in stack files").
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 import dataclasses
@@ -153,17 +154,30 @@ def load_site() -> SiteConfig:
     """
     import pulumi
 
-    problems = config_key_problems(pulumi.runtime.get_config_env(), pulumi.runtime.is_config_secret)
-    if problems:
-        raise pulumi.RunError("\n".join(problems))
     try:
-        raw = pulumi.Config(PROJECT).get_object(CONFIG_KEY)
-    except pulumi.ConfigTypeError as exc:  # the CLI hands structured config over as JSON
-        raise pulumi.RunError(f"{PROJECT}:{CONFIG_KEY}: not a valid structured value ({exc})") from None
-    try:
-        return parse_site(raw)
+        return site_of_config(pulumi.runtime.get_config_env(), pulumi.runtime.is_config_secret, pulumi.Config(PROJECT).get(CONFIG_KEY))
     except ConfigError as exc:
         raise pulumi.RunError(str(exc)) from None
+
+
+def site_of_config(keys: Iterable[str], is_secret: Callable[[str], bool], site_text: str | None) -> SiteConfig:
+    """The site of a stack's config as the Pulumi CLI hands it to the program: its full keys, which of them are secret,
+    and `fab-platform:site` as text (structured config arrives as JSON). Raises ConfigError with one line per problem:
+    the stack's other keys first (`config_key_problems`), then the site object's. The program (`load_site`) and
+    `fabctl`, which refuses a config before it starts a render, decide with this one function."""
+    problems = config_key_problems(keys, is_secret)
+    if problems:
+        raise ConfigError(problems)
+    raw = None
+    if site_text is not None:
+        try:
+            raw = json.loads(site_text)
+        except ValueError:
+            from pulumi import ConfigTypeError  # what pulumi.Config.get_object raises, for its message
+
+            error = ConfigTypeError(f"{PROJECT}:{CONFIG_KEY}", site_text, "JSON object")
+            raise ConfigError([f"{PROJECT}:{CONFIG_KEY}: not a valid structured value ({error})"]) from None
+    return parse_site(raw)
 
 
 @dataclass(frozen=True)
@@ -206,6 +220,13 @@ def required_secrets(site: SiteConfig) -> dict[str, str]:
     return required
 
 
+def missing_secrets(site: SiteConfig, is_set: Callable[[str], bool]) -> list[str]:
+    """One line per secret config key the site needs and the stack does not set, with the command that sets it."""
+    required = required_secrets(site)
+    return [f"{PROJECT}:{key}: required because {why}; set it with: pulumi config set --secret {key} <value>"
+            for key, why in required.items() if not is_set(key)]
+
+
 def load_secrets(site: SiteConfig) -> SiteSecrets:
     """The secret config values the site needs; a missing one ends the program with the command that sets it."""
     import pulumi
@@ -213,12 +234,9 @@ def load_secrets(site: SiteConfig) -> SiteSecrets:
     required = required_secrets(site)
     config = pulumi.Config(PROJECT)
     values = {key: config.get_secret(key) for key in required}
-    missing = [key for key, value in values.items() if value is None]
+    missing = missing_secrets(site, lambda key: values[key] is not None)
     if missing:
-        raise pulumi.RunError("\n".join(
-            f"{PROJECT}:{key}: required because {required[key]}; set it with: pulumi config set --secret {key} <value>"
-            for key in missing
-        ))
+        raise pulumi.RunError("\n".join(missing))
     # Optional: only the serving-loop DAG writes to the serving repository, Argo CD only reads it.
     write_token = config.get_secret("servingRepoWriteToken") if "servingRepoToken" in required else None
     # Optional: without a webhook, alerts stay in Alertmanager and Grafana.
