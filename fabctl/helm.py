@@ -12,12 +12,15 @@ are pulled from the repository each release names into a cache.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
@@ -216,8 +219,29 @@ def _values(chart: ChartRef, values: Any, path: tuple[str, ...] = ()) -> Any:
     return _stand_in_ca()[part] if part else values
 
 
-def template(release: dict[str, Any], package: Path, helm: Path, project_dir: Path) -> list[dict[str, Any]]:
-    """`helm template` of one release, post-rendered as the release says; raises HelmError with Helm's message."""
+def template(release: dict[str, Any], package: Path, helm: Path, project_dir: Path, cached: bool = True) -> list[dict[str, Any]]:
+    """`helm template` of one release, post-rendered as the release says; raises HelmError with Helm's message.
+    Within `render_cache(...)`, a release rendered before from the same package with the same Helm, inputs and
+    post-renderer is read back instead (`cached=False` renders anyway: what varies from render to render)."""
+    key = render_key(release, package, helm, project_dir) if cached and _RENDER_CACHE is not None else None
+    if key is not None:
+        known = _RENDER_CACHE.get("template", key)
+        if known is not None:
+            if "error" in known:
+                raise HelmError(known["error"])
+            return known["objects"]
+    try:
+        objects = _template(release, package, helm, project_dir)
+    except HelmError as exc:
+        if key is not None:
+            _RENDER_CACHE.put("template", key, {"error": str(exc)})
+        raise
+    if key is not None:
+        _RENDER_CACHE.put("template", key, {"objects": objects})
+    return objects
+
+
+def _template(release: dict[str, Any], package: Path, helm: Path, project_dir: Path) -> list[dict[str, Any]]:
     inputs = release["inputs"]
     with tempfile.TemporaryDirectory(prefix="fab-helm-") as tmp:
         values = Path(tmp) / "values.json"
@@ -240,6 +264,81 @@ def template(release: dict[str, Any], package: Path, helm: Path, project_dir: Pa
             raise HelmError(f"post-renderer {postrender} failed: {done.stderr.strip()}")
         manifest = done.stdout
     return [doc for doc in yaml.load_all(manifest, Loader=_Loader) if isinstance(doc, dict) and doc.get("kind")]
+
+
+class RenderCache:
+    """Helm's renders and the chart-value trials (`fabctl.check.values`) kept in a folder, each under a key of all it
+    depends on: the chart package's content, Helm's version, the release's name, namespace, values and post-renderer,
+    and the Kubernetes version (`render_key`). What an unchanged release gives is read back in milliseconds."""
+
+    FORMAT = 1
+    """Part of every key: raised when what is stored changes."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def get(self, kind: str, key: str) -> Any:
+        path = self.folder / kind / f"{key}.json"
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def put(self, kind: str, key: str, value: Any) -> None:
+        path = self.folder / kind / f"{key}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        partial.write_text(json.dumps(value), encoding="utf-8")
+        partial.replace(path)  # whole or not at all, for processes sharing the folder
+
+
+_RENDER_CACHE: RenderCache | None = None
+
+
+@contextlib.contextmanager
+def render_cache(folder: Path | None) -> Iterator[None]:
+    """Within the block, Helm's renders and the chart-value trials are kept in `folder` (None: not kept)."""
+    global _RENDER_CACHE
+    outer, _RENDER_CACHE = _RENDER_CACHE, RenderCache(folder) if folder is not None else None
+    try:
+        yield
+    finally:
+        _RENDER_CACHE = outer
+
+
+def active_render_cache() -> RenderCache | None:
+    return _RENDER_CACHE
+
+
+def render_key(release: dict[str, Any], package: Path, helm: Path, project_dir: Path) -> str:
+    """What a release's render depends on, as one digest (see RenderCache)."""
+    inputs = release["inputs"]
+    postrender = inputs.get("postrender")
+    script = project_dir / str(postrender) if postrender else None
+    parts = [RenderCache.FORMAT, KUBE_VERSION, _package_digest(package), helm_version(helm), inputs.get("name") or release["name"],
+             inputs.get("namespace"), inputs.get("values"), postrender,
+             hashlib.sha256(script.read_bytes()).hexdigest() if script is not None and script.is_file() else None]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _package_digest(package: Path) -> str:
+    stat = package.stat()
+    return _file_digest(str(package.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@cache
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@cache
+def helm_version(helm: Path) -> str:
+    """What `helm version --short` says (v3.19.0+g...); a Helm that does not answer is named by its path."""
+    try:
+        done = subprocess.run([str(helm), "version", "--short"], capture_output=True, text=True, check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return f"unknown helm at {helm}"
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else f"unknown helm at {helm}"
 
 
 def render_releases(plan: Plan, packages: ChartSource, helm: Path, project_dir: Path) -> tuple[list[RenderedRelease], list[MissingChart]]:

@@ -23,7 +23,7 @@ import yaml
 
 from fabctl.check.findings import Finding
 from fabctl.check.picture import Picture, release_placed
-from fabctl.helm import HelmError, RenderedRelease, template
+from fabctl.helm import HelmError, RenderedRelease, active_render_cache, render_key, template
 
 MARKER = "fab-check-marker-7f3a"
 
@@ -141,11 +141,25 @@ class ValuesCheck:
     def _render(self, rendered: RenderedRelease, values: dict[str, Any]) -> list[dict[str, Any]] | None:
         release = {**rendered.release, "inputs": {**rendered.release["inputs"], "values": values}}
         try:
-            return template(release, rendered.package, self.helm, self.project_dir)
+            # Never read back: a trial compares renders, and what varies between two of them must really vary.
+            return template(release, rendered.package, self.helm, self.project_dir, cached=False)
         except HelmError:
             return None  # a value whose absence Helm refuses is read
 
     def unread(self, rendered: RenderedRelease) -> list[tuple[str, ...]]:
+        """The key paths the release sets that its chart does not read; within `fabctl.helm.render_cache`, a release's
+        trials are run once for the same package, Helm, inputs and post-renderer."""
+        cache = active_render_cache()
+        if cache is None or rendered.package is None:
+            return self._unread(rendered)
+        key = render_key(rendered.release, rendered.package, self.helm, self.project_dir)
+        known = cache.get("values", key)
+        if known is None:
+            known = [list(path) for path in self._unread(rendered)]
+            cache.put("values", key, known)
+        return [tuple(path) for path in known]
+
+    def _unread(self, rendered: RenderedRelease) -> list[tuple[str, ...]]:
         values = rendered.release["inputs"].get("values") or {}
         paths = list(candidates(values, chart_defaults(rendered.package)))
         if not paths:
