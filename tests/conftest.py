@@ -18,6 +18,8 @@ from helpers import STACKS, helm_rendered, render_small, rendered
 from small_site import full_site, small_site
 
 
+pytest_plugins = ("registration_order",)
+
 SHARED_DIR = PROJECT_DIR.parent / "shared"
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -97,3 +99,26 @@ def plan_a() -> Plan:
 @pytest.fixture(scope="session")
 def plan_b() -> Plan:
     return rendered("site-b")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def renders(tmp_path_factory: pytest.TempPathFactory):
+    """Every render of the session forks from one preloaded renderer, and each distinct request runs once for all the
+    session's processes (fabctl.runs); each Helm render and chart-value trial too (fabctl.helm.render_cache). The workers
+    of a parallel run share the folders; a new session starts with empty ones."""
+    from fabctl import helm, runs
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    with runs.preloaded(), runs.cached(shared / "fab-renders"), helm.render_cache(shared / "fab-helm"):
+        yield
+
+
+@pytest.fixture(scope="session")
+def grpc_pack():
+    """The policy pack as the Pulumi CLI runs it, started once per stack config for the session (fabctl.policy.analyzer):
+    for the tests that prove the Analyzer gRPC service itself; the others analyze in process (analyze_in_process)."""
+    from fabctl.policy import analyzer
+
+    with analyzer() as packs:
+        yield packs
