@@ -4,10 +4,18 @@ The pack is started as `python -u -m pulumi.policy 127.0.0.1:0 .` in `policies/`
 the virtualenv its PulumiPolicy.yaml names and the stack's config in its environment (as the CLI starts it);
 it prints the port of its Analyzer gRPC service, which gets every resource of a render (`Analyze` per
 resource, then `AnalyzeStack` once). `fabctl plan`, CI and the tests share this one runner.
+
+`analyze_in_process` runs the same policies on the same requests in this process, for the test suite's many analyses
+of small changes: the policy SDK's servicer deserializes the whole stack again for each of its stack policies (47 of
+them), which is most of an analysis; here each resource is deserialized once, by the SDK's own functions, and every
+policy gets it. Its results are the gRPC service's (the tests compare both on whole stacks), not a model of them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
 import json
 import os
 import subprocess
@@ -222,6 +230,110 @@ def analyze_counted(plan: Plan, policies_dir: Path = POLICIES_DIR) -> tuple[list
 
     with analyzer(policies_dir) as packs:
         return analyze_with(packs, plan), len(packs.for_plan(plan).GetAnalyzerInfo(empty_pb2.Empty()).policies)
+
+
+@dataclass(frozen=True)
+class _InProcessPack:
+    """The pack's policies in this process, with the servicer the policy SDK would build for them (`PolicyPack` makes it
+    with its name, version 0.0.1 and the advisory default level); its helpers turn requests into policy arguments."""
+
+    name: str
+    policies: tuple[Any, ...]
+    servicer: Any
+
+
+@functools.cache
+def _in_process_pack(policies_dir: Path) -> _InProcessPack:
+    import sys
+
+    from pulumi_policy.policy import EnforcementLevel, _PolicyAnalyzerServicer
+
+    if str(policies_dir) not in sys.path:
+        sys.path.insert(0, str(policies_dir))
+    import rules
+
+    if Path(rules.__file__).resolve().parent != (policies_dir / "rules").resolve():
+        raise PolicyPackError(f"the rules imported here are {rules.__file__}, not {policies_dir / 'rules'}")
+    servicer = _PolicyAnalyzerServicer(rules.PACK_NAME, "0.0.1", list(rules.POLICIES), EnforcementLevel.ADVISORY)
+    return _InProcessPack(rules.PACK_NAME, tuple(rules.POLICIES), servicer)
+
+
+def analyze_in_process(plan: Plan, policies_dir: Path = POLICIES_DIR, only: set[str] | None = None) -> list[Violation]:
+    """What `analyze_with` reports for a render, with the pack's policies run in this process (see the module's doc):
+    per resource, then for the whole stack, each violation as the servicer words it (the rule's description, then its
+    message), an unknown value stopping a rule as an advisory "can't run" diagnostic. `only` names the policies to run
+    (all by default). The stack's config reaches `pulumi.Config` as the CLI hands it to a pack, in a context of its own."""
+    import contextvars
+
+    from pulumi.runtime import config as runtime_config
+
+    pack = _in_process_pack(policies_dir.resolve())
+    policies = [p for p in pack.policies if only is None or p.name in only]
+    context = contextvars.copy_context()
+    context.run(runtime_config.set_all_config, dict(plan.config), [])
+    return sorted(context.run(_run_in_process, pack, policies, _resources(plan)), key=lambda v: (not v.mandatory, v.policy, v.urn))
+
+
+def _run_in_process(pack: _InProcessPack, policies: list[Any], requests: list[Any]) -> list[Violation]:
+    from google.protobuf import json_format
+    from pulumi.runtime.proto import analyzer_pb2
+    from pulumi_policy.deserialize import deserialize_properties
+    from pulumi_policy.policy import (
+        EnforcementLevel,
+        PolicyResource,
+        ResourceValidationArgs,
+        ResourceValidationPolicy,
+        StackValidationArgs,
+        StackValidationPolicy,
+        _NotApplicableError,
+    )
+    from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
+
+    servicer = pack.servicer
+    resources = []
+    for r in requests:  # as the servicer's AnalyzeStack builds each one, once for every policy
+        props = unknown_checking_proxy(deserialize_properties(json_format.MessageToDict(r.properties)))
+        resources.append(PolicyResource(r.type, props, r.urn, r.name, servicer._get_resource_options(r),
+                                        servicer._get_provider_resource(r), None, [], {}))
+    by_urn = {resource.urn: resource for resource in resources}
+    for r, resource in zip(requests, resources):
+        resource.parent = by_urn.get(r.parent) if r.parent else None
+        resource.dependencies.extend(by_urn[d] for d in r.dependencies if d in by_urn)
+        for key, deps in r.propertyDependencies.items():
+            resource.property_dependencies[key] = [by_urn[d] for d in deps.urns if d in by_urn]
+
+    found: list[Violation] = []
+
+    def run(policy: Any, args: Any, urn: str) -> None:
+        level = servicer._get_enforcement_level(policy)
+        if level == EnforcementLevel.DISABLED:
+            return
+        level = EnforcementLevel.MANDATORY if level == EnforcementLevel.REMEDIATE else level
+        response = analyzer_pb2.AnalyzeResponse()
+        report = servicer._create_report_violation(response, policy.name, policy.description, level, policy.severity)
+        try:
+            result = policy.validate(args, report)
+            if inspect.isawaitable(result):
+                asyncio.run(_awaited(result))
+        except UnknownValueError as exc:
+            found.append(Violation(policy.name, "advisory", f"can't run policy '{policy.name}' from policy pack "
+                                   f"'{pack.name}@v0.0.1' during preview: {exc.message}", urn))
+        except _NotApplicableError:
+            pass
+        found.extend(v if v.urn else Violation(v.policy, v.level, v.message, urn) for v in _violations(response))
+
+    for policy in policies:
+        if isinstance(policy, ResourceValidationPolicy) and policy.has_validation():
+            for resource in resources:
+                run(policy, ResourceValidationArgs(resource.resource_type, resource.props, resource.urn, resource.name,
+                                                   resource.opts, resource.provider, None), resource.urn)
+        elif isinstance(policy, StackValidationPolicy):
+            run(policy, StackValidationArgs(resources, None), "")
+    return found
+
+
+async def _awaited(result: Any) -> Any:
+    return await result
 
 
 def info(policies_dir: Path = POLICIES_DIR) -> Any:

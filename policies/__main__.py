@@ -6,6 +6,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pulumi_policy import PolicyPack  # noqa: E402
-from rules import POLICIES  # noqa: E402
+from rules import PACK_NAME, POLICIES  # noqa: E402
 
-PolicyPack(name="fab-platform", policies=POLICIES)
+PolicyPack(name=PACK_NAME, policies=POLICIES)

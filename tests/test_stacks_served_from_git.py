@@ -9,7 +9,7 @@ from helpers import STACKS, render_config, rendered, stack_config
 from schemas import CrdSchemas, schema_errors
 from small_site import SERVING_REPO_TOKEN
 
-from fabctl.policy import analyze_with, analyzer
+from fabctl.policy import analyze_with
 from fabctl.serving import delivered_by_pulumi, serving_tree
 from fabctl.stackfile import SITE_KEY
 
@@ -72,7 +72,6 @@ def test_the_serving_repository_is_what_delivery_pulumi_deploys_and_validates_st
     assert {path: errors for path, (obj, _) in tree.items() if (errors := schema_errors(obj, crds))} == {}
 
 
-def test_the_stack_served_from_git_passes_every_policy(stack):
+def test_the_stack_served_from_git_passes_every_policy(stack, grpc_pack):
     _, _, plan = stack
-    with analyzer() as packs:
-        assert [(v.policy, v.message.splitlines()[-1]) for v in analyze_with(packs, plan)] == []
+    assert [(v.policy, v.message.splitlines()[-1]) for v in analyze_with(grpc_pack, plan)] == []

@@ -61,6 +61,9 @@ from rules.workloads import (
     privileged_namespace_allow_listed,
 )
 
+PACK_NAME = "fab-platform"
+"""The pack's name, as the Pulumi CLI and the Pulumi Cloud show it."""
+
 POLICIES = [
     no_gpu_outside_gpu_clusters,
     no_gpu_spark_applications,

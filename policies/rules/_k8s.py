@@ -13,6 +13,7 @@ import ipaddress
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from pulumi_policy import proxy
 from pulumi_policy.proxy import _DictProxy, _is_unknown, _ListProxy  # the SDK's own proxies and sentinels
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -31,8 +32,27 @@ class _Unknown:
 UNKNOWN = _Unknown()
 
 
+_SENTINELS = frozenset(getattr(proxy, name) for name in dir(proxy) if name.startswith("UNKNOWN_") and name.endswith("_VALUE"))
+"""The engine's values for what can't be known during preview (the SDK's `_is_unknown` tests a string against these)."""
+
+
 def plain(value: Any) -> Any:
-    """A policy property (proxied dicts and lists) as plain Python data, unknown values marked `UNKNOWN` (never raising)."""
+    """A policy property (proxied dicts and lists) as plain Python data, unknown values marked `UNKNOWN` (never raising).
+
+    Every rule reads its resources through here, once per resource per rule, so the common types are told apart by
+    their exact type before the general (and much slower) abstract-type checks."""
+    kind = type(value)
+    if kind is _DictProxy or kind is _ListProxy:
+        value = value["__target"]
+        kind = type(value)
+    if kind is dict:
+        return {k: plain(v) for k, v in value.items()}
+    if kind is list:
+        return [plain(v) for v in value]
+    if kind is str:
+        return UNKNOWN if value in _SENTINELS else value
+    if value is None or kind is bool or kind is int or kind is float:
+        return value
     if isinstance(value, (_DictProxy, _ListProxy)):
         value = value["__target"]
     if isinstance(value, Mapping):
@@ -83,10 +103,25 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+_OBJECT = "_fab_k8s_object"
+"""Where a proxied property set keeps its object once read: the stack policies read every resource, each of them several
+times, and a policy SDK that hands the same resources to all of them (`fabctl.policy.analyze_in_process`) lets them share
+it. Rules only read objects, never change them."""
+
+
 def k8s_object(resource_type: str, props: Any) -> dict[str, Any] | None:
     """The Kubernetes object a resource applies, or None for anything else (Helm releases, providers, ...)."""
     if not resource_type.startswith("kubernetes:") or resource_type == HELM_RELEASE:
         return None
+    if type(props) is not _DictProxy:
+        return _object(props)
+    read = props.__dict__.get(_OBJECT)
+    if read is None:
+        read = props.__dict__[_OBJECT] = (_object(props),)
+    return read[0]
+
+
+def _object(props: Any) -> dict[str, Any] | None:
     obj = plain(props)
     # The kind and API version follow from the resource type, so they are always known.
     return obj if isinstance(obj, dict) and isinstance(obj.get("kind"), str) and isinstance(obj.get("apiVersion"), str) else None

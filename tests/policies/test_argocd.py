@@ -15,15 +15,9 @@ from pulumi_policy import PolicyResource
 from rules.network import DESIGN_FLOWS, flow_direction
 from small_site import SERVING_REPO_TOKEN, small_site, with_argocd
 
-from fabctl.policy import analyze_with, analyzer
+from fabctl.policy import analyze_in_process
 from fabctl.render import Plan
 from fabctl.stackfile import SITE_KEY
-
-
-@pytest.fixture(scope="module")
-def stub():
-    with analyzer() as started:
-        yield started
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +25,10 @@ def plan() -> Plan:
     return render_config("site-t", {SITE_KEY: with_argocd(small_site()), **SERVING_REPO_TOKEN})
 
 
-def violations(stub: Any, plan: Plan, edit: Callable[[list[dict[str, Any]]], None]) -> list[tuple[str, str]]:
+def violations(plan: Plan, edit: Callable[[list[dict[str, Any]]], None]) -> list[tuple[str, str]]:
     resources = copy.deepcopy(plan.resources)
     edit(resources)
-    return [(v.policy, v.message.splitlines()[-1]) for v in analyze_with(stub, dataclasses.replace(plan, resources=resources))]
+    return [(v.policy, v.message.splitlines()[-1]) for v in analyze_in_process(dataclasses.replace(plan, resources=resources))]
 
 
 def argocd_values(resources: list[dict[str, Any]]) -> dict[str, Any]:
@@ -42,30 +36,30 @@ def argocd_values(resources: list[dict[str, Any]]) -> dict[str, Any]:
     return release["inputs"]["values"]
 
 
-def test_the_smallest_site_serving_through_git_passes_every_policy(stub, plan):
-    assert [(v.policy, v.message) for v in analyze_with(stub, plan)] == []
+def test_the_smallest_site_serving_through_git_passes_every_policy(plan):
+    assert [(v.policy, v.message) for v in analyze_in_process(plan)] == []
 
 
-def test_fails_when_argo_cds_pods_select_the_batch_pool(stub, plan):
+def test_fails_when_argo_cds_pods_select_the_batch_pool(plan):
     def edit(resources):
         argocd_values(resources)["global"]["nodeSelector"] = {"fab.internal/compute-pool": "batch"}
 
     message = ("Helm release compute-argocd (chart argo-cd) on site-t-compute: its {} pods select fab.internal/compute-pool=batch "
                "(global.nodeSelector); argo-cd is interactive work, allowed: nodeSelector fab.internal/compute-pool=interactive")
-    assert violations(stub, plan, edit) == [
+    assert violations(plan, edit) == [
         ("fab-compute-pool-placement", message.format(group))
         for group in ("controller", "server", "repoServer", "applicationSet", "notifications", "redis")
     ]
 
 
-def test_fails_when_argo_cds_controller_runs_at_the_batch_priority(stub, plan):
+def test_fails_when_argo_cds_controller_runs_at_the_batch_priority(plan):
     def edit(resources):
         argocd_values(resources)["controller"]["priorityClassName"] = "compute-batch"
 
     message = ("Helm release compute-argocd (chart argo-cd) on site-t-compute: its controller pods run at PriorityClass "
                "compute-batch (labelled fab.internal/compute-pool=batch) (controller.priorityClassName); argo-cd is interactive "
                "work, allowed: compute-interactive")
-    assert violations(stub, plan, edit) == [("fab-compute-priority-class", message)]
+    assert violations(plan, edit) == [("fab-compute-priority-class", message)]
 
 
 # fab-flow-direction: Argo CD's flow is the design's own entry -----------------------------------------------------------

@@ -12,7 +12,6 @@ import copy
 import dataclasses
 import json
 
-import pytest
 from policy_fixtures import check, k8s, kube, options, provider, resource
 from pulumi_policy import PolicyResource
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
@@ -24,7 +23,7 @@ from rules.catalog import (
     single_catalog_authority,
 )
 
-from fabctl.policy import analyze_with, analyzer
+from fabctl.policy import analyze_in_process
 from fabctl.render import Plan
 
 COMPUTE = "site-a-compute"
@@ -358,12 +357,6 @@ def test_fails_when_a_policy_leaves_the_object_stores_table_catalog_reachable():
 
 # Through the pack, on the smallest site's render ---------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def stub():
-    with analyzer() as started:
-        yield started
-
-
 def edited(plan: Plan, name: str, edit) -> Plan:
     resources = copy.deepcopy(plan.resources)
     (record,) = [r for r in resources if r["name"] == name]
@@ -371,9 +364,9 @@ def edited(plan: Plan, name: str, edit) -> Plan:
     return dataclasses.replace(plan, resources=resources)
 
 
-def messages(stub, plan: Plan) -> list[tuple[str, str]]:
+def messages(plan: Plan) -> list[tuple[str, str]]:
     """(policy, message) of each violation; the pack puts the rule's description on the message's first line."""
-    return [(v.policy, v.message.splitlines()[-1]) for v in analyze_with(stub, plan)]
+    return [(v.policy, v.message.splitlines()[-1]) for v in analyze_in_process(plan)]
 
 
 SITE_T_ALLOWED = ("allowed: this site's Polaris REST endpoint (10.30.101.11:8181, polaris-rest.polaris.svc:8181, "
@@ -381,22 +374,22 @@ SITE_T_ALLOWED = ("allowed: this site's Polaris REST endpoint (10.30.101.11:8181
                   "or a linked peer's Polaris read from its stack")
 
 
-def test_fails_when_a_plan_has_a_spark_hive_catalog(stub, small_plan):
+def test_fails_when_a_plan_has_a_spark_hive_catalog(small_plan):
     def edit(inputs):
         inputs["data"]["spark-defaults.conf"] = inputs["data"]["spark-defaults.conf"].replace(".fab.type rest", ".fab.type hive")
 
-    assert messages(stub, edited(small_plan, "compute-spark-defaults", edit)) == [(
+    assert messages(edited(small_plan, "compute-spark-defaults", edit)) == [(
         "fab-single-catalog-authority",
         ("ConfigMap spark/spark-defaults (data.spark-defaults.conf) on site-t-compute sets spark.sql.catalog.fab.type=hive, which "
          "is not a REST catalog; every catalog is Polaris's Iceberg REST catalog (type rest)"),
     )]
 
 
-def test_fails_when_a_plan_gives_trino_a_hive_connector(stub, small_plan):
+def test_fails_when_a_plan_gives_trino_a_hive_connector(small_plan):
     def edit(inputs):
         inputs["values"]["catalogs"]["hive"] = "connector.name=hive\nhive.metastore.uri=thrift://metastore:9083\n"
 
-    assert messages(stub, edited(small_plan, "compute-trino", edit)) == [
+    assert messages(edited(small_plan, "compute-trino", edit)) == [
         ("fab-no-hive-metastore",
          ("Helm release compute-trino (values.catalogs.hive) on site-t-compute sets hive.metastore.uri=thrift://metastore:9083; "
           "no engine uses a Hive metastore, Polaris's REST catalog is the only catalog")),
@@ -406,24 +399,24 @@ def test_fails_when_a_plan_gives_trino_a_hive_connector(stub, small_plan):
     ]
 
 
-def test_fails_when_a_plan_points_a_rest_catalog_elsewhere(stub, small_plan):
+def test_fails_when_a_plan_points_a_rest_catalog_elsewhere(small_plan):
     def edit(inputs):
         inputs["data"]["setup.sh"] = inputs["data"]["setup.sh"].replace("polaris-rest.polaris.svc", "catalog.example.com")
 
-    assert messages(stub, edited(small_plan, "compute-starrocks-setup", edit)) == [(
+    assert messages(edited(small_plan, "compute-starrocks-setup", edit)) == [(
         "fab-catalog-uri-polaris",
         ("ConfigMap starrocks/starrocks-setup (data.setup.sh, CREATE EXTERNAL CATALOG polaris) on site-t-compute sets "
          f"iceberg.catalog.uri=http://catalog.example.com:8181/api/catalog, which is not Polaris's REST endpoint; {SITE_T_ALLOWED}"),
     )]
 
 
-def test_fails_when_an_engine_reads_the_catalog_uri_from_its_polaris_secret(stub, small_plan):
+def test_fails_when_an_engine_reads_the_catalog_uri_from_its_polaris_secret(small_plan):
     """The URI in the engine's own Secret is a Pulumi secret the plan can't show: the program writes it out instead."""
     def edit(inputs):
         inputs["values"]["catalogs"]["fab"] = inputs["values"]["catalogs"]["fab"].replace(
             "http://polaris-rest.polaris.svc:8181/api/catalog", "${ENV:POLARIS_URI}")
 
-    assert messages(stub, edited(small_plan, "compute-trino", edit)) == [(
+    assert messages(edited(small_plan, "compute-trino", edit)) == [(
         "fab-catalog-uri-polaris",
         ("Helm release compute-trino (values.catalogs.fab) on site-t-compute sets iceberg.rest-catalog.uri=${ENV:POLARIS_URI}, "
          f"which Secret trino/polaris-trino sets to [secret], not Polaris's REST endpoint; {SITE_T_ALLOWED}"),

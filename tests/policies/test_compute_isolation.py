@@ -12,30 +12,23 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from policy_fixtures import check, options, provider
 from pulumi_policy import PolicyResource
 from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE
 from rules.compute import compute_pool_placement
 
 from components.engines.spark import spark_application_template
-from fabctl.policy import analyze_with, analyzer
+from fabctl.policy import analyze_in_process
 from fabctl.render import Plan
 
 COMPUTE = "site-t-compute"
 
 
-@pytest.fixture(scope="module")
-def stub():
-    with analyzer() as started:
-        yield started
-
-
-def violations(stub: Any, plan: Plan, edit: Callable[[list[dict[str, Any]]], None]) -> list[tuple[str, str]]:
+def violations(plan: Plan, edit: Callable[[list[dict[str, Any]]], None]) -> list[tuple[str, str]]:
     """(policy, message without the policy's description) of every violation of the plan after one edit."""
     resources = copy.deepcopy(plan.resources)
     edit(resources)
-    found = analyze_with(stub, dataclasses.replace(plan, resources=resources))
+    found = analyze_in_process(dataclasses.replace(plan, resources=resources))
     return [(v.policy, v.message.splitlines()[-1]) for v in found]
 
 
@@ -74,33 +67,33 @@ INTERACTIVE_TOLERATION = [{"key": POOL, "operator": "Equal", "value": "interacti
 # fab-compute-pool-placement ----------------------------------------------------------------------
 
 
-def test_fails_when_trino_workers_do_not_tolerate_the_interactive_pool(stub, full_plan):
+def test_fails_when_trino_workers_do_not_tolerate_the_interactive_pool(full_plan):
     def edit(rs):
         values(rs, "trino")["worker"]["tolerations"] = []
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-compute-pool-placement",
         (f"Helm release compute-trino (chart trino) on {COMPUTE}: its worker pods do not tolerate the interactive pool's taint "
         f"(worker.tolerations: []); trino is interactive work, allowed: a toleration of {INTERACTIVE_TAINT}"),
     )]
 
 
-def test_fails_when_airflow_task_pods_select_the_interactive_pool(stub, full_plan):
+def test_fails_when_airflow_task_pods_select_the_interactive_pool(full_plan):
     def edit(rs):
         values(rs, "airflow")["workers"]["kubernetes"]["nodeSelector"] = {"fab.internal/compute-pool": "interactive"}
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-compute-pool-placement",
         (f"Helm release compute-airflow (chart airflow) on {COMPUTE}: its task pods select fab.internal/compute-pool=interactive "
         "(workers.kubernetes.nodeSelector); airflow is batch work, allowed: nodeSelector fab.internal/compute-pool=batch"),
     )]
 
 
-def test_fails_when_jupyter_single_user_servers_select_no_pool(stub, full_plan):
+def test_fails_when_jupyter_single_user_servers_select_no_pool(full_plan):
     def edit(rs):
         del values(rs, "jupyterhub")["singleuser"]["nodeSelector"]
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-compute-pool-placement",
         (f"Helm release compute-jupyterhub (chart jupyterhub) on {COMPUTE}: its single-user pods select "
         "fab.internal/compute-pool=None (singleuser.nodeSelector); jupyterhub is interactive work, allowed: nodeSelector "
@@ -108,11 +101,11 @@ def test_fails_when_jupyter_single_user_servers_select_no_pool(stub, full_plan):
     )]
 
 
-def test_fails_when_starrocks_compute_nodes_tolerate_the_batch_pool_instead(stub, full_plan):
+def test_fails_when_starrocks_compute_nodes_tolerate_the_batch_pool_instead(full_plan):
     def edit(rs):
         starrocks(rs)["starRocksCnSpec"]["tolerations"] = BATCH_TOLERATION
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-compute-pool-placement",
         (f"StarRocksCluster starrocks/starrocks on {COMPUTE}: its CN pods do not tolerate the interactive pool's taint "
         "(spec.starRocksCnSpec.tolerations: [fab.internal/compute-pool=batch:NoSchedule]); StarRocksCluster is interactive "
@@ -121,11 +114,11 @@ def test_fails_when_starrocks_compute_nodes_tolerate_the_batch_pool_instead(stub
     )]
 
 
-def test_fails_when_a_spark_application_selects_no_pool(stub, full_plan):
+def test_fails_when_a_spark_application_selects_no_pool(full_plan):
     def edit(rs):
         add_spark_application(rs, lambda app: app["spec"].pop("nodeSelector"))
 
-    assert violations(stub, full_plan, edit) == [
+    assert violations(full_plan, edit) == [
         ("fab-compute-pool-placement",
          (f"SparkApplication spark/compaction on {COMPUTE}: its {role} pods select fab.internal/compute-pool=None "
          f"(spec.nodeSelector); SparkApplication is batch work, allowed: nodeSelector fab.internal/compute-pool=batch"))
@@ -133,23 +126,23 @@ def test_fails_when_a_spark_application_selects_no_pool(stub, full_plan):
     ]
 
 
-def test_fails_when_a_job_in_an_interactive_namespace_selects_the_batch_pool(stub, full_plan):
+def test_fails_when_a_job_in_an_interactive_namespace_selects_the_batch_pool(full_plan):
     def edit(rs):
         pod = find(rs, ":Job", "compute-starrocks-setup-job")["inputs"]["spec"]["template"]["spec"]
         pod["nodeSelector"] = {"fab.internal/compute-pool": "batch"}
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-compute-pool-placement",
         (f"Job starrocks/starrocks-setup on {COMPUTE}: its pods select fab.internal/compute-pool=batch (nodeSelector); "
         "namespace starrocks is interactive work, allowed: nodeSelector fab.internal/compute-pool=interactive"),
     )]
 
 
-def test_fails_when_an_engine_database_does_not_tolerate_its_pool(stub, full_plan):
+def test_fails_when_an_engine_database_does_not_tolerate_its_pool(full_plan):
     def edit(rs):
         del find(rs, ":Cluster", "compute-superset-db")["inputs"]["spec"]["affinity"]["tolerations"]
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-compute-pool-placement",
         (f"Cluster superset/superset-db on {COMPUTE}: its database pods do not tolerate the interactive pool's taint "
         f"(spec.affinity.tolerations: []); namespace superset is interactive work, allowed: a toleration of {INTERACTIVE_TAINT}"),
@@ -159,11 +152,11 @@ def test_fails_when_an_engine_database_does_not_tolerate_its_pool(stub, full_pla
 # fab-compute-priority-class ----------------------------------------------------------------------
 
 
-def test_fails_when_airflow_task_pods_run_at_the_interactive_priority(stub, full_plan):
+def test_fails_when_airflow_task_pods_run_at_the_interactive_priority(full_plan):
     def edit(rs):
         values(rs, "airflow")["workers"]["kubernetes"]["priorityClassName"] = "compute-interactive"
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-compute-priority-class",
         (f"Helm release compute-airflow (chart airflow) on {COMPUTE}: its task pods run at PriorityClass compute-interactive "
         "(labelled fab.internal/compute-pool=interactive) (workers.kubernetes.priorityClassName); airflow is batch work, "
@@ -171,22 +164,22 @@ def test_fails_when_airflow_task_pods_run_at_the_interactive_priority(stub, full
     )]
 
 
-def test_fails_when_jupyter_single_user_servers_name_no_priority_class(stub, full_plan):
+def test_fails_when_jupyter_single_user_servers_name_no_priority_class(full_plan):
     def edit(rs):
         del values(rs, "jupyterhub")["hub"]["config"]["KubeSpawner"]
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-compute-priority-class",
         (f"Helm release compute-jupyterhub (chart jupyterhub) on {COMPUTE}: its single-user pods run at no PriorityClass "
         "(hub.config.KubeSpawner.priority_class_name); jupyterhub is interactive work, allowed: compute-interactive"),
     )]
 
 
-def test_fails_when_a_priority_class_is_not_defined_on_the_cluster(stub, full_plan):
+def test_fails_when_a_priority_class_is_not_defined_on_the_cluster(full_plan):
     def edit(rs):
         values(rs, "trino")["coordinator"]["priorityClassName"] = "high-priority"
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-compute-priority-class",
         (f"Helm release compute-trino (chart trino) on {COMPUTE}: its coordinator pods run at PriorityClass high-priority, "
         f"which is not defined on {COMPUTE} (coordinator.priorityClassName); trino is interactive work, allowed: "
@@ -194,11 +187,11 @@ def test_fails_when_a_priority_class_is_not_defined_on_the_cluster(stub, full_pl
     )]
 
 
-def test_fails_when_a_spark_executor_runs_at_the_interactive_priority(stub, full_plan):
+def test_fails_when_a_spark_executor_runs_at_the_interactive_priority(full_plan):
     def edit(rs):
         add_spark_application(rs, lambda app: app["spec"]["executor"].update(priorityClassName="compute-interactive"))
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-compute-priority-class",
         (f"SparkApplication spark/compaction on {COMPUTE}: its executor pods run at PriorityClass compute-interactive "
         "(labelled fab.internal/compute-pool=interactive) (spec.executor.priorityClassName); SparkApplication is batch work, "
@@ -209,22 +202,22 @@ def test_fails_when_a_spark_executor_runs_at_the_interactive_priority(stub, full
 # fab-compute-batch-below-interactive -------------------------------------------------------------
 
 
-def test_fails_when_batch_outranks_interactive(stub, full_plan):
+def test_fails_when_batch_outranks_interactive(full_plan):
     def edit(rs):
         find(rs, ":PriorityClass", "compute-priority-batch")["inputs"]["value"] = 200_000
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-compute-batch-below-interactive",
         (f"PriorityClass compute-batch (batch) on {COMPUTE} has value 200000; allowed: below every interactive priority "
         "(PriorityClass compute-interactive: 100000, pods that name no PriorityClass: 0)"),
     )]
 
 
-def test_fails_when_batch_is_at_the_priority_of_pods_that_name_none(stub, full_plan):
+def test_fails_when_batch_is_at_the_priority_of_pods_that_name_none(full_plan):
     def edit(rs):
         find(rs, ":PriorityClass", "compute-priority-batch")["inputs"]["value"] = 0
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-compute-batch-below-interactive",
         (f"PriorityClass compute-batch (batch) on {COMPUTE} has value 0; allowed: below every interactive priority "
         "(PriorityClass compute-interactive: 100000, pods that name no PriorityClass: 0)"),
@@ -234,33 +227,33 @@ def test_fails_when_batch_is_at_the_priority_of_pods_that_name_none(stub, full_p
 # fab-starrocks-shared-data -----------------------------------------------------------------------
 
 
-def test_fails_when_starrocks_runs_shared_nothing(stub, full_plan):
+def test_fails_when_starrocks_runs_shared_nothing(full_plan):
     def edit(rs):
         find(rs, ":ConfigMap", "compute-starrocks-fe-conf")["inputs"]["data"]["fe.conf"] = "run_mode = shared_nothing\n"
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-starrocks-shared-data",
         (f"StarRocksCluster starrocks/starrocks on {COMPUTE} runs shared_nothing: ConfigMap starrocks/starrocks-fe-conf key "
         "fe.conf sets run_mode = shared_nothing; allowed: run_mode = shared_data"),
     )]
 
 
-def test_fails_when_the_fe_config_sets_no_run_mode(stub, full_plan):
+def test_fails_when_the_fe_config_sets_no_run_mode(full_plan):
     def edit(rs):
         find(rs, ":ConfigMap", "compute-starrocks-fe-conf")["inputs"]["data"]["fe.conf"] = "cloud_native_storage_type = S3\n"
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-starrocks-shared-data",
         (f"StarRocksCluster starrocks/starrocks on {COMPUTE} runs shared_nothing: ConfigMap starrocks/starrocks-fe-conf key "
         "fe.conf sets no run_mode; allowed: run_mode = shared_data"),
     )]
 
 
-def test_fails_when_starrocks_names_no_fe_config(stub, full_plan):
+def test_fails_when_starrocks_names_no_fe_config(full_plan):
     def edit(rs):
         del starrocks(rs)["starRocksFeSpec"]["configMapInfo"]
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-starrocks-shared-data",
         (f"StarRocksCluster starrocks/starrocks on {COMPUTE} runs shared_nothing: its FE config "
         "(starRocksFeSpec.configMapInfo) names no ConfigMap; allowed: an FE config with run_mode = shared_data"),
@@ -270,33 +263,33 @@ def test_fails_when_starrocks_names_no_fe_config(stub, full_plan):
 # fab-starrocks-cn-cache --------------------------------------------------------------------------
 
 
-def test_fails_when_the_cache_storage_class_is_only_on_the_gpu_cluster(stub, full_plan):
+def test_fails_when_the_cache_storage_class_is_only_on_the_gpu_cluster(full_plan):
     def edit(rs):
         rs.remove(find(rs, ":StorageClass", "compute-starrocks-cache"))
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-starrocks-cn-cache",
         (f"StarRocksCluster starrocks/starrocks on {COMPUTE}: CN volume cn-cache uses StorageClass local-nvme-cache, which the "
         f"stack does not define on {COMPUTE}; allowed: a StorageClass defined on {COMPUTE} (none is)"),
     )]
 
 
-def test_fails_when_the_compute_nodes_have_no_cache_volume(stub, full_plan):
+def test_fails_when_the_compute_nodes_have_no_cache_volume(full_plan):
     def edit(rs):
         starrocks(rs)["starRocksCnSpec"]["storageVolumes"] = []
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-starrocks-cn-cache",
         (f"StarRocksCluster starrocks/starrocks on {COMPUTE}: its CN have no cache volume (starRocksCnSpec.storageVolumes is "
         f"empty); allowed: a volume on a StorageClass defined on {COMPUTE} (local-nvme-cache)"),
     )]
 
 
-def test_fails_when_the_cache_volume_uses_the_default_storage_class(stub, full_plan):
+def test_fails_when_the_cache_volume_uses_the_default_storage_class(full_plan):
     def edit(rs):
         del starrocks(rs)["starRocksCnSpec"]["storageVolumes"][0]["storageClassName"]
 
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-starrocks-cn-cache",
         (f"StarRocksCluster starrocks/starrocks on {COMPUTE}: CN volume cn-cache uses the default StorageClass, which the stack "
         f"does not define on {COMPUTE}; allowed: a StorageClass defined on {COMPUTE} (local-nvme-cache)"),

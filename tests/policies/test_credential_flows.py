@@ -18,7 +18,7 @@ from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_OBJECT_VALUE
 from rules.network import credentials_have_flow
 from small_site import small_site
 
-from fabctl.policy import analyze_with, analyzer
+from fabctl.policy import analyze_in_process
 from fabctl.render import Plan
 from fabctl.stackfile import SITE_KEY
 
@@ -109,26 +109,20 @@ def test_fails_closed_when_a_flow_rules_ingress_is_unknown():
 # Through the pack's Analyzer service, on the smallest site's render.
 
 @pytest.fixture(scope="module")
-def stub():
-    with analyzer() as started:
-        yield started
-
-
-@pytest.fixture(scope="module")
 def small_plan() -> Plan:
     return render_config("site-t", {SITE_KEY: small_site()})
 
 
-def test_the_smallest_site_passes(stub, small_plan):
-    assert [(v.policy, v.message) for v in analyze_with(stub, small_plan)] == []
+def test_the_smallest_site_passes(small_plan):
+    assert [(v.policy, v.message) for v in analyze_in_process(small_plan)] == []
 
 
-def test_fails_when_the_gpu_cluster_is_dropped_from_the_rendered_s3_flow(stub, small_plan):
+def test_fails_when_the_gpu_cluster_is_dropped_from_the_rendered_s3_flow(small_plan):
     resources = copy.deepcopy(small_plan.resources)
     (rule,) = [r for r in resources if r["name"] == "network-storage-policy-fab-flow-s3"]
     for entry in rule["inputs"]["spec"]["ingress"]:
         entry["fromEndpoints"] = [e for e in entry["fromEndpoints"] if e["matchLabels"]["io.cilium.k8s.policy.cluster"] != "site-t-gpu"]
-    violations = analyze_with(stub, dataclasses.replace(small_plan, resources=resources))
+    violations = analyze_in_process(dataclasses.replace(small_plan, resources=resources))
     assert {(v.policy, v.level) for v in violations} == {("fab-credentials-have-flow", "mandatory")}
     assert sorted(v.message.splitlines()[-1] for v in violations) == [
         f"Secret {ns}/s3-{engine} on site-t-gpu holds S3 credentials, but site-t-gpu is not a source of the flow to port 9000 "

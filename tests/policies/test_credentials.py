@@ -14,7 +14,6 @@ import copy
 import dataclasses
 import json
 
-import pytest
 from policy_fixtures import SAFE, check, k8s, kube, pod, resource
 from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_OBJECT_VALUE, UNKNOWN_STRING_VALUE
 from rules.credentials import (
@@ -26,7 +25,7 @@ from rules.credentials import (
 )
 
 from components.data_access import team_policy_document
-from fabctl.policy import analyze_with, analyzer
+from fabctl.policy import analyze_in_process
 from fabctl.render import Plan
 
 COMPUTE, STORAGE = "site-a-compute", "site-a-storage"
@@ -170,24 +169,18 @@ def test_fails_closed_when_the_namespace_of_a_credential_reader_has_unknown_labe
 
 # Through the pack's Analyzer service, on the full small site's render.
 
-@pytest.fixture(scope="module")
-def stub():
-    with analyzer() as started:
-        yield started
-
-
 def broken(plan: Plan, edit) -> Plan:
     resources = copy.deepcopy(plan.resources)
     edit({r["name"]: r for r in resources})
     return dataclasses.replace(plan, resources=resources)
 
 
-def test_fails_when_the_starrocks_setup_job_reads_trinos_keys(stub, full_plan):
+def test_fails_when_the_starrocks_setup_job_reads_trinos_keys(full_plan):
     def edit(by_name):
         container = by_name["compute-starrocks-setup-job"]["inputs"]["spec"]["template"]["spec"]["containers"][0]
         container["envFrom"].append({"secretRef": {"name": "s3-trino"}})
 
-    assert [(v.policy, v.level, v.message.splitlines()[-1]) for v in analyze_with(stub, broken(full_plan, edit))] == [(
+    assert [(v.policy, v.level, v.message.splitlines()[-1]) for v in analyze_in_process(broken(full_plan, edit))] == [(
         "fab-engine-reads-own-credentials", "mandatory",
         ("Job starrocks/starrocks-setup on site-t-compute reads Secret starrocks/s3-trino, trino's credentials, but runs as "
         "starrocks (by the fab.internal/engine label of namespace starrocks); an engine reads only its own credential Secrets "
@@ -195,11 +188,11 @@ def test_fails_when_the_starrocks_setup_job_reads_trinos_keys(stub, full_plan):
     )]
 
 
-def test_fails_when_the_polaris_release_reads_the_backup_keys(stub, full_plan):
+def test_fails_when_the_polaris_release_reads_the_backup_keys(full_plan):
     def edit(by_name):
         by_name["storage-polaris"]["inputs"]["values"]["storage"]["secret"]["name"] = "s3-postgres-backup"
 
-    assert [(v.policy, v.message.splitlines()[-1]) for v in analyze_with(stub, broken(full_plan, edit))] == [(
+    assert [(v.policy, v.message.splitlines()[-1]) for v in analyze_in_process(broken(full_plan, edit))] == [(
         "fab-engine-reads-own-credentials",
         ("Helm release polaris/polaris on site-t-storage reads Secret polaris/s3-postgres-backup, postgres-backup's credentials, "
         "but runs as polaris (by the fab.internal/engine label of namespace polaris); an engine reads only its own credential "
@@ -299,12 +292,12 @@ def test_fails_when_the_submitter_is_granted_every_resource_of_a_group():
     ]
 
 
-def test_fails_when_the_rendered_submitter_role_may_read_secrets(stub, full_plan):
+def test_fails_when_the_rendered_submitter_role_may_read_secrets(full_plan):
     def edit(by_name):
         by_name["training-gpu-train-role-airflow-submitter"]["inputs"]["rules"].append(
             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]})
 
-    assert [(v.policy, v.level, v.message.splitlines()[-1]) for v in analyze_with(stub, broken(full_plan, edit))] == [(
+    assert [(v.policy, v.level, v.message.splitlines()[-1]) for v in analyze_in_process(broken(full_plan, edit))] == [(
         "fab-submitter-no-secrets", "mandatory",
         ("ClusterRole fab-airflow-submitter on site-t-gpu-train, bound to the submitter fab-access/airflow-submitter, lets it get, "
          "list Secrets (rule 4: apiGroups [''], resources ['secrets'], verbs ['get', 'list']); the submitter creates, watches and "
@@ -361,11 +354,11 @@ def test_fails_closed_when_a_credential_secrets_team_label_is_unknown():
     ]
 
 
-def test_fails_when_a_rendered_team_namespace_holds_another_teams_keys(stub, full_plan):
+def test_fails_when_a_rendered_team_namespace_holds_another_teams_keys(full_plan):
     def edit(by_name):
         by_name["storage-s3-training-gpu-train-team-yield"]["inputs"]["metadata"]["labels"]["fab.internal/team"] = "fdc"
 
-    assert [(v.policy, v.level, v.message.splitlines()[-1]) for v in analyze_with(stub, broken(full_plan, edit))] == [(
+    assert [(v.policy, v.level, v.message.splitlines()[-1]) for v in analyze_in_process(broken(full_plan, edit))] == [(
         "fab-team-namespace-own-credentials", "mandatory",
         ("Secret team-yield/s3-training on site-t-gpu-train holds team fdc's training credentials in team yield's namespace; a "
          "team namespace holds only its own team's credential Secrets (fab.internal/team=yield)"),
@@ -509,7 +502,7 @@ def test_fails_closed_when_an_attachments_user_is_unknown():
     ]
 
 
-def test_fails_when_a_rendered_teams_policy_reaches_the_whole_checkpoint_bucket(stub, full_plan):
+def test_fails_when_a_rendered_teams_policy_reaches_the_whole_checkpoint_bucket(full_plan):
     def edit(by_name):
         policy = by_name["storage-training-yield-policy"]["inputs"]
         document = json.loads(policy["policy"])
@@ -517,7 +510,7 @@ def test_fails_when_a_rendered_teams_policy_reaches_the_whole_checkpoint_bucket(
         objects["Resource"] = ["arn:aws:s3:::site-t-checkpoints/*", "arn:aws:s3:::site-t-models/yield/*"]
         policy["policy"] = json.dumps(document)
 
-    assert [(v.policy, v.level, v.message.splitlines()[-1]) for v in analyze_with(stub, broken(full_plan, edit))] == [(
+    assert [(v.policy, v.level, v.message.splitlines()[-1]) for v in analyze_in_process(broken(full_plan, edit))] == [(
         "fab-team-policy-own-prefixes", "mandatory",
         ("MinIO policy fab-training-yield of team yield's user fab-training-yield grants s3:GetObject, s3:GetObjectVersion, "
          "s3:PutObject, s3:DeleteObject, s3:AbortMultipartUpload, s3:ListMultipartUploadParts on arn:aws:s3:::site-t-checkpoints/*, "

@@ -8,7 +8,6 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from helpers import render_small
 from policy_fixtures import check, k8s, kube
 from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE
@@ -16,7 +15,7 @@ from rules.network import gateway_local_traffic
 from small_site import full_site
 
 from fabctl._mockrun import UNKNOWN_VALUE
-from fabctl.policy import analyze_with, analyzer
+from fabctl.policy import analyze_in_process
 from fabctl.render import Plan
 
 ROUTE = "HTTPRoute inference/vllm-qwen3-8b on site-t-gpu"
@@ -25,12 +24,6 @@ RELEASE = "Envoy Gateway release envoy-gateway-system/envoy-gateway on site-t-gp
 LIMITS = "BackendTrafficPolicy inference/vllm-qwen3-8b on site-t-gpu"
 ISSUER = "https://keycloak.site-t.fab.internal/realms/fab"
 KEYS = f"{ISSUER}/protocol/openid-connect/certs"
-
-
-@pytest.fixture(scope="module")
-def stub():
-    with analyzer() as started:
-        yield started
 
 
 def by_name(resources: list[dict[str, Any]], name: str) -> dict[str, Any]:
@@ -65,11 +58,11 @@ NO_YIELD_LIMIT = (f"{ROUTE}: team yield has no enforced rate limit of its own; a
                   "x-fab-team = yield, or a Distinct rule on x-fab-team that does not exclude it")
 
 
-def found(stub: Any, plan: Plan, edit: Callable[[list[dict[str, Any]]], None]) -> list[tuple[str, str, str]]:
+def found(plan: Plan, edit: Callable[[list[dict[str, Any]]], None]) -> list[tuple[str, str, str]]:
     """(rule, level, message) of every violation of the plan with `edit` applied to a copy of its resources."""
     resources = copy.deepcopy(plan.resources)
     edit(resources)
-    violations = analyze_with(stub, dataclasses.replace(plan, resources=resources))
+    violations = analyze_in_process(dataclasses.replace(plan, resources=resources))
     return [(v.policy, v.level, v.message.splitlines()[-1]) for v in violations]
 
 
@@ -79,11 +72,11 @@ def mandatory(rule: str, *messages: str) -> list[tuple[str, str, str]]:
 
 # fab-gateway-local-traffic ---------------------------------------------------------------------
 
-def test_fails_when_the_gateway_service_uses_cluster_traffic_policy(stub, full_plan):
+def test_fails_when_the_gateway_service_uses_cluster_traffic_policy(full_plan):
     def edit(rs):
         by_name(rs, "inference-envoy-proxy")["inputs"]["spec"]["provider"]["kubernetes"]["envoyService"]["externalTrafficPolicy"] = "Cluster"
 
-    assert found(stub, full_plan, edit) == mandatory(
+    assert found(full_plan, edit) == mandatory(
         "fab-gateway-local-traffic",
         "EnvoyProxy llm: the gateway Service must use externalTrafficPolicy Local (got 'Cluster') so that flow rules see the "
         "caller's address",
@@ -92,65 +85,65 @@ def test_fails_when_the_gateway_service_uses_cluster_traffic_policy(stub, full_p
 
 # fab-gateway-jwt-issuer ------------------------------------------------------------------------
 
-def test_fails_when_the_jwt_provider_trusts_another_realm(stub, full_plan):
+def test_fails_when_the_jwt_provider_trusts_another_realm(full_plan):
     def edit(rs):
         provider(rs)["issuer"] = "https://keycloak.site-t.fab.internal/realms/master"
 
-    assert found(stub, full_plan, edit) == mandatory(
+    assert found(full_plan, edit) == mandatory(
         "fab-gateway-jwt-issuer",
         f"{POLICY}: JWT provider keycloak trusts issuer https://keycloak.site-t.fab.internal/realms/master; only the site "
         f"realm's issuer {ISSUER} is allowed",
     )
 
 
-def test_fails_when_the_jwt_provider_checks_no_issuer(stub, full_plan):
+def test_fails_when_the_jwt_provider_checks_no_issuer(full_plan):
     def edit(rs):
         del provider(rs)["issuer"]
 
-    assert found(stub, full_plan, edit) == mandatory(
+    assert found(full_plan, edit) == mandatory(
         "fab-gateway-jwt-issuer",
         f"{POLICY}: JWT provider keycloak checks no issuer, so it trusts any; only the site realm's issuer {ISSUER} is allowed",
     )
 
 
-def test_fails_closed_when_the_site_realm_cannot_be_derived(stub, full_plan):
+def test_fails_closed_when_the_site_realm_cannot_be_derived(full_plan):
     def edit(rs):
         del by_name(rs, "site-t-keycloak")["inputs"]["url"]
 
     why = "the site realm's issuer can't be derived from the plan (the SiteIdentity's Keycloak provider URL is not one known value (None)), so this rule fails closed"
-    assert found(stub, full_plan, edit) == [
+    assert found(full_plan, edit) == [
         *mandatory("fab-gateway-jwt-issuer", f"{POLICY}: {why}"),
         *mandatory("fab-gateway-jwt-jwks", f"{POLICY}: {why}"),
     ]
 
 
-def test_a_created_realm_is_the_site_realm(stub):
+def test_a_created_realm_is_the_site_realm():
     raw = full_site()
     raw["identity"] = {"realm": "fab-t", "create_realm": True}
     plan = render_small(raw)
     assert provider(plan.resources)["issuer"] == "https://keycloak.site-t.fab.internal/realms/fab-t"
-    assert found(stub, plan, lambda rs: None) == []
+    assert found(plan, lambda rs: None) == []
 
 
 # fab-gateway-jwt-jwks --------------------------------------------------------------------------
 
-def test_fails_when_the_jwt_provider_fetches_keys_elsewhere(stub, full_plan):
+def test_fails_when_the_jwt_provider_fetches_keys_elsewhere(full_plan):
     def edit(rs):
         provider(rs)["remoteJWKS"]["uri"] = "https://keys.example.com/jwks.json"
 
-    assert found(stub, full_plan, edit) == mandatory(
+    assert found(full_plan, edit) == mandatory(
         "fab-gateway-jwt-jwks",
         f"{POLICY}: JWT provider keycloak fetches its keys from https://keys.example.com/jwks.json; only the site realm's "
         f"keys {KEYS} are allowed",
     )
 
 
-def test_fails_when_the_jwt_provider_verifies_with_keys_written_into_the_policy(stub, full_plan):
+def test_fails_when_the_jwt_provider_verifies_with_keys_written_into_the_policy(full_plan):
     def edit(rs):
         del provider(rs)["remoteJWKS"]
         provider(rs)["localJWKS"] = {"type": "Inline", "inline": '{"keys": []}'}
 
-    assert found(stub, full_plan, edit) == mandatory(
+    assert found(full_plan, edit) == mandatory(
         "fab-gateway-jwt-jwks",
         f"{POLICY}: JWT provider keycloak verifies with keys written into the policy (localJWKS); only the site realm's keys "
         f"{KEYS} are allowed",
@@ -159,11 +152,11 @@ def test_fails_when_the_jwt_provider_verifies_with_keys_written_into_the_policy(
 
 # fab-gateway-jwt-audience ----------------------------------------------------------------------
 
-def test_fails_when_the_jwt_provider_checks_no_audience(stub, full_plan):
+def test_fails_when_the_jwt_provider_checks_no_audience(full_plan):
     def edit(rs):
         del provider(rs)["audiences"]
 
-    assert found(stub, full_plan, edit) == mandatory(
+    assert found(full_plan, edit) == mandatory(
         "fab-gateway-jwt-audience",
         f"{POLICY}: JWT provider keycloak checks no audience (audiences None), so a token the realm issued to any client is "
         "accepted; list the gateway's audience",
@@ -172,55 +165,55 @@ def test_fails_when_the_jwt_provider_checks_no_audience(stub, full_plan):
 
 # fab-gateway-default-deny ----------------------------------------------------------------------
 
-def test_fails_when_the_policy_allows_by_default(stub, full_plan):
+def test_fails_when_the_policy_allows_by_default(full_plan):
     def edit(rs):
         security(rs)["authorization"]["defaultAction"] = "Allow"
 
-    assert found(stub, full_plan, edit) == mandatory(
+    assert found(full_plan, edit) == mandatory(
         "fab-gateway-default-deny",
         f"{POLICY}: authorization's defaultAction is 'Allow'; only 'Deny' is allowed, so that a client no rule admits is refused",
     )
 
 
-def test_fails_when_the_policy_has_no_authorization(stub, full_plan):
+def test_fails_when_the_policy_has_no_authorization(full_plan):
     def edit(rs):
         del security(rs)["authorization"]
 
-    assert found(stub, full_plan, edit) == mandatory(
+    assert found(full_plan, edit) == mandatory(
         "fab-gateway-default-deny",
         f"{POLICY} has no authorization, so every valid token of the realm is admitted; deny by default and allow the teams' "
         "tokens by their team claim",
     )
 
 
-def test_fails_when_an_allow_rule_does_not_require_the_team_claim(stub, full_plan):
+def test_fails_when_an_allow_rule_does_not_require_the_team_claim(full_plan):
     def edit(rs):
         claims = security(rs)["authorization"]["rules"][0]["principal"]["jwt"]["claims"]
         claims[:] = [c for c in claims if c["name"] != "team"]
 
-    assert found(stub, full_plan, edit) == mandatory(
+    assert found(full_plan, edit) == mandatory(
         "fab-gateway-default-deny",
         f"{POLICY}: rule team-clients allows requests without requiring the team claim from a JWT provider of the policy; "
         "an Allow rule admits only the site's teams (fdc, yield)",
     )
 
 
-def test_fails_when_an_allow_rule_admits_an_unknown_team(stub, full_plan):
+def test_fails_when_an_allow_rule_admits_an_unknown_team(full_plan):
     def edit(rs):
         security(rs)["authorization"]["rules"][0]["principal"]["jwt"]["claims"][1]["values"].append("vendor")
 
-    assert found(stub, full_plan, edit) == mandatory(
+    assert found(full_plan, edit) == mandatory(
         "fab-gateway-default-deny",
         f"{POLICY}: rule team-clients admits team vendor, which is not a team of the site (teams: fdc, yield)",
     )
 
 
-def test_fails_closed_when_no_client_carries_the_team_claim(stub, full_plan):
+def test_fails_closed_when_no_client_carries_the_team_claim(full_plan):
     def edit(rs):
         rs[:] = [r for r in rs if not (r["type"].endswith(":HardcodedClaimProtocolMapper") and r["inputs"]["claimName"] == "team")]
 
     unknown = "no Keycloak client of the site carries the team claim, so the known teams can't be told"
-    assert found(stub, full_plan, edit) == [
+    assert found(full_plan, edit) == [
         *mandatory("fab-gateway-default-deny", f"{POLICY}: {unknown} and this rule fails closed"),
         *mandatory("fab-gateway-rate-limits-global", f"{ROUTE}: {unknown} and this rule fails closed"),
         *mandatory("fab-gateway-team-rate-limits", f"{ROUTE}: {unknown} and this rule fails closed"),
@@ -229,35 +222,35 @@ def test_fails_closed_when_no_client_carries_the_team_claim(stub, full_plan):
 
 # fab-gateway-team-rate-limits ------------------------------------------------------------------
 
-def test_fails_when_a_team_has_no_rate_limit_of_its_own(stub, full_plan):
+def test_fails_when_a_team_has_no_rate_limit_of_its_own(full_plan):
     def edit(rs):
         for rule in default_rules(rs):
             rule["clientSelectors"][0]["headers"].append({"name": "x-fab-team", "type": "Exact", "value": "yield", "invert": True})
 
-    assert found(stub, full_plan, edit) == mandatory("fab-gateway-team-rate-limits", NO_YIELD_LIMIT)
+    assert found(full_plan, edit) == mandatory("fab-gateway-team-rate-limits", NO_YIELD_LIMIT)
 
 
-def test_fails_when_a_team_limit_is_only_counted_not_enforced(stub, full_plan):
+def test_fails_when_a_team_limit_is_only_counted_not_enforced(full_plan):
     def edit(rs):
         for rule in default_rules(rs):
             rule["shadowMode"] = True
 
-    assert found(stub, full_plan, edit) == mandatory("fab-gateway-team-rate-limits", NO_YIELD_LIMIT)
+    assert found(full_plan, edit) == mandatory("fab-gateway-team-rate-limits", NO_YIELD_LIMIT)
 
 
-def test_fails_when_a_team_limit_counts_only_some_of_its_requests(stub, full_plan):
+def test_fails_when_a_team_limit_counts_only_some_of_its_requests(full_plan):
     def edit(rs):
         for rule in default_rules(rs):
             rule["clientSelectors"][0]["methods"] = [{"value": "POST"}]
 
-    assert found(stub, full_plan, edit) == mandatory("fab-gateway-team-rate-limits", NO_YIELD_LIMIT)
+    assert found(full_plan, edit) == mandatory("fab-gateway-team-rate-limits", NO_YIELD_LIMIT)
 
 
-def test_fails_when_no_header_carries_the_team_claim(stub, full_plan):
+def test_fails_when_no_header_carries_the_team_claim(full_plan):
     def edit(rs):
         del provider(rs)["claimToHeaders"]
 
-    assert found(stub, full_plan, edit) == mandatory(
+    assert found(full_plan, edit) == mandatory(
         "fab-gateway-team-rate-limits",
         f"{ROUTE}: no JWT provider covering it copies the team claim into a header, so no rate limit can single out a team",
     )
@@ -265,12 +258,12 @@ def test_fails_when_no_header_carries_the_team_claim(stub, full_plan):
 
 # fab-gateway-rate-limits-global ----------------------------------------------------------------
 
-def test_fails_when_a_team_limit_is_counted_per_replica(stub, full_plan):
+def test_fails_when_a_team_limit_is_counted_per_replica(full_plan):
     def edit(rs):
         rules = rate_limit(rs)["global"]["rules"]
         rules.remove(team_rule(rules, "fdc"))  # fdc keeps its own rule in the local backstop
 
-    assert found(stub, full_plan, edit) == mandatory(
+    assert found(full_plan, edit) == mandatory(
         "fab-gateway-rate-limits-global",
         f"{ROUTE}: team fdc's rate limit is local only: each gateway replica counts it on its own, so the team gets its rate "
         "once per replica; put the rule in rateLimit.global",
@@ -279,35 +272,35 @@ def test_fails_when_a_team_limit_is_counted_per_replica(stub, full_plan):
 
 # fab-gateway-rate-limit-backend ----------------------------------------------------------------
 
-def test_fails_when_envoy_gateway_has_no_rate_limit_backend(stub, full_plan):
+def test_fails_when_envoy_gateway_has_no_rate_limit_backend(full_plan):
     def edit(rs):
         del by_name(rs, "inference-envoy-gateway")["inputs"]["values"]["config"]
 
-    assert found(stub, full_plan, edit) == mandatory(
+    assert found(full_plan, edit) == mandatory(
         "fab-gateway-rate-limit-backend",
         f"{RELEASE} configures no rate limit backend (values config.envoyGateway.rateLimit.backend: a Redis url), so Envoy "
         f"Gateway refuses the global rate limits of {LIMITS}",
     )
 
 
-def test_fails_when_the_rate_limit_backend_is_no_service_of_the_plan(stub, full_plan):
+def test_fails_when_the_rate_limit_backend_is_no_service_of_the_plan(full_plan):
     def edit(rs):
         values = by_name(rs, "inference-envoy-gateway")["inputs"]["values"]
         values["config"]["envoyGateway"]["rateLimit"]["backend"]["redis"]["url"] = "redis.redis-system.svc:6379"
 
-    assert found(stub, full_plan, edit) == mandatory(
+    assert found(full_plan, edit) == mandatory(
         "fab-gateway-rate-limit-backend",
         f"{RELEASE}: the rate limit backend redis.redis-system.svc:6379 is not a Service and port of site-t-gpu in the plan "
         f"(<service>.<namespace>.svc:<port>), so the global rate limits of {LIMITS} are counted nowhere",
     )
 
 
-def test_fails_when_the_rate_limit_backend_port_is_not_the_services(stub, full_plan):
+def test_fails_when_the_rate_limit_backend_port_is_not_the_services(full_plan):
     def edit(rs):
         values = by_name(rs, "inference-envoy-gateway")["inputs"]["values"]
         values["config"]["envoyGateway"]["rateLimit"]["backend"]["redis"]["url"] = "ratelimit-valkey.envoy-gateway-system.svc:6380"
 
-    assert found(stub, full_plan, edit) == mandatory(
+    assert found(full_plan, edit) == mandatory(
         "fab-gateway-rate-limit-backend",
         f"{RELEASE}: the rate limit backend ratelimit-valkey.envoy-gateway-system.svc:6380 is not a Service and port of "
         f"site-t-gpu in the plan (<service>.<namespace>.svc:<port>), so the global rate limits of {LIMITS} are counted nowhere",
@@ -325,11 +318,11 @@ def test_the_local_traffic_rule_fails_closed_on_an_unknown_service():
     )]
 
 
-def test_the_issuer_rule_fails_closed_on_an_unknown_issuer(stub, full_plan):
+def test_the_issuer_rule_fails_closed_on_an_unknown_issuer(full_plan):
     def edit(rs):
         provider(rs)["issuer"] = UNKNOWN_VALUE
 
-    assert found(stub, full_plan, edit) == mandatory(
+    assert found(full_plan, edit) == mandatory(
         "fab-gateway-jwt-issuer",
         f"{POLICY}: .spec.jwt.providers[0].issuer can't be known during preview, and this rule decides on it, so it fails "
         "closed; compute the value in the program instead of from another resource's output",

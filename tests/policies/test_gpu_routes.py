@@ -10,14 +10,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-import pytest
 from policy_fixtures import check, k8s, kube, resource
 from pulumi_policy import PolicyResource
 from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE, UNKNOWN_STRING_VALUE
 from rules.gpu_routes import no_gpu_helm_values, no_gpu_spark_applications, no_gpu_spark_conf
 
 from components.engines.spark import spark_application_template
-from fabctl.policy import analyze_with, analyzer
+from fabctl.policy import analyze_in_process
 from fabctl.render import Plan
 
 COMPUTE, GPU = "site-a-compute", "site-a-gpu"
@@ -213,24 +212,18 @@ def test_fails_closed_when_a_gpu_amount_is_unknown():
 
 # Through the pack, on the smallest site's render -------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def stub():
-    with analyzer() as started:
-        yield started
-
-
-def messages(stub, plan: Plan, edit) -> list[tuple[str, str]]:
+def messages(plan: Plan, edit) -> list[tuple[str, str]]:
     """(policy, message) of each violation of the plan with one edit; the pack puts the rule's description first."""
     resources = copy.deepcopy(plan.resources)
     edit({r["name"]: r for r in resources}, resources)
-    violations = analyze_with(stub, dataclasses.replace(plan, resources=resources))
+    violations = analyze_in_process(dataclasses.replace(plan, resources=resources))
     return [(v.policy, v.message.splitlines()[-1]) for v in violations]
 
 
 SITE_T = "site-t-compute is not a GPU cluster, GPU work runs on GPU clusters only"
 
 
-def test_fails_when_a_plan_gives_a_compute_spark_application_gpus(stub, small_plan):
+def test_fails_when_a_plan_gives_a_compute_spark_application_gpus(small_plan):
     def edit(by_name, resources):
         app = copy.deepcopy(by_name["compute-spark-defaults"])
         app["name"], app["urn"] = "compute-gpu-etl", app["urn"] + "-gpu-etl"
@@ -242,28 +235,28 @@ def test_fails_when_a_plan_gives_a_compute_spark_application_gpus(stub, small_pl
         app["type"], app["inputs"] = "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication", placed
         resources.append(app)
 
-    assert messages(stub, small_plan, edit) == [
+    assert messages(small_plan, edit) == [
         ("fab-no-gpu-spark-applications", f"SparkApplication spark/etl on site-t-compute gives its executor 1 nvidia.com/gpu; {SITE_T}"),
     ]
 
 
-def test_fails_when_a_plan_gives_a_notebook_profile_a_gpu(stub, small_plan):
+def test_fails_when_a_plan_gives_a_notebook_profile_a_gpu(small_plan):
     def edit(by_name, resources):
         profile = by_name["compute-jupyterhub"]["inputs"]["values"]["singleuser"]["profileList"][0]
         profile["kubespawner_override"]["extra_resource_limits"] = {"nvidia.com/gpu": "1"}
 
-    assert messages(stub, small_plan, edit) == [(
+    assert messages(small_plan, edit) == [(
         "fab-no-gpu-helm-values",
         ("Helm release compute-jupyterhub on site-t-compute: values.singleuser.profileList[0].kubespawner_override."
          f"extra_resource_limits.nvidia.com/gpu asks for 1 nvidia.com/gpu; {SITE_T}"),
     )]
 
 
-def test_fails_when_a_plan_loads_rapids_in_spark_defaults(stub, small_plan):
+def test_fails_when_a_plan_loads_rapids_in_spark_defaults(small_plan):
     def edit(by_name, resources):
         by_name["compute-spark-defaults"]["inputs"]["data"]["spark-defaults.conf"] += "spark.plugins com.nvidia.spark.SQLPlugin\n"
 
-    assert messages(stub, small_plan, edit) == [(
+    assert messages(small_plan, edit) == [(
         "fab-no-gpu-spark-conf",
         ("ConfigMap spark/spark-defaults (data.spark-defaults.conf) on site-t-compute loads Spark RAPIDS "
          f"(spark.plugins=com.nvidia.spark.SQLPlugin); {SITE_T}"),

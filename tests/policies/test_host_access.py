@@ -17,7 +17,7 @@ from policy_fixtures import SAFE, check, k8s, kube, pod
 from rules.workloads import host_network_allow_listed, pod_security, privileged_allow_listed, privileged_namespace_allow_listed
 from small_site import small_site
 
-from fabctl.policy import analyze_with, analyzer, pack_environment
+from fabctl.policy import analyze_in_process, analyze_with, pack_environment
 from fabctl.render import Plan
 from fabctl.stackfile import SITE_KEY
 
@@ -126,12 +126,8 @@ def test_pod_security_exempts_a_namespace_only_on_the_cluster_that_lists_it(stac
     ]
 
 
-# Through the pack, started as the CLI starts it, on the full small site's render -------------
-
-@pytest.fixture(scope="module")
-def packs():
-    with analyzer() as started:
-        yield started
+# On the full small site's render, in process; and through the pack started as the CLI starts it without the stack's
+# config (with it, the stacks pass every rule through the service: tests/policies/test_pack.py) -----------------------
 
 
 def edited(plan: Plan, edit) -> Plan:
@@ -156,57 +152,57 @@ def test_the_pack_gets_the_stack_config_as_the_cli_passes_it(full_plan):
     assert (env["PULUMI_PROJECT"], env["PULUMI_STACK"], env["PULUMI_DRY_RUN"]) == ("fab-platform", "site-t", "true")
 
 
-def test_fails_when_a_serving_pod_takes_the_host_network(packs, full_plan):
+def test_fails_when_a_serving_pod_takes_the_host_network(full_plan):
     def edit(resources):
         named(resources, "inference-vllm-qwen3-8b")["inputs"]["spec"]["template"]["spec"]["hostNetwork"] = True
 
-    assert messages(analyze_with(packs, edited(full_plan, edit))) == [(
+    assert messages(analyze_in_process(edited(full_plan, edit))) == [(
         "fab-host-network-allow-listed",
         (f"Deployment inference/vllm-qwen3-8b on site-t-gpu sets hostNetwork: true; on site-t-gpu only the namespaces of "
         f"{GPU_LIST} may share the node's namespaces"),
     )]
 
 
-def test_fails_when_a_storage_namespace_is_made_privileged(packs, full_plan):
+def test_fails_when_a_storage_namespace_is_made_privileged(full_plan):
     def edit(resources):
         named(resources, "storage-ns-polaris")["inputs"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "privileged"
 
-    assert messages(analyze_with(packs, edited(full_plan, edit))) == [(
+    assert messages(analyze_in_process(edited(full_plan, edit))) == [(
         "fab-privileged-namespace-allow-listed",
         ("namespace polaris on site-t-storage enforces Pod Security privileged; on site-t-storage only the namespaces of "
         "clusters.storage.host_network_namespaces (none) may"),
     )]
 
 
-def test_fails_when_the_gpu_operators_namespace_is_put_on_storage(packs, full_plan):
+def test_fails_when_the_gpu_operators_namespace_is_put_on_storage(full_plan):
     def edit(resources):
         namespace = copy.deepcopy(named(resources, "gpu-gpu-ns-gpu-operator"))
         namespace.update(name="storage-ns-gpu-operator", urn=namespace["urn"] + "-storage", parent=named(resources, "storage")["urn"],
                          provider=named(resources, "site-t-storage")["urn"])
         resources.append(namespace)
 
-    assert messages(analyze_with(packs, edited(full_plan, edit))) == [(
+    assert messages(analyze_in_process(edited(full_plan, edit))) == [(
         "fab-privileged-namespace-allow-listed",
         ("namespace gpu-operator on site-t-storage enforces Pod Security privileged; on site-t-storage only the namespaces of "
         "clusters.storage.host_network_namespaces (none) may"),
     )]
 
 
-def test_fails_when_a_privileged_container_runs_in_a_team_namespace(packs, full_plan):
+def test_fails_when_a_privileged_container_runs_in_a_team_namespace(full_plan):
     def edit(resources):
         container = named(resources, "inference-vllm-qwen3-8b")["inputs"]["spec"]["template"]["spec"]["containers"][0]
         container["securityContext"]["privileged"] = True
 
-    assert messages(analyze_with(packs, edited(full_plan, edit))) == [(
+    assert messages(analyze_in_process(edited(full_plan, edit))) == [(
         "fab-privileged-allow-listed",
         (f"container vllm of Deployment inference/vllm-qwen3-8b on site-t-gpu is privileged; on site-t-gpu only the namespaces "
         f"of {GPU_LIST} may run privileged containers"),
     )]
 
 
-def test_fails_when_the_pack_is_started_without_the_stacks_config(packs, full_plan):
+def test_fails_when_the_pack_is_started_without_the_stacks_config(grpc_pack, full_plan):
     without = dataclasses.replace(full_plan, config={})
-    found = {(v.policy, v.message.splitlines()[-1]) for v in analyze_with(packs, without)}
+    found = {(v.policy, v.message.splitlines()[-1]) for v in analyze_with(grpc_pack, without)}
     assert ("fab-privileged-namespace-allow-listed",
             (f"namespace gpu-operator on site-t-gpu enforces Pod Security privileged; on site-t-gpu only the namespaces of "
             f"{NO_CONFIG} may")) in found

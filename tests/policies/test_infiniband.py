@@ -21,7 +21,7 @@ from rules.infiniband import (
     training_nccl_service_level,
 )
 
-from fabctl.policy import analyze_with, analyzer
+from fabctl.policy import analyze_in_process
 from fabctl.render import Plan
 
 GPU = "site-t-gpu"
@@ -212,16 +212,10 @@ def test_an_alias_outside_the_ipoib_network_does_not_route_over_it():
 
 # The real analyzer on the full small site ----------------------------------------------------
 
-@pytest.fixture(scope="module")
-def stub():
-    with analyzer() as started:
-        yield started
-
-
-def violations(stub: Any, plan: Plan, edit: Any) -> list[tuple[str, str, str]]:
+def violations(plan: Plan, edit: Any) -> list[tuple[str, str, str]]:
     resources = copy.deepcopy(plan.resources)
     edit(resources)
-    found = analyze_with(stub, dataclasses.replace(plan, resources=resources))
+    found = analyze_in_process(dataclasses.replace(plan, resources=resources))
     return [(v.policy, v.level, v.message.splitlines()[-1]) for v in found]
 
 
@@ -230,16 +224,16 @@ def record(resources: list[dict], type_suffix: str, name: str) -> dict:
     return match
 
 
-def test_the_full_small_site_loads_weights_over_infiniband_and_passes(stub, full_plan):
+def test_the_full_small_site_loads_weights_over_infiniband_and_passes(full_plan):
     assert full_plan.objects("IPoIBNetwork", GPU)
-    assert [(v.policy, v.message) for v in analyze_with(stub, full_plan)] == []
+    assert [(v.policy, v.message) for v in analyze_in_process(full_plan)] == []
 
 
-def test_fails_when_the_program_gives_training_nodes_ipoib_addresses(stub, full_plan):
+def test_fails_when_the_program_gives_training_nodes_ipoib_addresses(full_plan):
     def edit(rs):
         record(rs, ":IPPool", "gpu-gpu-ipoib-pool")["inputs"]["spec"]["nodeSelector"]["nodeSelectorTerms"][0][
             "matchExpressions"][0]["values"] = ["training"]
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-training-ib-nccl-only", "mandatory",
         ("IPPool nvidia-network-operator/ipoib-weights on site-t-gpu hands IPoIB addresses to nodes outside the inference pool "
          "(nodeSelectorTerms[0] does not limit fab.internal/gpu-pool to inference); InfiniBand on training nodes carries NCCL "
@@ -247,10 +241,10 @@ def test_fails_when_the_program_gives_training_nodes_ipoib_addresses(stub, full_
     )]
 
 
-def test_fails_when_the_program_attaches_the_ipoib_network_to_a_team(stub, full_plan):
+def test_fails_when_the_program_attaches_the_ipoib_network_to_a_team(full_plan):
     def edit(rs):
         record(rs, ":IPoIBNetwork", "gpu-gpu-ipoib-network")["inputs"]["spec"]["networkNamespace"] = "team-fdc"
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-ipoib-not-in-training-namespaces", "mandatory",
         ("IPoIBNetwork ipoib-weights on site-t-gpu is attached to namespace team-fdc, whose jobs Kueue admits "
          "(fab.internal/kueue-managed=true); InfiniBand carries NCCL only for training, whose storage traffic stays on the "
@@ -258,10 +252,10 @@ def test_fails_when_the_program_attaches_the_ipoib_network_to_a_team(stub, full_
     )]
 
 
-def test_fails_when_the_program_drops_the_partition(stub, full_plan):
+def test_fails_when_the_program_drops_the_partition(full_plan):
     def edit(rs):
         record(rs, ":IPoIBNetwork", "gpu-gpu-ipoib-network")["inputs"]["spec"]["master"] = "ib0"
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-ipoib-partition-key", "mandatory",
         ("IPoIBNetwork ipoib-weights on site-t-gpu sits on ib0, an interface of the default partition, which every port of the "
          "fabric reaches; IPoIB is invisible to Cilium, so it sits on the child interface of its own partition "
@@ -269,20 +263,20 @@ def test_fails_when_the_program_drops_the_partition(stub, full_plan):
     )]
 
 
-def test_fails_when_the_program_drops_nccls_service_level(stub, full_plan):
+def test_fails_when_the_program_drops_nccls_service_level(full_plan):
     def edit(rs):
         del record(rs, ":ConfigMap", "training-gpu-train-team-yield-nccl")["inputs"]["data"]["NCCL_IB_SL"]
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-training-nccl-service-level", "mandatory",
         ("ConfigMap team-yield/nccl on site-t-gpu-train has no NCCL_IB_SL; NCCL's traffic needs its InfiniBand service level "
          "(0-15), apart from storage's"),
     )]
 
 
-def test_fails_when_the_program_leaves_the_weight_sync_on_ethernet(stub, full_plan):
+def test_fails_when_the_program_leaves_the_weight_sync_on_ethernet(full_plan):
     def edit(rs):
         del record(rs, ":Deployment", "inference-vllm-qwen3-8b")["inputs"]["spec"]["template"]["spec"]["hostAliases"]
-    assert violations(stub, full_plan, edit) == [(
+    assert violations(full_plan, edit) == [(
         "fab-ipoib-weights-route", "mandatory",
         ("Deployment inference/vllm-qwen3-8b on site-t-gpu attaches the IPoIB network ipoib-weights (10.30.203.0/24) but "
          "resolves no host to an address of it, so its weight sync still goes over the Ethernet S3 endpoint; map the S3 host "

@@ -16,7 +16,7 @@ from rules.storage import replication_gold_only, residency
 from small_site import small_site
 
 from fabctl._mockrun import UNKNOWN_VALUE
-from fabctl.policy import analyze_with, analyzer
+from fabctl.policy import analyze_in_process
 from fabctl.render import Plan, render_config
 from fabctl.stackfile import SITE_KEY
 
@@ -47,12 +47,6 @@ def models_plan() -> Plan:
     return render_config("site-t", {SITE_KEY: models_site()}, stack_references={"organization/fab-platform/site-u": SITE_U_EXPORTS})
 
 
-@pytest.fixture(scope="module")
-def packs():
-    with analyzer() as started:
-        yield started
-
-
 def with_job(plan: Plan, labels: dict | None = None, **container_changes) -> Plan:
     """The plan with the models copy job's labels, or its copying container, changed."""
     resources = copy.deepcopy(plan.resources)
@@ -79,12 +73,12 @@ def messages(violations) -> list[tuple[str, str]]:
 
 # Through the analyzer, on the rendered site ------------------------------------------------------------------
 
-def test_the_models_copy_job_of_a_consumer_that_keeps_models_passes(packs, models_plan):
-    assert messages(analyze_with(packs, models_plan)) == []
+def test_the_models_copy_job_of_a_consumer_that_keeps_models_passes(models_plan):
+    assert messages(analyze_in_process(models_plan)) == []
 
 
-def test_fails_when_the_stack_no_longer_replicates_models(packs, models_plan):
-    assert sorted(messages(analyze_with(packs, without_model_replication(models_plan)))) == [
+def test_fails_when_the_stack_no_longer_replicates_models(models_plan):
+    assert sorted(messages(analyze_in_process(without_model_replication(models_plan)))) == [
         ("fab-replication-gold-only",
          (f"container mirror of {JOB} copies local/site-t-models to {TARGET}, bucket site-t-models (class models), to consumer "
           "site-u; models leave the site only in the copy job of a consumer with federation.consumers.<site>.replicate_models: "
@@ -95,9 +89,9 @@ def test_fails_when_the_stack_no_longer_replicates_models(packs, models_plan):
     ]
 
 
-def test_fails_when_the_models_copy_job_copies_to_another_consumer(packs, models_plan):
+def test_fails_when_the_models_copy_job_copies_to_another_consumer(models_plan):
     plan = with_job(models_plan, labels={"fab.internal/replicates": "models", "fab.internal/replicates-to": "site-v"})
-    assert messages(analyze_with(packs, plan)) == [(
+    assert messages(analyze_in_process(plan)) == [(
         "fab-replication-gold-only",
         (f"container mirror of {JOB} copies local/site-t-models to {TARGET}, bucket site-t-models (class models), to consumer "
          "site-v; models leave the site only in the copy job of a consumer with federation.consumers.<site>.replicate_models: "
@@ -105,9 +99,9 @@ def test_fails_when_the_models_copy_job_copies_to_another_consumer(packs, models
     )]
 
 
-def test_fails_when_a_job_copying_models_names_no_consumer(packs, models_plan):
+def test_fails_when_a_job_copying_models_names_no_consumer(models_plan):
     plan = with_job(models_plan, labels={"fab.internal/replicates": "models"})
-    assert messages(analyze_with(packs, plan)) == [(
+    assert messages(analyze_in_process(plan)) == [(
         "fab-replication-gold-only",
         (f"container mirror of {JOB} copies local/site-t-models to {TARGET}, bucket site-t-models (class models), in a workload "
          "labelled for no consumer (fab.internal/replicates-to is unset); models leave the site only in the copy job of a "
@@ -115,18 +109,18 @@ def test_fails_when_a_job_copying_models_names_no_consumer(packs, models_plan):
     )]
 
 
-def test_fails_closed_when_the_consumer_of_a_models_copy_is_unknown(packs, models_plan):
+def test_fails_closed_when_the_consumer_of_a_models_copy_is_unknown(models_plan):
     plan = with_job(models_plan, labels={"fab.internal/replicates": "models", "fab.internal/replicates-to": UNKNOWN_VALUE})
-    assert messages(analyze_with(packs, plan)) == [(
+    assert messages(analyze_in_process(plan)) == [(
         "fab-replication-gold-only",
         (f"container mirror of {JOB} copies local/site-t-models to {TARGET}, bucket site-t-models (class models), to a consumer "
          "that can't be known during preview (its fab.internal/replicates-to label is unknown), so this rule fails closed"),
     )]
 
 
-def test_fails_when_the_models_copy_carries_the_peers_models_the_site_keeps(packs, models_plan):
+def test_fails_when_the_models_copy_carries_the_peers_models_the_site_keeps(models_plan):
     plan = with_job(models_plan, args=["mirror", "--overwrite", "local/site-t-models", TARGET])
-    assert messages(analyze_with(packs, plan)) == [(
+    assert messages(analyze_in_process(plan)) == [(
         "fab-replication-gold-only",
         (f"container mirror of {JOB} copies local/site-t-models to {TARGET}, the whole bucket site-t-models (class models) "
          "without --exclude replicas/*: the peers' models this site keeps under replicas/ would leave with it; only this "
@@ -134,18 +128,18 @@ def test_fails_when_the_models_copy_carries_the_peers_models_the_site_keeps(pack
     )]
 
 
-def test_fails_when_the_models_copy_sends_a_peers_models_on(packs, models_plan):
+def test_fails_when_the_models_copy_sends_a_peers_models_on(models_plan):
     plan = with_job(models_plan, args=["mirror", "--overwrite", "local/site-t-models/replicas/site-z/", TARGET])
-    assert messages(analyze_with(packs, plan)) == [(
+    assert messages(analyze_in_process(plan)) == [(
         "fab-replication-gold-only",
         (f"container mirror of {JOB} copies local/site-t-models/replicas/site-z/ to {TARGET}, the peers' models this site "
          "keeps under replicas/; only this site's own models leave it"),
     )]
 
 
-def test_fails_when_the_job_of_a_consumer_that_keeps_models_copies_raw_data(packs, models_plan):
+def test_fails_when_the_job_of_a_consumer_that_keeps_models_copies_raw_data(models_plan):
     plan = with_job(models_plan, args=["mirror", "--overwrite", "local/site-t-raw-fdc", TARGET])
-    assert messages(analyze_with(packs, plan)) == [(
+    assert messages(analyze_in_process(plan)) == [(
         "fab-replication-gold-only",
         (f"container mirror of {JOB} copies local/site-t-raw-fdc to {TARGET}, bucket site-t-raw-fdc (class raw); only gold "
          "buckets leave the site, and models to a consumer the stack replicates them to"),

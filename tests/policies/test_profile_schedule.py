@@ -9,19 +9,13 @@ from helpers import render_small
 from small_site import add_profile_schedule, small_site
 
 from components.profiles import SWITCH_NAMESPACE
-from fabctl.policy import analyze_with, analyzer
-
-
-@pytest.fixture(scope="module")
-def stub():
-    with analyzer() as started:
-        yield started
+from fabctl.policy import analyze_in_process
 
 
 @pytest.mark.parametrize("multikueue", [False, True])
-def test_a_site_with_scheduled_switches_passes_every_policy(stub, multikueue):
+def test_a_site_with_scheduled_switches_passes_every_policy(multikueue):
     site = small_site(multikueue=multikueue)
     add_profile_schedule(site)
     plan = render_small(site)
     assert [obj for _, obj, _ in plan.manifests() if obj["kind"] == "CronJob" and obj["metadata"]["namespace"] == SWITCH_NAMESPACE]
-    assert [(v.policy, v.message) for v in analyze_with(stub, plan)] == []
+    assert [(v.policy, v.message) for v in analyze_in_process(plan)] == []

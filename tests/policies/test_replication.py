@@ -12,7 +12,7 @@ from policy_fixtures import SAFE, check, k8s, kube, resource
 from rules.storage import replication_gold_only
 from small_site import small_site
 
-from fabctl.policy import analyze_with, analyzer
+from fabctl.policy import analyze_in_process
 from fabctl.render import Plan, render_config
 from fabctl.stackfile import SITE_KEY
 
@@ -42,12 +42,6 @@ def replicating_plan() -> Plan:
                          stack_references={"organization/fab-platform/site-u": SITE_U_EXPORTS})
 
 
-@pytest.fixture(scope="module")
-def packs():
-    with analyzer() as started:
-        yield started
-
-
 def with_mirror(plan: Plan, **container_changes) -> Plan:
     """The plan with the gold copy job's copying container changed."""
     resources = copy.deepcopy(plan.resources)
@@ -61,32 +55,32 @@ def messages(violations) -> list[tuple[str, str]]:
     return [(v.policy, v.message.splitlines()[-1]) for v in violations]
 
 
-def test_the_gold_copy_job_passes(packs, replicating_plan):
-    assert messages(analyze_with(packs, replicating_plan)) == []
+def test_the_gold_copy_job_passes(replicating_plan):
+    assert messages(analyze_in_process(replicating_plan)) == []
 
 
-def test_fails_when_the_copy_job_mirrors_a_raw_bucket(packs, replicating_plan):
+def test_fails_when_the_copy_job_mirrors_a_raw_bucket(replicating_plan):
     plan = with_mirror(replicating_plan, args=["mirror", "--overwrite", "local/site-t-raw-fdc", "remote/$(REMOTE_BUCKET)/site-t-raw-fdc"])
-    assert messages(analyze_with(packs, plan)) == [(
+    assert messages(analyze_in_process(plan)) == [(
         "fab-replication-gold-only",
         (f"container mirror of {JOB} copies local/site-t-raw-fdc to remote/$(REMOTE_BUCKET)/site-t-raw-fdc, bucket "
         "site-t-raw-fdc (class raw); only gold buckets leave the site, and models to a consumer the stack replicates them to"),
     )]
 
 
-def test_fails_when_the_copy_job_mirrors_every_bucket(packs, replicating_plan):
+def test_fails_when_the_copy_job_mirrors_every_bucket(replicating_plan):
     plan = with_mirror(replicating_plan, args=["mirror", "--overwrite", "local", "remote/$(REMOTE_BUCKET)"])
-    assert messages(analyze_with(packs, plan)) == [(
+    assert messages(analyze_in_process(plan)) == [(
         "fab-replication-gold-only",
         (f"container mirror of {JOB} copies local to remote/$(REMOTE_BUCKET), every bucket of that store; only gold buckets, "
         "named one by one, leave the site"),
     )]
 
 
-def test_fails_when_the_source_bucket_comes_from_the_jobs_environment(packs, replicating_plan):
+def test_fails_when_the_source_bucket_comes_from_the_jobs_environment(replicating_plan):
     plan = with_mirror(replicating_plan, args=["cp", "--recursive", "local/$(SOURCE)", "remote/$(REMOTE_BUCKET)/copy"],
                        env=[{"name": "MC_CONFIG_DIR", "value": "/work/.mc"}, {"name": "SOURCE", "value": "site-t-models/qwen"}])
-    assert messages(analyze_with(packs, plan)) == [(
+    assert messages(analyze_in_process(plan)) == [(
         "fab-replication-gold-only",
         (f"container mirror of {JOB} copies local/$(SOURCE) to remote/$(REMOTE_BUCKET)/copy, bucket site-t-models (class "
         "models), to consumer site-u; models leave the site only in the copy job of a consumer with "
@@ -94,9 +88,9 @@ def test_fails_when_the_source_bucket_comes_from_the_jobs_environment(packs, rep
     )]
 
 
-def test_fails_closed_when_the_source_bucket_comes_from_a_secret(packs, replicating_plan):
+def test_fails_closed_when_the_source_bucket_comes_from_a_secret(replicating_plan):
     plan = with_mirror(replicating_plan, args=["mirror", "local/$(REMOTE_BUCKET)", "remote/$(REMOTE_BUCKET)/copy"])
-    assert messages(analyze_with(packs, plan)) == [(
+    assert messages(analyze_in_process(plan)) == [(
         "fab-replication-gold-only",
         (f"container mirror of {JOB} copies local/$(REMOTE_BUCKET) to remote/$(REMOTE_BUCKET)/copy: its bucket can't be "
         "decided from the job (a variable without a literal value), so this rule fails closed; name the gold bucket in the "
@@ -104,11 +98,11 @@ def test_fails_closed_when_the_source_bucket_comes_from_a_secret(packs, replicat
     )]
 
 
-def test_fails_when_a_shell_script_copies_a_raw_bucket(packs, replicating_plan):
+def test_fails_when_a_shell_script_copies_a_raw_bucket(replicating_plan):
     script = ("mc alias set local $(AWS_ENDPOINT_URL_S3) k s && mc mirror --overwrite local/site-t-gold remote/b/site-t-gold; "
               "mc cp --recursive --older-than 7 local/site-t-raw-fdc/2024/ remote/b/raw/")
     plan = with_mirror(replicating_plan, command=["/bin/sh", "-c", script], args=[])
-    assert messages(analyze_with(packs, plan)) == [(
+    assert messages(analyze_in_process(plan)) == [(
         "fab-replication-gold-only",
         (f"container mirror of {JOB} copies local/site-t-raw-fdc/2024/ to remote/b/raw/, bucket site-t-raw-fdc (class raw); "
         "only gold buckets leave the site, and models to a consumer the stack replicates them to"),

@@ -10,13 +10,7 @@ import pytest
 from helpers import render_small
 from small_site import SERVING_REPO_TOKEN, small_site, with_argocd
 
-from fabctl.policy import analyze_with, analyzer
-
-
-@pytest.fixture(scope="module")
-def stub():
-    with analyzer() as started:
-        yield started
+from fabctl.policy import analyze_in_process
 
 
 @pytest.fixture(scope="module")
@@ -30,39 +24,39 @@ def without(plan, type_suffix: str, name: str):
     return dataclasses.replace(plan, resources=resources)
 
 
-def messages(stub, plan) -> list[tuple[str, str]]:
+def messages(plan) -> list[tuple[str, str]]:
     """(rule, message without the rule's description) of every violation."""
-    return [(v.policy, v.message.splitlines()[-1]) for v in analyze_with(stub, plan)]
+    return [(v.policy, v.message.splitlines()[-1]) for v in analyze_in_process(plan)]
 
 
-def test_a_site_served_from_git_passes_every_policy(stub, argocd_plan):
-    assert [(v.policy, v.message) for v in analyze_with(stub, argocd_plan)] == []
+def test_a_site_served_from_git_passes_every_policy(argocd_plan):
+    assert [(v.policy, v.message) for v in analyze_in_process(argocd_plan)] == []
 
 
-def test_fails_when_a_route_from_git_loses_its_jwt_policy(stub, argocd_plan):
-    violations = messages(stub, without(argocd_plan, ":SecurityPolicy", "inference-jwt-qwen3-8b"))
+def test_fails_when_a_route_from_git_loses_its_jwt_policy(argocd_plan):
+    violations = messages(without(argocd_plan, ":SecurityPolicy", "inference-jwt-qwen3-8b"))
     assert violations == [
         ("fab-routes-authenticated", "HTTPRoute inference/vllm-qwen3-8b on site-t-gpu has no JWT SecurityPolicy"),
     ]
 
 
-def test_fails_when_a_route_from_git_loses_its_rate_limit(stub, argocd_plan):
-    violations = messages(stub, without(argocd_plan, ":BackendTrafficPolicy", "inference-ratelimit-qwen3-8b"))
+def test_fails_when_a_route_from_git_loses_its_rate_limit(argocd_plan):
+    violations = messages(without(argocd_plan, ":BackendTrafficPolicy", "inference-ratelimit-qwen3-8b"))
     assert violations == [
         ("fab-routes-authenticated", "HTTPRoute inference/vllm-qwen3-8b on site-t-gpu has no rate limit (BackendTrafficPolicy)"),
     ]
 
 
-def test_fails_when_the_gateway_of_routes_from_git_has_no_jwt_policy(stub, argocd_plan):
-    violations = messages(stub, without(argocd_plan, ":SecurityPolicy", "inference-gateway-jwt"))
+def test_fails_when_the_gateway_of_routes_from_git_has_no_jwt_policy(argocd_plan):
+    violations = messages(without(argocd_plan, ":SecurityPolicy", "inference-gateway-jwt"))
     assert violations == [
         ("fab-routes-authenticated", "Gateway envoy-gateway-system/llm on site-t-gpu has no JWT SecurityPolicy (its routes come "
                                      "from Git: inference.delivery is argocd)"),
     ]
 
 
-def test_fails_when_the_gateway_of_routes_from_git_has_no_rate_limit(stub, argocd_plan):
-    violations = messages(stub, without(argocd_plan, ":BackendTrafficPolicy", "inference-gateway-ratelimit"))
+def test_fails_when_the_gateway_of_routes_from_git_has_no_rate_limit(argocd_plan):
+    violations = messages(without(argocd_plan, ":BackendTrafficPolicy", "inference-gateway-ratelimit"))
     assert violations == [
         ("fab-routes-authenticated", "Gateway envoy-gateway-system/llm on site-t-gpu has no rate limit (BackendTrafficPolicy) (its "
                                      "routes come from Git: inference.delivery is argocd)"),

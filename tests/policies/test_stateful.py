@@ -15,7 +15,7 @@ from pulumi.runtime.proto import analyzer_pb2
 from rules.storage import stateful_kind
 from small_site import full_site
 
-from fabctl.policy import analyze_with, analyzer
+from fabctl.policy import analyze_in_process
 from fabctl.render import Plan, render_config
 from fabctl.stackfile import SITE_KEY
 
@@ -83,12 +83,6 @@ def test_the_render_check_finds_a_bucket_that_is_not_retained(stateful_plan):
 
 # fab-stateful-protected through the pack ----------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def packs():
-    with analyzer() as started:
-        yield started
-
-
 @pytest.mark.parametrize(("name", "message"), [
     ("storage-polaris-db", ("Cluster storage-polaris-db on site-t-storage holds data but has protect: false; resources that "
                            "hold data are protected (and retained on delete)")),
@@ -99,9 +93,9 @@ def packs():
     ("storage-aistor-objectstore", ("object store storage-aistor-objectstore on site-t-storage holds data but has protect: "
                                    "false; resources that hold data are protected (and retained on delete)")),
 ])
-def test_fails_when_a_stateful_resource_is_not_protected(packs, stateful_plan, name, message):
+def test_fails_when_a_stateful_resource_is_not_protected(stateful_plan, name, message):
     resources = copy.deepcopy(stateful_plan.resources)
     (target,) = [r for r in resources if r["name"] == name]
     target["protect"] = False
-    violations = analyze_with(packs, dataclasses.replace(stateful_plan, resources=resources))
+    violations = analyze_in_process(dataclasses.replace(stateful_plan, resources=resources))
     assert [(v.policy, v.message.splitlines()[-1]) for v in violations] == [("fab-stateful-protected", message)]

@@ -1,4 +1,4 @@
-"""What the pack does with values that can't be known during a preview, driven through its Analyzer service.
+"""What the pack does with values that can't be known during a preview, through its Analyzer service once, then in process.
 
 The engine sends such values as sentinels; the SDK's proxies raise on them, which would turn a
 mandatory rule into an advisory "can't run during preview" and let the preview pass. Mandatory rules
@@ -20,14 +20,8 @@ from rules.workloads import no_plaintext_secrets, pod_security
 from small_site import small_site
 
 from fabctl._mockrun import UNKNOWN_VALUE
-from fabctl.policy import analyze_with, analyzer
+from fabctl.policy import analyze_in_process, analyze_with
 from fabctl.render import Plan
-
-
-@pytest.fixture(scope="module")
-def stub():
-    with analyzer() as started:
-        yield started
 
 
 def with_edit(edit) -> Plan:
@@ -38,11 +32,18 @@ def with_edit(edit) -> Plan:
     return dataclasses.replace(plan, resources=resources)
 
 
-def test_an_unknown_image_fails_the_pinned_versions_rule_closed(stub):
-    def edit(by_name):
-        by_name["compute-starrocks-setup-job"]["inputs"]["spec"]["template"]["spec"]["containers"][0]["image"] = UNKNOWN_VALUE
+def unknown_image(by_name):
+    by_name["compute-starrocks-setup-job"]["inputs"]["spec"]["template"]["spec"]["containers"][0]["image"] = UNKNOWN_VALUE
 
-    violations = analyze_with(stub, with_edit(edit))
+
+def test_an_unknown_image_reaches_the_analyzer_service_as_the_engines_sentinel(grpc_pack):
+    """Through gRPC as the CLI sends it: the service reports what the in-process analysis reports."""
+    plan = with_edit(unknown_image)
+    assert analyze_with(grpc_pack, plan) == analyze_in_process(plan)
+
+
+def test_an_unknown_image_fails_the_pinned_versions_rule_closed():
+    violations = analyze_in_process(with_edit(unknown_image))
     assert [(v.policy, v.level, v.message.splitlines()[-1]) for v in violations] == [(
         "fab-pinned-versions", "mandatory",
         "Job starrocks-setup: .pod.containers[0].image can't be known during preview, and this rule decides on it, so it fails closed; "
@@ -50,12 +51,12 @@ def test_an_unknown_image_fails_the_pinned_versions_rule_closed(stub):
     )]
 
 
-def test_an_unknown_secret_in_helm_values_passes_the_literal_checks(stub):
+def test_an_unknown_secret_in_helm_values_passes_the_literal_checks():
     def edit(by_name):
         by_name["network-gpu-cilium"]["inputs"]["values"]["tls"]["ca"]["key"] = UNKNOWN_VALUE
         by_name["network-gpu-cilium"]["inputs"]["values"]["hubble"]["peerService"] = UNKNOWN_VALUE
 
-    assert analyze_with(stub, with_edit(edit)) == []
+    assert analyze_in_process(with_edit(edit)) == []
 
 
 def test_plain_marks_unknowns_without_raising():
