@@ -181,6 +181,18 @@ def cached(folder: Path) -> Iterator[None]:
         _CACHE = outer
 
 
+@contextlib.contextmanager
+def fresh() -> Iterator[None]:
+    """Within the block every request runs in a fresh process, whatever layers are active outside it."""
+    global _PRELOADED, _CACHE
+    outer = _PRELOADED, _CACHE
+    _PRELOADED, _CACHE = None, None
+    try:
+        yield
+    finally:
+        _PRELOADED, _CACHE = outer
+
+
 def _execute(request: dict[str, Any]) -> Run:
     preloaded_run = None
     if _PRELOADED is not None and request.get("program") is None and same_program(Path(request["project_dir"])):
