@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
@@ -172,7 +172,12 @@ def _in_crds_folder(parts: list[str]) -> bool:
 
 @cache
 def crd_folder_names(package: Path) -> frozenset[str]:
-    """Names of the CRDs in a chart package's `crds/` folders (the chart's and its subcharts')."""
+    """Names of the CRDs in a chart package's `crds/` folders (the chart's and its subcharts'); kept in the active
+    render cache, by the package's content (a chart's CRDs are megabytes of YAML)."""
+    return frozenset(kept("crd-names", [package_digest(package)], lambda: sorted(_crd_folder_names(package))))
+
+
+def _crd_folder_names(package: Path) -> set[str]:
     import tarfile
 
     names = set()
@@ -185,7 +190,7 @@ def crd_folder_names(package: Path) -> frozenset[str]:
                 for doc in yaml.load_all(handle.read() if handle else b"", Loader=loader):
                     if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                         names.add((doc.get("metadata") or {}).get("name"))
-    return frozenset(names)
+    return names
 
 
 def releases(plan: Plan) -> list[dict[str, Any]]:
@@ -310,18 +315,31 @@ def active_render_cache() -> RenderCache | None:
     return _RENDER_CACHE
 
 
+def kept(kind: str, key: list[Any], compute: Callable[[], Any]) -> Any:
+    """`compute()` (JSON data), or what it gave for the same key before, within `render_cache(...)`: for what is
+    derived from chart packages alone, keyed by their digests (`package_digest`)."""
+    if _RENDER_CACHE is None:
+        return compute()
+    digest = hashlib.sha256(json.dumps([RenderCache.FORMAT, *key], sort_keys=True, default=str).encode()).hexdigest()
+    known = _RENDER_CACHE.get(kind, digest)
+    if known is None:
+        known = compute()
+        _RENDER_CACHE.put(kind, digest, known)
+    return known
+
+
 def render_key(release: dict[str, Any], package: Path, helm: Path, project_dir: Path) -> str:
     """What a release's render depends on, as one digest (see RenderCache)."""
     inputs = release["inputs"]
     postrender = inputs.get("postrender")
     script = project_dir / str(postrender) if postrender else None
-    parts = [RenderCache.FORMAT, KUBE_VERSION, _package_digest(package), helm_version(helm), inputs.get("name") or release["name"],
+    parts = [RenderCache.FORMAT, KUBE_VERSION, package_digest(package), helm_version(helm), inputs.get("name") or release["name"],
              inputs.get("namespace"), inputs.get("values"), postrender,
              hashlib.sha256(script.read_bytes()).hexdigest() if script is not None and script.is_file() else None]
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _package_digest(package: Path) -> str:
+def package_digest(package: Path) -> str:
     stat = package.stat()
     return _file_digest(str(package.resolve()), stat.st_size, stat.st_mtime_ns)
 

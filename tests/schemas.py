@@ -21,7 +21,8 @@ import yaml
 
 from components import versions
 from components.versions import KUBERNETES_VERSION
-from fabctl.helm import ChartPackages, ChartRef
+from fabctl.helm import ChartPackages, ChartRef, kept, package_digest
+from fabctl.helm import _Loader as YamlLoader  # libyaml's safe loader, reading a bare `=` as Go does
 
 _GO_ONLY_PRINTABLE = r"\PC"  # RE2 "not a control character"; Python's re has no \p classes
 
@@ -91,7 +92,7 @@ class CrdSchemas:
 
 @cache
 def _load_yaml(path: Path) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text())
+    return yaml.load(path.read_text(), Loader=YamlLoader)
 
 
 def builtin_errors(obj: dict[str, Any]) -> list[str]:
@@ -129,32 +130,29 @@ def _builtin_definitions(folder: str) -> dict[str, Any]:
     return utils.schema_contents(f"{folder}/_definitions.json", KUBERNETES_VERSION)
 
 
-class _CrdLoader(yaml.SafeLoader):
-    """SafeLoader that reads a bare `=` (YAML 1.1's value tag, in some CRDs' enums) as the string it is to Go's parser."""
-
-
-_CrdLoader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
-
-
 @cache
 def chart_crds(chart_dir: Path) -> tuple[dict[str, Any], ...]:
     """The CRDs the pinned charts install from their packages' `crds/` folders (Helm installs them before the release),
     for `CrdSchemas(extra=...)`: the kinds a chart brings that `../shared/crds` does not carry, such as Envoy Gateway's
-    EnvoyExtensionPolicy. Charts without a package here contribute nothing (test_helm_releases lists them)."""
+    EnvoyExtensionPolicy. Charts without a package here contribute nothing (test_helm_releases lists them). Read once per
+    test session (the session's render cache), by the packages' content."""
     packages = ChartPackages(chart_dir)
+    pins = sorted({c for c in vars(versions).values() if isinstance(c, versions.HelmChart)}, key=lambda c: (c.chart, c.version))
+    found = [package for pin in pins if (package := packages.find(ChartRef(pin.chart, pin.version, pin.repo))) is not None]
+    return tuple(kept("chart-crds", [package_digest(p) for p in found], lambda: _crds_of(found)))
+
+
+def _crds_of(packages: list[Path]) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
-    for pin in sorted({c for c in vars(versions).values() if isinstance(c, versions.HelmChart)}, key=lambda c: (c.chart, c.version)):
-        package = packages.find(ChartRef(pin.chart, pin.version, pin.repo))
-        if package is None:
-            continue
+    for package in packages:
         with tarfile.open(package) as tar:
             for member in tar.getmembers():
                 parts = member.name.split("/")
                 # A chart's (or subchart's) own crds/ folder, which Helm installs verbatim; not templates/crds.
                 if member.isfile() and "crds" in parts and "templates" not in parts and member.name.endswith((".yaml", ".yml")):
                     text = tar.extractfile(member).read().decode()  # type: ignore[union-attr]
-                    found += [d for d in yaml.load_all(text, Loader=_CrdLoader) if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
-    return tuple(found)
+                    found += [d for d in yaml.load_all(text, Loader=YamlLoader) if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
+    return found
 
 
 def has_schema(obj: dict[str, Any], crds: CrdSchemas) -> bool:
