@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
+import io
 import json
+import os
 import shutil
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +44,13 @@ def config_errors(raw: dict[str, Any]) -> list[str]:
 def stack_config(stack: str) -> dict[str, Any]:
     """A fresh, mutable copy of a stack file's `config:` mapping, with stand-ins for the secrets the stack sets only on
     its real copy (`with_secret_stand_ins`)."""
-    return with_secret_stand_ins(copy.deepcopy(read_stack_config(stack_file(PROJECT_DIR, stack))))[0]
+    return copy.deepcopy(_stack_config(stack))
+
+
+@functools.cache
+def _stack_config(stack: str) -> dict[str, Any]:
+    """The stack file read once per process (the files do not change during a test session)."""
+    return with_secret_stand_ins(read_stack_config(stack_file(PROJECT_DIR, stack)))[0]
 
 
 def site_raw(stack: str) -> dict[str, Any]:
@@ -89,3 +101,45 @@ def render_config(stack: str, config: dict[str, Any]) -> Plan:
     from fabctl.render import render_config as _render
 
     return _render(stack, config)
+
+
+@dataclass(frozen=True)
+class CliRun:
+    """What `python -m fabctl ...` did: its exit status and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def fabctl_in_process(*args: str, env: Mapping[str, str | None] | None = None) -> CliRun:
+    """`python -m fabctl ARGS` through the CLI's entry function in this process, with the variables `env` sets (None
+    unsets one) for the run: its exit status and its output, as a process would give them (a usage error's exit included).
+    The session's renders are shared with it (tests/conftest.py), so it costs what the command itself does."""
+    from fabctl import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with _environment(env or {}), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            returncode = cli.main(list(args))
+        except SystemExit as exc:  # argparse's usage errors
+            returncode = exc.code if isinstance(exc.code, int) else 1
+    return CliRun(returncode, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def _environment(env: Mapping[str, str | None]) -> Iterator[None]:
+    saved = {key: os.environ.get(key) for key in env}
+    try:
+        for key, value in env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

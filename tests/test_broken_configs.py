@@ -77,7 +77,7 @@ def write_stack_file(project: Path, case: dict[str, Any]) -> None:
     if "file" in case:
         path.write_bytes(case["file"].encode(case.get("encoding", "utf-8")))
     else:
-        path.write_text(yaml.safe_dump({"config": apply(case)}))
+        path.write_text(yaml.dump({"config": apply(case)}, Dumper=yaml.CSafeDumper))
 
 
 @pytest.fixture(scope="module")

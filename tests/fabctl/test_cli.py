@@ -1,4 +1,5 @@
-"""`python -m fabctl` as a user runs it: exit statuses, messages, the tree and the files it writes.
+"""`python -m fabctl` as a user runs it: exit statuses, messages, the tree and the files it writes (through the CLI's entry
+function, in process; `flows` also as a real process).
 
 A run on site-a shows that the stack file plans; the other runs use stack files of small sites written into a copy of
 the project, so that what they print does not change when a production stack grows."""
@@ -15,12 +16,12 @@ import yaml
 
 from fabctl.render import PROJECT_DIR
 from fabctl.stackfile import SITE_KEY
-from helpers import copy_project, rendered
+from helpers import CliRun, copy_project, fabctl_in_process, rendered
 from small_site import full_site, small_site
 
 
-def fabctl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fabctl", *args], cwd=PROJECT_DIR, capture_output=True, text=True, check=False)
+def fabctl(*args: str) -> CliRun:
+    return fabctl_in_process(*args)
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def write_site(project: Path, stack: str, site: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def site_a_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+def site_a_run(tmp_path_factory) -> tuple[CliRun, Path]:
     out = tmp_path_factory.mktemp("out")
     return fabctl("plan", "--stack", "site-a", "--out", str(out), "--no-check"), out
 

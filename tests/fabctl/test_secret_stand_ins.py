@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
 from fabctl.render import PROJECT_DIR, with_secret_stand_ins
 from fabctl.stackfile import SITE_KEY
-from helpers import copy_project
+from helpers import copy_project, fabctl_in_process
 from small_site import small_site
 
 
@@ -50,9 +48,8 @@ def test_a_config_the_program_refuses_gets_no_stand_in():
 def test_fabctl_names_each_stand_in_and_the_command_that_sets_it(tmp_path):
     project = copy_project(tmp_path)
     (project / "Pulumi.site-t.yaml").write_text(yaml.safe_dump({"config": external_catalog_site()}))
-    run = subprocess.run([sys.executable, "-m", "fabctl", "plan", "--stack", "site-t", "--out", str(tmp_path / "out"),
-                          "--project-dir", str(project), "--no-policies", "--no-check"],
-                         cwd=PROJECT_DIR, capture_output=True, text=True, check=False)
+    run = fabctl_in_process("plan", "--stack", "site-t", "--out", str(tmp_path / "out"), "--project-dir", str(project),
+                            "--no-policies", "--no-check")
     assert (run.returncode, run.stderr) == (0, (
         "note: fab-platform:trinoCatalogPassword-erp is not set on site-t: rendered with a redacted stand-in; before pulumi up: "
         "pulumi config set --secret trinoCatalogPassword-erp <value>\n"))
@@ -61,9 +58,7 @@ def test_fabctl_names_each_stand_in_and_the_command_that_sets_it(tmp_path):
 def test_a_diff_names_a_stand_in_once_though_it_renders_twice(tmp_path):
     project = copy_project(tmp_path)
     (project / "Pulumi.site-t.yaml").write_text(yaml.safe_dump({"config": external_catalog_site()}))
-    run = subprocess.run([sys.executable, "-m", "fabctl", "diff", "--stack", "site-t", "--project-dir", str(project),
-                          "--set", "site.teams.yield.description=Yield"],
-                         cwd=PROJECT_DIR, capture_output=True, text=True, check=False)
+    run = fabctl_in_process("diff", "--stack", "site-t", "--project-dir", str(project), "--set", "site.teams.yield.description=Yield")
     assert (run.returncode, run.stdout.splitlines()[0]) == (0, "~ identity-team-yield (keycloak:index/group:Group): description")
     assert [line for line in run.stderr.splitlines() if line.startswith("note:")] == [
         "note: fab-platform:trinoCatalogPassword-erp is not set on site-t: rendered with a redacted stand-in; before pulumi up: "

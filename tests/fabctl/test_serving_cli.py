@@ -1,23 +1,20 @@
-"""`python -m fabctl serving` as a user runs it, on stack files of small sites written into a copy of the project."""
+"""`python -m fabctl serving` as a user runs it (through the CLI's entry function), on stack files of small sites written
+into a copy of the project."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import copy_project
+from helpers import CliRun, copy_project, fabctl_in_process
 from small_site import small_site
 
-from fabctl.render import PROJECT_DIR
 from fabctl.stackfile import SITE_KEY
 
 
-def fabctl(project: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fabctl", *args, "--project-dir", str(project)], cwd=PROJECT_DIR,
-                          capture_output=True, text=True, check=False)
+def fabctl(project: Path, *args: str) -> CliRun:
+    return fabctl_in_process(*args, "--project-dir", str(project))
 
 
 @pytest.fixture(scope="module")
