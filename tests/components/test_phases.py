@@ -12,7 +12,7 @@ from small_site import add_gpu_cluster, add_weights_over_ib, small_site, write_f
 from components.config import parse_site
 from components.config.rules.phases import USES
 from components.config.schema.roadmap import FEATURES
-from fabctl.policy import analyze
+from fabctl.policy import analyze_in_process
 
 
 def at_phase(phase: int) -> dict[str, Any]:
@@ -188,7 +188,7 @@ def test_a_phase_1_site_submits_training_to_its_gpu_cluster(phase_1_plan):
 
 
 def test_a_phase_1_site_passes_the_policy_pack(phase_1_plan):
-    assert analyze(phase_1_plan) == []
+    assert analyze_in_process(phase_1_plan) == []
 
 
 def test_scaling_out_keeps_the_serving_url_and_each_teams_namespace_and_queue():
