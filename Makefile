@@ -27,8 +27,9 @@ plan: setup
 check: setup
 	$(PY) -m fabctl check --stack $(STACK)
 
+# The suite in parallel, one worker per core, each test file on one worker (its module fixtures are built once).
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile $(PYTEST_EXTRA)
 
 schema: setup
 	$(PY) -m fabctl schema
