@@ -125,6 +125,8 @@ class _Preloaded:
                 return None
             assert self._proc is not None and self._proc.stdin is not None and self._proc.stdout is not None
             files = {key: Path(self._folder.name) / f"job.{key}" for key in ("stdout", "stderr", "modules")}
+            for path in files.values():
+                path.unlink(missing_ok=True)  # nothing of the previous request can be read as this one's
             job = {"request": request, **{key: str(path) for key, path in files.items()}}
             try:
                 self._proc.stdin.write(json.dumps(job) + "\n")
