@@ -17,19 +17,23 @@ import copy
 import hashlib
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
 from components.versions import KUBERNETES_VERSION, upstream_chart
+from fabctl import helm_install
 from fabctl.render import HELM_RELEASE_TYPE, Plan
 
 
@@ -73,6 +77,38 @@ class ChartRef:
         where = self.repo if self.source in ("", self.repo) else f"{self.source}, from {self.repo}"
         return f"{self.name} {self.version} ({where})"
 
+    def pull_command(self, destination: Path) -> str:
+        """The `helm pull` that writes this chart's package into `destination`."""
+        folder = shlex.quote(str(destination))
+        if self.repo.startswith("oci://"):
+            return f"helm pull {self.repo}/{self.name} --version {self.version} -d {folder}"
+        return f"helm pull {self.name} --repo {self.repo} --version {self.version} -d {folder}"
+
+
+HELM_VARIABLE = "FAB_HELM"
+NO_HELM = "no Helm to render it"
+"""Why a release is not rendered when no Helm was found (`find_helm`)."""
+
+
+class NoSuchHelm(Exception):
+    """`--helm` or FAB_HELM names a path that is no file: a mistake to say, not a Helm to look for elsewhere."""
+
+
+def find_helm(option: str | None, environ: Mapping[str, str] | None = None) -> Path | None:
+    """The Helm binary to run: `--helm`, else FAB_HELM, else `helm` beside the running Python (the virtualenv's, which
+    `make setup` installs: `fabctl.helm_install`), else `helm` on the PATH; None when there is none."""
+    environ = os.environ if environ is None else environ
+    for named, where in ((option, "--helm"), (environ.get(HELM_VARIABLE), HELM_VARIABLE)):
+        if named:
+            if not Path(named).is_file():
+                raise NoSuchHelm(f"{where} names {named}, which is not a file: give the path of a Helm binary (3.8 or later)")
+            return Path(named)
+    beside = helm_install.default_target()
+    if beside.is_file():
+        return beside
+    on_path = shutil.which("helm", path=environ.get("PATH", os.defpath))
+    return Path(on_path) if on_path else None
+
 
 class ChartPackages:
     """A local folder of chart packages: `<name>-<version>.tgz` as `helm pull` writes them, or an `index.json`
@@ -97,13 +133,28 @@ class ChartPackages:
         return f"no package of {chart} in {self.folder}"
 
 
-class ChartRepositories:
-    """Charts pulled with `helm pull` from the repository each release names, kept in a cache folder; with `upstream`,
-    from the chart's upstream repository instead (`fabctl mirror` reads the charts before the site registry has them)."""
+PULL_TIMEOUT_SEC = 30
+"""A pull that has not finished by then gives up, and its host is not asked again in the run (Helm itself waits 120 s
+for a repository that does not answer)."""
+_UNREACHABLE = ("dial tcp", "no such host", "proxyconnect", "Client.Timeout", "deadline exceeded", "i/o timeout",
+                "network is unreachable", "no route to host", "TLS handshake timeout")
+"""What Helm says when it cannot reach a repository's host at all (as opposed to a chart or version the repository
+lacks)."""
 
-    def __init__(self, helm: Path, cache: Path, upstream: bool = False):
-        self.helm, self.cache, self.upstream = helm, cache, upstream
+
+class ChartRepositories:
+    """Charts kept in a cache folder (`<name>-<version>.tgz`: what earlier pulls left there), else pulled with `helm pull`
+    from the repository each release names into it; with `upstream`, from the chart's upstream repository instead
+    (`fabctl mirror` reads the charts before the site registry has them). A pull gives up after `timeout_sec`, and a
+    host that could not be reached is not asked again in the same run: without a network, every chart fails at once."""
+
+    def __init__(self, helm: Path, cache: Path, upstream: bool = False, timeout_sec: float = PULL_TIMEOUT_SEC):
+        self.helm, self.cache, self.upstream, self.timeout_sec = helm, cache, upstream, timeout_sec
         self._failures: dict[ChartRef, str] = {}
+        self._unreachable: dict[str, str] = {}
+
+    def repository(self, chart: ChartRef) -> str:
+        return chart.source if self.upstream and chart.source else chart.repo
 
     def find(self, chart: ChartRef) -> Path | None:
         path = self.cache / f"{chart.name}-{chart.version}.tgz"
@@ -111,27 +162,64 @@ class ChartRepositories:
             return path
         if chart in self._failures:
             return None
+        repo = self.repository(chart)
+        host = _host(repo)
+        if host in self._unreachable:
+            self._failures[chart] = f"not pulled: {host} could not be reached ({self._unreachable[host]})"
+            return None
         self.cache.mkdir(parents=True, exist_ok=True)
-        repo = chart.source if self.upstream and chart.source else chart.repo
         source = [f"{repo}/{chart.name}"] if repo.startswith("oci://") else [chart.name, "--repo", repo]
         with tempfile.TemporaryDirectory(prefix="fab-helm-") as tmp:
             home = {"HELM_CACHE_HOME": tmp, "HELM_CONFIG_HOME": tmp, "HELM_DATA_HOME": tmp}
-            done = subprocess.run(
-                [str(self.helm), "pull", *source, "--version", chart.version, "--destination", str(self.cache)],
-                capture_output=True, text=True, env={**os.environ, **home}, check=False, timeout=PULL_TIMEOUT_SEC,
-            )
-        if done.returncode != 0 or not path.is_file():
-            reason = (done.stderr.strip().splitlines() or [f"helm exited {done.returncode}"])[-1]
-            self._failures[chart] = f"cannot pull {chart}: {reason}"
-            return None
+            try:
+                done = subprocess.run(
+                    [str(self.helm), "pull", *source, "--version", chart.version, "--destination", tmp],
+                    capture_output=True, text=True, env={**os.environ, **home}, check=False, timeout=self.timeout_sec,
+                )
+            except subprocess.TimeoutExpired:
+                reason = f"no answer within {self.timeout_sec:g} s"
+                self._unreachable[host] = reason
+                self._failures[chart] = f"cannot pull {chart}: {reason}"
+                return None
+            pulled = Path(tmp) / path.name
+            if done.returncode != 0 or not pulled.is_file():
+                reason = (done.stderr.strip().splitlines() or [f"helm exited {done.returncode}"])[-1]
+                if any(sign in reason for sign in _UNREACHABLE):
+                    self._unreachable[host] = reason
+                self._failures[chart] = f"cannot pull {chart}: {reason}"
+                return None
+            partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+            shutil.copyfile(pulled, partial)
+            partial.replace(path)  # the cache never holds half a package, whoever reads it meanwhile
         return path
 
     def why_missing(self, chart: ChartRef) -> str:
         return self._failures.get(chart, f"{chart} was not pulled")
 
 
-PULL_TIMEOUT_SEC = 120
-ChartSource = ChartPackages | ChartRepositories
+def _host(repo: str) -> str:
+    return urlsplit(repo.replace("oci://", "https://", 1)).netloc or repo
+
+
+class ChartSources:
+    """Chart packages from several places, in order: the first that has a chart gives it; why none had it says each
+    one's reason."""
+
+    def __init__(self, sources: list[ChartPackages | ChartRepositories]):
+        self.sources = sources
+
+    def find(self, chart: ChartRef) -> Path | None:
+        for source in self.sources:
+            found = source.find(chart)
+            if found is not None:
+                return found
+        return None
+
+    def why_missing(self, chart: ChartRef) -> str:
+        return "; ".join(source.why_missing(chart) for source in self.sources)
+
+
+ChartSource = ChartPackages | ChartRepositories | ChartSources
 
 
 @dataclass(frozen=True)
@@ -341,10 +429,13 @@ def helm_version(helm: Path) -> str:
     return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else f"unknown helm at {helm}"
 
 
-def render_releases(plan: Plan, packages: ChartSource, helm: Path, project_dir: Path) -> tuple[list[RenderedRelease], list[MissingChart]]:
+def render_releases(plan: Plan, packages: ChartSource | None, helm: Path | None, project_dir: Path
+                    ) -> tuple[list[RenderedRelease], list[MissingChart]]:
     """Every release of the plan rendered (or Helm's refusal), and the releases whose chart the source lacks
-    (never skipped silently)."""
+    (never skipped silently); without Helm (None), every release is missing."""
     found = [(release, ChartRef.of(release)) for release in releases(plan)]
+    if helm is None or packages is None:
+        return [], [MissingChart(r, plan.cluster(r) or "", c, NO_HELM) for r, c in found]
     charts = list(dict.fromkeys(chart for _, chart in found))  # each chart once: releases share charts
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         paths = dict(zip(charts, pool.map(packages.find, charts)))

@@ -46,12 +46,26 @@ class Report:
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.blocking]
 
+    @property
+    def total_releases(self) -> int:
+        return len(self.releases) + len(self.missing)
+
+    @property
+    def unchecked(self) -> int:
+        """Releases whose objects the check could not see: no chart package (or no Helm), or Helm refused to render them."""
+        return len(self.missing) + sum(1 for r in self.releases if r.error)
+
+    def unchecked_text(self) -> str:
+        """What the summary says beside the errors, in the same words: never a bare "0 errors" while releases went unseen."""
+        if self.unchecked:
+            return f"{self.unchecked} {'release' if self.unchecked == 1 else 'releases'} NOT checked"
+        return f"all {self.total_releases} releases checked" if self.total_releases else "no releases"
+
     def summary(self) -> str:
         counts = Counter("accepted" if f.accepted is not None else f.severity for f in self.findings)
         rendered = sum(1 for r in self.releases if not r.error)
-        total = len(self.releases) + len(self.missing)
-        return (f"check {self.stack}: {counts['error']} errors, {counts['accepted']} accepted, {counts['note']} notes; "
-                f"{rendered} of {total} releases rendered, {len(self.missing)} not rendered; {self.objects} objects checked "
+        return (f"check {self.stack}: {counts['error']} errors, {self.unchecked_text()}, {counts['accepted']} accepted, "
+                f"{counts['note']} notes; {rendered} of {self.total_releases} releases rendered; {self.objects} objects checked "
                 f"in {self.seconds:.1f} s")
 
 
