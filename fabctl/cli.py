@@ -52,6 +52,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,12 +66,15 @@ from rich.tree import Tree
 from components.config import PROJECT, ConfigError, SiteConfig, parse_site, stack_file_schema
 from fabctl.check import Report as CheckReport
 from fabctl.check import ValuesCheck, check
+from fabctl.check import prepare as prepare_check
 from fabctl.diff import diff, set_path, unset_path
 from fabctl.graph import flow_rows, graph_page, with_readme_graph
-from fabctl.helm import ChartPackages, ChartRepositories, ChartSource, ChartSources, NoSuchHelm, find_helm, render_releases
+from fabctl.helm import (ChartPackages, ChartRepositories, ChartSource, ChartSources, NoSuchHelm, find_helm, render_cache,
+                         render_releases)
 from fabctl.mirror import DigestFileError, manifest, plain_list, read_digests
 from fabctl.mirror import write as write_mirror
 from fabctl.policy import PolicyPackError, analyze, analyze_counted
+from fabctl.progress import Phases
 from fabctl.reference import with_reference
 from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, SITE_WIDE, Plan, RenderError, render
 from fabctl.report import Guards, page_data
@@ -151,37 +155,41 @@ def cmd_plan(args: argparse.Namespace, console: Console, err: Console) -> int:
     charts = None if args.no_check else _chart_source(args, err)  # before the render: a wrong option is said at once
     if isinstance(charts, int):
         return charts
-    plan = _render_or_report(args.stack, Path(args.project_dir), err)
-    if isinstance(plan, int):
-        return plan
-    header, tree = plan_tree(plan)
-    console.print(header, highlight=False, markup=False)
-    console.print(tree)
-    root = write_plan(plan, Path(args.out))
-    providers = len(plan.of_type(K8S_PROVIDER_TYPE))
-    console.print(f"{len(plan.manifests())} Kubernetes objects on {providers} clusters written to {root}", highlight=False)
-    status = 0
-    if not args.no_policies:
-        try:
-            violations = analyze(plan)
-        except PolicyPackError as exc:
-            err.print(f"error: {exc}", markup=False, highlight=False)
-            return EXIT_CRASH
-        mandatory = [v for v in violations if v.mandatory]
-        for v in violations:
-            stream = err if v.mandatory else console
-            stream.print(f"{v.level} {v.policy}: {v.message.splitlines()[-1]} ({v.urn.rsplit('::', 1)[-1]})", markup=False, highlight=False)
-        console.print(
-            f"policies: {len(mandatory)} mandatory and {len(violations) - len(mandatory)} advisory violations", highlight=False
-        )
-        status = EXIT_POLICY if mandatory else 0
-    if args.no_check:
-        return status
-    checked = _check(plan, args, console, err, charts)
-    return status or checked
+    with Phases(err, f"plan {args.stack}") as phases:
+        with phases.phase("render"):
+            plan = _rendered(args.stack, Path(args.project_dir), err, charts)
+        if isinstance(plan, int):
+            return plan
+        header, tree = plan_tree(plan)
+        console.print(header, highlight=False, markup=False)
+        console.print(tree)
+        root = write_plan(plan, Path(args.out))
+        providers = len(plan.of_type(K8S_PROVIDER_TYPE))
+        console.print(f"{len(plan.manifests())} Kubernetes objects on {providers} clusters written to {root}", highlight=False)
+        status = 0
+        if not args.no_policies:
+            try:
+                with phases.phase("policies"):
+                    violations = analyze(plan)
+            except PolicyPackError as exc:
+                err.print(f"error: {exc}", markup=False, highlight=False)
+                return EXIT_CRASH
+            mandatory = [v for v in violations if v.mandatory]
+            for v in violations:
+                stream = err if v.mandatory else console
+                stream.print(f"{v.level} {v.policy}: {v.message.splitlines()[-1]} ({v.urn.rsplit('::', 1)[-1]})", markup=False, highlight=False)
+            console.print(
+                f"policies: {len(mandatory)} mandatory and {len(violations) - len(mandatory)} advisory violations", highlight=False
+            )
+            status = EXIT_POLICY if mandatory else 0
+        if args.no_check:
+            phases.done()
+            return status
+        checked = _check(plan, args, console, err, charts, phases)
+        return status or checked
 
 
-@dataclass(frozen=True)
+@dataclass
 class Charts:
     """Where the deploy check gets Helm and the chart packages, as the options and the environment say."""
 
@@ -190,6 +198,21 @@ class Charts:
     source: ChartSource | None
     cache: Path
     """Where pulled packages are kept (`--chart-cache`), and where `helm pull` may put a package the check lacks."""
+    _preparing: threading.Thread | None = None
+
+    def prepare(self) -> None:
+        """Start doing what the check will need of the packages at hand (`fabctl.check.prepare`), beside the render."""
+        if self.helm is not None and self.source is not None and self._preparing is None:
+            self._preparing = threading.Thread(target=self._prepare, name="fabctl-prepare", daemon=True)
+            self._preparing.start()
+
+    def _prepare(self) -> None:
+        with contextlib.suppress(Exception):  # only work done ahead: the check meets any problem itself, and says it
+            prepare_check(self.source, self.helm)
+
+    def ready(self) -> None:
+        if self._preparing is not None:
+            self._preparing.join()
 
 
 def _chart_cache(args: argparse.Namespace) -> Path:
@@ -230,18 +253,22 @@ def _stack_site(plan: Plan, project: Path, err: Console) -> SiteConfig | int:
         return EXIT_USAGE
 
 
-def _deploy_check(plan: Plan, args: argparse.Namespace, err: Console, charts: Charts | None = None) -> CheckReport | int:
+def _deploy_check(plan: Plan, args: argparse.Namespace, err: Console, charts: Charts | None = None,
+                  phases: Phases | None = None) -> CheckReport | int:
     """The deploy check's report (releases whose chart cannot be had, or all of them without Helm, are listed in it as
     missing), or the exit status after saying why it could not run."""
     found = charts or _chart_source(args, err)
     if isinstance(found, int):
         return found
+    phases = phases or Phases()
     project = Path(args.project_dir)
     site = _stack_site(plan, project, err)
     if isinstance(site, int):
         return site
-    releases, missing = render_releases(plan, found.source, found.helm, project)
-    return check(plan, site, releases, missing, ValuesCheck(found.helm, project) if found.helm else None)
+    found.ready()
+    with phases.phase("Helm renders", total=len(plan.of_type(HELM_RELEASE_TYPE))) as advance:
+        releases, missing = render_releases(plan, found.source, found.helm, project, advance)
+    return check(plan, site, releases, missing, ValuesCheck(found.helm, project) if found.helm else None, phases)
 
 
 def _excepted(args: argparse.Namespace) -> frozenset[str] | None:
@@ -318,11 +345,13 @@ def _chart_names(text: str) -> frozenset[str]:
     return names
 
 
-def _check(plan: Plan, args: argparse.Namespace, console: Console, err: Console, charts: Charts | None = None) -> int:
+def _check(plan: Plan, args: argparse.Namespace, console: Console, err: Console, charts: Charts | None = None,
+           phases: Phases | None = None) -> int:
     found = charts or _chart_source(args, err)
     if isinstance(found, int):
         return found
-    report = _deploy_check(plan, args, err, found)
+    phases = phases or Phases()
+    report = _deploy_check(plan, args, err, found, phases)
     if isinstance(report, int):
         return report
     missing = report.missing
@@ -333,6 +362,7 @@ def _check(plan: Plan, args: argparse.Namespace, console: Console, err: Console,
     for line in report.unmatched:
         console.print(f"warning: {line}", markup=False, highlight=False)
     console.print(report.summary(), markup=False, highlight=False)
+    phases.done()  # before the lines about what was not checked, which come last
     for line in _unchecked_lines(report, found, _excepted(args)):
         console.print(line, markup=False, highlight=False)
     strict = _strict_status(report, args, err)
@@ -343,10 +373,21 @@ def cmd_check(args: argparse.Namespace, console: Console, err: Console) -> int:
     charts = _chart_source(args, err)  # before the render: a wrong option is said at once
     if isinstance(charts, int):
         return charts
-    plan = _render_or_report(args.stack, Path(args.project_dir), err)
-    if isinstance(plan, int):
-        return plan
-    return _check(plan, args, console, err, charts)
+    with Phases(err, f"check {args.stack}") as phases:
+        with phases.phase("render"):
+            plan = _rendered(args.stack, Path(args.project_dir), err, charts)
+        if isinstance(plan, int):
+            return plan
+        return _check(plan, args, console, err, charts, phases)
+
+
+def _rendered(stack: str, project_dir: Path, err: Console, charts: Charts | None = None, config: dict[str, Any] | None = None,
+              noted: tuple[str, ...] = ()) -> Plan | int:
+    """`_render_or_report`, with what the check needs of the chart packages prepared meanwhile (`python -m fabctl` runs
+    the renders of a command from one preloaded renderer: fabctl/__main__.py)."""
+    if charts is not None:
+        charts.prepare()
+    return _render_or_report(stack, project_dir, err, config, noted)
 
 
 def _render_or_report(stack: str, project_dir: Path, err: Console, config: dict[str, Any] | None = None,
@@ -483,19 +524,26 @@ def _saved_plan(path: Path, stack: str, err: Console) -> Plan | int:
 def cmd_report(args: argparse.Namespace, console: Console, err: Console) -> int:
     """Write the plan report page; exit as plan and diff would on what it shows (a mandatory policy, a check error,
     a protected resource replaced or deleted), after writing it."""
-    project = Path(args.project_dir)
     charts = None if args.no_check else _chart_source(args, err)  # before the render: a wrong option is said at once
     if isinstance(charts, int):
         return charts
+    with Phases(err, f"report {args.stack}") as phases:
+        return _report(args, console, err, charts, phases)
+
+
+def _report(args: argparse.Namespace, console: Console, err: Console, charts: Charts | None, phases: Phases) -> int:
+    project = Path(args.project_dir)
     before: tuple[Plan, str] | int | None = None
     if args.against:
         saved = _saved_plan(Path(args.against), args.stack, err)
         before = saved if isinstance(saved, int) else (saved, str(args.against))
     elif args.base:
-        before = _git_ref_plan(args.stack, project, args.base, err)
+        with phases.phase(f"render at {args.base}"):
+            before = _git_ref_plan(args.stack, project, args.base, err)
     if isinstance(before, int):
         return before
-    plan = _render_or_report(args.stack, project, err)
+    with phases.phase("render"):
+        plan = _rendered(args.stack, project, err, charts)
     if isinstance(plan, int):
         return plan
     site = _stack_site(plan, project, err)
@@ -504,12 +552,13 @@ def cmd_report(args: argparse.Namespace, console: Console, err: Console) -> int:
     guards = Guards()
     if not args.no_policies:
         try:
-            guards.policies, guards.policy_count = analyze_counted(plan)
+            with phases.phase("policies"):
+                guards.policies, guards.policy_count = analyze_counted(plan)
         except PolicyPackError as exc:
             err.print(f"error: {exc}", markup=False, highlight=False)
             return EXIT_CRASH
     if charts is not None:
-        checked = _deploy_check(plan, args, err, charts)
+        checked = _deploy_check(plan, args, err, charts, phases)
         if isinstance(checked, int):
             return checked
         guards.check = checked
@@ -527,6 +576,7 @@ def cmd_report(args: argparse.Namespace, console: Console, err: Console) -> int:
     console.print(f"wrote {path}: {len(data.clusters)} clusters, {data.resource_count} resources, {policies}, {checked_line}"
                   + (f", {len(data.changes)} changes against {data.compared_with}" if data.changes is not None else ""),
                   markup=False, highlight=False)
+    phases.done()  # before the lines about what was not checked, which come last
     strict = 0
     if guards.check is not None and charts is not None:
         for line in _unchecked_lines(guards.check, charts, _excepted(args)):
@@ -727,12 +777,17 @@ def cmd_mirror(args: argparse.Namespace, console: Console, err: Console) -> int:
                   "here with --set site.registry.charts=oci://HOST/PATH --set site.registry.images=HOST/PATH",
                   markup=False, highlight=False)
         return EXIT_USAGE
-    plan = _render_or_report(args.stack, project, err, config)
-    if isinstance(plan, int):
-        return plan
-    with contextlib.chdir(project):  # the config's file paths are relative to the project
-        site = parse_site(config.get(SITE_KEY))
-    rendered, missing = render_releases(plan, charts.source, charts.helm, project)
+    with Phases(err, f"mirror {args.stack}") as phases:
+        with phases.phase("render"):
+            plan = _rendered(args.stack, project, err, charts, config)
+        if isinstance(plan, int):
+            return plan
+        with contextlib.chdir(project):  # the config's file paths are relative to the project
+            site = parse_site(config.get(SITE_KEY))
+        charts.ready()
+        with phases.phase("Helm renders", total=len(plan.of_type(HELM_RELEASE_TYPE))) as advance:
+            rendered, missing = render_releases(plan, charts.source, charts.helm, project, advance)
+        phases.done()
     found = manifest(plan, site, rendered, missing, digests, args.node_os, args.node_arch)
     if found.needs_node_os:
         err.print(f"error: {', '.join(found.needs_node_os)}: the operator pulls it with the GPU nodes' OS appended to the "
@@ -768,6 +823,11 @@ def _chart_options(command: argparse.ArgumentParser, strict: bool = True) -> Non
                          "virtualenv's, from make setup), else helm on the PATH")
     command.add_argument("--chart-cache", metavar="DIR", help="chart packages looked in after --charts, where what is pulled from "
                          "each release's repository is kept (default ~/.cache/fab-platform/charts)")
+    cached = command.add_mutually_exclusive_group()
+    cached.add_argument("--render-cache", metavar="DIR", help="where Helm's renders and the chart-value trials are kept, each "
+                        "under a key of all it depends on (default ~/.cache/fab-platform/helm-renders)")
+    cached.add_argument("--no-render-cache", action="store_true", help="render every release and try its values again, "
+                        "keeping nothing")
     if strict:
         strictness = command.add_mutually_exclusive_group()
         strictness.add_argument("--strict", action="store_true", help="a release the check could not render (no chart package, "
@@ -862,11 +922,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def render_cache_folder(args: argparse.Namespace) -> Path | None:
+    """Where Helm's renders and chart-value trials are kept (`fabctl.helm.render_cache`): `--render-cache`, else
+    `${XDG_CACHE_HOME:-~/.cache}/fab-platform/helm-renders`; None with `--no-render-cache`."""
+    if args.no_render_cache:
+        return None
+    if args.render_cache:
+        return Path(args.render_cache)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fab-platform" / "helm-renders"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     # soft_wrap: an error line stays one line, whatever the terminal width.
     console, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
-    return args.func(args, console, err)
+    if not hasattr(args, "render_cache"):
+        return args.func(args, console, err)
+    with render_cache(render_cache_folder(args)):
+        return args.func(args, console, err)
 
 
 if __name__ == "__main__":

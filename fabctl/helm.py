@@ -16,13 +16,17 @@ import contextlib
 import copy
 import hashlib
 import json
+import marshal
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
@@ -132,6 +136,9 @@ class ChartPackages:
     def why_missing(self, chart: ChartRef) -> str:
         return f"no package of {chart} in {self.folder}"
 
+    def local(self, chart: ChartRef) -> Path | None:
+        return self.find(chart)
+
 
 PULL_TIMEOUT_SEC = 30
 """A pull that has not finished by then gives up, and its host is not asked again in the run (Helm itself waits 120 s
@@ -196,6 +203,11 @@ class ChartRepositories:
     def why_missing(self, chart: ChartRef) -> str:
         return self._failures.get(chart, f"{chart} was not pulled")
 
+    def local(self, chart: ChartRef) -> Path | None:
+        """The package if the cache holds it (nothing is pulled)."""
+        path = self.cache / f"{chart.name}-{chart.version}.tgz"
+        return path if path.is_file() else None
+
 
 def _host(repo: str) -> str:
     return urlsplit(repo.replace("oci://", "https://", 1)).netloc or repo
@@ -217,6 +229,10 @@ class ChartSources:
 
     def why_missing(self, chart: ChartRef) -> str:
         return "; ".join(source.why_missing(chart) for source in self.sources)
+
+    def local(self, chart: ChartRef) -> Path | None:
+        """The package if one of the sources has it at hand (nothing is pulled)."""
+        return next((found for source in self.sources if (found := source.local(chart)) is not None), None)
 
 
 ChartSource = ChartPackages | ChartRepositories | ChartSources
@@ -258,20 +274,34 @@ def _in_crds_folder(parts: list[str]) -> bool:
     return any(part == "crds" and (i == 1 or (i >= 3 and parts[i - 2] == "charts")) for i, part in enumerate(parts[:-1]))
 
 
-@cache
 def crd_folder_names(package: Path) -> frozenset[str]:
-    """Names of the CRDs in a chart package's `crds/` folders (the chart's and its subcharts')."""
+    """Names of the CRDs in a chart package's `crds/` folders (the chart's and its subcharts'); within `render_cache(...)`
+    read back for the same package content."""
+    cache = _RENDER_CACHE
+    key = hashlib.sha256(json.dumps([RenderCache.FORMAT, _package_digest(package)]).encode()).hexdigest() if cache else None
+    if cache is not None and key is not None:
+        known = cache.get("crds", key)
+        if isinstance(known, list):
+            return frozenset(known)
+    names = _crd_folder_names(package)
+    if cache is not None and key is not None:
+        cache.put("crds", key, sorted(names))
+    return names
+
+
+@cache
+def _crd_folder_names(package: Path) -> frozenset[str]:
     import tarfile
 
     names = set()
-    loader = _Loader
     with tarfile.open(package) as archive:
         for member in archive.getmembers():
             parts = member.name.split("/")
             if member.isfile() and _in_crds_folder(parts) and parts[-1].endswith((".yaml", ".yml")):
                 handle = archive.extractfile(member)
-                for doc in yaml.load_all(handle.read() if handle else b"", Loader=loader):
-                    if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                # The same documents as in the release's render (`--include-crds`): parsed once for both.
+                for doc in parse_manifest(handle.read().decode() if handle else ""):
+                    if doc.get("kind") == "CustomResourceDefinition":
                         names.add((doc.get("metadata") or {}).get("name"))
     return frozenset(names)
 
@@ -319,7 +349,7 @@ def template(release: dict[str, Any], package: Path, helm: Path, project_dir: Pa
                 raise HelmError(known["error"])
             return known["objects"]
     try:
-        objects = _template(release, package, helm, project_dir)
+        objects = fresh(parse_manifest(manifest(release, package, helm, project_dir)))
     except HelmError as exc:
         if key is not None:
             _RENDER_CACHE.put("template", key, {"error": str(exc)})
@@ -329,29 +359,86 @@ def template(release: dict[str, Any], package: Path, helm: Path, project_dir: Pa
     return objects
 
 
-def _template(release: dict[str, Any], package: Path, helm: Path, project_dir: Path) -> list[dict[str, Any]]:
+def manifest(release: dict[str, Any], package: Path, helm: Path, project_dir: Path, values: Any = None) -> str:
+    """What `helm template` of the release prints (with `values` in place of the release's, where given), post-rendered
+    as the release says; raises HelmError with Helm's message."""
     inputs = release["inputs"]
     with tempfile.TemporaryDirectory(prefix="fab-helm-") as tmp:
-        values = Path(tmp) / "values.json"
-        values.write_text(json.dumps(_values(ChartRef.of(release), inputs.get("values") or {})))
+        path = Path(tmp) / "values.json"
+        path.write_text(json.dumps(_values(ChartRef.of(release), inputs.get("values") or {} if values is None else values)))
         command = [
             str(helm), "template", str(inputs.get("name") or release["name"]), str(package),
             "--namespace", str(inputs.get("namespace") or "default"),
-            "--kube-version", KUBE_VERSION, "--include-crds", "--skip-tests", "--values", str(values),
+            "--kube-version", KUBE_VERSION, "--include-crds", "--skip-tests", "--values", str(path),
         ]
         done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HELM_CACHE_HOME": tmp}, check=False)
         if done.returncode != 0:
             raise HelmError(done.stderr.strip() or f"helm exited {done.returncode}")
-        manifest = done.stdout
+        text = done.stdout
     postrender = inputs.get("postrender")
     if postrender:
         # Helm 3 (which Pulumi embeds) runs the post-renderer as a program from the working directory.
         script = project_dir / str(postrender)
-        done = subprocess.run([sys.executable, str(script)], input=manifest, capture_output=True, text=True, check=False)
+        done = subprocess.run([sys.executable, str(script)], input=text, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise HelmError(f"post-renderer {postrender} failed: {done.stderr.strip()}")
-        manifest = done.stdout
-    return [doc for doc in yaml.load_all(manifest, Loader=_Loader) if isinstance(doc, dict) and doc.get("kind")]
+        text = done.stdout
+    return text
+
+
+_SEPARATOR = re.compile(r"^---[ \t]*$", re.MULTILINE)
+_UNUSUAL = re.compile(r"^(?:---[ \t]*[^ \t\n]|\.\.\.|%)", re.MULTILINE)
+"""A document marker with content after it, a document end or a directive: text not split at `---` lines, parsed whole."""
+_PARSED: dict[str, list[dict[str, Any]]] = {}
+_PARSED_LIMIT = 256 * 2**20
+"""Characters of YAML whose parse `_PARSED` keeps before it starts again (a test session renders many releases)."""
+_parsed_size = 0
+_parsed_lock = threading.Lock()
+
+
+def documents(text: str) -> list[str]:
+    """The YAML documents of Helm's output (or of a chart file) as texts, each without its leading comments (Helm's
+    `# Source:` lines) and blank lines: the same document gives the same text wherever it comes from."""
+    if _UNUSUAL.search(text):
+        return [text]
+    out = []
+    for part in _SEPARATOR.split(text):
+        lines = part.strip().splitlines()
+        while lines and (not lines[0].strip() or lines[0].lstrip().startswith("#")):
+            lines.pop(0)
+        if lines:
+            out.append("\n".join(lines))
+    return out
+
+
+def parse_document(text: str) -> list[dict[str, Any]]:
+    """The Kubernetes objects of one document of `documents()`, parsed once per process: a chart's CRDs are megabytes
+    of YAML that every release of the chart, and every chart-value trial, prints again. What it returns is shared:
+    never change it (`fresh` makes a copy to change)."""
+    global _parsed_size
+    found = _PARSED.get(text)
+    if found is None:
+        found = [doc for doc in yaml.load_all(text, Loader=_Loader) if isinstance(doc, dict) and doc.get("kind")]
+        with _parsed_lock:
+            if _parsed_size + len(text) > _PARSED_LIMIT:
+                _PARSED.clear()
+                _parsed_size = 0
+            _PARSED[text] = found
+            _parsed_size += len(text)
+    return found
+
+
+def parse_manifest(text: str) -> list[dict[str, Any]]:
+    """The Kubernetes objects of a manifest, in order, shared as `parse_document` shares them: never change them."""
+    return [obj for document in documents(text) for obj in parse_document(document)]
+
+
+def fresh(objects: Any) -> Any:
+    """A copy of parsed objects that may be changed (several times faster than `copy.deepcopy` for plain data)."""
+    try:
+        return marshal.loads(marshal.dumps(objects))
+    except ValueError:  # a timestamp YAML parsed as a date: not plain data
+        return copy.deepcopy(objects)
 
 
 class RenderCache:
@@ -429,15 +516,23 @@ def helm_version(helm: Path) -> str:
     return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else f"unknown helm at {helm}"
 
 
-def render_releases(plan: Plan, packages: ChartSource | None, helm: Path | None, project_dir: Path
-                    ) -> tuple[list[RenderedRelease], list[MissingChart]]:
+RENDER_WORKERS = 2 * (os.cpu_count() or 2)
+"""Helm renders at once: Helm runs as a process of its own, so more renders than cores keep the cores busy while this
+process parses what the others printed."""
+PULL_WORKERS = 16
+"""Chart pulls at once: each waits on the network, and a host that cannot be reached should cost one timeout, not one
+per chart in turn."""
+
+
+def render_releases(plan: Plan, packages: ChartSource | None, helm: Path | None, project_dir: Path,
+                    advance: Callable[[str], None] | None = None) -> tuple[list[RenderedRelease], list[MissingChart]]:
     """Every release of the plan rendered (or Helm's refusal), and the releases whose chart the source lacks
-    (never skipped silently); without Helm (None), every release is missing."""
+    (never skipped silently); without Helm (None), every release is missing. `advance` is told of each render done."""
     found = [(release, ChartRef.of(release)) for release in releases(plan)]
     if helm is None or packages is None:
         return [], [MissingChart(r, plan.cluster(r) or "", c, NO_HELM) for r, c in found]
     charts = list(dict.fromkeys(chart for _, chart in found))  # each chart once: releases share charts
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+    with ThreadPoolExecutor(max_workers=PULL_WORKERS) as pool:
         paths = dict(zip(charts, pool.map(packages.find, charts)))
     missing = [MissingChart(r, plan.cluster(r) or "", c, packages.why_missing(c)) for r, c in found if paths[c] is None]
 
@@ -452,13 +547,22 @@ def render_releases(plan: Plan, packages: ChartSource | None, helm: Path | None,
             return template(release, paths[ChartRef.of(release)], helm, project_dir), None
         except HelmError as exc:
             return [], str(exc)
+        finally:
+            for _ in range(sharing[key(release)] if advance is not None else 0):
+                advance(f"{plan.cluster(release) or ''} {release['name']}")
 
     renderable = [(r, c) for r, c in found if paths[c] is not None]
+    sharing = Counter(key(r) for r, _ in renderable)
     unique = {key(r): r for r, _ in renderable}
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+    for gone in missing if advance is not None else []:
+        advance(f"{gone.cluster} {gone.release['name']}")
+    with ThreadPoolExecutor(max_workers=RENDER_WORKERS) as pool:
         outputs = dict(zip(unique, pool.map(one, unique.values())))
-    done = []
+    done, handed = [], set()
     for release, chart in renderable:
         objects, error = outputs[key(release)]
-        done.append(RenderedRelease(release, plan.cluster(release) or "", chart, copy.deepcopy(objects), error, paths[chart]))
+        if key(release) in handed:  # releases installed alike on several clusters: each gets objects of its own
+            objects = fresh(objects)
+        handed.add(key(release))
+        done.append(RenderedRelease(release, plan.cluster(release) or "", chart, objects, error, paths[chart]))
     return done, missing

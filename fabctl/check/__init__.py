@@ -13,8 +13,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from components.config import CHECK_RULES, SiteConfig
+from components.versions import CHARTS
 from fabctl.check.findings import Finding
 from fabctl.check.mirror import mirror_findings
 from fabctl.check.order import crd_findings, namespace_findings, release_namespace_findings
@@ -23,8 +25,9 @@ from fabctl.check.pins import chart_findings, image_findings
 from fabctl.check.readiness import hook_findings, load_balancer_findings
 from fabctl.check.references import reference_findings
 from fabctl.check.scheduling import scheduling_findings
-from fabctl.check.values import ValuesCheck, values_findings
-from fabctl.helm import MissingChart, RenderedRelease
+from fabctl.check.values import ValuesCheck, chart_defaults, values_findings
+from fabctl.helm import ChartRef, ChartSource, MissingChart, RenderedRelease, crd_folder_names, helm_version
+from fabctl.progress import Phases
 from fabctl.render import Plan
 
 __all__ = ["CHECK_RULES", "Finding", "Report", "ValuesCheck", "check"]
@@ -70,18 +73,24 @@ class Report:
 
 
 def check(plan: Plan, site: SiteConfig, releases: list[RenderedRelease], missing: list[MissingChart],
-          values: ValuesCheck | None = None) -> Report:
+          values: ValuesCheck | None = None, phases: Phases | None = None) -> Report:
     """Every finding of the plan and its rendered releases, with the site's acceptances applied.
-    `values` re-renders releases to find the chart values they set and their charts do not read (left out: skipped)."""
+    `values` re-renders releases to find the chart values they set and their charts do not read (left out: skipped).
+    `phases` times (and on a terminal shows) the rules, then the chart-value trials release by release."""
+    phases = phases or Phases()
     started = time.perf_counter()
-    picture = Picture(plan, site, releases, missing)
-    findings = [
-        *crd_findings(picture), *namespace_findings(picture), *release_namespace_findings(picture),
-        *reference_findings(picture), *load_balancer_findings(picture),
-        *hook_findings(picture), *scheduling_findings(picture), *image_findings(picture), *chart_findings(picture),
-        *mirror_findings(picture),
-        *(values_findings(picture, values) if values is not None else []),
-    ]
+    with phases.phase("rules"):
+        picture = Picture(plan, site, releases, missing)
+        findings = [
+            *crd_findings(picture), *namespace_findings(picture), *release_namespace_findings(picture),
+            *reference_findings(picture), *load_balancer_findings(picture),
+            *hook_findings(picture), *scheduling_findings(picture), *image_findings(picture), *chart_findings(picture),
+            *mirror_findings(picture),
+        ]
+    if values is not None:
+        tried = [r for r in releases if not r.error and r.package is not None]
+        with phases.phase("chart values", total=len(tried)) as advance:
+            findings += values_findings(picture, values, advance)
     accepted = {(a.rule, site.cluster_name(a.cluster), a.object): a.reason for a in site.check.accept}
     used = set()
     for i, finding in enumerate(findings):
@@ -93,3 +102,16 @@ def check(plan: Plan, site: SiteConfig, releases: list[RenderedRelease], missing
                  for i, a in enumerate(site.check.accept) if (a.rule, site.cluster_name(a.cluster), a.object) not in used]
     return Report(plan.stack, list(dict.fromkeys(findings)), releases, missing, len(picture.placed), unmatched,
                   time.perf_counter() - started)
+
+
+def prepare(charts: ChartSource, helm: Path) -> None:
+    """Do ahead what the check will need of the chart packages at hand (the mirror folder's and the cache's, for every
+    chart the program pins), so that it overlaps the render, which keeps this process waiting: Helm's version, and each
+    package's CRD names (whose parse the renders of its releases then reuse: `fabctl.helm.parse_document`) and default
+    values. Nothing is pulled; nothing changes what the check finds."""
+    helm_version(helm)
+    for pinned in CHARTS:
+        package = charts.local(ChartRef(pinned.chart, pinned.version, pinned.repo, pinned.repo))
+        if package is not None:
+            crd_folder_names(package)
+            chart_defaults(package)

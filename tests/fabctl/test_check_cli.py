@@ -133,3 +133,35 @@ def test_without_helm_the_check_runs_on_the_programs_own_objects_and_ends_saying
         "Install the pinned Helm into the virtualenv with `make setup` (venv/bin/helm), or pass --helm PATH.",
         "NOT CHECKED: 20 of 20 releases; --strict makes this an error",
     ]
+
+
+def test_renders_are_kept_under_the_cache_folder_by_default(tmp_path, monkeypatch):
+    from fabctl import cli
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    args = cli.parser().parse_args(["check", "--stack", "site-t"])
+    assert cli.render_cache_folder(args) == tmp_path / "fab-platform" / "helm-renders"
+
+
+def test_renders_are_kept_in_the_folder_the_option_names_or_nowhere():
+    from fabctl import cli
+
+    named, nowhere = (cli.parser().parse_args(["plan", "--stack", "site-t", *options])
+                      for options in (["--render-cache", "/tmp/renders"], ["--no-render-cache"]))
+    assert (cli.render_cache_folder(named), cli.render_cache_folder(nowhere)) == (Path("/tmp/renders"), None)
+
+
+def test_the_check_keeps_each_release_render_and_value_trials_in_the_render_cache(chart_dir, helm, project, tmp_path, monkeypatch,
+                                                                                   capsys):
+    from fabctl import cli
+
+    for variable, value in {"FAB_CHART_DIR": str(chart_dir), "FAB_HELM": str(helm), **UNREACHABLE}.items():
+        monkeypatch.setenv(variable, value)
+    status = cli.main(["check", "--stack", "site-t", "--project-dir", str(project), "--chart-cache", str(tmp_path / "charts"),
+                       "--render-cache", str(tmp_path / "renders")])
+    capsys.readouterr()
+    kept = {folder.name: len(list(folder.glob("*.json"))) for folder in (tmp_path / "renders").iterdir()}
+    assert (status, sorted(kept)) == (0, ["crds", "template", "values"])
+    # The 18 releases the mirror has packages for (all 20 but Airflow and Superset), CloudNativePG's on compute and on
+    # storage alike (same chart, name, namespace and values): one render, one set of trials.
+    assert kept["template"] == kept["values"] == 17
