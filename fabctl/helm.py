@@ -275,21 +275,27 @@ def _in_crds_folder(parts: list[str]) -> bool:
 
 
 def crd_folder_names(package: Path) -> frozenset[str]:
-    """Names of the CRDs in a chart package's `crds/` folders (the chart's and its subcharts'); within `render_cache(...)`
-    read back for the same package content."""
+    """Names of the CRDs in a chart package's `crds/` folders (the chart's and its subcharts'), once per package content
+    in a process; within `render_cache(...)` read back for the same package content."""
+    digest = _package_digest(package)
+    if digest in _CRD_NAMES:
+        return _CRD_NAMES[digest]
     cache = _RENDER_CACHE
-    key = hashlib.sha256(json.dumps([RenderCache.FORMAT, _package_digest(package)]).encode()).hexdigest() if cache else None
-    if cache is not None and key is not None:
-        known = cache.get("crds", key)
-        if isinstance(known, list):
-            return frozenset(known)
-    names = _crd_folder_names(package)
-    if cache is not None and key is not None:
-        cache.put("crds", key, sorted(names))
+    key = hashlib.sha256(json.dumps([RenderCache.FORMAT, digest]).encode()).hexdigest()
+    known = cache.get("crds", key) if cache is not None else None
+    if isinstance(known, list):
+        names = frozenset(known)
+    else:
+        names = _crd_folder_names(package)
+        if cache is not None:
+            cache.put("crds", key, sorted(names))
+    _CRD_NAMES[digest] = names
     return names
 
 
-@cache
+_CRD_NAMES: dict[str, frozenset[str]] = {}
+
+
 def _crd_folder_names(package: Path) -> frozenset[str]:
     import tarfile
 
