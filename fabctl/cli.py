@@ -69,8 +69,16 @@ from fabctl.check import ValuesCheck, check
 from fabctl.check import prepare as prepare_check
 from fabctl.diff import diff, set_path, unset_path
 from fabctl.graph import flow_rows, graph_page, with_readme_graph
-from fabctl.helm import (ChartPackages, ChartRepositories, ChartSource, ChartSources, NoSuchHelm, find_helm, render_cache,
-                         render_releases)
+from fabctl.helm import (
+    ChartPackages,
+    ChartRepositories,
+    ChartSource,
+    ChartSources,
+    NoSuchHelm,
+    find_helm,
+    render_cache,
+    render_releases,
+)
 from fabctl.mirror import DigestFileError, manifest, plain_list, read_digests
 from fabctl.mirror import write as write_mirror
 from fabctl.policy import PolicyPackError, analyze, analyze_counted
@@ -285,8 +293,8 @@ def _unchecked_lines(report: CheckReport, charts: Charts, excepted: frozenset[st
     count = f"{report.unchecked} of {report.total_releases} releases"
     refused = [r for r in report.releases if r.error]
     if charts.helm is None:
-        lines = [f"NOT CHECKED: {count} of {report.stack}: no Helm was found (--helm, FAB_HELM, helm beside this Python, "
-                 "helm on the PATH), so no release was rendered and only the program's own objects were checked.",
+        lines = [(f"NOT CHECKED: {count} of {report.stack}: no Helm was found (--helm, FAB_HELM, helm beside this Python, "
+                  "helm on the PATH), so no release was rendered and only the program's own objects were checked."),
                  "Install the pinned Helm into the virtualenv with `make setup` (venv/bin/helm), or pass --helm PATH."]
     else:
         lines = [f"NOT CHECKED: {count} of {report.stack}; what they install is unknown to the check:"]

@@ -13,10 +13,12 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Self
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, Task, TextColumn, TimeElapsedColumn
 from rich.text import Text
+
 
 class _Count(MofNCompleteColumn):
     """`done/total` where a phase counts items; nothing where it does not (the render, the policy pack)."""
@@ -44,7 +46,7 @@ class Phases:
                               TimeElapsedColumn(), TextColumn("[dim]{task.fields[doing]}"), console=console, transient=True,
                               disable=not self.shown)
 
-    def __enter__(self) -> Phases:
+    def __enter__(self) -> Self:
         self._started = time.perf_counter()
         self._bars.start()
         return self

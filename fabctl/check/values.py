@@ -25,7 +25,7 @@ import yaml
 
 from fabctl.check.findings import Finding
 from fabctl.check.picture import Picture, release_placed
-from fabctl.helm import HelmError, _Loader, RenderedRelease, active_render_cache, documents, manifest, parse_document, render_key
+from fabctl.helm import HelmError, RenderedRelease, _Loader, active_render_cache, documents, manifest, parse_document, render_key
 
 MARKER = "fab-check-marker-7f3a"
 

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-
 import pytest
+from helpers import rendered, site_raw
 
 from benchmarks.critical_path import Wait, chain_exists, critical_path, needless_waits, weight, weighted_path
-from benchmarks.run import (CHECK_COLD_LIMIT_SEC, CHECK_WARM_LIMIT_SEC, OPERATOR_FIRST_CHAIN, CheckRun, check_rows_of, floor_renderer,
-                            inherent_chain, weighted_path_row)
+from benchmarks.run import (
+    CHECK_COLD_LIMIT_SEC,
+    CHECK_WARM_LIMIT_SEC,
+    OPERATOR_FIRST_CHAIN,
+    CheckRun,
+    check_rows_of,
+    floor_renderer,
+    inherent_chain,
+    weighted_path_row,
+)
 from benchmarks.scale import DIMENSIONS
 from components.config import parse_site
 from fabctl.render import Plan
-from helpers import rendered, site_raw
 
 STACK = "urn:pulumi:s::p::pulumi:pulumi:Stack::p-s"
 

