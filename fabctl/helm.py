@@ -16,20 +16,28 @@ import contextlib
 import copy
 import hashlib
 import json
+import marshal
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
 from components.versions import KUBERNETES_VERSION, upstream_chart
+from fabctl import helm_install
 from fabctl.render import HELM_RELEASE_TYPE, Plan
 
 
@@ -73,6 +81,38 @@ class ChartRef:
         where = self.repo if self.source in ("", self.repo) else f"{self.source}, from {self.repo}"
         return f"{self.name} {self.version} ({where})"
 
+    def pull_command(self, destination: Path) -> str:
+        """The `helm pull` that writes this chart's package into `destination`."""
+        folder = shlex.quote(str(destination))
+        if self.repo.startswith("oci://"):
+            return f"helm pull {self.repo}/{self.name} --version {self.version} -d {folder}"
+        return f"helm pull {self.name} --repo {self.repo} --version {self.version} -d {folder}"
+
+
+HELM_VARIABLE = "FAB_HELM"
+NO_HELM = "no Helm to render it"
+"""Why a release is not rendered when no Helm was found (`find_helm`)."""
+
+
+class NoSuchHelm(Exception):
+    """`--helm` or FAB_HELM names a path that is no file: a mistake to say, not a Helm to look for elsewhere."""
+
+
+def find_helm(option: str | None, environ: Mapping[str, str] | None = None) -> Path | None:
+    """The Helm binary to run: `--helm`, else FAB_HELM, else `helm` beside the running Python (the virtualenv's, which
+    `make setup` installs: `fabctl.helm_install`), else `helm` on the PATH; None when there is none."""
+    environ = os.environ if environ is None else environ
+    for named, where in ((option, "--helm"), (environ.get(HELM_VARIABLE), HELM_VARIABLE)):
+        if named:
+            if not Path(named).is_file():
+                raise NoSuchHelm(f"{where} names {named}, which is not a file: give the path of a Helm binary (3.8 or later)")
+            return Path(named)
+    beside = helm_install.default_target()
+    if beside.is_file():
+        return beside
+    on_path = shutil.which("helm", path=environ.get("PATH", os.defpath))
+    return Path(on_path) if on_path else None
+
 
 class ChartPackages:
     """A local folder of chart packages: `<name>-<version>.tgz` as `helm pull` writes them, or an `index.json`
@@ -96,14 +136,32 @@ class ChartPackages:
     def why_missing(self, chart: ChartRef) -> str:
         return f"no package of {chart} in {self.folder}"
 
+    def local(self, chart: ChartRef) -> Path | None:
+        return self.find(chart)
+
+
+PULL_TIMEOUT_SEC = 30
+"""A pull that has not finished by then gives up, and its host is not asked again in the run (Helm itself waits 120 s
+for a repository that does not answer)."""
+_UNREACHABLE = ("dial tcp", "no such host", "proxyconnect", "Client.Timeout", "deadline exceeded", "i/o timeout",
+                "network is unreachable", "no route to host", "TLS handshake timeout")
+"""What Helm says when it cannot reach a repository's host at all (as opposed to a chart or version the repository
+lacks)."""
+
 
 class ChartRepositories:
-    """Charts pulled with `helm pull` from the repository each release names, kept in a cache folder; with `upstream`,
-    from the chart's upstream repository instead (`fabctl mirror` reads the charts before the site registry has them)."""
+    """Charts kept in a cache folder (`<name>-<version>.tgz`: what earlier pulls left there), else pulled with `helm pull`
+    from the repository each release names into it; with `upstream`, from the chart's upstream repository instead
+    (`fabctl mirror` reads the charts before the site registry has them). A pull gives up after `timeout_sec`, and a
+    host that could not be reached is not asked again in the same run: without a network, every chart fails at once."""
 
-    def __init__(self, helm: Path, cache: Path, upstream: bool = False):
-        self.helm, self.cache, self.upstream = helm, cache, upstream
+    def __init__(self, helm: Path, cache: Path, upstream: bool = False, timeout_sec: float = PULL_TIMEOUT_SEC):
+        self.helm, self.cache, self.upstream, self.timeout_sec = helm, cache, upstream, timeout_sec
         self._failures: dict[ChartRef, str] = {}
+        self._unreachable: dict[str, str] = {}
+
+    def repository(self, chart: ChartRef) -> str:
+        return chart.source if self.upstream and chart.source else chart.repo
 
     def find(self, chart: ChartRef) -> Path | None:
         path = self.cache / f"{chart.name}-{chart.version}.tgz"
@@ -111,27 +169,73 @@ class ChartRepositories:
             return path
         if chart in self._failures:
             return None
+        repo = self.repository(chart)
+        host = _host(repo)
+        if host in self._unreachable:
+            self._failures[chart] = f"not pulled: {host} could not be reached ({self._unreachable[host]})"
+            return None
         self.cache.mkdir(parents=True, exist_ok=True)
-        repo = chart.source if self.upstream and chart.source else chart.repo
         source = [f"{repo}/{chart.name}"] if repo.startswith("oci://") else [chart.name, "--repo", repo]
         with tempfile.TemporaryDirectory(prefix="fab-helm-") as tmp:
             home = {"HELM_CACHE_HOME": tmp, "HELM_CONFIG_HOME": tmp, "HELM_DATA_HOME": tmp}
-            done = subprocess.run(
-                [str(self.helm), "pull", *source, "--version", chart.version, "--destination", str(self.cache)],
-                capture_output=True, text=True, env={**os.environ, **home}, check=False, timeout=PULL_TIMEOUT_SEC,
-            )
-        if done.returncode != 0 or not path.is_file():
-            reason = (done.stderr.strip().splitlines() or [f"helm exited {done.returncode}"])[-1]
-            self._failures[chart] = f"cannot pull {chart}: {reason}"
-            return None
+            try:
+                done = subprocess.run(
+                    [str(self.helm), "pull", *source, "--version", chart.version, "--destination", tmp],
+                    capture_output=True, text=True, env={**os.environ, **home}, check=False, timeout=self.timeout_sec,
+                )
+            except subprocess.TimeoutExpired:
+                reason = f"no answer within {self.timeout_sec:g} s"
+                self._unreachable[host] = reason
+                self._failures[chart] = f"cannot pull {chart}: {reason}"
+                return None
+            pulled = Path(tmp) / path.name
+            if done.returncode != 0 or not pulled.is_file():
+                reason = (done.stderr.strip().splitlines() or [f"helm exited {done.returncode}"])[-1]
+                if any(sign in reason for sign in _UNREACHABLE):
+                    self._unreachable[host] = reason
+                self._failures[chart] = f"cannot pull {chart}: {reason}"
+                return None
+            partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+            shutil.copyfile(pulled, partial)
+            partial.replace(path)  # the cache never holds half a package, whoever reads it meanwhile
         return path
 
     def why_missing(self, chart: ChartRef) -> str:
         return self._failures.get(chart, f"{chart} was not pulled")
 
+    def local(self, chart: ChartRef) -> Path | None:
+        """The package if the cache holds it (nothing is pulled)."""
+        path = self.cache / f"{chart.name}-{chart.version}.tgz"
+        return path if path.is_file() else None
 
-PULL_TIMEOUT_SEC = 120
-ChartSource = ChartPackages | ChartRepositories
+
+def _host(repo: str) -> str:
+    return urlsplit(repo.replace("oci://", "https://", 1)).netloc or repo
+
+
+class ChartSources:
+    """Chart packages from several places, in order: the first that has a chart gives it; why none had it says each
+    one's reason."""
+
+    def __init__(self, sources: list[ChartPackages | ChartRepositories]):
+        self.sources = sources
+
+    def find(self, chart: ChartRef) -> Path | None:
+        for source in self.sources:
+            found = source.find(chart)
+            if found is not None:
+                return found
+        return None
+
+    def why_missing(self, chart: ChartRef) -> str:
+        return "; ".join(source.why_missing(chart) for source in self.sources)
+
+    def local(self, chart: ChartRef) -> Path | None:
+        """The package if one of the sources has it at hand (nothing is pulled)."""
+        return next((found for source in self.sources if (found := source.local(chart)) is not None), None)
+
+
+ChartSource = ChartPackages | ChartRepositories | ChartSources
 
 
 @dataclass(frozen=True)
@@ -170,25 +274,30 @@ def _in_crds_folder(parts: list[str]) -> bool:
     return any(part == "crds" and (i == 1 or (i >= 3 and parts[i - 2] == "charts")) for i, part in enumerate(parts[:-1]))
 
 
-@cache
 def crd_folder_names(package: Path) -> frozenset[str]:
-    """Names of the CRDs in a chart package's `crds/` folders (the chart's and its subcharts'); kept in the active
-    render cache, by the package's content (a chart's CRDs are megabytes of YAML)."""
-    return frozenset(kept("crd-names", [package_digest(package)], lambda: sorted(_crd_folder_names(package))))
+    """Names of the CRDs in a chart package's `crds/` folders (the chart's and its subcharts'), once per package content
+    in a process; within `render_cache(...)` read back for the same package content."""
+    digest = package_digest(package)
+    if digest not in _CRD_NAMES:
+        _CRD_NAMES[digest] = frozenset(kept("crd-names", [digest], lambda: sorted(_crd_folder_names(package))))
+    return _CRD_NAMES[digest]
+
+
+_CRD_NAMES: dict[str, frozenset[str]] = {}
 
 
 def _crd_folder_names(package: Path) -> set[str]:
     import tarfile
 
     names = set()
-    loader = _Loader
     with tarfile.open(package) as archive:
         for member in archive.getmembers():
             parts = member.name.split("/")
             if member.isfile() and _in_crds_folder(parts) and parts[-1].endswith((".yaml", ".yml")):
                 handle = archive.extractfile(member)
-                for doc in yaml.load_all(handle.read() if handle else b"", Loader=loader):
-                    if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                # The same documents as in the release's render (`--include-crds`): parsed once for both.
+                for doc in parse_manifest(handle.read().decode() if handle else ""):
+                    if doc.get("kind") == "CustomResourceDefinition":
                         names.add((doc.get("metadata") or {}).get("name"))
     return names
 
@@ -236,7 +345,7 @@ def template(release: dict[str, Any], package: Path, helm: Path, project_dir: Pa
                 raise HelmError(known["error"])
             return known["objects"]
     try:
-        objects = _template(release, package, helm, project_dir)
+        objects = fresh(parse_manifest(manifest(release, package, helm, project_dir)))
     except HelmError as exc:
         if key is not None:
             _RENDER_CACHE.put("template", key, {"error": str(exc)})
@@ -246,29 +355,86 @@ def template(release: dict[str, Any], package: Path, helm: Path, project_dir: Pa
     return objects
 
 
-def _template(release: dict[str, Any], package: Path, helm: Path, project_dir: Path) -> list[dict[str, Any]]:
+def manifest(release: dict[str, Any], package: Path, helm: Path, project_dir: Path, values: Any = None) -> str:
+    """What `helm template` of the release prints (with `values` in place of the release's, where given), post-rendered
+    as the release says; raises HelmError with Helm's message."""
     inputs = release["inputs"]
     with tempfile.TemporaryDirectory(prefix="fab-helm-") as tmp:
-        values = Path(tmp) / "values.json"
-        values.write_text(json.dumps(_values(ChartRef.of(release), inputs.get("values") or {})))
+        path = Path(tmp) / "values.json"
+        path.write_text(json.dumps(_values(ChartRef.of(release), inputs.get("values") or {} if values is None else values)))
         command = [
             str(helm), "template", str(inputs.get("name") or release["name"]), str(package),
             "--namespace", str(inputs.get("namespace") or "default"),
-            "--kube-version", KUBE_VERSION, "--include-crds", "--skip-tests", "--values", str(values),
+            "--kube-version", KUBE_VERSION, "--include-crds", "--skip-tests", "--values", str(path),
         ]
         done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HELM_CACHE_HOME": tmp}, check=False)
         if done.returncode != 0:
             raise HelmError(done.stderr.strip() or f"helm exited {done.returncode}")
-        manifest = done.stdout
+        text = done.stdout
     postrender = inputs.get("postrender")
     if postrender:
         # Helm 3 (which Pulumi embeds) runs the post-renderer as a program from the working directory.
         script = project_dir / str(postrender)
-        done = subprocess.run([sys.executable, str(script)], input=manifest, capture_output=True, text=True, check=False)
+        done = subprocess.run([sys.executable, str(script)], input=text, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise HelmError(f"post-renderer {postrender} failed: {done.stderr.strip()}")
-        manifest = done.stdout
-    return [doc for doc in yaml.load_all(manifest, Loader=_Loader) if isinstance(doc, dict) and doc.get("kind")]
+        text = done.stdout
+    return text
+
+
+_SEPARATOR = re.compile(r"^---[ \t]*$", re.MULTILINE)
+_UNUSUAL = re.compile(r"^(?:---[ \t]*[^ \t\n]|\.\.\.|%)", re.MULTILINE)
+"""A document marker with content after it, a document end or a directive: text not split at `---` lines, parsed whole."""
+_PARSED: dict[str, list[dict[str, Any]]] = {}
+_PARSED_LIMIT = 256 * 2**20
+"""Characters of YAML whose parse `_PARSED` keeps before it starts again (a test session renders many releases)."""
+_parsed_size = 0
+_parsed_lock = threading.Lock()
+
+
+def documents(text: str) -> list[str]:
+    """The YAML documents of Helm's output (or of a chart file) as texts, each without its leading comments (Helm's
+    `# Source:` lines) and blank lines: the same document gives the same text wherever it comes from."""
+    if _UNUSUAL.search(text):
+        return [text]
+    out = []
+    for part in _SEPARATOR.split(text):
+        lines = part.strip().splitlines()
+        while lines and (not lines[0].strip() or lines[0].lstrip().startswith("#")):
+            lines.pop(0)
+        if lines:
+            out.append("\n".join(lines))
+    return out
+
+
+def parse_document(text: str) -> list[dict[str, Any]]:
+    """The Kubernetes objects of one document of `documents()`, parsed once per process: a chart's CRDs are megabytes
+    of YAML that every release of the chart, and every chart-value trial, prints again. What it returns is shared:
+    never change it (`fresh` makes a copy to change)."""
+    global _parsed_size
+    found = _PARSED.get(text)
+    if found is None:
+        found = [doc for doc in yaml.load_all(text, Loader=_Loader) if isinstance(doc, dict) and doc.get("kind")]
+        with _parsed_lock:
+            if _parsed_size + len(text) > _PARSED_LIMIT:
+                _PARSED.clear()
+                _parsed_size = 0
+            _PARSED[text] = found
+            _parsed_size += len(text)
+    return found
+
+
+def parse_manifest(text: str) -> list[dict[str, Any]]:
+    """The Kubernetes objects of a manifest, in order, shared as `parse_document` shares them: never change them."""
+    return [obj for document in documents(text) for obj in parse_document(document)]
+
+
+def fresh(objects: Any) -> Any:
+    """A copy of parsed objects that may be changed (several times faster than `copy.deepcopy` for plain data)."""
+    try:
+        return marshal.loads(marshal.dumps(objects))
+    except ValueError:  # a timestamp YAML parsed as a date: not plain data
+        return copy.deepcopy(objects)
 
 
 class RenderCache:
@@ -359,12 +525,23 @@ def helm_version(helm: Path) -> str:
     return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else f"unknown helm at {helm}"
 
 
-def render_releases(plan: Plan, packages: ChartSource, helm: Path, project_dir: Path) -> tuple[list[RenderedRelease], list[MissingChart]]:
+RENDER_WORKERS = 2 * (os.cpu_count() or 2)
+"""Helm renders at once: Helm runs as a process of its own, so more renders than cores keep the cores busy while this
+process parses what the others printed."""
+PULL_WORKERS = 16
+"""Chart pulls at once: each waits on the network, and a host that cannot be reached should cost one timeout, not one
+per chart in turn."""
+
+
+def render_releases(plan: Plan, packages: ChartSource | None, helm: Path | None, project_dir: Path,
+                    advance: Callable[[str], None] | None = None) -> tuple[list[RenderedRelease], list[MissingChart]]:
     """Every release of the plan rendered (or Helm's refusal), and the releases whose chart the source lacks
-    (never skipped silently)."""
+    (never skipped silently); without Helm (None), every release is missing. `advance` is told of each render done."""
     found = [(release, ChartRef.of(release)) for release in releases(plan)]
+    if helm is None or packages is None:
+        return [], [MissingChart(r, plan.cluster(r) or "", c, NO_HELM) for r, c in found]
     charts = list(dict.fromkeys(chart for _, chart in found))  # each chart once: releases share charts
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+    with ThreadPoolExecutor(max_workers=PULL_WORKERS) as pool:
         paths = dict(zip(charts, pool.map(packages.find, charts)))
     missing = [MissingChart(r, plan.cluster(r) or "", c, packages.why_missing(c)) for r, c in found if paths[c] is None]
 
@@ -379,13 +556,22 @@ def render_releases(plan: Plan, packages: ChartSource, helm: Path, project_dir: 
             return template(release, paths[ChartRef.of(release)], helm, project_dir), None
         except HelmError as exc:
             return [], str(exc)
+        finally:
+            for _ in range(sharing[key(release)] if advance is not None else 0):
+                advance(f"{plan.cluster(release) or ''} {release['name']}")
 
     renderable = [(r, c) for r, c in found if paths[c] is not None]
+    sharing = Counter(key(r) for r, _ in renderable)
     unique = {key(r): r for r, _ in renderable}
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+    for gone in missing if advance is not None else []:
+        advance(f"{gone.cluster} {gone.release['name']}")
+    with ThreadPoolExecutor(max_workers=RENDER_WORKERS) as pool:
         outputs = dict(zip(unique, pool.map(one, unique.values())))
-    done = []
+    done, handed = [], set()
     for release, chart in renderable:
         objects, error = outputs[key(release)]
-        done.append(RenderedRelease(release, plan.cluster(release) or "", chart, copy.deepcopy(objects), error, paths[chart]))
+        if key(release) in handed:  # releases installed alike on several clusters: each gets objects of its own
+            objects = fresh(objects)
+        handed.add(key(release))
+        done.append(RenderedRelease(release, plan.cluster(release) or "", chart, objects, error, paths[chart]))
     return done, missing

@@ -145,7 +145,7 @@ def render_config(stack: str, config: dict[str, Any], project_dir: Path = PROJEC
     The returned plan's `stats` say what the render cost (wall time, CPU time, peak memory).
     """
     env, secret_keys = pulumi_config_env(config)
-    refused = _refusal(env, secret_keys, project_dir) if program is None else []
+    refused = _refusal(env, secret_keys, project_dir) if program is None else []  # another program decides for itself
     if refused:
         raise RenderError("\n".join(refused), user=True)
     if stack_references is None:

@@ -134,3 +134,19 @@ def test_airflow_migrates_in_a_plain_job_within_its_timeout(small_plan):
     assert (values["migrateDatabaseJob"]["useHelmHooks"], values["createUserJob"]["useHelmHooks"], airflow["inputs"]["timeout"]) == (
         False, False, 1800
     )
+
+
+def test_a_document_reads_the_same_from_helms_output_and_from_its_chart_file():
+    """Helm prints each file of a chart's crds/ folder after a `# Source:` line: the same document, parsed once for the
+    release's render and for the names of the CRDs Helm installs first."""
+    from fabctl.helm import documents
+
+    printed = "---\n# Source: kueue/crds/a.yaml\napiVersion: v1\nkind: A\n---\n# Source: kueue/templates/b.yaml\nkind: B\n"
+    in_chart = "# Copyright the authors\n---\napiVersion: v1\nkind: A\n\n"
+    assert (documents(printed), documents(in_chart)) == (["apiVersion: v1\nkind: A", "kind: B"], ["apiVersion: v1\nkind: A"])
+
+
+def test_a_document_marker_with_content_after_it_is_parsed_as_one_text():
+    from fabctl.helm import parse_manifest
+
+    assert [obj["kind"] for obj in parse_manifest("--- {kind: A}\n--- {kind: B}\n")] == ["A", "B"]

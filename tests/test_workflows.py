@@ -217,9 +217,9 @@ def test_pr_report_writes_each_stacks_page_compared_with_the_target_branchs_plan
     result, commands = run_pr_report(tmp_path, {})
     reports = [c for c in commands if c.startswith("report")]
     assert result.returncode == 0
-    assert reports[0].startswith("report --stack site-a --out reports/site-a --against ")
+    assert reports[0].startswith("report --stack site-a --out reports/site-a --strict --against ")
     assert reports[0].endswith("/base/site-a/plan.json")
-    assert reports[1] == "report --stack site-b --out reports/site-b"  # not on the target branch: no comparison
+    assert reports[1] == "report --stack site-b --out reports/site-b --strict"  # not on the target branch: no comparison
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.glob("project/reports/*/index.html")) == [
         Path("project/reports/site-a/index.html"), Path("project/reports/site-b/index.html")]
 
@@ -231,7 +231,7 @@ def test_pr_report_runs_the_guards_once_per_stack_only_in_the_report(tmp_path):
 
 
 @pytest.mark.parametrize("code, says", [(4, "A mandatory policy is violated"), (5, "A protected resource is replaced or deleted"),
-                                        (6, "The deploy check found errors")])
+                                        (6, "The deploy check found errors or could not check every release")])
 def test_a_failing_report_keeps_its_page_and_the_other_stacks_but_fails_pr_report(tmp_path, code, says):
     result, commands = run_pr_report(tmp_path, {"site-a": code})
     assert result.returncode == 1
@@ -246,3 +246,26 @@ def test_the_pull_request_tests_run_the_browser_tests_in_debians_chromium_withou
     assert test["container"].endswith("-bookworm")
     assert installs == ["apt-get update -q && apt-get install -y -q --no-install-recommends chromium"]
     assert next(step for step in test["steps"] if step.get("run") == "make test")["env"]["FAB_REQUIRE_BROWSER"] == "1"
+
+
+def test_the_deploy_check_before_an_update_fails_on_a_release_it_could_not_check():
+    runs = [step["run"] for step in workflow("deploy.yml")["jobs"]["up"]["steps"] if "fabctl check" in step.get("run", "")]
+    assert runs == ["venv/bin/python -m fabctl check --stack '${{ matrix.stack }}' --strict"]
+
+
+def test_the_pull_request_plan_renders_with_the_helm_make_setup_installs():
+    steps = plan_steps()
+    assert [s for s in steps if "helm" in s.get("uses", "")] == []
+    assert step_index(steps, lambda s: s.get("run") == "make setup") < step_index(steps, lambda s: ".ci/pr-report" in s.get("run", ""))
+
+
+def test_offline_ci_excepts_exactly_the_pinned_charts_its_mirror_lacks(chart_dir):
+    """.ci/run plans every stack with ../shared/charts, which lacks some charts on purpose: only their releases may stay
+    unchecked, and an exception the mirror no longer needs is not kept."""
+    import json
+
+    from components.versions import CHARTS
+
+    (excepted,) = re.findall(r"--strict-except (\S+)", (PROJECT_DIR / ".ci" / "run").read_text())
+    mirrored = {chart["name"] for chart in json.loads((chart_dir / "index.json").read_text())["charts"]}
+    assert sorted(excepted.split(",")) == sorted({chart.chart for chart in CHARTS} - mirrored)

@@ -13,8 +13,10 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import os
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ import yaml
 
 from fabctl.check.findings import Finding
 from fabctl.check.picture import Picture, release_placed
-from fabctl.helm import HelmError, RenderedRelease, active_render_cache, render_key, template
+from fabctl.helm import HelmError, RenderedRelease, _Loader, active_render_cache, documents, manifest, parse_document, render_key
 
 MARKER = "fab-check-marker-7f3a"
 
@@ -36,8 +38,8 @@ def _merge(defaults: dict[str, Any], sub: str, values: Any) -> None:
 
 def _chart_defaults(files: dict[str, bytes], root: str) -> dict[str, Any]:
     """The default values of the chart at `root` inside a package, its subcharts' under their names (or aliases)."""
-    defaults = yaml.safe_load(files.get(f"{root}/values.yaml", b"") or b"{}") or {}
-    chart = yaml.safe_load(files.get(f"{root}/Chart.yaml", b"") or b"{}") or {}
+    defaults = yaml.load(files.get(f"{root}/values.yaml", b"") or b"{}", Loader=_Loader) or {}
+    chart = yaml.load(files.get(f"{root}/Chart.yaml", b"") or b"{}", Loader=_Loader) or {}
     aliases = {d.get("name"): d.get("alias") or d.get("name") for d in chart.get("dependencies") or []}
     prefix = f"{root}/charts/"
     for name in sorted(files):
@@ -46,13 +48,13 @@ def _chart_defaults(files: dict[str, bytes], root: str) -> dict[str, Any]:
         rest = name[len(prefix):]
         if rest.count("/") == 1 and rest.endswith("/Chart.yaml"):
             sub = rest.split("/", 1)[0]
-            sub_name = (yaml.safe_load(files[name]) or {}).get("name", sub)
+            sub_name = (yaml.load(files[name], Loader=_Loader) or {}).get("name", sub)
             _merge(defaults, aliases.get(sub_name, sub_name), _chart_defaults(files, f"{root}/charts/{sub}"))
         elif "/" not in rest and rest.endswith(".tgz"):
             with tarfile.open(fileobj=__import__("io").BytesIO(files[name])) as nested:
                 inner = _files(nested)
             inner_root = sorted(inner)[0].split("/", 1)[0]
-            sub_name = (yaml.safe_load(inner.get(f"{inner_root}/Chart.yaml", b"") or b"{}") or {}).get("name", inner_root)
+            sub_name = (yaml.load(inner.get(f"{inner_root}/Chart.yaml", b"") or b"{}", Loader=_Loader) or {}).get("name", inner_root)
             _merge(defaults, aliases.get(sub_name, sub_name), _chart_defaults(inner, inner_root))
     return defaults
 
@@ -91,14 +93,20 @@ def candidates(values: Any, defaults: Any, path: tuple[str, ...] = ()) -> Iterat
 
 
 def _with(values: dict[str, Any], path: tuple[str, ...], value: Any = None, remove: bool = False) -> dict[str, Any]:
+    return _with_all(values, {path: value}, remove)
+
+
+def _with_all(values: dict[str, Any], changes: dict[tuple[str, ...], Any], remove: bool = False) -> dict[str, Any]:
+    """The values with each key path set to its value, or removed (no path of `changes` lies within another)."""
     changed = copy.deepcopy(values)
-    node = changed
-    for key in path[:-1]:
-        node = node[key]
-    if remove:
-        del node[path[-1]]
-    else:
-        node[path[-1]] = value
+    for path, value in changes.items():
+        node = changed
+        for key in path[:-1]:
+            node = node[key]
+        if remove:
+            del node[path[-1]]
+        else:
+            node[path[-1]] = value
     return changed
 
 
@@ -127,9 +135,23 @@ def _leaves(node: Any, path: str = "") -> dict[str, Any]:
     return {path: node}
 
 
+def _changed(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> set[str]:
+    """The leaf paths (`/<object index>/<key>/...`) where two outputs differ: object by object, where objects that are
+    equal (most of them, and the largest: CRDs) are skipped at once."""
+    if len(a) != len(b):
+        left, right = _leaves(a), _leaves(b)
+        return {k for k in set(left) | set(right) if left.get(k) != right.get(k)}
+    out: set[str] = set()
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x is y or x == y:
+            continue
+        left, right = _leaves(x, f"/{i}"), _leaves(y, f"/{i}")
+        out.update(k for k in set(left) | set(right) if left.get(k) != right.get(k))
+    return out
+
+
 def _differs(a: list[dict[str, Any]], b: list[dict[str, Any]], varying: set[str]) -> bool:
-    left, right = _leaves(a), _leaves(b)
-    return any(left.get(k) != right.get(k) for k in set(left) | set(right) if k not in varying)
+    return bool(_changed(a, b) - varying)
 
 
 class ValuesCheck:
@@ -137,14 +159,6 @@ class ValuesCheck:
 
     def __init__(self, helm: Path, project_dir: Path):
         self.helm, self.project_dir = helm, project_dir
-
-    def _render(self, rendered: RenderedRelease, values: dict[str, Any]) -> list[dict[str, Any]] | None:
-        release = {**rendered.release, "inputs": {**rendered.release["inputs"], "values": values}}
-        try:
-            # Never read back: a trial compares renders, and what varies between two of them must really vary.
-            return template(release, rendered.package, self.helm, self.project_dir, cached=False)
-        except HelmError:
-            return None  # a value whose absence Helm refuses is read
 
     def unread(self, rendered: RenderedRelease) -> list[tuple[str, ...]]:
         """The key paths the release sets that its chart does not read; within `fabctl.helm.render_cache`, a release's
@@ -164,34 +178,102 @@ class ValuesCheck:
         paths = list(candidates(values, chart_defaults(rendered.package)))
         if not paths:
             return []
-        varying: set[str] | None = None
-        out = []
-        for path in paths:
-            marked = self._render(rendered, _with(values, path, MARKER))
-            if marked is None or MARKER in _text(marked):
-                continue
-            without = self._render(rendered, _with(values, path, remove=True))
-            if without is None:
-                continue
-            if varying is None:  # what differs between two renders of the same values
-                again, baseline = _leaves(self._render(rendered, values) or []), _leaves(rendered.objects)
-                varying = {k for k in set(again) | set(baseline) if again.get(k) != baseline.get(k)}
-            # Read if the marker or the key's absence changes the output (a flag set to the chart's implicit
-            # default changes nothing when removed, but a marker in its place does).
-            if not _differs(without, rendered.objects, varying) and not _differs(marked, rendered.objects, varying):
-                out.append(path)
-        return out
+        unread: list[tuple[str, ...]] = []
+        _Trials(self, rendered, values, paths).classify(paths, unread)
+        return [path for path in paths if path in unread]
 
 
-def values_findings(picture: Picture, check: ValuesCheck) -> Iterator[Finding]:
-    from concurrent.futures import ThreadPoolExecutor
+class _Trials:
+    """The chart-value trials of one release, several keys per render where the output can say which key did what.
 
+    A group of keys is rendered with a marker of its own in each key: a key whose marker shows is read. The keys left are
+    rendered again with only theirs marked (the shown keys changed the output), and if none of their markers shows,
+    once more without them: if neither render changes the output (beyond what varies between two renders), none of
+    them is read. Where either does, or Helm refuses the group, the group is split in two and each half tried alike,
+    down to a single key, whose trial is the one-key rule of the module's doc. A release whose keys are all read by
+    their markers (the usual case) costs one render instead of one or two per key."""
+
+    def __init__(self, check: ValuesCheck, rendered: RenderedRelease, values: dict[str, Any], paths: list[tuple[str, ...]]):
+        self.check, self.rendered, self.values = check, rendered, values
+        self.markers = {path: f"{MARKER}-{i}-" for i, path in enumerate(paths)}
+        self._varying: set[str] | None = None
+
+    def render(self, values: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The release's objects with these values, shared (never changed), or None where Helm refuses them."""
+        found = self.render_documents(values)
+        return None if found is None else [obj for _, objects in found for obj in objects]
+
+    def render_documents(self, values: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]] | None:
+        """Each document of the output as text, with its objects (shared: never changed); None where Helm refuses."""
+        rendered = self.rendered
+        try:
+            text = manifest(rendered.release, rendered.package, self.check.helm, self.check.project_dir, values)
+        except HelmError:
+            return None  # a value whose absence (or marker) Helm refuses is read
+        return [(document, parse_document(document)) for document in documents(text)]
+
+    def varying(self) -> set[str]:
+        """What differs between two renders of the same values (generated passwords and certificates)."""
+        if self._varying is None:
+            self._varying = _changed(self.render(self.values) or [], self.rendered.objects)
+        return self._varying
+
+    def changes(self, objects: list[dict[str, Any]]) -> bool:
+        return _differs(objects, self.rendered.objects, self.varying())
+
+    def classify(self, group: list[tuple[str, ...]], unread: list[tuple[str, ...]]) -> None:
+        """Add to `unread` the keys of `group` that the chart does not read."""
+        found = self.render_documents(_with_all(self.values, {path: self.markers[path] for path in group}))
+        if found is None:
+            self.split(group, unread)
+            return
+        marked = [obj for _, objects in found for obj in objects]
+        # Markers show in the text of their documents, or base64-encoded in a Secret's data.
+        text = _text([obj for document, objects in found for obj in objects if MARKER in document or obj.get("kind") == "Secret"])
+        rest = [path for path in group if self.markers[path] not in text]
+        if len(rest) < len(group):
+            if rest:
+                self.classify(rest, unread)
+            return
+        # Read if the marker or the key's absence changes the output (a flag set to the chart's implicit
+        # default changes nothing when removed, but a marker in its place does).
+        if self.changes(marked):
+            self.split(group, unread)
+            return
+        without = self.render(_with_all(self.values, dict.fromkeys(group), remove=True))
+        if without is None or self.changes(without):
+            self.split(group, unread)
+            return
+        unread.extend(group)
+
+    def split(self, group: list[tuple[str, ...]], unread: list[tuple[str, ...]]) -> None:
+        """A group whose trial cannot say which key did it: each half alone; a single key is read."""
+        if len(group) > 1:
+            half = len(group) // 2
+            self.classify(group[:half], unread)
+            self.classify(group[half:], unread)
+
+
+def values_findings(picture: Picture, check: ValuesCheck, advance: Callable[[str], None] | None = None) -> Iterator[Finding]:
+    """`charts.values` findings of every rendered release, releases tried side by side (`advance` is told of each one
+    done)."""
     rendered = [r for r in picture.releases if not r.error and r.package is not None]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        unread = list(pool.map(check.unread, rendered))
-    for release, paths in zip(rendered, unread):
+
+    def unread(release: RenderedRelease) -> list[tuple[str, ...]]:
+        found = check.unread(release)
+        if advance is not None:
+            advance(f"{release.cluster} {release.release['name']}")
+        return found
+
+    # Helm runs as a process of its own: more trials at once than cores keeps the cores busy while Python parses.
+    with ThreadPoolExecutor(max_workers=TRIAL_WORKERS) as pool:
+        found = list(pool.map(unread, rendered))
+    for release, paths in zip(rendered, found):
         subject = release_placed(picture.plan, release.release)
         for path in paths:
             yield Finding.of("charts.values", subject, f"chart {release.chart.name} {release.chart.version} does not read the value "
                              f"{'.'.join(path)} (setting or removing it changes nothing it installs)",
                              "use the key the chart's values.yaml defines for this setting, or remove it")
+
+
+TRIAL_WORKERS = 2 * (os.cpu_count() or 2)

@@ -191,7 +191,8 @@ class PageData:
     objects_include_charts: bool
     """Whether `kubernetes_objects` counts the objects the Helm releases install (the deploy check rendered them)."""
     releases_not_rendered: int
-    """Releases whose objects `kubernetes_objects` lacks: the deploy check had no package of their chart."""
+    """Releases whose objects `kubernetes_objects` lacks, NOT checked: the deploy check had no package of their chart (or
+    no Helm), or Helm refused to render them."""
     vendor_grants: list[dict[str, str]] = field(default_factory=list)
     """Every grant of every equipment vendor (`storage.vendors`): Polaris privilege per table or view, a table's S3 folder, the vendor's source ranges."""
 
@@ -386,7 +387,7 @@ def page_data(plan: Plan, site: SiteConfig, guards: Guards, before: Plan | None 
         compared_with=compared_with,
         kubernetes_objects=kubernetes_objects if kubernetes_objects is not None else len(plan.manifests()),
         objects_include_charts=kubernetes_objects is not None,
-        releases_not_rendered=len(guards.check.missing) if guards.check is not None else 0,
+        releases_not_rendered=guards.check.unchecked if guards.check is not None else 0,
         vendor_grants=vendor_rows(site.storage),
     )
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
+from fabctl.check import Report as CheckReport
 from fabctl.report.diagram import site_svg
 from fabctl.report.model import PageData
 
@@ -46,7 +47,9 @@ def html(data: PageData) -> str:
     for quota in data.quotas:
         quotas[(quota.team, quota.peer, quota.cluster)][quota.profile] = quota
     mandatory = sum(1 for v in data.guards.policies or [] if v.mandatory)
-    check_errors = len(data.guards.check.errors) if data.guards.check is not None else 0
+    check = data.guards.check
+    check_errors = len(check.errors) if check is not None else 0
+    unchecked = check.unchecked if check is not None else 0
     findings = sorted(data.guards.check.findings, key=lambda f: (not f.blocking, f.severity != "error", f.cluster, f.rule, f.subject)) \
         if data.guards.check is not None else []
     counts = Counter(c.action for c in data.changes or [])
@@ -61,12 +64,24 @@ def html(data: PageData) -> str:
                      for key, rows in sorted(quotas.items(), key=lambda item: (item[0][1] or "", item[0][0], item[0][2]))],
         mandatory=mandatory,
         blocking=mandatory + check_errors,
-        guard_state="bad" if mandatory + check_errors else "",
+        unchecked=unchecked,
+        # Never green while a release went unchecked: its objects may hold what any rule would refuse.
+        guard_state="bad" if mandatory + check_errors else "warn" if unchecked else "",
+        check_state="bad" if check_errors else "warn" if unchecked else "good",
+        unchecked_releases=_unchecked_releases(check) if check is not None else [],
         dangerous=len(data.dangerous_changes),
         handed_over=sum(1 for c in data.changes or [] if c.action == "handed over"),
         findings=findings,
         change_counts=[(action, counts[action]) for action in ("added", "changed", "replaced", "deleted", "handed over") if counts[action]],
     )
+
+
+def _unchecked_releases(check: CheckReport) -> list[tuple[str, str, str, str]]:
+    """(cluster, release, chart, why) of every release the deploy check could not see."""
+    missing = [(gone.cluster, gone.release["name"], str(gone.chart), gone.reason) for gone in check.missing]
+    refused = [(r.cluster, r.release["name"], str(r.chart), "Helm refused to render it (its charts.render error above)")
+               for r in check.releases if r.error]
+    return sorted(missing + refused)
 
 
 def write(data: PageData, out: Path) -> Path:

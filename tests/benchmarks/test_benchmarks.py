@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-
 import pytest
+from helpers import rendered, site_raw
 
 from benchmarks.critical_path import Wait, chain_exists, critical_path, needless_waits, weight, weighted_path
-from benchmarks.run import OPERATOR_FIRST_CHAIN, floor_renderer, inherent_chain, weighted_path_row
+from benchmarks.run import (
+    CHECK_COLD_LIMIT_SEC,
+    CHECK_WARM_LIMIT_SEC,
+    OPERATOR_FIRST_CHAIN,
+    CheckRun,
+    check_rows_of,
+    floor_renderer,
+    inherent_chain,
+    weighted_path_row,
+)
 from benchmarks.scale import DIMENSIONS
 from components.config import parse_site
 from fabctl.render import Plan
-from helpers import rendered, site_raw
 
 STACK = "urn:pulumi:s::p::pulumi:pulumi:Stack::p-s"
 
@@ -155,3 +163,26 @@ def test_an_edge_beside_an_equally_heavy_chain_is_not_a_needless_wait():
     ])
     assert weighted_path(plan).length == 11
     assert needless_waits(plan) == []
+
+
+def _check_run(seconds: float, returncode: int = 0) -> CheckRun:
+    return CheckRun(seconds, seconds * 1.5, returncode, "check site-t: 0 errors, all 20 releases checked, 0 accepted, 0 notes; "
+                    "20 of 20 releases rendered; 900 objects checked in 1.0 s")
+
+
+def test_the_deploy_check_is_within_its_limits_cold_and_warm():
+    rows = check_rows_of("site-t", [_check_run(20.0), _check_run(26.0)], [_check_run(4.0), _check_run(4.5)])
+    assert [(r.benchmark, r.seconds, r.resources, r.limit, r.ok) for r in rows] == [
+        ("deploy check, cold", 23.0, 900, f"<= {CHECK_COLD_LIMIT_SEC:g} s", True),
+        ("deploy check, warm", 4.25, 900, f"<= {CHECK_WARM_LIMIT_SEC:g} s", True),
+    ]
+
+
+def test_a_warm_deploy_check_over_its_limit_is_over():
+    cold, warm = check_rows_of("site-t", [_check_run(20.0)], [_check_run(CHECK_WARM_LIMIT_SEC + 0.1)])
+    assert (cold.ok, warm.ok) == (True, False)
+
+
+def test_a_deploy_check_that_fails_is_over_whatever_its_time():
+    cold, warm = check_rows_of("site-t", [_check_run(20.0, returncode=6)], [_check_run(1.0)])
+    assert (cold.ok, cold.figure.splitlines()[0].endswith("; exit 6"), warm.ok) == (False, True, True)

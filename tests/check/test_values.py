@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import tarfile
+
 from fabctl.check import ValuesCheck
 from fabctl.check.values import candidates, chart_defaults
+from fabctl.helm import ChartRef, RenderedRelease, template
 from fabctl.render import PROJECT_DIR
 
 
@@ -35,21 +38,37 @@ def test_a_value_the_chart_writes_into_a_secret_is_read(small, helm):
     assert ValuesCheck(helm, PROJECT_DIR).unread(rendered) == []
 
 
-def test_a_flag_set_to_what_the_chart_assumes_anyway_is_read(helm, tmp_path):
-    import tarfile
-
-    from fabctl.helm import ChartRef, RenderedRelease, template
-
+def _chart_release(helm, tmp_path, template_text: str, values: dict) -> RenderedRelease:
+    """A release of a one-template chart `flags` whose default values are `a: {other: 1}`, rendered."""
     source = tmp_path / "flags"
     (source / "templates").mkdir(parents=True)
     (source / "Chart.yaml").write_text("apiVersion: v2\nname: flags\nversion: 1.0.0\n")
     (source / "values.yaml").write_text("a: {other: 1}\n")
-    (source / "templates" / "cm.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: flags}\ndata:\n  on: {{ if .Values.a.flag }}\"yes\"{{ else }}\"no\"{{ end }}\n")
+    (source / "templates" / "cm.yaml").write_text(template_text)
     package = tmp_path / "flags-1.0.0.tgz"
     with tarfile.open(package, "w:gz") as archive:
         archive.add(source, arcname="flags")
-    release = {"urn": "urn:flags", "name": "flags", "inputs": {"name": "flags", "namespace": "default", "chart": "flags", "version": "1.0.0",
-                                                              "values": {"a": {"flag": False, "typo": True}}}}
-    rendered = RenderedRelease(release, "c", ChartRef("flags", "1.0.0", ""), template(release, package, helm, PROJECT_DIR), None, package)
+    release = {"urn": "urn:flags", "name": "flags", "inputs": {"name": "flags", "namespace": "default", "chart": "flags",
+                                                              "version": "1.0.0", "values": values}}
+    return RenderedRelease(release, "c", ChartRef("flags", "1.0.0", ""), template(release, package, helm, PROJECT_DIR), None, package)
+
+
+def test_a_flag_set_to_what_the_chart_assumes_anyway_is_read(helm, tmp_path):
+    rendered = _chart_release(
+        helm, tmp_path,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: flags}\ndata:\n  on: {{ if .Values.a.flag }}\"yes\"{{ else }}\"no\"{{ end }}\n",
+        {"a": {"flag": False, "typo": True}})
     assert ValuesCheck(helm, PROJECT_DIR).unread(rendered) == [("a", "typo")]
+
+
+def test_keys_tried_together_are_told_apart_however_the_chart_reads_each(helm, tmp_path):
+    """Several keys go into one render with a marker each; where the render cannot say which key did what (a flag read
+    only for its effect, a value Helm refuses as a marker), the keys are tried apart: the unread ones are the same as
+    one key at a time would find, in the order the release sets them."""
+    rendered = _chart_release(
+        helm, tmp_path,
+        "{{ if not (kindIs \"bool\" .Values.a.strict) }}{{ fail \"a.strict must be true or false\" }}{{ end }}\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: flags}\ndata:\n  name: {{ .Values.a.name | quote }}\n"
+        "  switch: {{ if .Values.a.flag }}\"yes\"{{ else }}\"no\"{{ end }}\n",
+        {"a": {"typo": 1, "name": "x", "flag": False, "strict": True, "other2": "y"}, "b": {"c": 1}})
+    assert ValuesCheck(helm, PROJECT_DIR).unread(rendered) == [("a", "typo"), ("a", "other2"), ("b",)]

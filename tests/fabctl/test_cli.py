@@ -269,3 +269,12 @@ def test_fails_when_the_stack_file_and_the_ci_disagree_on_the_organization():
     assert (run.returncode, run.stderr) == (2, (
         "error: Pulumi.site-a.yaml names organization 'fab' (federation.organization) but this run deploys to 'other'; make them agree\n"
     ))
+
+
+def test_every_command_but_schema_stack_name_and_verify_renders_from_one_preloaded_renderer():
+    """`python -m fabctl` starts the preloaded renderer before it imports the CLI, for the commands that render."""
+    from fabctl.__main__ import RENDERING
+    from fabctl.cli import parser
+
+    (commands,) = [action.choices for action in parser()._actions if action.dest == "command"]
+    assert RENDERING == set(commands) - {"schema", "stack-name", "verify"}

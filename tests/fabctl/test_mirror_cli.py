@@ -31,6 +31,8 @@ from fabctl.stackfile import SITE_KEY
 
 ENV = {k: v for k, v in os.environ.items() if k not in ("FAB_CHART_DIR", "FAB_HELM")}
 DIGEST = "sha256:" + "ab" * 32
+UNREACHABLE = {"HTTPS_PROXY": "http://127.0.0.1:1", "HTTP_PROXY": "http://127.0.0.1:1"}
+"""No chart repository answers (the tests never depend on the network)."""
 REGISTRY = ["--set", "site.registry.charts=oci://registry.fab.internal/charts", "--set", "site.registry.images=registry.fab.internal/mirror",
             "--set", "site.registry.maven=https://maven.fab.internal/central"]
 MIRROR = Registry.of(RegistryConfig(charts="oci://registry.fab.internal/charts", images="registry.fab.internal/mirror"))
@@ -57,7 +59,8 @@ def mirrored(project, chart_dir, helm, tmp_path_factory):
     digests = out / "digests.yaml"
     digests.write_text(yaml.safe_dump({"python:3.13.9-slim-bookworm": DIGEST}))
     run = fabctl("mirror", "--stack", "site-t", "--project-dir", str(project), *REGISTRY, "--digests", str(digests), "--node-os", "ubuntu24.04",
-                 "--out", str(out / "files"), env={"FAB_CHART_DIR": str(chart_dir), "FAB_HELM": str(helm)})
+                 "--out", str(out / "files"), "--chart-cache", str(out / "cache"),
+                 env={"FAB_CHART_DIR": str(chart_dir), "FAB_HELM": str(helm), **UNREACHABLE})
     return run, out / "files"
 
 
@@ -155,8 +158,10 @@ def test_mirror_lists_every_chart_of_the_plan_and_fails_on_the_releases_it_canno
     listed = [tuple(line.split()[1:4]) for line in run.stdout.splitlines() if line.startswith("chart ")]
     assert [line for line in run.stderr.splitlines() if line.startswith("error: ")] == [
         f"error: site-t-compute {name} was not rendered (no package of {chart} ({source}, from "
-        f"oci://registry.fab.internal/charts) in {chart_dir}): the images of its chart are not in the list; give its "
-        "package with --charts DIR"
+        f"oci://registry.fab.internal/charts) in {chart_dir}; cannot pull {chart} ({source}, from oci://registry.fab.internal/"
+        f'charts): Error: looks like "{source}" is not a valid chart repository or cannot be reached: Get "{source}/index.yaml": '
+        "proxyconnect tcp: dial tcp 127.0.0.1:1: connect: connection refused): the images of its chart are not in the list; "
+        "give its package with --charts DIR"
         for name, chart, source in (("compute-airflow", f"airflow {versions.AIRFLOW.version}", versions.AIRFLOW.repo),
                                     ("compute-superset", f"superset {versions.SUPERSET.version}", versions.SUPERSET.repo))
     ]

@@ -123,12 +123,15 @@ def test_fails_when_against_and_base_are_both_given(project, tmp_path):
     assert run.stderr.splitlines()[-1] == "python -m fabctl report: error: argument --against: not allowed with argument --base"
 
 
-def test_the_deploy_checks_result_is_on_the_page(project, chart_dir, helm, tmp_path):
-    run = fabctl("report", "--stack", "site-t", "--project-dir", str(project), "--out", str(tmp_path), "--no-policies",
-                 env={"FAB_CHART_DIR": str(chart_dir), "FAB_HELM": str(helm)})
-    page = (tmp_path / "index.html").read_text()
-    assert run.returncode == 0
-    assert '<p id="check-state" class="good">check site-t: 0 errors, ' in page
+def test_the_deploy_checks_result_is_on_the_page_and_what_it_could_not_check_ends_the_output(project, chart_dir, helm, tmp_path):
+    """../shared/charts has no Airflow or Superset package, and no repository answers here."""
+    unreachable = {"HTTPS_PROXY": "http://127.0.0.1:1", "HTTP_PROXY": "http://127.0.0.1:1"}
+    run = fabctl("report", "--stack", "site-t", "--project-dir", str(project), "--out", str(tmp_path / "page"), "--no-policies",
+                 "--chart-cache", str(tmp_path / "charts"), env={"FAB_CHART_DIR": str(chart_dir), "FAB_HELM": str(helm), **unreachable})
+    page = (tmp_path / "page" / "index.html").read_text()
+    assert (run.returncode, run.stdout.splitlines()[-1]) == (0, "NOT CHECKED: 2 of 20 releases; --strict makes this an error")
+    assert ('<p id="check-state" class="warn"><b id="check-headline">0 errors · 2 releases NOT checked</b><br>check site-t: '
+            '0 errors, 2 releases NOT checked, ') in page
 
 
 def test_fails_when_the_saved_plan_is_another_stacks(project, tmp_path):

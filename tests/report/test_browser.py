@@ -120,3 +120,11 @@ def test_the_page_is_drawn(opened):
     colours = shot.getcolors(maxcolors=1 << 16)
     assert shot.size[1] > 2000
     assert colours is None or len(colours) > 50
+
+
+def test_a_check_that_could_not_see_every_release_is_not_green(small, open_page, tmp_path):
+    opened = open_page(write(page_data(small.plan, small.site, Guards(check=small.report())), tmp_path))
+    shown = [opened.text(selector) for selector in ("#check-headline", "#count-unchecked")]
+    colour = opened.page.locator("#check-state").evaluate("element => getComputedStyle(element).color")
+    assert shown == ["0 errors · 2 releases NOT checked", "2"]
+    assert colour == "rgb(138, 90, 0)"  # the page's --warn, never --good's green

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from helpers import render_small
@@ -200,3 +201,31 @@ def test_egress_to_an_external_database_is_a_column_of_the_flow_matrix():
     data = page_data(plan, parse_site(raw), Guards())
     assert data.matrix_columns[-1] == "world"
     assert data.matrix["compute"]["world"] == ["trino-catalog-erp 5432/TCP to 10.200.0.5/32"]
+
+
+def test_the_check_headline_says_how_many_releases_were_not_checked_beside_its_errors(small):
+    """../shared/charts has no Airflow or Superset package: the headline says so in the words of its errors, and is not
+    green."""
+    page = html(page_data(small.plan, small.site, Guards(check=small.report())))
+    assert '<p id="check-state" class="warn"><b id="check-headline">0 errors · 2 releases NOT checked</b><br>check site-t: ' in page
+
+
+def test_the_check_headline_is_green_only_when_every_release_was_checked(small):
+    small.missing = []
+    page = html(page_data(small.plan, small.site, Guards(check=small.report())))
+    assert '<p id="check-state" class="good"><b id="check-headline">0 errors · all 18 releases checked</b>' in page
+
+
+def test_the_header_counts_the_releases_not_checked_beside_the_blocking_findings(small):
+    page = html(page_data(small.plan, small.site, Guards(check=small.report())))
+    assert ('<li class="warn"><span class="number" id="count-blocking">0</span> blocking guard findings · <span class="number" '
+            'id="count-unchecked">2</span> releases NOT checked') in page
+
+
+def test_each_release_not_checked_is_listed_with_why(small, chart_dir):
+    page = html(page_data(small.plan, small.site, Guards(check=small.report())))
+    airflow, superset = "airflow 1.22.0 (https://airflow.apache.org)", "superset 0.22.4 (https://apache.github.io/superset)"
+    assert re.findall(r"<li><b>NOT checked:</b> (.*?)</li>", page) == [
+        f"site-t-compute compute-airflow ({airflow}): no package of {airflow} in {chart_dir}",
+        f"site-t-compute compute-superset ({superset}): no package of {superset} in {chart_dir}",
+    ]
