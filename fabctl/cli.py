@@ -223,10 +223,22 @@ class Charts:
             self._preparing.join()
 
 
+CACHE_VARIABLE = "FAB_CACHE_DIR"
+"""Where fabctl keeps what it fetches and computes again only when its inputs change (pulled chart packages, Helm's renders
+and the chart-value trials); default `${XDG_CACHE_HOME:-~/.cache}/fab-platform`. The test suite points it at its session's
+folder, so that tests never write to a user's cache."""
+
+
+def cache_home() -> Path:
+    if os.environ.get(CACHE_VARIABLE):
+        return Path(os.environ[CACHE_VARIABLE])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fab-platform"
+
+
 def _chart_cache(args: argparse.Namespace) -> Path:
     if args.chart_cache:
         return Path(args.chart_cache)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fab-platform" / "charts"
+    return cache_home() / "charts"
 
 
 def _chart_source(args: argparse.Namespace, err: Console, upstream: bool = False) -> Charts | int:
@@ -932,12 +944,12 @@ def parser() -> argparse.ArgumentParser:
 
 def render_cache_folder(args: argparse.Namespace) -> Path | None:
     """Where Helm's renders and chart-value trials are kept (`fabctl.helm.render_cache`): `--render-cache`, else
-    `${XDG_CACHE_HOME:-~/.cache}/fab-platform/helm-renders`; None with `--no-render-cache`."""
+    `helm-renders` in fabctl's cache (`cache_home`); None with `--no-render-cache`."""
     if args.no_render_cache:
         return None
     if args.render_cache:
         return Path(args.render_cache)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fab-platform" / "helm-renders"
+    return cache_home() / "helm-renders"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -279,7 +279,7 @@ def crd_folder_names(package: Path) -> frozenset[str]:
     in a process; within `render_cache(...)` read back for the same package content."""
     digest = package_digest(package)
     if digest not in _CRD_NAMES:
-        _CRD_NAMES[digest] = frozenset(kept("crd-names", [digest], lambda: sorted(_crd_folder_names(package))))
+        _CRD_NAMES[digest] = frozenset(kept("crds", [digest], lambda: sorted(_crd_folder_names(package))))
     return _CRD_NAMES[digest]
 
 

@@ -104,13 +104,16 @@ def plan_b() -> Plan:
 @pytest.fixture(scope="session", autouse=True)
 def renders(tmp_path_factory: pytest.TempPathFactory):
     """Every render of the session forks from one preloaded renderer, and each distinct request runs once for all the
-    session's processes (fabctl.runs); each Helm render and chart-value trial too (fabctl.helm.render_cache). The workers
-    of a parallel run share the folders; a new session starts with empty ones."""
+    session's processes (fabctl.runs); each Helm render and chart-value trial too (fabctl.helm.render_cache), in the
+    folder fabctl's commands use as their cache (FAB_CACHE_DIR, inherited by the ones tests start), so that no test writes
+    to the user's cache. The workers of a parallel run share the folders; a new session starts with empty ones."""
     from fabctl import helm, runs
+    from fabctl.cli import CACHE_VARIABLE
 
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    with runs.preloaded(), runs.cached(shared / "fab-renders"), helm.render_cache(shared / "fab-helm"):
+    os.environ[CACHE_VARIABLE] = str(shared / "fab-cache")
+    with runs.preloaded(), runs.cached(shared / "fab-renders"), helm.render_cache(shared / "fab-cache" / "helm-renders"):
         yield
 
 

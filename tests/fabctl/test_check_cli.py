@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import copy_project, render_small
+from helpers import CliRun, copy_project, fabctl_in_process, render_small
 from small_site import small_site
 
-from fabctl.render import HELM_RELEASE_TYPE, PROJECT_DIR
+from fabctl.render import HELM_RELEASE_TYPE
 from fabctl.stackfile import SITE_KEY
 
-ENV = {k: v for k, v in os.environ.items() if k not in ("FAB_CHART_DIR", "FAB_HELM")}
+WITHOUT_SHARED = {"FAB_CHART_DIR": None, "FAB_HELM": None}
+"""The tests name the chart folder and Helm themselves."""
 
 
-def fabctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fabctl", *args], cwd=PROJECT_DIR, capture_output=True, text=True, check=False,
-                          env={**ENV, **(env or {})})
+def fabctl(*args: str, env: dict[str, str] | None = None) -> CliRun:
+    return fabctl_in_process(*args, env={**WITHOUT_SHARED, **(env or {})})
 
 
 @pytest.fixture
@@ -138,9 +135,18 @@ def test_without_helm_the_check_runs_on_the_programs_own_objects_and_ends_saying
 def test_renders_are_kept_under_the_cache_folder_by_default(tmp_path, monkeypatch):
     from fabctl import cli
 
+    monkeypatch.delenv(cli.CACHE_VARIABLE)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     args = cli.parser().parse_args(["check", "--stack", "site-t"])
     assert cli.render_cache_folder(args) == tmp_path / "fab-platform" / "helm-renders"
+
+
+def test_the_cache_variable_moves_the_render_cache_and_the_chart_cache(tmp_path, monkeypatch):
+    from fabctl import cli
+
+    monkeypatch.setenv(cli.CACHE_VARIABLE, str(tmp_path / "cache"))
+    args = cli.parser().parse_args(["check", "--stack", "site-t"])
+    assert (cli.render_cache_folder(args), cli._chart_cache(args)) == (tmp_path / "cache" / "helm-renders", tmp_path / "cache" / "charts")
 
 
 def test_renders_are_kept_in_the_folder_the_option_names_or_nowhere():
@@ -154,7 +160,9 @@ def test_renders_are_kept_in_the_folder_the_option_names_or_nowhere():
 def test_the_check_keeps_each_release_render_and_value_trials_in_the_render_cache(chart_dir, helm, project, tmp_path, monkeypatch,
                                                                                    capsys):
     from fabctl import cli
+    from fabctl import helm as helm_module
 
+    monkeypatch.setattr(helm_module, "_CRD_NAMES", {})  # as in a new process: the CRD names are read once per process
     for variable, value in {"FAB_CHART_DIR": str(chart_dir), "FAB_HELM": str(helm), **UNREACHABLE}.items():
         monkeypatch.setenv(variable, value)
     status = cli.main(["check", "--stack", "site-t", "--project-dir", str(project), "--chart-cache", str(tmp_path / "charts"),

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import copy_project, render_small
+from helpers import CliRun, copy_project, fabctl_in_process, render_small
 from small_site import small_site
 
 from components import versions
@@ -26,10 +23,11 @@ from fabctl.mirror import (
     read_digests,
     skopeo_sync,
 )
-from fabctl.render import HELM_RELEASE_TYPE, PROJECT_DIR
+from fabctl.render import HELM_RELEASE_TYPE
 from fabctl.stackfile import SITE_KEY
 
-ENV = {k: v for k, v in os.environ.items() if k not in ("FAB_CHART_DIR", "FAB_HELM")}
+WITHOUT_SHARED = {"FAB_CHART_DIR": None, "FAB_HELM": None}
+"""The tests name the chart folder and Helm themselves."""
 DIGEST = "sha256:" + "ab" * 32
 UNREACHABLE = {"HTTPS_PROXY": "http://127.0.0.1:1", "HTTP_PROXY": "http://127.0.0.1:1"}
 """No chart repository answers (the tests never depend on the network)."""
@@ -38,9 +36,8 @@ REGISTRY = ["--set", "site.registry.charts=oci://registry.fab.internal/charts", 
 MIRROR = Registry.of(RegistryConfig(charts="oci://registry.fab.internal/charts", images="registry.fab.internal/mirror"))
 
 
-def fabctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fabctl", *args], cwd=PROJECT_DIR, capture_output=True, text=True, check=False,
-                          env={**ENV, **(env or {})})
+def fabctl(*args: str, env: dict[str, str] | None = None) -> CliRun:
+    return fabctl_in_process(*args, env={**WITHOUT_SHARED, **(env or {})})
 
 
 @pytest.fixture(scope="module")

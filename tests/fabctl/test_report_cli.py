@@ -5,22 +5,20 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 import yaml
-from helpers import copy_project
+from helpers import CliRun, copy_project, fabctl_in_process
 from report_site import report_site, with_protected_resource_gone
 
-from fabctl.render import PROJECT_DIR
 from fabctl.stackfile import SITE_KEY
 
-ENV = {k: v for k, v in os.environ.items() if k not in ("FAB_CHART_DIR", "FAB_HELM")}
+WITHOUT_SHARED = {"FAB_CHART_DIR": None, "FAB_HELM": None}
+"""The tests name the chart folder and Helm themselves."""
 
 
-def fabctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fabctl", *args], cwd=PROJECT_DIR, capture_output=True, text=True, check=False,
-                          env={**ENV, **(env or {})})
+def fabctl(*args: str, env: dict[str, str] | None = None) -> CliRun:
+    return fabctl_in_process(*args, env={**WITHOUT_SHARED, **(env or {})})
 
 
 def git(project, *args: str) -> None:
