@@ -12,7 +12,9 @@ Prints one table (method and figures: docs/performance.md) and exits 1 if a figu
 - the deploy check of each stack as a user runs it (`python -m fabctl check --stack S`: the render of the stack and of
   its linked peers, every release through Helm, the rules and the chart-value trials), end to end: cold (an empty
   render cache) at most CHECK_COLD_LIMIT_SEC, warm (the same command again) at most CHECK_WARM_LIMIT_SEC (needs the
-  chart packages and Helm: FAB_CHART_DIR and FAB_HELM, or ../shared).
+  chart packages and Helm: FAB_CHART_DIR and FAB_HELM, or ../shared);
+- with `--only suite` (not part of the default run: it runs the whole test suite), `make test` as CI runs it: its wall
+  time at most SUITE_WALL_LIMIT_SEC (benchmarks/suite.py), and its tests' time per directory.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from rich.table import Table
 from benchmarks.critical_path import Path as Chain
 from benchmarks.critical_path import chain_exists, critical_path, needless_waits, weight, weighted_path
 from benchmarks.scale import DIMENSIONS
+from benchmarks.suite import SUITE_WALL_LIMIT_SEC, run_suite
 from fabctl.render import PROJECT_DIR, Plan, RenderStats, linked_stack_outputs, render_config, with_secret_stand_ins
 from fabctl.stackfile import SITE_KEY, read_stack_config, stack_file, stack_names
 
@@ -442,14 +445,28 @@ def table(rows: list[Row]) -> Table:
 
 
 SECTIONS = ("stacks", "growth", "critical-path", "check")
+SUITE = "suite"
+"""Measured only when asked for (`--only suite`): it runs the whole test suite."""
+
+
+def suite_rows() -> list[Row]:
+    """`make test` timed as a whole against SUITE_WALL_LIMIT_SEC, and its tests' time per directory (no limit: with the
+    suite's parallel workers the directories overlap, so they say where the time goes)."""
+    done = run_suite(PROJECT_DIR)
+    rows = [Row("test suite", "make test", sum(d.tests for d in done.directories), done.wall_seconds, 0.0,
+                f"exit {done.returncode}; {done.cpu_seconds / 60:.1f} min of CPU", f"wall <= {SUITE_WALL_LIMIT_SEC / 60:.0f} min, exit 0",
+                done.returncode == 0 and done.wall_seconds <= SUITE_WALL_LIMIT_SEC, done.cpu_seconds)]
+    rows += [Row("test suite", d.name, d.tests, d.seconds, 0.0, "tests' setup, call and teardown summed", "", True)
+             for d in done.directories]
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="program/floor pairs per stack file; default 5")
     parser.add_argument("--growth-repeat", type=int, default=3, help="program/floor pairs per generated site; default 3")
-    parser.add_argument("--only", action="append", choices=SECTIONS,
-                        help="measure only this section (repeatable); default all: " + ", ".join(SECTIONS))
+    parser.add_argument("--only", action="append", choices=(*SECTIONS, SUITE),
+                        help=f"measure only this section (repeatable); default all but {SUITE}: " + ", ".join(SECTIONS))
     parser.add_argument("--stack", action="append", help="only this stack file (repeatable); default every stack file")
     parser.add_argument("--dimension", action="append", choices=sorted(DIMENSIONS),
                         help="only this growth dimension (repeatable); default all")
@@ -490,6 +507,8 @@ def main(argv: list[str] | None = None) -> int:
         if not checked:
             print("deploy check not measured: no chart packages and Helm (set FAB_CHART_DIR and FAB_HELM)", file=sys.stderr)
         rows.extend(row for rows_of in checked for row in rows_of)
+    if SUITE in sections:
+        rows.extend(suite_rows())
 
     Console(width=200).print(table(rows))
     if args.json:

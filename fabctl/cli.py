@@ -64,6 +64,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from components.config import PROJECT, ConfigError, SiteConfig, parse_site, stack_file_schema
+from fabctl import runs
 from fabctl.check import Report as CheckReport
 from fabctl.check import ValuesCheck, check
 from fabctl.check import prepare as prepare_check
@@ -844,10 +845,10 @@ def _chart_options(command: argparse.ArgumentParser, strict: bool = True) -> Non
     command.add_argument("--chart-cache", metavar="DIR", help="chart packages looked in after --charts, where what is pulled from "
                          "each release's repository is kept (default ~/.cache/fab-platform/charts)")
     cached = command.add_mutually_exclusive_group()
-    cached.add_argument("--render-cache", metavar="DIR", help="where Helm's renders and the chart-value trials are kept, each "
-                        "under a key of all it depends on (default ~/.cache/fab-platform/helm-renders)")
-    cached.add_argument("--no-render-cache", action="store_true", help="render every release and try its values again, "
-                        "keeping nothing")
+    cached.add_argument("--render-cache", metavar="DIR", help="where the program's renders, Helm's renders and the chart-value "
+                        "trials are kept, each under a key of all it depends on (default ~/.cache/fab-platform/renders)")
+    cached.add_argument("--no-render-cache", action="store_true", help="render the program and every release and try its "
+                        "values again, keeping nothing")
     if strict:
         strictness = command.add_mutually_exclusive_group()
         strictness.add_argument("--strict", action="store_true", help="a release the check could not render (no chart package, "
@@ -943,13 +944,18 @@ def parser() -> argparse.ArgumentParser:
 
 
 def render_cache_folder(args: argparse.Namespace) -> Path | None:
-    """Where Helm's renders and chart-value trials are kept (`fabctl.helm.render_cache`): `--render-cache`, else
-    `helm-renders` in fabctl's cache (`cache_home`); None with `--no-render-cache`."""
+    """Where the renders of the program (`program/`, fabctl.runs.cached), Helm's renders and the chart-value trials
+    (fabctl.helm.render_cache) are kept: `--render-cache`, else `renders` in fabctl's cache (`cache_home`); None with
+    `--no-render-cache`."""
     if args.no_render_cache:
         return None
     if args.render_cache:
         return Path(args.render_cache)
-    return cache_home() / "helm-renders"
+    return cache_home() / "renders"
+
+
+PROGRAM_RENDERS = "program"
+"""The render cache's folder of the program's renders (beside Helm's `template/`, `values/` and `crds/`)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -958,7 +964,8 @@ def main(argv: list[str] | None = None) -> int:
     console, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
     if not hasattr(args, "render_cache"):
         return args.func(args, console, err)
-    with render_cache(render_cache_folder(args)):
+    folder = render_cache_folder(args)
+    with render_cache(folder), runs.cached(folder / PROGRAM_RENDERS if folder is not None else None):
         return args.func(args, console, err)
 
 

@@ -39,6 +39,7 @@ import yaml
 from components.versions import KUBERNETES_VERSION, upstream_chart
 from fabctl import helm_install
 from fabctl.render import HELM_RELEASE_TYPE, Plan
+from fabctl.runs import tag_cache_folder
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -457,6 +458,7 @@ class RenderCache:
 
     def put(self, kind: str, key: str, value: Any) -> None:
         path = self.folder / kind / f"{key}.json"
+        tag_cache_folder(self.folder)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
         partial.write_text(json.dumps(value), encoding="utf-8")

@@ -10,8 +10,9 @@ Two opt-in layers make many renders in one session cheaper without changing what
   of it file for file (`same_program`); another program (a git ref's, a changed copy) and the benchmarks' floor run in
   a fresh process. `fabctl`'s commands and the tests use it.
 - `cached(folder)`: each distinct request is run once, and its output kept in `folder`, which several processes may
-  share (the test session's workers): a request another process is running is waited for, not run twice. Only valid
-  while the program does not change, so it is for one test session, never for `fabctl`.
+  share (the test session's workers, a user's `fabctl` runs): a request another process is running is waited for, not
+  run twice. A render is kept under its request and everything else it reads (`fingerprint`: the program's files, the
+  files the config names, the recorder, Python and the installed packages), so a change to any of them is a new render.
 
 `FAB_REGISTRATION_ORDER=<seed>` perturbs every render's registration order (`perturbed`), within what Pulumi may do.
 """
@@ -172,11 +173,11 @@ def preloaded(eager: bool = False) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def cached(folder: Path) -> Iterator[None]:
-    """Within the block each distinct request runs once across every process using `folder` (see the module's doc)."""
+def cached(folder: Path | None) -> Iterator[None]:
+    """Within the block each distinct request runs once across every process using `folder` (see the module's doc);
+    None: every request runs."""
     global _CACHE
     outer, _CACHE = _CACHE, folder
-    folder.mkdir(parents=True, exist_ok=True)
     try:
         yield
     finally:
@@ -203,22 +204,117 @@ def _execute(request: dict[str, Any]) -> Run:
 
 
 def _cached(folder: Path, request: dict[str, Any]) -> Run:
-    key = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
+    key = hashlib.sha256(json.dumps([request, fingerprint(request)], sort_keys=True).encode()).hexdigest()
     path = folder / f"{key}.json"
+    tag_cache_folder(folder)
     with open(folder / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a request another process is running is waited for
         if path.exists():
             return Run(**json.loads(path.read_text(encoding="utf-8")))
         run = _execute(request)
-        partial = path.with_suffix(".partial")
-        partial.write_text(json.dumps(run.__dict__), encoding="utf-8")
-        partial.replace(path)
+        if _finished(run):
+            partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+            partial.write_text(json.dumps(run.__dict__), encoding="utf-8")
+            partial.replace(path)
         return run
 
 
+def _finished(run: Run) -> bool:
+    """Whether the renderer got to its answer (a render, or the program's refusal or crash, as it would every time);
+    a renderer that died (killed, out of memory) is not kept."""
+    try:
+        return isinstance(json.loads(run.stdout), dict)
+    except ValueError:
+        return False
+
+
 def run(request: dict[str, Any]) -> Run:
-    """Run one render request as the active layers say (`preloaded`, `cached`), else in a fresh process."""
-    return _cached(_CACHE, request) if _CACHE is not None else _execute(request)
+    """Run one render request as the active layers say (`preloaded`, `cached`), else in a fresh process. Only the
+    project's own program is kept: a program given in its place (the benchmarks' floor) reads more than its request."""
+    if _CACHE is not None and request.get("program") is None:
+        return _cached(_CACHE, request)
+    return _execute(request)
+
+
+IGNORED = frozenset({".git", "venv", ".venv", ".checkov-venv", "out", "tests", "docs", "__pycache__", ".pytest_cache",
+                     ".hypothesis", ".ci", ".github", "benchmarks"})
+"""Folders of a project that a render does not read: its history, virtual environments, outputs, tests and docs."""
+
+
+def fingerprint(request: dict[str, Any]) -> str:
+    """What a render reads beyond its request, as one digest: every file of the project but those in IGNORED folders and
+    the stack files (whose config is in the request); any file a config value names (a CA bundle, wherever it is); the
+    recorder (fabctl/_mockrun.py); Python's version and the installed packages (their dist-info names carry their
+    versions). A cached render is read back only when all of these are as they were."""
+    root = Path(request["project_dir"])
+    digest = hashlib.sha256(sys.version.encode())
+    for path in _project_files(root):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for named in _named_files(request, root):
+        digest.update(str(named).encode() + b"\0" + named.read_bytes() + b"\0")
+    digest.update((FABCTL_HOME / "fabctl" / "_mockrun.py").read_bytes())
+    digest.update("\n".join(_installed()).encode())
+    return digest.hexdigest()
+
+
+CACHE_TAG = "CACHEDIR.TAG"
+"""The Cache Directory Tagging Specification's file (https://bford.info/cachedir/): a folder holding it is a cache, which
+backup tools skip, and so does `fingerprint` (a cache kept inside a project would otherwise change what it is keyed by)."""
+CACHE_TAG_TEXT = "Signature: 8a477f597d28d172789f06886806bc55\n# fabctl's cache of renders: safe to delete.\n"
+
+
+def tag_cache_folder(folder: Path) -> None:
+    """Create the folder, marked as a cache."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tag = folder / CACHE_TAG
+    if not tag.exists():
+        tag.write_text(CACHE_TAG_TEXT, encoding="ascii")
+
+
+def _project_files(root: Path) -> list[Path]:
+    found = []
+    for folder, subfolders, files in os.walk(root):
+        if CACHE_TAG in files and Path(folder) != root:
+            subfolders[:] = []
+            continue
+        subfolders[:] = sorted(d for d in subfolders if d not in IGNORED)
+        for name in sorted(files):
+            if not name.endswith(".pyc") and not (name.startswith("Pulumi.") and name.endswith(".yaml") and name != "Pulumi.yaml"):
+                found.append(Path(folder) / name)
+    return found
+
+
+def _named_files(request: dict[str, Any], root: Path) -> list[Path]:
+    """The files the config's values name (relative to the project, as the program reads them, or absolute)."""
+    values: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, str) and 0 < len(value) < 4096 and "\n" not in value:
+            values.append(value)
+
+    for text in request.get("config", {}).values():
+        try:
+            walk(json.loads(text))
+        except ValueError:
+            walk(text)
+    named = []
+    for value in sorted(set(values)):
+        with contextlib.suppress(OSError, ValueError):
+            path = root / value
+            if path.is_file():
+                named.append(path)
+    return named
+
+
+def _installed() -> list[str]:
+    return sorted(entry for folder in sys.path if folder.endswith("site-packages") and os.path.isdir(folder)
+                  for entry in os.listdir(folder) if entry.endswith(".dist-info"))
 
 
 def perturbed(resources: list[dict[str, Any]], seed: str) -> list[dict[str, Any]]:

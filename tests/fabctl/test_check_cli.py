@@ -138,7 +138,7 @@ def test_renders_are_kept_under_the_cache_folder_by_default(tmp_path, monkeypatc
     monkeypatch.delenv(cli.CACHE_VARIABLE)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     args = cli.parser().parse_args(["check", "--stack", "site-t"])
-    assert cli.render_cache_folder(args) == tmp_path / "fab-platform" / "helm-renders"
+    assert cli.render_cache_folder(args) == tmp_path / "fab-platform" / "renders"
 
 
 def test_the_cache_variable_moves_the_render_cache_and_the_chart_cache(tmp_path, monkeypatch):
@@ -146,7 +146,7 @@ def test_the_cache_variable_moves_the_render_cache_and_the_chart_cache(tmp_path,
 
     monkeypatch.setenv(cli.CACHE_VARIABLE, str(tmp_path / "cache"))
     args = cli.parser().parse_args(["check", "--stack", "site-t"])
-    assert (cli.render_cache_folder(args), cli._chart_cache(args)) == (tmp_path / "cache" / "helm-renders", tmp_path / "cache" / "charts")
+    assert (cli.render_cache_folder(args), cli._chart_cache(args)) == (tmp_path / "cache" / "renders", tmp_path / "cache" / "charts")
 
 
 def test_renders_are_kept_in_the_folder_the_option_names_or_nowhere():
@@ -157,8 +157,8 @@ def test_renders_are_kept_in_the_folder_the_option_names_or_nowhere():
     assert (cli.render_cache_folder(named), cli.render_cache_folder(nowhere)) == (Path("/tmp/renders"), None)
 
 
-def test_the_check_keeps_each_release_render_and_value_trials_in_the_render_cache(chart_dir, helm, project, tmp_path, monkeypatch,
-                                                                                   capsys):
+def test_the_check_keeps_the_stacks_render_each_release_render_and_value_trials_in_the_render_cache(
+        chart_dir, helm, project, tmp_path, monkeypatch, capsys):
     from fabctl import cli
     from fabctl import helm as helm_module
 
@@ -168,8 +168,9 @@ def test_the_check_keeps_each_release_render_and_value_trials_in_the_render_cach
     status = cli.main(["check", "--stack", "site-t", "--project-dir", str(project), "--chart-cache", str(tmp_path / "charts"),
                        "--render-cache", str(tmp_path / "renders")])
     capsys.readouterr()
-    kept = {folder.name: len(list(folder.glob("*.json"))) for folder in (tmp_path / "renders").iterdir()}
-    assert (status, sorted(kept)) == (0, ["crds", "template", "values"])
+    kept = {folder.name: len(list(folder.glob("*.json"))) for folder in (tmp_path / "renders").iterdir() if folder.is_dir()}
+    assert (status, sorted(kept)) == (0, ["crds", "program", "template", "values"])
     # The 18 releases the mirror has packages for (all 20 but Airflow and Superset), CloudNativePG's on compute and on
     # storage alike (same chart, name, namespace and values): one render, one set of trials.
     assert kept["template"] == kept["values"] == 17
+    assert kept["program"] == 1  # site-t's render (it links no peer)

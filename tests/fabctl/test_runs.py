@@ -4,6 +4,7 @@ cached request runs once; a perturbed order is one Pulumi could produce."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,19 +55,87 @@ def test_a_changed_copy_of_the_program_is_another_program(tmp_path):
     assert not runs.same_program(project)
 
 
-def test_a_cached_request_runs_once(tmp_path, monkeypatch):
+def counted(monkeypatch, stdout: str = "{}") -> list[str]:
+    """The requests that run (each answering `stdout`), as the cache lets them through."""
     ran: list[str] = []
 
     def execute(request: dict[str, Any]) -> runs.Run:
         ran.append(request["stack"])
-        return runs.Run(0, json.dumps({"stack": request["stack"]}), "", 0.1)
+        return runs.Run(0, stdout, "", 0.1)
 
     monkeypatch.setattr(runs, "_execute", execute)
+    return ran
+
+
+def request(project: Path, stack: str = "site-t", **more: Any) -> dict[str, Any]:
+    return {"project_dir": str(project), "stack": stack, "program": None, "config": {}, **more}
+
+
+def test_a_cached_request_runs_once(tmp_path, monkeypatch):
+    ran = counted(monkeypatch)
     with runs.cached(tmp_path / "renders"):
-        first = runs.run({"stack": "site-t"})
-        again = runs.run({"stack": "site-t"})
-        other = runs.run({"stack": "site-u"})
-    assert (ran, first, again.stdout, other.stdout) == (["site-t", "site-u"], again, first.stdout, '{"stack": "site-u"}')
+        first, again, other = (runs.run(request(PROJECT_DIR, stack)) for stack in ("site-t", "site-t", "site-u"))
+    assert (ran, again) == (["site-t", "site-u"], first)
+
+
+def test_a_change_to_a_program_file_renders_again(tmp_path, monkeypatch):
+    project = copy_project(tmp_path)
+    ran = counted(monkeypatch)
+    with runs.cached(tmp_path / "renders"):
+        runs.run(request(project))
+        (project / "components" / "constants.py").write_text((project / "components" / "constants.py").read_text() + "\n")
+        runs.run(request(project))
+    assert ran == ["site-t", "site-t"]
+
+
+def test_a_change_to_a_file_the_config_names_renders_again(tmp_path, monkeypatch):
+    bundle = tmp_path / "site-ca.pem"
+    bundle.write_text("one")
+    config = {"fab-platform:site": json.dumps({"ca_bundle": str(bundle)})}
+    ran = counted(monkeypatch)
+    with runs.cached(tmp_path / "renders"):
+        runs.run(request(PROJECT_DIR, config=config))
+        bundle.write_text("two")
+        runs.run(request(PROJECT_DIR, config=config))
+        runs.run(request(PROJECT_DIR, config=config))
+    assert ran == ["site-t", "site-t"]
+
+
+def test_a_change_to_the_tests_or_docs_reuses_the_render(tmp_path, monkeypatch):
+    project = copy_project(tmp_path)
+    ran = counted(monkeypatch)
+    with runs.cached(tmp_path / "renders"):
+        runs.run(request(project))
+        (project / "docs").mkdir()
+        (project / "docs" / "notes.md").write_text("a note")
+        runs.run(request(project))
+    assert ran == ["site-t"]
+
+
+def test_a_render_cache_inside_the_project_is_not_part_of_what_it_keys(tmp_path, monkeypatch):
+    project = copy_project(tmp_path)
+    ran = counted(monkeypatch)
+    with runs.cached(project / "out" / "renders"), runs.cached(project / "my-cache"):
+        for _ in range(2):
+            runs.run(request(project))
+    assert (ran, (project / "my-cache" / runs.CACHE_TAG).is_file()) == (["site-t"], True)
+
+
+def test_a_program_given_in_the_projects_place_is_never_kept(tmp_path, monkeypatch):
+    """The benchmarks' floor reads the plan it replays from a file its request does not name."""
+    ran = counted(monkeypatch)
+    with runs.cached(tmp_path / "renders"):
+        for _ in range(2):
+            runs.run(request(PROJECT_DIR, program="/tmp/floor.py"))
+    assert ran == ["site-t", "site-t"]
+
+
+def test_a_renderer_that_died_is_not_kept(tmp_path, monkeypatch):
+    ran = counted(monkeypatch, stdout="")
+    with runs.cached(tmp_path / "renders"):
+        for _ in range(2):
+            runs.run(request(PROJECT_DIR))
+    assert ran == ["site-t", "site-t"]
 
 
 def chain() -> list[dict[str, Any]]:
