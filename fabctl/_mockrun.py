@@ -10,10 +10,12 @@ peak resident memory, and either no error, a user error (the program's `pulumi.R
 `Mocks.new_resource` is not told the parent, dependencies or options, so the monitor records the
 `RegisterResource` request itself before handing it to the stock mock monitor.
 
-Run as `python -m fabctl._mockrun --preloaded PROJECT_DIR`, it is a preloaded renderer (`fabctl.render.preloaded`): it
-imports the SDK and the program's own imports once, then forks a child per request, which runs exactly as the process
-above would (the request, its stdout and stderr redirected to files) and starts from the same clean state, since the
-preloaded parent never runs a program.
+Run as `python -m fabctl._mockrun --preloaded PROJECT_DIR`, it is a preloaded renderer (`fabctl.runs.preloaded`): it
+imports the SDK and the program's own imports once, then forks a child per request, which runs as the process above
+would (the request, the requester's environment as it is, its stdout and stderr redirected to files) and starts from
+the same clean state, since the preloaded parent never runs a program. What a child shares with its siblings that
+fresh processes would not: the hash seed of `str` (set iteration orders; no render depends on one: renders with
+different `PYTHONHASHSEED` record the same resources) and the modules' import order.
 """
 
 from __future__ import annotations
@@ -292,6 +294,9 @@ def _forked_render(job: dict[str, Any]) -> None:
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(target, fd)
             os.close(target)
+        if "environ" in job:  # the requester's environment as it is now, as a fresh process would have it
+            os.environ.clear()
+            os.environ.update(job["environ"])
         before = set(sys.modules)
         stubs = {name for name, module in sys.modules.items() if _lazy(module)}
         code = main(job["request"])
@@ -329,11 +334,12 @@ def serve(project_dir: str) -> int:
             _forked_render(job)
         _, status = os.waitpid(pid, 0)
         try:
-            with open(job["modules"], encoding="utf-8") as loaded:
-                _preload(json.load(loaded))
+            with open(job["modules"], encoding="utf-8") as listed:
+                loaded = json.load(listed)
         except (OSError, ValueError):
-            pass  # the child crashed before listing them
-        print(os.waitstatus_to_exitcode(status), flush=True)
+            loaded = {}  # the child crashed before listing them
+        print(os.waitstatus_to_exitcode(status), flush=True)  # the requester reads the render while this loads more
+        _preload(loaded)
     return 0
 
 

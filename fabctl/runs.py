@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import random
+import stat
 import subprocess
 import sys
 import tempfile
@@ -46,15 +47,14 @@ PROGRAM_FILES = ("__main__.py", "components")
 
 
 def same_program(project_dir: Path) -> bool:
-    """Whether `project_dir` holds this checkout's program, file for file."""
-    if project_dir.resolve() == FABCTL_HOME:
-        return True
+    """Whether `project_dir` holds the program this process imported, file for file (its files as they were when it was
+    first asked: a file edited since then is another program)."""
     return _program_digest(project_dir) == _own_program_digest()
 
 
 @functools.cache
 def _own_program_digest() -> str:
-    """This checkout's program, whose modules this process has imported (and keeps, whatever happens to the files)."""
+    """This checkout's program as this process imported it: `python -m fabctl` asks at once (fabctl/__main__.py)."""
     return _program_digest(FABCTL_HOME)
 
 
@@ -62,10 +62,34 @@ def _program_digest(root: Path) -> str:
     digest = hashlib.sha256()
     for name in PROGRAM_FILES:
         top = root / name
-        paths = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-        for path in paths:
-            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+        for path in [top] if top.is_file() else _regular_files(top):
+            _add_file(digest, path, root)
     return digest.hexdigest()
+
+
+def _regular_files(top: Path, ignored: frozenset[str] = frozenset({"__pycache__"})) -> list[Path]:
+    """The regular files under `top`, in a stable order: not what a symbolic link points to (an editor's lock file is a
+    dangling one), nor a pipe or socket (reading one would wait), nor folders named in `ignored` or tagged as a cache."""
+    found = []
+    for folder, subfolders, files in os.walk(top):
+        if CACHE_TAG in files and Path(folder) != top:
+            subfolders[:] = []
+            continue
+        subfolders[:] = sorted(d for d in subfolders if d not in ignored)
+        for name in sorted(files):
+            path = Path(folder) / name
+            with contextlib.suppress(OSError):
+                if stat.S_ISREG(path.lstat().st_mode):
+                    found.append(path)
+    return found
+
+
+def _add_file(digest: Any, path: Path, root: Path) -> None:
+    try:
+        content = path.read_bytes()
+    except OSError as exc:  # gone or unreadable since it was listed: part of the key as such
+        content = f"<{type(exc).__name__}>".encode()
+    digest.update(str(path.relative_to(root) if path.is_relative_to(root) else path).encode() + b"\0" + content + b"\0")
 
 
 @dataclass(frozen=True)
@@ -99,10 +123,19 @@ class _Preloaded:
         self._folder = tempfile.TemporaryDirectory(prefix="fab-render-")
         self._proc: subprocess.Popen[str] | None = None
         self._ready: bool | None = None
+        self._broken = False
+        self._digest: str | None = None
+
+    def serves(self, project_dir: Path) -> bool:
+        """Whether `project_dir` holds the program the preloaded process imported: its files as they were when it
+        started (a program edited since then is rendered by a fresh process)."""
+        self.start()
+        return _program_digest(project_dir) == self._digest
 
     def start(self) -> None:
         """Start the preloaded process (it imports in the background until its first request)."""
         if self._proc is None:
+            self._digest = _program_digest(self.project_dir)
             log = open(Path(self._folder.name) / "preloaded.log", "w", encoding="utf-8")  # noqa: SIM115 (its own process keeps it)
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "fabctl._mockrun", "--preloaded", str(self.project_dir)], stdin=subprocess.PIPE,
@@ -119,26 +152,34 @@ class _Preloaded:
         return self._ready and self._proc.poll() is None
 
     def run(self, request: dict[str, Any]) -> Run | None:
-        """The request run in a forked child, or None when the preloaded process is not usable (then run it afresh)."""
+        """The request run in a forked child, or None when the preloaded process is not usable (then run it afresh).
+        The child runs with this process's environment as it is now, as a fresh process would."""
         with self._lock:
             started = time.perf_counter()
-            if not self._started():
+            if self._broken or not self._started():
                 return None
             assert self._proc is not None and self._proc.stdin is not None and self._proc.stdout is not None
             files = {key: Path(self._folder.name) / f"job.{key}" for key in ("stdout", "stderr", "modules")}
             for path in files.values():
                 path.unlink(missing_ok=True)  # nothing of the previous request can be read as this one's
-            job = {"request": request, **{key: str(path) for key, path in files.items()}}
+            job = {"request": request, "environ": dict(os.environ), **{key: str(path) for key, path in files.items()}}
             try:
                 self._proc.stdin.write(json.dumps(job) + "\n")
                 self._proc.stdin.flush()
                 status = self._proc.stdout.readline().strip()
             except OSError:
-                return None
+                status = ""
             if not status.lstrip("-").isdigit():
+                self._stop()  # whatever it says next may be about this request: it is not asked again
                 return None
             output = [files[key].read_text(encoding="utf-8") if files[key].exists() else "" for key in ("stdout", "stderr")]
             return Run(int(status), output[0], output[1], time.perf_counter() - started)
+
+    def _stop(self) -> None:
+        self._broken = True
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
 
     def close(self) -> None:
         if self._proc is not None:
@@ -198,34 +239,65 @@ def fresh() -> Iterator[None]:
 
 def _execute(request: dict[str, Any]) -> Run:
     preloaded_run = None
-    if _PRELOADED is not None and request.get("program") is None and same_program(Path(request["project_dir"])):
+    if _PRELOADED is not None and request.get("program") is None and _PRELOADED.serves(Path(request["project_dir"])):
         preloaded_run = _PRELOADED.run(request)
     return preloaded_run or _fresh(request)
 
 
 def _cached(folder: Path, request: dict[str, Any]) -> Run:
-    key = hashlib.sha256(json.dumps([request, fingerprint(request)], sort_keys=True).encode()).hexdigest()
+    before = fingerprint(request)
+    key = hashlib.sha256(json.dumps([request, before], sort_keys=True).encode()).hexdigest()
     path = folder / f"{key}.json"
-    tag_cache_folder(folder)
-    with open(folder / f"{key}.lock", "w") as lock:
+    try:
+        tag_cache_folder(folder)
+        lock = open(folder / f"{key}.lock", "w")  # noqa: SIM115 (closed below, also when the render fails)
+    except OSError as exc:
+        _warn_once(folder, exc)
+        return _execute(request)
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a request another process is running is waited for
-        if path.exists():
+        with contextlib.suppress(OSError, ValueError, TypeError):
             return Run(**json.loads(path.read_text(encoding="utf-8")))
         run = _execute(request)
-        if _finished(run):
-            partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-            partial.write_text(json.dumps(run.__dict__), encoding="utf-8")
-            partial.replace(path)
+        if _keepable(run) and fingerprint(request) == before:  # nothing it reads changed while it ran
+            with contextlib.suppress(OSError):
+                write_whole(path, json.dumps(run.__dict__))
         return run
 
 
-def _finished(run: Run) -> bool:
-    """Whether the renderer got to its answer (a render, or the program's refusal or crash, as it would every time);
-    a renderer that died (killed, out of memory) is not kept."""
+def write_whole(path: Path, text: str) -> None:
+    """Write `path` whole or not at all, for the processes and threads that read it meanwhile."""
+    handle, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     try:
-        return isinstance(json.loads(run.stdout), dict)
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        raise
+
+
+_WARNED: set[Path] = set()
+
+
+def _warn_once(folder: Path, exc: OSError) -> None:
+    """A cache folder that cannot be used makes every render run, with one line saying why."""
+    if folder not in _WARNED:
+        _WARNED.add(folder)
+        reason = "not a folder" if folder.exists() and not folder.is_dir() else exc.strerror or exc
+        print(f"warning: renders are not kept: the render cache {folder} cannot be used ({reason}); "
+              "name another with --render-cache DIR or FAB_CACHE_DIR", file=sys.stderr)
+
+
+def _keepable(run: Run) -> bool:
+    """Whether a render is kept: the renderer got to its answer, a render or the program's refusal, as it would every
+    time. A renderer that died (killed, out of memory) or a program that crashed (which may depend on the moment) is not."""
+    try:
+        result = json.loads(run.stdout)
     except ValueError:
         return False
+    return isinstance(result, dict) and (result.get("error") or {}).get("kind") != "crash"
 
 
 def run(request: dict[str, Any]) -> Run:
@@ -242,19 +314,38 @@ IGNORED = frozenset({".git", "venv", ".venv", ".checkov-venv", "out", "tests", "
 
 
 def fingerprint(request: dict[str, Any]) -> str:
-    """What a render reads beyond its request, as one digest: every file of the project but those in IGNORED folders and
-    the stack files (whose config is in the request); any file a config value names (a CA bundle, wherever it is); the
+    """What a render reads beyond its request, as one digest: every regular file of the project but those in IGNORED
+    folders and the stack files (whose config is in the request); any file a config value names (a CA bundle, wherever
+    it is); the environment (a render's process gets it as it is: the program reads `KEYCLOAK_CLIENT_ID`, and Pulumi's
+    config falls back to `PULUMI_CONFIG_<KEY>`) but for the shell's and the tools' own variables (`_volatile`); the
     recorder (fabctl/_mockrun.py); Python's version and the installed packages (their dist-info names carry their
     versions). A cached render is read back only when all of these are as they were."""
     root = Path(request["project_dir"])
     digest = hashlib.sha256(sys.version.encode())
-    for path in _project_files(root):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in _regular_files(root, IGNORED):
+        if path.suffix != ".pyc" and not (path.name.startswith("Pulumi.") and path.suffix == ".yaml" and path.name != "Pulumi.yaml"):
+            _add_file(digest, path, root)
     for named in _named_files(request, root):
-        digest.update(str(named).encode() + b"\0" + named.read_bytes() + b"\0")
-    digest.update((FABCTL_HOME / "fabctl" / "_mockrun.py").read_bytes())
+        _add_file(digest, named, root)
+    _add_file(digest, FABCTL_HOME / "fabctl" / "_mockrun.py", FABCTL_HOME)
+    digest.update(json.dumps(sorted((k, v) for k, v in os.environ.items() if not _volatile(k))).encode())
     digest.update("\n".join(_installed()).encode())
     return digest.hexdigest()
+
+
+VOLATILE = frozenset({"_", "PWD", "OLDPWD", "SHLVL", "TERM", "TERM_PROGRAM", "TERM_PROGRAM_VERSION", "COLORTERM", "COLUMNS",
+                      "LINES", "PS1", "PS2", "PROMPT_COMMAND", "HISTFILE", "HISTSIZE", "HISTCONTROL", "LS_COLORS", "WINDOWID",
+                      "DISPLAY", "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKE_TERMOUT", "MAKE_TERMERR"})
+"""Variables of the shell, the terminal and make, which no render reads: left out of a render's key (with
+VOLATILE_PREFIXES), so that a render is found again from another shell, terminal or test."""
+VOLATILE_PREFIXES = ("PYTEST_", "FAB_", "SSH_", "TMUX")
+"""pytest's variables (the current test's name changes with every test), fabctl's and the tests' own settings (the
+program reads no FAB_ variable, a test says so: its pods' scripts do, which it writes out as text), and the terminal
+sessions'."""
+
+
+def _volatile(name: str) -> bool:
+    return name in VOLATILE or name.startswith(VOLATILE_PREFIXES)
 
 
 CACHE_TAG = "CACHEDIR.TAG"
@@ -269,19 +360,6 @@ def tag_cache_folder(folder: Path) -> None:
     tag = folder / CACHE_TAG
     if not tag.exists():
         tag.write_text(CACHE_TAG_TEXT, encoding="ascii")
-
-
-def _project_files(root: Path) -> list[Path]:
-    found = []
-    for folder, subfolders, files in os.walk(root):
-        if CACHE_TAG in files and Path(folder) != root:
-            subfolders[:] = []
-            continue
-        subfolders[:] = sorted(d for d in subfolders if d not in IGNORED)
-        for name in sorted(files):
-            if not name.endswith(".pyc") and not (name.startswith("Pulumi.") and name.endswith(".yaml") and name != "Pulumi.yaml"):
-                found.append(Path(folder) / name)
-    return found
 
 
 def _named_files(request: dict[str, Any], root: Path) -> list[Path]:
@@ -307,7 +385,7 @@ def _named_files(request: dict[str, Any], root: Path) -> list[Path]:
     for value in sorted(set(values)):
         with contextlib.suppress(OSError, ValueError):
             path = root / value
-            if path.is_file():
+            if stat.S_ISREG(path.stat().st_mode):
                 named.append(path)
     return named
 

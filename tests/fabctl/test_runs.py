@@ -4,6 +4,7 @@ cached request runs once; a perturbed order is one Pulumi could produce."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +196,132 @@ def test_a_preloaded_renderer_that_cannot_start_leaves_renders_to_fresh_processe
         plan = render_config("site-t", {SITE_KEY: small_site()})
     assert plan.resources
 
+
+
+def test_a_render_whose_program_changed_while_it_ran_is_not_kept(tmp_path, monkeypatch):
+    """An edit saved during a render may or may not be in it: the render is not kept under the key of the files as they
+    were when it started, which they are again once the edit is undone."""
+    project = copy_project(tmp_path)
+    constants = project / "components" / "constants.py"
+    original = constants.read_text()
+    ran: list[str] = []
+
+    def edited_meanwhile(request: dict[str, Any]) -> runs.Run:
+        ran.append(request["stack"])
+        constants.write_text(constants.read_text() + "\n")
+        return runs.Run(0, "{}", "", 0.1)
+
+    monkeypatch.setattr(runs, "_execute", edited_meanwhile)
+    with runs.cached(tmp_path / "renders"):
+        runs.run(request(project))
+        constants.write_text(original)
+        monkeypatch.setattr(runs, "_execute", lambda r: ran.append(r["stack"]) or runs.Run(0, "{}", "", 0.1))
+        runs.run(request(project))
+    assert ran == ["site-t", "site-t"]
+
+
+def test_a_program_that_crashed_is_not_kept(tmp_path, monkeypatch):
+    """A crash may depend on the moment (a file being written, memory); the program's refusal of its config does not."""
+    ran = counted(monkeypatch, stdout=json.dumps({"error": {"kind": "crash", "message": "Traceback ..."}}))
+    with runs.cached(tmp_path / "renders"):
+        for _ in range(2):
+            runs.run(request(PROJECT_DIR))
+    assert ran == ["site-t", "site-t"]
+
+
+def test_a_refusal_of_the_config_is_kept(tmp_path, monkeypatch):
+    ran = counted(monkeypatch, stdout=json.dumps({"error": {"kind": "config", "message": "fab-platform:site.name: ..."}}))
+    with runs.cached(tmp_path / "renders"):
+        for _ in range(2):
+            runs.run(request(PROJECT_DIR))
+    assert ran == ["site-t"]
+
+
+def test_a_change_to_a_variable_the_program_reads_renders_again(tmp_path, monkeypatch):
+    """The Keycloak provider's client id comes from KEYCLOAK_CLIENT_ID where it is set (components/providers.py)."""
+    ran = counted(monkeypatch)
+    with runs.cached(tmp_path / "renders"):
+        for client in ("one", "two", "two"):
+            monkeypatch.setenv("KEYCLOAK_CLIENT_ID", client)
+            runs.run(request(PROJECT_DIR))
+    assert ran == ["site-t", "site-t"]
+
+
+@pytest.mark.parametrize("variable", ["FAB_HELM", "PYTEST_CURRENT_TEST", "COLUMNS", "SSH_CONNECTION"])
+def test_a_change_to_a_variable_of_the_tools_or_the_shell_reuses_the_render(tmp_path, monkeypatch, variable):
+    ran = counted(monkeypatch)
+    with runs.cached(tmp_path / "renders"):
+        for value in ("one", "two"):
+            monkeypatch.setenv(variable, value)
+            runs.run(request(PROJECT_DIR))
+    assert ran == ["site-t"]
+
+
+def test_the_program_reads_no_variable_of_fabctl(tmp_path):
+    """FAB_ variables are left out of a render's key (runs.VOLATILE_PREFIXES), which is right only while no module of
+    the program reads one. The DAGs Airflow loads do, from their pods' environment: the program never imports them."""
+    dags = PROJECT_DIR / "components" / "dags"
+    program = [PROJECT_DIR / "__main__.py", *(p for p in (PROJECT_DIR / "components").rglob("*.py") if dags not in p.parents)]
+    assert [str(p.relative_to(PROJECT_DIR)) for p in program if "FAB_" in p.read_text(encoding="utf-8")] == []
+    assert [str(p.relative_to(PROJECT_DIR)) for p in program if "components.dags" in p.read_text(encoding="utf-8")
+            or "from .dags" in p.read_text(encoding="utf-8") or "import dags" in p.read_text(encoding="utf-8")] == []
+
+
+def test_a_dangling_link_and_a_pipe_in_the_project_leave_its_key_alone(tmp_path):
+    """An editor's lock file is a dangling link; a pipe would make reading it wait forever."""
+    project = copy_project(tmp_path)
+    before = runs.fingerprint(request(project))
+    (project / "components" / ".#constants.py").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(project / "components" / "a-pipe")
+    assert runs.fingerprint(request(project)) == before
+
+
+def test_a_cache_folder_that_cannot_be_used_renders_every_request_and_says_so_once(tmp_path, monkeypatch, capsys):
+    (tmp_path / "renders").write_text("a file where the cache folder should be")
+    ran = counted(monkeypatch)
+    with runs.cached(tmp_path / "renders"):
+        for _ in range(2):
+            runs.run(request(PROJECT_DIR))
+    assert ran == ["site-t", "site-t"]
+    assert capsys.readouterr().err == (
+        f"warning: renders are not kept: the render cache {tmp_path / 'renders'} cannot be used (not a folder); "
+        "name another with --render-cache DIR or FAB_CACHE_DIR\n")
+
+
+def test_a_preloaded_renderer_does_not_serve_a_program_edited_since_it_started(tmp_path, monkeypatch):
+    """Its imports are the files as they were when it started: an edit is rendered by a fresh process."""
+    project = copy_project(tmp_path)
+    monkeypatch.setattr(runs.subprocess, "Popen", lambda *args, **kwargs: object())  # only what it would serve is asked
+    renderer = runs._Preloaded(project)
+    served = renderer.serves(project)
+    constants = project / "components" / "constants.py"
+    constants.write_text(constants.read_text() + "\n")
+    assert (served, renderer.serves(project)) == (True, False)
+
+
+def keycloak_client(plan: Any) -> str:
+    (provider,) = plan.of_type("pulumi:providers:keycloak")
+    return provider["inputs"]["clientId"]
+
+
+def test_a_preloaded_render_reads_the_environment_as_it_is_when_asked(monkeypatch):
+    """As a fresh process started now would: the renderer was started before the variable was set."""
+    config = {SITE_KEY: small_site()}
+    monkeypatch.delenv("KEYCLOAK_CLIENT_ID", raising=False)
+    with runs.fresh(), runs.preloaded(eager=True):
+        before = keycloak_client(render_config("site-t", config))
+        monkeypatch.setenv("KEYCLOAK_CLIENT_ID", "ci-pulumi")
+        after = keycloak_client(render_config("site-t", config))
+    assert (before, after) == ("fab-platform-pulumi", "ci-pulumi")
+
+
+def test_renders_with_different_hash_seeds_record_the_same_resources(monkeypatch):
+    """Children of a preloaded renderer share its hash seed (set iteration orders); no render depends on it."""
+    config = {SITE_KEY: small_site()}
+    found = []
+    with runs.fresh():
+        for seed in ("1", "2"):
+            monkeypatch.setenv("PYTHONHASHSEED", seed)
+            found.append(render_config("site-t", config))
+    assert recorded(found[0].resources) == recorded(found[1].resources)
+    assert found[0].outputs == found[1].outputs
