@@ -232,13 +232,13 @@ folder, so that tests never write to a user's cache."""
 
 def cache_home() -> Path:
     if os.environ.get(CACHE_VARIABLE):
-        return Path(os.environ[CACHE_VARIABLE])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fab-platform"
+        return Path(os.environ[CACHE_VARIABLE]).absolute()
+    return (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fab-platform").absolute()
 
 
 def _chart_cache(args: argparse.Namespace) -> Path:
     if args.chart_cache:
-        return Path(args.chart_cache)
+        return Path(args.chart_cache).absolute()
     return cache_home() / "charts"
 
 
@@ -257,10 +257,16 @@ def _chart_source(args: argparse.Namespace, err: Console, upstream: bool = False
         err.print(f"error: --charts {folder} is not a folder of chart packages", markup=False, highlight=False)
         return EXIT_USAGE
     cache = _chart_cache(args)
+    if cache.exists() and not cache.is_dir():
+        err.print(f"error: the chart cache {cache} is not a folder; name another with --chart-cache DIR or {CACHE_VARIABLE}",
+                  markup=False, highlight=False)
+        return EXIT_USAGE
     if helm is None:
         return Charts(None, None, cache)
-    sources: list[ChartPackages | ChartRepositories] = [ChartPackages(Path(folder))] if folder else []
-    sources.append(ChartRepositories(helm, cache, upstream))
+    # Absolute paths: a render changes the working directory meanwhile (the config's files are relative to the project).
+    helm = helm.absolute()
+    sources: list[ChartPackages | ChartRepositories] = [ChartPackages(Path(folder).absolute())] if folder else []
+    sources.append(ChartRepositories(helm, cache, upstream, pull=not getattr(args, "no_pull", False)))
     return Charts(helm, ChartSources(sources), cache)
 
 
@@ -844,6 +850,8 @@ def _chart_options(command: argparse.ArgumentParser, strict: bool = True) -> Non
                          "virtualenv's, from make setup), else helm on the PATH")
     command.add_argument("--chart-cache", metavar="DIR", help="chart packages looked in after --charts, where what is pulled from "
                          "each release's repository is kept (default ~/.cache/fab-platform/charts)")
+    command.add_argument("--no-pull", action="store_true", help="take chart packages from --charts and the chart cache only, "
+                         "never from a repository (a machine without a network to them, a hermetic CI)")
     cached = command.add_mutually_exclusive_group()
     cached.add_argument("--render-cache", metavar="DIR", help="where the program's renders, Helm's renders and the chart-value "
                         "trials are kept, each under a key of all it depends on (default ~/.cache/fab-platform/renders)")
@@ -950,7 +958,7 @@ def render_cache_folder(args: argparse.Namespace) -> Path | None:
     if args.no_render_cache:
         return None
     if args.render_cache:
-        return Path(args.render_cache)
+        return Path(args.render_cache).absolute()
     return cache_home() / "renders"
 
 

@@ -39,7 +39,7 @@ import yaml
 from components.versions import KUBERNETES_VERSION, upstream_chart
 from fabctl import helm_install
 from fabctl.render import HELM_RELEASE_TYPE, Plan
-from fabctl.runs import tag_cache_folder
+from fabctl.runs import tag_cache_folder, write_whole
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -156,8 +156,8 @@ class ChartRepositories:
     (`fabctl mirror` reads the charts before the site registry has them). A pull gives up after `timeout_sec`, and a
     host that could not be reached is not asked again in the same run: without a network, every chart fails at once."""
 
-    def __init__(self, helm: Path, cache: Path, upstream: bool = False, timeout_sec: float = PULL_TIMEOUT_SEC):
-        self.helm, self.cache, self.upstream, self.timeout_sec = helm, cache, upstream, timeout_sec
+    def __init__(self, helm: Path, cache: Path, upstream: bool = False, timeout_sec: float = PULL_TIMEOUT_SEC, pull: bool = True):
+        self.helm, self.cache, self.upstream, self.timeout_sec, self.pull = helm, cache, upstream, timeout_sec, pull
         self._failures: dict[ChartRef, str] = {}
         self._unreachable: dict[str, str] = {}
 
@@ -170,12 +170,19 @@ class ChartRepositories:
             return path
         if chart in self._failures:
             return None
+        if not self.pull:
+            self._failures[chart] = f"not in the chart cache {self.cache}, and not pulled (--no-pull)"
+            return None
         repo = self.repository(chart)
         host = _host(repo)
         if host in self._unreachable:
             self._failures[chart] = f"not pulled: {host} could not be reached ({self._unreachable[host]})"
             return None
-        self.cache.mkdir(parents=True, exist_ok=True)
+        try:
+            self.cache.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self._failures[chart] = f"not pulled: the chart cache {self.cache} cannot be used ({exc.strerror or exc})"
+            return None
         source = [f"{repo}/{chart.name}"] if repo.startswith("oci://") else [chart.name, "--repo", repo]
         with tempfile.TemporaryDirectory(prefix="fab-helm-") as tmp:
             home = {"HELM_CACHE_HOME": tmp, "HELM_CONFIG_HOME": tmp, "HELM_DATA_HOME": tmp}
@@ -196,9 +203,13 @@ class ChartRepositories:
                     self._unreachable[host] = reason
                 self._failures[chart] = f"cannot pull {chart}: {reason}"
                 return None
-            partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-            shutil.copyfile(pulled, partial)
-            partial.replace(path)  # the cache never holds half a package, whoever reads it meanwhile
+            try:
+                partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+                shutil.copyfile(pulled, partial)
+                partial.replace(path)  # the cache never holds half a package, whoever reads it meanwhile
+            except OSError as exc:
+                self._failures[chart] = f"pulled, but the chart cache {self.cache} cannot keep it ({exc.strerror or exc})"
+                return None
         return path
 
     def why_missing(self, chart: ChartRef) -> str:
@@ -448,6 +459,7 @@ class RenderCache:
 
     def __init__(self, folder: Path):
         self.folder = folder
+        self._warned = False
 
     def get(self, kind: str, key: str) -> Any:
         path = self.folder / kind / f"{key}.json"
@@ -457,12 +469,19 @@ class RenderCache:
             return None
 
     def put(self, kind: str, key: str, value: Any) -> None:
+        """Keep a value, whole or not at all for the processes and threads sharing the folder; a folder that cannot be
+        written keeps nothing, and says so once."""
         path = self.folder / kind / f"{key}.json"
-        tag_cache_folder(self.folder)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        partial.write_text(json.dumps(value), encoding="utf-8")
-        partial.replace(path)  # whole or not at all, for processes sharing the folder
+        try:
+            tag_cache_folder(self.folder)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_whole(path, json.dumps(value))
+        except OSError as exc:
+            if not self._warned:
+                self._warned = True
+                reason = "not a folder" if self.folder.exists() and not self.folder.is_dir() else exc.strerror or exc
+                print(f"warning: Helm's renders are not kept: the render cache {self.folder} cannot be used "
+                      f"({reason}); name another with --render-cache DIR or FAB_CACHE_DIR", file=sys.stderr)
 
 
 _RENDER_CACHE: RenderCache | None = None

@@ -263,11 +263,14 @@ def analyze_in_process(plan: Plan, policies_dir: Path = POLICIES_DIR, only: set[
     per resource, then for the whole stack, each violation as the servicer words it (the rule's description, then its
     message), an unknown value stopping a rule as an advisory "can't run" diagnostic. `only` names the policies to run
     (all by default). The stack's config reaches `pulumi.Config` as the CLI hands it to a pack, in a context of its own."""
+    return _analyzed_in_process(_in_process_pack(policies_dir.resolve()), plan, only)
+
+
+def _analyzed_in_process(pack: _InProcessPack, plan: Plan, only: set[str] | None = None) -> list[Violation]:
     import contextvars
 
     from pulumi.runtime import config as runtime_config
 
-    pack = _in_process_pack(policies_dir.resolve())
     policies = [p for p in pack.policies if only is None or p.name in only]
     context = contextvars.copy_context()
     context.run(runtime_config.set_all_config, dict(plan.config), [])
@@ -311,16 +314,19 @@ def _run_in_process(pack: _InProcessPack, policies: list[Any], requests: list[An
         level = EnforcementLevel.MANDATORY if level == EnforcementLevel.REMEDIATE else level
         response = analyzer_pb2.AnalyzeResponse()
         report = servicer._create_report_violation(response, policy.name, policy.description, level, policy.severity)
+        stopped = None
         try:
             result = policy.validate(args, report)
             if inspect.isawaitable(result):
                 asyncio.run(_awaited(result))
-        except UnknownValueError as exc:
-            found.append(Violation(policy.name, "advisory", f"can't run policy '{policy.name}' from policy pack "
-                                   f"'{pack.name}@v0.0.1' during preview: {exc.message}", urn))
+        except UnknownValueError as exc:  # after what the rule reported before it stopped, as the servicer adds it
+            stopped = Violation(policy.name, "advisory", f"can't run policy '{policy.name}' from policy pack "
+                                f"'{pack.name}@v0.0.1' during preview: {exc.message}", urn)
         except _NotApplicableError:
             pass
         found.extend(v if v.urn else Violation(v.policy, v.level, v.message, urn) for v in _violations(response))
+        if stopped is not None:
+            found.append(stopped)
 
     for policy in policies:
         if isinstance(policy, ResourceValidationPolicy) and policy.has_validation():

@@ -156,3 +156,25 @@ def test_a_config_the_program_refuses_starts_no_render(project, monkeypatch, cap
     monkeypatch.setattr(runs, "run", no_render)
     case = next(c for c in CASES if "file" not in c)
     assert_refused_cleanly(refusal(project, case, capsys), case)
+
+
+def _site_edit(case: dict[str, Any]) -> bool:
+    return not {"file", "config"} & set(case)
+
+
+BY_THE_PROGRAM = [next(c for c in CASES if c["class"] == path.stem and _site_edit(c)) for path in sorted(CORPUS.glob("*.yaml"))
+                  if any(c["class"] == path.stem and _site_edit(c) for c in CASES)]
+"""The first case of each class that edits the site object only (a stack file that does not load, or a secret in plain
+text, is refused before any program would start): the program, started, refuses it with the line `fabctl plan` found
+without starting it."""
+
+
+@pytest.mark.parametrize("case", BY_THE_PROGRAM, ids=[f"{c['class']}/{c['name']}" for c in BY_THE_PROGRAM])
+def test_the_program_refuses_a_broken_config_with_the_line_fabctl_refuses_it_with(project, case, capsys, monkeypatch):
+    from fabctl import render, runs
+
+    before = refusal(project, case, capsys)
+    started, run = [], runs.run
+    monkeypatch.setattr(render, "_refusal", lambda *args: [])
+    monkeypatch.setattr(runs, "run", lambda request: started.append(request["stack"]) or run(request))
+    assert (refusal(project, case, capsys), started) == (before, [case["name"]])

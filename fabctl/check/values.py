@@ -258,6 +258,11 @@ def values_findings(picture: Picture, check: ValuesCheck, advance: Callable[[str
     """`charts.values` findings of every rendered release, releases tried side by side (`advance` is told of each one
     done)."""
     rendered = [r for r in picture.releases if not r.error and r.package is not None]
+    # A release installed alike on several clusters (same package, name, namespace, values) is tried once.
+    keys = [render_key(r.release, r.package, check.helm, check.project_dir) for r in rendered]
+    first: dict[str, RenderedRelease] = {}
+    for key, release in zip(keys, rendered):
+        first.setdefault(key, release)
 
     def unread(release: RenderedRelease) -> list[tuple[str, ...]]:
         found = check.unread(release)
@@ -267,8 +272,11 @@ def values_findings(picture: Picture, check: ValuesCheck, advance: Callable[[str
 
     # Helm runs as a process of its own: more trials at once than cores keeps the cores busy while Python parses.
     with ThreadPoolExecutor(max_workers=TRIAL_WORKERS) as pool:
-        found = list(pool.map(unread, rendered))
-    for release, paths in zip(rendered, found):
+        tried = dict(zip(first, pool.map(unread, first.values())))
+    if advance is not None:
+        for release in (r for key, r in zip(keys, rendered) if first[key] is not r):
+            advance(f"{release.cluster} {release.release['name']}")
+    for release, paths in zip(rendered, (tried[key] for key in keys)):
         subject = release_placed(picture.plan, release.release)
         for path in paths:
             yield Finding.of("charts.values", subject, f"chart {release.chart.name} {release.chart.version} does not read the value "

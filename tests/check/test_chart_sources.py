@@ -186,3 +186,19 @@ def test_fails_when_fab_helm_names_no_file(helms, tmp_path):
     with pytest.raises(NoSuchHelm) as raised:
         find_helm(None, {"FAB_HELM": str(tmp_path / "gone"), "PATH": str(helms["path"].parent)})
     assert str(raised.value) == f"FAB_HELM names {tmp_path / 'gone'}, which is not a file: give the path of a Helm binary (3.8 or later)"
+
+
+def test_a_chart_not_in_the_cache_is_not_pulled_when_pulls_are_off(tmp_path):
+    """`--no-pull` (a hermetic CI): a Helm that does not exist is never run, and the reason names the option."""
+    charts = ChartRepositories(tmp_path / "no-helm", tmp_path / "cache", pull=False)
+    chart = ChartRef("jobset", "0.12.0", "https://any.example")
+    assert (charts.find(chart), charts.why_missing(chart)) == (
+        None, f"not in the chart cache {tmp_path / 'cache'}, and not pulled (--no-pull)")
+
+
+def test_a_chart_cache_that_cannot_be_created_says_so(helm, tmp_path):
+    (tmp_path / "cache").write_text("a file where the chart cache should be")
+    charts = ChartRepositories(helm, tmp_path / "cache" / "charts")
+    chart = ChartRef("jobset", "0.12.0", "https://any.example")
+    assert (charts.find(chart), charts.why_missing(chart)) == (
+        None, f"not pulled: the chart cache {tmp_path / 'cache' / 'charts'} cannot be used (Not a directory)")

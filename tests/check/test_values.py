@@ -72,3 +72,20 @@ def test_keys_tried_together_are_told_apart_however_the_chart_reads_each(helm, t
         "  switch: {{ if .Values.a.flag }}\"yes\"{{ else }}\"no\"{{ end }}\n",
         {"a": {"typo": 1, "name": "x", "flag": False, "strict": True, "other2": "y"}, "b": {"c": 1}})
     assert ValuesCheck(helm, PROJECT_DIR).unread(rendered) == [("a", "typo"), ("a", "other2"), ("b",)]
+
+
+def test_a_release_installed_alike_on_two_clusters_is_tried_once(small, helm, monkeypatch):
+    """Same package, name, namespace and values (CloudNativePG's operator on storage and on compute): one set of trials,
+    a finding for each."""
+    import dataclasses
+
+    from fabctl.check.values import values_findings
+
+    rendered = small.release("gpu-operator", "site-t-gpu")
+    small.releases = [rendered, dataclasses.replace(rendered, cluster="site-t-gpu2")]
+    tried: list[str] = []
+    monkeypatch.setattr(ValuesCheck, "unread", lambda self, release: tried.append(release.cluster) or [("typo",)])
+    done: list[str] = []
+    findings = list(values_findings(small, ValuesCheck(helm, PROJECT_DIR), done.append))
+    assert (tried, len(findings), done) == (["site-t-gpu"], 2, ["site-t-gpu gpu-gpu-gpu-operator",
+                                                   "site-t-gpu2 gpu-gpu-gpu-operator"])

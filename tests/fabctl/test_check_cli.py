@@ -174,3 +174,11 @@ def test_the_check_keeps_the_stacks_render_each_release_render_and_value_trials_
     # storage alike (same chart, name, namespace and values): one render, one set of trials.
     assert kept["template"] == kept["values"] == 17
     assert kept["program"] == 1  # site-t's render (it links no peer)
+
+
+def test_fails_when_the_chart_cache_is_a_file(helm, project, tmp_path):
+    (tmp_path / "charts").write_text("not a folder")
+    run = fabctl("check", "--stack", "site-t", "--project-dir", str(project), "--chart-cache", str(tmp_path / "charts"),
+                 env={"FAB_HELM": str(helm)})
+    assert (run.returncode, run.stdout, run.stderr) == (2, "", (
+        f"error: the chart cache {tmp_path / 'charts'} is not a folder; name another with --chart-cache DIR or FAB_CACHE_DIR\n"))

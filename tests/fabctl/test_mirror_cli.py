@@ -102,7 +102,7 @@ def test_a_driver_is_mirrored_with_the_tag_its_operator_pulls_on_the_nodes_os(op
 
 
 def test_fails_when_a_gpu_site_names_no_node_os(project, chart_dir, helm):
-    run = fabctl("mirror", "--stack", "site-t", "--project-dir", str(project), *REGISTRY,
+    run = fabctl("mirror", "--stack", "site-t", "--project-dir", str(project), *REGISTRY, "--no-pull",
                  env={"FAB_CHART_DIR": str(chart_dir), "FAB_HELM": str(helm)})
     driver = f"{versions.GPU_DRIVER.repository}/{versions.GPU_DRIVER.image}:{versions.GPU_DRIVER.version}"
     doca = f"{versions.NIC_OFED_DRIVER.repository}/{versions.NIC_OFED_DRIVER.image}:{versions.NIC_OFED_DRIVER.version}"

@@ -160,3 +160,51 @@ def test_the_flow_rule_fails_closed_on_an_unknown_port():
         "during preview, and this rule decides on it, so it fails closed; compute the value in the program instead of from "
         "another resource's output"
     ]
+
+
+RULE_STOPPED_MIDWAY = '''
+from pulumi.runtime.rpc import UNKNOWN
+from pulumi_policy import EnforcementLevel, ResourceValidationPolicy
+from pulumi_policy.proxy import UnknownValueError
+
+PACK_NAME = "fab-order"
+
+
+def validate(args, report_violation):
+    if args.resource_type == "pulumi:providers:keycloak":
+        report_violation("found before the unknown value")
+        raise UnknownValueError(UNKNOWN, ["clientSecret"])
+
+
+POLICIES = [ResourceValidationPolicy(name="fab-stops-midway", description="Reports, then reads an unknown value.",
+                                     validate=validate, enforcement_level=EnforcementLevel.ADVISORY)]
+'''
+
+
+def test_a_rule_stopped_by_an_unknown_value_keeps_what_it_reported_before_the_diagnostic(tmp_path, small_plan):
+    """The servicer appends the "can't run" diagnostic after what the rule reported; in process, alike."""
+    import importlib.util
+    import sys
+
+    from pulumi_policy.policy import EnforcementLevel, _PolicyAnalyzerServicer
+
+    from fabctl.policy import POLICIES_DIR, _analyzed_in_process, _InProcessPack, analyzer
+
+    (tmp_path / "order_rules.py").write_text(RULE_STOPPED_MIDWAY)
+    (tmp_path / "__main__.py").write_text("import sys\nsys.path.insert(0, '.')\nfrom pulumi_policy import PolicyPack\n"
+                                          "from order_rules import PACK_NAME, POLICIES\nPolicyPack(name=PACK_NAME, policies=POLICIES)\n")
+    (tmp_path / "PulumiPolicy.yaml").write_text(f"runtime:\n  name: python\n  options:\n    virtualenv: {(POLICIES_DIR / '../venv').resolve()}\n")
+    spec = importlib.util.spec_from_file_location("order_rules", tmp_path / "order_rules.py")
+    rules = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rules)
+    in_process = _analyzed_in_process(_InProcessPack(rules.PACK_NAME, tuple(rules.POLICIES), _PolicyAnalyzerServicer(
+        rules.PACK_NAME, "0.0.1", list(rules.POLICIES), EnforcementLevel.ADVISORY)), small_plan)
+    with analyzer(tmp_path) as packs:
+        served = analyze_with(packs, small_plan)
+    assert [v.message.splitlines()[-1] for v in in_process] == [
+        "found before the unknown value",
+        "can't run policy 'fab-stops-midway' from policy pack 'fab-order@v0.0.1' during preview: "
+        "string value at .clientSecret can't be known during preview",
+    ]
+    assert in_process == served
+    assert "order_rules" not in sys.modules
