@@ -240,12 +240,22 @@ def test_a_failing_report_keeps_its_page_and_the_other_stacks_but_fails_pr_repor
     assert (tmp_path / "project/reports/site-a/index.html").is_file() and (tmp_path / "project/reports/site-b/index.html").is_file()
 
 
-def test_the_pull_request_tests_run_the_browser_tests_in_debians_chromium_without_skipping():
+def test_the_pull_request_tests_run_the_browser_and_engine_tests_in_debians_packages_without_skipping():
     test = workflow("pull-request.yml")["jobs"]["test"]
     installs = [step["run"] for step in test["steps"] if "apt-get install" in step.get("run", "")]
+    env = next(step for step in test["steps"] if step.get("run") == "make test")["env"]
     assert test["container"].endswith("-bookworm")
-    assert installs == ["apt-get update -q && apt-get install -y -q --no-install-recommends chromium"]
-    assert next(step for step in test["steps"] if step.get("run") == "make test")["env"]["FAB_REQUIRE_BROWSER"] == "1"
+    assert installs == ["apt-get update -q && apt-get install -y -q --no-install-recommends chromium prometheus prometheus-alertmanager"]
+    assert (env["FAB_REQUIRE_BROWSER"], env["FAB_REQUIRE_ENGINES"]) == ("1", "1")
+
+
+def test_ci_installs_every_debian_package_the_engine_tests_need():
+    from engines import PACKAGES
+
+    ci = (PROJECT_DIR / ".ci" / "run").read_text()
+    listed = ci.split('DEBIAN_PACKAGES="', 1)[1].split('"', 1)[0].split()
+    assert {tuple(entry.split(":")) for entry in listed} >= set(PACKAGES.items())
+    assert "FAB_REQUIRE_ENGINES=1" in ci
 
 
 def test_the_deploy_check_before_an_update_fails_on_a_release_it_could_not_check():

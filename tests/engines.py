@@ -1,0 +1,28 @@
+"""The real engines some tests run instead of reading text: Prometheus' `promtool` and Alertmanager's `amtool` (Debian's
+`prometheus` and `prometheus-alertmanager`), and Python engines from requirements-dev.txt.
+
+A test asks for a binary with `engine("promtool")`: where it is absent the test skips with the reason and the package
+that provides it, as in a user's clone; CI installs every one (.ci/run, DEBIAN_PACKAGES) and sets FAB_REQUIRE_ENGINES=1,
+which turns the skip into a failure. `FAB_<NAME>` (FAB_PROMTOOL, FAB_AMTOOL) names another build."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+PACKAGES = {"promtool": "prometheus", "amtool": "prometheus-alertmanager"}
+"""The Debian package that provides each engine binary (.ci/run installs them)."""
+
+
+def engine(name: str) -> Path:
+    """The path of engine binary `name`, or skip (fail under FAB_REQUIRE_ENGINES=1) saying how to install it."""
+    found = os.environ.get(f"FAB_{name.upper()}") or shutil.which(name)
+    if found and Path(found).is_file():
+        return Path(found)
+    reason = f"no {name}: install Debian's {PACKAGES[name]} package (apt-get install {PACKAGES[name]}) or set FAB_{name.upper()}"
+    if os.environ.get("FAB_REQUIRE_ENGINES") == "1":
+        pytest.fail(f"{reason}; FAB_REQUIRE_ENGINES=1 forbids skipping the engine tests")
+    pytest.skip(reason)
