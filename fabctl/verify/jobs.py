@@ -28,7 +28,7 @@ from components.constants import (
     s3_secret,
 )
 from components.data_access import TRAINING, s3_endpoint_internal, team_prefix
-from components.gpu import INFERENCE_NAMESPACE, POOL_LABEL, RDMA_RESOURCE, nccl_env, pool_tolerations, toleration
+from components.gpu import INFERENCE_NAMESPACE, NOTEBOOKS_POOL, POOL_LABEL, RDMA_RESOURCE, nccl_env, pool_tolerations, toleration
 from components.kube import SMALL_RESOURCES, restricted_container, restricted_pod_security_context
 from components.monitors import target_namespace
 from components.observability import PROMETHEUS_URL
@@ -280,6 +280,8 @@ def gpu_count(site: Site, cluster: str, node: str) -> Criterion | tuple[str, str
     if pool == "inference" and site.config.inference is not None:
         return (cid, (f"{cluster}/{node} serves models (pool inference): its GPUs are vLLM's; run phase 01 before "
                       "inference, or with the node in pool training"))
+    if pool == NOTEBOOKS_POOL:
+        return shared_gpu_count(site, cluster, node)
     name = "gpu-count"
     volumes, mounts = _scratch(("tmp", "/tmp"))
     gpus = {"nvidia.com/gpu": str(spec.gpus)}
@@ -313,6 +315,37 @@ def gpu_count(site: Site, cluster: str, node: str) -> Criterion | tuple[str, str
 
     return Criterion(1, cid, f"{cluster}/{node} recognises its {expected} GPUs", (Step(cluster, (job,), ("Job", name), site.acceptance.timeout_sec),),
                      judge, f"GPUs == {expected}")
+
+
+def shared_gpu_count(site: Site, cluster: str, node: str) -> Criterion:
+    """A notebooks-pool node's GPUs, counted as the device plugin advertises them: its whole GPUs are renamed away
+    (time-slices are nvidia.com/gpu.shared, MIG instances nvidia.com/mig-<profile>, and a pod may take one at most), so
+    no pod can be given them all; the node's allocatable count of the shared resource is its GPUs times the shares of
+    each. Read with kubectl by an account that may get this node only."""
+    cid = _dns("01-gpus", cluster, node)
+    spec = site.config.gpu[cluster].nodes[node]
+    sharing = site.config.gpu[cluster].sharing
+    resource = sharing.resource()
+    per_gpu = sharing.per_gpu(site.config.all_gpu_types()[spec.gpu_type].product)
+    expected = spec.gpus * per_gpu
+    account = _dns("fab-verify", "node", node)
+    rbac = _account(site, account, cid, [(None, [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"], "resourceNames": [node]}])])
+    path = "{.status.allocatable." + resource.replace(".", "\\.") + "}"
+    script = f"set -eu\nn=$(kubectl get node {node} -o jsonpath='{path}')\necho \"FAB-RESULT shared=${{n:-0}}\""
+    job = _job("gpu-count", site.namespace, cid, _kubectl_pod(site, account, script), site.acceptance.timeout_sec)
+
+    def judge(results: Mapping[str, str]) -> Judgement:
+        found = _figure(results, "0.shared")
+        if found is None:
+            return False, f"{cluster}/{node}: " + _ran(results, 0, "kubectl get node")
+        if int(found) != expected:
+            return False, (f"{cluster}/{node} advertises {int(found)} {resource}; its {spec.gpus} GPUs "
+                           f"(gpu.{cluster}.nodes.{node}.gpus) shared {per_gpu} ways (gpu.{cluster}.sharing) make {expected}")
+        return True, f"{cluster}/{node} advertises {expected} {resource}: {spec.gpus} GPUs shared {per_gpu} ways, as configured"
+
+    return Criterion(1, cid, f"{cluster}/{node} recognises its {spec.gpus} GPUs, shared {per_gpu} ways",
+                     (Step(cluster, (*rbac, job), ("Job", "gpu-count"), site.acceptance.timeout_sec),), judge,
+                     f"{resource} == {expected}")
 
 
 def nccl_under_load(site: Site, cluster: str) -> Criterion | tuple[str, str]:

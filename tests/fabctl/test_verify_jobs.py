@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from helpers import config_errors
 from schemas import CrdSchemas, schema_errors
-from small_site import add_observability, full_site, small_site
+from small_site import add_gpu_notebooks, add_observability, full_site, small_site
 
 from components import versions
 from components.config import parse_site
@@ -510,3 +510,50 @@ def test_the_probe_signs_s3_requests_as_aws_documents():
                "x-amz-content-sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}
     assert probe_script.sigv4("GET", "/test.txt", "", headers, "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "us-east-1") == (
         "host;range;x-amz-content-sha256;x-amz-date", "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
+
+
+def notebooks_site(**sharing: Any):
+    raw = small_site()
+    add_gpu_notebooks(raw, **sharing)
+    if sharing.get("mode") == "mig":
+        raw["gpu"]["gpu"]["mig_strategy"] = "mixed"
+    return parse_site(raw)
+
+
+def test_a_notebooks_node_is_never_asked_for_whole_gpus():
+    """Time-slicing renames its GPUs to nvidia.com/gpu.shared, one per pod: a pod asking for nvidia.com/gpu: 8 there would
+    stay pending, and the criterion could never pass."""
+    check = criterion(notebooks_site(), 1, "01-gpus-gpu-gpu-nb-1")
+    requested = [c["resources"] for step in check.steps for obj in step.objects if obj["kind"] == "Job"
+                 for c in obj["spec"]["template"]["spec"]["containers"]]
+    assert requested and not any(key.startswith("nvidia.com/") for r in requested for part in r.values() for key in part)
+
+
+def test_a_time_sliced_node_is_counted_by_the_slices_it_advertises():
+    check = criterion(notebooks_site(), 1, "01-gpus-gpu-gpu-nb-1")
+    assert check.bound == "nvidia.com/gpu.shared == 32"
+    assert check.judge({"0.shared": "32", "0.succeeded": "true"}) == (
+        True, "gpu/gpu-nb-1 advertises 32 nvidia.com/gpu.shared: 8 GPUs shared 4 ways, as configured")
+
+
+def test_fails_when_a_time_sliced_node_advertises_fewer_slices_than_its_gpus_make():
+    check = criterion(notebooks_site(), 1, "01-gpus-gpu-gpu-nb-1")
+    assert check.judge({"0.shared": "28", "0.succeeded": "true"}) == (
+        False, "gpu/gpu-nb-1 advertises 28 nvidia.com/gpu.shared; its 8 GPUs (gpu.gpu.nodes.gpu-nb-1.gpus) shared 4 ways "
+        "(gpu.gpu.sharing) make 32")
+
+
+def test_a_mig_node_is_counted_by_the_instances_of_its_profile():
+    site = notebooks_site(mode="mig", mig_profile="1g.10gb")
+    check = criterion(site, 1, "01-gpus-gpu-gpu-nb-1")
+    assert check.bound == "nvidia.com/mig-1g.10gb == 56"
+
+
+def test_the_count_is_read_by_an_account_that_may_get_this_node_only():
+    check = criterion(notebooks_site(), 1, "01-gpus-gpu-gpu-nb-1")
+    (role,) = [obj for step in check.steps for obj in step.objects if obj["kind"] == "ClusterRole"]
+    job = next(obj for step in check.steps for obj in step.objects if obj["kind"] == "Job")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"], "resourceNames": ["gpu-nb-1"]}]
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        "set -eu\nn=$(kubectl get node gpu-nb-1 -o jsonpath='{.status.allocatable.nvidia\\.com/gpu\\.shared}')\n"
+        'echo "FAB-RESULT shared=${n:-0}"']
