@@ -104,7 +104,8 @@ def _dcgm(scope: MetricsScope, node: str, gpu: int, **more: str) -> dict[str, st
 
 def _xid_case(scope: MetricsScope, code: int, other: str) -> list[Case]:
     node = next(iter(scope.gpu_nodes))
-    gpu = _dcgm(scope, node, 1)
+    # The pod using the GPU, as DCGM labels it, arrives as exported_* (the exporter's own pod holds namespace/pod).
+    gpu = _dcgm(scope, node, 1, exported_namespace="team-a", exported_pod="train-0", exported_container="trainer")
     fired = Expect({"cluster": scope.name, "Hostname": node, "gpu": "1", "UUID": gpu["UUID"]}, str(code))
     return [Case(
         # XID 0 until minute 10, then DCGM holds the XID for good (it never resets).
