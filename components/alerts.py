@@ -86,9 +86,11 @@ def gpu_rules(scope: MetricsScope) -> list[dict[str, Any]]:
             "gpu-xid-errors",
         ),
         _rule(
-            scope, 
-            "FabGpusLost",
-            f"({expected}) - on (Hostname) ({seen} or 0 * ({expected})) > 0",
+            scope, "FabGpusLost",
+            # `or on (Hostname)`: a node DCGM reports keeps its count alone; the configured 0 stands in only for a node
+            # it does not report (a plain `or` keeps both, the `cluster` label telling them apart, and `- on (Hostname)`
+            # then fails on every evaluation: many-to-many matching).
+            f"({expected}) - on (Hostname) ({seen} or on (Hostname) 0 * ({expected})) > 0",
             "critical",
             "Node {{ $labels.Hostname }} is missing {{ $value }} GPUs",
             f"Cluster {scope.name}: DCGM sees {{{{ $value }}}} fewer GPUs on node {{{{ $labels.Hostname }}}} "
@@ -104,16 +106,23 @@ def queue_rules(scope: MetricsScope, alerts: AlertsConfig) -> list[dict[str, Any
     here = _in(scope)
     gpu = _in(scope, f'resource="{GPU_RESOURCE}"')
     by_queue = "by (cluster, cluster_queue)"
+    admitted = f"kueue_admitted_workloads_total{{{here}}}"
+    # Admitted in the window: the counter grew, or one of its series (per priority class) appeared, which Kueue creates
+    # at its first admission and increase() does not count.
+    admissions = (f"(sum {by_queue} (increase({admitted}[{minutes}m])) > 0 "
+                  f"or count {by_queue} ({admitted} unless {admitted} offset {minutes}m))")
     return [
         _rule(
             scope, "FabQueueStarved",
-            f"min_over_time((sum {by_queue} (kueue_pending_workloads{{{here}}}))[{minutes}m:1m]) > 0 "
-            f"unless on (cluster, cluster_queue) sum {by_queue} (increase(kueue_admitted_workloads_total{{{here}}}[{minutes}m])) > 0",
+            # Pending at every evaluation for the whole window (`for`), none admitted within it: a queue whose series
+            # has just appeared waits the window out like any other.
+            f"sum {by_queue} (kueue_pending_workloads{{{here}}}) > 0 unless on (cluster, cluster_queue) {admissions}",
             "warning",
             "ClusterQueue {{ $labels.cluster_queue }} admitted nothing for " + f"{minutes} minutes",
             f"Cluster {scope.name}: ClusterQueue {{{{ $labels.cluster_queue }}}} has had pending workloads "
             f"and admitted none for {minutes} minutes (observability.alerts.queue_starvation_minutes = {minutes}).",
             "queue-starvation",
+            for_=f"{minutes}m",
         ),
         _rule(
             scope, "FabQuotaExhausted",
