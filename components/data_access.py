@@ -85,6 +85,14 @@ def _no_table_catalog(buckets: list[str]) -> dict[str, Any]:
     }
 
 
+def list_prefixes(sid: str, by_bucket: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """ListBucket of each bucket under its own prefixes only: one statement per bucket (`sid`, then `sid2`, ...), since
+    one statement naming several buckets and several prefixes would let every bucket be listed under every prefix."""
+    return [{"Sid": f"{sid}{i if i > 1 else ''}", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn(bucket)],
+             "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}}}
+            for i, (bucket, prefixes) in enumerate(sorted(by_bucket.items()), 1)]
+
+
 def policy_document(read: list[str], read_write: list[str]) -> dict[str, Any]:
     """A MinIO policy granting exactly these buckets; AIStor's table catalog is denied on them."""
     every = sorted({*read, *read_write})
@@ -139,8 +147,7 @@ def team_policy_document(team: str, read: list[str], own: list[str], shared: tup
             bucket, _, path = prefix.partition("/")
             by_bucket.setdefault(bucket, []).append(path)
         statements += [
-            {"Sid": "ListSharedPrefixes", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn(b) for b in by_bucket],
-             "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for paths in by_bucket.values() for p in paths]}}},
+            *list_prefixes("ListSharedPrefixes", by_bucket),
             {"Sid": "ReadSharedObjects", "Effect": "Allow", "Action": list(READ_ACTIONS),
              "Resource": [f"arn:aws:s3:::{b}/{p}*" for b, paths in by_bucket.items() for p in paths]},
         ]
@@ -327,8 +334,7 @@ def maintenance_policy_document(locations: Iterable[tuple[str, str]]) -> dict[st
     for bucket, prefix in sorted(set(locations)):
         by_bucket.setdefault(bucket, []).append(prefix)
     statements: list[dict[str, Any]] = [
-        {"Sid": "ListNamespacePrefixes", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn(b) for b in by_bucket],
-         "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for prefixes in by_bucket.values() for p in prefixes]}}},
+        *list_prefixes("ListNamespacePrefixes", by_bucket),
         {"Sid": "NamespaceObjects", "Effect": "Allow", "Action": [*READ_ACTIONS, *WRITE_ACTIONS],
          "Resource": [f"arn:aws:s3:::{b}/{p}*" for b, prefixes in by_bucket.items() for p in prefixes]},
         _no_table_catalog(sorted(by_bucket)),

@@ -150,3 +150,90 @@ def test_a_document_marker_with_content_after_it_is_parsed_as_one_text():
     from fabctl.helm import parse_manifest
 
     assert [obj["kind"] for obj in parse_manifest("--- {kind: A}\n--- {kind: B}\n")] == ["A", "B"]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The ValidatingAdmissionPolicies the releases install, evaluated by a real CEL engine (tests/admission.py).
+
+GATEWAY_SAFE_UPGRADES = "safe-upgrades.gateway.networking.k8s.io"
+RELEASE_POLICIES = {GATEWAY_SAFE_UPGRADES: "test_the_gateway_api_safe_upgrade_policy_*"}
+"""Each policy a release installs, and the engine tests that evaluate it."""
+
+
+def release_policies(releases) -> dict[str, tuple[dict, list[dict], list[dict]]]:
+    """cluster/release/policy -> (policy, its bindings, the release's objects)."""
+    from admission import policies_in
+
+    return {f"{r.cluster}/{r.release['name']}/{name}": (policy, bindings, r.objects)
+            for r in releases for name, (policy, bindings) in policies_in(r.objects).items()}
+
+
+def test_every_policy_a_release_installs_has_engine_tests(plan, releases_of):
+    done, _ = releases_of(plan.stack)
+    found = release_policies(done)
+    assert sorted(key for key in found if key.rsplit("/", 1)[1] not in RELEASE_POLICIES) == [], (
+        "a release installs a ValidatingAdmissionPolicy with no engine test: add one (tests/admission.py)")
+    assert {key: len(bindings) for key, (_, bindings, _) in found.items()} == {key: 1 for key in found}
+
+
+def _gateway_policies(plan, releases_of):
+    done, _ = releases_of(plan.stack)
+    found = [(p, b, objects) for key, (p, (b,), objects) in release_policies(done).items() if key.endswith(GATEWAY_SAFE_UPGRADES)]
+    assert found, "no release installs the Gateway API safe-upgrade policy"
+    return found
+
+
+def _gateway_crds(objects) -> list[dict]:
+    return [o for o in objects if o["kind"] == "CustomResourceDefinition" and o["spec"]["group"] == "gateway.networking.k8s.io"]
+
+
+def _annotated(crd: dict, **annotations: str) -> dict:
+    return {**crd, "metadata": {**crd["metadata"], "annotations": {
+        **crd["metadata"].get("annotations", {}), **{f"gateway.networking.k8s.io/{k.replace('_', '-')}": v for k, v in annotations.items()}}}}
+
+
+def test_the_gateway_api_safe_upgrade_policy_admits_the_releases_own_crds_created_and_upgraded_over_themselves(plan, releases_of):
+    from admission import admit, crd_request
+
+    for policy, binding, objects in _gateway_policies(plan, releases_of):
+        crds = _gateway_crds(objects)
+        assert crds
+        verdicts = {(crd["metadata"]["name"], op): admit(policy, binding, crd_request(op, crd, old, "helm")).allowed
+                    for crd in crds for op, old in (("CREATE", None), ("UPDATE", crd))}
+        assert verdicts == {key: True for key in verdicts}
+
+
+def test_the_gateway_api_safe_upgrade_policy_refuses_experimental_crds_over_standard_ones(plan, releases_of):
+    from admission import admit, crd_request
+
+    for policy, binding, objects in _gateway_policies(plan, releases_of):
+        crd = _annotated(_gateway_crds(objects)[0], channel="experimental")
+        decision = admit(policy, binding, crd_request("UPDATE", crd, _annotated(crd, channel="standard"), "helm"))
+        assert (decision.allowed, decision.message) == (False, (
+            "Installing experimental CRDs on top of standard channel CRDs is prohibited by default. Uninstall "
+            "ValidatingAdmissionPolicy safe-upgrades.gateway.networking.k8s.io to install experimental CRDs on top of "
+            "standard channel CRDs."))
+
+
+def test_the_gateway_api_safe_upgrade_policy_refuses_a_downgrade_below_v1_5(plan, releases_of):
+    from admission import admit, crd_request
+
+    for policy, binding, objects in _gateway_policies(plan, releases_of):
+        old = _gateway_crds(objects)[0]
+        for version in ("v1.4.1", "v1.0.0", "v2.0.0"):
+            decision = admit(policy, binding, crd_request("UPDATE", _annotated(old, bundle_version=version), old, "helm"))
+            assert (decision.allowed, decision.message) == (False, (
+                "Installing CRDs with version other than v0.0.0-dev or v1.5+ is prohibited by default. Uninstall "
+                "ValidatingAdmissionPolicy safe-upgrades.gateway.networking.k8s.io to install other versions.")), version
+
+
+def test_the_gateway_api_safe_upgrade_policy_leaves_other_crds_and_kinds_alone(plan, releases_of):
+    from admission import Request, admit, crd_request
+
+    for policy, binding, objects in _gateway_policies(plan, releases_of):
+        other = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                 "metadata": {"name": "workloads.kueue.x-k8s.io"}, "spec": {"group": "kueue.x-k8s.io"}}
+        route = Request(operation="CREATE", group="gateway.networking.k8s.io", version="v1", resource="httproutes",
+                        kind="HTTPRoute", name="r", namespace="inference", username="tenant", object={"metadata": {}})
+        assert [admit(policy, binding, crd_request("CREATE", other, None, "helm")).allowed,
+                admit(policy, binding, route).matched] == [True, False]

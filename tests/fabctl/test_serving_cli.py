@@ -3,11 +3,14 @@ into a copy of the project."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from engines import engine
 from helpers import CliRun, copy_project, fabctl_in_process
+from schemas import CrdSchemas, schema_errors
 from small_site import small_site
 
 from fabctl.stackfile import SITE_KEY
@@ -87,3 +90,37 @@ def test_fails_when_the_repository_has_drifted_from_the_stack(project, tmp_path)
         "file's revision and canary in step with the repository",
     ])
     assert deployment.read_text().count("replicas: 3") == 1
+
+
+def test_kubectl_kustomize_builds_the_rendered_directory_into_the_objects_the_stack_serves(project, tmp_path, crd_dir):
+    """The real kustomize (`kubectl kustomize`, venv/bin/kubectl) reads each file render wrote as one Kubernetes object:
+    a kustomization naming every file builds, yields each object once as written, and each validates against its schema.
+    (Argo CD reads the directory itself, `directory.recurse`; the kustomization is the test's, render writes none.)"""
+    kubectl = engine("kubectl")
+    out = tmp_path / "sites" / "site-t"
+    assert fabctl(project, "serving", "render", "--stack", "site-t", "--out", str(out)).returncode == 0
+    files = sorted(p.relative_to(out / "gpu").as_posix() for p in (out / "gpu").rglob("*.yaml"))
+    (out / "gpu" / "kustomization.yaml").write_text(yaml.safe_dump(
+        {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": files}))
+    built = subprocess.run([str(kubectl), "kustomize", str(out / "gpu")], capture_output=True, text=True, check=False)
+    assert (built.returncode, built.stderr) == (0, "")
+    objects = [o for o in yaml.safe_load_all(built.stdout) if o]
+    assert sorted((o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects) == [
+        ("Deployment", "inference", "vllm-qwen3-8b"), ("HTTPRoute", "inference", "vllm-qwen3-8b"),
+        ("PodDisruptionBudget", "inference", "vllm-qwen3-8b"), ("Service", "inference", "vllm-qwen3-8b"),
+    ]
+    written = sorted((yaml.safe_load((out / "gpu" / f).read_text()) for f in files), key=lambda o: o["kind"])
+    assert sorted(objects, key=lambda o: o["kind"]) == written
+    crds = CrdSchemas(crd_dir)
+    assert {o["kind"]: schema_errors(o, crds) for o in objects} == {o["kind"]: [] for o in objects}
+
+
+def test_fails_when_kustomize_finds_a_file_that_is_no_object(project, tmp_path):
+    """The engine refuses what Argo CD could not apply either: a file of the directory that is not a Kubernetes object."""
+    kubectl = engine("kubectl")
+    assert fabctl(project, "serving", "render", "--stack", "site-t", "--out", str(tmp_path)).returncode == 0
+    (tmp_path / "gpu" / "qwen3-8b" / "pdb.yaml").write_text("spec: {}\n")
+    files = sorted(p.relative_to(tmp_path / "gpu").as_posix() for p in (tmp_path / "gpu").rglob("*.yaml"))
+    (tmp_path / "gpu" / "kustomization.yaml").write_text(yaml.safe_dump({"resources": files}))
+    built = subprocess.run([str(kubectl), "kustomize", str(tmp_path / "gpu")], capture_output=True, text=True, check=False)
+    assert built.returncode == 1 and "missing Resource metadata" in built.stderr

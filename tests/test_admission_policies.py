@@ -1,0 +1,73 @@
+"""Every ValidatingAdmissionPolicy the program applies, evaluated by a real CEL engine on the requests it must refuse and
+those it must allow, from a hostile tenant's seat (tests/admission.py, tests/admission_cases.py). The policies a Helm
+release installs are evaluated in tests/test_helm_releases.py."""
+
+from __future__ import annotations
+
+import pytest
+from admission import NotCovered, Request, admit, policies_in
+from admission_cases import PREVIEW_CASES, PREVIEW_GROUPS, Case
+
+from components.access import DRY_RUN_ONLY, PREVIEW_USER, preview_rules
+
+ENGINE_CASES: dict[str, list[Case]] = {DRY_RUN_ONLY: PREVIEW_CASES}
+"""The cases of each policy the program applies itself."""
+
+
+def shipped(plan) -> dict[str, dict]:
+    """cluster/policy -> (policy, bindings) of the plan's own objects."""
+    by_cluster: dict[str, list[dict]] = {}
+    for cluster, obj, _ in plan.manifests():
+        by_cluster.setdefault(cluster, []).append(obj)
+    return {f"{c}/{name}": found for c, objects in by_cluster.items() for name, found in policies_in(objects).items()}
+
+
+def test_every_policy_the_program_applies_has_engine_cases(plan):
+    policies = shipped(plan)
+    assert policies
+    untested = sorted(key for key in policies if key.split("/", 1)[1] not in ENGINE_CASES)
+    assert untested == [], "a ValidatingAdmissionPolicy ships without engine cases: add them to tests/admission_cases.py"
+    for name, cases in ENGINE_CASES.items():
+        assert {c.allowed for c in cases} == {True, False}, f"{name} needs a request it allows and one it refuses"
+
+
+def test_every_policy_is_bound_once_and_denies(plan):
+    assert {key: [b["spec"]["validationActions"] for b in bindings] for key, (_, bindings) in shipped(plan).items()} == {
+        key: [["Deny"]] for key in shipped(plan)}
+
+
+@pytest.mark.parametrize("case", PREVIEW_CASES, ids=lambda c: c.name)
+def test_the_preview_policy_on(case, small_plan):
+    policies = shipped(small_plan)
+    assert len(policies) == 3  # one per cluster, the same everywhere
+    for policy, (binding,) in policies.values():
+        decision = admit(policy, binding, case.request)
+        assert (decision.allowed, decision.message) == (case.allowed, case.message)
+
+
+def test_the_policy_cannot_guard_itself_so_the_preview_role_may_not_write_it(small_plan):
+    """The API server exempts admission configuration from every policy: an update of the policy by the preview identity
+    is not the policy's to refuse, and only its role (no write to admissionregistration.k8s.io) keeps it out."""
+    (policy, (binding,)), *_ = shipped(small_plan).values()
+    lift = Request(operation="UPDATE", group="admissionregistration.k8s.io", version="v1", resource="validatingadmissionpolicies",
+                   kind="ValidatingAdmissionPolicy", name=DRY_RUN_ONLY, username=PREVIEW_USER, groups=PREVIEW_GROUPS,
+                   object=policy, old_object=policy)
+    assert admit(policy, binding, lift).matched is False
+    writes = {g for rule in preview_rules() if set(rule["verbs"]) - {"get", "list", "watch"} for g in rule["apiGroups"]}
+    assert "admissionregistration.k8s.io" not in writes and "*" not in writes
+
+
+def test_the_preview_identity_cannot_leave_the_policy_by_impersonating():
+    """The policy selects the request's user: a preview identity that could impersonate another would step out of it."""
+    assert [rule for rule in preview_rules() if {"impersonate", "*"} & set(rule["verbs"])] == []
+
+
+def test_fails_when_a_policy_needs_what_the_engine_lacks(small_plan):
+    (policy, (binding,)), *_ = shipped(small_plan).values()
+    needs = {**policy, "spec": {**policy["spec"], "validations": [
+        {"expression": "authorizer.group('').resource('pods').check('create').allowed()"}]}}
+    with pytest.raises(NotCovered) as raised:
+        admit(needs, binding, PREVIEW_CASES[0].request)
+    assert str(raised.value) == (
+        "\"authorizer.group('').resource('pods').check('create').allowed()\" needs allowed, check, group, resource, "
+        "authorizer, which the engine here lacks (tests/admission.py)")
