@@ -25,7 +25,6 @@ from fabctl.check.findings import Finding
 from fabctl.check.mirror import _document, pod_specs
 from fabctl.check.picture import Picture, Placed, release_placed
 
-RULE = "settings.read"
 SPARK_GROUP = "sparkoperator.k8s.io/"
 SPARK_KINDS = ("SparkApplication", "ScheduledSparkApplication")
 DEFAULTS_FILE = "spark-defaults.conf"
@@ -156,7 +155,7 @@ def spark_defaults_findings(picture: Picture) -> Iterator[Finding]:
             continue
         client = f"{app['kind']} {namespace}/{metadata.get('name') or '(template)'}"
         at = f"{where}: " if where else ""
-        yield Finding.of(RULE, placed, f"{at}{client} gets {DEFAULTS_FILE} ({_what(settings)}) from its sparkConfigMap "
+        yield Finding.of("settings.read", placed, f"{at}{client} gets {DEFAULTS_FILE} ({_what(settings)}) from its sparkConfigMap "
                                        f"{namespace}/{config_map}, but {reason}",
                          "set them in the application's spec.sparkConf (spark-submit --conf), credentials as ${env:...} "
                          "references to the Secrets of its envFrom (components/engines/spark.py spark_application_template)")
@@ -206,7 +205,7 @@ def conf_dir_findings(picture: Picture) -> Iterator[Finding]:
                     for i, container in enumerate(pod.get(field) or []):
                         mounts = _mount_paths(container.get("volumeMounts"))
                         for name, folder, reader in _unmounted(container.get("env"), mounts):
-                            yield Finding.of(RULE, placed, f"{path}.{field}[{i}] ({container.get('name')}) sets {name}={folder}, a folder "
+                            yield Finding.of("settings.read", placed, f"{path}.{field}[{i}] ({container.get('name')}) sets {name}={folder}, a folder "
                                                            f"no volume of the container mounts: {reader} finds no configuration there",
                                              _fix(name, folder, reader))
     for placed, where, app in _applications(picture):
@@ -220,7 +219,7 @@ def conf_dir_findings(picture: Picture) -> Iterator[Finding]:
             mounts = [*_mount_paths(part.get("volumeMounts")), *webhook]
             for env in (part.get("env"), part.get("envVars")):
                 for name, folder, reader in _unmounted(env, mounts):
-                    yield Finding.of(RULE, placed, f"{at}{client} sets {name}={folder} in its {role}, a folder none of its "
+                    yield Finding.of("settings.read", placed, f"{at}{client} sets {name}={folder} in its {role}, a folder none of its "
                                                    f"volumeMounts mounts: {reader} finds no configuration there",
                                      _fix(name, folder, reader))
     for release in picture.release_records():
@@ -233,7 +232,7 @@ def conf_dir_findings(picture: Picture) -> Iterator[Finding]:
         if storage.get("type") != "none":
             mounts.append(str(storage.get("homeMountPath") or "/home/jovyan"))
         for name, folder, reader in _unmounted(singleuser.get("extraEnv"), mounts):
-            yield Finding.of(RULE, release_placed(picture.plan, release),
+            yield Finding.of("settings.read", release_placed(picture.plan, release),
                              f"values.singleuser.extraEnv sets {name}={folder} in every single-user server, a folder no volume "
                              f"mounts (singleuser.storage.extraVolumeMounts): {reader} finds no configuration there",
                              f"mount {reader}'s configuration there (singleuser.storage.extraVolumes and extraVolumeMounts), "
