@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from components import versions, yamltext
 from components.constants import (
     ENGINE_LABEL,

@@ -56,7 +56,7 @@ def embedded(placed: Placed) -> Iterator[tuple[str, Any]]:
     """(path, document) of each YAML or JSON text of a ConfigMap's data."""
     if placed.kind != "ConfigMap":
         return
-    for key, text in sorted(((placed.obj.get("data") or {}).items())):
+    for key, text in sorted((placed.obj.get("data") or {}).items()):
         if isinstance(text, str):
             document = _document(text)
             if isinstance(document, (dict, list)):

@@ -79,11 +79,11 @@ def test_fails_when_airflows_spark_template_names_a_spark_config_map(small):
     app["spec"]["sparkConfigMap"] = "spark-defaults"
     _set_template(small, app)
     assert small.lines("settings.read") == [
-        "error [settings.read] site-t-compute ConfigMap airflow/spark-application (compute-spark-application): "
+        ("error [settings.read] site-t-compute ConfigMap airflow/spark-application (compute-spark-application): "
         f"data.sparkapplication.yaml: SparkApplication spark/(template) gets spark-defaults.conf ({WHAT}) from its "
         "sparkConfigMap spark/spark-defaults, but the application names no image tag or sparkVersion, and neither a Spark 3 "
         "driver (it starts with --properties-file) nor a Spark 4 one without the operator's LoadSparkDefaults gate reads "
-        f"that file. Fix: {SPARK_FIX}"
+        f"that file. Fix: {SPARK_FIX}")
     ]
 
 
@@ -97,8 +97,8 @@ def test_fails_when_the_maintenance_dags_applications_name_a_spark_config_map(sm
     platform["iceberg_maintenance"] = {"schedule": "0 2 * * *", "namespace": "iceberg-maintenance", "applications": {"maintain_fdc": app}}
     data["platform.json"] = json.dumps(platform)
     assert [f.problem for f in small.findings("settings.read")] == [
-        "data.platform.json iceberg_maintenance.applications.maintain_fdc: SparkApplication iceberg-maintenance/(template) gets "
-        f"spark-defaults.conf ({WHAT}) from its sparkConfigMap iceberg-maintenance/spark-defaults, {UNREAD_BY_3}"
+        ("data.platform.json iceberg_maintenance.applications.maintain_fdc: SparkApplication iceberg-maintenance/(template) gets "
+        f"spark-defaults.conf ({WHAT}) from its sparkConfigMap iceberg-maintenance/spark-defaults, {UNREAD_BY_3}")
     ]
 
 
@@ -124,9 +124,9 @@ def test_fails_when_a_spark_4_application_names_a_spark_config_map_and_the_opera
     _spark_defaults(small)
     _add(small, "compute-spark-application", "compute-etl", _application(small, image="apache/spark:4.0.1", sparkConfigMap="spark-defaults"))
     assert [f.problem for f in small.findings("settings.read")] == [
-        f"SparkApplication spark/etl gets spark-defaults.conf ({WHAT}) from its sparkConfigMap spark/spark-defaults, but Spark 4.0.1 "
+        (f"SparkApplication spark/etl gets spark-defaults.conf ({WHAT}) from its sparkConfigMap spark/spark-defaults, but Spark 4.0.1 "
         "(image apache/spark:4.0.1) reads that file only with --load-spark-defaults, which the Spark operator passes only with "
-        "its LoadSparkDefaults feature gate, off on this cluster"
+        "its LoadSparkDefaults feature gate, off on this cluster")
     ]
 
 
@@ -157,10 +157,10 @@ def test_fails_when_a_container_points_spark_conf_dir_at_a_folder_nothing_mounts
     container = _connect_container(small)
     container["volumeMounts"] = [m for m in container["volumeMounts"] if m["mountPath"] != "/etc/spark"]
     assert small.lines("settings.read") == [
-        "error [settings.read] site-t-compute Deployment spark-connect/spark-connect (compute-spark-connect): "
+        ("error [settings.read] site-t-compute Deployment spark-connect/spark-connect (compute-spark-connect): "
         "spec.template.spec.containers[0] (spark-connect) sets SPARK_CONF_DIR=/etc/spark, a folder no volume of the container "
         "mounts: Spark finds no configuration there. Fix: mount Spark's configuration at /etc/spark (a ConfigMap volume), "
-        "or drop SPARK_CONF_DIR"
+        "or drop SPARK_CONF_DIR")
     ]
 
 
@@ -176,8 +176,8 @@ def test_fails_when_a_spark_driver_points_hadoop_conf_dir_at_a_folder_nothing_mo
     app["spec"]["driver"]["env"] = [{"name": "HADOOP_CONF_DIR", "value": "/etc/hadoop/conf"}]
     _add(small, "compute-spark-application", "compute-etl", app)
     assert [f.problem for f in small.findings("settings.read")] == [
-        "SparkApplication spark/etl sets HADOOP_CONF_DIR=/etc/hadoop/conf in its driver, a folder none of its volumeMounts "
-        "mounts: Hadoop finds no configuration there"
+        ("SparkApplication spark/etl sets HADOOP_CONF_DIR=/etc/hadoop/conf in its driver, a folder none of its volumeMounts "
+        "mounts: Hadoop finds no configuration there")
     ]
 
 
@@ -195,10 +195,10 @@ def _singleuser(small) -> dict[str, Any]:
 def test_fails_when_notebooks_point_spark_conf_dir_at_a_folder_nothing_mounts(small):
     _singleuser(small).setdefault("extraEnv", {})["SPARK_CONF_DIR"] = "/etc/spark"
     assert small.lines("settings.read") == [
-        "error [settings.read] site-t-compute HelmRelease jupyterhub/jupyterhub (compute-jupyterhub): values.singleuser.extraEnv "
+        ("error [settings.read] site-t-compute HelmRelease jupyterhub/jupyterhub (compute-jupyterhub): values.singleuser.extraEnv "
         "sets SPARK_CONF_DIR=/etc/spark in every single-user server, a folder no volume mounts "
         "(singleuser.storage.extraVolumeMounts): Spark finds no configuration there. Fix: mount Spark's configuration there "
-        "(singleuser.storage.extraVolumes and extraVolumeMounts), or drop SPARK_CONF_DIR"
+        "(singleuser.storage.extraVolumes and extraVolumeMounts), or drop SPARK_CONF_DIR")
     ]
 
 

@@ -114,6 +114,14 @@ def test_the_spark_application_template_resolves_packages_into_a_writable_tmp(sm
         "/tmp/ivy", [{"name": "tmp", "emptyDir": {"sizeLimit": "4Gi"}}], tmp, tmp)
 
 
+def test_the_serving_loops_feature_job_reads_the_catalog_from_its_spark_conf(small_plan):
+    from components.dags import serving_loop
+
+    app = serving_loop.feature_application(_airflow_template(small_plan), {}, "apache/spark:3.5.7", "3.5.7",
+                                           "local:///opt/fab/features.py", [])
+    assert ("sparkConfigMap" in app["spec"], app["spec"]["sparkConf"]["spark.sql.catalog.fab.uri"]) == (False, CATALOG_URI)
+
+
 def test_the_spark_application_template_places_driver_and_executors_in_the_batch_pool():
     spec = spark_application_template(CATALOG_URI)["spec"]
     for role in ("driver", "executor"):
