@@ -6,8 +6,9 @@ policy pack can check it is Polaris's), their credentials as environment variabl
 by the operator's webhook. Not through the operator's `sparkConfigMap`: the webhook mounts it and sets SPARK_CONF_DIR,
 but a Spark 3.5 driver starts with `--properties-file` only and never reads its spark-defaults.conf (Spark 4's
 `--load-spark-defaults` is behind the operator's LoadSparkDefaults gate, off; kubeflow/spark-operator#1183, #691); the
-operator's controller hands `sparkConf` to spark-submit as `--conf` (2.5.2 `sparkConfOption`), which the driver gets. With `compute.spark.connect`, a Spark Connect server for notebooks (engines/_spark_connect.py)
-runs here too, in the interactive pool and queue. Spark is batch: the operator's chart has no values for drivers and executors, so their
+operator's controller hands `sparkConf` to spark-submit as `--conf` (2.5.2 `sparkConfOption`), which the driver gets.
+With `compute.spark.connect`, a Spark Connect server for notebooks (engines/_spark_connect.py) runs here too, in the
+interactive pool and queue. Spark is batch: the operator's chart has no values for drivers and executors, so their
 pool, tolerations and PriorityClass are SparkApplication fields, handed out in `spark_application_template()`
 (Airflow submits from it).
 """
