@@ -2,8 +2,8 @@
 
 With `compute.iceberg_maintenance`, the platform's `iceberg_maintenance` DAG (components/dags/iceberg_maintenance.py)
 submits, on its schedule, one SparkApplication per configured namespace and then one for the quality checks. They are
-built here, whole, from Spark's template (batch pool, YuniKorn batch queue, spark-defaults with the Polaris catalog and
-the internal S3 endpoint) and handed to the DAG in `platform.json`, so that what runs is what the tests validate. They
+built here, whole, from Spark's template (batch pool, YuniKorn batch queue, the Polaris catalog and the internal S3
+endpoint in `sparkConf`) and handed to the DAG in `platform.json`, so that what runs is what the tests validate. They
 run the platform's job (components/iceberg_maintenance_job.py, the ConfigMap `iceberg-maintenance-job`) as the
 maintenance principal (`s3-iceberg-maintenance`, `polaris-iceberg-maintenance`), which may touch only the configured
 namespaces (components/data_access.py MAINTENANCE_PRIVILEGES and its S3 policy). All of them are in a namespace of their
@@ -20,7 +20,7 @@ from typing import Any
 
 from components import versions
 from components.config import IcebergMaintenanceConfig
-from components.constants import ENGINE_LABEL, MAINTENANCE_NAMESPACE, polaris_secret, s3_secret
+from components.constants import ENGINE_LABEL, MAINTENANCE_NAMESPACE
 from components.constants import MAINTENANCE_PRINCIPAL as MAINTENANCE
 from components.engines import spark
 from components.registry import UPSTREAM, Registry
@@ -45,7 +45,7 @@ MAINTENANCE_CONF = {
     # TABLE_READ_DATA and TABLE_WRITE_DATA (REPORT_READ_METRICS, REPORT_WRITE_METRICS), which the principal does not hold.
     f"{spark.CATALOG_CONF}.rest-metrics-reporting-enabled": "false",
 }
-"""What the maintenance applications set over spark-defaults (SparkApplication `sparkConf` outranks the defaults file)."""
+"""What the maintenance applications set over the template's catalog settings (`sparkConf`)."""
 TTL_SECONDS = 3 * 24 * 3600
 """A finished application (and its driver's log) stays three days for `kubectl logs`, then the operator removes it."""
 
@@ -63,17 +63,20 @@ def settings(config: IcebergMaintenanceConfig, quality: bool = False) -> dict[st
 
 
 def _container_security() -> dict[str, Any]:
-    # Spark's image runs as its own user (185) and writes its work and Ivy directories: no read-only root filesystem.
+    # Spark's image runs as its own user (185) and writes its work directory: no read-only root filesystem (Ivy's
+    # directory is on the template's /tmp volume).
     return {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
 
 
-def application(config: IcebergMaintenanceConfig, arguments: list[str], registry: Registry = UPSTREAM) -> dict[str, Any]:
-    """One maintenance SparkApplication: Spark's template plus the job, its Iceberg packages, and the maintenance
-    principal's Secrets as the driver's and executors' environment (what spark-defaults reads)."""
-    app = spark.spark_application_template(registry)
+def application(config: IcebergMaintenanceConfig, arguments: list[str], catalog_uri: str,
+                registry: Registry = UPSTREAM) -> dict[str, Any]:
+    """One maintenance SparkApplication: Spark's template (the catalog at `catalog_uri`) plus the job, its Iceberg
+    packages, and the maintenance principal's Secrets as the driver's and executors' environment (what `sparkConf`'s
+    ${env:...} references read) in place of the Spark engine's."""
+    app = spark.spark_application_template(catalog_uri, registry)
     app["metadata"]["namespace"] = MAINTENANCE_NAMESPACE
     spec = app["spec"]
-    credentials = [{"secretRef": {"name": s3_secret(MAINTENANCE)}}, {"secretRef": {"name": polaris_secret(MAINTENANCE)}}]
+    credentials = spark.credentials(MAINTENANCE)
     labels = {ENGINE_LABEL: MAINTENANCE}
     spec.update({
         "type": "Python",
@@ -97,21 +100,28 @@ def application(config: IcebergMaintenanceConfig, arguments: list[str], registry
     return app
 
 
-def applications(config: IcebergMaintenanceConfig, registry: Registry = UPSTREAM) -> dict[str, dict[str, Any]]:
+def applications(config: IcebergMaintenanceConfig, catalog_uri: str, registry: Registry = UPSTREAM) -> dict[str, dict[str, Any]]:
     """Task id -> the SparkApplication it submits: one per target, in config order, then the quality checks (if any)."""
     apps = {task_id(t.namespace): application(config, ["--step", "maintain", "--namespace", t.namespace, "--tables", t.tables],
-                                              registry)
+                                              catalog_uri, registry)
             for t in config.targets}
     if config.quality_checks:
-        apps[QUALITY_TASK] = application(config, ["--step", "quality"], registry)
+        apps[QUALITY_TASK] = application(config, ["--step", "quality"], catalog_uri, registry)
     return apps
 
 
-def dag_settings(config: IcebergMaintenanceConfig | None, registry: Registry = UPSTREAM) -> dict[str, Any] | None:
-    """`platform.json` `iceberg_maintenance`: the DAG's schedule and its applications, or None (no DAG) while off."""
+def enabled(config: IcebergMaintenanceConfig | None) -> bool:
+    """Whether the site maintains its tables (the DAG and its applications exist)."""
+    return config is not None and config.enabled
+
+
+def dag_settings(config: IcebergMaintenanceConfig | None, catalog_uri: str, registry: Registry = UPSTREAM) -> dict[str, Any] | None:
+    """`platform.json` `iceberg_maintenance`: the DAG's schedule and its applications (the catalog at `catalog_uri`), or
+    None (no DAG) while off."""
     if config is None or not config.enabled:
         return None
-    return {"schedule": config.schedule, "namespace": MAINTENANCE_NAMESPACE, "applications": applications(config, registry)}
+    return {"schedule": config.schedule, "namespace": MAINTENANCE_NAMESPACE,
+            "applications": applications(config, catalog_uri, registry)}
 
 
 def maintained_namespaces(compute: Any) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 CATALOG = "fab"
-"""The Polaris catalog as spark-defaults.conf names it (spark.sql.defaultCatalog)."""
+"""The Polaris catalog as the application's sparkConf names it (spark.sql.defaultCatalog)."""
 
 
 def quote(identifier: str) -> str:

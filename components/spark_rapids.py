@@ -22,7 +22,7 @@ from components.config import AdoptConfig, SparkRapidsConfig
 from components.constants import polaris_secret, s3_secret
 from components.data_access import TRAINING
 from components.engines import _spark_packages as packages
-from components.engines.spark import SERVICE_ACCOUNT, registry_fields, spark_conf
+from components.engines.spark import SCRATCH, SERVICE_ACCOUNT, registry_fields, spark_conf
 from components.gpu import POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
 from components.kube import Adoption, helm_release, namespace, restricted_pod_security_context, restricted_security_context
 from components.registry import UPSTREAM, Registry
@@ -79,8 +79,9 @@ def spark_rapids_application(spec: SparkRapidsConfig, catalog_uri: str, executor
     adds its name, type, mainApplicationFile (and image, if it needs more than Spark and the RAPIDS jar).
 
     Every setting is in `sparkConf`: the operator's `sparkConfigMap` mounts a spark-defaults.conf that Spark 3.5 drivers
-    never read (they start with `--properties-file`; kubeflow/spark-operator#1183, #691). On a site with a registry the
-    image comes from it, and the RAPIDS jar from its Maven repository only (`registry_fields`)."""
+    never read (they start with `--properties-file`; kubeflow/spark-operator#1183, #691). The RAPIDS jar resolves into
+    /tmp (`registry_fields`, spark.SCRATCH); on a site with a registry the image comes from it, and the jar from its Maven
+    repository only."""
     def pod() -> dict[str, Any]:
         credentials = [{"secretRef": {"name": s3_secret(TRAINING)}}, {"secretRef": {"name": polaris_secret(TRAINING)}}]
         return {
@@ -113,6 +114,7 @@ def spark_rapids_application(spec: SparkRapidsConfig, catalog_uri: str, executor
                 "memoryOverhead": f"{overhead_gib(spec)}g",
                 "gpu": {"name": "nvidia.com/gpu", "quantity": spec.executor_gpus},
                 **pod(),
+                "volumeMounts": SCRATCH["volumeMounts"],
             },
         },
     }

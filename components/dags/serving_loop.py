@@ -262,8 +262,8 @@ def plan_run(params: Mapping[str, Any], run_id: str, platform: Mapping[str, Any]
 
 def feature_application(template: Mapping[str, Any], platform: Mapping[str, Any], image: str, spark_version: str,
                         main_file: str, arguments: list[str]) -> dict[str, Any]:
-    """The SparkApplication of step (a): the platform's template (batch pool, YuniKorn queue, spark-defaults) plus the
-    job. The platform's feature job (`features.py`, which runs the SQL) is mounted on the driver from its ConfigMap;
+    """The SparkApplication of step (a): the platform's template (batch pool, YuniKorn queue, the catalog in `sparkConf`,
+    Spark's credentials) plus the job. The platform's feature job (`features.py`, which runs the SQL) is mounted on the driver from its ConfigMap;
     `main_file` is it (`platform_feature_job()`) or the team's own."""
     app = copy.deepcopy(dict(template))
     spec = app.setdefault("spec", {})

@@ -114,10 +114,11 @@ def config_map_data(registry: Registry) -> tuple[dict[str, str], dict[str, str]]
 
 
 def spark_conf(registry: Registry) -> dict[str, str]:
-    """The Spark settings that resolve packages from the site's repository only (none without `registry.maven`)."""
-    if registry.maven is None:
-        return {}
-    return {"spark.jars.ivySettings": f"{MOUNT_DIR}/{SETTINGS_KEY}", "spark.jars.ivy": IVY_DIR}
+    """The Spark settings of package resolution: Ivy's cache and jars in IVY_DIR wherever packages are resolved (the
+    default, ~/.ivy2, is in the Spark user's home, `/nonexistent`, which no one may create, under a read-only root
+    filesystem or not), and with `registry.maven`, the site's repository as the only resolver."""
+    site = {"spark.jars.ivySettings": f"{MOUNT_DIR}/{SETTINGS_KEY}"} if registry.maven is not None else {}
+    return {**site, "spark.jars.ivy": IVY_DIR}
 
 
 def java_env(registry: Registry) -> list[dict[str, str]]:

@@ -67,10 +67,14 @@ SPARK_SUBMITTER_RULES = [
 """What Airflow's pods may do in Spark's namespace: run SparkApplications and watch their drivers; no Secrets."""
 
 
+def platform_json(platform: dict[str, Any]) -> str:
+    return json.dumps(platform, indent=2, sort_keys=True)
+
+
 def dag_files(platform: dict[str, Any]) -> dict[str, str]:
     """The ConfigMap `platform-dags`: every DAG of components/dags, its `.airflowignore` and `platform.json`."""
     files = {path.name: path.read_text() for path in sorted(DAGS_SOURCE.glob("*.py"))}
-    return {**files, ".airflowignore": AIRFLOWIGNORE, "platform.json": json.dumps(platform, indent=2, sort_keys=True)}
+    return {**files, ".airflowignore": AIRFLOWIGNORE, "platform.json": platform_json(platform)}
 
 
 def platform_settings(*, models_bucket: str, checkpoints_bucket: str, spark_on: bool, serving_repo: dict[str, str] | None,
@@ -127,21 +131,28 @@ def _deploy(scope: EngineScope) -> None:
     delivered = []
     spark_on = spark.ENGINE.config(scope.compute).enabled
     maintenance = scope.compute.iceberg_maintenance
+    registry = scope.cluster.registry
+    catalog_uri = scope.storage.catalog_uri
     if spark_on:
         delivered.append(scope.config_map(SPARK_TEMPLATE, ns, {
-            "sparkapplication.yaml": yamltext.dump(spark.spark_application_template(scope.cluster.registry)),
+            "sparkapplication.yaml": catalog_uri.apply(lambda uri: yamltext.dump(spark.spark_application_template(uri, registry))),
         }, ns_resource))
         volumes.append({"name": SPARK_TEMPLATE, "configMap": {"name": SPARK_TEMPLATE}})
         mounts.append({"name": SPARK_TEMPLATE, "mountPath": SPARK_TEMPLATE_DIR, "readOnly": True})
         _spark_submitter(scope)
-        if iceberg_maintenance.dag_settings(maintenance) is not None:
+        if iceberg_maintenance.enabled(maintenance):
             delivered.extend(_maintenance(scope))
     site = scope.cluster.name.removesuffix(f"-{scope.cluster.key}")  # a ClusterRef's name is <site>-<key>
     serving_repo = serving_repo_settings(scope.compute.argocd, site, writable=scope.serving_repo_write_token is not None)
-    platform = platform_settings(models_bucket=scope.storage.bucket_of("models"), checkpoints_bucket=scope.storage.bucket_of("checkpoints"),
-                                 spark_on=spark_on, serving_repo=serving_repo, registry=scope.cluster.registry,
-                                 maintenance=iceberg_maintenance.dag_settings(maintenance, scope.cluster.registry) if spark_on else None)
-    delivered.append(scope.config_map(DAGS_CONFIG_MAP, ns, dag_files(platform), ns_resource))
+
+    def platform(uri: str) -> dict[str, Any]:
+        return platform_settings(models_bucket=scope.storage.bucket_of("models"), checkpoints_bucket=scope.storage.bucket_of("checkpoints"),
+                                 spark_on=spark_on, serving_repo=serving_repo, registry=registry,
+                                 maintenance=iceberg_maintenance.dag_settings(maintenance, uri, registry) if spark_on else None)
+
+    # platform.json holds the maintenance applications, which carry the catalog's URI (an output of the storage cluster).
+    files: dict[str, pulumi.Input[str]] = {**dag_files({}), "platform.json": catalog_uri.apply(lambda uri: platform_json(platform(uri)))}
+    delivered.append(scope.config_map(DAGS_CONFIG_MAP, ns, files, ns_resource))
     # The submission contract TrainingPool writes here, read by the DAGs (not waited for: the kubelet mounts it once it exists).
     for name, path in ((DAGS_CONFIG_MAP, DAGS_DIR), (TRAINING_SUBMISSION_CONFIG_MAP, TRAINING_SUBMISSION_DIR)):
         volumes.append({"name": name, "configMap": {"name": name}})

@@ -118,7 +118,9 @@ def _deploy(scope: EngineScope) -> None:
         "singleuser": {
             "profileList": _profiles(ENGINE.config(scope.compute)),
             "networkPolicy": {"egressAllowRules": {"privateIPs": True}},
-            "extraEnv": {"SPARK_CONF_DIR": "/etc/spark", **_spark_remote(scope.compute)},
+            # No SPARK_CONF_DIR: notebooks reach the catalog through Spark Connect (SPARK_REMOTE), whose server reads the
+            # catalog settings and holds Spark's credentials; a server's own Spark has neither (no Polaris principal here).
+            **({"extraEnv": _spark_remote(scope.compute)} if _spark_remote(scope.compute) else {}),
             "nodeSelector": pool.node_selector,
             "extraTolerations": pool.tolerations,
         },

@@ -1,10 +1,14 @@
 """Spark: the Spark operator with Apache YuniKorn as its batch scheduler (DESIGN section 2, compute row).
 
 Batch and interactive applications queue separately in YuniKorn; drivers and executors get the Polaris
-catalog and the internal S3 endpoint from `spark-defaults.conf` (the catalog's URI written out, so that the policy
-pack can check it is Polaris's), their credentials as environment variables from the delivered Secrets, injected
-by the operator's webhook. With `compute.spark.connect`, a Spark Connect server for notebooks (engines/_spark_connect.py)
-runs here too, in the interactive pool and queue. Spark is batch: the operator's chart has no values for drivers and executors, so their
+catalog and the internal S3 endpoint in their SparkApplication's `sparkConf` (the catalog's URI written out, so that the
+policy pack can check it is Polaris's), their credentials as environment variables from the delivered Secrets, injected
+by the operator's webhook. Not through the operator's `sparkConfigMap`: the webhook mounts it and sets SPARK_CONF_DIR,
+but a Spark 3.5 driver starts with `--properties-file` only and never reads its spark-defaults.conf (Spark 4's
+`--load-spark-defaults` is behind the operator's LoadSparkDefaults gate, off; kubeflow/spark-operator#1183, #691); the
+operator's controller hands `sparkConf` to spark-submit as `--conf` (2.5.2 `sparkConfOption`), which the driver gets.
+With `compute.spark.connect`, a Spark Connect server for notebooks (engines/_spark_connect.py) runs here too, in the
+interactive pool and queue. Spark is batch: the operator's chart has no values for drivers and executors, so their
 pool, tolerations and PriorityClass are SparkApplication fields, handed out in `spark_application_template()`
 (Airflow submits from it).
 """
@@ -12,8 +16,6 @@ pool, tolerations and PriorityClass are SparkApplication fields, handed out in `
 from __future__ import annotations
 
 from typing import Any
-
-import pulumi_kubernetes as k8s
 
 from components import versions, yamltext
 from components.constants import (
@@ -24,6 +26,8 @@ from components.constants import (
     POLARIS_CLIENT_SECRET,
     POLARIS_WAREHOUSE,
     S3_ENDPOINT,
+    polaris_secret,
+    s3_secret,
 )
 from components.engines import _spark_connect as spark_connect
 from components.engines import _spark_packages as packages
@@ -93,32 +97,47 @@ def spark_defaults(catalog_uri: str) -> str:
     return "".join(f"{key} {value}\n" for key, value in spark_conf(catalog_uri).items())
 
 
+SCRATCH_VOLUME = "tmp"
+SCRATCH = {"volumes": [{"name": SCRATCH_VOLUME, "emptyDir": {"sizeLimit": "4Gi"}}],
+           "volumeMounts": [{"name": SCRATCH_VOLUME, "mountPath": "/tmp"}]}
+"""A writable /tmp (emptyDir) for the drivers and executors of the platform's SparkApplications, mounted by the operator's
+webhook: Ivy's cache and the resolved packages (`_spark_packages.IVY_DIR`) and the JVM's temporary files, whatever the
+image's root filesystem."""
+
+
 def registry_fields(registry: Registry) -> tuple[dict[str, Any], dict[str, Any]]:
-    """What a SparkApplication adds on a site with a registry: in its spec, the pull Secret (driver and executors) and,
-    with a Maven repository, the settings and the volume that resolve packages from it only (engines/_spark_packages.py);
-    in its driver, which resolves them, the volume's mount and the JVM's trust store. Nothing without a registry."""
-    spec: dict[str, Any] = {}
+    """What a SparkApplication adds for package resolution and the site's registry: in its spec, Ivy's directory on the
+    scratch volume (`sparkConf`, read by the controller's spark-submit and the driver, which both resolve packages), the
+    scratch volume, and on a site with a registry the pull Secret (driver and executors) and, with a Maven repository, the
+    settings and the volume that resolve packages from it only (engines/_spark_packages.py); in its driver, the volumes'
+    mounts and the JVM's trust store."""
+    spec: dict[str, Any] = {"sparkConf": packages.spark_conf(registry)}
     driver: dict[str, Any] = {}
     if registry.pull_secret:
         spec["imagePullSecrets"] = [registry.pull_secret]
-    if packages.resolves_from_site(registry):
-        spec["sparkConf"] = packages.spark_conf(registry)
-        spec["volumes"] = packages.volumes(registry)
-        driver["volumeMounts"] = packages.volume_mounts(registry)
-        if packages.java_env(registry):
-            driver["env"] = packages.java_env(registry)
+    spec["volumes"] = [*SCRATCH["volumes"], *packages.volumes(registry)]
+    driver["volumeMounts"] = [*SCRATCH["volumeMounts"], *packages.volume_mounts(registry)]
+    if packages.java_env(registry):
+        driver["env"] = packages.java_env(registry)
     return spec, driver
 
 
-def spark_application_template(registry: Registry = UPSTREAM) -> dict[str, Any]:
-    """A SparkApplication with what the platform decides for every Spark job: its namespace and service account,
-    `spark-defaults`, the batch YuniKorn queue, and the batch pool's node selector, tolerations and PriorityClass for
-    driver and executors (and on a site with a registry, `registry_fields`). A job adds its own name, type, image,
-    sparkVersion and mainApplicationFile."""
+def credentials(engine: str = "spark") -> list[dict[str, Any]]:
+    """The engine's S3 keys and Polaris principal as the environment `spark_conf`'s ${env:...} references read (Secret
+    references only)."""
+    return [{"secretRef": {"name": s3_secret(engine)}}, {"secretRef": {"name": polaris_secret(engine)}}]
+
+
+def spark_application_template(catalog_uri: str, registry: Registry = UPSTREAM) -> dict[str, Any]:
+    """A SparkApplication with what the platform decides for every Spark job: its namespace and service account, the
+    Polaris catalog at `catalog_uri` and the internal S3 endpoint in `sparkConf` (`spark_conf`), the engine's credentials
+    as driver and executor environment, the batch YuniKorn queue, and the batch pool's node selector, tolerations and
+    PriorityClass for driver and executors, a writable /tmp (`SCRATCH`) and `registry_fields`. A job adds its own name,
+    type, image, sparkVersion and mainApplicationFile."""
     pool = ENGINE.pool
 
     def pod() -> dict[str, Any]:
-        return {"tolerations": pool.tolerations, "priorityClassName": pool.priority_class}
+        return {"tolerations": pool.tolerations, "priorityClassName": pool.priority_class, "envFrom": credentials()}
 
     spec, driver = registry_fields(registry)
     return {
@@ -127,13 +146,13 @@ def spark_application_template(registry: Registry = UPSTREAM) -> dict[str, Any]:
         "metadata": {"namespace": ENGINE.namespace},
         "spec": {
             "mode": "cluster",
-            "sparkConfigMap": DEFAULTS_CONFIG_MAP,
             "batchScheduler": "yunikorn",
             "batchSchedulerOptions": {"queue": "root.batch"},
             "nodeSelector": pool.node_selector,
             "driver": {"serviceAccount": SERVICE_ACCOUNT, **pod(), **driver},
-            "executor": pod(),
+            "executor": {**pod(), "volumeMounts": SCRATCH["volumeMounts"]},
             **spec,
+            "sparkConf": {**spark_conf(catalog_uri), **spec["sparkConf"]},
         },
     }
 
@@ -186,13 +205,9 @@ def _deploy(scope: EngineScope) -> None:
         # controller registers its own webhook when it runs); what runs pods in its queues waits for it.
         [ns, *([connect_ns] if connect_ns else []), *([maintenance_ns] if maintenance_ns else []), operator_ns, *maven],
     )
+    # spark-defaults.conf for the Spark Connect server alone, which reads it (SPARK_CONF_DIR, mounted): the operator's
+    # drivers would not (the module's docstring), so their SparkApplications carry the same settings in `sparkConf`.
     defaults = scope.storage.catalog_uri.apply(spark_defaults)
-    scope.config_map(DEFAULTS_CONFIG_MAP, ENGINE.namespace, {"spark-defaults.conf": defaults}, ns)
-    if maintenance_ns is not None:
-        k8s.core.v1.ConfigMap(f"{scope.prefix}-{DEFAULTS_CONFIG_MAP}-{MAINTENANCE_NAMESPACE}",
-                              metadata={"name": DEFAULTS_CONFIG_MAP, "namespace": MAINTENANCE_NAMESPACE},
-                              # the namespace must exist before anything is created in it
-                              data={"spark-defaults.conf": defaults}, opts=scope.after(maintenance_ns))
     scope.grants(ENGINE, ns)
     if connect_ns is not None:
         spark_connect.deploy(scope, config, connect_ns, operator, yunikorn, defaults, ENGINE.name, DEFAULTS_CONFIG_MAP)

@@ -210,26 +210,27 @@ def test_the_connect_executors_pull_from_the_mirror_with_the_pull_secret():
 
 
 def test_the_airflow_spark_template_resolves_from_the_sites_repository():
-    spec = spark.spark_application_template(TRUSTING)["spec"]
-    assert spec["sparkConf"] == packages.spark_conf(REGISTRY)
+    spec = spark.spark_application_template(CATALOG, TRUSTING)["spec"]
+    assert spec["sparkConf"] == {**spark.spark_conf(CATALOG), **packages.spark_conf(REGISTRY)}
     assert (spec["imagePullSecrets"], spec["volumes"], spec["driver"]["volumeMounts"], spec["driver"]["env"]) == (
-        [PULL_SECRET], packages.volumes(REGISTRY), packages.volume_mounts(REGISTRY), packages.java_env(TRUSTING))
+        [PULL_SECRET], [*spark.SCRATCH["volumes"], *packages.volumes(REGISTRY)],
+        [*spark.SCRATCH["volumeMounts"], *packages.volume_mounts(REGISTRY)], packages.java_env(TRUSTING))
 
 
 def test_the_rapids_template_resolves_the_rapids_jar_from_the_sites_repository():
     spec = spark_rapids_application(SparkRapidsConfig(), CATALOG, registry=REGISTRY)["spec"]
     assert (spec["sparkConf"]["spark.jars.packages"], spec["sparkConf"]["spark.jars.ivySettings"], spec["image"]) == (
         versions.SPARK_RAPIDS, "/etc/spark-maven/ivysettings.xml", f"{IMAGES}/docker.io/{versions.SPARK_IMAGE}")
-    assert spec["driver"]["volumeMounts"] == packages.volume_mounts(REGISTRY)
+    assert spec["driver"]["volumeMounts"] == [*spark.SCRATCH["volumeMounts"], *packages.volume_mounts(REGISTRY)]
 
 
 def test_the_feature_job_keeps_the_templates_volumes():
     from components.dags import serving_loop
 
-    template = spark.spark_application_template(REGISTRY)
+    template = spark.spark_application_template(CATALOG, REGISTRY)
     platform = airflow.platform_settings(models_bucket="m", checkpoints_bucket="c", spark_on=True, serving_repo=None, registry=REGISTRY)
     app = serving_loop.feature_application(template, platform, "img:1", "3.5.7", "local:///opt/fab/f.py", [])
-    assert [v["name"] for v in app["spec"]["volumes"]] == ["spark-maven", airflow.FEATURE_JOB]
+    assert [v["name"] for v in app["spec"]["volumes"]] == ["tmp", "spark-maven", airflow.FEATURE_JOB]
 
 
 def test_the_dags_jobs_pull_their_images_from_the_mirror_with_the_pull_secret():
@@ -250,15 +251,16 @@ def test_a_configured_notebook_image_is_pulled_from_the_mirror():
 
 def test_without_a_registry_the_spark_settings_are_unchanged():
     assert (packages.spark_conf(UPSTREAM), packages.java_env(UPSTREAM), packages.volumes(UPSTREAM),
-            packages.operator_controller_values(UPSTREAM)) == ({}, [], [], {})
+            packages.operator_controller_values(UPSTREAM)) == ({"spark.jars.ivy": "/tmp/ivy"}, [], [], {})
 
 
 def test_without_a_registry_the_templates_have_no_registry_fields():
-    spec = spark.spark_application_template()["spec"]
+    spec = spark.spark_application_template(CATALOG)["spec"]
     rapids = spark_rapids_application(SparkRapidsConfig(), CATALOG)["spec"]
-    assert ({"sparkConf", "volumes", "imagePullSecrets"} & set(spec), "volumeMounts" in spec["driver"],
-            {"volumes", "imagePullSecrets", "spark.jars.ivySettings"} & (set(rapids) | set(rapids["sparkConf"])),
-            rapids["image"]) == (set(), False, set(), versions.SPARK_IMAGE)
+    assert ("imagePullSecrets" in spec, "spark.jars.ivySettings" in spec["sparkConf"], spec["volumes"], spec["driver"]["volumeMounts"],
+            {"imagePullSecrets", "spark.jars.ivySettings"} & (set(rapids) | set(rapids["sparkConf"])), rapids["volumes"],
+            rapids["image"]) == (False, False, spark.SCRATCH["volumes"], spark.SCRATCH["volumeMounts"], set(), spark.SCRATCH["volumes"],
+                                 versions.SPARK_IMAGE)
 
 
 def test_without_a_registry_the_connect_server_is_unchanged():

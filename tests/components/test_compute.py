@@ -43,9 +43,11 @@ def test_spark_trino_and_starrocks_use_polaris_with_their_own_principals(small_p
     trino = releases(small_plan, "site-t-compute")["trino"]
     assert "iceberg.rest-catalog.uri=http://polaris-rest.polaris.svc:8181/api/catalog" in trino["values"]["catalogs"]["fab"]
     assert {"secretRef": {"name": "polaris-trino"}} in trino["values"]["envFrom"]
-    (defaults,) = [c for c in small_plan.objects("ConfigMap", "site-t-compute")
-                   if (c["metadata"]["namespace"], c["metadata"]["name"]) == ("spark", "spark-defaults")]
-    assert "spark.sql.catalog.fab.uri http://polaris-rest.polaris.svc:8181/api/catalog" in defaults["data"]["spark-defaults.conf"]
+    (template,) = [c for c in small_plan.objects("ConfigMap", "site-t-compute")
+                   if (c["metadata"]["namespace"], c["metadata"]["name"]) == ("airflow", "spark-application")]
+    spark = yaml.safe_load(template["data"]["sparkapplication.yaml"])["spec"]
+    assert spark["sparkConf"]["spark.sql.catalog.fab.uri"] == "http://polaris-rest.polaris.svc:8181/api/catalog"
+    assert {"secretRef": {"name": "polaris-spark"}} in spark["driver"]["envFrom"]
     (setup,) = [c for c in small_plan.objects("ConfigMap", "site-t-compute") if c["metadata"]["name"] == "starrocks-setup"]
     assert '"iceberg.catalog.uri" = "http://polaris-rest.polaris.svc:8181/api/catalog"' in setup["data"]["setup.sh"]
 

@@ -80,19 +80,56 @@ def test_airflow_task_pods_and_every_airflow_pod_are_placed_in_the_batch_pool(sm
     assert _placement(task) == ("batch", ["batch"], "compute-batch")
 
 
+CATALOG_URI = "http://polaris-rest.polaris.svc:8181/api/catalog"
+"""The smallest site's Polaris catalog as compute's clients call it."""
+
+
+def _airflow_template(plan):
+    (config,) = [c for c in plan.objects("ConfigMap", COMPUTE) if c["metadata"]["name"] == "spark-application"]
+    return yaml.safe_load(config["data"]["sparkapplication.yaml"])
+
+
 def test_airflow_mounts_the_spark_application_template(small_plan):
-    (config,) = [c for c in small_plan.objects("ConfigMap", COMPUTE) if c["metadata"]["name"] == "spark-application"]
-    assert yaml.safe_load(config["data"]["sparkapplication.yaml"]) == spark_application_template()
+    assert _airflow_template(small_plan) == spark_application_template(CATALOG_URI)
+
+
+def test_the_spark_application_template_carries_the_catalog_where_spark_3_drivers_read_it(small_plan):
+    # In sparkConf (spark-submit --conf), not a sparkConfigMap's spark-defaults.conf, which the driver never reads.
+    spec = _airflow_template(small_plan)["spec"]
+    assert ("sparkConfigMap" not in spec, spec["sparkConf"]["spark.sql.catalog.fab.uri"],
+            spec["sparkConf"]["spark.sql.catalog.fab.credential"]) == (
+        True, CATALOG_URI, "${env:POLARIS_CLIENT_ID}:${env:POLARIS_CLIENT_SECRET}")
+
+
+def test_the_spark_application_templates_jobs_read_the_engines_credentials_from_its_secrets(small_plan):
+    spec = _airflow_template(small_plan)["spec"]
+    secrets = [{"secretRef": {"name": "s3-spark"}}, {"secretRef": {"name": "polaris-spark"}}]
+    assert (spec["driver"]["envFrom"], spec["executor"]["envFrom"]) == (secrets, secrets)
+
+
+def test_the_spark_application_template_resolves_packages_into_a_writable_tmp(small_plan):
+    spec = _airflow_template(small_plan)["spec"]
+    tmp = [{"name": "tmp", "mountPath": "/tmp"}]
+    assert (spec["sparkConf"]["spark.jars.ivy"], spec["volumes"], spec["driver"]["volumeMounts"], spec["executor"]["volumeMounts"]) == (
+        "/tmp/ivy", [{"name": "tmp", "emptyDir": {"sizeLimit": "4Gi"}}], tmp, tmp)
+
+
+def test_the_serving_loops_feature_job_reads_the_catalog_from_its_spark_conf(small_plan):
+    from components.dags import serving_loop
+
+    app = serving_loop.feature_application(_airflow_template(small_plan), {}, "apache/spark:3.5.7", "3.5.7",
+                                           "local:///opt/fab/features.py", [])
+    assert ("sparkConfigMap" in app["spec"], app["spec"]["sparkConf"]["spark.sql.catalog.fab.uri"]) == (False, CATALOG_URI)
 
 
 def test_the_spark_application_template_places_driver_and_executors_in_the_batch_pool():
-    spec = spark_application_template()["spec"]
+    spec = spark_application_template(CATALOG_URI)["spec"]
     for role in ("driver", "executor"):
         assert _placement({**spec[role], "nodeSelector": spec["nodeSelector"]}) == ("batch", ["batch"], "compute-batch")
 
 
 def test_a_job_from_the_spark_application_template_validates_against_the_crd(crd_dir):
-    app = spark_application_template()
+    app = spark_application_template(CATALOG_URI)
     app["metadata"]["name"] = "compaction"
     app["spec"].update(type="Python", sparkVersion="4.0.1", mainApplicationFile="s3a://jobs/compaction.py")
     assert schema_errors(app, CrdSchemas(crd_dir)) == []

@@ -7,6 +7,8 @@ import dataclasses
 import json
 from typing import Any
 
+import yaml
+
 from helpers import config_errors, render_small
 from small_site import small_site
 
@@ -97,10 +99,14 @@ def test_a_consumer_cluster_gets_polaris_namespace_for_the_service(small_plan):
 
 # Which names clients use ----------------------------------------------------------------------------------------------
 
+def _spark_catalog_uri(plan) -> str:
+    """The catalog URI of Spark's jobs (Airflow's SparkApplication template)."""
+    (template,) = [c for c in plan.objects("ConfigMap", "site-t-compute") if c["metadata"]["name"] == "spark-application"]
+    return yaml.safe_load(template["data"]["sparkapplication.yaml"])["spec"]["sparkConf"]["spark.sql.catalog.fab.uri"]
+
+
 def test_site_clients_call_polaris_by_its_cluster_local_name(small_plan):
-    (defaults,) = [c for c in small_plan.objects("ConfigMap", "site-t-compute") if c["metadata"]["name"] == "spark-defaults"
-                   and c["metadata"]["namespace"] == "spark"]
-    assert "spark.sql.catalog.fab.uri http://polaris-rest.polaris.svc:8181/api/catalog\n" in defaults["data"]["spark-defaults.conf"]
+    assert _spark_catalog_uri(small_plan) == "http://polaris-rest.polaris.svc:8181/api/catalog"
 
 
 def test_polaris_stays_published_under_its_vip_name_for_other_sites_and_users(small_plan):
@@ -114,9 +120,7 @@ def test_the_serving_url_keeps_the_gateway_host_its_certificate_names(small_plan
 def test_switched_off_no_service_is_global_and_clients_use_the_vip_name():
     plan = render_small(without_global_services())
     assert global_services(plan) == set()
-    (defaults,) = [c for c in plan.objects("ConfigMap", "site-t-compute") if c["metadata"]["name"] == "spark-defaults"
-                   and c["metadata"]["namespace"] == "spark"]
-    assert "http://polaris.site-t.fab.internal:8181/api/catalog" in defaults["data"]["spark-defaults.conf"]
+    assert _spark_catalog_uri(plan) == "http://polaris.site-t.fab.internal:8181/api/catalog"
 
 
 def test_fails_when_global_services_are_set_before_phase_5():
@@ -195,5 +199,5 @@ def test_what_calls_polaris_by_its_cluster_local_name_waits_for_that_name(small_
     callers = [r for r in small_plan.resources if "polaris-rest.polaris.svc" in json.dumps(r["inputs"])
                and r["name"].startswith("compute-")]
     assert sorted(r["name"] for r in callers if repeated <= small_plan.waits_for(r)) == sorted(r["name"] for r in callers) == [
-        "compute-spark-connect-defaults", "compute-spark-defaults", "compute-starrocks-setup", "compute-trino",
+        "compute-spark-application", "compute-spark-connect-defaults", "compute-starrocks-setup", "compute-trino",
     ]

@@ -172,10 +172,11 @@ def test_sparks_operator_runs_applications_in_the_maintenance_namespace():
     assert "iceberg-maintenance" in release["inputs"]["values"]["spark"]["jobNamespaces"]
 
 
-def test_the_maintenance_namespace_has_sparks_defaults_and_the_job():
+def test_the_maintenance_namespace_has_the_job():
+    # No spark-defaults: the applications carry the catalog in their sparkConf (the drivers never read a sparkConfigMap).
     plan = render_small(maintained_site())
     assert sorted(c["metadata"]["name"] for c in plan.objects("ConfigMap", COMPUTE) if c["metadata"]["namespace"] == "iceberg-maintenance") == [
-        "iceberg-maintenance-job", "spark-defaults"]
+        "iceberg-maintenance-job"]
 
 
 def test_the_maintenance_namespace_may_request_no_gpu():
@@ -225,8 +226,24 @@ def test_the_applications_run_as_the_maintenance_principal_in_the_batch_pool():
 
 def test_the_applications_ask_polaris_for_no_credentials_and_send_no_metrics():
     spec = _platform(render_small(maintained_site()))["iceberg_maintenance"]["applications"]["maintain_fdc"]["spec"]
-    assert spec["sparkConf"] == {"spark.sql.catalog.fab.header.X-Iceberg-Access-Delegation": "",
-                                 "spark.sql.catalog.fab.rest-metrics-reporting-enabled": "false"}
+    conf = spec["sparkConf"]
+    assert (conf["spark.sql.catalog.fab.header.X-Iceberg-Access-Delegation"], conf["spark.sql.catalog.fab.rest-metrics-reporting-enabled"]) == (
+        "", "false")
+
+
+def test_the_applications_read_the_polaris_catalog_from_their_spark_conf():
+    # Spark 3.5 drivers read sparkConf (spark-submit --conf), never a sparkConfigMap's spark-defaults.conf.
+    spec = _platform(render_small(maintained_site()))["iceberg_maintenance"]["applications"]["maintain_fdc"]["spec"]
+    conf = spec["sparkConf"]
+    assert ("sparkConfigMap" in spec, conf["spark.sql.defaultCatalog"], conf["spark.sql.catalog.fab.uri"],
+            conf["spark.sql.catalog.fab.credential"]) == (
+        False, "fab", "http://polaris-rest.polaris.svc:8181/api/catalog", "${env:POLARIS_CLIENT_ID}:${env:POLARIS_CLIENT_SECRET}")
+
+
+def test_the_applications_resolve_their_packages_into_a_writable_tmp():
+    spec = _platform(render_small(maintained_site()))["iceberg_maintenance"]["applications"]["maintain_fdc"]["spec"]
+    assert (spec["sparkConf"]["spark.jars.ivy"], spec["volumes"][0], spec["driver"]["volumeMounts"][0], spec["executor"]["volumeMounts"]) == (
+        "/tmp/ivy", {"name": "tmp", "emptyDir": {"sizeLimit": "4Gi"}}, {"name": "tmp", "mountPath": "/tmp"}, [{"name": "tmp", "mountPath": "/tmp"}])
 
 
 def test_a_namespaces_application_gets_its_glob_and_the_retention_settings():

@@ -31,7 +31,7 @@ def server(plan) -> dict[str, Any]:
 
 def notebook_env(plan) -> dict[str, Any]:
     (hub,) = [r["inputs"] for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "jupyterhub"]
-    return hub["values"]["singleuser"]["extraEnv"]
+    return hub["values"]["singleuser"].get("extraEnv", {})
 
 
 def test_the_server_runs_in_the_interactive_pool_and_queue(small_plan):
@@ -95,6 +95,11 @@ def test_every_other_pod_of_the_cluster_is_denied(small_plan):
 
 def test_notebooks_connect_through_spark_remote(small_plan):
     assert notebook_env(small_plan)["SPARK_REMOTE"] == "sc://spark-connect.spark-connect.svc.cluster.local:15002"
+
+
+def test_notebooks_point_spark_at_no_configuration_folder(small_plan):
+    # Nothing is mounted at one (the old SPARK_CONF_DIR=/etc/spark): the catalog is reached through Spark Connect.
+    assert notebook_env(small_plan) == {"SPARK_REMOTE": "sc://spark-connect.spark-connect.svc.cluster.local:15002"}
 
 
 def test_the_service_serves_the_url_notebooks_get(small_plan):

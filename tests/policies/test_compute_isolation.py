@@ -48,7 +48,7 @@ def starrocks(resources: list[dict[str, Any]]) -> dict[str, Any]:
 def add_spark_application(resources: list[dict[str, Any]], edit: Callable[[dict[str, Any]], None]) -> None:
     """A SparkApplication applied on compute (as a program change could add one), from the platform's template."""
     record = copy.deepcopy(find(resources, ":StarRocksCluster", "compute-starrocks"))
-    app = spark_application_template()
+    app = spark_application_template("http://polaris-rest.polaris.svc:8181/api/catalog")
     app["metadata"]["name"] = "compaction"
     app["spec"].update(type="Python", sparkVersion="4.0.1", mainApplicationFile="s3a://jobs/compaction.py")
     edit(app)

@@ -225,10 +225,10 @@ SITE_T = "site-t-compute is not a GPU cluster, GPU work runs on GPU clusters onl
 
 def test_fails_when_a_plan_gives_a_compute_spark_application_gpus(small_plan):
     def edit(by_name, resources):
-        app = copy.deepcopy(by_name["compute-spark-defaults"])
+        app = copy.deepcopy(by_name["compute-spark-application"])
         app["name"], app["urn"] = "compute-gpu-etl", app["urn"] + "-gpu-etl"
         # A job from the platform's template (batch pool, its priority and queue), with GPUs on its executors.
-        placed = spark_application_template()
+        placed = spark_application_template("http://polaris-rest.polaris.svc:8181/api/catalog")
         placed["metadata"]["name"] = "etl"
         for role, spec in spark_app(executor=GPU_EXECUTOR)["spec"].items():
             placed["spec"][role] = {**placed["spec"][role], **spec} if isinstance(spec, dict) and role in placed["spec"] else spec
@@ -252,12 +252,14 @@ def test_fails_when_a_plan_gives_a_notebook_profile_a_gpu(small_plan):
     )]
 
 
-def test_fails_when_a_plan_loads_rapids_in_spark_defaults(small_plan):
+def test_fails_when_a_plan_loads_rapids_in_the_spark_template(small_plan):
     def edit(by_name, resources):
-        by_name["compute-spark-defaults"]["inputs"]["data"]["spark-defaults.conf"] += "spark.plugins com.nvidia.spark.SQLPlugin\n"
+        data = by_name["compute-spark-application"]["inputs"]["data"]
+        data["sparkapplication.yaml"] = data["sparkapplication.yaml"].replace(
+            "sparkConf:\n", "sparkConf:\n    spark.plugins: com.nvidia.spark.SQLPlugin\n")
 
     assert messages(small_plan, edit) == [(
         "fab-no-gpu-spark-conf",
-        ("ConfigMap spark/spark-defaults (data.spark-defaults.conf) on site-t-compute loads Spark RAPIDS "
+        ("ConfigMap airflow/spark-application (data.sparkapplication.yaml) on site-t-compute loads Spark RAPIDS "
          f"(spark.plugins=com.nvidia.spark.SQLPlugin); {SITE_T}"),
     )]

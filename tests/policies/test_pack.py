@@ -19,7 +19,6 @@ import yaml
 from google.protobuf import empty_pb2
 from helpers import STACKS, rendered
 
-from components.engines.spark import spark_application_template
 from fabctl.policy import analyze_in_process, analyze_with
 from fabctl.render import Plan
 
@@ -252,22 +251,25 @@ def password_in_values(rs):
     find(rs, ":Release", "compute-trino")["inputs"]["values"]["auth"] = {"password": "Pl41nT3xtPassword"}
 
 
-def spark_defaults_edit(rs, old, new):
-    data = find(rs, ":ConfigMap", "compute-spark-defaults")["inputs"]["data"]
-    assert old in data["spark-defaults.conf"]
-    data["spark-defaults.conf"] = data["spark-defaults.conf"].replace(old, new)
+def spark_conf_edit(rs, key, value):
+    """Airflow's SparkApplication template (`sparkapplication.yaml`) sets `key` in its sparkConf."""
+    data = find(rs, ":ConfigMap", "compute-spark-application")["inputs"]["data"]
+    app = yaml.safe_load(data["sparkapplication.yaml"])
+    app["spec"]["sparkConf"][key] = value
+    data["sparkapplication.yaml"] = yaml.safe_dump(app)
 
 
 def spark_hive_catalog(rs):
-    spark_defaults_edit(rs, "spark.sql.catalog.fab.type rest\n", "spark.sql.catalog.fab.type hive\n")
+    spark_conf_edit(rs, "spark.sql.catalog.fab.type", "hive")
 
 
 def gpu_spark_application(rs):
-    app = copy.deepcopy(find(rs, ":ConfigMap", "compute-spark-defaults"))
+    template = find(rs, ":ConfigMap", "compute-spark-application")
+    app = copy.deepcopy(template)
     app["name"], app["urn"] = "compute-gpu-etl", app["urn"] + "-gpu-etl"
     app["type"] = "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication"
     # A job from the platform's template (batch pool, its priority and queue), with GPUs on its executors.
-    app["inputs"] = spark_application_template()
+    app["inputs"] = yaml.safe_load(template["inputs"]["data"]["sparkapplication.yaml"])
     app["inputs"]["metadata"]["name"] = "gpu-etl"
     spec = app["inputs"]["spec"]
     spec.update({"type": "Python", "sparkVersion": "4.0.1", "mainApplicationFile": "local:///app/etl.py"})
@@ -282,7 +284,7 @@ def gpu_notebook_profile(rs):
 
 
 def gpu_spark_defaults(rs):
-    spark_defaults_edit(rs, "spark.sql.defaultCatalog fab\n", "spark.sql.defaultCatalog fab\nspark.executor.resource.gpu.amount 1\n")
+    spark_conf_edit(rs, "spark.executor.resource.gpu.amount", "1")
 
 
 def trino_catalog_elsewhere(rs):
@@ -291,7 +293,7 @@ def trino_catalog_elsewhere(rs):
 
 
 def spark_metastore(rs):
-    spark_defaults_edit(rs, "spark.sql.defaultCatalog fab\n", "spark.sql.defaultCatalog fab\nspark.hadoop.hive.metastore.uris thrift://metastore:9083\n")
+    spark_conf_edit(rs, "spark.hadoop.hive.metastore.uris", "thrift://metastore:9083")
 
 
 def untolerated_trino_workers(rs):
