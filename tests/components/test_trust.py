@@ -164,3 +164,35 @@ def test_the_name_check_asks_the_object_store_through_the_private_ca(private_end
              (("bucket", "site-b-gold"), ("bucket", "site-b-new"), ("user", "fab-spark"), ("policy", "fab-spark"))}
     assert asked == {("bucket", "site-b-gold"): True, ("bucket", "site-b-new"): False, ("user", "fab-spark"): False,
                      ("policy", "fab-spark"): True}
+
+
+def _envoy_gateway_values(plan, cluster: str) -> dict:
+    (release,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release")
+                  if plan.cluster(r) == cluster and r["inputs"]["name"] == "envoy-gateway"]
+    return release["inputs"]["values"]
+
+
+def test_the_inference_gateway_fetches_the_realms_keys_trusting_the_site_ca(trusting_plan):
+    # Envoy Gateway fetches a bare remoteJWKS.uri with the system's CAs only (envoyproxy/gateway v1.9.0 jwt_types.go):
+    # every policy's JWKS goes through a Backend of its namespace that trusts the site CA's Secret there.
+    policies = trusting_plan.objects("SecurityPolicy", "site-t-gpu")
+    assert policies
+    backends = {(b["metadata"]["namespace"], b["metadata"]["name"]): b["spec"]
+                for b in trusting_plan.objects("Backend", "site-t-gpu")}
+    host = "keycloak.site-t.fab.internal"
+    for policy in policies:
+        (provider,) = policy["spec"]["jwt"]["providers"]
+        assert provider["remoteJWKS"]["backendRefs"] == [
+            {"group": "gateway.envoyproxy.io", "kind": "Backend", "name": "keycloak-jwks", "port": 443}]
+        assert backends[policy["metadata"]["namespace"], "keycloak-jwks"] == {
+            "endpoints": [{"fqdn": {"hostname": host, "port": 443}}],
+            "tls": {"caCertificateRefs": [{"group": "", "kind": "Secret", "name": "fab-site-ca"}], "sni": host},
+        }
+    cas = {s["metadata"]["namespace"] for s in trusting_plan.objects("Secret", "site-t-gpu") if s["metadata"]["name"] == "fab-site-ca"}
+    assert {ns for ns, _ in backends} <= cas
+
+
+def test_envoy_gateway_accepts_backends_only_where_the_jwks_needs_one(trusting_plan, small_plan):
+    assert _envoy_gateway_values(trusting_plan, "site-t-gpu")["config"]["envoyGateway"]["extensionApis"] == {"enableBackend": True}
+    assert "extensionApis" not in _envoy_gateway_values(small_plan, "site-t-gpu")["config"]["envoyGateway"]
+    assert not small_plan.objects("Backend")
