@@ -40,7 +40,8 @@ from components.kube import Adoption, namespace
 from components.network import CrossClusterNetwork, GlobalService
 from components.providers import NamespaceRef, SiteRef
 from components.serving import GATEWAY_NAME, PRINCIPAL, VLLM_PORT, route_prefix
-from components.storage import SITE_CA_SECRET, SiteCa, StorageCluster
+from components.constants import SITE_CA_SECRET
+from components.storage import SiteCa, StorageCluster
 
 if TYPE_CHECKING:  # the sizing arithmetic is the config's to run (`SiteConfig.model_capacity`); here it is only a type
     from components.capacity import ModelCapacity
