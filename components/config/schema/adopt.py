@@ -83,6 +83,7 @@ CHECK_RULES = (
     "order.crd", "order.namespace", "references", "readiness.load-balancer", "readiness.deadlock",
     "scheduling.fit", "scheduling.node-agent", "images.pinned", "charts.pinned", "charts.values", "charts.render",
     "images.mirrored", "images.pull-secret", "charts.mirrored", "downloads.mirrored",
+    "trust.site-ca",
 )
 """The rules of `fabctl check` (docs/deploy-check.md), which `check.accept` names."""
 
