@@ -244,6 +244,21 @@ def test_trinos_oauth2_sign_in_reads_the_site_cas_trust_store(every_client):
 
 
 def test_no_client_is_given_a_site_ca_the_site_does_not_have(small_plan):
-    assert [name for name in ("metrics", "jupyterhub", "argocd", "trino") if "site-ca" in json.dumps(
+    assert [name for name in ("metrics", "jupyterhub", "argocd", "trino", "superset", "airflow") if "site-ca" in json.dumps(
         [r["inputs"]["values"] for r in small_plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == name])] == []
     assert _site_ca_namespaces(small_plan, "site-t-compute") == set()
+
+
+def test_supersets_sign_in_trusts_the_site_ca(every_client):
+    values = _values(every_client, "superset")
+    assert (values["extraEnv"], values["extraVolumes"], values["extraVolumeMounts"]) == (
+        {"REQUESTS_CA_BUNDLE": "/etc/fab/site-ca/ca.crt"}, [{"name": "site-ca", "secret": {"secretName": "fab-site-ca"}}],
+        [{"name": "site-ca", "mountPath": "/etc/fab/site-ca", "readOnly": True}])
+    assert "superset" in _site_ca_namespaces(every_client, "site-t-compute")
+
+
+def test_airflows_sign_in_trusts_the_site_ca(every_client):
+    values = _values(every_client, "airflow")
+    assert {"name": "REQUESTS_CA_BUNDLE", "value": "/etc/fab/site-ca/ca.crt"} in values["apiServer"]["env"]
+    assert {"name": "site-ca", "secret": {"secretName": "fab-site-ca"}} in values["volumes"]
+    assert {"name": "site-ca", "mountPath": "/etc/fab/site-ca", "readOnly": True} in values["volumeMounts"]
