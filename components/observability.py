@@ -30,6 +30,9 @@ from components.constants import (
     OIDC_CLIENT_SECRET,
     PROMETHEUS_POD_LABELS,
     PROMETHEUS_PORT,
+    SITE_CA_DIR,
+    SITE_CA_FILE,
+    SITE_CA_SECRET,
 )
 from components.engines import GATEWAY, INTERACTIVE, Ui
 from components.gateway import ROUTES_LABEL, http_route
@@ -38,7 +41,6 @@ from components.kube import Adoption, helm_release, namespace, random_secret
 from components.monitors import MetricsScope, scrape_targets
 from components.network import CrossClusterNetwork
 from components.providers import ClusterRef, NamespaceRef, SiteRef
-from components.constants import SITE_CA_DIR, SITE_CA_FILE, SITE_CA_SECRET
 from components.storage import SiteCa
 
 RELEASE = "metrics"

@@ -13,7 +13,15 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.config import names
-from components.constants import OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, RAY_TOKEN_KEY, SITE_CA_DIR, SITE_CA_FILE, SITE_CA_SECRET, TEAM_LABEL
+from components.constants import (
+    OIDC_CLIENT_ID,
+    OIDC_CLIENT_SECRET,
+    RAY_TOKEN_KEY,
+    SITE_CA_DIR,
+    SITE_CA_FILE,
+    SITE_CA_SECRET,
+    TEAM_LABEL,
+)
 from components.engines import _spark_connect as spark_connect
 from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui
 from components.identity import PLATFORM_USERS

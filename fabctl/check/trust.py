@@ -256,9 +256,9 @@ def jupyterhub_oauth(picture: Picture) -> Iterator[Client]:
             continue
         config = (((values or {}).get("hub") or {}).get("config") or {})
         for section in ("GenericOAuthenticator", "OAuthenticator"):
-            settings = config.get(section) or {}
-            url = settings.get("token_url")
-            if not isinstance(settings, dict) or not site_ca_host(picture.site, host_of(url)):
+            settings = config.get(section)
+            url = settings.get("token_url") if isinstance(settings, dict) else None
+            if not site_ca_host(picture.site, host_of(url)):
                 continue
             ca_file = str((settings.get("http_request_kwargs") or {}).get("ca_certs") or "")
             yield Client(placed, f"JupyterHub's sign-in ({section})", str(url),
