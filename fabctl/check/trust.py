@@ -188,6 +188,9 @@ def _backend_trust(picture: Picture, policy: Placed, ref: dict[str, Any]) -> str
     backends = picture.by_name.get((policy.cluster, "Backend", namespace, name))
     if not backends:
         return f"its backendRef Backend {namespace}/{name} is not in the plan"
+    if backends_disabled(picture, policy.cluster):
+        return (f"Envoy Gateway's configuration ({EG_CONFIG}) lacks extensionApis.enableBackend, so it refuses Backend "
+                f"{namespace}/{name}")
     tls = (backends[0].obj.get("spec") or {}).get("tls") or {}
     policies = [p for p in picture.placed if p.cluster == policy.cluster and p.kind == "BackendTLSPolicy" and p.namespace == namespace
                 and any(t.get("kind") == "Backend" and t.get("name") == name for t in (p.obj.get("spec") or {}).get("targetRefs") or [])]
@@ -204,6 +207,24 @@ def _backend_trust(picture: Picture, policy: Placed, ref: dict[str, Any]) -> str
         if CA_KEY not in keys:
             return f"Backend {namespace}/{name} trusts {kind} {ns}/{ca_name}, which has no key {CA_KEY}"
     return None
+
+
+EG_CONFIG = "ConfigMap envoy-gateway-system/envoy-gateway-config"
+"""Envoy Gateway's own configuration (the chart's `config.envoyGateway`, key `envoy-gateway.yaml`)."""
+
+
+def backends_disabled(picture: Picture, cluster: str) -> bool:
+    """Whether the cluster's Envoy Gateway, as its chart renders its configuration, refuses Backends (v1.9.0
+    internal/gatewayapi/ext_service.go: "Backend is disabled in Envoy Gateway configuration"). Unknown (the chart not
+    rendered): False."""
+    for placed in picture.placed:
+        if placed.cluster == cluster and f"{placed.kind} {placed.namespace}/{placed.name}" == EG_CONFIG:
+            try:
+                config = yaml.safe_load((placed.obj.get("data") or {}).get("envoy-gateway.yaml") or "") or {}
+            except yaml.YAMLError:
+                return False
+            return not ((config.get("extensionApis") or {}).get("enableBackend") is True)
+    return False
 
 
 def grafana_oauth(picture: Picture) -> Iterator[Client]:

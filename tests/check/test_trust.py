@@ -91,6 +91,17 @@ def test_fails_when_the_jwks_backend_trusts_no_ca(trusting):
         "Backend envoy-gateway-system/keycloak-jwks trusts no CA of the site (no tls.caCertificateRefs, no BackendTLSPolicy)")
 
 
+def test_fails_when_envoy_gateway_refuses_backends(trusting):
+    config = _object(trusting, "site-t-gpu", "ConfigMap", "envoy-gateway-system", "envoy-gateway-config")
+    settings = yaml.safe_load(config["data"]["envoy-gateway.yaml"])
+    del settings["extensionApis"]
+    config["data"]["envoy-gateway.yaml"] = yaml.safe_dump(settings)
+    assert sorted((f.subject, f.problem.rsplit("CA: ", 1)[1]) for f in _findings(trusting)) == [
+        (f"SecurityPolicy {namespace}", "Envoy Gateway's configuration (ConfigMap envoy-gateway-system/envoy-gateway-config) "
+         f"lacks extensionApis.enableBackend, so it refuses Backend {namespace.split('/')[0]}/keycloak-jwks")
+        for namespace in ("envoy-gateway-system/llm", "inference/vllm-qwen3-8b")]
+
+
 def test_fails_when_grafanas_sign_in_names_no_ca_file(trusting):
     config = _object(trusting, "site-t-compute", "ConfigMap", "monitoring", "grafana")
     config["data"]["grafana.ini"] = "\n".join(line for line in config["data"]["grafana.ini"].splitlines() if "tls_client_ca" not in line)
