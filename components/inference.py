@@ -244,7 +244,7 @@ class InferencePool(pulumi.ComponentResource):
         # rolling when the Service is created (a canary added to a running site).
         register(f"{prefix}-svc", serving.service(model), [self._namespace_resource], rollout())
         if served.spec.canary is not None:
-            canary = register(f"{prefix}-canary", serving.deployment(self.site, served, canary=True), depends_on, rollout(canary=True))
+            register(f"{prefix}-canary", serving.deployment(self.site, served, canary=True), depends_on, rollout(canary=True))
             register(f"{prefix}-canary-svc", serving.service(model, canary=True), [self._namespace_resource], rollout(canary=True))
         return deployment
 

@@ -200,7 +200,7 @@ def _deploy(scope: EngineScope) -> None:
     }
     # Its pods read the OIDC client and `airflow-keys` (database connection, keys) when they start, and mount the DAGs,
     # the Spark template and the serving repository's connection; the maintenance DAG's job, rights and keys (`delivered`).
-    release = scope.release("airflow", versions.AIRFLOW, ns, values, [oidc, keys, owner, *delivered, *ca.resources()])
+    scope.release("airflow", versions.AIRFLOW, ns, values, [oidc, keys, owner, *delivered, *ca.resources()])
     scope.route(ENGINE, ns_resource)
 
 

@@ -160,7 +160,7 @@ def _deploy(scope: EngineScope) -> None:
             for team, token in sorted(scope.ray_tokens.items())
         ]
     # the hub reads its OIDC client when it starts, and mounts each team's Ray token into its members' servers
-    release = scope.release("jupyterhub", versions.JUPYTERHUB, ENGINE.namespace, values, [oidc, *tokens, *ca.resources()])
+    scope.release("jupyterhub", versions.JUPYTERHUB, ENGINE.namespace, values, [oidc, *tokens, *ca.resources()])
     scope.route(ENGINE, ns_resource)
 
 

@@ -57,7 +57,7 @@ def _deploy(scope: EngineScope) -> None:
         values["extraVolumes"] = [{"name": "site-ca", "secret": {"secretName": SITE_CA_SECRET}}]
         values["extraVolumeMounts"] = [{"name": "site-ca", "mountPath": SITE_CA_DIR, "readOnly": True}]
     # its pods read their database and secret key from `superset-env` (and the site CA) when they start
-    release = scope.release("superset", versions.SUPERSET, ns, values, [env, owner, *ca.resources()])
+    scope.release("superset", versions.SUPERSET, ns, values, [env, owner, *ca.resources()])
     scope.route(ENGINE, ns_resource)
 
 

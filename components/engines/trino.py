@@ -216,7 +216,7 @@ def _deploy(scope: EngineScope) -> None:
         values["server"]["coordinatorExtraConfig"] += f"oauth2-jwk.http-client.trust-store-path={SITE_CA_TRUST_STORE}\n"
     # Its pods read these Secrets as env (envFrom) and mount the site CA's trust store when they start: sign-in, the
     # internal secret, the engine's keys, the peers' and the external catalogs'.
-    release = scope.release("trino", versions.TRINO, ns, values, [oidc, shared, *grants, *peers, *external])
+    scope.release("trino", versions.TRINO, ns, values, [oidc, shared, *grants, *peers, *external])
     scope.route(ENGINE, ns_resource)
 
 
