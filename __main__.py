@@ -166,6 +166,7 @@ notebooks = GpuNotebooks(
         config=notebooks_config, sharing=site.gpu[notebooks_config.cluster].sharing,
         cluster=providers.cluster(notebooks_config.cluster), compute=compute_cluster, gateway=compute.gateway,
         domain=site.domain, network=network, identity=identity, adopt=Adoption(site.adopt, notebooks_config.cluster),
+        site_ca=storage.site_ca,
     ),
 ) if notebooks_config is not None else None
 # Equipment vendors: the catalog API on the compute ingress (their principals and keys are StorageCluster's).
@@ -239,6 +240,7 @@ observability = SiteObservability(
         alert_webhook_url=secrets.alert_webhook_url,
         objects=cluster_manifests(metrics_scopes(site), site.observability),
         scrape_secrets={storage_cluster.key: storage.metrics_credentials},
+        site_ca=storage.site_ca,
     ),
 ) if site.observability is not None else None
 if site.profile_schedule is not None:

@@ -161,3 +161,11 @@ MAINTENANCE_PRINCIPAL = "iceberg-maintenance"
 MAINTENANCE_NAMESPACE = "iceberg-maintenance"
 """Where the maintenance SparkApplications run and its Secrets are, apart from Spark's namespace: no other Spark job (nor
 its driver, which may create pods in its namespace) can mount them."""
+
+SITE_CA_SECRET = "fab-site-ca"
+"""The Secret holding the site's CA bundle (config `ca_bundle`) in each namespace whose pods call the site's endpoints
+(`StorageCluster.site_ca`)."""
+SITE_CA_KEY = "ca.crt"
+SITE_CA_DIR = "/etc/fab/site-ca"
+"""Where a pod that reads the site CA as a file mounts that Secret (OIDC clients: Grafana, JupyterHub)."""
+SITE_CA_FILE = f"{SITE_CA_DIR}/{SITE_CA_KEY}"

@@ -65,7 +65,8 @@ def https_listener(name: str, hostname: str, tls_secret: str, gateway: str) -> d
 def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption, gateway: str, gateway_class: str,
                   description: str, service_labels: dict[str, str], vip: str, listeners: list[dict[str, Any]],
                   registry: Registry, global_rate_limits: bool = False,
-                  near_limit_percent: int | None = None, service: GlobalService | None = None) -> k8s.apiextensions.CustomResource:
+                  near_limit_percent: int | None = None, service: GlobalService | None = None,
+                  backends: bool = False) -> k8s.apiextensions.CustomResource:
     """Envoy Gateway and one Gateway named `gateway` in envoy-gateway-system of the cluster `opts` deploy to; returns the Gateway.
 
     `global_rate_limits` runs the rate limit service with its counter store, so that the gateway's routes can
@@ -74,6 +75,8 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
     saturation alert's threshold); defaults to the service's own 80.
     `service` announces the proxies as that ClusterMesh global service through a Service of its own (`global_service`);
     Envoy Gateway's LoadBalancer Service at `vip` is left as Envoy Gateway names it.
+    `backends` lets policies name Envoy Gateway `Backend`s (`extensionApis.enableBackend`; off by default, as a Backend
+    can point anywhere): the inference gateway's JWKS fetch from the site's Keycloak trusts the site CA through one.
     """
     ns = namespace(f"{prefix}-ns-{GATEWAY_NAMESPACE}", GATEWAY_NAMESPACE, opts, adopt=adopt, registry=registry)
     # The namespace must exist before anything is created in it (the rate limit store's Secret, Deployment and Service).
@@ -85,6 +88,8 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
         # The rate limit service Envoy Gateway starts reads the store's password from its Secret; the store itself may
         # come up later (until then the service fails open onto the local backstop).
         before_controller.append(rate_limit_store(prefix, in_ns, registry))
+    if backends:
+        values.setdefault("config", {}).setdefault("envoyGateway", {})["extensionApis"] = {"enableBackend": True}
     controller = helm_release(
         f"{prefix}-envoy-gateway", versions.ENVOY_GATEWAY, name="envoy-gateway", namespace=GATEWAY_NAMESPACE,
         values=values, opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=before_controller)),

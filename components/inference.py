@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 from typing import TYPE_CHECKING, Any
 
 import pulumi
@@ -39,7 +40,8 @@ from components.kube import Adoption, namespace
 from components.network import CrossClusterNetwork, GlobalService
 from components.providers import NamespaceRef, SiteRef
 from components.serving import GATEWAY_NAME, PRINCIPAL, VLLM_PORT, route_prefix
-from components.storage import StorageCluster
+from components.constants import SITE_CA_SECRET
+from components.storage import SiteCa, StorageCluster
 
 if TYPE_CHECKING:  # the sizing arithmetic is the config's to run (`SiteConfig.model_capacity`); here it is only a type
     from components.capacity import ModelCapacity
@@ -53,6 +55,10 @@ ACCESS_CLAIM = "llm_access"
 TEAM_HEADER = "x-fab-team"
 AUDIENCE = "llm-gateway"
 JWT_PROVIDER = "keycloak"
+JWKS_BACKEND = "keycloak-jwks"
+"""The Envoy Gateway Backend (in each namespace with a JWT SecurityPolicy) that the JWKS fetch goes through while the site
+has its own CA: Envoy Gateway fetches a bare `remoteJWKS.uri` trusting the system's CAs only (envoyproxy/gateway v1.9.0
+api/v1alpha1/jwt_types.go), so the realm's keys signed by the site's PKI are fetched through a Backend that trusts it."""
 
 __all__ = ["GATEWAY_NAME", "PRINCIPAL", "VLLM_PORT", "InferencePool", "InferencePoolArgs", "route_prefix"]
 
@@ -112,6 +118,9 @@ class InferencePool(pulumi.ComponentResource):
         here = NamespaceRef(args.gpu.cluster, INFERENCE_NAMESPACE, namespace)
         s3 = args.storage.grant(PRINCIPAL, here)
         ca = args.storage.site_ca(here)
+        self._cas: dict[str, SiteCa] = {INFERENCE_NAMESPACE: ca}
+        """The site CA's Secret in each namespace with JWT policies (the gateway's joins when it exists)."""
+        self._jwks_backends: dict[str, pulumi.Resource] = {}
         self.site = serving.ServingSite(
             hostname=hostname,
             models_bucket=args.storage.bucket_of("models"),
@@ -136,7 +145,8 @@ class InferencePool(pulumi.ComponentResource):
         ) if args.network.global_services else None
         """The gateway's Envoy pods as a ClusterMesh global service (a Service beside Envoy Gateway's own), which compute repeats; None without global services.
         Its backends run on this cluster only, so it has no affinity to prefer."""
-        gateway = self._gateway(args.network, hostname)
+        gateway = self._gateway(args.network, hostname, backends=ca.secret is not None)
+        self._cas[GATEWAY_NAMESPACE] = args.storage.site_ca(NamespaceRef(args.gpu.cluster, GATEWAY_NAMESPACE, gateway))
         team_clients = self._team_clients(args.identity)
         if not delivered:
             # the policies' CRDs come with Envoy Gateway's chart, which the gateway waits for
@@ -234,14 +244,14 @@ class InferencePool(pulumi.ComponentResource):
         # rolling when the Service is created (a canary added to a running site).
         register(f"{prefix}-svc", serving.service(model), [self._namespace_resource], rollout())
         if served.spec.canary is not None:
-            canary = register(f"{prefix}-canary", serving.deployment(self.site, served, canary=True), depends_on, rollout(canary=True))
+            register(f"{prefix}-canary", serving.deployment(self.site, served, canary=True), depends_on, rollout(canary=True))
             register(f"{prefix}-canary-svc", serving.service(model, canary=True), [self._namespace_resource], rollout(canary=True))
         return deployment
 
     # ---------------------------------------------------------------------------------------------
     # Gateway.
 
-    def _gateway(self, network: CrossClusterNetwork, hostname: str) -> k8s.apiextensions.CustomResource:
+    def _gateway(self, network: CrossClusterNetwork, hostname: str, backends: bool) -> k8s.apiextensions.CustomResource:
         gateway_cfg = self._config.gateway
         opts = pulumi.ResourceOptions(parent=self)
         gateway = envoy_gateway(
@@ -257,6 +267,7 @@ class InferencePool(pulumi.ComponentResource):
             global_rate_limits=True,
             near_limit_percent=self._near_limit_percent,
             service=self.gateway_global_service,
+            backends=backends,
         )
         # The team header is only ever set from a verified token: strip whatever the client sent. Under model-aware
         # routing, so is the picked endpoint, which only the endpoint picker sets (it overwrites it anyway).
@@ -350,6 +361,9 @@ class InferencePool(pulumi.ComponentResource):
             )
 
         issuer = identity.issuer
+        backend = self._jwks_backend(namespace_, issuer, after)
+        if backend is not None:
+            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[backend]))
         jwt = policy(
             "jwt", "SecurityPolicy",
             {
@@ -359,7 +373,7 @@ class InferencePool(pulumi.ComponentResource):
                             "name": JWT_PROVIDER,
                             "issuer": issuer,
                             "audiences": [AUDIENCE],
-                            "remoteJWKS": {"uri": f"{issuer}/protocol/openid-connect/certs"},
+                            "remoteJWKS": jwks(issuer, backend is not None),
                             "claimToHeaders": [{"header": TEAM_HEADER, "claim": TEAM_CLAIM}],
                         }
                     ]
@@ -373,6 +387,23 @@ class InferencePool(pulumi.ComponentResource):
         # model-aware routing joins the rate limits here.
         traffic = {"rateLimit": team_rate_limits(self._config), **({"loadBalancer": load_balancer} if load_balancer else {})}
         return [jwt, policy("ratelimit", "BackendTrafficPolicy", traffic)]
+
+    def _jwks_backend(self, namespace_: str, issuer: str, after: list[pulumi.Resource]) -> pulumi.Resource | None:
+        """The Backend the JWKS fetch of the namespace's JWT policies goes through, trusting the site CA's Secret there;
+        None without a site CA (the system's CAs then verify Keycloak). One per namespace: a policy's backendRefs name a
+        Backend of its own namespace."""
+        ca = self._cas[namespace_]
+        if ca.secret is None:
+            return None
+        if namespace_ not in self._jwks_backends:
+            self._jwks_backends[namespace_] = k8s.apiextensions.CustomResource(
+                f"{self._name}-jwks-backend-{namespace_}", api_version=versions.ENVOY_GATEWAY_API, kind="Backend",
+                metadata={"name": JWKS_BACKEND, "namespace": namespace_}, spec=jwks_backend(issuer),
+                # the Backend CRD comes with Envoy Gateway's chart (`after` holds the gateway, which waits for it); the CA's
+                # Secret must be there for Envoy Gateway to accept the Backend's TLS
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*after, *ca.resources()]),
+            )
+        return self._jwks_backends[namespace_]
 
     def _team_clients(self, identity: SiteIdentity) -> dict[str, Any]:
         """A client-credentials client per team whose tokens carry `team` and the gateway's audience."""
@@ -402,6 +433,30 @@ def _register(logical: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -
     if kind == "Service":
         return k8s.core.v1.Service(logical, metadata=meta, spec=obj["spec"], opts=opts)
     raise ValueError(f"no resource type for {kind}")
+
+
+def jwks(issuer: str, via_backend: bool) -> dict[str, Any]:
+    """A JWT provider's `remoteJWKS`: the realm's keys, fetched through the `JWKS_BACKEND` that trusts the site CA while
+    the site has one (`via_backend`), else straight from the URI with the system's CAs."""
+    remote: dict[str, Any] = {"uri": f"{issuer}/protocol/openid-connect/certs"}
+    if via_backend:
+        remote["backendRefs"] = [{"group": "gateway.envoyproxy.io", "kind": "Backend", "name": JWKS_BACKEND, "port": _port(issuer)}]
+    return remote
+
+
+def jwks_backend(issuer: str) -> dict[str, Any]:
+    """The spec of the JWKS Backend: the issuer's host (an FQDN endpoint), verified against the site CA's Secret in the
+    Backend's namespace (key `ca.crt`, which Envoy Gateway reads) with the host as SNI."""
+    host = urlsplit(issuer).hostname or ""
+    return {
+        "endpoints": [{"fqdn": {"hostname": host, "port": _port(issuer)}}],
+        "tls": {"caCertificateRefs": [{"group": "", "kind": "Secret", "name": SITE_CA_SECRET}], "sni": host},
+    }
+
+
+def _port(url: str) -> int:
+    parts = urlsplit(url)
+    return parts.port or (443 if parts.scheme == "https" else 80)
 
 
 CLAIM_VALUES_MAX = 128

@@ -18,6 +18,7 @@ Quota per team: each team of `team_quotas` has a namespace `notebooks-<team>` th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,14 +40,15 @@ from components.constants import (
     TEAM_LABEL,
 )
 from components.engines import GATEWAY, Ui
-from components.engines.jupyterhub import keycloak_authenticator
+from components.engines.jupyterhub import keycloak_authenticator, site_ca_mount
 from components.gateway import ROUTES_LABEL, http_route
 from components.gpu import NOTEBOOKS_POOL, POOL_LABEL, toleration
 from components.identity import SiteIdentity, team_group_name
 from components.kube import Adoption, helm_release, namespace
 from components.network import CrossClusterNetwork
-from components.providers import ClusterRef
+from components.providers import ClusterRef, NamespaceRef
 from components.registry import UPSTREAM, Registry
+from components.storage import SiteCa
 
 GPU_NOTEBOOKS_UI = Ui(host=GPU_NOTEBOOKS, service=GPU_NOTEBOOKS, port=NOTEBOOKS_PROXY_PORT, callback="/hub/oauth_callback")
 """The notebooks hub's UI behind the compute ingress: its listener and DNS record come from ComputeCluster (`extra_uis`),
@@ -109,6 +111,9 @@ class GpuNotebooksArgs:
     """The site's realm: the hub's sign-in client and the team groups."""
     adopt: Adoption
     """What exists already on the GPU cluster."""
+    site_ca: Callable[[NamespaceRef], SiteCa] | None = None
+    """Delivers the site CA's Secret to a namespace (`StorageCluster.site_ca`): the hub's sign-in trusts it. None: the
+    system's CAs."""
 
 
 class GpuNotebooks(pulumi.ComponentResource):
@@ -138,11 +143,13 @@ class GpuNotebooks(pulumi.ComponentResource):
             opts=after_ns,
         )
         team_namespaces = [self._team(team, quota, resource, config, on_gpu) for team, quota in sorted(config.team_quotas.items())]
+        ca = args.site_ca(NamespaceRef(args.cluster, GPU_NOTEBOOKS, hub_ns)) if args.site_ca is not None else SiteCa(None)
         helm_release(
             f"{name}-hub", versions.JUPYTERHUB, name=GPU_NOTEBOOKS, namespace=GPU_NOTEBOOKS,
-            values=hub_values(config, resource, client.issuer_url, redirect, args.cluster.registry),
-            # the hub reads its OIDC client from `secret` when it starts, and starts servers in the team namespaces
-            opts=pulumi.ResourceOptions.merge(on_gpu, pulumi.ResourceOptions(depends_on=[secret, *team_namespaces])),
+            values=hub_values(config, resource, client.issuer_url, redirect, args.cluster.registry, site_ca=ca.secret is not None),
+            # the hub reads its OIDC client from `secret` (and the site CA) when it starts, and starts servers in the team
+            # namespaces
+            opts=pulumi.ResourceOptions.merge(on_gpu, pulumi.ResourceOptions(depends_on=[secret, *ca.resources(), *team_namespaces])),
             adopt=args.adopt, registry=args.cluster.registry,
         )
         pool = args.network.lb_pool(args.cluster.key, config.pool)
@@ -291,10 +298,11 @@ def team_profiles(config: GpuNotebooksConfig, resource: str) -> dict[str, list[d
 
 
 def hub_values(config: GpuNotebooksConfig, resource: str, issuer: str, redirect: str,
-               registry: Registry = UPSTREAM) -> dict[str, Any]:
+               registry: Registry = UPSTREAM, site_ca: bool = False) -> dict[str, Any]:
     """The notebooks hub's chart values: compute's Keycloak sign-in, open to the teams with a quota, servers on the
     notebooks pool in their team's namespace, the configured single-user image from `registry` (the chart's images, its
-    default single-user image and the pull Secret are components/airgap's)."""
+    default single-user image and the pull Secret are components/airgap's). `site_ca`: the site CA's Secret is in the
+    hub's namespace, and the sign-in trusts it."""
     secret = f"{GPU_NOTEBOOKS}-oidc"
     singleuser: dict[str, Any] = {
         # The server's disk is scratch (DESIGN: local disks are cache only): work is kept in AIStor or Git.
@@ -306,7 +314,7 @@ def hub_values(config: GpuNotebooksConfig, resource: str, issuer: str, redirect:
         # team namespaces (Pod Security restricted) refuse.
         "cloudMetadata": {"blockWithIptables": False},
     }
-    return {
+    values: dict[str, Any] = {
         "hub": {
             "config": {
                 "JupyterHub": {
@@ -315,7 +323,7 @@ def hub_values(config: GpuNotebooksConfig, resource: str, issuer: str, redirect:
                     "hub_connect_url": f"http://hub.{GPU_NOTEBOOKS}.svc:{HUB_PORT}",
                 },
                 "GenericOAuthenticator": keycloak_authenticator(
-                    issuer, redirect, sorted(team_group_name(team) for team in config.team_quotas)),
+                    issuer, redirect, sorted(team_group_name(team) for team in config.team_quotas), site_ca=site_ca),
                 "KubeSpawner": {
                     # Servers run in the team namespaces at Pod Security `restricted`, which KubeSpawner's defaults
                     # (a uid and no privilege escalation) do not meet on their own.
@@ -338,3 +346,6 @@ def hub_values(config: GpuNotebooksConfig, resource: str, issuer: str, redirect:
         "prePuller": {"hook": {"enabled": False}, "continuous": {"enabled": False}},
         "singleuser": singleuser,
     }
+    if site_ca:
+        site_ca_mount(values["hub"])
+    return values

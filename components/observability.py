@@ -12,7 +12,7 @@ names its cluster's provider.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,9 @@ from components.constants import (
     OIDC_CLIENT_SECRET,
     PROMETHEUS_POD_LABELS,
     PROMETHEUS_PORT,
+    SITE_CA_DIR,
+    SITE_CA_FILE,
+    SITE_CA_SECRET,
 )
 from components.engines import GATEWAY, INTERACTIVE, Ui
 from components.gateway import ROUTES_LABEL, http_route
@@ -37,7 +40,8 @@ from components.identity import PLATFORM_ADMINS, SiteIdentity
 from components.kube import Adoption, helm_release, namespace, random_secret
 from components.monitors import MetricsScope, scrape_targets
 from components.network import CrossClusterNetwork
-from components.providers import ClusterRef, SiteRef
+from components.providers import ClusterRef, NamespaceRef, SiteRef
+from components.storage import SiteCa
 
 RELEASE = "metrics"
 """The kube-prometheus-stack release on every cluster, also its objects' name prefix (`fullnameOverride`): the
@@ -122,6 +126,9 @@ class SiteObservabilityArgs:
     objects: Mapping[str, Sequence[dict[str, Any]]] = field(default_factory=dict)
     """Manifests per cluster key registered after the chart: ServiceMonitors, PodMonitors, PrometheusRules and dashboard
     ConfigMaps (the latter in the monitoring namespace on compute)."""
+    site_ca: Callable[[NamespaceRef], SiteCa] | None = None
+    """Delivers the site CA's Secret to a namespace (`StorageCluster.site_ca`): Grafana's sign-in trusts it when calling
+    the realm's token and userinfo endpoints. None: the system's CAs (Grafana's default)."""
     scrape_secrets: Mapping[str, Sequence[pulumi.Resource]] = field(default_factory=dict)
     """Per cluster key, the Secrets its monitors present (AIStor's token and the site CA, in the object store's namespace,
     where the monitor that presents them lives): the monitors wait for them too."""
@@ -181,12 +188,17 @@ class SiteObservability(pulumi.ComponentResource):
                     f"{prefix}-alert-webhook", metadata={"name": ALERT_WEBHOOK_SECRET, "namespace": MONITORING_NAMESPACE},
                     string_data={"url": pulumi.Output.secret(args.alert_webhook_url)}, opts=after_ns,
                 ))
+            site_ca = False
             if own and grafana:
                 needs += self._grafana_secrets(prefix, args, after_ns)
+                if args.site_ca is not None:
+                    ca = args.site_ca(NamespaceRef(cluster, MONITORING_NAMESPACE, monitoring))
+                    needs += ca.resources()
+                    site_ca = ca.secret is not None
             values = prometheus_stack_values(
                 args.site, cluster, config, own=own, write_url=None if own and config.metrics == "in-cluster" else write_url,
                 basic_auth=bool(basic_auth), webhook=webhook,
-                grafana=GrafanaSettings.of(args, query_url) if own and grafana else None,
+                grafana=GrafanaSettings.of(args, query_url, site_ca) if own and grafana else None,
             )
             self.releases[key] = release = helm_release(
                 f"{prefix}-stack", versions.KUBE_PROMETHEUS_STACK, name=RELEASE, namespace=MONITORING_NAMESPACE, values=values,
@@ -335,13 +347,17 @@ class GrafanaSettings:
     """The data source is the site's store (`metrics: remote-write`), not compute's own Prometheus."""
     basic_auth_user: str | None
     """The store's user while the data source is the site's store with basic authentication."""
+    site_ca: bool = False
+    """The site has its own CA (`ca_bundle`), delivered to the monitoring namespace: the sign-in's calls to the realm
+    (token, userinfo) verify Keycloak against it (`tls_client_ca`)."""
 
     @classmethod
-    def of(cls, args: SiteObservabilityArgs, query_url: str) -> GrafanaSettings:
+    def of(cls, args: SiteObservabilityArgs, query_url: str, site_ca: bool = False) -> GrafanaSettings:
         remote = args.config.remote_write if args.config.metrics == "remote-write" else None
         return cls(domain=args.site.domain, issuer=args.identity.issuer, admin_group=PLATFORM_ADMINS,
                    viewer_groups=tuple(names.TEAM_GROUP(team) for team in sorted(args.teams)), query_url=query_url,
-                   remote_store=args.config.metrics == "remote-write", basic_auth_user=remote.username if remote else None)
+                   remote_store=args.config.metrics == "remote-write", basic_auth_user=remote.username if remote else None,
+                   site_ca=site_ca)
 
     def role_attribute_path(self) -> str:
         """JMESPath over the token's `groups`: platform admins are Admin, team members Viewer, anyone else is refused
@@ -415,6 +431,10 @@ def grafana_values(settings: GrafanaSettings) -> dict[str, Any]:
         "resources": _resources("100m", "256Mi", "1", "1Gi"),
         **INTERACTIVE.placement(),
     }
+    if settings.site_ca:
+        # Grafana's OAuth client trusts the CAs of the file `tls_client_ca` names (Grafana's generic OAuth settings).
+        values["grafana.ini"]["auth.generic_oauth"]["tls_client_ca"] = SITE_CA_FILE
+        values["extraSecretMounts"] = [{"name": "site-ca", "secretName": SITE_CA_SECRET, "mountPath": SITE_CA_DIR, "readOnly": True}]
     if remote_store:
         source: dict[str, Any] = {
             "name": "Prometheus", "uid": "prometheus", "type": "prometheus", "access": "proxy", "url": settings.query_url,

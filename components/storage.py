@@ -51,6 +51,8 @@ from components.constants import (
     S3_ENDPOINT,
     S3_REGION,
     S3_SECRET_KEY,
+    SITE_CA_KEY,
+    SITE_CA_SECRET,
     TEAM_LABEL,
     TRAINING_CHECKPOINT_URI,
     TRAINING_MODEL_URI,
@@ -180,8 +182,6 @@ def metrics_token(access_key: str, secret_key: str) -> str:
         return jwt.encode({"exp": METRICS_TOKEN_EXPIRY, "sub": access_key, "iss": "prometheus"}, secret_key, algorithm="HS512")
 
 
-SITE_CA_SECRET = "fab-site-ca"
-SITE_CA_KEY = "ca.crt"
 MC_CA_DIR = "/work/.mc/certs/CAs"
 """Where the MinIO client (with MC_CONFIG_DIR=/work/.mc) looks for the CAs it trusts besides the system's."""
 

@@ -56,9 +56,10 @@ class Deploy:
         self.resource(name)["dependencies"].append(self.resource(dependency)["urn"])
 
 
-def deploy_of(raw: dict[str, Any], chart_dir: Path, helm: Path) -> Deploy:
-    """A site object's deploy: its render (shared with the other tests of the session, so copied) and its releases."""
-    plan = copy.deepcopy(render_small(raw))
+def deploy_of(raw: dict[str, Any], chart_dir: Path, helm: Path, secrets: dict[str, Any] | None = None) -> Deploy:
+    """A site object's deploy: its render (shared with the other tests of the session, so copied) and its releases;
+    `secrets` are the secret config keys beside it (`small_site.SERVING_REPO_TOKEN`)."""
+    plan = copy.deepcopy(render_small(raw, secrets=secrets))
     releases, missing = render_releases(plan, ChartPackages(chart_dir), helm, PROJECT_DIR)
     return Deploy(plan, parse_site(raw), releases, missing)
 

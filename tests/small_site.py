@@ -263,3 +263,18 @@ def add_vendor(site: dict[str, Any], name: str = "etch-tools", tables: Sequence[
         "description": "Etch chamber vendor: daily chamber health of its tools", "tables": list(tables), "views": list(views),
         "source_cidrs": ["198.51.100.64/28"],
     }
+
+
+SITE_CA = "certs/site-b-ca.pem"
+"""A PEM bundle of the project's (site-b's PKI), which a test site names as its own `ca_bundle`."""
+
+
+def trusting_site() -> dict[str, Any]:
+    """A site with its own CA (`SITE_CA`) and every kind of client of it the program runs: the inference gateway's JWT
+    policies, Grafana, both hubs, Argo CD with the serving repository on the site's Git server (render with
+    `SERVING_REPO_TOKEN`), Trino's OAuth2 sign-in and Polaris' database backups."""
+    site = with_argocd(small_site())
+    site["ca_bundle"] = SITE_CA
+    add_observability(site)
+    add_gpu_notebooks(site)
+    return site

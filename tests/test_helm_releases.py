@@ -46,6 +46,9 @@ VERIFIED_VALUES = {
         # templates/deployment.yaml and init-job.yaml read the top-level nodeSelector and tolerations; priorityClassName
         # (superset pods) and init.priorityClassName (the init Job) since #29091 (README values table).
         "nodeSelector.*", "tolerations", "priorityClassName", "init.priorityClassName",
+        # templates/deployment.yaml: extraEnv (name -> value) into the web container's env, extraVolumes and
+        # extraVolumeMounts into its pod: the site CA and REQUESTS_CA_BUNDLE of the sign-in, while the site has a CA.
+        "extraEnv.*", "extraVolumes", "extraVolumeMounts",
     },
 }
 """For the charts that cannot be rendered here, the value keys checked by hand against the chart's documentation

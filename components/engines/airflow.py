@@ -31,6 +31,9 @@ from components.constants import (
     OIDC_CLIENT_ID,
     OIDC_CLIENT_SECRET,
     OIDC_ISSUER,
+    SITE_CA_DIR,
+    SITE_CA_FILE,
+    SITE_CA_SECRET,
     TRAINING_SUBMISSION_CONFIG_MAP,
     TRAINING_SUBMISSION_DIR,
     submitter_connection_id,
@@ -170,6 +173,14 @@ def _deploy(scope: EngineScope) -> None:
          "value": json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": f"/opt/airflow/kube/{g}/kubeconfig"}})}
         for g in gpus
     ]
+    ca = scope.storage.site_ca(NamespaceRef(scope.cluster, ns, ns_resource))
+    trust_env = []
+    if ca.secret is not None:
+        # The sign-in (Flask-AppBuilder's authlib client, a requests Session) verifies the realm against the file
+        # REQUESTS_CA_BUNDLE names: the site's CA, mounted in every Airflow pod, named in the API server's environment.
+        volumes.append({"name": "site-ca", "secret": {"secretName": SITE_CA_SECRET}})
+        mounts.append({"name": "site-ca", "mountPath": SITE_CA_DIR, "readOnly": True})
+        trust_env.append({"name": "REQUESTS_CA_BUNDLE", "value": SITE_CA_FILE})
     values = {
         "executor": "KubernetesExecutor",
         "postgresql": {"enabled": False},
@@ -190,7 +201,7 @@ def _deploy(scope: EngineScope) -> None:
             "env": [
                 {"name": key, "valueFrom": {"secretKeyRef": {"name": "airflow-oidc", "key": key}}}
                 for key in (OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ISSUER)
-            ],
+            ] + trust_env,
         },
         "config": {"api": {"base_url": f"https://{scope.hostname(ENGINE)}"}},
         # As Helm hooks these jobs would run after Helm's wait, which waits for pods that wait for the
@@ -200,7 +211,7 @@ def _deploy(scope: EngineScope) -> None:
     }
     # Its pods read the OIDC client and `airflow-keys` (database connection, keys) when they start, and mount the DAGs,
     # the Spark template and the serving repository's connection; the maintenance DAG's job, rights and keys (`delivered`).
-    release = scope.release("airflow", versions.AIRFLOW, ns, values, [oidc, keys, owner, *delivered])
+    scope.release("airflow", versions.AIRFLOW, ns, values, [oidc, keys, owner, *delivered, *ca.resources()])
     scope.route(ENGINE, ns_resource)
 
 

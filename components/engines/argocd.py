@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -64,11 +65,13 @@ def _kinds(kinds: tuple[tuple[str, str], ...]) -> list[dict[str, Any]]:
     return [{"apiGroups": [group], "kinds": kinds_of} for group, kinds_of in groups.items()]
 
 
-def oidc_config(issuer: str) -> str:
+def oidc_config(issuer: str, root_ca: str | None = None) -> str:
     """Argo CD's `oidc.config`: the realm's issuer, the engine's client by reference to its Secret (never the values), and
-    the `groups` claim. Keycloak requires PKCE (S256) of every browser client; Argo CD 3 sends it from its server."""
+    the `groups` claim. Keycloak requires PKCE (S256) of every browser client; Argo CD 3 sends it from its server. With the
+    site's own CA (`root_ca`, PEM), the server verifies the realm (discovery, keys, tokens) against it (`rootCA`)."""
     secret = f"{ENGINE.name}-oidc"
     return yamltext.dump({
+        **({"rootCA": root_ca} if root_ca else {}),
         "name": "Keycloak",
         "issuer": issuer,
         "clientID": f"${secret}:{OIDC_CLIENT_ID}",
@@ -94,11 +97,21 @@ def rbac_policy(teams: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def chart_values(domain: str, issuer: str, teams: list[str]) -> dict[str, Any]:
+def site_ca_host(host: str, domain: str) -> bool:
+    """Whether a host's certificate comes from the site's PKI: a name under the site's domain."""
+    return host == domain or host.endswith(f".{domain}")
+
+
+def chart_values(domain: str, issuer: str, teams: list[str], root_ca: str | None = None,
+                 repo_url: str | None = None) -> dict[str, Any]:
     """The chart's values: no credential among them (the OIDC client is a reference to its Secret; repository and cluster
-    credentials are Secrets of their own)."""
+    credentials are Secrets of their own). With the site's own CA (`root_ca`, PEM), the sign-in trusts it, and so does
+    the clone of the serving repository (`repo_url`) when the site's PKI issued its server's certificate (a host under
+    the site's domain): Argo CD verifies a repository host against the certificates `argocd-tls-certs-cm` holds for it."""
     pool = ENGINE.pool
     host = ENGINE.ui.hostname(domain)
+    repo_host = urlsplit(repo_url).hostname if repo_url else None
+    certificates = {repo_host: root_ca} if root_ca and repo_host and site_ca_host(repo_host, domain) else {}
     return {
         # The compute cluster is no destination: Argo CD gets Roles in its own namespace only, not the cluster-wide
         # rights an in-cluster install needs, and the in-cluster destination is switched off below.
@@ -115,7 +128,7 @@ def chart_values(domain: str, issuer: str, teams: list[str]) -> dict[str, Any]:
             "cm": {
                 "url": f"https://{host}",
                 "admin.enabled": False,
-                "oidc.config": oidc_config(issuer),
+                "oidc.config": oidc_config(issuer, root_ca),
                 "cluster.inClusterEnabled": "false",
                 # The controller watches only what the serving repository holds and what that makes: the serving account
                 # may list nothing else, and every other kind would be a failing watch.
@@ -126,6 +139,7 @@ def chart_values(domain: str, issuer: str, teams: list[str]) -> dict[str, Any]:
             # TLS ends at the compute ingress, which sends plain HTTP to the server inside the cluster.
             "params": {"server.insecure": True},
             "rbac": {"policy.default": "", "policy.csv": rbac_policy(teams), "scopes": f"[{GROUPS_CLAIM}]"},
+            **({"tls": {"certificates": certificates}} if certificates else {}),
         },
         # Sign-in goes straight to the site's realm.
         "dex": {"enabled": False},
@@ -184,7 +198,8 @@ def _deploy(scope: EngineScope) -> None:
     redis = scope.secret(f"{ENGINE.name}-redis", REDIS_SECRET, ns, {REDIS_PASSWORD_KEY: scope.random(f"{ENGINE.name}-redis-password")},
                          ns_resource)
     teams = sorted(scope.identity.groups)
-    values = chart_values(scope.domain, scope.identity.issuer, teams)
+    values = chart_values(scope.domain, scope.identity.issuer, teams, scope.storage.admin_endpoint.ca_bundle,
+                          argocd.serving_repo.url if argocd.serving_repo else None)
     # Redis and the servers read Redis' password when they start; the server resolves the OIDC client's secret from `oidc`.
     release = scope.release(ENGINE.name, versions.ARGO_CD, ns, values, [oidc, redis])
     scope.route(ENGINE, ns_resource)

@@ -7,15 +7,25 @@ interactive: the hub, its proxy and every single-user server run in the interact
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pulumi_kubernetes as k8s
 
 from components import versions
 from components.config import names
-from components.constants import OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, RAY_TOKEN_KEY, TEAM_LABEL
+from components.constants import (
+    OIDC_CLIENT_ID,
+    OIDC_CLIENT_SECRET,
+    RAY_TOKEN_KEY,
+    SITE_CA_DIR,
+    SITE_CA_FILE,
+    SITE_CA_SECRET,
+    TEAM_LABEL,
+)
 from components.engines import _spark_connect as spark_connect
 from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui
 from components.identity import PLATFORM_USERS
+from components.providers import NamespaceRef
 
 
 def _profiles(jupyter) -> list[dict]:
@@ -33,10 +43,13 @@ def _profiles(jupyter) -> list[dict]:
     ]
 
 
-def keycloak_authenticator(issuer: str, callback_url: str, allowed_groups: list[str]) -> dict[str, object]:
+def keycloak_authenticator(issuer: str, callback_url: str, allowed_groups: list[str], site_ca: bool = False) -> dict[str, object]:
     """GenericOAuthenticator's settings for the site's Keycloak realm at `issuer`: sign-in by OIDC, the user's Keycloak
-    groups kept as JupyterHub groups, and only members of `allowed_groups` let in."""
+    groups kept as JupyterHub groups, and only members of `allowed_groups` let in. With the site's own CA (`site_ca`,
+    mounted by `site_ca_mount`), its calls to the realm (token, userinfo) verify Keycloak against it: OAuthenticator
+    17.4 (the hub image of chart 4.4.0) passes `http_request_kwargs` to every tornado HTTPRequest, `ca_certs` among them."""
     return {
+        **({"http_request_kwargs": {"ca_certs": SITE_CA_FILE}} if site_ca else {}),
         "oauth_callback_url": callback_url,
         "authorize_url": f"{issuer}/protocol/openid-connect/auth",
         "token_url": f"{issuer}/protocol/openid-connect/token",
@@ -48,6 +61,12 @@ def keycloak_authenticator(issuer: str, callback_url: str, allowed_groups: list[
         "auth_state_groups_key": "oauth_user.groups",
         "allowed_groups": allowed_groups,
     }
+
+
+def site_ca_mount(hub: dict[str, Any]) -> None:
+    """Mount the site CA's Secret (`fab-site-ca`, in the hub's namespace) into the hub at `SITE_CA_DIR`."""
+    hub["extraVolumes"] = [*hub.get("extraVolumes", []), {"name": "site-ca", "secret": {"secretName": SITE_CA_SECRET}}]
+    hub["extraVolumeMounts"] = [*hub.get("extraVolumeMounts", []), {"name": "site-ca", "mountPath": SITE_CA_DIR, "readOnly": True}]
 
 
 def _spark_remote(compute) -> dict[str, str]:
@@ -90,6 +109,7 @@ def ray_tokens_hook(teams: list[str]) -> str:
 def _deploy(scope: EngineScope) -> None:
     ns_resource = scope.namespace(ENGINE)
     oidc = scope.oidc_secret(ENGINE, ns_resource)
+    ca = scope.storage.site_ca(NamespaceRef(scope.cluster, ENGINE.namespace, ns_resource))
     issuer = scope.identity.issuer
     secret = f"{ENGINE.name}-oidc"
     pool = ENGINE.pool
@@ -101,7 +121,8 @@ def _deploy(scope: EngineScope) -> None:
         "hub": {
             "config": {
                 "JupyterHub": {"authenticator_class": "generic-oauth"},
-                "GenericOAuthenticator": keycloak_authenticator(issuer, ENGINE.ui.redirect_uri(scope.domain), [PLATFORM_USERS]),
+                "GenericOAuthenticator": keycloak_authenticator(issuer, ENGINE.ui.redirect_uri(scope.domain), [PLATFORM_USERS],
+                                                                site_ca=ca.secret is not None),
                 "KubeSpawner": {"priority_class_name": pool.priority_class},
             },
             **core,
@@ -125,6 +146,8 @@ def _deploy(scope: EngineScope) -> None:
             "extraTolerations": pool.tolerations,
         },
     }
+    if ca.secret is not None:
+        site_ca_mount(values["hub"])
     tokens = []
     if scope.ray_tokens:
         # Each team's Ray token (components/ray.py), which the hook mounts into its members' servers.
@@ -139,7 +162,7 @@ def _deploy(scope: EngineScope) -> None:
             for team, token in sorted(scope.ray_tokens.items())
         ]
     # the hub reads its OIDC client when it starts, and mounts each team's Ray token into its members' servers
-    release = scope.release("jupyterhub", versions.JUPYTERHUB, ENGINE.namespace, values, [oidc, *tokens])
+    scope.release("jupyterhub", versions.JUPYTERHUB, ENGINE.namespace, values, [oidc, *tokens, *ca.resources()])
     scope.route(ENGINE, ns_resource)
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from components import versions
+from components.constants import SITE_CA_DIR, SITE_CA_FILE, SITE_CA_SECRET
 from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui, flask_oauth_config
+from components.providers import NamespaceRef
 
 CONFIG_OVERRIDES = Path(__file__).parents[1] / "superset_config_overrides.py"
 USER = 1000
@@ -47,8 +49,15 @@ def _deploy(scope: EngineScope) -> None:
         "runAsUser": USER,
         "configOverrides": {"fab": flask_oauth_config(CONFIG_OVERRIDES)},
     }
-    # its pods read their database and secret key from `superset-env` when they start
-    release = scope.release("superset", versions.SUPERSET, ns, values, [env, owner])
+    ca = scope.storage.site_ca(NamespaceRef(scope.cluster, ns, ns_resource))
+    if ca.secret is not None:
+        # The sign-in (Flask-AppBuilder's authlib client, a requests Session) verifies the realm against the file
+        # REQUESTS_CA_BUNDLE names: the site's CA, mounted in every Superset pod.
+        values["extraEnv"] = {"REQUESTS_CA_BUNDLE": SITE_CA_FILE}
+        values["extraVolumes"] = [{"name": "site-ca", "secret": {"secretName": SITE_CA_SECRET}}]
+        values["extraVolumeMounts"] = [{"name": "site-ca", "mountPath": SITE_CA_DIR, "readOnly": True}]
+    # its pods read their database and secret key from `superset-env` (and the site CA) when they start
+    scope.release("superset", versions.SUPERSET, ns, values, [env, owner, *ca.resources()])
     scope.route(ENGINE, ns_resource)
 
 

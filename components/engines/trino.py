@@ -117,14 +117,14 @@ def _external_catalogs(scope: EngineScope, ns_resource, values: dict) -> list:
         }, ns_resource))
         values["catalogs"][name] = external_catalog(name, catalog)
         values["envFrom"].append({"secretRef": {"name": secret_name}})
-    if any(catalog.trust_site_ca for catalog in ENGINE.config(scope.compute).external_catalogs.values()):
-        secrets.append(_site_ca(scope, ns_resource, values))
     return secrets
 
 
 def _site_ca(scope: EngineScope, ns_resource, values: dict) -> k8s.core.v1.ConfigMap:
-    """The site's CA as a Java trust store, mounted on every Trino pod for the catalogs that trust it (`trust_site_ca`)."""
-    pem = scope.storage.admin_endpoint.ca_bundle  # the site's `ca_bundle`; the config rules require it here
+    """The site's CA as a Java trust store, mounted on every Trino pod while the site has one: the catalogs that trust it
+    (`trust_site_ca`) name it, and so does the OAuth2 sign-in's HTTP client (`oauth2-jwk.http-client.trust-store-path`,
+    airlift's client that Trino binds for OAuth2 and resets to the JVM's default trust)."""
+    pem = scope.storage.admin_endpoint.ca_bundle
     assert pem is not None
     store = base64.b64encode(trust_store(pem)).decode()
     key = SITE_CA_TRUST_STORE.rsplit("/", 1)[1]
@@ -211,9 +211,12 @@ def _deploy(scope: EngineScope) -> None:
     }
     peers = _peer_catalogs(scope, ns_resource, values)
     external = _external_catalogs(scope, ns_resource, values)
+    if scope.storage.admin_endpoint.ca_bundle is not None:
+        external.append(_site_ca(scope, ns_resource, values))
+        values["server"]["coordinatorExtraConfig"] += f"oauth2-jwk.http-client.trust-store-path={SITE_CA_TRUST_STORE}\n"
     # Its pods read these Secrets as env (envFrom) and mount the site CA's trust store when they start: sign-in, the
     # internal secret, the engine's keys, the peers' and the external catalogs'.
-    release = scope.release("trino", versions.TRINO, ns, values, [oidc, shared, *grants, *peers, *external])
+    scope.release("trino", versions.TRINO, ns, values, [oidc, shared, *grants, *peers, *external])
     scope.route(ENGINE, ns_resource)
 
 

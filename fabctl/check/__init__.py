@@ -26,6 +26,7 @@ from fabctl.check.readiness import hook_findings, load_balancer_findings
 from fabctl.check.references import reference_findings
 from fabctl.check.scheduling import scheduling_findings
 from fabctl.check.settings import settings_findings
+from fabctl.check.trust import trust_findings
 from fabctl.check.values import ValuesCheck, chart_defaults, values_findings
 from fabctl.helm import ChartRef, ChartSource, MissingChart, RenderedRelease, crd_folder_names, helm_version
 from fabctl.progress import Phases
@@ -88,6 +89,7 @@ def check(plan: Plan, site: SiteConfig, releases: list[RenderedRelease], missing
             *hook_findings(picture), *scheduling_findings(picture), *image_findings(picture), *chart_findings(picture),
             *mirror_findings(picture),
             *settings_findings(picture),
+            *trust_findings(picture),
         ]
     if values is not None:
         tried = [r for r in releases if not r.error and r.package is not None]

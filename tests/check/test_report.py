@@ -91,5 +91,6 @@ def test_the_rules_the_check_reports_are_exactly_those_config_can_accept():
         check_module.order, check_module.references, check_module.readiness, check_module.scheduling, check_module.pins,
         check_module.values, check_module.mirror,
         check_module.settings,
+        check_module.trust,
     ))
     assert set(re.findall(r'Finding(?:\.of)?\(\s*"([^"]+)"', source)) == set(CHECK_RULES)

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import http.server
+import json
 import ssl
 import subprocess
 import threading
 
 import pytest
 import urllib3
+import yaml
 
 from components.minio_admin import _apply_tags, _exists
 from fabctl.render import PROJECT_DIR
 from helpers import config_errors, render_small
-from small_site import small_site
+from small_site import SERVING_REPO_TOKEN, small_site, trusting_site
 
 CA_BUNDLE = "certs/site-b-ca.pem"
 """A PEM bundle of the project's (site-b's PKI), which the small site names as its own."""
@@ -164,3 +166,99 @@ def test_the_name_check_asks_the_object_store_through_the_private_ca(private_end
              (("bucket", "site-b-gold"), ("bucket", "site-b-new"), ("user", "fab-spark"), ("policy", "fab-spark"))}
     assert asked == {("bucket", "site-b-gold"): True, ("bucket", "site-b-new"): False, ("user", "fab-spark"): False,
                      ("policy", "fab-spark"): True}
+
+
+def _envoy_gateway_values(plan, cluster: str) -> dict:
+    (release,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release")
+                  if plan.cluster(r) == cluster and r["inputs"]["name"] == "envoy-gateway"]
+    return release["inputs"]["values"]
+
+
+def test_the_inference_gateway_fetches_the_realms_keys_trusting_the_site_ca(trusting_plan):
+    # Envoy Gateway fetches a bare remoteJWKS.uri with the system's CAs only (envoyproxy/gateway v1.9.0 jwt_types.go):
+    # every policy's JWKS goes through a Backend of its namespace that trusts the site CA's Secret there.
+    policies = trusting_plan.objects("SecurityPolicy", "site-t-gpu")
+    assert policies
+    backends = {(b["metadata"]["namespace"], b["metadata"]["name"]): b["spec"]
+                for b in trusting_plan.objects("Backend", "site-t-gpu")}
+    host = "keycloak.site-t.fab.internal"
+    for policy in policies:
+        (provider,) = policy["spec"]["jwt"]["providers"]
+        assert provider["remoteJWKS"]["backendRefs"] == [
+            {"group": "gateway.envoyproxy.io", "kind": "Backend", "name": "keycloak-jwks", "port": 443}]
+        assert backends[policy["metadata"]["namespace"], "keycloak-jwks"] == {
+            "endpoints": [{"fqdn": {"hostname": host, "port": 443}}],
+            "tls": {"caCertificateRefs": [{"group": "", "kind": "Secret", "name": "fab-site-ca"}], "sni": host},
+        }
+    cas = {s["metadata"]["namespace"] for s in trusting_plan.objects("Secret", "site-t-gpu") if s["metadata"]["name"] == "fab-site-ca"}
+    assert {ns for ns, _ in backends} <= cas
+
+
+def test_envoy_gateway_accepts_backends_only_where_the_jwks_needs_one(trusting_plan, small_plan):
+    assert _envoy_gateway_values(trusting_plan, "site-t-gpu")["config"]["envoyGateway"]["extensionApis"] == {"enableBackend": True}
+    assert "extensionApis" not in _envoy_gateway_values(small_plan, "site-t-gpu")["config"]["envoyGateway"]
+    assert not small_plan.objects("Backend")
+
+
+@pytest.fixture(scope="module")
+def every_client():
+    return render_small(trusting_site(), secrets=SERVING_REPO_TOKEN)
+
+
+def _values(plan, name: str, cluster: str = "site-t-compute") -> dict:
+    (release,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == name and plan.cluster(r) == cluster]
+    return release["inputs"]["values"]
+
+
+def _site_ca_namespaces(plan, cluster: str) -> set[str]:
+    return {s["metadata"]["namespace"] for s in plan.objects("Secret", cluster) if s["metadata"]["name"] == "fab-site-ca"}
+
+
+def test_grafanas_sign_in_trusts_the_site_ca(every_client):
+    grafana = _values(every_client, "metrics")["grafana"]
+    assert grafana["grafana.ini"]["auth.generic_oauth"]["tls_client_ca"] == "/etc/fab/site-ca/ca.crt"
+    assert grafana["extraSecretMounts"] == [{"name": "site-ca", "secretName": "fab-site-ca", "mountPath": "/etc/fab/site-ca", "readOnly": True}]
+    assert "monitoring" in _site_ca_namespaces(every_client, "site-t-compute")
+
+
+@pytest.mark.parametrize(("release", "cluster"), [("jupyterhub", "site-t-compute"), ("gpu-notebooks", "site-t-gpu")])
+def test_each_hubs_sign_in_trusts_the_site_ca(every_client, release, cluster):
+    hub = _values(every_client, release, cluster)["hub"]
+    assert hub["config"]["GenericOAuthenticator"]["http_request_kwargs"] == {"ca_certs": "/etc/fab/site-ca/ca.crt"}
+    assert (hub["extraVolumes"], hub["extraVolumeMounts"]) == (
+        [{"name": "site-ca", "secret": {"secretName": "fab-site-ca"}}], [{"name": "site-ca", "mountPath": "/etc/fab/site-ca", "readOnly": True}])
+    assert release in _site_ca_namespaces(every_client, cluster)
+
+
+def test_argocd_trusts_the_site_ca_for_its_sign_in_and_the_serving_repository(every_client):
+    configs = _values(every_client, "argocd")["configs"]
+    assert yaml.safe_load(configs["cm"]["oidc.config"])["rootCA"] == pem_certificates()
+    assert configs["tls"]["certificates"] == {"git.site-t.fab.internal": pem_certificates()}
+
+
+def test_trinos_oauth2_sign_in_reads_the_site_cas_trust_store(every_client):
+    values = _values(every_client, "trino")
+    assert "oauth2-jwk.http-client.trust-store-path=/etc/fab/site-ca/truststore.p12\n" in values["server"]["coordinatorExtraConfig"]
+    assert values["configMounts"] == [{"name": "site-ca", "configMap": "trino-site-ca", "path": "/etc/fab/site-ca/truststore.p12",
+                                       "subPath": "truststore.p12"}]
+
+
+def test_no_client_is_given_a_site_ca_the_site_does_not_have(small_plan):
+    assert [name for name in ("metrics", "jupyterhub", "argocd", "trino", "superset", "airflow") if "site-ca" in json.dumps(
+        [r["inputs"]["values"] for r in small_plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == name])] == []
+    assert _site_ca_namespaces(small_plan, "site-t-compute") == set()
+
+
+def test_supersets_sign_in_trusts_the_site_ca(every_client):
+    values = _values(every_client, "superset")
+    assert (values["extraEnv"], values["extraVolumes"], values["extraVolumeMounts"]) == (
+        {"REQUESTS_CA_BUNDLE": "/etc/fab/site-ca/ca.crt"}, [{"name": "site-ca", "secret": {"secretName": "fab-site-ca"}}],
+        [{"name": "site-ca", "mountPath": "/etc/fab/site-ca", "readOnly": True}])
+    assert "superset" in _site_ca_namespaces(every_client, "site-t-compute")
+
+
+def test_airflows_sign_in_trusts_the_site_ca(every_client):
+    values = _values(every_client, "airflow")
+    assert {"name": "REQUESTS_CA_BUNDLE", "value": "/etc/fab/site-ca/ca.crt"} in values["apiServer"]["env"]
+    assert {"name": "site-ca", "secret": {"secretName": "fab-site-ca"}} in values["volumes"]
+    assert {"name": "site-ca", "mountPath": "/etc/fab/site-ca", "readOnly": True} in values["volumeMounts"]

@@ -84,6 +84,7 @@ CHECK_RULES = (
     "scheduling.fit", "scheduling.node-agent", "images.pinned", "charts.pinned", "charts.values", "charts.render",
     "images.mirrored", "images.pull-secret", "charts.mirrored", "downloads.mirrored",
     "settings.read",
+    "trust.site-ca",
 )
 """The rules of `fabctl check` (docs/deploy-check.md), which `check.accept` names."""
 

@@ -1,0 +1,188 @@
+"""`trust.site-ca`: every client of an endpoint the site's CA issued trusts that CA (fabctl/check/trust.py). A site with
+every kind of client trusts it throughout; each kind's trust, taken out of a copy of the render, is a finding that names
+the client, the endpoint and the fix; both stack files' clients trust it."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections.abc import Iterator
+
+import pytest
+import yaml
+from check_helpers import Deploy, deploy_of
+from helpers import site_raw
+from small_site import SERVING_REPO_TOKEN, trusting_site
+
+from components.config import parse_site
+from fabctl.check.picture import Picture
+from fabctl.check.trust import CLIENTS, trust_findings
+
+KEYCLOAK = "https://keycloak.site-t.fab.internal"
+_DEPLOY: list[Deploy] = []
+
+
+_CHANGED: list[tuple[dict, dict]] = []
+
+
+@pytest.fixture
+def trusting(chart_dir, helm) -> Iterator[Deploy]:
+    """The deploy of a site with its own CA and every kind of client of it (rendered once); what a test changes through
+    `_object` is put back after it (copying the whole deploy for each test would cost more than the test)."""
+    if not _DEPLOY:
+        _DEPLOY.append(deploy_of(trusting_site(), chart_dir, helm, SERVING_REPO_TOKEN))
+    deploy = _DEPLOY[0]
+    site = deploy.site
+    yield deploy
+    deploy.site = site
+    while _CHANGED:
+        obj, saved = _CHANGED.pop()
+        obj.clear()
+        obj.update(saved)
+
+
+def _object(deploy: Deploy, cluster: str, kind: str, namespace: str, name: str) -> dict:
+    """The object as the picture holds it (the program's resource inputs or a release's rendered object), to change for
+    one test."""
+    (placed,) = [p for p in Picture(deploy.plan, deploy.site, deploy.releases, deploy.missing).placed
+                 if (p.cluster, p.kind, p.namespace, p.name) == (cluster, kind, namespace, name)]
+    _CHANGED.append((placed.obj, copy.deepcopy(placed.obj)))
+    return placed.obj
+
+
+def _findings(deploy: Deploy) -> list:
+    """The rule's findings (the rule alone: the other rules' are the other tests')."""
+    return list(trust_findings(Picture(deploy.plan, deploy.site, deploy.releases, deploy.missing)))
+
+
+def _lines(deploy: Deploy) -> list[str]:
+    return [f.line() for f in _findings(deploy)]
+
+
+def _clients(deploy: Deploy) -> dict[str, list[str]]:
+    picture = Picture(deploy.plan, deploy.site, deploy.releases, deploy.missing)
+    return {kind.name: sorted(c.placed.subject for c in kind.clients(picture)) for kind in CLIENTS}
+
+
+def test_a_site_whose_clients_trust_its_ca_has_no_finding_and_every_kind_of_client(trusting):
+    assert _lines(trusting) == []
+    assert {name for name, clients in _clients(trusting).items() if not clients} == set()
+
+
+def test_fails_when_an_inference_jwt_policy_fetches_the_keys_without_the_backend(trusting):
+    policy = _object(trusting, "site-t-gpu", "SecurityPolicy", "inference", "vllm-qwen3-8b")
+    del policy["spec"]["jwt"]["providers"][0]["remoteJWKS"]["backendRefs"]
+    assert _lines(trusting) == [
+        "error [trust.site-ca] site-t-gpu SecurityPolicy inference/vllm-qwen3-8b (inference-jwt-qwen3-8b): the JWT provider "
+        f"keycloak's JWKS fetch (remoteJWKS) calls {KEYCLOAK}/realms/fab/protocol/openid-connect/certs, whose certificate the "
+        "site's CA (ca_bundle) issued, but does not trust that CA: it names no backendRefs, so Envoy fetches the keys trusting "
+        "the system's CAs only. Fix: fetch the keys through an Envoy Gateway Backend (remoteJWKS.backendRefs; "
+        "extensionApis.enableBackend) whose tls.caCertificateRefs names the site CA's Secret fab-site-ca (key ca.crt, "
+        "StorageCluster.site_ca) in the policy's namespace"
+    ]
+
+
+def test_fails_when_the_jwks_backend_trusts_no_ca(trusting):
+    backend = _object(trusting, "site-t-gpu", "Backend", "envoy-gateway-system", "keycloak-jwks")
+    del backend["spec"]["tls"]["caCertificateRefs"]
+    (finding,) = _findings(trusting)
+    assert (finding.subject, finding.problem.rsplit(": ", 1)[1]) == (
+        "SecurityPolicy envoy-gateway-system/llm",
+        "Backend envoy-gateway-system/keycloak-jwks trusts no CA of the site (no tls.caCertificateRefs, no BackendTLSPolicy)")
+
+
+def test_fails_when_envoy_gateway_refuses_backends(trusting):
+    config = _object(trusting, "site-t-gpu", "ConfigMap", "envoy-gateway-system", "envoy-gateway-config")
+    settings = yaml.safe_load(config["data"]["envoy-gateway.yaml"])
+    del settings["extensionApis"]
+    config["data"]["envoy-gateway.yaml"] = yaml.safe_dump(settings)
+    assert sorted((f.subject, f.problem.rsplit("CA: ", 1)[1]) for f in _findings(trusting)) == [
+        (f"SecurityPolicy {namespace}", "Envoy Gateway's configuration (ConfigMap envoy-gateway-system/envoy-gateway-config) "
+         f"lacks extensionApis.enableBackend, so it refuses Backend {namespace.split('/')[0]}/keycloak-jwks")
+        for namespace in ("envoy-gateway-system/llm", "inference/vllm-qwen3-8b")]
+
+
+def test_fails_when_grafanas_sign_in_names_no_ca_file(trusting):
+    config = _object(trusting, "site-t-compute", "ConfigMap", "monitoring", "grafana")
+    config["data"]["grafana.ini"] = "\n".join(line for line in config["data"]["grafana.ini"].splitlines() if "tls_client_ca" not in line)
+    assert _lines(trusting) == [
+        "error [trust.site-ca] site-t-compute ConfigMap monitoring/grafana (observability-compute-stack (Helm release metrics)): "
+        f"Grafana's generic OAuth sign-in (grafana.ini auth.generic_oauth) calls {KEYCLOAK}/realms/fab/protocol/openid-connect/"
+        "token, whose certificate the site's CA (ca_bundle) issued, but does not trust that CA: grafana.ini sets no "
+        "auth.generic_oauth.tls_client_ca. Fix: set grafana.ini auth.generic_oauth.tls_client_ca to a file of the site CA's "
+        "Secret fab-site-ca (key ca.crt, StorageCluster.site_ca) mounted into Grafana (chart value extraSecretMounts)"
+    ]
+
+
+def test_fails_when_grafana_does_not_mount_its_ca_file(trusting):
+    grafana = _object(trusting, "site-t-compute", "Deployment", "monitoring", "grafana")["spec"]["template"]["spec"]
+    (container,) = [c for c in grafana["containers"] if c["name"] == "grafana"]
+    container["volumeMounts"] = [m for m in container["volumeMounts"] if m["mountPath"] != "/etc/fab/site-ca"]
+    (finding,) = _findings(trusting)
+    assert finding.problem.rsplit("CA: ", 1)[1] == (
+        "its CA file /etc/fab/site-ca/ca.crt is not there: Deployment monitoring/grafana mounts nothing at /etc/fab/site-ca/ca.crt")
+
+
+def test_fails_when_a_hubs_authenticator_is_given_no_ca(trusting):
+    secret = _object(trusting, "site-t-gpu", "Secret", "gpu-notebooks", "hub")
+    values = yaml.safe_load(base64.b64decode(secret["data"]["values.yaml"]))
+    del values["hub"]["config"]["GenericOAuthenticator"]["http_request_kwargs"]
+    secret["data"]["values.yaml"] = base64.b64encode(yaml.safe_dump(values).encode()).decode()
+    assert [(f.cluster, f.subject, f.problem.rsplit("CA: ", 1)[1]) for f in _findings(trusting)] == [
+        ("site-t-gpu", "Secret gpu-notebooks/hub", "GenericOAuthenticator.http_request_kwargs sets no ca_certs")]
+
+
+def test_fails_when_argocds_sign_in_has_no_root_ca(trusting):
+    config = _object(trusting, "site-t-compute", "ConfigMap", "argocd", "argocd-cm")
+    oidc = yaml.safe_load(config["data"]["oidc.config"])
+    del oidc["rootCA"]
+    config["data"]["oidc.config"] = yaml.safe_dump(oidc)
+    assert _lines(trusting) == [
+        "error [trust.site-ca] site-t-compute ConfigMap argocd/argocd-cm (compute-argocd (Helm release argocd)): Argo CD's OIDC "
+        f"sign-in (argocd-cm oidc.config) calls {KEYCLOAK}/realms/fab, whose certificate the site's CA (ca_bundle) issued, but "
+        "does not trust that CA: oidc.config has no rootCA. Fix: set rootCA in oidc.config (chart value "
+        "configs.cm.\"oidc.config\") to the site's CA bundle"
+    ]
+
+
+def test_fails_when_argocd_holds_no_certificate_for_the_serving_repositorys_host(trusting):
+    _object(trusting, "site-t-compute", "ConfigMap", "argocd", "argocd-tls-certs-cm")["data"] = {}
+    assert _lines(trusting) == [
+        "error [trust.site-ca] site-t-compute Secret argocd/repo-serving (compute-argocd-repo-serving): Argo CD's clone of the "
+        "repository calls https://git.site-t.fab.internal/platform/serving.git, whose certificate the site's CA (ca_bundle) "
+        "issued, but does not trust that CA: argocd-tls-certs-cm holds no certificate for git.site-t.fab.internal. Fix: add "
+        "the site's CA bundle under the repository's host to argocd-tls-certs-cm (chart value configs.tls.certificates)"
+    ]
+
+
+def test_fails_when_trinos_oauth2_client_has_no_trust_store(trusting):
+    config = _object(trusting, "site-t-compute", "ConfigMap", "trino", "trino-coordinator")
+    config["data"]["config.properties"] = "\n".join(
+        line for line in config["data"]["config.properties"].splitlines() if not line.startswith("oauth2-jwk."))
+    assert [(f.subject, f.problem.split(" calls ")[1]) for f in _findings(trusting)] == [
+        ("ConfigMap trino/trino-coordinator", f"{KEYCLOAK}, whose certificate the site's CA (ca_bundle) issued, but does not "
+         "trust that CA: config.properties sets no oauth2-jwk.http-client.trust-store-path")]
+
+
+def test_fails_when_the_catalogs_database_backups_do_not_trust_the_site_ca(trusting):
+    cluster = _object(trusting, "site-t-storage", "Cluster", "polaris", "polaris-db")
+    del cluster["spec"]["backup"]["barmanObjectStore"]["endpointCA"]
+    assert [(f.subject, f.problem.rsplit("CA: ", 1)[1], f.fix) for f in _findings(trusting)] == [
+        ("Cluster polaris/polaris-db", "barmanObjectStore has no endpointCA",
+         "set barmanObjectStore.endpointCA to the site CA's Secret fab-site-ca (key ca.crt, StorageCluster.site_ca) in the "
+         "Cluster's namespace")]
+
+
+def test_a_site_without_its_own_ca_is_not_checked(trusting):
+    trusting.site = trusting.site.model_copy(update={"ca_bundle": None})
+    _object(trusting, "site-t-compute", "ConfigMap", "argocd", "argocd-tls-certs-cm")["data"] = {}
+    assert _lines(trusting) == []
+
+
+def test_each_stack_files_clients_of_the_site_ca_trust_it(plan, releases_of):
+    releases, missing = releases_of(plan.stack)
+    site = parse_site(site_raw(plan.stack))
+    picture = Picture(plan, site, releases, missing)
+    found = {kind.name for kind in CLIENTS if any(True for _ in kind.clients(picture))}
+    assert {"Envoy Gateway JWT provider", "Grafana generic OAuth", "JupyterHub OAuthenticator", "Trino OAuth2"} <= found
+    assert [f.line() for f in trust_findings(picture)] == []
