@@ -14,6 +14,7 @@ kept in one component. Who may do what is pure and lives in components/data_acce
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import warnings
@@ -82,6 +83,7 @@ from components.data_access import (
     team_principal,
     team_setup_plan,
 )
+from components.jvm_trust import JVM_TRUST_STORE_KEY, jvm_trust_options, public_and_site_store
 from components.kube import (
     Adoption,
     adopted,
@@ -107,6 +109,10 @@ from components.vendor_access import (
 
 POLARIS_POD_LABELS = {"app.kubernetes.io/name": "polaris", "app.kubernetes.io/instance": "polaris"}
 POLARIS_DB = "polaris-db"
+POLARIS_SITE_CA = "polaris-site-ca"
+"""The ConfigMap in Polaris' namespace with its JVM's trust store, where the site has its own CA."""
+POLARIS_TRUST_STORE = f"/etc/fab/site-ca/{JVM_TRUST_STORE_KEY}"
+"""Where Polaris' server mounts that store."""
 POSTGRES_BACKUP = "postgres-backup"
 """The principal of the catalog database's backups (PLATFORM_ACCESS)."""
 AISTOR_OPERATOR_NAMESPACE = "aistor-operator"
@@ -793,12 +799,13 @@ class StorageCluster(pulumi.ComponentResource):
         )
         storage_creds = self.grant("polaris", here)
         bootstrap = self._polaris_bootstrap_job(ns, root, database)
+        trust = self._polaris_trust(ns, ns_resource)
 
         # Polaris serves the realm the bootstrap Job created (schema and root principal), and its pods read the token
         # broker's keys and their S3 keys from these Secrets.
         release = helm_release(
             f"{self._name}-polaris", versions.POLARIS, name="polaris", namespace=ns, values=self._polaris_values(),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[bootstrap, token_broker, storage_creds]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[bootstrap, token_broker, storage_creds, *trust]),
             adopt=self._cluster_adopt, registry=self.cluster.registry,
         )
         # The chart's own ClusterIP Service is `polaris`; this is the cross-cluster endpoint (and, with global services, the
@@ -906,9 +913,37 @@ class StorageCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
         )
 
+    def _polaris_trust(self, ns: str, ns_resource: pulumi.Resource) -> list[k8s.core.v1.ConfigMap]:
+        """The ConfigMap `polaris-site-ca`: the JVM trust store (public CAs and the site's) that Polaris' server verifies
+        the object store with, where the site has its own CA; nothing without one."""
+        pem = self._site.ca_bundle_pem
+        if pem is None:
+            return []
+        store = base64.b64encode(public_and_site_store(pem)).decode()
+        return [k8s.core.v1.ConfigMap(
+            f"{self._name}-{POLARIS_SITE_CA}", metadata={"name": POLARIS_SITE_CA, "namespace": ns},
+            binary_data={JVM_TRUST_STORE_KEY: store},
+            # The namespace must exist before the ConfigMap is created in it.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns_resource]),
+        )]
+
+    def _polaris_trust_values(self) -> dict[str, Any]:
+        """Polaris' server reads and writes table metadata on S3 (Iceberg's S3FileIO and STS, AWS SDK v2), which verifies
+        the object store with the JVM's default trust: with the site's own CA, `JAVA_TOOL_OPTIONS` (which the JVM reads
+        whatever the image's launcher, run-java.sh in apache/polaris) makes the mounted store of the public CAs and the
+        site's that trust."""
+        if self._site.ca_bundle_pem is None:
+            return {"extraEnv": []}
+        return {
+            "extraEnv": [{"name": "JAVA_TOOL_OPTIONS", "value": " ".join(jvm_trust_options(POLARIS_TRUST_STORE))}],
+            "extraVolumes": [{"name": "site-ca-jvm", "configMap": {"name": POLARIS_SITE_CA}}],
+            "extraVolumeMounts": [{"name": "site-ca-jvm", "mountPath": POLARIS_TRUST_STORE.rsplit("/", 1)[0], "readOnly": True}],
+        }
+
     def _polaris_values(self) -> dict[str, Any]:
         polaris = self._config.polaris
         image, tag = versions.POLARIS_SERVER_IMAGE.rsplit(":", 1)
+        trust = self._polaris_trust_values()
         return {
             "replicaCount": polaris.replicas,
             "image": {"repository": image, "tag": tag},
@@ -929,7 +964,8 @@ class StorageCluster(pulumi.ComponentResource):
             # Table commits authorized per metadata update (Polaris 1.7.0's default, pinned): the maintenance principal
             # commits snapshots without the privileges of schema, location or property changes (MAINTENANCE_PRIVILEGES).
             "features": {"SUPPORTED_CATALOG_STORAGE_TYPES": ["S3"], "ENABLE_FINE_GRAINED_UPDATE_TABLE_PRIVILEGES": True},
-            "extraEnv": [{"name": S3_REGION, "value": self._region}],
+            "extraEnv": [{"name": S3_REGION, "value": self._region}, *trust.pop("extraEnv")],
+            **trust,
             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
             "serviceMonitor": {"enabled": False},
         }

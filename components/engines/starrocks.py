@@ -9,6 +9,7 @@ above batch's).
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import pulumi
@@ -17,6 +18,7 @@ import pulumi_kubernetes as k8s
 from components import versions
 from components.constants import polaris_secret, s3_secret
 from components.engines._base import INTERACTIVE, BucketAccess, Engine, EngineScope, Quota
+from components.jvm_trust import CA_FILE_KEY, JVM_TRUST_STORE_KEY, jvm_trust_options, public_and_site_pem, public_and_site_store
 from components.kube import cache_storage_class, restricted_container, run_once_job
 from components.registry import UPSTREAM, Registry
 
@@ -28,6 +30,14 @@ SETUP_SCRIPT = Path(__file__).parents[1] / "starrocks_setup.sh"
 CATALOG_URI = "@POLARIS_CATALOG_URI@"
 """Where the setup script's catalog takes this site's Polaris URI, written out so that the policy pack can check it."""
 SETUP_USER = 10001
+SITE_CA_CONFIG_MAP = "starrocks-site-ca"
+"""The ConfigMap in StarRocks' namespace with the CAs its FE and CN verify the site's object store with, where the site
+has its own CA: a Java trust store and a PEM bundle, each of the public CAs and the site's (components/jvm_trust.py)."""
+FE_TRUST_DIR = "/etc/fab/site-ca"
+"""Where the FE mount that ConfigMap; their JVM's default trust store is the Java one in it."""
+CN_CA_FILE = "/etc/ssl/certs/ca-certificates.crt"
+"""The CA file the CN's libcurl reads: the Ubuntu path the -ubuntu images' curl was built with (StarRocks' AWS SDK for C++
+sets no CA file of its own: StarRocks issues 23506, 27766), over which the CN mount the PEM bundle."""
 
 
 def fe_conf() -> str:
@@ -35,10 +45,26 @@ def fe_conf() -> str:
     return "run_mode = shared_data\ncloud_native_storage_type = S3\nenable_load_volume_from_conf = false\n"
 
 
-def _cluster_spec(cfg, registry: Registry = UPSTREAM) -> dict:
-    """FE and CN as the operator runs them: their images (and pull Secret) from `registry`."""
+def _trust(site_ca: bool) -> tuple[dict, dict]:
+    """What FE and CN add to trust the site's CA (nothing without one). The FE (Java: the storage volume's and the Iceberg
+    catalog's S3 clients, AWS SDK for Java) read their JVM's default trust, which `JAVA_TOOL_OPTIONS` points at the
+    mounted store; the CN (C++: AWS SDK for C++ over libcurl) read the system CA file, which the bundle replaces."""
+    if not site_ca:
+        return {}, {}
+    fe = {
+        "feEnvVars": [{"name": "JAVA_TOOL_OPTIONS", "value": " ".join(jvm_trust_options(f"{FE_TRUST_DIR}/{JVM_TRUST_STORE_KEY}"))}],
+        "configMaps": [{"name": SITE_CA_CONFIG_MAP, "mountPath": FE_TRUST_DIR}],
+    }
+    cn = {"configMaps": [{"name": SITE_CA_CONFIG_MAP, "mountPath": CN_CA_FILE, "subPath": CA_FILE_KEY}]}
+    return fe, cn
+
+
+def _cluster_spec(cfg, registry: Registry = UPSTREAM, site_ca: bool = False) -> dict:
+    """FE and CN as the operator runs them: their images (and pull Secret) from `registry`, and the site's CA where it has
+    one."""
     place = {"nodeSelector": ENGINE.pool.node_selector, "tolerations": ENGINE.pool.tolerations,
              **({"imagePullSecrets": registry.pull_secrets} if registry.pull_secret else {})}
+    fe_trust, cn_trust = _trust(site_ca)
     return {
         "starRocksFeSpec": {
             "image": registry.image(versions.STARROCKS_FE_IMAGE),
@@ -48,6 +74,7 @@ def _cluster_spec(cfg, registry: Registry = UPSTREAM) -> dict:
             "configMapInfo": {"configMapName": "starrocks-fe-conf", "resolveKey": FE_CONF},
             "storageVolumes": [{"name": "fe-meta", "storageSize": "50Gi", "mountPath": "/opt/starrocks/fe/meta"}],
             "runAsNonRoot": True,
+            **fe_trust,
             **place,
         },
         "starRocksCnSpec": {
@@ -67,6 +94,7 @@ def _cluster_spec(cfg, registry: Registry = UPSTREAM) -> dict:
                 "storageSize": f"{cfg.cache_size_gib}Gi",
                 "mountPath": CN_CACHE_PATH,
             }],
+            **cn_trust,
             **place,
         },
     }
@@ -89,6 +117,13 @@ def _deploy(scope: EngineScope) -> None:
     # Shared-data: CN keep no state; the storage volume (and its keys) is created by the setup Job.
     conf = scope.config_map("starrocks-fe-conf", ns, {FE_CONF: fe_conf()}, ns_resource)
     cfg = ENGINE.config(scope.compute)
+    pem = scope.storage.admin_endpoint.ca_bundle
+    trust = [] if pem is None else [k8s.core.v1.ConfigMap(
+        f"{scope.prefix}-{SITE_CA_CONFIG_MAP}", metadata={"name": SITE_CA_CONFIG_MAP, "namespace": ns},
+        data={CA_FILE_KEY: public_and_site_pem(pem)},
+        binary_data={JVM_TRUST_STORE_KEY: base64.b64encode(public_and_site_store(pem)).decode()},
+        # the namespace must exist before anything is created in it
+        opts=scope.after(ns_resource))]
     cache = cache_storage_class(f"{scope.prefix}-starrocks-cache", cfg.cache_storage_class, scope.compute.nvme_provisioner,
                                 "StarRocks CN data cache only; the olap bucket holds the tables", scope.child)
     cluster = k8s.apiextensions.CustomResource(
@@ -96,9 +131,10 @@ def _deploy(scope: EngineScope) -> None:
         api_version=versions.STARROCKS_API,
         kind="StarRocksCluster",
         metadata={"name": CLUSTER, "namespace": ns},
-        spec=_cluster_spec(cfg, scope.cluster.registry),
-        # the operator's chart installs the StarRocksCluster CRD; the FE mounts `conf`, the CN's cache volumes use `cache`
-        opts=scope.after(operator, conf, cache),
+        spec=_cluster_spec(cfg, scope.cluster.registry, site_ca=pem is not None),
+        # the operator's chart installs the StarRocksCluster CRD; the FE mounts `conf` (and FE and CN `trust`), the CN's
+        # cache volumes use `cache`
+        opts=scope.after(operator, conf, cache, *trust),
     )
     root = scope.secret("starrocks-root", "starrocks-root", ns,
                         {"STARROCKS_ROOT_PASSWORD": scope.random("starrocks-root", 32)}, ns_resource)

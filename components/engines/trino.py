@@ -31,6 +31,7 @@ from components.constants import (
 )
 from components.engines._base import INTERACTIVE, BucketAccess, Engine, EngineScope, Quota, Ui
 from components.engines._spark_packages import trust_store
+from components.jvm_trust import JVM_TRUST_STORE_KEY, jvm_trust_options, public_and_site_store
 from components.network import OutsideCalls
 
 if TYPE_CHECKING:
@@ -82,6 +83,8 @@ SITE_CA_CONFIG_MAP = "trino-site-ca"
 """The ConfigMap in Trino's namespace with the site's CA as a Java trust store, while a catalog trusts it."""
 SITE_CA_TRUST_STORE = "/etc/fab/site-ca/truststore.p12"
 """Where Trino's pods mount that trust store."""
+JVM_TRUST_STORE = f"/etc/fab/site-ca/{JVM_TRUST_STORE_KEY}"
+"""Where Trino's pods mount the JVM's default trust store: the public CAs and the site's (components/jvm_trust.py)."""
 
 
 def jdbc_properties(catalog: ExternalCatalog) -> str:
@@ -121,18 +124,29 @@ def _external_catalogs(scope: EngineScope, ns_resource, values: dict) -> list:
 
 
 def _site_ca(scope: EngineScope, ns_resource, values: dict) -> k8s.core.v1.ConfigMap:
-    """The site's CA as a Java trust store, mounted on every Trino pod while the site has one: the catalogs that trust it
-    (`trust_site_ca`) name it, and so does the OAuth2 sign-in's HTTP client (`oauth2-jwk.http-client.trust-store-path`,
-    airlift's client that Trino binds for OAuth2 and resets to the JVM's default trust)."""
+    """The site's CA as Java trust stores, mounted on every Trino pod while the site has one.
+
+    `truststore.p12` (the site's CA alone): the catalogs that trust it (`trust_site_ca`) name it, and so does the OAuth2
+    sign-in's HTTP client (`oauth2-jwk.http-client.trust-store-path`, airlift's client that Trino binds for OAuth2 and
+    resets to the JVM's default trust). `jvm-truststore.p12` (the public CAs and the site's) is the JVM's default trust
+    (`javax.net.ssl.trustStore` in the coordinator's and the workers' jvm.config, the chart's `additionalJVMConfig`):
+    the Iceberg catalogs' native S3 file system (AWS SDK v2) verifies the site's object store with it, and the JDBC
+    catalogs on public-CA databases keep the public CAs."""
     pem = scope.storage.admin_endpoint.ca_bundle
     assert pem is not None
-    store = base64.b64encode(trust_store(pem)).decode()
     key = SITE_CA_TRUST_STORE.rsplit("/", 1)[1]
-    values["configMounts"] = [{"name": "site-ca", "configMap": SITE_CA_CONFIG_MAP, "path": SITE_CA_TRUST_STORE, "subPath": key}]
+    values["configMounts"] = [
+        {"name": "site-ca", "configMap": SITE_CA_CONFIG_MAP, "path": SITE_CA_TRUST_STORE, "subPath": key},
+        {"name": "site-ca-jvm", "configMap": SITE_CA_CONFIG_MAP, "path": JVM_TRUST_STORE, "subPath": JVM_TRUST_STORE_KEY},
+    ]
+    for role in ("coordinator", "worker"):
+        values[role]["additionalJVMConfig"] = jvm_trust_options(JVM_TRUST_STORE)
+    binary = {key: trust_store(pem), JVM_TRUST_STORE_KEY: public_and_site_store(pem)}
     return k8s.core.v1.ConfigMap(f"{scope.prefix}-{SITE_CA_CONFIG_MAP}",
                                  metadata={"name": SITE_CA_CONFIG_MAP, "namespace": ENGINE.namespace},
                                  # the namespace must exist before anything is created in it
-                                 binary_data={key: store}, opts=scope.after(ns_resource))
+                                 binary_data={k: base64.b64encode(v).decode() for k, v in binary.items()},
+                                 opts=scope.after(ns_resource))
 
 
 def outside_calls(site: SiteConfig) -> OutsideCalls:

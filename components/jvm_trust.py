@@ -1,0 +1,41 @@
+"""The site's CA beside the public CAs, for clients whose whole process trusts one store (JVMs, libcurl).
+
+`-Djavax.net.ssl.trustStore` replaces a JVM's default `cacerts`, and a CA file mounted over the image's system bundle
+replaces the distribution's CAs: such a client that only trusted the site's CA would lose the public endpoints it may
+still call (an external database with a public certificate, a peer site's object store). Both stores here hold the
+public CAs of the pinned certifi (Mozilla's list) and the site's CA, in a stable order, so the same inputs give the same
+bytes and the ConfigMaps that carry them do not change on every update.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import certifi
+
+JVM_TRUST_STORE_KEY = "jvm-truststore.p12"
+"""The key of the PKCS#12 store (public CAs and the site's) in the ConfigMaps that carry it."""
+CA_FILE_KEY = "ca-certificates.crt"
+"""The key of the PEM bundle (public CAs and the site's) in the ConfigMaps that carry it."""
+
+
+def public_and_site_pem(site_pem: str) -> str:
+    """The public CAs of the pinned certifi, then the site's CA bundle (PEM)."""
+    public = certifi.contents()
+    return (public if public.endswith("\n") else f"{public}\n") + site_pem
+
+
+def public_and_site_store(site_pem: str) -> bytes:
+    """A password-less PKCS#12 Java trust store of the public CAs and the site's."""
+    # Imported here: the engines' package imports what imports this module.
+    from components.engines._spark_packages import trust_store
+
+    with warnings.catch_warnings():
+        # One of Mozilla's roots has a negative serial number, which cryptography still reads but warns of.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return trust_store(public_and_site_pem(site_pem))
+
+
+def jvm_trust_options(path: str) -> list[str]:
+    """The JVM options that make the store at `path` the JVM's default trust (JSSE `javax.net.ssl.trustStore`)."""
+    return [f"-Djavax.net.ssl.trustStore={path}", "-Djavax.net.ssl.trustStoreType=PKCS12"]
