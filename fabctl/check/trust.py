@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 import yaml
 
 from components.config import SiteConfig
+from components.constants import S3_ENDPOINT
+from components.data_access import s3_endpoint_internal
 from fabctl.check.findings import Finding
 from fabctl.check.picture import Picture, Placed
 
@@ -366,6 +368,156 @@ def cnpg_backup(picture: Picture) -> Iterator[Client]:
         yield Client(placed, "CloudNativePG's backups (barmanObjectStore)", str(url), missing)
 
 
+# --------------------------------------------------------------------------------------------------------------------
+# The engines' S3 clients: JVMs trusting a store named by -Djavax.net.ssl.trustStore, and StarRocks' CN's libcurl.
+
+_TRUST_STORE_OPTION = re.compile(r"(?:^|\s)-Djavax\.net\.ssl\.trustStore=(\S+)")
+
+
+def _site_s3_endpoint(picture: Picture, value: Any) -> str | None:
+    """An S3 endpoint as a client names it: a URL, or a reference to this site's internal endpoint (the S3 Secrets'
+    variable `AWS_ENDPOINT_URL_S3`, as Trino's `${ENV:...}` or a shell's `$...`); None for anything else (a peer's
+    endpoint read from its Secret)."""
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    if value in (f"${{ENV:{S3_ENDPOINT}}}", f"${S3_ENDPOINT}", f"${{{S3_ENDPOINT}}}"):
+        return s3_endpoint_internal(picture.site.domain, picture.site.storage.object_store)
+    return value if "://" in value else None
+
+
+def _properties(text: str) -> dict[str, str]:
+    return {k.strip(): v.strip() for k, v in (line.split("=", 1) for line in text.splitlines()
+                                                if "=" in line and not line.lstrip().startswith("#"))}
+
+
+def _store_missing(picture: Picture, where: Placed, spec: dict[str, Any], options: str | None, source: str) -> str | None:
+    """What keeps a JVM whose options are `options` (read from `source`) from trusting a mounted trust store."""
+    found = _TRUST_STORE_OPTION.search(options or "")
+    if not found:
+        return f"{source} sets no -Djavax.net.ssl.trustStore, so the JVM trusts the JDK's CAs only"
+    problem = mounted_file(picture, where, spec, found.group(1))
+    return f"its JVM trust store {found.group(1)} is not there: {problem}" if problem else None
+
+
+def _jvm_config(picture: Picture, where: Placed, spec: dict[str, Any]) -> tuple[str | None, str]:
+    """The `jvm.config` of a Trino pod (a mounted ConfigMap's key) and where it is, in words."""
+    for volume in spec.get("volumes") or []:
+        name = (volume.get("configMap") or {}).get("name")
+        for placed in picture.by_name.get((where.cluster, "ConfigMap", where.namespace, str(name)), []) if name else []:
+            text = (placed.obj.get("data") or {}).get("jvm.config")
+            if isinstance(text, str):
+                return text, f"the jvm.config of {where.subject} (ConfigMap {where.namespace}/{name})"
+    return None, f"{where.subject} mounts no jvm.config, which"
+
+
+def trino_s3(picture: Picture) -> Iterator[Client]:
+    """Trino's Iceberg catalogs' native S3 file system (a catalog's `fs.native-s3.enabled=true`, `s3.endpoint`): AWS SDK
+    v2 verifies the object store with the JVM's default trust, which `-Djavax.net.ssl.trustStore` in the jvm.config of
+    every pod that mounts the catalogs (coordinator and workers) names; that pod must mount the store. An endpoint read
+    from the environment's `AWS_ENDPOINT_URL_S3` is the site's internal one."""
+    for placed in picture.placed:
+        if placed.kind != "ConfigMap":
+            continue
+        for key, text in sorted((placed.obj.get("data") or {}).items()):
+            if not key.endswith(".properties") or not isinstance(text, str):
+                continue
+            props = _properties(text)
+            url = _site_s3_endpoint(picture, props.get("s3.endpoint"))
+            if props.get("fs.native-s3.enabled") != "true" or not site_ca_host(picture.site, host_of(url)):
+                continue
+            users = workloads_using(picture, placed, "ConfigMap")
+            missing = None if users else f"no workload of {placed.namespace} mounts it, so nothing can be said of its JVMs' trust"
+            for workload, spec in users:
+                options, source = _jvm_config(picture, workload, spec)
+                missing = missing or _store_missing(picture, workload, spec, options, source)
+            yield Client(placed, f"Trino's S3 file system of the catalog {key.removesuffix('.properties')} (fs.native-s3)",
+                         str(url), missing)
+
+
+STARROCKS_CN_CA_FILE = "/etc/ssl/certs/ca-certificates.crt"
+"""The CA file the CN's libcurl reads in the -ubuntu images (StarRocks issues 23506, 27766: curl's compiled-in path)."""
+_STARROCKS_S3_ENDPOINT = re.compile(r'"aws\.s3\.endpoint"\s*=\s*"([^"]*)"')
+
+
+def _operator_mounted(picture: Picture, cluster: Placed, part: dict[str, Any], path: str) -> str | None:
+    """None when a StarRocks component (`starRocksFeSpec`, `starRocksCnSpec`) mounts the file `path` from a ConfigMap or
+    Secret of the picture (its `configMaps`, `secrets`: name, mountPath, subPath); else what is wrong."""
+    for field, kind in (("configMaps", "ConfigMap"), ("secrets", "Secret")):
+        for mount in part.get(field) or []:
+            mount_path = str(mount.get("mountPath", "")).rstrip("/")
+            if mount.get("subPath") and mount_path == path:
+                file_key = str(mount["subPath"])
+            elif not mount.get("subPath") and path.startswith(f"{mount_path}/"):
+                file_key = path[len(mount_path) + 1:]
+            else:
+                continue
+            keys = source_keys(picture, cluster.cluster, cluster.namespace, kind, str(mount.get("name")))
+            if keys is None:
+                return f"it mounts {kind} {cluster.namespace}/{mount.get('name')} at {mount_path}, which the plan does not create"
+            return None if file_key in keys else f"{kind} {cluster.namespace}/{mount.get('name')}, mounted at {mount_path}, has no key {file_key}"
+    return f"it mounts nothing at {path}"
+
+
+def starrocks_s3(picture: Picture) -> Iterator[Client]:
+    """StarRocks' S3 clients (the setup's storage volume and Iceberg catalog, `"aws.s3.endpoint"` in a ConfigMap of the
+    StarRocksCluster's namespace): the FE (Java) verify the object store with their JVM's default trust, which
+    `JAVA_TOOL_OPTIONS` in `feEnvVars` names and the FE mount; the CN (AWS SDK for C++ over libcurl) with the CA file
+    libcurl was built to read, which the CN mount. An endpoint read from `$AWS_ENDPOINT_URL_S3` is the site's internal one."""
+    for placed in picture.placed:
+        if placed.kind != "ConfigMap":
+            continue
+        urls = [u for text in (placed.obj.get("data") or {}).values() if isinstance(text, str)
+                for u in (_site_s3_endpoint(picture, m) for m in _STARROCKS_S3_ENDPOINT.findall(text))
+                if site_ca_host(picture.site, host_of(u))]
+        if not urls:
+            continue
+        clusters = [p for p in picture.placed if p.cluster == placed.cluster and p.namespace == placed.namespace
+                    and p.kind == "StarRocksCluster"]
+        for cluster in clusters:
+            spec = cluster.obj.get("spec") or {}
+            fe, cn = spec.get("starRocksFeSpec") or {}, spec.get("starRocksCnSpec") or {}
+            options = " ".join(str(e.get("value", "")) for e in fe.get("feEnvVars") or [] if e.get("name") == "JAVA_TOOL_OPTIONS")
+            found = _TRUST_STORE_OPTION.search(options)
+            if not found:
+                missing = "its FE's JAVA_TOOL_OPTIONS (feEnvVars) set no -Djavax.net.ssl.trustStore, so they trust the JDK's CAs only"
+            else:
+                problem = _operator_mounted(picture, cluster, fe, found.group(1))
+                missing = f"its FE's JVM trust store {found.group(1)} is not there: {problem}" if problem else None
+            yield Client(cluster, "StarRocks' FE S3 client (storage volume, Iceberg catalog)", urls[0], missing)
+            if cn:
+                problem = _operator_mounted(picture, cluster, cn, STARROCKS_CN_CA_FILE)
+                yield Client(cluster, "StarRocks' CN S3 client (AWS SDK for C++, libcurl)", urls[0],
+                             f"its CN's CA file {STARROCKS_CN_CA_FILE} is the image's: {problem}" if problem else None)
+
+
+def polaris_s3(picture: Picture) -> Iterator[Client]:
+    """Polaris' server reading and writing table metadata on S3 (its setup plan's catalog `storageConfigInfo.endpoint`,
+    ConfigMap key `plan.json`): AWS SDK v2 in its JVM verifies the object store with the default trust, which
+    `JAVA_TOOL_OPTIONS` names; the server's pods (label app.kubernetes.io/name: polaris) must mount the store."""
+    for placed in picture.placed:
+        text = (placed.obj.get("data") or {}).get("plan.json") if placed.kind == "ConfigMap" else None
+        try:
+            plan = yaml.safe_load(text) if isinstance(text, str) else None
+        except yaml.YAMLError:
+            continue
+        info = ((plan or {}).get("catalog") or {}).get("storageConfigInfo") if isinstance(plan, dict) else None
+        url = (info or {}).get("endpoint") if isinstance(info, dict) else None
+        if not site_ca_host(picture.site, host_of(url)):
+            continue
+        servers = [(p, spec) for p in picture.placed if p.cluster == placed.cluster and p.namespace == placed.namespace
+                   and p.kind in WORKLOADS and (spec := pod_spec(p.obj)) is not None
+                   and ((((p.obj.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {})
+                   .get("app.kubernetes.io/name") == "polaris"]
+        missing = None if servers else f"no Polaris server (app.kubernetes.io/name: polaris) in {placed.namespace} to check"
+        for server, spec in servers:
+            for container in spec.get("containers") or []:
+                options = " ".join(str(e.get("value", "")) for e in container.get("env") or [] if e.get("name") == "JAVA_TOOL_OPTIONS")
+                missing = missing or _store_missing(picture, server, spec, options,
+                                                    f"the JAVA_TOOL_OPTIONS of {server.subject} container {container.get('name')}")
+        yield Client(placed, "Polaris' S3 storage (the catalog's storageConfigInfo)", str(url), missing)
+
+
 SITE_CA_SECRET_FIX = "the site CA's Secret fab-site-ca (key ca.crt, StorageCluster.site_ca)"
 
 CLIENTS: tuple[ClientKind, ...] = (
@@ -394,6 +546,21 @@ CLIENTS: tuple[ClientKind, ...] = (
     ClientKind("CloudNativePG backup", "postgresql.cnpg.io Cluster `spec.backup.barmanObjectStore.endpointURL`",
                "`barmanObjectStore.endpointCA` (Secret name and key)",
                f"set barmanObjectStore.endpointCA to {SITE_CA_SECRET_FIX} in the Cluster's namespace", cnpg_backup),
+    ClientKind("Trino S3", "ConfigMap catalog `<name>.properties` with `fs.native-s3.enabled=true` and `s3.endpoint`",
+               "`-Djavax.net.ssl.trustStore` in the jvm.config of the pods mounting the catalogs, a file they mount",
+               "make a trust store of the public CAs and the site's the JVM's default: -Djavax.net.ssl.trustStore in the chart's "
+               "coordinator.additionalJVMConfig and worker.additionalJVMConfig, the store mounted (components/engines/trino.py: "
+               "trino-site-ca)", trino_s3),
+    ClientKind("StarRocks S3", "a ConfigMap with `\"aws.s3.endpoint\"` beside a StarRocksCluster",
+               "FE: `-Djavax.net.ssl.trustStore` in `feEnvVars` JAVA_TOOL_OPTIONS, a file of `configMaps`/`secrets`; CN: the "
+               f"file {STARROCKS_CN_CA_FILE} of `configMaps`/`secrets`",
+               "mount a trust store of the public CAs and the site's into the FE (configMaps) and name it in JAVA_TOOL_OPTIONS "
+               f"(feEnvVars), and a PEM bundle of them at {STARROCKS_CN_CA_FILE} into the CN (components/engines/starrocks.py: "
+               "starrocks-site-ca)", starrocks_s3),
+    ClientKind("Polaris S3", "ConfigMap `plan.json` with `catalog.storageConfigInfo.endpoint`",
+               "`-Djavax.net.ssl.trustStore` in the server's JAVA_TOOL_OPTIONS, a file it mounts",
+               "mount a trust store of the public CAs and the site's into Polaris' server and name it in JAVA_TOOL_OPTIONS "
+               "(chart values extraEnv, extraVolumes, extraVolumeMounts; components/storage.py: polaris-site-ca)", polaris_s3),
 )
 """The client kinds of `trust.site-ca`, one function each to find them (docs/deploy-check.md lists them)."""
 

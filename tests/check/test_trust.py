@@ -184,5 +184,59 @@ def test_each_stack_files_clients_of_the_site_ca_trust_it(plan, releases_of):
     site = parse_site(site_raw(plan.stack))
     picture = Picture(plan, site, releases, missing)
     found = {kind.name for kind in CLIENTS if any(True for _ in kind.clients(picture))}
-    assert {"Envoy Gateway JWT provider", "Grafana generic OAuth", "JupyterHub OAuthenticator", "Trino OAuth2"} <= found
+    assert {"Envoy Gateway JWT provider", "Grafana generic OAuth", "JupyterHub OAuthenticator", "Trino OAuth2", "Trino S3",
+            "StarRocks S3", "Polaris S3"} <= found
     assert [f.line() for f in trust_findings(picture)] == []
+
+
+S3 = "https://s3.site-t.fab.internal:9000"
+
+
+def test_fails_when_trinos_workers_do_not_name_a_jvm_trust_store(trusting):
+    config = _object(trusting, "site-t-compute", "ConfigMap", "trino", "trino-worker")
+    config["data"]["jvm.config"] = "\n".join(
+        line for line in config["data"]["jvm.config"].splitlines() if "javax.net.ssl.trustStore" not in line)
+    assert _lines(trusting) == [
+        "error [trust.site-ca] site-t-compute ConfigMap trino/trino-catalog (compute-trino (Helm release trino)): Trino's S3 "
+        f"file system of the catalog fab (fs.native-s3) calls {S3}, whose certificate the site's CA (ca_bundle) issued, but "
+        "does not trust that CA: the jvm.config of Deployment trino/trino-worker (ConfigMap trino/trino-worker) sets no "
+        "-Djavax.net.ssl.trustStore, so the JVM trusts the JDK's CAs only. Fix: make a trust store of the public CAs and the "
+        "site's the JVM's default: -Djavax.net.ssl.trustStore in the chart's coordinator.additionalJVMConfig and "
+        "worker.additionalJVMConfig, the store mounted (components/engines/trino.py: trino-site-ca)"
+    ]
+
+
+def test_fails_when_starrocks_fe_are_not_given_a_jvm_trust_store(trusting):
+    cluster = _object(trusting, "site-t-compute", "StarRocksCluster", "starrocks", "starrocks")
+    del cluster["spec"]["starRocksFeSpec"]["feEnvVars"]
+    assert _lines(trusting) == [
+        "error [trust.site-ca] site-t-compute StarRocksCluster starrocks/starrocks (compute-starrocks): StarRocks' FE S3 client "
+        f"(storage volume, Iceberg catalog) calls {S3}, whose certificate the site's CA (ca_bundle) issued, but does not "
+        "trust that CA: its FE's JAVA_TOOL_OPTIONS (feEnvVars) set no -Djavax.net.ssl.trustStore, so they trust the JDK's "
+        "CAs only. Fix: mount a trust store of the public CAs and the site's into the FE (configMaps) and name it in "
+        "JAVA_TOOL_OPTIONS (feEnvVars), and a PEM bundle of them at /etc/ssl/certs/ca-certificates.crt into the CN "
+        "(components/engines/starrocks.py: starrocks-site-ca)"
+    ]
+
+
+def test_fails_when_starrocks_cn_read_the_images_ca_file(trusting):
+    cluster = _object(trusting, "site-t-compute", "StarRocksCluster", "starrocks", "starrocks")
+    del cluster["spec"]["starRocksCnSpec"]["configMaps"]
+    assert [(f.subject, f.problem.split(" calls ")[1]) for f in _findings(trusting)] == [
+        ("StarRocksCluster starrocks/starrocks", f"{S3}, whose certificate the site's CA (ca_bundle) issued, but does not trust "
+         "that CA: its CN's CA file /etc/ssl/certs/ca-certificates.crt is the image's: it mounts nothing at "
+         "/etc/ssl/certs/ca-certificates.crt")]
+
+
+def test_fails_when_polaris_server_does_not_mount_its_jvm_trust_store(trusting):
+    polaris = _object(trusting, "site-t-storage", "Deployment", "polaris", "polaris")["spec"]["template"]["spec"]
+    (container,) = polaris["containers"]
+    container["volumeMounts"] = [m for m in container["volumeMounts"] if m["name"] != "site-ca-jvm"]
+    assert _lines(trusting) == [
+        "error [trust.site-ca] site-t-storage ConfigMap polaris/polaris-setup (storage-polaris-setup): Polaris' S3 storage (the "
+        f"catalog's storageConfigInfo) calls {S3}, whose certificate the site's CA (ca_bundle) issued, but does not trust that "
+        "CA: its JVM trust store /etc/fab/site-ca/jvm-truststore.p12 is not there: Deployment polaris/polaris mounts nothing "
+        "at /etc/fab/site-ca/jvm-truststore.p12. Fix: mount a trust store of the public CAs and the site's into Polaris' "
+        "server and name it in JAVA_TOOL_OPTIONS (chart values extraEnv, extraVolumes, extraVolumeMounts; "
+        "components/storage.py: polaris-site-ca)"
+    ]
