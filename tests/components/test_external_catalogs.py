@@ -256,7 +256,9 @@ def test_sqlserver_verifies_the_database_against_the_site_ca(mes_plan):
 
 def test_the_site_ca_trust_store_is_mounted_on_trinos_pods(mes_plan):
     assert trino_values(mes_plan)["configMounts"] == [
-        {"name": "site-ca", "configMap": "trino-site-ca", "path": "/etc/fab/site-ca/truststore.p12", "subPath": "truststore.p12"}]
+        {"name": "site-ca", "configMap": "trino-site-ca", "path": "/etc/fab/site-ca/truststore.p12", "subPath": "truststore.p12"},
+        {"name": "site-ca-jvm", "configMap": "trino-site-ca", "path": "/etc/fab/site-ca/jvm-truststore.p12",
+         "subPath": "jvm-truststore.p12"}]
 
 
 def test_the_trust_store_holds_the_site_ca(mes_plan):
@@ -268,6 +270,17 @@ def test_the_trust_store_holds_the_site_ca(mes_plan):
     store = pkcs12.load_pkcs12(base64.b64decode(config_map["binaryData"]["truststore.p12"]), None)
     site_ca = x509.load_pem_x509_certificates((PROJECT_DIR / "certs/site-b-ca.pem").read_bytes())
     assert [c.certificate for c in store.additional_certs] == site_ca
+
+
+def test_the_jvms_trust_store_holds_the_public_cas_and_the_site_ca(mes_plan):
+    import certifi
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import pkcs12
+    (config_map,) = [r["inputs"] for r in mes_plan.of_type("kubernetes:core/v1:ConfigMap")
+                     if r["inputs"]["metadata"]["name"] == "trino-site-ca"]
+    store = pkcs12.load_pkcs12(base64.b64decode(config_map["binaryData"]["jvm-truststore.p12"]), None)
+    expected = x509.load_pem_x509_certificates(certifi.contents().encode() + (PROJECT_DIR / "certs/site-b-ca.pem").read_bytes())
+    assert [c.certificate for c in store.additional_certs] == expected
 
 
 def test_a_catalog_without_the_site_ca_mounts_nothing(plan):

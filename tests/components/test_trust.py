@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import ssl
 import subprocess
 import threading
 
+import certifi
 import pytest
 import urllib3
 import yaml
+from cryptography.x509 import load_pem_x509_certificates
+from engines import engine
 
+from components.jvm_trust import jvm_trust_options, public_and_site_pem, public_and_site_store
 from components.minio_admin import _apply_tags, _exists
 from fabctl.render import PROJECT_DIR
 from helpers import config_errors, render_small
+from schemas import CrdSchemas, schema_errors
 from small_site import SERVING_REPO_TOKEN, small_site, trusting_site
 
 CA_BUNDLE = "certs/site-b-ca.pem"
@@ -239,8 +245,60 @@ def test_argocd_trusts_the_site_ca_for_its_sign_in_and_the_serving_repository(ev
 def test_trinos_oauth2_sign_in_reads_the_site_cas_trust_store(every_client):
     values = _values(every_client, "trino")
     assert "oauth2-jwk.http-client.trust-store-path=/etc/fab/site-ca/truststore.p12\n" in values["server"]["coordinatorExtraConfig"]
-    assert values["configMounts"] == [{"name": "site-ca", "configMap": "trino-site-ca", "path": "/etc/fab/site-ca/truststore.p12",
-                                       "subPath": "truststore.p12"}]
+    assert values["configMounts"][0] == {"name": "site-ca", "configMap": "trino-site-ca", "path": "/etc/fab/site-ca/truststore.p12",
+                                         "subPath": "truststore.p12"}
+
+
+def test_trinos_jvms_trust_the_store_of_the_public_cas_and_the_sites(every_client):
+    values = _values(every_client, "trino")
+    options = ["-Djavax.net.ssl.trustStore=/etc/fab/site-ca/jvm-truststore.p12", "-Djavax.net.ssl.trustStoreType=PKCS12"]
+    assert (values["coordinator"]["additionalJVMConfig"], values["worker"]["additionalJVMConfig"], values["configMounts"][1]) == (
+        options, options, {"name": "site-ca-jvm", "configMap": "trino-site-ca", "path": "/etc/fab/site-ca/jvm-truststore.p12",
+                           "subPath": "jvm-truststore.p12"})
+
+
+JAVA_PROBE = """
+import java.net.URL;
+import javax.net.ssl.HttpsURLConnection;
+
+public class Probe {
+    public static void main(String[] args) throws Exception {
+        HttpsURLConnection connection = (HttpsURLConnection) new URL(args[0]).openConnection();
+        System.out.println(connection.getResponseCode());
+    }
+}
+"""
+
+
+def _java_get(url: str, store: bytes, tmp_path) -> subprocess.CompletedProcess:
+    """A JVM (the engines' JSSE) GETs `url` trusting `store` as the engines' JVMs are told to (JAVA_TOOL_OPTIONS)."""
+    (tmp_path / "store.p12").write_bytes(store)
+    (tmp_path / "Probe.java").write_text(JAVA_PROBE)
+    options = " ".join(jvm_trust_options(str(tmp_path / "store.p12")))
+    return subprocess.run([str(engine("java")), str(tmp_path / "Probe.java"), url], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "JAVA_TOOL_OPTIONS": options})
+
+
+def test_a_jvm_given_the_engines_store_reaches_an_endpoint_of_the_site_ca(private_endpoint, tmp_path):
+    server, ca_pem, _ = private_endpoint
+    done = _java_get(f"https://{server}/", public_and_site_store(ca_pem), tmp_path)
+    assert (done.returncode, done.stdout.strip()) == (0, "200"), done.stderr
+
+
+def test_fails_when_a_jvms_store_holds_the_public_cas_only(private_endpoint, tmp_path):
+    server, _, _ = private_endpoint
+    done = _java_get(f"https://{server}/", public_and_site_store(""), tmp_path)
+    assert done.returncode != 0 and "PKIX path building failed" in done.stderr
+
+
+def test_starrocks_cns_curl_given_the_bundle_reaches_an_endpoint_of_the_site_ca_and_keeps_the_public_cas(private_endpoint, tmp_path):
+    server, ca_pem, _ = private_endpoint
+    (tmp_path / "ca-certificates.crt").write_text(public_and_site_pem(ca_pem))
+    done = subprocess.run([str(engine("curl")), "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert",
+                           str(tmp_path / "ca-certificates.crt"), f"https://{server}/"], capture_output=True, text=True, timeout=60)
+    public = load_pem_x509_certificates(certifi.contents().encode())
+    bundle = load_pem_x509_certificates((tmp_path / "ca-certificates.crt").read_bytes())
+    assert (done.returncode, done.stdout, bundle[:len(public)] == public) == (0, "200", True), done.stderr
 
 
 def test_no_client_is_given_a_site_ca_the_site_does_not_have(small_plan):
@@ -262,3 +320,31 @@ def test_airflows_sign_in_trusts_the_site_ca(every_client):
     assert {"name": "REQUESTS_CA_BUNDLE", "value": "/etc/fab/site-ca/ca.crt"} in values["apiServer"]["env"]
     assert {"name": "site-ca", "secret": {"secretName": "fab-site-ca"}} in values["volumes"]
     assert {"name": "site-ca", "mountPath": "/etc/fab/site-ca", "readOnly": True} in values["volumeMounts"]
+
+
+def test_starrocks_fe_and_cn_are_given_the_site_ca_as_each_reads_it(every_client, crd_dir):
+    (cluster,) = every_client.objects("StarRocksCluster", "site-t-compute")
+    fe, cn = cluster["spec"]["starRocksFeSpec"], cluster["spec"]["starRocksCnSpec"]
+    assert (fe["feEnvVars"], fe["configMaps"], cn["configMaps"], schema_errors(cluster, CrdSchemas(crd_dir))) == (
+        [{"name": "JAVA_TOOL_OPTIONS",
+          "value": "-Djavax.net.ssl.trustStore=/etc/fab/site-ca/jvm-truststore.p12 -Djavax.net.ssl.trustStoreType=PKCS12"}],
+        [{"name": "starrocks-site-ca", "mountPath": "/etc/fab/site-ca"}],
+        [{"name": "starrocks-site-ca", "mountPath": "/etc/ssl/certs/ca-certificates.crt", "subPath": "ca-certificates.crt"}],
+        [])
+
+
+def test_polaris_server_trusts_the_store_of_the_public_cas_and_the_sites(every_client):
+    values = _values(every_client, "polaris", "site-t-storage")
+    assert (values["extraEnv"][1:], values["extraVolumes"], values["extraVolumeMounts"]) == (
+        [{"name": "JAVA_TOOL_OPTIONS",
+          "value": "-Djavax.net.ssl.trustStore=/etc/fab/site-ca/jvm-truststore.p12 -Djavax.net.ssl.trustStoreType=PKCS12"}],
+        [{"name": "site-ca-jvm", "configMap": {"name": "polaris-site-ca"}}],
+        [{"name": "site-ca-jvm", "mountPath": "/etc/fab/site-ca", "readOnly": True}])
+
+
+def test_no_engine_is_given_a_trust_store_the_site_does_not_have(small_plan):
+    (cluster,) = small_plan.objects("StarRocksCluster", "site-t-compute")
+    assert ([k for k in ("feEnvVars", "configMaps") if k in cluster["spec"]["starRocksFeSpec"]],
+            "configMaps" in cluster["spec"]["starRocksCnSpec"], "JAVA_TOOL_OPTIONS" in json.dumps(_values(small_plan, "polaris", "site-t-storage")),
+            [c["metadata"]["name"] for c in small_plan.objects("ConfigMap", "site-t-storage") + small_plan.objects("ConfigMap", "site-t-compute")
+             if c["metadata"]["name"].endswith("site-ca")]) == ([], False, False, [])
