@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-PACKAGES = {"promtool": "prometheus", "amtool": "prometheus-alertmanager", "java": "openjdk-17-jre-headless", "curl": "curl"}
+PACKAGES = {"promtool": "prometheus", "amtool": "prometheus-alertmanager", "java": "openjdk-17-jre-headless", "curl": "curl",
+            "git": "git"}
 """The Debian package that provides each engine binary (.ci/run installs them)."""
 
 BESIDE_PYTHON = {"kubectl": "make setup (python -m fabctl.helm_install) installs the pinned one as venv/bin/kubectl"}

@@ -583,10 +583,19 @@ def _build_dag() -> Any:
     return dag
 
 
+def git_command(basic: str, ca_file: str | None) -> list[str]:
+    """git with the push token's Basic authorization and the loop's identity; with `ca_file` (a serving repository under
+    the site's domain, whose certificate the site's CA issued), git's TLS verifies the server against that file (the
+    site CA's Secret, mounted in every Airflow pod) instead of the image's CAs."""
+    return ["git", "-c", f"http.extraHeader=Authorization: Basic {basic}", *(["-c", f"http.sslCAInfo={ca_file}"] if ca_file else []),
+            "-c", "user.name=fab-platform serving loop", "-c", "user.email=serving-loop@fab-platform.invalid"]
+
+
 def serving_change(plan: Mapping[str, Any], weight_percent: int, replicas: int, how: str, git_server: str) -> str:
     """Step (d): the canary on the serving repository (a branch and pull request, or a commit), or the stack-file change
     when the site has no serving repository (`inference.delivery: pulumi`)."""
     import base64
+    import ssl
     import subprocess
     import tempfile
     import urllib.request
@@ -605,8 +614,7 @@ def serving_change(plan: Mapping[str, Any], weight_percent: int, replicas: int, 
 
     connection = BaseHook.get_connection(repo["connection"])  # the token that may push (servingRepoWriteToken)
     basic = base64.b64encode(f"{connection.login}:{connection.password}".encode()).decode()
-    git = ["git", "-c", f"http.extraHeader=Authorization: Basic {basic}", "-c", "user.name=fab-platform serving loop",
-           "-c", "user.email=serving-loop@fab-platform.invalid"]
+    git = git_command(basic, repo.get("ca_file"))
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([*git, "clone", "--depth", "1", "--branch", repo["revision"], repo["url"], tmp], check=True)
         site = Path(tmp) / repo["path"]
@@ -643,7 +651,8 @@ def serving_change(plan: Mapping[str, Any], weight_percent: int, replicas: int, 
     auth = {"github": f"Bearer {connection.password}", "gitea": f"token {connection.password}"}.get(git_server)
     headers = {"Content-Type": "application/json", **({"Authorization": auth} if auth else {"PRIVATE-TOKEN": connection.password})}
     request = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers, method="POST")
-    with urllib.request.urlopen(request, timeout=60) as response:
+    context = ssl.create_default_context(cafile=repo["ca_file"]) if repo.get("ca_file") else None
+    with urllib.request.urlopen(request, timeout=60, context=context) as response:
         opened = json.load(response)
     return opened.get("html_url") or opened.get("web_url") or branch
 

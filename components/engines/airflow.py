@@ -20,6 +20,7 @@ import base64
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -101,14 +102,20 @@ def platform_settings(*, models_bucket: str, checkpoints_bucket: str, spark_on: 
     }
 
 
-def serving_repo_settings(argocd: Any, site: str, writable: bool = True) -> dict[str, str | None] | None:
+def serving_repo_settings(argocd: Any, site: str, writable: bool = True, site_ca_domain: str | None = None) -> dict[str, str | None] | None:
     """The serving repository as the DAGs use it (compute.argocd), or None without one; its `connection` is None when
-    Airflow has no token that may push (`servingRepoWriteToken`), and the DAG then prints its change."""
+    Airflow has no token that may push (`servingRepoWriteToken`), and the DAG then prints its change. With
+    `site_ca_domain` (the site has its own CA, which issued the certificates under that domain) a repository under it
+    gets `ca_file`, the site CA's file every Airflow pod mounts, which the DAG's git and pull request call verify with."""
     repo = argocd.serving_repo
     if not argocd.enabled or repo is None:
         return None
-    return {"url": str(repo.url), "revision": repo.revision, "path": repo.path or f"sites/{site}", "username": repo.username,
-            "connection": SERVING_REPO_CONNECTION if writable else None}
+    settings = {"url": str(repo.url), "revision": repo.revision, "path": repo.path or f"sites/{site}", "username": repo.username,
+                "connection": SERVING_REPO_CONNECTION if writable else None}
+    host = (urlsplit(str(repo.url)).hostname or "").lower()
+    if site_ca_domain and (host == site_ca_domain.lower() or host.endswith(f".{site_ca_domain.lower()}")):
+        settings["ca_file"] = SITE_CA_FILE
+    return settings
 
 
 def serving_repo_connection(url: str, username: str, token: str) -> str:
@@ -146,7 +153,8 @@ def _deploy(scope: EngineScope) -> None:
         if iceberg_maintenance.enabled(maintenance):
             delivered.extend(_maintenance(scope))
     site = scope.cluster.name.removesuffix(f"-{scope.cluster.key}")  # a ClusterRef's name is <site>-<key>
-    serving_repo = serving_repo_settings(scope.compute.argocd, site, writable=scope.serving_repo_write_token is not None)
+    serving_repo = serving_repo_settings(scope.compute.argocd, site, writable=scope.serving_repo_write_token is not None,
+                                         site_ca_domain=scope.domain if scope.storage.admin_endpoint.ca_bundle is not None else None)
 
     def platform(uri: str) -> dict[str, Any]:
         return platform_settings(models_bucket=scope.storage.bucket_of("models"), checkpoints_bucket=scope.storage.bucket_of("checkpoints"),

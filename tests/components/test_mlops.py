@@ -95,6 +95,14 @@ def test_the_serving_repository_defaults_to_the_sites_directory():
         "connection": "serving_repo"}
 
 
+def test_a_serving_repository_under_the_site_ca_domain_is_verified_with_the_site_ca():
+    argocd = ArgoCdConfig.model_validate({"enabled": True, "serving_repo": {"url": "https://git.site-t.fab.internal/ml/serving.git"}})
+    elsewhere = ArgoCdConfig.model_validate({"enabled": True, "serving_repo": {"url": "https://github.com/fab/serving.git"}})
+    assert (serving_repo_settings(argocd, "site-t", site_ca_domain="site-t.fab.internal")["ca_file"],
+            "ca_file" in serving_repo_settings(elsewhere, "site-t", site_ca_domain="site-t.fab.internal"),
+            "ca_file" in serving_repo_settings(argocd, "site-t")) == ("/etc/fab/site-ca/ca.crt", False, False)
+
+
 def test_the_serving_repository_connection_carries_the_token_as_its_password():
     assert json.loads(serving_repo_connection("https://git.example/ml/serving.git", "git", "tok")) == {
         "conn_type": "http", "host": "https://git.example/ml/serving.git", "login": "git", "password": "tok"}
