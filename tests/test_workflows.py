@@ -245,7 +245,8 @@ def test_the_pull_request_tests_run_the_browser_and_engine_tests_in_debians_pack
     installs = [step["run"] for step in test["steps"] if "apt-get install" in step.get("run", "")]
     env = next(step for step in test["steps"] if step.get("run") == "make test")["env"]
     assert test["container"].endswith("-bookworm")
-    assert installs == ["apt-get update -q && apt-get install -y -q --no-install-recommends chromium prometheus prometheus-alertmanager"]
+    assert installs == ["apt-get update -q && apt-get install -y -q --no-install-recommends chromium prometheus prometheus-alertmanager "
+                        "openjdk-17-jre-headless"]
     assert (env["FAB_REQUIRE_BROWSER"], env["FAB_REQUIRE_ENGINES"]) == ("1", "1")
 
 
@@ -256,6 +257,18 @@ def test_ci_installs_every_debian_package_the_engine_tests_need():
     listed = ci.split('DEBIAN_PACKAGES="', 1)[1].split('"', 1)[0].split()
     assert {tuple(entry.split(":")) for entry in listed} >= set(PACKAGES.items())
     assert "FAB_REQUIRE_ENGINES=1" in ci
+
+
+IN_THE_PULL_REQUEST_IMAGE = {"curl", "git"}
+"""Engine packages python:3.11-bookworm, the pull-request tests' image, holds already."""
+
+
+def test_the_pull_request_tests_install_every_debian_package_the_engine_tests_need():
+    from engines import PACKAGES
+
+    test = workflow("pull-request.yml")["jobs"]["test"]
+    installed = {word for step in test["steps"] if "apt-get install" in step.get("run", "") for word in step["run"].split()}
+    assert {package for package in PACKAGES.values() if package not in IN_THE_PULL_REQUEST_IMAGE} <= installed
 
 
 def test_the_deploy_check_before_an_update_fails_on_a_release_it_could_not_check():
