@@ -72,7 +72,7 @@ def application(config: IcebergMaintenanceConfig, arguments: list[str], catalog_
                 registry: Registry = UPSTREAM) -> dict[str, Any]:
     """One maintenance SparkApplication: Spark's template (the catalog at `catalog_uri`) plus the job, its Iceberg
     packages, and the maintenance principal's Secrets as the driver's and executors' environment (what `sparkConf`'s
-    ${env:...} references read) in place of the Spark engine's."""
+    environment references read) in place of the Spark engine's."""
     app = spark.spark_application_template(catalog_uri, registry)
     app["metadata"]["namespace"] = MAINTENANCE_NAMESPACE
     spec = app["spec"]

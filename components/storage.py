@@ -42,6 +42,7 @@ from components.constants import (
     HOSTNAME_ANNOTATION,
     POLARIS_CLIENT_ID,
     POLARIS_CLIENT_SECRET,
+    POLARIS_CREDENTIAL,
     POLARIS_PORT_NAME,
     POLARIS_SCOPE,
     POLARIS_SERVICE,
@@ -110,6 +111,11 @@ POLARIS_DB = "polaris-db"
 POSTGRES_BACKUP = "postgres-backup"
 """The principal of the catalog database's backups (PLATFORM_ACCESS)."""
 AISTOR_OPERATOR_NAMESPACE = "aistor-operator"
+
+
+def _credential(principal: _Principal) -> pulumi.Output[str]:
+    """`<client id>:<client secret>` of a Polaris principal, a Pulumi secret (the Secrets' POLARIS_CREDENTIAL)."""
+    return pulumi.Output.secret(pulumi.Output.concat(principal.client_id, ":", principal.client_secret))
 
 
 def _secret_env(env_name: str, secret: str, key: str) -> dict[str, Any]:
@@ -389,6 +395,7 @@ class StorageCluster(pulumi.ComponentResource):
         return self._delivered(polaris_secret(engine), {ENGINE_LABEL: engine}, to, depends_on, {
             POLARIS_CLIENT_ID: principal.client_id,
             POLARIS_CLIENT_SECRET: principal.client_secret,
+            POLARIS_CREDENTIAL: _credential(principal),
             POLARIS_URI: self._catalog_uri,
             POLARIS_WAREHOUSE: self._config.polaris.catalog,
             POLARIS_SCOPE: "PRINCIPAL_ROLE:ALL",
@@ -417,6 +424,7 @@ class StorageCluster(pulumi.ComponentResource):
         catalog = self._delivered(polaris_secret(TRAINING), labels, to, [setup], {
             POLARIS_CLIENT_ID: principal.client_id,
             POLARIS_CLIENT_SECRET: principal.client_secret,
+            POLARIS_CREDENTIAL: _credential(principal),
             POLARIS_URI: self._catalog_uri,
             POLARIS_WAREHOUSE: self._config.polaris.catalog,
             POLARIS_SCOPE: "PRINCIPAL_ROLE:ALL",
@@ -441,6 +449,7 @@ class StorageCluster(pulumi.ComponentResource):
             self._delivered(polaris_secret(MAINTENANCE), labels, to, [], {
                 POLARIS_CLIENT_ID: principal.client_id,
                 POLARIS_CLIENT_SECRET: principal.client_secret,
+            POLARIS_CREDENTIAL: _credential(principal),
                 POLARIS_URI: self._catalog_uri,
                 POLARIS_WAREHOUSE: self._config.polaris.catalog,
                 POLARIS_SCOPE: "PRINCIPAL_ROLE:ALL",

@@ -22,8 +22,7 @@ from components.constants import (
     ENGINE_LABEL,
     MAINTENANCE_NAMESPACE,
     MAINTENANCE_PRINCIPAL,
-    POLARIS_CLIENT_ID,
-    POLARIS_CLIENT_SECRET,
+    POLARIS_CREDENTIAL,
     POLARIS_WAREHOUSE,
     S3_ENDPOINT,
     polaris_secret,
@@ -69,7 +68,12 @@ CATALOG_CONF = "spark.sql.catalog.fab"
 
 def spark_conf(catalog_uri: str) -> dict[str, str]:
     """The Spark settings of the Polaris catalog at `catalog_uri` and the internal S3 endpoint; credentials only as
-    ${env:...} references."""
+    references to the environment (`credentials()`), each in the syntax of what reads it. Spark hands the catalog's options
+    to Iceberg as written (Spark 3.5 `Catalogs.catalogOptions`, no substitution), and Iceberg's REST catalog replaces an
+    option whose WHOLE value is `env:NAME` by that variable (1.10 `RESTSessionCatalog.initialize`,
+    `EnvironmentUtil.resolveAll`; `${env:NAME}` would reach Polaris literally): hence one variable holding
+    `<id>:<secret>` (POLARIS_CREDENTIAL). Hadoop's Configuration expands `${env.NAME}` in the `spark.hadoop.*` values
+    Spark copies into it (Hadoop 3.3 `Configuration.substituteVars`)."""
     catalog = CATALOG_CONF
     conf = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
@@ -77,14 +81,14 @@ def spark_conf(catalog_uri: str) -> dict[str, str]:
         catalog: "org.apache.iceberg.spark.SparkCatalog",
         f"{catalog}.type": "rest",
         f"{catalog}.uri": catalog_uri,
-        f"{catalog}.warehouse": f"${{env:{POLARIS_WAREHOUSE}}}",
-        f"{catalog}.credential": f"${{env:{POLARIS_CLIENT_ID}}}:${{env:{POLARIS_CLIENT_SECRET}}}",
+        f"{catalog}.warehouse": f"env:{POLARIS_WAREHOUSE}",
+        f"{catalog}.credential": f"env:{POLARIS_CREDENTIAL}",
         f"{catalog}.scope": "PRINCIPAL_ROLE:ALL",
         f"{catalog}.header.X-Iceberg-Access-Delegation": "vended-credentials",
         f"{catalog}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
-        f"{catalog}.s3.endpoint": f"${{env:{S3_ENDPOINT}}}",
+        f"{catalog}.s3.endpoint": f"env:{S3_ENDPOINT}",
         f"{catalog}.s3.path-style-access": "true",
-        "spark.hadoop.fs.s3a.endpoint": f"${{env:{S3_ENDPOINT}}}",
+        "spark.hadoop.fs.s3a.endpoint": f"${{env.{S3_ENDPOINT}}}",
         "spark.hadoop.fs.s3a.path.style.access": "true",
         "spark.hadoop.fs.s3a.aws.credentials.provider": "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider",
         "spark.kubernetes.authenticate.driver.serviceAccountName": SERVICE_ACCOUNT,
@@ -123,7 +127,7 @@ def registry_fields(registry: Registry) -> tuple[dict[str, Any], dict[str, Any]]
 
 
 def credentials(engine: str = "spark") -> list[dict[str, Any]]:
-    """The engine's S3 keys and Polaris principal as the environment `spark_conf`'s ${env:...} references read (Secret
+    """The engine's S3 keys and Polaris principal as the environment `spark_conf`'s references read (Secret
     references only)."""
     return [{"secretRef": {"name": s3_secret(engine)}}, {"secretRef": {"name": polaris_secret(engine)}}]
 
