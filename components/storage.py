@@ -281,6 +281,8 @@ class StorageCluster(pulumi.ComponentResource):
         store = storage.object_store
         scheme = "https" if store.tls else "http"
         self._s3_internal = s3_endpoint_internal(site.domain, store)
+        self.s3_ca_pem = site.ca_bundle_pem if store.tls else None
+        """The site CA's certificates when its CA issued the internal S3 endpoint's (TLS, under the site's domain); else None."""
         self.s3_host = names.S3_HOST(site.domain)
         """The host name of the internal S3 endpoint, which its certificate names; pods that reach the object store by
         another address (the IPoIB one) resolve this name to it, so TLS still verifies."""
