@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,9 +59,10 @@ def public_cas() -> str:
 
 
 def certificates(trust: SparkTrust, registry: Registry) -> str:
-    """The PEM of the store: the site's CA, the registry's when Spark resolves from it, else the public CAs."""
+    """The PEM of the store: the site's CA, and the registry's CA when Spark resolves from the site's repository and it has
+    one (`registry.ca_bundle`, else the site's), else the public CAs."""
     assert trust.site_ca_pem is not None
-    if packages.resolves_from_site(registry):
+    if packages.resolves_from_site(registry) and registry.trusted_ca_files:
         others = "".join(read_ca_bundle(path) for path in registry.trusted_ca_files)
     else:
         others = public_cas()
@@ -70,7 +72,11 @@ def certificates(trust: SparkTrust, registry: Registry) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _store(pem: str) -> str:
-    return base64.b64encode(packages.trust_store(pem)).decode()
+    with warnings.catch_warnings():
+        # Mozilla's bundle holds a root with a negative serial number (RFC 5280 says positive), which cryptography
+        # still reads, with a deprecation warning on every render; Java reads it too.
+        warnings.filterwarnings("ignore", message="Parsed a serial number which wasn't positive")
+        return base64.b64encode(packages.trust_store(pem)).decode()
 
 
 def config_map_binary(trust: SparkTrust, registry: Registry) -> dict[str, str]:

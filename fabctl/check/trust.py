@@ -15,6 +15,7 @@ import base64
 import binascii
 import configparser
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -405,7 +406,44 @@ def _jvm_trust_missing(picture: Picture, cluster: str, namespace: str | None, ro
     path = match.group(1)
     jvm = Placed(cluster, {"kind": "Pod", "metadata": {"name": role, "namespace": namespace}}, {}, None, namespace)
     problem = mounted_file(picture, jvm, {"volumes": volumes, "containers": [{"volumeMounts": mounts}]}, path)
-    return None if problem is None else f"its {role}'s trust store {path} is not there: {problem.replace(jvm.subject, f'the {role}')}"
+    if problem is not None:
+        return f"its {role}'s trust store {path} is not there: {problem.replace(jvm.subject, f'the {role}')}"
+    return _store_lacks_site_ca(picture, cluster, namespace, role, path, mounts, volumes)
+
+
+def _store_lacks_site_ca(picture: Picture, cluster: str, namespace: str | None, role: str, path: str, mounts: list[Any],
+                         volumes: list[Any]) -> str | None:
+    """What the PKCS#12 store at `path` (a ConfigMap's binaryData the plan shows) lacks of the site's CA; None when it holds
+    every certificate of `ca_bundle`, or its bytes are not in the plan."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
+
+    by_name = {v.get("name"): v for v in volumes}
+    for mount in mounts:
+        folder = str(mount.get("mountPath", "")).rstrip("/")
+        config_map = (by_name.get(mount.get("name")) or {}).get("configMap") or {}
+        if mount.get("subPath") or not path.startswith(f"{folder}/") or not config_map:
+            continue
+        for source in picture.by_name.get((cluster, "ConfigMap", namespace, str(config_map.get("name"))), []):
+            data = (source.obj.get("binaryData") or {}).get(path[len(folder) + 1:])
+            if not isinstance(data, str):
+                continue
+            try:
+                with warnings.catch_warnings():  # a public root with a negative serial (components/engines/_spark_trust.py)
+                    warnings.filterwarnings("ignore", message="Parsed a serial number which wasn't positive")
+                    store = pkcs12.load_pkcs12(base64.b64decode(data), None)
+            except (ValueError, binascii.Error):
+                return f"its {role}'s trust store {path} (ConfigMap {namespace}/{config_map.get('name')}) is no password-less PKCS#12 file"
+            held = {c.certificate.public_bytes(Encoding.DER) for c in store.additional_certs}
+            from components.config.views import read_ca_bundle
+
+            try:
+                site = x509.load_pem_x509_certificates(read_ca_bundle(str(picture.site.ca_bundle)).encode())
+            except (OSError, ValueError):
+                return None  # the site's bundle is not readable here: the config's own rules say so
+            if not all(c.public_bytes(Encoding.DER) in held for c in site):
+                return f"its {role}'s trust store {path} (ConfigMap {namespace}/{config_map.get('name')}) lacks the site's CA"
+    return None
 
 
 def spark_application_s3(picture: Picture) -> Iterator[Client]:

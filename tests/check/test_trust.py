@@ -236,3 +236,15 @@ def test_fails_when_the_spark_connect_executors_lack_the_trust_store(trusting):
     template["data"]["executor.yaml"] = yaml.safe_dump(pod)
     assert [f.problem.split("does not trust that CA: ")[1] for f in _findings(trusting)] == [
         "its executors' pod template sets no -Djavax.net.ssl.trustStore (JAVA_TOOL_OPTIONS or javaOptions)"]
+
+
+def test_fails_when_the_spark_trust_store_lacks_the_site_ca(trusting):
+    from components.config.views import PEM_CERTIFICATE
+    from components.engines._spark_packages import trust_store
+    from components.engines._spark_trust import public_cas
+
+    store = _object(trusting, "site-t-compute", "ConfigMap", "spark", "spark-trust")
+    other = "\n".join(PEM_CERTIFICATE.findall(public_cas())[:2])  # public CAs, not the site's
+    store["binaryData"]["truststore.p12"] = base64.b64encode(trust_store(other)).decode()
+    assert [f.problem.split("does not trust that CA: ")[1] for f in _findings(trusting)] == [
+        "its driver's trust store /etc/spark-trust/truststore.p12 (ConfigMap spark/spark-trust) lacks the site's CA"]

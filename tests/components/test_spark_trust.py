@@ -49,6 +49,7 @@ def test_without_tls_to_s3_spark_trusts_nothing_more():
     assert jvm_trust.SparkTrust.of(SITE_PEM, s3_tls=False).needed is False
 
 
+@pytest.mark.filterwarnings("ignore:Parsed a serial number")  # a public root with a negative serial (_spark_trust._store)
 def test_resolving_from_maven_central_the_store_keeps_the_public_cas_beside_the_sites():
     found = store_subjects(jvm_trust.config_map_binary(TRUST, UPSTREAM))
     assert (subjects(SITE_PEM) <= found, subjects(jvm_trust.public_cas()) <= found) == (True, True)
