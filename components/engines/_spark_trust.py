@@ -1,4 +1,4 @@
-"""The site's CA in the JVMs of Spark that read S3 over TLS (docs/operations.md, "The site's CA").
+"""The site's CA in the JVMs of Spark that read S3 over TLS (docs/operations.md, "Trusting the site's PKI").
 
 Spark reads S3 with two clients: Iceberg's S3FileIO (AWS SDK v2) and Hadoop's S3A (`spark.hadoop.fs.s3a.*`). Neither
 has a setting of its own for a CA at the pinned versions (Iceberg 1.10 `s3.*`, Hadoop 3.3.4 `fs.s3a.*`): both verify
