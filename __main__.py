@@ -10,6 +10,7 @@ from components.config import names as site_names
 from components.config.rules.observability import receiver_pool
 from components.config.schema.roadmap import switched_on
 from components.config.views import TRINO_NAMESPACE
+from components.engines._spark_trust import SparkTrust
 from components.engines.trino import outside_calls as trino_outside_calls
 from components.federation import SiteFederation, SiteFederationArgs
 from components.gpu import GpuCluster, GpuClusterArgs
@@ -202,7 +203,8 @@ spark_rapids = {
     key: SparkRapids(
         f"spark-rapids-{key}",
         SparkRapidsArgs(gpu=gpus[key], config=spec.spark_rapids, team_namespaces=training.team_namespaces(key),
-                        kueue=training.kueue[key], catalog_uri=storage.catalog_uri, adopt=site.adopt),
+                        kueue=training.kueue[key], catalog_uri=storage.catalog_uri, adopt=site.adopt,
+                        trust=SparkTrust(storage.s3_ca_pem)),
     )
     for key, spec in sorted(site.gpu.items()) if spec.spark_rapids is not None
 }

@@ -23,6 +23,8 @@ from components.config import IcebergMaintenanceConfig
 from components.constants import ENGINE_LABEL, MAINTENANCE_NAMESPACE
 from components.constants import MAINTENANCE_PRINCIPAL as MAINTENANCE
 from components.engines import spark
+from components.engines._spark_trust import NONE as NO_SITE_CA
+from components.engines._spark_trust import SparkTrust
 from components.registry import UPSTREAM, Registry
 
 JOB_SOURCE = Path(__file__).with_name("iceberg_maintenance_job.py")
@@ -69,11 +71,11 @@ def _container_security() -> dict[str, Any]:
 
 
 def application(config: IcebergMaintenanceConfig, arguments: list[str], catalog_uri: str,
-                registry: Registry = UPSTREAM) -> dict[str, Any]:
+                registry: Registry = UPSTREAM, trust: SparkTrust = NO_SITE_CA) -> dict[str, Any]:
     """One maintenance SparkApplication: Spark's template (the catalog at `catalog_uri`) plus the job, its Iceberg
     packages, and the maintenance principal's Secrets as the driver's and executors' environment (what `sparkConf`'s
-    ${env:...} references read) in place of the Spark engine's."""
-    app = spark.spark_application_template(catalog_uri, registry)
+    environment references read) in place of the Spark engine's."""
+    app = spark.spark_application_template(catalog_uri, registry, trust)
     app["metadata"]["namespace"] = MAINTENANCE_NAMESPACE
     spec = app["spec"]
     credentials = spark.credentials(MAINTENANCE)
@@ -100,13 +102,14 @@ def application(config: IcebergMaintenanceConfig, arguments: list[str], catalog_
     return app
 
 
-def applications(config: IcebergMaintenanceConfig, catalog_uri: str, registry: Registry = UPSTREAM) -> dict[str, dict[str, Any]]:
+def applications(config: IcebergMaintenanceConfig, catalog_uri: str, registry: Registry = UPSTREAM,
+                 trust: SparkTrust = NO_SITE_CA) -> dict[str, dict[str, Any]]:
     """Task id -> the SparkApplication it submits: one per target, in config order, then the quality checks (if any)."""
     apps = {task_id(t.namespace): application(config, ["--step", "maintain", "--namespace", t.namespace, "--tables", t.tables],
-                                              catalog_uri, registry)
+                                              catalog_uri, registry, trust)
             for t in config.targets}
     if config.quality_checks:
-        apps[QUALITY_TASK] = application(config, ["--step", "quality"], catalog_uri, registry)
+        apps[QUALITY_TASK] = application(config, ["--step", "quality"], catalog_uri, registry, trust)
     return apps
 
 
@@ -115,13 +118,14 @@ def enabled(config: IcebergMaintenanceConfig | None) -> bool:
     return config is not None and config.enabled
 
 
-def dag_settings(config: IcebergMaintenanceConfig | None, catalog_uri: str, registry: Registry = UPSTREAM) -> dict[str, Any] | None:
+def dag_settings(config: IcebergMaintenanceConfig | None, catalog_uri: str, registry: Registry = UPSTREAM,
+                 trust: SparkTrust = NO_SITE_CA) -> dict[str, Any] | None:
     """`platform.json` `iceberg_maintenance`: the DAG's schedule and its applications (the catalog at `catalog_uri`), or
     None (no DAG) while off."""
     if config is None or not config.enabled:
         return None
     return {"schedule": config.schedule, "namespace": MAINTENANCE_NAMESPACE,
-            "applications": applications(config, catalog_uri, registry)}
+            "applications": applications(config, catalog_uri, registry, trust)}
 
 
 def maintained_namespaces(compute: Any) -> tuple[str, ...]:

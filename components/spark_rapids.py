@@ -22,7 +22,9 @@ from components.config import AdoptConfig, SparkRapidsConfig
 from components.constants import polaris_secret, s3_secret
 from components.data_access import TRAINING
 from components.engines import _spark_packages as packages
-from components.engines.spark import SCRATCH, SERVICE_ACCOUNT, registry_fields, spark_conf
+from components.engines import _spark_trust as jvm_trust
+from components.engines._spark_trust import SparkTrust
+from components.engines.spark import SERVICE_ACCOUNT, registry_fields, spark_conf
 from components.gpu import POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
 from components.kube import Adoption, helm_release, namespace, restricted_pod_security_context, restricted_security_context
 from components.registry import UPSTREAM, Registry
@@ -73,7 +75,7 @@ def overhead_gib(spec: SparkRapidsConfig) -> int:
 
 
 def spark_rapids_application(spec: SparkRapidsConfig, catalog_uri: str, executors: int = 2,
-                             registry: Registry = UPSTREAM) -> dict[str, Any]:
+                             registry: Registry = UPSTREAM, trust: SparkTrust = jvm_trust.NONE) -> dict[str, Any]:
     """A SparkApplication as Airflow submits it to a team namespace: queued by Kueue on the team's LocalQueue at training
     priority, driver and executors on training nodes with the team's credentials, executors with `spec`'s GPUs. A job
     adds its name, type, mainApplicationFile (and image, if it needs more than Spark and the RAPIDS jar).
@@ -93,7 +95,7 @@ def spark_rapids_application(spec: SparkRapidsConfig, catalog_uri: str, executor
             "securityContext": restricted_security_context(SPARK_USER) | {"readOnlyRootFilesystem": False},
         }
 
-    site, driver = registry_fields(registry)
+    site, driver, executor = registry_fields(registry, trust)
     return {
         "apiVersion": versions.SPARK_OPERATOR_API,
         "kind": "SparkApplication",
@@ -114,7 +116,7 @@ def spark_rapids_application(spec: SparkRapidsConfig, catalog_uri: str, executor
                 "memoryOverhead": f"{overhead_gib(spec)}g",
                 "gpu": {"name": "nvidia.com/gpu", "quantity": spec.executor_gpus},
                 **pod(),
-                "volumeMounts": SCRATCH["volumeMounts"],
+                **executor,
             },
         },
     }
@@ -133,6 +135,8 @@ class SparkRapidsArgs:
     catalog_uri: pulumi.Input[str]
     """The Polaris catalog's URI, written into each namespace's Spark defaults."""
     adopt: AdoptConfig
+    trust: SparkTrust = jvm_trust.NONE
+    """The site's CA when it issued S3's certificate: every driver and executor trusts it (engines/_spark_trust.py)."""
 
 
 class SparkRapids(pulumi.ComponentResource):
@@ -156,6 +160,9 @@ class SparkRapids(pulumi.ComponentResource):
         maven = [self._packages_config_map(name, ns_name, after, registry)
                  for ns_name, after in ((OPERATOR_NAMESPACE, ns), *((team_namespace(t), args.team_namespaces[t]) for t in teams))
                  ] if packages.resolves_from_site(registry) else []
+        # Where the site's CA issued S3's certificate, the team namespaces' drivers and executors trust it.
+        maven += [self._trust_config_map(name, team_namespace(t), args.team_namespaces[t], registry, args.trust)
+                  for t in teams] if args.trust.needed else []
         self.operator = helm_release(
             f"{name}-spark-operator", versions.SPARK_OPERATOR, name="spark-operator", namespace=OPERATOR_NAMESPACE,
             values={
@@ -184,8 +191,17 @@ class SparkRapids(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[role, team_ns]),
             )
         self.application_template = pulumi.Output.from_input(args.catalog_uri).apply(
-            lambda uri: yamltext.dump(spark_rapids_application(args.config, uri, registry=registry)))
+            lambda uri: yamltext.dump(spark_rapids_application(args.config, uri, registry=registry, trust=args.trust)))
         self.register_outputs({"application_template": self.application_template})
+
+    def _trust_config_map(self, name: str, namespace_: str, after: pulumi.Resource, registry: Registry,
+                          trust: SparkTrust) -> k8s.core.v1.ConfigMap:
+        """The ConfigMap `spark-trust` (engines/_spark_trust.py) in `namespace_`."""
+        return k8s.core.v1.ConfigMap(f"{name}-{jvm_trust.CONFIG_MAP}-{namespace_}",
+                                     metadata={"name": jvm_trust.CONFIG_MAP, "namespace": namespace_},
+                                     binary_data=jvm_trust.config_map_binary(trust, registry),
+                                     # `after` is the namespace it goes in, which must exist first
+                                     opts=pulumi.ResourceOptions(parent=self, depends_on=[after]))
 
     def _packages_config_map(self, name: str, namespace_: str, after: pulumi.Resource, registry: Registry) -> k8s.core.v1.ConfigMap:
         """The ConfigMap `spark-maven` (engines/_spark_packages.py) in `namespace_`."""

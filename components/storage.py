@@ -43,6 +43,7 @@ from components.constants import (
     HOSTNAME_ANNOTATION,
     POLARIS_CLIENT_ID,
     POLARIS_CLIENT_SECRET,
+    POLARIS_CREDENTIAL,
     POLARIS_PORT_NAME,
     POLARIS_SCOPE,
     POLARIS_SERVICE,
@@ -116,6 +117,11 @@ POLARIS_TRUST_STORE = f"/etc/fab/site-ca/{JVM_TRUST_STORE_KEY}"
 POSTGRES_BACKUP = "postgres-backup"
 """The principal of the catalog database's backups (PLATFORM_ACCESS)."""
 AISTOR_OPERATOR_NAMESPACE = "aistor-operator"
+
+
+def _credential(principal: _Principal) -> pulumi.Output[str]:
+    """`<client id>:<client secret>` of a Polaris principal, a Pulumi secret (the Secrets' POLARIS_CREDENTIAL)."""
+    return pulumi.Output.secret(pulumi.Output.concat(principal.client_id, ":", principal.client_secret))
 
 
 def _secret_env(env_name: str, secret: str, key: str) -> dict[str, Any]:
@@ -281,6 +287,8 @@ class StorageCluster(pulumi.ComponentResource):
         store = storage.object_store
         scheme = "https" if store.tls else "http"
         self._s3_internal = s3_endpoint_internal(site.domain, store)
+        self.s3_ca_pem = site.ca_bundle_pem if store.tls else None
+        """The site CA's certificates when its CA issued the internal S3 endpoint's (TLS, under the site's domain); else None."""
         self.s3_host = names.S3_HOST(site.domain)
         """The host name of the internal S3 endpoint, which its certificate names; pods that reach the object store by
         another address (the IPoIB one) resolve this name to it, so TLS still verifies."""
@@ -395,6 +403,7 @@ class StorageCluster(pulumi.ComponentResource):
         return self._delivered(polaris_secret(engine), {ENGINE_LABEL: engine}, to, depends_on, {
             POLARIS_CLIENT_ID: principal.client_id,
             POLARIS_CLIENT_SECRET: principal.client_secret,
+            POLARIS_CREDENTIAL: _credential(principal),
             POLARIS_URI: self._catalog_uri,
             POLARIS_WAREHOUSE: self._config.polaris.catalog,
             POLARIS_SCOPE: "PRINCIPAL_ROLE:ALL",
@@ -423,6 +432,7 @@ class StorageCluster(pulumi.ComponentResource):
         catalog = self._delivered(polaris_secret(TRAINING), labels, to, [setup], {
             POLARIS_CLIENT_ID: principal.client_id,
             POLARIS_CLIENT_SECRET: principal.client_secret,
+            POLARIS_CREDENTIAL: _credential(principal),
             POLARIS_URI: self._catalog_uri,
             POLARIS_WAREHOUSE: self._config.polaris.catalog,
             POLARIS_SCOPE: "PRINCIPAL_ROLE:ALL",
@@ -447,6 +457,7 @@ class StorageCluster(pulumi.ComponentResource):
             self._delivered(polaris_secret(MAINTENANCE), labels, to, [], {
                 POLARIS_CLIENT_ID: principal.client_id,
                 POLARIS_CLIENT_SECRET: principal.client_secret,
+            POLARIS_CREDENTIAL: _credential(principal),
                 POLARIS_URI: self._catalog_uri,
                 POLARIS_WAREHOUSE: self._config.polaris.catalog,
                 POLARIS_SCOPE: "PRINCIPAL_ROLE:ALL",

@@ -51,7 +51,9 @@ class SiteConfig(SiteViews, _Model):
         "the certificates of its endpoints (AIStor, Keycloak). Every client the program runs trusts it: the MinIO and "
         "Keycloak providers, its own MinIO calls, the pods that call AIStor (weights sync, gold copy, Postgres "
         "backups), and the realm's clients (the inference gateway's JWT keys, the sign-in of Grafana, both JupyterHubs, "
-        "Argo CD, Trino, Superset and Airflow) and Argo CD's clone of a serving repository under the site's domain; `fabctl check` (rule "
+        "Argo CD, Trino, Superset and Airflow), Argo CD's clone of a serving repository under the site's domain, the "
+        "serving loop's Git calls, and the S3 clients of Spark (drivers, executors, the Connect server), Trino, StarRocks "
+        "and Polaris (trust stores of the site's CA and the public CAs a JVM still needs); `fabctl check` (rule "
         "`trust.site-ca`) proves it of the plan. Public certificates only. Defaults to the system's trust store.",
     )
     registry: RegistryConfig | None = Field(

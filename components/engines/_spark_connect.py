@@ -19,6 +19,8 @@ import pulumi_kubernetes as k8s
 from components import versions, yamltext
 from components.constants import ENGINE_LABEL, polaris_secret, s3_secret
 from components.engines import _spark_packages as packages
+from components.engines import _spark_trust as jvm_trust
+from components.engines._spark_trust import SparkTrust
 from components.engines._base import INTERACTIVE, POOL_LABEL, EngineScope
 from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_container, restricted_pod_security_context
 from components.providers import NamespaceRef
@@ -67,10 +69,12 @@ def _credentials() -> list[dict[str, Any]]:
     return [{"secretRef": {"name": s3_secret("spark")}}, {"secretRef": {"name": polaris_secret("spark")}}]
 
 
-def executor_template(registry: Registry = UPSTREAM) -> dict[str, Any]:
+def executor_template(registry: Registry = UPSTREAM, trust: SparkTrust = jvm_trust.NONE) -> dict[str, Any]:
     """The executors' pod template: interactive pool and priority, restricted, the engine's credentials, the Spark image
-    from `registry` (and its pull Secret)."""
+    from `registry` (and its pull Secret), with `trust` the site's CA in the JVM (engines/_spark_trust.py)."""
     volumes, mounts = _scratch()
+    volumes, mounts = [*volumes, *jvm_trust.volumes(trust)], [*mounts, *jvm_trust.volume_mounts(trust)]
+    env = [*USER_ENV, *(jvm_trust.java_env(trust, registry) if trust.needed else [])]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -79,7 +83,7 @@ def executor_template(registry: Registry = UPSTREAM) -> dict[str, Any]:
             **INTERACTIVE.placement(),
             "securityContext": restricted_pod_security_context(runAsUser=SPARK_USER, fsGroup=SPARK_USER),
             # Spark sets the container's requests and limits (spark.executor.cores, .memory, .limit.cores).
-            "containers": [restricted_container("spark-executor", registry.image(versions.SPARK_IMAGE), SPARK_USER, env=USER_ENV,
+            "containers": [restricted_container("spark-executor", registry.image(versions.SPARK_IMAGE), SPARK_USER, env=env,
                                                 envFrom=_credentials(), volumeMounts=mounts, resources={})],
             "volumes": volumes,
             **registry.pod_fields(),
@@ -118,7 +122,7 @@ def server_conf(max_executors: int, registry: Registry = UPSTREAM) -> dict[str, 
     }
 
 
-def server_container(max_executors: int, registry: Registry = UPSTREAM) -> dict[str, Any]:
+def server_container(max_executors: int, registry: Registry = UPSTREAM, trust: SparkTrust = jvm_trust.NONE) -> dict[str, Any]:
     _, mounts = _scratch()
     conf = [arg for key, value in server_conf(max_executors, registry).items() for arg in ("--conf", f"{key}={value}")]
     return restricted_container(
@@ -135,7 +139,7 @@ def server_container(max_executors: int, registry: Registry = UPSTREAM) -> dict[
             *USER_ENV,
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-            *packages.java_env(registry),
+            *jvm_trust.java_env(trust, registry),
         ],
         envFrom=_credentials(),
         ports=[{"name": "connect", "containerPort": PORT}, {"name": "driver", "containerPort": DRIVER_PORT},
@@ -147,7 +151,7 @@ def server_container(max_executors: int, registry: Registry = UPSTREAM) -> dict[
         resources=DRIVER_RESOURCES,
         volumeMounts=[*mounts, {"name": "conf", "mountPath": "/etc/spark", "readOnly": True},
                       {"name": "templates", "mountPath": "/etc/spark-templates", "readOnly": True},
-                      *packages.volume_mounts(registry)],
+                      *packages.volume_mounts(registry), *jvm_trust.volume_mounts(trust)],
     )
 
 
@@ -210,6 +214,20 @@ def _service_account(scope: EngineScope, ns: pulumi.Resource) -> pulumi.Resource
     )
 
 
+def site_trust(scope: EngineScope) -> SparkTrust:
+    """What Spark's JVMs on this cluster trust beyond the registry (engines/_spark_trust.py)."""
+    return SparkTrust(scope.storage.s3_ca_pem)
+
+
+def trust_config_map(scope: EngineScope, namespace_: str, ns: pulumi.Resource) -> k8s.core.v1.ConfigMap:
+    """The ConfigMap `spark-trust` (engines/_spark_trust.py) in `namespace_`, while the site's CA issued S3's certificate."""
+    binary = jvm_trust.config_map_binary(site_trust(scope), scope.cluster.registry)
+    return k8s.core.v1.ConfigMap(f"{scope.prefix}-{jvm_trust.CONFIG_MAP}-{namespace_}",
+                                 metadata={"name": jvm_trust.CONFIG_MAP, "namespace": namespace_},
+                                 # the namespace must exist before anything is created in it
+                                 binary_data=binary, opts=scope.after(ns))
+
+
 def packages_config_map(scope: EngineScope, namespace_: str, ns: pulumi.Resource) -> k8s.core.v1.ConfigMap:
     """The ConfigMap `spark-maven` (engines/_spark_packages.py) in `namespace_`, while the site has a Maven repository."""
     data, binary = packages.config_map_data(scope.cluster.registry)
@@ -234,8 +252,9 @@ def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi
                                  data={"spark-defaults.conf": defaults}, opts=scope.after(ns))
     registry = scope.cluster.registry
     template = scope.config_map(TEMPLATE_CONFIG_MAP, NAMESPACE,
-                                {"executor.yaml": yamltext.dump(executor_template(registry))}, ns)
+                                {"executor.yaml": yamltext.dump(executor_template(registry, site_trust(scope)))}, ns)
     maven = [packages_config_map(scope, NAMESPACE, ns)] if packages.resolves_from_site(registry) else []
+    maven += [trust_config_map(scope, NAMESPACE, ns)] if site_trust(scope).needed else []
     volumes, _ = _scratch()
     k8s.apps.v1.Deployment(
         f"{scope.prefix}-{NAME}",
@@ -253,9 +272,10 @@ def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi
                     # The driver starts and deletes its executors through the API server.
                     "automountServiceAccountToken": True,
                     "securityContext": restricted_pod_security_context(runAsUser=SPARK_USER, fsGroup=SPARK_USER),
-                    "containers": [server_container(spark.connect_max_executors, registry)],
+                    "containers": [server_container(spark.connect_max_executors, registry, site_trust(scope))],
                     "volumes": [*volumes, {"name": "conf", "configMap": {"name": defaults_config_map}},
-                                {"name": "templates", "configMap": {"name": TEMPLATE_CONFIG_MAP}}, *packages.volumes(registry)],
+                                {"name": "templates", "configMap": {"name": TEMPLATE_CONFIG_MAP}}, *packages.volumes(registry),
+                                *jvm_trust.volumes(site_trust(scope))],
                     **registry.pod_fields(),
                 },
             },

@@ -41,6 +41,7 @@ from components.constants import (
     submitter_kubeconfig_secret,
 )
 from components.engines import spark
+from components.engines._spark_trust import SparkTrust
 from components.engines._base import BATCH, Engine, EngineScope, Quota, Ui, flask_oauth_config
 from components.providers import NamespaceRef
 from components.registry import UPSTREAM, Registry
@@ -143,9 +144,10 @@ def _deploy(scope: EngineScope) -> None:
     maintenance = scope.compute.iceberg_maintenance
     registry = scope.cluster.registry
     catalog_uri = scope.storage.catalog_uri
+    spark_trust = SparkTrust(scope.storage.s3_ca_pem)
     if spark_on:
         delivered.append(scope.config_map(SPARK_TEMPLATE, ns, {
-            "sparkapplication.yaml": catalog_uri.apply(lambda uri: yamltext.dump(spark.spark_application_template(uri, registry))),
+            "sparkapplication.yaml": catalog_uri.apply(lambda uri: yamltext.dump(spark.spark_application_template(uri, registry, spark_trust))),
         }, ns_resource))
         volumes.append({"name": SPARK_TEMPLATE, "configMap": {"name": SPARK_TEMPLATE}})
         mounts.append({"name": SPARK_TEMPLATE, "mountPath": SPARK_TEMPLATE_DIR, "readOnly": True})
@@ -159,7 +161,7 @@ def _deploy(scope: EngineScope) -> None:
     def platform(uri: str) -> dict[str, Any]:
         return platform_settings(models_bucket=scope.storage.bucket_of("models"), checkpoints_bucket=scope.storage.bucket_of("checkpoints"),
                                  spark_on=spark_on, serving_repo=serving_repo, registry=registry,
-                                 maintenance=iceberg_maintenance.dag_settings(maintenance, uri, registry) if spark_on else None)
+                                 maintenance=iceberg_maintenance.dag_settings(maintenance, uri, registry, spark_trust) if spark_on else None)
 
     # platform.json holds the maintenance applications, which carry the catalog's URI (an output of the storage cluster).
     files: dict[str, pulumi.Input[str]] = {**dag_files({}), "platform.json": catalog_uri.apply(lambda uri: platform_json(platform(uri)))}

@@ -22,8 +22,7 @@ from components.constants import (
     ENGINE_LABEL,
     MAINTENANCE_NAMESPACE,
     MAINTENANCE_PRINCIPAL,
-    POLARIS_CLIENT_ID,
-    POLARIS_CLIENT_SECRET,
+    POLARIS_CREDENTIAL,
     POLARIS_WAREHOUSE,
     S3_ENDPOINT,
     polaris_secret,
@@ -31,6 +30,8 @@ from components.constants import (
 )
 from components.engines import _spark_connect as spark_connect
 from components.engines import _spark_packages as packages
+from components.engines import _spark_trust as jvm_trust
+from components.engines._spark_trust import SparkTrust
 from components.engines._base import BATCH, POOL_LABEL, BucketAccess, Engine, EngineScope, Quota
 from components.registry import UPSTREAM, Registry
 
@@ -69,7 +70,12 @@ CATALOG_CONF = "spark.sql.catalog.fab"
 
 def spark_conf(catalog_uri: str) -> dict[str, str]:
     """The Spark settings of the Polaris catalog at `catalog_uri` and the internal S3 endpoint; credentials only as
-    ${env:...} references."""
+    references to the environment (`credentials()`), each in the syntax of what reads it. Spark hands the catalog's options
+    to Iceberg as written (Spark 3.5 `Catalogs.catalogOptions`, no substitution), and Iceberg's REST catalog replaces an
+    option whose WHOLE value is `env:NAME` by that variable (1.10 `RESTSessionCatalog.initialize`,
+    `EnvironmentUtil.resolveAll`; `${env:NAME}` would reach Polaris literally): hence one variable holding
+    `<id>:<secret>` (POLARIS_CREDENTIAL). Hadoop's Configuration expands `${env.NAME}` in the `spark.hadoop.*` values
+    Spark copies into it (Hadoop 3.3 `Configuration.substituteVars`)."""
     catalog = CATALOG_CONF
     conf = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
@@ -77,14 +83,14 @@ def spark_conf(catalog_uri: str) -> dict[str, str]:
         catalog: "org.apache.iceberg.spark.SparkCatalog",
         f"{catalog}.type": "rest",
         f"{catalog}.uri": catalog_uri,
-        f"{catalog}.warehouse": f"${{env:{POLARIS_WAREHOUSE}}}",
-        f"{catalog}.credential": f"${{env:{POLARIS_CLIENT_ID}}}:${{env:{POLARIS_CLIENT_SECRET}}}",
+        f"{catalog}.warehouse": f"env:{POLARIS_WAREHOUSE}",
+        f"{catalog}.credential": f"env:{POLARIS_CREDENTIAL}",
         f"{catalog}.scope": "PRINCIPAL_ROLE:ALL",
         f"{catalog}.header.X-Iceberg-Access-Delegation": "vended-credentials",
         f"{catalog}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
-        f"{catalog}.s3.endpoint": f"${{env:{S3_ENDPOINT}}}",
+        f"{catalog}.s3.endpoint": f"env:{S3_ENDPOINT}",
         f"{catalog}.s3.path-style-access": "true",
-        "spark.hadoop.fs.s3a.endpoint": f"${{env:{S3_ENDPOINT}}}",
+        "spark.hadoop.fs.s3a.endpoint": f"${{env.{S3_ENDPOINT}}}",
         "spark.hadoop.fs.s3a.path.style.access": "true",
         "spark.hadoop.fs.s3a.aws.credentials.provider": "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider",
         "spark.kubernetes.authenticate.driver.serviceAccountName": SERVICE_ACCOUNT,
@@ -105,41 +111,46 @@ webhook: Ivy's cache and the resolved packages (`_spark_packages.IVY_DIR`) and t
 image's root filesystem."""
 
 
-def registry_fields(registry: Registry) -> tuple[dict[str, Any], dict[str, Any]]:
-    """What a SparkApplication adds for package resolution and the site's registry: in its spec, Ivy's directory on the
-    scratch volume (`sparkConf`, read by the controller's spark-submit and the driver, which both resolve packages), the
-    scratch volume, and on a site with a registry the pull Secret (driver and executors) and, with a Maven repository, the
-    settings and the volume that resolve packages from it only (engines/_spark_packages.py); in its driver, the volumes'
-    mounts and the JVM's trust store."""
+def registry_fields(registry: Registry, trust: SparkTrust = jvm_trust.NONE) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """What a SparkApplication adds for package resolution, the site's registry and its CA: in its spec, Ivy's directory on
+    the scratch volume (`sparkConf`, read by the controller's spark-submit and the driver, which both resolve packages),
+    the scratch volume, and on a site with a registry the pull Secret (driver and executors) and, with a Maven repository,
+    the settings and the volume that resolve packages from it only (engines/_spark_packages.py); with `trust` (the site's
+    CA issued the S3 endpoint's certificate), the trust store's volume (engines/_spark_trust.py). In its driver and
+    executor: the volumes' mounts and the JVM's trust store (one JAVA_TOOL_OPTIONS)."""
     spec: dict[str, Any] = {"sparkConf": packages.spark_conf(registry)}
     driver: dict[str, Any] = {}
+    executor: dict[str, Any] = {"volumeMounts": [*SCRATCH["volumeMounts"], *jvm_trust.volume_mounts(trust)]}
     if registry.pull_secret:
         spec["imagePullSecrets"] = [registry.pull_secret]
-    spec["volumes"] = [*SCRATCH["volumes"], *packages.volumes(registry)]
-    driver["volumeMounts"] = [*SCRATCH["volumeMounts"], *packages.volume_mounts(registry)]
-    if packages.java_env(registry):
-        driver["env"] = packages.java_env(registry)
-    return spec, driver
+    spec["volumes"] = [*SCRATCH["volumes"], *packages.volumes(registry), *jvm_trust.volumes(trust)]
+    driver["volumeMounts"] = [*SCRATCH["volumeMounts"], *packages.volume_mounts(registry), *jvm_trust.volume_mounts(trust)]
+    if jvm_trust.java_env(trust, registry):
+        driver["env"] = jvm_trust.java_env(trust, registry)
+    if trust.needed:
+        executor["env"] = jvm_trust.java_env(trust, registry)
+    return spec, driver, executor
 
 
 def credentials(engine: str = "spark") -> list[dict[str, Any]]:
-    """The engine's S3 keys and Polaris principal as the environment `spark_conf`'s ${env:...} references read (Secret
+    """The engine's S3 keys and Polaris principal as the environment `spark_conf`'s references read (Secret
     references only)."""
     return [{"secretRef": {"name": s3_secret(engine)}}, {"secretRef": {"name": polaris_secret(engine)}}]
 
 
-def spark_application_template(catalog_uri: str, registry: Registry = UPSTREAM) -> dict[str, Any]:
+def spark_application_template(catalog_uri: str, registry: Registry = UPSTREAM, trust: SparkTrust = jvm_trust.NONE) -> dict[str, Any]:
     """A SparkApplication with what the platform decides for every Spark job: its namespace and service account, the
     Polaris catalog at `catalog_uri` and the internal S3 endpoint in `sparkConf` (`spark_conf`), the engine's credentials
     as driver and executor environment, the batch YuniKorn queue, and the batch pool's node selector, tolerations and
-    PriorityClass for driver and executors, a writable /tmp (`SCRATCH`) and `registry_fields`. A job adds its own name,
+    PriorityClass for driver and executors, a writable /tmp (`SCRATCH`) and `registry_fields` (with `trust`, the site's
+    CA in every JVM). A job adds its own name,
     type, image, sparkVersion and mainApplicationFile."""
     pool = ENGINE.pool
 
     def pod() -> dict[str, Any]:
         return {"tolerations": pool.tolerations, "priorityClassName": pool.priority_class, "envFrom": credentials()}
 
-    spec, driver = registry_fields(registry)
+    spec, driver, executor = registry_fields(registry, trust)
     return {
         "apiVersion": versions.SPARK_OPERATOR_API,
         "kind": "SparkApplication",
@@ -150,7 +161,7 @@ def spark_application_template(catalog_uri: str, registry: Registry = UPSTREAM) 
             "batchSchedulerOptions": {"queue": "root.batch"},
             "nodeSelector": pool.node_selector,
             "driver": {"serviceAccount": SERVICE_ACCOUNT, **pod(), **driver},
-            "executor": {**pod(), "volumeMounts": SCRATCH["volumeMounts"]},
+            "executor": {**pod(), **executor},
             **spec,
             "sparkConf": {**spark_conf(catalog_uri), **spec["sparkConf"]},
         },
@@ -191,6 +202,10 @@ def _deploy(scope: EngineScope) -> None:
     maven = [spark_connect.packages_config_map(scope, name, after) for name, after in (
         ("spark-operator", operator_ns), (ENGINE.namespace, ns), *([(MAINTENANCE_NAMESPACE, maintenance_ns)] if maintenance_ns else []))
              ] if packages.resolves_from_site(registry) else []
+    # Where the site's CA issued S3's certificate, the drivers and executors of every namespace trust it (`spark-trust`).
+    trusts = [spark_connect.trust_config_map(scope, name, after) for name, after in (
+        (ENGINE.namespace, ns), *([(MAINTENANCE_NAMESPACE, maintenance_ns)] if maintenance_ns else []))
+              ] if spark_connect.site_trust(scope).needed else []
     operator = scope.release(
         "spark-operator", versions.SPARK_OPERATOR, "spark-operator",
         {
@@ -203,7 +218,7 @@ def _deploy(scope: EngineScope) -> None:
         # the drivers it launches mount `spark-maven` (`maven`).
         # Not YuniKorn: the operator only names it as its pods' scheduler (YuniKorn has no CRDs, and its admission
         # controller registers its own webhook when it runs); what runs pods in its queues waits for it.
-        [ns, *([connect_ns] if connect_ns else []), *([maintenance_ns] if maintenance_ns else []), operator_ns, *maven],
+        [ns, *([connect_ns] if connect_ns else []), *([maintenance_ns] if maintenance_ns else []), operator_ns, *maven, *trusts],
     )
     # spark-defaults.conf for the Spark Connect server alone, which reads it (SPARK_CONF_DIR, mounted): the operator's
     # drivers would not (the module's docstring), so their SparkApplications carry the same settings in `sparkConf`.

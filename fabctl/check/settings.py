@@ -157,7 +157,7 @@ def spark_defaults_findings(picture: Picture) -> Iterator[Finding]:
         at = f"{where}: " if where else ""
         yield Finding.of("settings.read", placed, f"{at}{client} gets {DEFAULTS_FILE} ({_what(settings)}) from its sparkConfigMap "
                                        f"{namespace}/{config_map}, but {reason}",
-                         "set them in the application's spec.sparkConf (spark-submit --conf), credentials as ${env:...} "
+                         "set them in the application's spec.sparkConf (spark-submit --conf), credentials as env:NAME "
                          "references to the Secrets of its envFrom (components/engines/spark.py spark_application_template)")
 
 

@@ -15,6 +15,7 @@ import base64
 import binascii
 import configparser
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -516,6 +517,180 @@ def polaris_s3(picture: Picture) -> Iterator[Client]:
                 missing = missing or _store_missing(picture, server, spec, options,
                                                     f"the JAVA_TOOL_OPTIONS of {server.subject} container {container.get('name')}")
         yield Client(placed, "Polaris' S3 storage (the catalog's storageConfigInfo)", str(url), missing)
+# Spark's JVMs (Iceberg's S3FileIO and Hadoop's S3A verify S3 against the JVM's default trust store).
+
+S3_ENDPOINT_KEY = re.compile(r"^spark\.(?:sql\.catalog\.[^.]+\.s3\.endpoint|hadoop\.fs\.s3a\.(?:bucket\.[^.]+\.)?endpoint)$")
+"""The sparkConf keys that name an S3 endpoint: an Iceberg catalog's (`s3.endpoint`) and Hadoop S3A's (also per bucket)."""
+_SPARK_ENV_REF = re.compile(r"^(?:env:([A-Za-z_]\w*)|\$\{env[.:]([A-Za-z_]\w*)\})$")
+"""`env:NAME` (Iceberg), `${env.NAME}` (Hadoop), `${env:NAME}`: a value read from the environment."""
+TRUST_STORE_OPTION = re.compile(r"-Djavax\.net\.ssl\.trustStore=(\S+)")
+
+
+def _s3_url(picture: Picture, value: str, env_from: list[Any], cluster: str, namespace: str | None) -> str:
+    """The S3 endpoint a sparkConf value names: written out, or read from the environment, from the Secret the pod's
+    envFrom names when the plan shows its value, else the site's internal S3 endpoint (what StorageCluster puts there)."""
+    reference = _SPARK_ENV_REF.match(value.strip())
+    if reference is None:
+        return value if "://" in value else f"https://{value}"  # S3A: a bare host is https (fs.s3a.connection.ssl.enabled)
+    variable = reference.group(1) or reference.group(2)
+    for source in env_from:
+        name = ((source or {}).get("secretRef") or {}).get("name")
+        for placed in picture.by_name.get((cluster, "Secret", namespace, str(name)), []):
+            found = (placed.obj.get("stringData") or {}).get(variable) or _decoded((placed.obj.get("data") or {}).get(variable))
+            if isinstance(found, str) and found != SECRET_MASK:
+                return found
+    from components.data_access import s3_endpoint_internal
+
+    return s3_endpoint_internal(picture.site.domain, picture.site.storage.object_store)
+
+
+def _jvm_trust_missing(picture: Picture, cluster: str, namespace: str | None, role: str, env: list[Any], options: str,
+                       mounts: list[Any], volumes: list[Any]) -> str | None:
+    """What keeps one Spark JVM (its env, JVM options, mounts and the pod's volumes) from reading a trust store; None if
+    it reads one from a ConfigMap or Secret of the plan. (-Djavax.net.ssl.trustStore replaces the JDK's CAs: the store
+    is the JVM's whole trust.)"""
+    tool_options = " ".join(str(e.get("value") or "") for e in env or [] if isinstance(e, dict) and e.get("name") == "JAVA_TOOL_OPTIONS")
+    match = TRUST_STORE_OPTION.search(f"{tool_options} {options}")
+    if match is None:
+        return f"its {role} sets no -Djavax.net.ssl.trustStore (JAVA_TOOL_OPTIONS or javaOptions)"
+    path = match.group(1)
+    jvm = Placed(cluster, {"kind": "Pod", "metadata": {"name": role, "namespace": namespace}}, {}, None, namespace)
+    problem = mounted_file(picture, jvm, {"volumes": volumes, "containers": [{"volumeMounts": mounts}]}, path)
+    if problem is not None:
+        return f"its {role}'s trust store {path} is not there: {problem.replace(jvm.subject, f'the {role}')}"
+    return _store_lacks_site_ca(picture, cluster, namespace, role, path, mounts, volumes)
+
+
+def _store_lacks_site_ca(picture: Picture, cluster: str, namespace: str | None, role: str, path: str, mounts: list[Any],
+                         volumes: list[Any]) -> str | None:
+    """What the PKCS#12 store at `path` (a ConfigMap's binaryData the plan shows) lacks of the site's CA; None when it holds
+    every certificate of `ca_bundle`, or its bytes are not in the plan."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
+
+    by_name = {v.get("name"): v for v in volumes}
+    for mount in mounts:
+        folder = str(mount.get("mountPath", "")).rstrip("/")
+        config_map = (by_name.get(mount.get("name")) or {}).get("configMap") or {}
+        if mount.get("subPath") or not path.startswith(f"{folder}/") or not config_map:
+            continue
+        for source in picture.by_name.get((cluster, "ConfigMap", namespace, str(config_map.get("name"))), []):
+            data = (source.obj.get("binaryData") or {}).get(path[len(folder) + 1:])
+            if not isinstance(data, str):
+                continue
+            try:
+                with warnings.catch_warnings():  # a public root with a negative serial (components/engines/_spark_trust.py)
+                    warnings.filterwarnings("ignore", message="Parsed a serial number which wasn't positive")
+                    store = pkcs12.load_pkcs12(base64.b64decode(data), None)
+            except (ValueError, binascii.Error):
+                return f"its {role}'s trust store {path} (ConfigMap {namespace}/{config_map.get('name')}) is no password-less PKCS#12 file"
+            held = {c.certificate.public_bytes(Encoding.DER) for c in store.additional_certs}
+            from components.config.views import read_ca_bundle
+
+            try:
+                site = x509.load_pem_x509_certificates(read_ca_bundle(str(picture.site.ca_bundle)).encode())
+            except (OSError, ValueError):
+                return None  # the site's bundle is not readable here: the config's own rules say so
+            if not all(c.public_bytes(Encoding.DER) in held for c in site):
+                return f"its {role}'s trust store {path} (ConfigMap {namespace}/{config_map.get('name')}) lacks the site's CA"
+    return None
+
+
+def spark_application_s3(picture: Picture) -> Iterator[Client]:
+    """SparkApplications (applied, or held in a ConfigMap such as Airflow's `spark-application` and `platform.json`) whose
+    sparkConf names a site-CA S3 endpoint: the driver and the executors each need a trust store in their JVM options and
+    mounted (the operator's webhook mounts `spec.volumes` by the driver's and executor's `volumeMounts`)."""
+    from fabctl.check.settings import _applications, _spec
+
+    for placed, where, app in _applications(picture):
+        spec = _spec(app)
+        conf = spec.get("sparkConf") or {}
+        namespace = (app.get("metadata") or {}).get("namespace") or placed.namespace
+        for key, value in sorted(conf.items()):
+            if not S3_ENDPOINT_KEY.match(str(key)) or not isinstance(value, str):
+                continue
+            missing = None
+            for role in ("driver", "executor"):
+                pod = spec.get(role) or {}
+                url = _s3_url(picture, value, pod.get("envFrom") or [], placed.cluster, namespace)
+                if urlsplit(url).scheme != "https" or not site_ca_host(picture.site, host_of(url)):
+                    break
+                options = " ".join(str(x) for x in (pod.get("javaOptions"), conf.get(f"spark.{role}.extraJavaOptions")) if x)
+                missing = missing or _jvm_trust_missing(picture, placed.cluster, namespace, role, pod.get("env") or [], options,
+                                                        pod.get("volumeMounts") or [], spec.get("volumes") or [])
+            else:
+                name = (app.get("metadata") or {}).get("name") or "(template)"
+                at = f" ({where})" if where else ""
+                yield Client(placed, f"SparkApplication {namespace}/{name}{at}'s S3 reads ({key})", url, missing)
+            break  # one endpoint per application is enough to name it
+
+
+def spark_connect_s3(picture: Picture) -> Iterator[Client]:
+    """The Spark Connect server (a workload running `start-connect-server.sh`) whose spark-defaults.conf (the ConfigMap at
+    its SPARK_CONF_DIR) names a site-CA S3 endpoint: its JVM and its executors' (the pod template file's ConfigMap) need a
+    trust store."""
+    for placed in picture.placed:
+        spec = pod_spec(placed.obj)
+        for container in (containers(spec) if spec else []):
+            if not any("start-connect-server.sh" in str(c) for c in container.get("command") or []):
+                continue
+            env = container.get("env") or []
+            conf_dir = next((str(e.get("value")) for e in env if e.get("name") == "SPARK_CONF_DIR"), "/opt/spark/conf")
+            conf = dict(_spark_defaults(picture, placed, spec, container, conf_dir))
+            conf.update(a.split("=", 1) for a in container.get("args") or [] if isinstance(a, str) and "=" in a and a.startswith("spark."))
+            endpoint = next(((k, v) for k, v in sorted(conf.items()) if S3_ENDPOINT_KEY.match(k)), None)
+            if endpoint is None:
+                continue
+            url = _s3_url(picture, endpoint[1], container.get("envFrom") or [], placed.cluster, placed.namespace)
+            if urlsplit(url).scheme != "https" or not site_ca_host(picture.site, host_of(url)):
+                continue
+            missing = _jvm_trust_missing(picture, placed.cluster, placed.namespace, "server", env, conf.get("spark.driver.extraJavaOptions", ""),
+                                         container.get("volumeMounts") or [], spec.get("volumes") or [])
+            missing = missing or _connect_executors_missing(picture, placed, spec, container, conf)
+            yield Client(placed, f"the Spark Connect server's S3 reads ({endpoint[0]})", url, missing)
+
+
+def _mounted_text(picture: Picture, placed: Placed, spec: dict[str, Any], container: dict[str, Any], path: str) -> str | None:
+    """The text of the file `path` as `container` finds it in a mounted ConfigMap of the picture, or None."""
+    volumes = {v.get("name"): v for v in spec.get("volumes") or []}
+    for mount in container.get("volumeMounts") or []:
+        mount_path = str(mount.get("mountPath", "")).rstrip("/")
+        if not path.startswith(f"{mount_path}/") or mount.get("subPath"):
+            continue
+        config_map = (volumes.get(mount.get("name")) or {}).get("configMap") or {}
+        for source in picture.by_name.get((placed.cluster, "ConfigMap", placed.namespace, str(config_map.get("name"))), []):
+            text = (source.obj.get("data") or {}).get(path[len(mount_path) + 1:])
+            if isinstance(text, str):
+                return text
+    return None
+
+
+def _spark_defaults(picture: Picture, placed: Placed, spec: dict[str, Any], container: dict[str, Any], conf_dir: str) -> Iterator[tuple[str, str]]:
+    text = _mounted_text(picture, placed, spec, container, f"{conf_dir.rstrip('/')}/spark-defaults.conf") or ""
+    for line in text.splitlines():
+        parts = line.strip().split(None, 1)
+        if len(parts) == 2 and not parts[0].startswith("#"):
+            yield parts[0], parts[1]
+
+
+def _connect_executors_missing(picture: Picture, placed: Placed, spec: dict[str, Any], container: dict[str, Any],
+                               conf: dict[str, str]) -> str | None:
+    path = conf.get("spark.kubernetes.executor.podTemplateFile")
+    text = _mounted_text(picture, placed, spec, container, path) if path else None
+    try:
+        template = yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
+        template = None
+    if not isinstance(template, dict):
+        return None if conf.get("spark.executor.extraJavaOptions", "") and TRUST_STORE_OPTION.search(conf["spark.executor.extraJavaOptions"]) \
+            else "its executors' pod template (spark.kubernetes.executor.podTemplateFile) is not in the plan, so nothing gives them a trust store"
+    pod = template.get("spec") or {}
+    name = conf.get("spark.kubernetes.executor.podTemplateContainerName")
+    executors = [c for c in pod.get("containers") or [] if name is None or c.get("name") == name][:1]
+    for executor in executors:
+        return _jvm_trust_missing(picture, placed.cluster, placed.namespace, "executors' pod template", executor.get("env") or [],
+                                  conf.get("spark.executor.extraJavaOptions", ""), executor.get("volumeMounts") or [], pod.get("volumes") or [])
+    return "its executors' pod template has no container"
 
 
 SITE_CA_SECRET_FIX = "the site CA's Secret fab-site-ca (key ca.crt, StorageCluster.site_ca)"
@@ -561,6 +736,18 @@ CLIENTS: tuple[ClientKind, ...] = (
                "`-Djavax.net.ssl.trustStore` in the server's JAVA_TOOL_OPTIONS, a file it mounts",
                "mount a trust store of the public CAs and the site's into Polaris' server and name it in JAVA_TOOL_OPTIONS "
                "(chart values extraEnv, extraVolumes, extraVolumeMounts; components/storage.py: polaris-site-ca)", polaris_s3),
+    ClientKind("Spark application S3", "SparkApplication (applied or in a ConfigMap) whose `sparkConf` S3 endpoint "
+               "(`spark.sql.catalog.*.s3.endpoint`, `spark.hadoop.fs.s3a.endpoint`) is the site's",
+               "`-Djavax.net.ssl.trustStore` in the driver's and executor's JAVA_TOOL_OPTIONS or javaOptions, a file of a "
+               "ConfigMap or Secret in `spec.volumes` mounted by each",
+               "give the driver and executor JAVA_TOOL_OPTIONS=-Djavax.net.ssl.trustStore=<store> with the store (the site's CA, "
+               "and the public CAs if the JVM reaches Maven Central) mounted from a ConfigMap (components/engines/_spark_trust.py: spark-trust)",
+               spark_application_s3),
+    ClientKind("Spark Connect S3", "workload running `start-connect-server.sh` whose spark-defaults.conf (at SPARK_CONF_DIR) or "
+               "`--conf` names the site's S3 endpoint",
+               "`-Djavax.net.ssl.trustStore` in the server's JAVA_TOOL_OPTIONS and its executors' pod template, the file mounted in each",
+               "give the server and its executors' pod template JAVA_TOOL_OPTIONS=-Djavax.net.ssl.trustStore=<store> with the store "
+               "mounted from a ConfigMap (components/engines/_spark_trust.py: spark-trust)", spark_connect_s3),
 )
 """The client kinds of `trust.site-ca`, one function each to find them (docs/deploy-check.md lists them)."""
 

@@ -55,8 +55,8 @@ TRINO_LAKEHOUSE_CONNECTORS = {"iceberg", "hive", "delta_lake", "hudi", "lakehous
 external databases, which the design allows."""
 STARROCKS_LAKEHOUSE_TYPES = {"iceberg", "hive", "hudi", "deltalake", "paimon", "unified"}
 SPARK_CATALOG = re.compile(r"^spark\.sql\.catalog\.([^.]+)(?:\.(.+))?$")
-ENV_REFERENCE = re.compile(r"^\$(?:\{(?:ENV:|env:)?([A-Za-z_]\w*)\}|([A-Za-z_]\w*))$")
-"""`${ENV:X}` (Trino), `${env:X}` (Spark), `$X` / `${X}` (shell)."""
+ENV_REFERENCE = re.compile(r"^(?:\$(?:\{(?:ENV:|env:)?([A-Za-z_]\w*)\}|([A-Za-z_]\w*))|env:([A-Za-z_]\w*))$")
+"""`${ENV:X}` (Trino), `env:X` (Iceberg's own, what Spark's catalog options use), `${env:X}`, `$X` / `${X}` (shell)."""
 METASTORE_KEY = re.compile(r"(^|\.)hive\.metastore\.uris?$")
 
 KIND_ALLOWED = "every catalog is Polaris's Iceberg REST catalog"
@@ -296,7 +296,7 @@ def _not_polaris(config: Config, value: str, endpoints: list[tuple[str, int]], e
     reference = ENV_REFERENCE.match(value)
     if reference is None:
         return None if _is_polaris(value, endpoints) else ", which is not Polaris's REST endpoint"
-    variable = reference.group(1) or reference.group(2)
+    variable = reference.group(1) or reference.group(2) or reference.group(3)
     resolved = environment.resolve(config, variable)
     if resolved is None:
         return (", an environment variable that nothing in the plan ties to Polaris (write the URI, or take it from a "

@@ -16,7 +16,7 @@ from fabctl.check import check
 SPARK_3 = f"apache/spark:{versions.SPARK_IMAGE.split(':', 1)[1]}"
 DEFAULTS = "spark.sql.defaultCatalog fab\nspark.sql.catalog.fab.type rest\nspark.sql.catalog.fab.uri http://polaris-rest.polaris.svc:8181/api/catalog\n"
 UNREAD_BY_3 = f"but Spark 3.5.7 (image {SPARK_3}) starts its driver with --properties-file and never reads that file"
-SPARK_FIX = ("set them in the application's spec.sparkConf (spark-submit --conf), credentials as ${env:...} references to the "
+SPARK_FIX = ("set them in the application's spec.sparkConf (spark-submit --conf), credentials as env:NAME references to the "
              "Secrets of its envFrom (components/engines/spark.py spark_application_template)")
 WHAT = "spark.sql.catalog.fab.uri=http://polaris-rest.polaris.svc:8181/api/catalog and 2 more settings"
 

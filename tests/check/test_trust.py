@@ -240,3 +240,65 @@ def test_fails_when_polaris_server_does_not_mount_its_jvm_trust_store(trusting):
         "server and name it in JAVA_TOOL_OPTIONS (chart values extraEnv, extraVolumes, extraVolumeMounts; "
         "components/storage.py: polaris-site-ca)"
     ]
+
+
+def _airflow_template(deploy: Deploy) -> tuple[dict, dict]:
+    config_map = _object(deploy, "site-t-compute", "ConfigMap", "airflow", "spark-application")
+    return config_map, yaml.safe_load(config_map["data"]["sparkapplication.yaml"])
+
+
+def test_fails_when_a_spark_applications_executors_lack_the_trust_store(trusting):
+    config_map, app = _airflow_template(trusting)
+    del app["spec"]["executor"]["env"]
+    config_map["data"]["sparkapplication.yaml"] = yaml.safe_dump(app)
+    assert _lines(trusting) == [
+        "error [trust.site-ca] site-t-compute ConfigMap airflow/spark-application (compute-spark-application): SparkApplication "
+        "spark/(template) (data.sparkapplication.yaml)'s S3 reads (spark.hadoop.fs.s3a.endpoint) calls "
+        "https://s3.site-t.fab.internal:9000, whose certificate the site's CA (ca_bundle) issued, but does not trust that CA: "
+        "its executor sets no -Djavax.net.ssl.trustStore (JAVA_TOOL_OPTIONS or javaOptions). Fix: give the driver and executor "
+        "JAVA_TOOL_OPTIONS=-Djavax.net.ssl.trustStore=<store> with the store (the site's CA, and the public CAs if the JVM "
+        "reaches Maven Central) mounted from a ConfigMap (components/engines/_spark_trust.py: spark-trust)"]
+
+
+def test_fails_when_the_spark_connect_server_lacks_the_trust_store(trusting):
+    server = _object(trusting, "site-t-compute", "Deployment", "spark-connect", "spark-connect")
+    (container,) = server["spec"]["template"]["spec"]["containers"]
+    container["env"] = [e for e in container["env"] if e["name"] != "JAVA_TOOL_OPTIONS"]
+    assert _lines(trusting) == [
+        "error [trust.site-ca] site-t-compute Deployment spark-connect/spark-connect (compute-spark-connect): the Spark Connect "
+        "server's S3 reads (spark.hadoop.fs.s3a.endpoint) calls https://s3.site-t.fab.internal:9000, whose certificate the "
+        "site's CA (ca_bundle) issued, but does not trust that CA: its server sets no -Djavax.net.ssl.trustStore "
+        "(JAVA_TOOL_OPTIONS or javaOptions). Fix: give the server and its executors' pod template "
+        "JAVA_TOOL_OPTIONS=-Djavax.net.ssl.trustStore=<store> with the store mounted from a ConfigMap "
+        "(components/engines/_spark_trust.py: spark-trust)"]
+
+
+def test_fails_when_a_spark_applications_driver_does_not_mount_the_trust_store(trusting):
+    config_map, app = _airflow_template(trusting)
+    app["spec"]["driver"]["volumeMounts"] = [m for m in app["spec"]["driver"]["volumeMounts"] if m["name"] != "spark-trust"]
+    config_map["data"]["sparkapplication.yaml"] = yaml.safe_dump(app)
+    assert [f.problem.split("does not trust that CA: ")[1] for f in _findings(trusting)] == [
+        "its driver's trust store /etc/spark-trust/truststore.p12 is not there: the driver mounts nothing at "
+        "/etc/spark-trust/truststore.p12"]
+
+
+def test_fails_when_the_spark_connect_executors_lack_the_trust_store(trusting):
+    template = _object(trusting, "site-t-compute", "ConfigMap", "spark-connect", "spark-connect-executor")
+    pod = yaml.safe_load(template["data"]["executor.yaml"])
+    (container,) = pod["spec"]["containers"]
+    container["env"] = [e for e in container["env"] if e["name"] != "JAVA_TOOL_OPTIONS"]
+    template["data"]["executor.yaml"] = yaml.safe_dump(pod)
+    assert [f.problem.split("does not trust that CA: ")[1] for f in _findings(trusting)] == [
+        "its executors' pod template sets no -Djavax.net.ssl.trustStore (JAVA_TOOL_OPTIONS or javaOptions)"]
+
+
+def test_fails_when_the_spark_trust_store_lacks_the_site_ca(trusting):
+    from components.config.views import PEM_CERTIFICATE
+    from components.engines._spark_packages import trust_store
+    from components.engines._spark_trust import public_cas
+
+    store = _object(trusting, "site-t-compute", "ConfigMap", "spark", "spark-trust")
+    other = "\n".join(PEM_CERTIFICATE.findall(public_cas())[:2])  # public CAs, not the site's
+    store["binaryData"]["truststore.p12"] = base64.b64encode(trust_store(other)).decode()
+    assert [f.problem.split("does not trust that CA: ")[1] for f in _findings(trusting)] == [
+        "its driver's trust store /etc/spark-trust/truststore.p12 (ConfigMap spark/spark-trust) lacks the site's CA"]

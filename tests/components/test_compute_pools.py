@@ -98,7 +98,7 @@ def test_the_spark_application_template_carries_the_catalog_where_spark_3_driver
     spec = _airflow_template(small_plan)["spec"]
     assert ("sparkConfigMap" not in spec, spec["sparkConf"]["spark.sql.catalog.fab.uri"],
             spec["sparkConf"]["spark.sql.catalog.fab.credential"]) == (
-        True, CATALOG_URI, "${env:POLARIS_CLIENT_ID}:${env:POLARIS_CLIENT_SECRET}")
+        True, CATALOG_URI, "env:POLARIS_CREDENTIAL")
 
 
 def test_the_spark_application_templates_jobs_read_the_engines_credentials_from_its_secrets(small_plan):

@@ -237,7 +237,7 @@ def test_the_applications_read_the_polaris_catalog_from_their_spark_conf():
     conf = spec["sparkConf"]
     assert ("sparkConfigMap" in spec, conf["spark.sql.defaultCatalog"], conf["spark.sql.catalog.fab.uri"],
             conf["spark.sql.catalog.fab.credential"]) == (
-        False, "fab", "http://polaris-rest.polaris.svc:8181/api/catalog", "${env:POLARIS_CLIENT_ID}:${env:POLARIS_CLIENT_SECRET}")
+        False, "fab", "http://polaris-rest.polaris.svc:8181/api/catalog", "env:POLARIS_CREDENTIAL")
 
 
 def test_the_applications_resolve_their_packages_into_a_writable_tmp():

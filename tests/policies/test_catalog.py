@@ -238,6 +238,16 @@ def test_fails_when_the_uri_is_an_environment_reference_nothing_resolves():
     ]
 
 
+def test_fails_when_the_uri_is_an_iceberg_environment_reference_nothing_resolves():
+    # Iceberg's own `env:NAME` (EnvironmentUtil.resolveAll), which Spark's catalog options use: a reference, followed.
+    text = SPARK_DEFAULTS.replace(POLARIS, "env:POLARIS_URI")
+    assert check(catalog_uri_polaris, site(spark_defaults(text))) == [
+        ("ConfigMap spark/spark-defaults (data.spark-defaults.conf) on site-a-compute sets spark.sql.catalog.fab.uri=env:POLARIS_URI, "
+         "an environment variable that nothing in the plan ties to Polaris (write the URI, or take it from a Secret the "
+         f"release's envFrom names); {ALLOWED}")
+    ]
+
+
 def test_fails_when_a_release_env_sets_the_uri_elsewhere():
     catalog = TRINO_CATALOG.replace(POLARIS, "${ENV:CATALOG_URI}")
     release = trino({"fab": catalog}, env=[{"name": "CATALOG_URI", "value": "http://hive.example.com:9083/api/catalog"}])
