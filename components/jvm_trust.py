@@ -19,10 +19,15 @@ CA_FILE_KEY = "ca-certificates.crt"
 """The key of the PEM bundle (public CAs and the site's) in the ConfigMaps that carry it."""
 
 
+def public_cas() -> str:
+    """Mozilla's CA bundle as the pinned certifi ships it (PEM, ending with a newline)."""
+    public = certifi.contents()
+    return public if public.endswith("\n") else f"{public}\n"
+
+
 def public_and_site_pem(site_pem: str) -> str:
     """The public CAs of the pinned certifi, then the site's CA bundle (PEM)."""
-    public = certifi.contents()
-    return (public if public.endswith("\n") else f"{public}\n") + site_pem
+    return public_cas() + site_pem
 
 
 def public_and_site_store(site_pem: str) -> bytes:

@@ -23,6 +23,7 @@ from typing import Any
 
 from components.config.views import PEM_CERTIFICATE, read_ca_bundle
 from components.engines import _spark_packages as packages
+from components.jvm_trust import public_cas
 from components.registry import Registry
 
 CONFIG_MAP = "spark-trust"
@@ -48,14 +49,6 @@ class SparkTrust:
 
 
 NONE = SparkTrust()
-
-
-def public_cas() -> str:
-    """Mozilla's CA bundle as the pinned certifi ships it."""
-    import certifi
-
-    with open(certifi.where(), encoding="ascii") as bundle:
-        return bundle.read()
 
 
 def certificates(trust: SparkTrust, registry: Registry) -> str:
