@@ -457,7 +457,7 @@ class StorageCluster(pulumi.ComponentResource):
             self._delivered(polaris_secret(MAINTENANCE), labels, to, [], {
                 POLARIS_CLIENT_ID: principal.client_id,
                 POLARIS_CLIENT_SECRET: principal.client_secret,
-            POLARIS_CREDENTIAL: _credential(principal),
+                POLARIS_CREDENTIAL: _credential(principal),
                 POLARIS_URI: self._catalog_uri,
                 POLARIS_WAREHOUSE: self._config.polaris.catalog,
                 POLARIS_SCOPE: "PRINCIPAL_ROLE:ALL",

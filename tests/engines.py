@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-PACKAGES = {"promtool": "prometheus", "amtool": "prometheus-alertmanager", "java": "openjdk-17-jre-headless", "curl": "curl",
+PACKAGES = {"promtool": "prometheus", "amtool": "prometheus-alertmanager", "java": "openjdk-17-jre-headless",
+            "keytool": "openjdk-17-jre-headless", "curl": "curl",
             "git": "git"}
 """The Debian package that provides each engine binary (.ci/run installs them)."""
 

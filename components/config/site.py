@@ -54,7 +54,8 @@ class SiteConfig(SiteViews, _Model):
         "Argo CD, Trino, Superset and Airflow), Argo CD's clone of a serving repository under the site's domain, the "
         "serving loop's Git calls, and the S3 clients of Spark (drivers, executors, the Connect server), Trino, StarRocks "
         "and Polaris (trust stores of the site's CA and the public CAs a JVM still needs); `fabctl check` (rule "
-        "`trust.site-ca`) proves it of the plan. Public certificates only. Defaults to the system's trust store.",
+        "`trust.site-ca`) proves it of every client it sees (docs/deploy-check.md lists them; Superset's, Airflow's and "
+        "the serving loop's are not among them, their chart not being in the offline mirror). Public certificates only. Defaults to the system's trust store.",
     )
     registry: RegistryConfig | None = Field(
         None,

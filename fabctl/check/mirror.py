@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -89,8 +90,10 @@ def image_references(node: Any, path: str = "", embedded: bool = False) -> Itera
         yield from image_references(value, f"{path}.{key}" if path else key, embedded)
 
 
+@functools.lru_cache(maxsize=8192)
 def _document(text: str) -> Any:
-    """A configuration file's content as data (YAML, JSON), or None if it is neither."""
+    """A configuration file's content as data (YAML, JSON), or None if it is neither; parsed once per text and shared
+    by the rules that read it (mirror, settings, trust): never change it."""
     try:
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError:

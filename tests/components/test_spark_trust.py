@@ -10,6 +10,7 @@ import pytest
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
+from engines import engine
 from helpers import render_small
 from small_site import SITE_CA, small_site
 
@@ -61,9 +62,7 @@ def test_resolving_from_the_sites_repository_the_store_holds_the_site_and_regist
 
 
 def test_java_reads_the_store(tmp_path):
-    keytool = subprocess.run(["which", "keytool"], capture_output=True, text=True, check=False).stdout.strip()
-    if not keytool:
-        pytest.skip("no JDK keytool on this machine")
+    keytool = engine("keytool")
     store = tmp_path / "truststore.p12"
     store.write_bytes(base64.b64decode(jvm_trust.config_map_binary(TRUST, MAVEN_REGISTRY)[jvm_trust.TRUST_STORE_KEY]))
     listed = subprocess.run([keytool, "-list", "-keystore", str(store), "-storetype", "PKCS12", "-storepass", ""],
