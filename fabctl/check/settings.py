@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fabctl.check.findings import Finding
-from fabctl.check.mirror import _document, pod_specs
+from fabctl.check.mirror import SKIPPED_KINDS, _document, pod_specs
 from fabctl.check.picture import Picture, Placed, release_placed
 
 SPARK_GROUP = "sparkoperator.k8s.io/"
@@ -197,6 +197,8 @@ def _fix(name: str, folder: str, reader: str) -> str:
 
 def conf_dir_findings(picture: Picture) -> Iterator[Finding]:
     for placed in picture.placed:
+        if placed.kind in SKIPPED_KINDS:
+            continue  # a CRD's spec is documentation, megabytes of it: no pod runs from it
         documents = [("spec", placed.obj.get("spec") or {})] if placed.kind not in SPARK_KINDS else []
         documents += list(embedded(placed))
         for root, document in documents:
