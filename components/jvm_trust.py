@@ -9,8 +9,6 @@ bytes and the ConfigMaps that carry them do not change on every update.
 
 from __future__ import annotations
 
-import warnings
-
 import certifi
 
 JVM_TRUST_STORE_KEY = "jvm-truststore.p12"
@@ -35,10 +33,7 @@ def public_and_site_store(site_pem: str) -> bytes:
     # Imported here: the engines' package imports what imports this module.
     from components.engines._spark_packages import trust_store
 
-    with warnings.catch_warnings():
-        # One of Mozilla's roots has a negative serial number, which cryptography still reads but warns of.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return trust_store(public_and_site_pem(site_pem))
+    return trust_store(public_and_site_pem(site_pem))
 
 
 def jvm_trust_options(path: str) -> list[str]:

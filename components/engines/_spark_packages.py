@@ -21,6 +21,7 @@ Without `registry.maven` none of this exists: Spark resolves from Maven Central 
 from __future__ import annotations
 
 import base64
+import warnings
 from typing import Any
 
 from components.config.views import read_ca_bundle
@@ -88,7 +89,11 @@ def trust_store(pem: str) -> bytes:
     from cryptography import x509
     from cryptography.hazmat.primitives.serialization import NoEncryption, pkcs12
 
-    certificates = x509.load_pem_x509_certificates(pem.encode())
+    with warnings.catch_warnings():
+        # Mozilla's bundle (the public CAs some stores hold) has a root with a negative serial number (RFC 5280 says
+        # positive), which cryptography still reads, with a deprecation warning on every render; Java reads it too.
+        warnings.filterwarnings("ignore", message="Parsed a serial number which wasn't positive")
+        certificates = x509.load_pem_x509_certificates(pem.encode())
     entries = [pkcs12.PKCS12Certificate(cert, f"fab-registry-ca-{i}".encode()) for i, cert in enumerate(certificates)]
     return _without_mac(pkcs12.serialize_java_truststore(entries, NoEncryption()))
 

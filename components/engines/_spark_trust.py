@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,11 +64,7 @@ def certificates(trust: SparkTrust, registry: Registry) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _store(pem: str) -> str:
-    with warnings.catch_warnings():
-        # Mozilla's bundle holds a root with a negative serial number (RFC 5280 says positive), which cryptography
-        # still reads, with a deprecation warning on every render; Java reads it too.
-        warnings.filterwarnings("ignore", message="Parsed a serial number which wasn't positive")
-        return base64.b64encode(packages.trust_store(pem)).decode()
+    return base64.b64encode(packages.trust_store(pem)).decode()
 
 
 def config_map_binary(trust: SparkTrust, registry: Registry) -> dict[str, str]:

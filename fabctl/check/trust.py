@@ -379,7 +379,7 @@ def cnpg_backup(picture: Picture) -> Iterator[Client]:
 # --------------------------------------------------------------------------------------------------------------------
 # The engines' S3 clients: JVMs trusting a store named by -Djavax.net.ssl.trustStore, and StarRocks' CN's libcurl.
 
-_TRUST_STORE_OPTION = re.compile(r"(?:^|\s)-Djavax\.net\.ssl\.trustStore=(\S+)")
+TRUST_STORE_OPTION = re.compile(r"(?:^|\s)-Djavax\.net\.ssl\.trustStore=(\S+)")
 
 
 def _site_s3_endpoint(picture: Picture, value: Any) -> str | None:
@@ -401,7 +401,7 @@ def _properties(text: str) -> dict[str, str]:
 
 def _store_missing(picture: Picture, where: Placed, spec: dict[str, Any], options: str | None, source: str) -> str | None:
     """What keeps a JVM whose options are `options` (read from `source`) from trusting a mounted trust store."""
-    found = _TRUST_STORE_OPTION.search(options or "")
+    found = TRUST_STORE_OPTION.search(options or "")
     if not found:
         return f"{source} sets no -Djavax.net.ssl.trustStore, so the JVM trusts the JDK's CAs only"
     problem = mounted_file(picture, where, spec, found.group(1))
@@ -486,7 +486,7 @@ def starrocks_s3(picture: Picture) -> Iterator[Client]:
             spec = cluster.obj.get("spec") or {}
             fe, cn = spec.get("starRocksFeSpec") or {}, spec.get("starRocksCnSpec") or {}
             options = " ".join(str(e.get("value", "")) for e in fe.get("feEnvVars") or [] if e.get("name") == "JAVA_TOOL_OPTIONS")
-            found = _TRUST_STORE_OPTION.search(options)
+            found = TRUST_STORE_OPTION.search(options)
             if not found:
                 missing = "its FE's JAVA_TOOL_OPTIONS (feEnvVars) set no -Djavax.net.ssl.trustStore, so they trust the JDK's CAs only"
             else:
@@ -530,7 +530,6 @@ S3_ENDPOINT_KEY = re.compile(r"^spark\.(?:sql\.catalog\.[^.]+\.s3\.endpoint|hado
 """The sparkConf keys that name an S3 endpoint: an Iceberg catalog's (`s3.endpoint`) and Hadoop S3A's (also per bucket)."""
 _SPARK_ENV_REF = re.compile(r"^(?:env:([A-Za-z_]\w*)|\$\{env[.:]([A-Za-z_]\w*)\})$")
 """`env:NAME` (Iceberg), `${env.NAME}` (Hadoop), `${env:NAME}`: a value read from the environment."""
-TRUST_STORE_OPTION = re.compile(r"-Djavax\.net\.ssl\.trustStore=(\S+)")
 
 
 def _s3_url(picture: Picture, value: str, env_from: list[Any], cluster: str, namespace: str | None) -> str:
