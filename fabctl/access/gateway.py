@@ -181,7 +181,7 @@ def _listener_host(gateways: dict[tuple[str, str, str], dict[str, Any]], cluster
     return None
 
 
-def _paths(route: dict[str, Any]) -> list[tuple[str, str]]:
+def paths(route: dict[str, Any]) -> list[tuple[str, str]]:
     """(path, methods) of each rule's matches; a rule without matches is every path."""
     found = []
     for rule in route["spec"].get("rules") or []:
@@ -226,6 +226,6 @@ def accesses(plan: Plan, principal: Principal) -> list[Access]:
             via = f"HTTPRoute {namespace}/{route['metadata']['name']} on {cluster}: {'; '.join(ways)}"
             escalation = _xff(plan, cluster, parent, namespace) if any("clientCIDRs" in w for w in ways) else ""
             for host in hosts:
-                for path, method in _paths(route):
+                for path, method in paths(route):
                     found.append(Access(AREA, host, path, method, via, escalation))
     return sorted(set(found))
