@@ -35,7 +35,8 @@ from typing import Any, Iterable
 
 from components.network import ADVERTISE_LABEL, CLUSTER_LABEL
 from fabctl.access.model import Access, Principal
-from fabctl.render import Plan
+from components.versions import CILIUM
+from fabctl.render import HELM_RELEASE_TYPE, Plan
 
 AREA = "network"
 CNP, CCNP, NP = "CiliumNetworkPolicy", "CiliumClusterwideNetworkPolicy", "NetworkPolicy"
@@ -195,14 +196,14 @@ class Policy:
         return matches(self.selector, endpoint.as_dict())
 
 
-def _scoped(selector: dict[str, Any], namespace: str | None, cluster: str) -> dict[str, Any]:
+def _scoped(selector: dict[str, Any], namespace: str | None, cluster: str | None) -> dict[str, Any]:
     """A peer selector as Cilium applies it: in the policy's namespace unless it names one, in the policy's cluster
     unless it names one (policyDefaultLocalCluster)."""
     keys = {key for key, _, _ in _requirements(selector)}
     labels = dict(selector.get("matchLabels") or {})
     if namespace is not None and NS_LABEL not in keys:
         labels[NS_LABEL] = namespace
-    if CLUSTER_LABEL not in keys:
+    if cluster is not None and CLUSTER_LABEL not in keys:
         labels[CLUSTER_LABEL] = cluster
     return {**selector, "matchLabels": labels}
 
@@ -222,7 +223,7 @@ def _port_rules(entry: dict[str, Any]) -> tuple[list[tuple[str, str, str | None]
     return ports, (f"L7 rules ({', '.join(sorted(set(l7)))}) filter requests in Cilium's proxy" if l7 else "")
 
 
-def _cilium_rule(entry: dict[str, Any], direction: str, deny: bool, policy: str, namespace: str | None, cluster: str) -> Rule:
+def _cilium_rule(entry: dict[str, Any], direction: str, deny: bool, policy: str, namespace: str | None, cluster: str | None) -> Rule:
     peer = "from" if direction == "ingress" else "to"
     selectors = entry.get(f"{peer}Endpoints")
     cidrs = [(c, ()) for c in entry.get(f"{peer}CIDR") or []]
@@ -237,8 +238,10 @@ def _cilium_rule(entry: dict[str, Any], direction: str, deny: bool, policy: str,
                 services=services, ports=ports, l7=l7)
 
 
-def cilium_policies(obj: dict[str, Any], cluster: str) -> list[Policy]:
-    """The policies of a CiliumNetworkPolicy or CiliumClusterwideNetworkPolicy (`spec` and each of `specs`)."""
+def cilium_policies(obj: dict[str, Any], cluster: str, local_only: bool = True) -> list[Policy]:
+    """The policies of a CiliumNetworkPolicy or CiliumClusterwideNetworkPolicy (`spec` and each of `specs`);
+    `local_only`: the cluster's agents run with `policyDefaultLocalCluster`."""
+    scope = cluster if local_only else None
     namespace = obj["metadata"].get("namespace") if obj["kind"] == CNP else None
     name = f"{obj['kind']} {namespace + '/' if namespace else ''}{obj['metadata']['name']}"
     found = []
@@ -252,8 +255,8 @@ def cilium_policies(obj: dict[str, Any], cluster: str) -> list[Policy]:
         policy = Policy(name, cluster, spec["endpointSelector"] or {}, namespace)
         for direction in ("ingress", "egress"):
             allow, deny = spec.get(direction), spec.get(f"{direction}Deny")
-            rules = [_cilium_rule(e or {}, direction, False, name, namespace, cluster) for e in allow or []]
-            rules += [_cilium_rule(e or {}, direction, True, name, namespace, cluster) for e in deny or []]
+            rules = [_cilium_rule(e or {}, direction, False, name, namespace, scope) for e in allow or []]
+            rules += [_cilium_rule(e or {}, direction, True, name, namespace, scope) for e in deny or []]
             setattr(policy, direction, rules)
             setattr(policy, f"has_{direction}", allow is not None or deny is not None)
             policy.default_deny[direction] = (spec.get("enableDefaultDeny") or {}).get(direction, True) is not False
@@ -261,7 +264,7 @@ def cilium_policies(obj: dict[str, Any], cluster: str) -> list[Policy]:
     return policies
 
 
-def _np_peer(peer: dict[str, Any], namespace: str, cluster: str) -> tuple[dict[str, Any] | None, tuple[str, tuple[str, ...]] | None]:
+def _np_peer(peer: dict[str, Any], namespace: str, cluster: str | None) -> tuple[dict[str, Any] | None, tuple[str, tuple[str, ...]] | None]:
     if "ipBlock" in peer:
         return None, (peer["ipBlock"]["cidr"], tuple(peer["ipBlock"].get("except") or ()))
     requirements = _requirements(peer.get("podSelector"))
@@ -274,12 +277,14 @@ def _np_peer(peer: dict[str, Any], namespace: str, cluster: str) -> tuple[dict[s
         selector["matchExpressions"].append({"key": NS_LABEL, "operator": "Exists", "values": []})
     else:
         selector["matchLabels"][NS_LABEL] = namespace
-    selector["matchLabels"][CLUSTER_LABEL] = cluster
+    if cluster is not None:
+        selector["matchLabels"][CLUSTER_LABEL] = cluster
     return selector, None
 
 
-def network_policies(obj: dict[str, Any], cluster: str) -> list[Policy]:
+def network_policies(obj: dict[str, Any], cluster: str, local_only: bool = True) -> list[Policy]:
     """A Kubernetes NetworkPolicy as Cilium enforces it."""
+    scope = cluster if local_only else None
     spec, namespace = obj["spec"], obj["metadata"].get("namespace", "default")
     name = f"NetworkPolicy {namespace}/{obj['metadata']['name']}"
     types = spec.get("policyTypes") or (["Ingress"] + (["Egress"] if "egress" in spec else []))
@@ -300,7 +305,7 @@ def network_policies(obj: dict[str, Any], cluster: str) -> list[Policy]:
                 continue
             selectors, cidrs = [], []
             for peer in peers:
-                selector, cidr = _np_peer(peer, namespace, cluster)
+                selector, cidr = _np_peer(peer, namespace, scope)
                 if selector is not None:
                     selectors.append(selector)
                 if cidr is not None:
@@ -310,13 +315,26 @@ def network_policies(obj: dict[str, Any], cluster: str) -> list[Policy]:
     return [policy]
 
 
+def local_only(plan: Plan) -> dict[str, bool]:
+    """Cluster -> whether its Cilium release sets `clustermesh.policyDefaultLocalCluster` (Cilium 1.18's default: off,
+    selectors match every cluster of the mesh). A cluster without a Cilium release in the plan counts as set, as the
+    program installs it (components/network.py)."""
+    found = {}
+    for release in plan.of_type(HELM_RELEASE_TYPE):
+        if release["inputs"].get("chart") == CILIUM.chart and (cluster := plan.cluster(release)):
+            values = release["inputs"].get("values") or {}
+            found[cluster] = (values.get("clustermesh") or {}).get("policyDefaultLocalCluster") is True
+    return found
+
+
 def site_policies(plan: Plan) -> list[Policy]:
     policies = []
+    local = local_only(plan)
     for cluster, obj, _ in plan.manifests():
         if obj["kind"] in (CNP, CCNP) and obj.get("apiVersion", "").startswith("cilium.io/"):
-            policies += cilium_policies(obj, cluster)
+            policies += cilium_policies(obj, cluster, local.get(cluster, True))
         elif obj["kind"] == NP and obj.get("apiVersion") == "networking.k8s.io/v1":
-            policies += network_policies(obj, cluster)
+            policies += network_policies(obj, cluster, local.get(cluster, True))
     return policies
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from access_fixtures import namespace, plan_of
 from fabctl.access import network
 from fabctl.access.model import Principal
+from fabctl.render import HELM_RELEASE_TYPE
 
 COMPUTE, GPU = "site-t-compute", "site-t-gpu"
 TEAM = Principal("team", "a", pod_namespaces={COMPUTE: ("team-a",)})
@@ -78,6 +79,14 @@ def test_the_cluster_entity_admits_the_local_clusters_pods_and_not_a_remote_clus
 def test_a_peer_selector_without_a_cluster_label_matches_its_own_cluster_only():
     policy = ccnp("apps", endpointSelector={}, ingress=[{"fromEndpoints": [in_ns("team-a")]}])
     assert (GPU, "apps/*") not in reach([(GPU, policy)])
+
+
+def test_a_peer_selector_without_a_cluster_label_matches_every_cluster_where_cilium_keeps_its_default():
+    policy = ccnp("apps", endpointSelector={}, ingress=[{"fromEndpoints": [in_ns("team-a")]}])
+    cilium = {"urn": "urn:cilium", "type": HELM_RELEASE_TYPE, "name": "cilium", "custom": True, "provider": f"urn:provider:{GPU}",
+              "inputs": {"chart": "cilium", "values": {"clustermesh": {"useAPIServer": True}}}}
+    plan = plan_of(placed([(GPU, policy)]), resources=[cilium])
+    assert (GPU, "apps/*") in {(a.target, a.scope) for a in network.accesses(plan, TEAM)}
 
 
 def test_a_peer_selector_naming_a_remote_cluster_admits_its_pods():
