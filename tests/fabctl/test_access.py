@@ -106,8 +106,8 @@ def test_a_job_creator_reaches_a_service_account_of_its_namespace_that_reads_sec
     )
     found = rbac.accesses(plan, SEAT)
     assert [(a.scope, a.via, a.escalation) for a in found] == [
-        ("a", "RoleBinding a/members -> Role runner", "runs pods (batch/jobs) in a: mounts its Secrets (none rendered) and runs as its "
-         "ServiceAccounts (default, sync)"),
+        ("a", "RoleBinding a/members -> Role runner", ("runs pods (batch/jobs) in a: mounts its Secrets (none rendered) and runs as "
+                                                       "its ServiceAccounts (default, sync)")),
         ("b", "as system:serviceaccount:a:sync (runs a pod in a): RoleBinding b/sync -> Role reader",
          "reads Secrets in b (every Secret, new ones too)"),
     ]
@@ -281,7 +281,7 @@ def test_access_answers_in_json(plan_b):
 def test_fails_when_the_seat_names_no_team_of_the_stack(plan_a):
     run = fabctl_in_process("access", "--stack", "site-a", "--as", "team:nobody")
     teams = ", ".join(sorted(site_raw("site-a")["teams"]))
-    assert (run.returncode, run.stderr) == (2, f"error: --as team:nobody: site-a has no team 'nobody'; teams: {teams}\n")
+    assert (run.returncode, run.stderr.splitlines()[-1]) == (2, f"error: --as team:nobody: site-a has no team 'nobody'; teams: {teams}")
 
 
 def test_fails_when_the_seat_has_no_form_before_rendering():

@@ -47,10 +47,10 @@ def test_a_stacks_report_makes_no_request_and_logs_no_error(stack_report, open_p
 
 
 def test_a_stacks_report_shows_each_teams_access_matrix(stack_report, open_page):
-    path, data, site = stack_report
+    path, _, site = stack_report
     opened = open_page(path)
     teams = opened.page.locator("#access details.team-access").evaluate_all("ds => ds.map(d => d.dataset.team)")
-    team = sorted(site.teams)[0]
+    team = min(site.teams)
     matrix = opened.page.locator(f"#access-{team}")
     matrix.locator("summary").click()
     rbac = matrix.locator('tr[data-area="rbac"] td').inner_text()
