@@ -169,9 +169,9 @@ def job_access(job: PrJob) -> Access:
     handed = [f"token {job.permissions}"]
     secrets = [s for s in job.secrets if s != "GITHUB_TOKEN"]
     if secrets or job.inherits_secrets:
-        handed.append("secrets " + ",".join([*secrets, *(["(all: inherit)"] if job.inherits_secrets else [])]))
+        handed.append("secrets " + ", ".join([*secrets, *(["(all: inherit)"] if job.inherits_secrets else [])]))
     if job.variables:
-        handed.append("vars " + ",".join(job.variables))
+        handed.append("vars " + ", ".join(job.variables))
     via = [f"{job.workflow} on {','.join(job.events)}"]
     if job.environment:
         via.append(f"environment {job.environment}")

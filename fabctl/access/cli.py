@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fabctl.access.ci import WorkflowError
-from fabctl.access.matrix import NOT_SEEN, evaluate
+from fabctl.access.matrix import AREA_MODULES, NOT_SEEN, evaluate
 from fabctl.access.model import AREAS, Access, Principal
 from fabctl.access.principal import SEAT_FORMS, SeatError, check_seat, resolve
 
@@ -90,5 +90,8 @@ def print_matrix(console: Console, stack: str, seat: str, principal: Principal, 
             table.add_row(a.target, a.scope, a.allowed, a.via, a.escalation)
         console.print(table)
     shown = {a.area for a in found}
-    console.print(f"No access in: {', '.join(a for a in AREAS if a not in shown) or 'none'}", highlight=False, markup=False)
+    evaluated = {module.__name__.rsplit(".", 1)[-1] for module in AREA_MODULES}
+    console.print(f"No access in: {', '.join(a for a in AREAS if a in evaluated and a not in shown) or 'none'}", highlight=False, markup=False)
+    if set(AREAS) - evaluated:
+        console.print(f"Not evaluated: {', '.join(a for a in AREAS if a not in evaluated)}", highlight=False, markup=False)
     console.print("Not seen: " + "; ".join(NOT_SEEN), highlight=False, markup=False)
