@@ -275,7 +275,7 @@ def test_access_answers_in_json(plan_b):
     answer = json.loads(run.stdout)
     assert run.returncode == 0
     assert answer["principal"]["name"] == "yield"
-    assert {a["area"] for a in answer["accesses"]} == {"rbac"}
+    assert {a["area"] for a in answer["accesses"]} == {"rbac", "network", "s3", "catalog", "gateway"}
 
 
 def test_fails_when_the_seat_names_no_team_of_the_stack(plan_a):
