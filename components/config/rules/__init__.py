@@ -23,7 +23,14 @@ from components.config.rules.flows import service_flow_problems
 from components.config.rules.gitops import gitops_problems
 from components.config.rules.gpu import gpu_problems
 from components.config.rules.names import name_problems
-from components.config.rules.network import cluster_problems, flow_problems, overlap_problems, role_problems, vip_problems
+from components.config.rules.network import (
+    cluster_problems,
+    encryption_problems,
+    flow_problems,
+    overlap_problems,
+    role_problems,
+    vip_problems,
+)
 from components.config.rules.notebooks import notebooks_problems
 from components.config.rules.observability import observability_problems
 from components.config.rules.phases import phase_problems
@@ -37,7 +44,7 @@ if TYPE_CHECKING:
     from components.config.site import SiteConfig
 
 STAGES = (
-    (role_problems, cluster_problems, name_problems),
+    (role_problems, cluster_problems, encryption_problems, name_problems),
     (overlap_problems,),
     (pod_range_problems, host_address_problems, vip_problems, vip_edge_problems),
     (flow_problems, service_flow_problems),
