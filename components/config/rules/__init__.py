@@ -15,7 +15,7 @@ from components.config.problems import Problem
 from components.config.rules.acceptance import acceptance_problems
 from components.config.rules.addresses import host_address_problems, pod_range_problems, vip_edge_problems
 from components.config.rules.adoption import adoption_problems, check_problems
-from components.config.rules.catalogs import external_catalog_problems
+from components.config.rules.catalogs import external_catalog_problems, trino_reader_problems
 from components.config.rules.compute import compute_problems
 from components.config.rules.credentials import credential_flow_problems
 from components.config.rules.federation import federation_problems
@@ -51,7 +51,7 @@ STAGES = (
     (credential_flow_problems,),
     (storage_problems, gpu_problems, training_problems, schedule_problems, compute_problems, gitops_problems,
      federation_problems, adoption_problems, check_problems, acceptance_problems, observability_problems, notebooks_problems,
-     registry_problems, vendor_problems, external_catalog_problems),
+     registry_problems, vendor_problems, external_catalog_problems, trino_reader_problems),
     (phase_problems,),
 )
 """The rules in stages: the clusters and their pools, disjoint ranges, addresses in them, the flows between the
