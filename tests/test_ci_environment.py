@@ -34,6 +34,14 @@ def test_fails_when_any_branch_may_deploy():
     ]
 
 
-def test_a_preview_environment_needs_reviewers_but_no_branch_policy():
+def test_the_preview_environment_needs_no_reviewers():
+    environment = {**PROTECTED, "protection_rules": []}
+    assert check_environment.problems("preview", environment, reviewers=False) == []
+
+
+def test_fails_when_any_branch_may_use_the_preview_environment():
+    """Its secrets would reach any branch's workflow, a pull request's edited copy included."""
     environment = {**PROTECTED, "deployment_branch_policy": None}
-    assert check_environment.problems("preview", environment, any_branch=True) == []
+    assert check_environment.problems("preview", environment, reviewers=False) == [
+        "environment 'preview' accepts deployments from any branch: limit it to protected branches (main)"
+    ]
