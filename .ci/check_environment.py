@@ -20,8 +20,14 @@ import urllib.request
 from typing import Any
 
 
-def problems(name: str, environment: dict[str, Any], reviewers: bool = True) -> list[str]:
-    """What makes an environment unfit to guard a deploy (or, without `reviewers`, a preview of main), one line each."""
+WILDCARDS = set("*?[]")
+"""Characters that make a custom deployment branch policy a pattern (GitHub matches them with File.fnmatch)."""
+
+
+def problems(name: str, environment: dict[str, Any], reviewers: bool = True,
+             branch_policies: list[dict[str, Any]] | None = None) -> list[str]:
+    """What makes an environment unfit to guard a deploy (or, without `reviewers`, a preview of main), one line each.
+    `branch_policies`: the environment's custom deployment branch policies, where it has them."""
     found = []
     required = [rule for rule in environment.get("protection_rules") or []
                 if rule.get("type") == "required_reviewers" and rule.get("reviewers")]
@@ -30,11 +36,16 @@ def problems(name: str, environment: dict[str, Any], reviewers: bool = True) -> 
     policy = environment.get("deployment_branch_policy") or {}
     if not (policy.get("protected_branches") or policy.get("custom_branch_policies")):
         found.append(f"environment {name!r} accepts deployments from any branch: limit it to protected branches (main)")
+    elif policy.get("custom_branch_policies"):
+        patterns = sorted(p.get("name", "") for p in branch_policies or [] if p.get("type", "branch") != "branch" or WILDCARDS & set(p.get("name", "")))
+        if patterns:
+            found.append(f"environment {name!r} accepts deployments from branches or tags matching {', '.join(patterns)}, which anyone who "
+                         f"pushes a branch can name: name the branches one by one, or limit it to protected branches (main)")
     return found
 
 
-def fetch(name: str) -> dict[str, Any] | None:
-    url = f"{os.environ.get('GITHUB_API_URL', 'https://api.github.com')}/repos/{os.environ['GITHUB_REPOSITORY']}/environments/{name}"
+def fetch(name: str, path: str = "") -> dict[str, Any] | None:
+    url = f"{os.environ.get('GITHUB_API_URL', 'https://api.github.com')}/repos/{os.environ['GITHUB_REPOSITORY']}/environments/{name}{path}"
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {os.environ['GH_TOKEN']}",
                                                    "Accept": "application/vnd.github+json"})
     try:
@@ -54,8 +65,10 @@ def main(argv: list[str]) -> int:
         return 2
     name = names[0]
     environment = fetch(name)
+    custom = environment is not None and (environment.get("deployment_branch_policy") or {}).get("custom_branch_policies")
+    branch_policies = (fetch(name, "/deployment-branch-policies?per_page=100") or {}).get("branch_policies") if custom else None
     found = ([f"environment {name!r} does not exist: create it with required reviewers"] if environment is None
-             else problems(name, environment, reviewers))
+             else problems(name, environment, reviewers, branch_policies))
     for line in found:
         print(f"refusing to run: {line}", file=sys.stderr)
     return 1 if found else 0
