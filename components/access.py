@@ -1,11 +1,15 @@
-"""PreviewAccess: the identity pull-request previews run as, on every cluster; it cannot change anything (README, "CI").
+"""PreviewAccess: the identity `pulumi preview` runs as, on every cluster; it cannot change anything, nor read a secret.
 
-`pulumi preview` reads the clusters and computes server-side-apply diffs with dry-run requests, which
-Kubernetes RBAC authorizes like real ones. So the ServiceAccount `fab-preview` may read everything and
-may create, patch and update the API groups the platform manages, and a ValidatingAdmissionPolicy
-refuses every request of it that is not a dry run: the API server, not the CI runner, guarantees that a
-preview changes nothing. The admission API group is not among those it may write, so it cannot lift
-that policy either. The kubeconfig built from its token is all a preview runner holds.
+`pulumi preview` computes server-side-apply diffs with dry-run requests, which Kubernetes RBAC authorizes like real
+ones, and reads the live object before it previews an update. So the ServiceAccount `fab-preview` may read, create,
+patch and update exactly the resources of the kinds the program applies (a test keeps the list complete), Secrets
+excepted, and a ValidatingAdmissionPolicy refuses every request of it that is not a dry run: the API server, not the CI
+runner, guarantees that a preview changes nothing. It holds no Secret verb at all, because a dry-run create or patch of
+a Secret answers with the object as it would be stored, data included; where it may not write a Secret, pulumi-kubernetes
+previews that Secret from the stack's state instead (README, "CI"). It holds no subresource: no `nodes/proxy` (the
+kubelet's exec, which no admission policy sees), no `serviceaccounts/token`, no pod exec, attach or port-forward. The
+admission API group is readable but not writable, so it cannot lift that policy either. Previews run from main only
+(deploy.yml); the kubeconfig built from its token is all a preview runner holds.
 """
 
 from __future__ import annotations
@@ -24,20 +28,50 @@ PREVIEW_NAMESPACE = "fab-preview"
 PREVIEW_ACCOUNT = "fab-preview"
 PREVIEW_USER = f"system:serviceaccount:{PREVIEW_NAMESPACE}:{PREVIEW_ACCOUNT}"
 DRY_RUN_ONLY = "fab-preview-dry-run-only"
-PREVIEW_WRITE_GROUPS = [
-    "", "apps", "batch", "policy", "rbac.authorization.k8s.io", "scheduling.k8s.io", "storage.k8s.io",
-    "cilium.io", "kueue.x-k8s.io", "gateway.networking.k8s.io", "gateway.envoyproxy.io", "nvidia.com", "mellanox.com",
-    "nv-ipam.nvidia.com", "nfd.k8s-sigs.io", "postgresql.cnpg.io", "starrocks.com", "monitoring.coreos.com",
-    "discovery.k8s.io", "networking.k8s.io", "trainer.kubeflow.org", "inference.networking.k8s.io",
-]
-"""The API groups of the objects the program applies (a test keeps this list complete): what a preview dry-runs."""
+PREVIEW_RESOURCES: dict[str, tuple[str, ...]] = {
+    "": ("configmaps", "limitranges", "namespaces", "nodes", "resourcequotas", "serviceaccounts", "services"),
+    "admissionregistration.k8s.io": ("validatingadmissionpolicies", "validatingadmissionpolicybindings"),
+    "apps": ("deployments",),
+    "batch": ("cronjobs", "jobs"),
+    "cilium.io": ("ciliumbgpadvertisements", "ciliumbgpclusterconfigs", "ciliumbgppeerconfigs", "ciliumclusterwidenetworkpolicies",
+                  "ciliumloadbalancerippools", "ciliumnetworkpolicies"),
+    "discovery.k8s.io": ("endpointslices",),
+    "gateway.envoyproxy.io": ("backends", "backendtrafficpolicies", "clienttrafficpolicies", "envoyextensionpolicies", "envoyproxies",
+                              "securitypolicies"),
+    "gateway.networking.k8s.io": ("gatewayclasses", "gateways", "httproutes"),
+    "inference.networking.k8s.io": ("inferencepools",),
+    "kueue.x-k8s.io": ("admissionchecks", "clusterqueues", "cohorts", "localqueues", "multikueueclusters", "multikueueconfigs",
+                       "resourceflavors", "topologies", "workloadpriorityclasses"),
+    "mellanox.com": ("ipoibnetworks", "nicclusterpolicies"),
+    "monitoring.coreos.com": ("podmonitors", "prometheusrules", "servicemonitors"),
+    "networking.k8s.io": ("networkpolicies",),
+    "nfd.k8s-sigs.io": ("nodefeaturerules",),
+    "nv-ipam.nvidia.com": ("ippools",),
+    "nvidia.com": ("clusterpolicies",),
+    "policy": ("poddisruptionbudgets",),
+    "postgresql.cnpg.io": ("clusters", "scheduledbackups"),
+    "rbac.authorization.k8s.io": ("clusterrolebindings", "clusterroles", "rolebindings", "roles"),
+    "scheduling.k8s.io": ("priorityclasses",),
+    "starrocks.com": ("starrocksclusters",),
+    "storage.k8s.io": ("storageclasses",),
+    "trainer.kubeflow.org": ("clustertrainingruntimes",),
+}
+"""API group -> the resources of the kinds the program applies, Secrets excepted (a test keeps this complete): what a
+preview reads and dry-runs. Named one by one: no `*`, which would take in Secrets and every subresource."""
+
+PREVIEW_READ_ONLY_GROUPS = ("admissionregistration.k8s.io",)
+"""Groups the preview reads but may not write, not even as a dry run: the API server exempts its admission configuration
+from every admission policy, so the dry-run-only policy could not guard itself."""
+
+READ = ["get", "list", "watch"]
+DRY_RUN = ["create", "patch", "update"]
 
 
 def preview_rules() -> list[dict[str, object]]:
     return [
-        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": PREVIEW_WRITE_GROUPS, "resources": ["*"], "verbs": ["create", "patch", "update"]},
-        # A dry-run of a Role or binding is checked for escalation like a real one.
+        *({"apiGroups": [group], "resources": list(resources), "verbs": READ + ([] if group in PREVIEW_READ_ONLY_GROUPS else DRY_RUN)}
+          for group, resources in sorted(PREVIEW_RESOURCES.items())),
+        # A dry run of a Role or binding is checked for escalation like a real one.
         {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles", "roles"], "verbs": ["escalate", "bind"]},
     ]
 
@@ -97,7 +131,7 @@ class PreviewAccess(pulumi.ComponentResource):
                 spec={"policyName": DRY_RUN_ONLY, "validationActions": ["Deny"]}, opts=after(policy),
             )
             role = k8s.rbac.v1.ClusterRole(
-                f"{prefix}-role", metadata={"name": PREVIEW_ACCOUNT, "annotations": checkov_skips("CKV_K8S_49", "CKV_K8S_158")},
+                f"{prefix}-role", metadata={"name": PREVIEW_ACCOUNT, "annotations": checkov_skips("CKV_K8S_158")},
                 rules=preview_rules(), opts=after(binding),  # no rights before the guard is in force
             )
             k8s.rbac.v1.ClusterRoleBinding(

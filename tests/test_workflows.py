@@ -1,4 +1,4 @@
-"""The CI workflows are valid and refer only to things that exist: scripts, make targets, pinned actions."""
+"""The CI workflows are valid and refer only to things that exist: scripts, make targets, actions pinned by commit."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ def steps(workflow: dict) -> list[dict]:
     return [step for job in workflow["jobs"].values() for step in job.get("steps", [])]
 
 
-def test_there_are_pull_request_and_deploy_workflows():
-    assert [w.name for w in WORKFLOWS] == ["deploy.yml", "pull-request.yml"]
+def test_there_are_pull_request_comment_and_deploy_workflows():
+    assert [w.name for w in WORKFLOWS] == ["deploy.yml", "pr-comment.yml", "pull-request.yml"]
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
@@ -31,21 +31,47 @@ def test_workflow_is_valid_yaml_with_jobs(path):
     assert True in workflow or "on" in workflow  # YAML 1.1 reads the key `on` as True
 
 
+def checks_out(workflow: dict) -> bool:
+    return any(step.get("uses", "").startswith("actions/checkout@") for step in steps(workflow))
+
+
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
 def test_every_script_and_make_target_exists(path):
-    commands = [step.get("run", "") for step in steps(yaml.safe_load(path.read_text()))]
+    workflow = yaml.safe_load(path.read_text())
+    commands = [step.get("run", "") for step in steps(workflow)]
     scripts = [script for command in commands for script in re.findall(r"(\.ci/[\w.-]+)", command)]
     targets = [target for command in commands for target in re.findall(r"\bmake ([a-z-]+)", command)]
-    assert scripts and targets, "the workflow runs no script and no make target"
+    if checks_out(workflow):
+        assert scripts and targets, "the workflow runs no script and no make target"
     assert [script for script in scripts if not (PROJECT_DIR / script).is_file()] == []
     assert [target for target in targets if target not in MAKE_TARGETS] == []
 
 
+USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<action>\S+)(?:\s+#\s*(?P<tag>\S+))?\s*$")
+PINNED = re.compile(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}")
+"""An action by the full commit it runs: a tag or a branch can be moved to other code, a commit cannot."""
+
+
+def pinned_actions(path: Path) -> list[tuple[str, str | None]]:
+    """(action reference, the tag in its trailing comment) of every `uses:` line of a workflow, as written."""
+    return [(m["action"], m["tag"]) for line in path.read_text().splitlines() if (m := USES.match(line))]
+
+
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
-def test_every_action_is_pinned_to_a_version(path):
-    actions = [step["uses"] for step in steps(yaml.safe_load(path.read_text())) if "uses" in step]
-    assert actions
-    assert [action for action in actions if not re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+", action)] == []
+def test_fails_when_an_action_is_not_pinned_to_a_full_commit_sha_with_its_tag_beside_it(path):
+    written = pinned_actions(path)
+    assert sorted(action for action, _ in written) == sorted(s["uses"] for s in steps(yaml.safe_load(path.read_text())) if "uses" in s)
+    assert written
+    assert [(action, tag) for action, tag in written if not (PINNED.fullmatch(action) and tag and re.fullmatch(r"v\d+(\.\d+)*", tag))] == []
+
+
+def test_each_action_runs_one_commit_in_every_workflow():
+    commits: dict[str, set[tuple[str, str | None]]] = {}
+    for path in WORKFLOWS:
+        for action, tag in pinned_actions(path):
+            name, _, commit = action.partition("@")
+            commits.setdefault(name, set()).add((commit, tag))
+    assert {name: pins for name, pins in commits.items() if len(pins) > 1} == {}
 
 
 def workflow(name: str) -> dict:
@@ -54,7 +80,7 @@ def workflow(name: str) -> dict:
 
 def test_deploys_run_from_main_only_one_stack_at_a_time_behind_its_environment():
     up = workflow("deploy.yml")["jobs"]["up"]
-    assert "github.ref == 'refs/heads/main'" in up["if"]
+    assert "github.ref == 'refs/heads/main'" in up["if"] and "github.event_name == 'push'" in up["if"]
     assert (up["environment"], up["strategy"]["max-parallel"], up["strategy"]["fail-fast"]) == ("${{ matrix.stack }}", 1, False)
     assert up["concurrency"] == {"group": "pulumi-${{ matrix.stack }}", "cancel-in-progress": False}
 
@@ -66,39 +92,51 @@ def test_a_deploy_refuses_to_run_without_a_protected_environment_before_anything
     assert check < pulumi
 
 
-def test_previews_never_run_for_forks_and_use_the_preview_identities():
-    preview = workflow("pull-request.yml")["jobs"]["preview"]
-    assert "github.event.pull_request.head.repo.full_name == github.repository" in preview["if"]
-    assert (preview["environment"], preview["strategy"]["fail-fast"]) == ("preview", False)
-    assert preview["concurrency"]["group"] == "preview-${{ matrix.stack }}-${{ github.event.pull_request.number }}"
+def test_previews_run_for_main_only_with_the_preview_identities():
+    preview = workflow("deploy.yml")["jobs"]["preview"]
+    assert "github.ref == 'refs/heads/main'" in preview["if"]
+    assert (preview["environment"], preview["strategy"]["fail-fast"], preview["needs"]) == ("preview", False, "test")
+    assert preview["concurrency"]["group"] == "preview-${{ matrix.stack }}"
     (pulumi,) = [s for s in preview["steps"] if s.get("uses", "").startswith("pulumi/actions")]
     assert set(pulumi["env"]) == {"PULUMI_ACCESS_TOKEN", "KUBECONFIG", "MINIO_USER", "MINIO_PASSWORD", "KEYCLOAK_CLIENT_ID",
                                   "KEYCLOAK_CLIENT_SECRET"}
     assert all("PREVIEW_" in value for value in pulumi["env"].values())
 
 
-def test_a_preview_refuses_to_run_unless_its_environment_has_reviewers():
-    steps = workflow("pull-request.yml")["jobs"]["preview"]["steps"]
-    check = next(i for i, s in enumerate(steps) if "check_environment.py --any-branch preview" in s.get("run", ""))
+def test_a_preview_refuses_to_run_unless_its_environment_takes_protected_branches_only():
+    steps = workflow("deploy.yml")["jobs"]["preview"]["steps"]
+    check = next(i for i, s in enumerate(steps) if "check_environment.py --without-reviewers preview" in s.get("run", ""))
     assert check < next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("pulumi/actions"))
 
 
-def test_previews_run_the_policy_pack_and_report_a_failure_on_the_pr():
-    steps = workflow("pull-request.yml")["jobs"]["preview"]["steps"]
+def test_previews_run_the_policy_pack_and_show_in_the_runs_summary():
+    steps = workflow("deploy.yml")["jobs"]["preview"]["steps"]
     (pulumi,) = [s for s in steps if s.get("uses", "").startswith("pulumi/actions")]
-    assert (pulumi["with"]["command"], pulumi["with"]["policyPacks"], pulumi["with"]["comment-on-pr"]) == ("preview", "policies", True)
-    assert pulumi["continue-on-error"] is True
-    failed = [s for s in steps if s.get("if") == "${{ steps.preview.outcome == 'failure' }}"]
-    assert [s.get("uses", s.get("run")) for s in failed] == ["marocchino/sticky-pull-request-comment@v2", "exit 1"]
+    assert (pulumi["with"]["command"], pulumi["with"]["policyPacks"], pulumi["with"]["comment-on-summary"]) == ("preview", "policies", True)
+    assert "comment-on-pr" not in pulumi["with"] and "github-token" not in pulumi["with"]
 
 
-@pytest.mark.parametrize("name", ["deploy.yml", "pull-request.yml"])
-def test_stack_names_come_from_the_stack_file(name):
-    jobs = workflow(name)["jobs"]
-    job = jobs["up" if name == "deploy.yml" else "preview"]
-    (pulumi,) = [s for s in job["steps"] if s.get("uses", "").startswith("pulumi/actions")]
+def test_updates_wait_for_the_previews_and_passing_tests_but_not_for_a_passing_preview():
+    """The environment's reviewers approve `up` after reading the previews; a preview that fails (an adopted Helm
+    release, which it may not read) does not hold up the update they approve."""
+    up = workflow("deploy.yml")["jobs"]["up"]
+    assert up["needs"] == ["test", "preview"]
+    assert up["if"].startswith("${{ !cancelled() && needs.test.result == 'success' && ")
+
+
+def test_a_manual_run_previews_and_never_updates():
+    deploy = workflow("deploy.yml")
+    assert set(deploy[True]) == {"push", "workflow_dispatch"}
+    assert "github.event_name == 'push'" in deploy["jobs"]["up"]["if"]
+    assert "github.event_name" not in deploy["jobs"]["preview"]["if"]
+
+
+@pytest.mark.parametrize("job", ["up", "preview"])
+def test_stack_names_come_from_the_stack_file(job):
+    steps = workflow("deploy.yml")["jobs"][job]["steps"]
+    (pulumi,) = [s for s in steps if s.get("uses", "").startswith("pulumi/actions")]
     assert pulumi["with"]["stack-name"] == "${{ steps.stack.outputs.name }}"
-    (step,) = [s for s in job["steps"] if s.get("id") == "stack"]
+    (step,) = [s for s in steps if s.get("id") == "stack"]
     assert "-m fabctl stack-name" in step["run"]
 
 
@@ -114,26 +152,51 @@ def step_index(steps: list[dict], predicate) -> int:
 PR_REPORT_RUN = re.compile(r"\.ci/pr-report (\S+) (\S+) > (\S+)")
 
 
+def upload_of(steps: list[dict], artifact: str) -> int:
+    return step_index(steps, lambda s: s.get("uses", "").startswith("actions/upload-artifact@") and s["with"]["name"] == artifact)
+
+
 def test_the_plan_job_uploads_the_report_pages_pr_report_writes_even_when_a_stack_fails():
     steps = plan_steps()
     report = step_index(steps, lambda s: ".ci/pr-report" in s.get("run", ""))
-    upload = step_index(steps, lambda s: s.get("uses", "").startswith("actions/upload-artifact"))
+    upload = upload_of(steps, "plan-report")
     (_, folder, _) = PR_REPORT_RUN.fullmatch(steps[report]["run"]).groups()
     assert report < upload
-    assert (steps[upload]["uses"], steps[upload]["id"], steps[upload]["if"]) == ("actions/upload-artifact@v4", "upload", "always()")
-    assert (steps[upload]["with"]["name"], steps[upload]["with"]["path"].rstrip("/")) == ("plan-report", folder)
+    assert (steps[upload]["id"], steps[upload]["if"]) == ("upload", "always()")
+    assert steps[upload]["with"]["path"].rstrip("/") == folder
     assert 1 <= steps[upload]["with"]["retention-days"] <= 90
 
 
-def test_the_comment_is_posted_after_the_upload_with_the_link_to_the_pages():
+def comment_job() -> dict:
+    return workflow("pr-comment.yml")["jobs"]["comment"]
+
+
+def comment_step(name: str) -> dict:
+    """The comment job's step that `uses` the action `name` (owner/repo)."""
+    (step,) = [s for s in comment_job()["steps"] if s.get("uses", "").startswith(f"{name}@")]
+    return step
+
+
+def test_the_comment_with_the_link_to_the_pages_is_uploaded_for_the_comment_workflow_to_post():
     steps = plan_steps()
-    upload = step_index(steps, lambda s: s.get("uses", "").startswith("actions/upload-artifact"))
-    comment = step_index(steps, lambda s: s.get("with", {}).get("header") == "fab-platform-plan")
+    pages = upload_of(steps, "plan-report")
     link = step_index(steps, lambda s: "ARTIFACT_URL" in s.get("env", {}))
-    assert upload < link < comment
-    assert steps[link]["env"]["ARTIFACT_URL"] == "${{ steps.%s.outputs.artifact-url }}" % steps[upload]["id"]
+    comment = upload_of(steps, "plan-comment")
+    assert pages < link < comment
+    assert steps[link]["env"]["ARTIFACT_URL"] == "${{ steps.%s.outputs.artifact-url }}" % steps[pages]["id"]
     assert (steps[link]["if"], steps[comment]["if"]) == ("always()", "always()")
-    assert f"> {steps[comment]['with']['path']}" in steps[link]["run"]
+    folder = steps[comment]["with"]["path"].rstrip("/")
+    posted = comment_step("marocchino/sticky-pull-request-comment")["with"]
+    downloaded = comment_step("actions/download-artifact")["with"]
+    assert (downloaded["name"], downloaded["run-id"]) == ("plan-comment", "${{ github.event.workflow_run.id }}")
+    assert posted["path"] == f"{downloaded['path']}/pr-comment.md" and posted["header"] == "fab-platform-plan"
+    assert f"> {folder}/pr-comment.md" in steps[link]["run"]
+
+
+def test_the_comment_workflow_posts_the_runs_of_pull_request_yml():
+    on = workflow("pr-comment.yml")[True]
+    assert on == {"workflow_run": {"workflows": [workflow("pull-request.yml")["name"]], "types": ["completed"]}}
+    assert comment_job()["if"] == "${{ github.event.workflow_run.event == 'pull_request' }}"
 
 
 def run_link_step(tmp_path: Path, url: str) -> list[str]:
@@ -143,8 +206,8 @@ def run_link_step(tmp_path: Path, url: str) -> list[str]:
     (_, _, markdown) = PR_REPORT_RUN.fullmatch(steps[step_index(steps, lambda s: ".ci/pr-report" in s.get("run", ""))]["run"]).groups()
     (tmp_path / markdown).write_text("## fab-platform plan\n\n### site-a\n")
     subprocess.run(["bash", "-e", "-c", run], cwd=tmp_path, env={"ARTIFACT_URL": url, "PATH": "/usr/bin:/bin"}, check=True)
-    comment = steps[step_index(steps, lambda s: s.get("with", {}).get("header") == "fab-platform-plan")]["with"]["path"]
-    return (tmp_path / comment).read_text().splitlines()
+    folder = steps[upload_of(steps, "plan-comment")]["with"]["path"]
+    return (tmp_path / folder / "pr-comment.md").read_text().splitlines()
 
 
 def test_the_comment_links_the_artifact_under_the_heading_and_says_how_to_open_it(tmp_path):
@@ -292,3 +355,47 @@ def test_offline_ci_excepts_exactly_the_pinned_charts_its_mirror_lacks(chart_dir
     (excepted,) = re.findall(r"--strict-except (\S+)", (PROJECT_DIR / ".ci" / "run").read_text())
     mirrored = {chart["name"] for chart in json.loads((chart_dir / "index.json").read_text())["charts"]}
     assert sorted(excepted.split(",")) == sorted({chart.chart for chart in CHARTS} - mirrored)
+
+
+FAKE_GH = """#!/usr/bin/env bash
+# Stands in for `gh api repos/R/pulls/N --jq .head.sha`: logs the call and prints HEAD_OF_PR.
+echo "$*" >> "$LOG"
+echo "$HEAD_OF_PR"
+"""
+
+
+def run_number_step(tmp_path: Path, number: str, head_of_pr: str) -> tuple[subprocess.CompletedProcess, str, list[str]]:
+    """The comment job's check of the artifact's number against the run's head commit: (result, its output, gh calls)."""
+    (step,) = [s for s in comment_job()["steps"] if s.get("id") == "pr"]
+    comment_dir, bin_dir = tmp_path / "plan-comment", tmp_path / "bin"
+    comment_dir.mkdir()
+    bin_dir.mkdir()
+    (comment_dir / "number").write_text(number)
+    (bin_dir / "gh").write_text(FAKE_GH)
+    (bin_dir / "gh").chmod(0o755)
+    output, log = tmp_path / "output", tmp_path / "gh.log"
+    output.touch()
+    log.touch()
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "LOG": str(log), "HEAD_OF_PR": head_of_pr, "GITHUB_OUTPUT": str(output),
+           "REPOSITORY": "o/r", "HEAD_SHA": "a" * 40, "COMMENT_DIR": str(comment_dir), "GH_TOKEN": "t"}
+    assert set(step["env"]) == set(env) - {"PATH", "LOG", "HEAD_OF_PR", "GITHUB_OUTPUT"}
+    result = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, capture_output=True, text=True)
+    return result, output.read_text(), log.read_text().splitlines()
+
+
+def test_the_comment_goes_to_the_pull_request_the_run_tested(tmp_path):
+    result, output, calls = run_number_step(tmp_path, "42\n", "a" * 40)
+    assert (result.returncode, output, calls) == (0, "number=42\n", ["api repos/o/r/pulls/42 --jq .head.sha"])
+
+
+def test_fails_when_the_artifact_names_no_pull_request_number(tmp_path):
+    result, output, calls = run_number_step(tmp_path, "42; gh api -X DELETE repos/o/r", "a" * 40)
+    assert (result.returncode, output, calls) == (1, "", [])
+    assert result.stderr == "the artifact names no pull request number\n"
+
+
+def test_no_comment_when_the_number_names_a_pull_request_at_another_commit(tmp_path):
+    """A pull request's run cannot direct its comment to another pull request."""
+    result, output, _ = run_number_step(tmp_path, "7", "b" * 40)
+    assert (result.returncode, output) == (0, "")
+    assert "pull request #7 is at bbbb" in result.stdout
