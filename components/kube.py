@@ -155,7 +155,6 @@ CHECKOV_SUPPRESSIONS = {
     "CKV_K8S_43": "images are pinned to exact tags in components/versions.py; digests cannot be resolved offline and are a follow-up",
     "CKV_K8S_35": "the tool reads its credentials from environment variables (S3 SDKs, Quarkus, mysql); the Secret reaches this pod only",
     "CKV2_K8S_6": "ingress is denied by Cilium clusterwide policies (fab-default-deny-remote and the flow rules), which checkov does not read",
-    "CKV_K8S_49": "the preview identity reads every kind and dry-runs the platform's groups; the ValidatingAdmissionPolicy fab-preview-dry-run-only refuses anything else it sends",
     "CKV_K8S_158": "a dry run of a Role is checked for escalation like a real one; the preview identity can only dry-run (fab-preview-dry-run-only)",
     "CKV_K8S_38": "it calls the API server with its ServiceAccount's token: a Spark driver (the Spark Connect server) creates "
                   "and deletes its executor pods; an endpoint picker watches its pool's pods and InferencePool",
