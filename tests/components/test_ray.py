@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import sys
 import types
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
+from admission import Decision, Request, admit
 from helpers import config_errors, render_small
 from schemas import CrdSchemas, schema_errors
 from small_site import small_site
@@ -18,7 +20,7 @@ from components.config import parse_site
 from components.config.views import JUPYTER_NAMESPACE, RAY_CLIENT_PORT, RAY_HEAD_LABELS
 from components.engines.jupyterhub import ENGINE as JUPYTERHUB
 from components.engines.jupyterhub import ray_tokens_hook
-from components.ray import TEMPLATE_CONFIG_MAP, TOKEN_SECRET, example_ray_job, ray_cluster_template
+from components.ray import TEMPLATE_CONFIG_MAP, TOKEN_AUTH_POLICY, TOKEN_SECRET, example_ray_job, ray_cluster_template
 from components.training import LOCAL_QUEUE, QUEUE_LABEL
 from fabctl.render import HELM_RELEASE_TYPE
 
@@ -202,3 +204,28 @@ def test_the_token_hook_is_given_to_jupyterhub():
 def test_the_readme_shows_the_ray_job_a_team_submits():
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     assert yaml.safe_dump(example_ray_job(), sort_keys=False).rstrip("\n") in readme
+
+
+def test_every_cluster_kuberay_runs_on_makes_token_auth_mandatory_before_the_operator():
+    plan = render_small(small_site(multikueue=True))
+    bindings = {plan.cluster(r): r for r in plan.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")
+                if r["inputs"]["metadata"]["name"] == TOKEN_AUTH_POLICY}
+    assert sorted(bindings) == sorted(kuberay_values(plan)) == ["site-t-compute", "site-t-gpu"]
+    assert all(b["inputs"]["spec"] == {"policyName": TOKEN_AUTH_POLICY, "validationActions": ["Deny"]} for b in bindings.values())
+    releases = [r for r in plan.of_type(HELM_RELEASE_TYPE) if r["inputs"]["chart"] == versions.KUBERAY.chart]
+    assert all(bindings[plan.cluster(r)]["urn"] in plan.waits_for(r) for r in releases)
+
+
+def test_fails_when_a_team_s_ray_cluster_leaves_out_token_auth():
+    (policy,) = [o for c, o, _ in render_small(small_site()).manifests()
+                 if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"] == TOKEN_AUTH_POLICY]
+    (binding,) = [o for c, o, _ in render_small(small_site()).manifests()
+                  if o["kind"] == "ValidatingAdmissionPolicyBinding" and o["metadata"]["name"] == TOKEN_AUTH_POLICY]
+    template = ray_cluster_template("pool")
+    template["spec"].pop("authOptions")
+    request = Request(operation="CREATE", group="ray.io", version="v1", resource="rayclusters", kind="RayCluster",
+                      name="interactive", namespace="team-yield", username="oidc:alice", object=template)
+    assert admit(policy, binding, request) == Decision(allowed=False, message=(
+        "Ray clusters run with token authentication: set authOptions.mode: token with secretName: ray-token (the team's token; "
+        "README, Ray) in spec"))
+    assert admit(policy, binding, replace(request, object=ray_cluster_template("pool"))).allowed
