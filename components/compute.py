@@ -62,6 +62,8 @@ class ComputeClusterArgs:
     extra_uis: Sequence[Ui] = ()
     """Web UIs of other components behind the ingress (Grafana): each gets its listener, DNS record and URL here, and its
     route from its component, in its own namespace."""
+    teams: Sequence[str] = ()
+    """The site's teams: each runs its own Spark Connect server, as its own principal, for its members' notebooks."""
     ray_tokens: dict[str, pulumi.Output[str]] = field(default_factory=dict)
     """Team -> its Ray token (components/ray.py), while Ray is on: JupyterHub gives it to the team's members' servers."""
     catalog_passwords: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
@@ -93,7 +95,7 @@ class ComputeCluster(pulumi.ComponentResource):
             serving=args.serving, serving_repo_token=args.serving_repo_token,
             serving_repo_write_token=args.serving_repo_write_token,
             cilium=args.network.cilium_releases.get(args.cluster.key),
-            ray_tokens=args.ray_tokens, catalog_passwords=args.catalog_passwords,
+            ray_tokens=args.ray_tokens, catalog_passwords=args.catalog_passwords, teams=tuple(args.teams),
         )
         enabled = [engine for engine in ENGINES.values() if engine.config(config).enabled]
         uis = {engine.name: engine.ui for engine in enabled if engine.ui} | {ui.host: ui for ui in args.extra_uis}

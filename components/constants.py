@@ -60,6 +60,9 @@ ARGOCD_CONTROLLER_LABELS = {"app.kubernetes.io/name": "argocd-application-contro
 ENGINE_LABEL = "fab.internal/engine"
 """On a credential Secret StorageCluster delivers (`s3-<engine>`, `polaris-<engine>`): whose it is. On a namespace, or on an
 object that reads such a Secret: the engine whose workloads run there, which may read its own credential Secrets only."""
+TRAINING = "training"
+"""The grantee of a team's own Secrets, `s3-training` and `polaris-training` (its MinIO user and Polaris principal,
+components/data_access.py), in each namespace that runs as the team: its training namespaces, its Spark Connect's."""
 TEAM_LABEL = "fab.internal/team"
 """On a team's namespaces, and on the training credential Secrets delivered into them: the team they belong to."""
 

@@ -13,7 +13,7 @@ from typing import Any
 import pulumi_minio as minio
 
 from components.config import REPLICABLE_CLASSES, Bucket, ObjectStoreConfig, PolarisConfig, StorageConfig, names
-from components.constants import MAINTENANCE_PRINCIPAL
+from components.constants import MAINTENANCE_PRINCIPAL, TRAINING
 from components.engines import ENGINES, BucketAccess
 
 # --------------------------------------------------------------------------------------------------
@@ -38,8 +38,7 @@ ENGINE_ACCESS: dict[str, BucketAccess] = dict(sorted({
 """Every principal with S3 keys and the bucket classes it may read, or read and write (training's are per team, below)."""
 
 # Training: one principal per team, so that no team can overwrite another's checkpoints or models.
-TRAINING = "training"
-"""The grantee of training's Secrets: `s3-training` and `polaris-training` in each team namespace, each holding the team's own."""
+# TRAINING (components/constants.py): the grantee of training's Secrets, `s3-training` and `polaris-training`.
 TRAINING_ACCESS = BucketAccess(
     # Training resumes from its own checkpoints, so "write" there includes reading them back; it is confined to the
     # team's prefix (`<bucket>/<team>/`) of the read-write classes.

@@ -10,6 +10,10 @@ Every team namespace of a GPU cluster holds the ConfigMap `ray-cluster-template`
 is) and the Secret `ray-token` (the team's Ray token: KubeRay's `authOptions` token mode reads it). The same token is
 the Secret `ray-token-<team>` in compute's JupyterHub namespace, which JupyterHub mounts into the servers of the team's
 members only (components/engines/jupyterhub.py); the flow `ray-<team>` admits those servers to the team's Ray heads.
+
+Token authentication is not the template's choice but the cluster's rule: on every cluster KubeRay runs on, the
+ValidatingAdmissionPolicy `fab-ray-token-auth` refuses a RayCluster, a RayJob with its own cluster or a RayService whose
+cluster leaves `authOptions.mode` anything but `token` (KubeRay 1.7: `disabled` or unset starts Ray without auth).
 """
 
 from __future__ import annotations
@@ -60,6 +64,38 @@ def operator_values(watch: list[str] | None) -> dict[str, Any]:
     if watch is not None:
         values["watchNamespace"] = sorted(watch)
     return values
+
+
+TOKEN_AUTH_POLICY = "fab-ray-token-auth"
+"""The admission policy that makes token authentication mandatory for every Ray cluster (`token_auth_policy`)."""
+TOKEN_AUTH_MESSAGE = (
+    "Ray clusters run with token authentication: set authOptions.mode: token with secretName: ray-token (the team's token; "
+    "README, Ray) in {path}"
+)
+_TOKEN_MODE = "has({cluster}.authOptions) && has({cluster}.authOptions.mode) && {cluster}.authOptions.mode == 'token'"
+
+
+def token_auth_policy() -> dict[str, Any]:
+    """The ValidatingAdmissionPolicy spec that refuses a Ray cluster without token authentication: a RayCluster's spec, a
+    RayJob's `rayClusterSpec` (a RayJob that names an existing cluster by `clusterSelector` starts none) and a RayService's
+    `rayClusterConfig` must set `authOptions.mode: token`. For every requester, KubeRay's own copies included (a RayJob's
+    RayCluster carries the RayJob's authOptions), and on create and update alike."""
+    checks = (("rayclusters", "object.spec", "spec"), ("rayjobs", "object.spec.rayClusterSpec", "spec.rayClusterSpec"),
+              ("rayservices", "object.spec.rayClusterConfig", "spec.rayClusterConfig"))
+
+    def guard(resource: str, cluster: str) -> str:
+        present = "" if resource == "rayclusters" else f"!has({cluster}) || "
+        return f"request.resource.resource != '{resource}' || {present}({_TOKEN_MODE.format(cluster=cluster)})"
+
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{
+            "apiGroups": ["ray.io"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+            "resources": [resource for resource, _, _ in checks],
+        }]},
+        "validations": [{"expression": guard(resource, cluster), "message": TOKEN_AUTH_MESSAGE.format(path=path),
+                         "reason": "Forbidden"} for resource, cluster, path in checks],
+    }
 
 
 def _ray_container(name: str, resources: dict[str, str], registry: Registry,
@@ -221,9 +257,21 @@ class RayPlatform(pulumi.ComponentResource):
         on = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
         ns = namespace(f"{self._name}-{cluster.key}-ns", KUBERAY_NAMESPACE, on, adopt=Adoption(self._adopt, cluster.key),
                        registry=cluster.registry)
+        # Before the operator (and its CRDs): no Ray cluster can be made without token authentication.
+        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{self._name}-{cluster.key}-token-auth", metadata={"name": TOKEN_AUTH_POLICY}, spec=token_auth_policy(), opts=on,
+        )
+        # The binding puts the rule in force once the policy it names exists.
+        binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{self._name}-{cluster.key}-token-auth-binding", metadata={"name": TOKEN_AUTH_POLICY},
+            spec={"policyName": TOKEN_AUTH_POLICY, "validationActions": ["Deny"]},
+            opts=pulumi.ResourceOptions.merge(on, pulumi.ResourceOptions(depends_on=[policy])),
+        )
         return helm_release(
             f"{self._name}-{cluster.key}-kuberay", versions.KUBERAY, name="kuberay-operator", namespace=KUBERAY_NAMESPACE,
-            # its namespace, and the watched namespaces the chart creates its Roles in (`depends_on`)
-            values=operator_values(watch), opts=pulumi.ResourceOptions.merge(on, pulumi.ResourceOptions(depends_on=[ns, *depends_on])),
+            # its namespace, the token rule (in force before any Ray object can be made), and the watched namespaces the
+            # chart creates its Roles in (`depends_on`)
+            values=operator_values(watch),
+            opts=pulumi.ResourceOptions.merge(on, pulumi.ResourceOptions(depends_on=[ns, binding, *depends_on])),
             adopt=Adoption(self._adopt, cluster.key), registry=cluster.registry,
         )

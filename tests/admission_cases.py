@@ -55,3 +55,44 @@ PREVIEW_CASES = [
     Case("an eviction", _preview("CREATE", "", "pods", "Eviction", "vllm-0", "inference", subresource="eviction"),
          False, DENIED_PREVIEW),
 ]
+
+
+def _ray(kind: str, resource: str, spec: dict, operation: str = "CREATE", username: str = "oidc:alice",
+         groups: tuple[str, ...] = ("oidc:team-yield", "system:authenticated")) -> Request:
+    obj = {"apiVersion": "ray.io/v1", "kind": kind, "metadata": {"name": "mine", "namespace": "team-yield"}, "spec": spec}
+    return Request(operation=operation, group="ray.io", version="v1", resource=resource, kind=kind, name="mine",
+                   namespace="team-yield", username=username, groups=groups, object=obj,
+                   old_object=obj if operation == "UPDATE" else None)
+
+
+TOKEN = {"authOptions": {"mode": "token", "secretName": "ray-token"}}
+
+
+def _denied_ray(path: str) -> str:
+    return ("Ray clusters run with token authentication: set authOptions.mode: token with secretName: ray-token (the team's "
+            f"token; README, Ray) in {path}")
+
+
+RAY_CASES = [
+    Case("a ray cluster with token auth", _ray("RayCluster", "rayclusters", {**TOKEN, "headGroupSpec": {}}), True),
+    Case("a ray job with token auth", _ray("RayJob", "rayjobs", {"entrypoint": "python x.py", "rayClusterSpec": TOKEN}), True),
+    Case("a ray job on an existing cluster", _ray("RayJob", "rayjobs", {"entrypoint": "x", "clusterSelector": {"a": "b"}}), True),
+    Case("a ray service with token auth", _ray("RayService", "rayservices", {"rayClusterConfig": TOKEN}), True),
+    # A team member's own Ray cluster without the token: anyone who reaches the head would run code as the team.
+    Case("a ray cluster without auth options", _ray("RayCluster", "rayclusters", {"headGroupSpec": {}}), False,
+         _denied_ray("spec")),
+    Case("a ray cluster with auth disabled", _ray("RayCluster", "rayclusters", {"authOptions": {"mode": "disabled"}}), False,
+         _denied_ray("spec")),
+    Case("a ray cluster with auth options but no mode", _ray("RayCluster", "rayclusters", {"authOptions": {"secretName": "x"}}),
+         False, _denied_ray("spec")),
+    Case("auth switched off on update", _ray("RayCluster", "rayclusters", {"authOptions": {"mode": "disabled"}}, "UPDATE"), False,
+         _denied_ray("spec")),
+    Case("a ray job whose cluster has no auth", _ray("RayJob", "rayjobs", {"entrypoint": "x", "rayClusterSpec": {}}), False,
+         _denied_ray("spec.rayClusterSpec")),
+    Case("a ray service whose cluster has auth disabled",
+         _ray("RayService", "rayservices", {"rayClusterConfig": {"authOptions": {"mode": "disabled"}}}), False,
+         _denied_ray("spec.rayClusterConfig")),
+    # KubeRay's own RayCluster of a RayJob is held to the same rule (it copies the RayJob's authOptions).
+    Case("the operator's cluster without auth", _ray("RayCluster", "rayclusters", {}, username=(
+        "system:serviceaccount:kuberay-system:kuberay-operator"), groups=("system:serviceaccounts",)), False, _denied_ray("spec")),
+]

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 from admission import NotCovered, Request, admit, policies_in
-from admission_cases import PREVIEW_CASES, PREVIEW_GROUPS, Case
+from admission_cases import PREVIEW_CASES, PREVIEW_GROUPS, RAY_CASES, Case
 
 from components.access import DRY_RUN_ONLY, PREVIEW_USER, preview_rules
+from components.ray import TOKEN_AUTH_POLICY
 
-ENGINE_CASES: dict[str, list[Case]] = {DRY_RUN_ONLY: PREVIEW_CASES}
+ENGINE_CASES: dict[str, list[Case]] = {DRY_RUN_ONLY: PREVIEW_CASES, TOKEN_AUTH_POLICY: RAY_CASES}
 """The cases of each policy the program applies itself."""
 
 
@@ -38,8 +39,17 @@ def test_every_policy_is_bound_once_and_denies(plan):
 
 @pytest.mark.parametrize("case", PREVIEW_CASES, ids=lambda c: c.name)
 def test_the_preview_policy_on(case, small_plan):
-    policies = shipped(small_plan)
+    policies = {key: found for key, found in shipped(small_plan).items() if key.endswith(f"/{DRY_RUN_ONLY}")}
     assert len(policies) == 3  # one per cluster, the same everywhere
+    for policy, (binding,) in policies.values():
+        decision = admit(policy, binding, case.request)
+        assert (decision.allowed, decision.message) == (case.allowed, case.message)
+
+
+@pytest.mark.parametrize("case", RAY_CASES, ids=lambda c: c.name)
+def test_the_ray_token_policy_on(case, small_plan):
+    policies = {key: found for key, found in shipped(small_plan).items() if key.endswith(f"/{TOKEN_AUTH_POLICY}")}
+    assert sorted(policies) == [f"site-t-gpu/{TOKEN_AUTH_POLICY}"]  # every cluster KubeRay runs on
     for policy, (binding,) in policies.values():
         decision = admit(policy, binding, case.request)
         assert (decision.allowed, decision.message) == (case.allowed, case.message)
@@ -48,7 +58,7 @@ def test_the_preview_policy_on(case, small_plan):
 def test_the_policy_cannot_guard_itself_so_the_preview_role_may_not_write_it(small_plan):
     """The API server exempts admission configuration from every policy: an update of the policy by the preview identity
     is not the policy's to refuse, and only its role (no write to admissionregistration.k8s.io) keeps it out."""
-    (policy, (binding,)), *_ = shipped(small_plan).values()
+    (policy, (binding,)), *_ = [found for key, found in shipped(small_plan).items() if key.endswith(f"/{DRY_RUN_ONLY}")]
     lift = Request(operation="UPDATE", group="admissionregistration.k8s.io", version="v1", resource="validatingadmissionpolicies",
                    kind="ValidatingAdmissionPolicy", name=DRY_RUN_ONLY, username=PREVIEW_USER, groups=PREVIEW_GROUPS,
                    object=policy, old_object=policy)
@@ -63,7 +73,7 @@ def test_the_preview_identity_cannot_leave_the_policy_by_impersonating():
 
 
 def test_fails_when_a_policy_needs_what_the_engine_lacks(small_plan):
-    (policy, (binding,)), *_ = shipped(small_plan).values()
+    (policy, (binding,)), *_ = [found for key, found in shipped(small_plan).items() if key.endswith(f"/{DRY_RUN_ONLY}")]
     needs = {**policy, "spec": {**policy["spec"], "validations": [
         {"expression": "authorizer.group('').resource('pods').check('create').allowed()"}]}}
     with pytest.raises(NotCovered) as raised:

@@ -162,6 +162,11 @@ RAY_FLOW = Derived("flow", "ray-{key}", LABEL_VALUE)
 RAY_TOKEN_SECRET = Derived("Secret", "ray-token-{key}", DNS_SUBDOMAIN)
 """A team's Ray token in compute's JupyterHub namespace (mounted into its members' servers only)."""
 """The Job on the storage cluster that creates the team's Polaris principal, and the Secret there with its credentials."""
+SPARK_CONNECT_NAMESPACE = Derived("namespace", "spark-team-{key}", DNS_LABEL)
+"""The team's Spark Connect server on compute (`compute.spark.connect`), running as the team's own principal."""
+TEAM_MEMBER_LABEL = Derived("label name", "member-of-{key}", LABEL_VALUE)
+"""With the prefix `fab.internal/` (`team_member_label`): JupyterHub's mark on a user server of each team its user is in
+(Keycloak group `team-<key>`), the identity the team's Spark Connect server and Ray heads admit."""
 NOTEBOOKS_NAMESPACE = Derived("namespace", "notebooks-{key}", DNS_LABEL)
 """The team's namespace for GPU notebooks on the notebooks cluster, whose ResourceQuota is the team's notebook quota."""
 
@@ -267,7 +272,8 @@ Domain = Annotated[DnsName, Derives((GATEWAY_HOST, S3_HOST, S3_EXTERNAL_HOST, PO
 ClusterKey = Annotated[DnsLabel, Derives((CLUSTER_NAME, SUBMITTER_KUBECONFIG, MULTIKUEUE_KUBECONFIG, SERVING_APPLICATION,
                                          SERVING_CLUSTER_SECRET))]
 TeamKey = Annotated[DnsLabel, Derives((TEAM_NAMESPACE, TEAM_LABEL, TEAM_GROUP, TEAM_GATEWAY_CLIENT, TEAM_POLARIS_SETUP,
-                                      NOTEBOOKS_NAMESPACE, RAY_FLOW, RAY_TOKEN_SECRET))]
+                                      NOTEBOOKS_NAMESPACE, RAY_FLOW, RAY_TOKEN_SECRET, SPARK_CONNECT_NAMESPACE,
+                                      TEAM_MEMBER_LABEL))]
 ModelKey = Annotated[DnsLabel, Derives((VLLM, MODEL_LABEL))]
 GpuTypeKey = Annotated[DnsLabel, Derives((GPU_TYPE_LABEL, FLAVOR))]
 FlowKey = Annotated[DnsLabel, Derives((FLOW_LABEL, FLOW_POLICY))]
@@ -276,6 +282,15 @@ PeerKey = Annotated[DnsLabel, Derives((REPLICA_BUCKET, FEDERATION_S3_FLOW, PEER_
 ProfileKey = Annotated[DnsLabel, Derives((PROFILE_SWITCH,))]
 VendorKey = Annotated[DnsLabel, Derives((VENDOR_PRINCIPAL, VENDOR_SECRET, VENDOR_POLARIS_SETUP))]
 ObjectStoreName = Annotated[DnsLabel, Derives((OBJECT_STORE_RELEASE, OBJECT_STORE_SERVICE, OBJECT_STORE_SECRET))]
+
+
+def team_member_label(team: str) -> str:
+    """The label key JupyterHub sets (to `member`) on the user servers of a team's members (TEAM_MEMBER_LABEL)."""
+    return f"fab.internal/{TEAM_MEMBER_LABEL(team)}"
+
+
+TEAM_MEMBER = "member"
+"""The value of `team_member_label(team)` on a team member's server."""
 
 
 LAKE_CATALOG = "fab"

@@ -362,9 +362,9 @@ JUPYTER_USER_LABELS = {"component": "singleuser-server"}
 
 
 def ray_flows(site: SiteConfig) -> dict[str, Flow]:
-    """Per team, Jupyter's user servers on compute to the Ray heads in the team's namespace on the GPU clusters (Ray
-    Client port), while Ray and JupyterHub are both on: one flow per team, since a flow names one destination
-    namespace; the team's Ray token authenticates the session."""
+    """Per team, the Jupyter user servers of its members on compute to the Ray heads in the team's namespace on the GPU
+    clusters (Ray Client port), while Ray and JupyterHub are both on: one flow per team, since a flow names one
+    destination namespace; the team's Ray token authenticates the session."""
     if not site.ray_enabled() or not site.compute.jupyterhub.enabled:
         return {}
     return {
@@ -372,7 +372,9 @@ def ray_flows(site: SiteConfig) -> dict[str, Flow]:
             description=f"Jupyter servers on compute open Ray Client sessions on team {team}'s Ray heads (Ray token).",
             sources=site.keys_with_role("compute"), to=site.keys_with_role(*GPU_ROLES), port=RAY_CLIENT_PORT,
             to_namespace=names.TEAM_NAMESPACE(team), to_labels=RAY_HEAD_LABELS,
-            from_namespace=JUPYTER_NAMESPACE, from_labels=JUPYTER_USER_LABELS,
+            # Only the servers of the team's members (the hub marks them; components/engines/jupyterhub.py): the token
+            # is a second lock, not the only one.
+            from_namespace=JUPYTER_NAMESPACE, from_labels={**JUPYTER_USER_LABELS, names.team_member_label(team): names.TEAM_MEMBER},
         )
         for team in sorted(site.teams)
     }

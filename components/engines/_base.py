@@ -11,7 +11,7 @@ label and NoSchedule taint, and its pods select and tolerate exactly that and ru
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -178,6 +178,8 @@ class EngineScope:
     cnpg: pulumi.Resource | None = None
     cilium: pulumi.Resource | None = None
     """The compute cluster's Cilium release, which registers the cilium.io CRDs an engine's network policy needs."""
+    teams: Sequence[str] = ()
+    """The site's teams: each gets a Spark Connect server of its own, reached by its members' notebook servers only."""
     ray_tokens: dict[str, pulumi.Output[str]] = field(default_factory=dict)
     """Team -> its Ray token, while Ray is on (components/ray.py)."""
     catalog_passwords: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)

@@ -1,12 +1,19 @@
 """Spark Connect on compute: notebooks' heavy queries run on Spark (DESIGN section 1, "engineer ad-hoc exploration:
 JupyterLab, Trino / Spark Connect"), while `compute.spark.connect` is on.
 
-A long-running Spark driver with the Connect endpoint (`start-connect-server.sh`, in the foreground) in the Spark
-namespace, on the interactive pool and in YuniKorn's interactive queue, as are the executors it starts (dynamic
-allocation, from none). It reads the catalog and S3 with the Spark engine's credentials (`spark-defaults`, `s3-spark`,
-`polaris-spark`). A Deployment rather than the operator's SparkConnect resource: that kind is v1alpha1 and not among
-the CRDs the program validates against. Only JupyterHub's single-user servers reach the endpoint: a Cilium deny rule
-turns away every other pod of the cluster (the site's default-deny already refuses other clusters and outside).
+One server per team, in the team's namespace `spark-team-<team>`: a long-running Spark driver with the Connect endpoint
+(`start-connect-server.sh`, in the foreground), on the interactive pool and in YuniKorn's interactive queue, as are the
+executors it starts (dynamic allocation, from none). It and its executors read the catalog and S3 as the team's own
+principal (`s3-training`, `polaris-training`: the team's MinIO user and Polaris principal), never the Spark engine's:
+a query, or a UDF reading its executor's environment, gets what a member of the team may have anyway.
+
+Spark 3.5's Connect server authenticates nobody (no token check ships; `spark.connect.grpc.interceptor.classes` takes
+only custom interceptors, and PySpark sends a `token` as a Bearer header over TLS only, which the server does not
+serve): who reaches it is the network's to decide. A Cilium deny rule turns away every pod of the cluster but the
+JupyterHub user servers of the team's members (marked `fab.internal/member-of-<team>` by the hub, from the user's
+Keycloak groups: components/engines/jupyterhub.py) and the server's own executors (the site's default-deny already
+refuses other clusters and outside). A Deployment rather than the operator's SparkConnect resource: that kind is
+v1alpha1 and not among the CRDs the program validates against.
 """
 
 from __future__ import annotations
@@ -17,7 +24,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions, yamltext
-from components.constants import ENGINE_LABEL, polaris_secret, s3_secret
+from components.config import names
+from components.constants import ENGINE_LABEL, TEAM_LABEL, TRAINING, polaris_secret, s3_secret
 from components.engines import _spark_packages as packages
 from components.engines import _spark_trust as jvm_trust
 from components.engines._spark_trust import SparkTrust
@@ -29,11 +37,22 @@ from components.registry import UPSTREAM, Registry
 NAME = "spark-connect"
 PORT = 15002
 """Spark Connect's gRPC port (Spark's default `spark.connect.grpc.binding.port`)."""
-NAMESPACE = "spark-connect"
-"""Its own namespace: interactive (the Spark engine's is batch), labelled as the Spark engine's, whose credentials it
-reads."""
-URL = f"sc://{NAME}.{NAMESPACE}.svc.cluster.local:{PORT}"
-"""What a notebook connects to: JupyterHub sets it as SPARK_REMOTE in every single-user server."""
+CREDENTIALS = TRAINING
+"""Whose Secrets the server and its executors read in the team's namespace: the team's own (`s3-training`,
+`polaris-training`), delivered by `StorageCluster.training_grants`."""
+
+
+def namespace_of(team: str) -> str:
+    """A team's Spark Connect namespace: interactive (the Spark engine's is batch), labelled as the team's, whose
+    credentials it reads."""
+    return names.SPARK_CONNECT_NAMESPACE(team)
+
+
+def url(team: str) -> str:
+    """What a member's notebook connects to: JupyterHub sets it as SPARK_REMOTE in the servers of the team's members."""
+    return f"sc://{NAME}.{namespace_of(team)}.svc.cluster.local:{PORT}"
+
+
 REMOTE_ENV = "SPARK_REMOTE"
 """The variable PySpark's `SparkSession.builder.getOrCreate()` takes the Connect URL from."""
 QUEUE = "root.interactive"
@@ -66,11 +85,11 @@ def _scratch() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 
 def _credentials() -> list[dict[str, Any]]:
-    return [{"secretRef": {"name": s3_secret("spark")}}, {"secretRef": {"name": polaris_secret("spark")}}]
+    return [{"secretRef": {"name": s3_secret(CREDENTIALS)}}, {"secretRef": {"name": polaris_secret(CREDENTIALS)}}]
 
 
 def executor_template(registry: Registry = UPSTREAM, trust: SparkTrust = jvm_trust.NONE) -> dict[str, Any]:
-    """The executors' pod template: interactive pool and priority, restricted, the engine's credentials, the Spark image
+    """The executors' pod template: interactive pool and priority, restricted, the team's credentials, the Spark image
     from `registry` (and its pull Secret), with `trust` the site's CA in the JVM (engines/_spark_trust.py)."""
     volumes, mounts = _scratch()
     volumes, mounts = [*volumes, *jvm_trust.volumes(trust)], [*mounts, *jvm_trust.volume_mounts(trust)]
@@ -91,13 +110,13 @@ def executor_template(registry: Registry = UPSTREAM, trust: SparkTrust = jvm_tru
     }
 
 
-def server_conf(max_executors: int, registry: Registry = UPSTREAM) -> dict[str, str]:
-    """The server's Spark configuration beyond `spark-defaults`: Kubernetes executors in the interactive queue, the Spark
-    image and the packages from `registry`."""
+def server_conf(max_executors: int, namespace_: str, registry: Registry = UPSTREAM) -> dict[str, str]:
+    """The server's Spark configuration beyond `spark-defaults`: Kubernetes executors in its namespace `namespace_` and the
+    interactive queue, the Spark image and the packages from `registry`."""
     return {
         "spark.master": "k8s://https://kubernetes.default.svc:443",
         "spark.submit.deployMode": "client",
-        "spark.kubernetes.namespace": NAMESPACE,
+        "spark.kubernetes.namespace": namespace_,
         "spark.kubernetes.container.image": registry.image(versions.SPARK_IMAGE),
         "spark.kubernetes.driver.pod.name": "$(POD_NAME)",
         "spark.driver.host": "$(POD_IP)",
@@ -122,9 +141,10 @@ def server_conf(max_executors: int, registry: Registry = UPSTREAM) -> dict[str, 
     }
 
 
-def server_container(max_executors: int, registry: Registry = UPSTREAM, trust: SparkTrust = jvm_trust.NONE) -> dict[str, Any]:
+def server_container(max_executors: int, namespace_: str, registry: Registry = UPSTREAM,
+                     trust: SparkTrust = jvm_trust.NONE) -> dict[str, Any]:
     _, mounts = _scratch()
-    conf = [arg for key, value in server_conf(max_executors, registry).items() for arg in ("--conf", f"{key}={value}")]
+    conf = [arg for key, value in server_conf(max_executors, namespace_, registry).items() for arg in ("--conf", f"{key}={value}")]
     return restricted_container(
         "spark-connect", registry.image(versions.SPARK_IMAGE), SPARK_USER,
         command=["/opt/spark/sbin/start-connect-server.sh"],
@@ -155,35 +175,43 @@ def server_container(max_executors: int, registry: Registry = UPSTREAM, trust: S
     )
 
 
-def ingress_deny_policy() -> dict[str, Any]:
-    """Every pod of the cluster but JupyterHub's single-user servers and the server's own executors is refused."""
-    ns_key = "k8s:io.kubernetes.pod.namespace"
+def ingress_deny_policy(team: str) -> dict[str, Any]:
+    """Every pod of the cluster but the JupyterHub user servers of `team`'s members and the server's own executors is
+    refused: a pod of another namespace, a pod of JupyterHub's that is no user server or whose user is not in the team
+    (no `fab.internal/member-of-<team>`), a pod of its namespace that is not one of its executors."""
+    ns_key, own = "k8s:io.kubernetes.pod.namespace", namespace_of(team)
     label_key, label_value = SINGLE_USER_LABEL
+    member = f"k8s:{names.team_member_label(team)}"
     return {
-        "description": "Spark Connect: only JupyterHub's single-user servers (and the server's own executors) reach it.",
+        "description": f"Spark Connect of team {team}: only the JupyterHub servers of its members (and the server's own "
+                       "executors) reach it.",
         "endpointSelector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
         "ingressDeny": [
             {"fromEndpoints": [{"matchExpressions": [
                 {"key": ns_key, "operator": "Exists"},
-                {"key": ns_key, "operator": "NotIn", "values": [JUPYTER_NAMESPACE, NAMESPACE]},
+                {"key": ns_key, "operator": "NotIn", "values": [JUPYTER_NAMESPACE, own]},
             ]}]},
             {"fromEndpoints": [{"matchLabels": {ns_key: JUPYTER_NAMESPACE},
                                 "matchExpressions": [{"key": f"k8s:{label_key}", "operator": "NotIn", "values": [label_value]}]}]},
-            {"fromEndpoints": [{"matchLabels": {ns_key: NAMESPACE},
+            {"fromEndpoints": [{"matchLabels": {ns_key: JUPYTER_NAMESPACE},
+                                "matchExpressions": [{"key": member, "operator": "NotIn", "values": [names.TEAM_MEMBER]}]}]},
+            {"fromEndpoints": [{"matchLabels": {ns_key: own},
                                 "matchExpressions": [{"key": f"k8s:{EXECUTOR_LABEL}", "operator": "NotIn", "values": ["executor"]}]}]},
         ],
     }
 
 
-def namespace(scope: EngineScope, spark: Any) -> k8s.core.v1.Namespace:
-    """Its namespace, in the interactive pool, with a quota for the server and `spark.connect_max_executors` executors (and
-    zero GPUs, as every compute namespace)."""
-    ns = scope.plain_namespace(NAMESPACE, labels={ENGINE_LABEL: "spark", POOL_LABEL: INTERACTIVE.name})
+def namespace(scope: EngineScope, spark: Any, team: str) -> k8s.core.v1.Namespace:
+    """The team's namespace, in the interactive pool and labelled as the team's (whose credentials it holds), with a quota
+    for the server and `spark.connect_max_executors` executors (and zero GPUs, as every compute namespace)."""
+    name = namespace_of(team)
+    ns = scope.plain_namespace(name, labels={ENGINE_LABEL: CREDENTIALS, TEAM_LABEL: names.TEAM_LABEL(team),
+                                             POOL_LABEL: INTERACTIVE.name})
     cpu = int(DRIVER_RESOURCES["requests"]["cpu"]) + EXECUTOR_CORES * spark.connect_max_executors
     memory_gib = 8 + EXECUTOR_MEMORY_WITH_OVERHEAD_GIB * spark.connect_max_executors
     k8s.core.v1.ResourceQuota(
-        f"{scope.prefix}-quota-{NAMESPACE}",
-        metadata={"name": "compute", "namespace": NAMESPACE},
+        f"{scope.prefix}-quota-{name}",
+        metadata={"name": "compute", "namespace": name},
         spec={"hard": {"requests.cpu": str(cpu), "requests.memory": f"{memory_gib}Gi", "requests.nvidia.com/gpu": "0"}},
         # the namespace must exist before anything is created in it
         opts=scope.after(ns),
@@ -199,16 +227,16 @@ DRIVER_RULES = [{
 rules the Spark operator chart gives its drivers' ServiceAccount)."""
 
 
-def _service_account(scope: EngineScope, ns: pulumi.Resource) -> pulumi.Resource:
+def _service_account(scope: EngineScope, prefix: str, namespace_: str, ns: pulumi.Resource) -> pulumi.Resource:
     """The server's own ServiceAccount, with DRIVER_RULES in its namespace only."""
-    meta = {"name": NAME, "namespace": NAMESPACE}
+    meta = {"name": NAME, "namespace": namespace_}
     # the namespace must exist before the account and the Role are created in it
-    account = k8s.core.v1.ServiceAccount(f"{scope.prefix}-{NAME}-sa", metadata=meta, opts=scope.after(ns))
-    role = k8s.rbac.v1.Role(f"{scope.prefix}-{NAME}-role", metadata=meta, rules=DRIVER_RULES, opts=scope.after(ns))
+    account = k8s.core.v1.ServiceAccount(f"{prefix}-sa", metadata=meta, opts=scope.after(ns))
+    role = k8s.rbac.v1.Role(f"{prefix}-role", metadata=meta, rules=DRIVER_RULES, opts=scope.after(ns))
     return k8s.rbac.v1.RoleBinding(
-        f"{scope.prefix}-{NAME}-binding", metadata=meta,
+        f"{prefix}-binding", metadata=meta,
         role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
-        subjects=[{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+        subjects=[{"kind": "ServiceAccount", "name": NAME, "namespace": namespace_}],
         # the Role first: binding a Role the API server cannot resolve takes the `bind` verb
         opts=scope.after(account, role),
     )
@@ -237,28 +265,32 @@ def packages_config_map(scope: EngineScope, namespace_: str, ns: pulumi.Resource
                                  data=data, binary_data=binary or None, opts=scope.after(ns))
 
 
-def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi.Resource, scheduler: pulumi.Resource,
-           defaults: pulumi.Input[str], engine: str, defaults_config_map: str) -> None:
-    """The Connect server (after the operator's chart, which makes the ServiceAccount its executors run as, and YuniKorn's,
-    `scheduler`: it and its executors are scheduled by YuniKorn in the interactive queue),
-    running as its own ServiceAccount, with `engine`'s credentials and Spark defaults, its Service and its ingress rule;
-    `spark` is the `compute.spark` section."""
+def deploy(scope: EngineScope, spark: Any, team: str, ns: pulumi.Resource, operator: pulumi.Resource,
+           scheduler: pulumi.Resource, defaults: pulumi.Input[str], defaults_config_map: str) -> None:
+    """`team`'s Connect server (after the operator's chart, which makes the ServiceAccount its executors run as, and
+    YuniKorn's, `scheduler`: it and its executors are scheduled by YuniKorn in the interactive queue), running as its own
+    ServiceAccount, with the team's credentials and Spark defaults, its Service and its ingress rule; `spark` is the
+    `compute.spark` section."""
     labels = {"app.kubernetes.io/name": NAME}
-    access = _service_account(scope, ns)
-    to = NamespaceRef(scope.cluster, NAMESPACE, ns)
-    grants = [scope.storage.grant(engine, to), scope.storage.catalog_grant(engine, to)]
-    conf = k8s.core.v1.ConfigMap(f"{scope.prefix}-{NAME}-defaults", metadata={"name": defaults_config_map, "namespace": NAMESPACE},
+    name, prefix = namespace_of(team), f"{scope.prefix}-{NAME}-{team}"
+    access = _service_account(scope, prefix, name, ns)
+    grants = scope.storage.training_grants(team, NamespaceRef(scope.cluster, name, ns))
+    conf = k8s.core.v1.ConfigMap(f"{prefix}-defaults", metadata={"name": defaults_config_map, "namespace": name},
                                  # the namespace must exist before anything is created in it
                                  data={"spark-defaults.conf": defaults}, opts=scope.after(ns))
     registry = scope.cluster.registry
-    template = scope.config_map(TEMPLATE_CONFIG_MAP, NAMESPACE,
-                                {"executor.yaml": yamltext.dump(executor_template(registry, site_trust(scope)))}, ns)
-    maven = [packages_config_map(scope, NAMESPACE, ns)] if packages.resolves_from_site(registry) else []
-    maven += [trust_config_map(scope, NAMESPACE, ns)] if site_trust(scope).needed else []
+    template = k8s.core.v1.ConfigMap(
+        f"{prefix}-executor", metadata={"name": TEMPLATE_CONFIG_MAP, "namespace": name},
+        data={"executor.yaml": yamltext.dump(executor_template(registry, site_trust(scope)))},
+        # the namespace must exist before anything is created in it
+        opts=scope.after(ns),
+    )
+    maven = [packages_config_map(scope, name, ns)] if packages.resolves_from_site(registry) else []
+    maven += [trust_config_map(scope, name, ns)] if site_trust(scope).needed else []
     volumes, _ = _scratch()
     k8s.apps.v1.Deployment(
-        f"{scope.prefix}-{NAME}",
-        metadata={"name": NAME, "namespace": NAMESPACE, "labels": labels, "annotations": checkov_skips(*WORKLOAD_SKIPS, "CKV_K8S_38")},
+        prefix,
+        metadata={"name": NAME, "namespace": name, "labels": labels, "annotations": checkov_skips(*WORKLOAD_SKIPS, "CKV_K8S_38")},
         spec={
             # One driver: a session lives in it, so a second replica would split sessions across servers.
             "replicas": 1,
@@ -272,7 +304,7 @@ def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi
                     # The driver starts and deletes its executors through the API server.
                     "automountServiceAccountToken": True,
                     "securityContext": restricted_pod_security_context(runAsUser=SPARK_USER, fsGroup=SPARK_USER),
-                    "containers": [server_container(spark.connect_max_executors, registry, site_trust(scope))],
+                    "containers": [server_container(spark.connect_max_executors, name, registry, site_trust(scope))],
                     "volumes": [*volumes, {"name": "conf", "configMap": {"name": defaults_config_map}},
                                 {"name": "templates", "configMap": {"name": TEMPLATE_CONFIG_MAP}}, *packages.volumes(registry),
                                 *jvm_trust.volumes(site_trust(scope))],
@@ -280,28 +312,28 @@ def deploy(scope: EngineScope, spark: Any, ns: pulumi.Resource, operator: pulumi
                 },
             },
         },
-        # It runs as `access`'s account with its rights, mounts `conf`, `template` (and `spark-maven`) and reads the engine's
+        # It runs as `access`'s account with its rights, mounts `conf`, `template` (and `spark-maven`) and reads the team's
         # keys (`grants`) when it starts.
         # YuniKorn schedules its pods and places them in their queue.
-        # The operator's chart makes the ServiceAccount `spark` here (`spark-connect` is one of its job namespaces), which
-        # the executors run as: neither the template nor `server_conf` names one, so Spark falls back to the driver's
-        # account of spark-defaults (`spark.kubernetes.authenticate.driver.serviceAccountName`). Without it, the API server
-        # refuses the executor pods of the first session.
+        # The operator's chart makes the ServiceAccount `spark` here (each team's Connect namespace is one of its job
+        # namespaces), which the executors run as: neither the template nor `server_conf` names one, so Spark falls back
+        # to the driver's account of spark-defaults (`spark.kubernetes.authenticate.driver.serviceAccountName`). Without
+        # it, the API server refuses the executor pods of the first session.
         opts=scope.after(operator, scheduler, access, conf, template, *grants, *maven),
     )
     k8s.core.v1.Service(
-        f"{scope.prefix}-{NAME}-service",
-        metadata={"name": NAME, "namespace": NAMESPACE, "labels": labels},
+        f"{prefix}-service",
+        metadata={"name": NAME, "namespace": name, "labels": labels},
         spec={"type": "ClusterIP", "selector": labels, "ports": [{"name": "grpc", "port": PORT, "targetPort": "connect", "appProtocol": "grpc"}]},
         # the namespace must exist before anything is created in it
         opts=scope.after(ns),
     )
     k8s.apiextensions.CustomResource(
-        f"{scope.prefix}-{NAME}-ingress",
+        f"{prefix}-ingress",
         api_version=versions.CILIUM_API,
         kind="CiliumNetworkPolicy",
-        metadata={"name": NAME, "namespace": NAMESPACE},
-        spec=ingress_deny_policy(),
+        metadata={"name": NAME, "namespace": name},
+        spec=ingress_deny_policy(team),
         # the namespace, and Cilium's release, which registers the CiliumNetworkPolicy CRD
         opts=scope.after(ns, *([scope.cilium] if scope.cilium else [])),
     )

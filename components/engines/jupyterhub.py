@@ -1,4 +1,4 @@
-"""JupyterHub: CPU notebooks for engineers' ad-hoc exploration (DESIGN section 1); GPU notebooks run elsewhere; heavy queries go to Spark Connect (SPARK_REMOTE is set in every server while it runs).
+"""JupyterHub: CPU notebooks for engineers' ad-hoc exploration (DESIGN section 1); GPU notebooks run elsewhere; heavy queries go to the user's team's Spark Connect (SPARK_REMOTE is set in a team member's server while it runs).
 
 One profile per configured size; sign-in through Keycloak, open to the platform's users group. JupyterHub is
 interactive: the hub, its proxy and every single-user server run in the interactive pool at its PriorityClass.
@@ -69,41 +69,61 @@ def site_ca_mount(hub: dict[str, Any]) -> None:
     hub["extraVolumeMounts"] = [*hub.get("extraVolumeMounts", []), {"name": "site-ca", "mountPath": SITE_CA_DIR, "readOnly": True}]
 
 
-def _spark_remote(compute) -> dict[str, str]:
-    """SPARK_REMOTE, which PySpark connects to by itself, while compute runs Spark Connect."""
-    return {spark_connect.REMOTE_ENV: spark_connect.URL} if compute.spark.enabled and compute.spark.connect else {}
+def _spark_connect_on(compute) -> bool:
+    """Whether each team runs a Spark Connect server its members' notebooks connect to."""
+    return bool(compute.spark.enabled and compute.spark.connect)
 
 
+TEAMS_HOOK_KEY = "fab-teams"
+"""The hub's extraConfig entry holding `teams_hook`."""
 RAY_TOKEN_MOUNT = "/etc/ray"
 """Where a server finds the Ray tokens of its user's teams: `/etc/ray/<team>/<RAY_TOKEN_KEY>` (auth_token)."""
 
-_RAY_TOKENS_HOOK = """
+_TEAMS_HOOK = """
 import json
-from kubernetes_asyncio.client.models import V1SecretVolumeSource, V1Volume, V1VolumeMount
+from kubernetes_asyncio.client.models import V1EnvVar, V1SecretVolumeSource, V1Volume, V1VolumeMount
 
-_RAY_TOKENS = json.loads(%r)
+_TEAMS = json.loads(%r)
 
 
-def _mount_ray_tokens(spawner, pod):
-    # A server holds the Ray token of each team its user is a member of (Keycloak group), and no other.
+def _team_servers(spawner, pod):
+    # A server is marked a member of each team its user is in (Keycloak groups, kept by the authenticator's
+    # manage_groups), and of no other: the mark is what the team's Spark Connect server and Ray heads admit. It holds
+    # the Ray token of those teams only, and SPARK_REMOTE names the Spark Connect server of the first of them.
     groups = {group.name for group in spawner.user.groups}
     container = pod.spec.containers[0]
-    for group, (team, secret) in sorted(_RAY_TOKENS.items()):
-        if group in groups:
+    mine = [team for group, team in sorted(_TEAMS.items()) if group in groups]
+    for team in mine:
+        pod.metadata.labels = {**(pod.metadata.labels or {}), team["label"]: %r}
+        if team["ray_token"]:
+            secret = team["ray_token"]
             pod.spec.volumes = [*(pod.spec.volumes or []), V1Volume(name=secret, secret=V1SecretVolumeSource(secret_name=secret, default_mode=0o440))]
             container.volume_mounts = [*(container.volume_mounts or []),
-                                       V1VolumeMount(name=secret, mount_path=%r + "/" + team, read_only=True)]
+                                       V1VolumeMount(name=secret, mount_path=%r + "/" + team["team"], read_only=True)]
+    remotes = [team["spark_remote"] for team in mine if team["spark_remote"]]
+    if remotes:
+        container.env = [*(container.env or []), V1EnvVar(name=%r, value=remotes[0])]
     return pod
 
 
-c.KubeSpawner.modify_pod_hook = _mount_ray_tokens
+c.KubeSpawner.modify_pod_hook = _team_servers
 """
 
 
-def ray_tokens_hook(teams: list[str]) -> str:
-    """The hub's extra config that mounts a team's Ray token Secret into the servers of the team's members only."""
-    tokens = {names.TEAM_GROUP(team): [team, names.RAY_TOKEN_SECRET(team)] for team in sorted(teams)}
-    return _RAY_TOKENS_HOOK % (json.dumps(tokens, sort_keys=True), RAY_TOKEN_MOUNT)
+def teams_hook(teams: list[str], ray: bool, connect: bool) -> str:
+    """The hub's extra config that marks a server as its user's teams' (`fab.internal/member-of-<team>`, from the user's
+    Keycloak groups `team-<team>`), mounts those teams' Ray tokens while Ray is on, and with `connect` sets SPARK_REMOTE
+    to the first of their Spark Connect servers (engines/_spark_connect.py)."""
+    entries = {
+        names.TEAM_GROUP(team): {
+            "team": team,
+            "label": names.team_member_label(team),
+            "ray_token": names.RAY_TOKEN_SECRET(team) if ray else None,
+            "spark_remote": spark_connect.url(team) if connect else None,
+        }
+        for team in sorted(teams)
+    }
+    return _TEAMS_HOOK % (json.dumps(entries, sort_keys=True), names.TEAM_MEMBER, RAY_TOKEN_MOUNT, spark_connect.REMOTE_ENV)
 
 
 def _deploy(scope: EngineScope) -> None:
@@ -139,19 +159,22 @@ def _deploy(scope: EngineScope) -> None:
         "singleuser": {
             "profileList": _profiles(ENGINE.config(scope.compute)),
             "networkPolicy": {"egressAllowRules": {"privateIPs": True}},
-            # No SPARK_CONF_DIR: notebooks reach the catalog through Spark Connect (SPARK_REMOTE), whose server reads the
-            # catalog settings and holds Spark's credentials; a server's own Spark has neither (no Polaris principal here).
-            **({"extraEnv": _spark_remote(scope.compute)} if _spark_remote(scope.compute) else {}),
+            # No SPARK_CONF_DIR: notebooks reach the catalog through their team's Spark Connect (SPARK_REMOTE, set by the
+            # teams hook), whose server reads the catalog settings and holds the team's credentials; a server's own Spark
+            # has neither (no Polaris principal here).
             "nodeSelector": pool.node_selector,
             "extraTolerations": pool.tolerations,
         },
     }
     if ca.secret is not None:
         site_ca_mount(values["hub"])
+    # Every server is marked with its user's teams (what their Spark Connect servers and Ray heads admit), holds their Ray
+    # tokens and names their Spark Connect server.
+    values["hub"]["extraConfig"] = {TEAMS_HOOK_KEY: teams_hook(list(scope.teams), bool(scope.ray_tokens),
+                                                               _spark_connect_on(scope.compute))}
     tokens = []
     if scope.ray_tokens:
         # Each team's Ray token (components/ray.py), which the hook mounts into its members' servers.
-        values["hub"]["extraConfig"] = {"fab-ray-tokens": ray_tokens_hook(list(scope.ray_tokens))}
         tokens = [
             k8s.core.v1.Secret(
                 f"{scope.prefix}-{names.RAY_TOKEN_SECRET(team)}",

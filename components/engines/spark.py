@@ -7,8 +7,8 @@ by the operator's webhook. Not through the operator's `sparkConfigMap`: the webh
 but a Spark 3.5 driver starts with `--properties-file` only and never reads its spark-defaults.conf (Spark 4's
 `--load-spark-defaults` is behind the operator's LoadSparkDefaults gate, off; kubeflow/spark-operator#1183, #691); the
 operator's controller hands `sparkConf` to spark-submit as `--conf` (2.5.2 `sparkConfOption`), which the driver gets.
-With `compute.spark.connect`, a Spark Connect server for notebooks (engines/_spark_connect.py) runs here too, in the
-interactive pool and queue. Spark is batch: the operator's chart has no values for drivers and executors, so their
+With `compute.spark.connect`, a Spark Connect server per team for its members' notebooks (engines/_spark_connect.py)
+runs here too, in the interactive pool and queue, as the team's own principal. Spark is batch: the operator's chart has no values for drivers and executors, so their
 pool, tolerations and PriorityClass are SparkApplication fields, handed out in `spark_application_template()`
 (Airflow submits from it).
 """
@@ -181,12 +181,13 @@ def maintenance_namespace(scope: EngineScope) -> Any:
 def _deploy(scope: EngineScope) -> None:
     config = ENGINE.config(scope.compute)
     ns = scope.namespace(ENGINE)
-    # Spark Connect runs in its own, interactive namespace; the operator's chart gives it the drivers' ServiceAccount.
-    connect_ns = spark_connect.namespace(scope, config) if config.connect else None
+    # Spark Connect runs per team, each in its own interactive namespace; the operator's chart gives each the drivers'
+    # ServiceAccount.
+    connect = {team: spark_connect.namespace(scope, config, team) for team in scope.teams} if config.connect else {}
+    connect_names = [spark_connect.namespace_of(team) for team in connect]
     # So does Iceberg maintenance (its ServiceAccount and the operator's Role there name no Secrets).
     maintenance_ns = maintenance_namespace(scope)
-    spark_namespaces = [ENGINE.namespace, *([spark_connect.NAMESPACE] if connect_ns else []),
-                        *([MAINTENANCE_NAMESPACE] if maintenance_ns else [])]
+    spark_namespaces = [ENGINE.namespace, *connect_names, *([MAINTENANCE_NAMESPACE] if maintenance_ns else [])]
     yunikorn = scope.release(
         "yunikorn", versions.YUNIKORN, "yunikorn",
         {"yunikornDefaults": {
@@ -218,14 +219,14 @@ def _deploy(scope: EngineScope) -> None:
         # the drivers it launches mount `spark-maven` (`maven`).
         # Not YuniKorn: the operator only names it as its pods' scheduler (YuniKorn has no CRDs, and its admission
         # controller registers its own webhook when it runs); what runs pods in its queues waits for it.
-        [ns, *([connect_ns] if connect_ns else []), *([maintenance_ns] if maintenance_ns else []), operator_ns, *maven, *trusts],
+        [ns, *connect.values(), *([maintenance_ns] if maintenance_ns else []), operator_ns, *maven, *trusts],
     )
-    # spark-defaults.conf for the Spark Connect server alone, which reads it (SPARK_CONF_DIR, mounted): the operator's
+    # spark-defaults.conf for the Spark Connect servers alone, which read it (SPARK_CONF_DIR, mounted): the operator's
     # drivers would not (the module's docstring), so their SparkApplications carry the same settings in `sparkConf`.
     defaults = scope.storage.catalog_uri.apply(spark_defaults)
     scope.grants(ENGINE, ns)
-    if connect_ns is not None:
-        spark_connect.deploy(scope, config, connect_ns, operator, yunikorn, defaults, ENGINE.name, DEFAULTS_CONFIG_MAP)
+    for team, connect_ns in connect.items():
+        spark_connect.deploy(scope, config, team, connect_ns, operator, yunikorn, defaults, DEFAULTS_CONFIG_MAP)
 
 
 ENGINE = Engine(

@@ -150,14 +150,14 @@ def test_a_spark_config_map_without_spark_defaults_is_not_a_settings_delivery(sm
 # Configuration folder variables.
 
 def _connect_container(small) -> dict[str, Any]:
-    return _record(small, "compute-spark-connect")["inputs"]["spec"]["template"]["spec"]["containers"][0]
+    return _record(small, "compute-spark-connect-yield")["inputs"]["spec"]["template"]["spec"]["containers"][0]
 
 
 def test_fails_when_a_container_points_spark_conf_dir_at_a_folder_nothing_mounts(small):
     container = _connect_container(small)
     container["volumeMounts"] = [m for m in container["volumeMounts"] if m["mountPath"] != "/etc/spark"]
     assert small.lines("settings.read") == [
-        ("error [settings.read] site-t-compute Deployment spark-connect/spark-connect (compute-spark-connect): "
+        ("error [settings.read] site-t-compute Deployment spark-team-yield/spark-connect (compute-spark-connect-yield): "
         "spec.template.spec.containers[0] (spark-connect) sets SPARK_CONF_DIR=/etc/spark, a folder no volume of the container "
         "mounts: Spark finds no configuration there. Fix: mount Spark's configuration at /etc/spark (a ConfigMap volume), "
         "or drop SPARK_CONF_DIR")

@@ -261,11 +261,11 @@ def test_fails_when_a_spark_applications_executors_lack_the_trust_store(trusting
 
 
 def test_fails_when_the_spark_connect_server_lacks_the_trust_store(trusting):
-    server = _object(trusting, "site-t-compute", "Deployment", "spark-connect", "spark-connect")
+    server = _object(trusting, "site-t-compute", "Deployment", "spark-team-yield", "spark-connect")
     (container,) = server["spec"]["template"]["spec"]["containers"]
     container["env"] = [e for e in container["env"] if e["name"] != "JAVA_TOOL_OPTIONS"]
     assert _lines(trusting) == [
-        "error [trust.site-ca] site-t-compute Deployment spark-connect/spark-connect (compute-spark-connect): the Spark Connect "
+        "error [trust.site-ca] site-t-compute Deployment spark-team-yield/spark-connect (compute-spark-connect-yield): the Spark Connect "
         "server's S3 reads (spark.hadoop.fs.s3a.endpoint) calls https://s3.site-t.fab.internal:9000, whose certificate the "
         "site's CA (ca_bundle) issued, but does not trust that CA: its server sets no -Djavax.net.ssl.trustStore "
         "(JAVA_TOOL_OPTIONS or javaOptions). Fix: give the server and its executors' pod template "
@@ -283,7 +283,7 @@ def test_fails_when_a_spark_applications_driver_does_not_mount_the_trust_store(t
 
 
 def test_fails_when_the_spark_connect_executors_lack_the_trust_store(trusting):
-    template = _object(trusting, "site-t-compute", "ConfigMap", "spark-connect", "spark-connect-executor")
+    template = _object(trusting, "site-t-compute", "ConfigMap", "spark-team-yield", "spark-connect-executor")
     pod = yaml.safe_load(template["data"]["executor.yaml"])
     (container,) = pod["spec"]["containers"]
     container["env"] = [e for e in container["env"] if e["name"] != "JAVA_TOOL_OPTIONS"]

@@ -198,7 +198,7 @@ def test_the_operator_controller_keeps_its_tmp_volume_beside_the_settings():
 
 
 def test_the_connect_server_resolves_from_the_sites_repository():
-    conf = spark_connect.server_conf(8, REGISTRY)
+    conf = spark_connect.server_conf(8, "spark-team-yield", REGISTRY)
     assert (conf["spark.jars.ivySettings"], conf["spark.kubernetes.container.image"]) == (
         "/etc/spark-maven/ivysettings.xml", f"{IMAGES}/docker.io/{versions.SPARK_IMAGE}")
 
@@ -264,7 +264,7 @@ def test_without_a_registry_the_templates_have_no_registry_fields():
 
 
 def test_without_a_registry_the_connect_server_is_unchanged():
-    conf = spark_connect.server_conf(8)
+    conf = spark_connect.server_conf(8, "spark-team-yield")
     spec = spark_connect.executor_template()["spec"]
     assert ("spark.jars.ivySettings" in conf, conf["spark.kubernetes.container.image"], "imagePullSecrets" in spec) == (
         False, versions.SPARK_IMAGE, False)
@@ -288,7 +288,7 @@ def _config_maps(plan, name: str) -> dict[str, dict[str, Any]]:
 
 def test_the_ivy_settings_are_wherever_spark_resolves_packages(airgapped_plan):
     assert set(_config_maps(airgapped_plan, packages.CONFIG_MAP)) == {
-        "site-t-compute/spark-operator", "site-t-compute/spark", "site-t-compute/spark-connect"}
+        "site-t-compute/spark-operator", "site-t-compute/spark", "site-t-compute/spark-team-yield"}
 
 
 def test_the_settings_config_map_holds_the_registry_ca_trust_store(airgapped_plan):

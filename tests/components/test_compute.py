@@ -24,7 +24,7 @@ def releases(plan, cluster: str) -> dict[str, dict]:
 
 def test_every_compute_namespace_allows_zero_gpus(small_plan):
     quotas = small_plan.objects("ResourceQuota", "site-t-compute")
-    assert {q["metadata"]["namespace"] for q in quotas} == {"spark", "spark-connect", "airflow", "trino", "starrocks", "superset", "jupyterhub"}
+    assert {q["metadata"]["namespace"] for q in quotas} == {"spark", "spark-team-yield", "airflow", "trino", "starrocks", "superset", "jupyterhub"}
     assert all(q["spec"]["hard"]["requests.nvidia.com/gpu"] == "0" for q in quotas)
 
 

@@ -110,12 +110,12 @@ def test_the_spark_operator_does_not_wait_for_yunikorn(small_plan):
 
 
 def test_the_spark_connect_server_waits_for_yunikorn_which_schedules_it(small_plan):
-    server = by_name(small_plan, "compute-spark-connect")
+    server = by_name(small_plan, "compute-spark-connect-yield")
     assert by_name(small_plan, "compute-yunikorn")["urn"] in server["dependencies"]
 
 
 def test_the_spark_connect_server_waits_for_the_operator_chart_which_makes_its_executors_account(small_plan):
-    server = by_name(small_plan, "compute-spark-connect")
+    server = by_name(small_plan, "compute-spark-connect-yield")
     assert by_name(small_plan, "compute-spark-operator")["urn"] in server["dependencies"]
 
 

@@ -13,7 +13,8 @@ def test_every_namespace_that_receives_credentials_names_the_engine_running_ther
                  if ENGINE in (r["inputs"]["metadata"].get("labels") or {})}
     assert len(receiving) > 5
     assert {f"{c}/{ns}": namespaces[c, ns].get(ENGINE) for c, ns in sorted(receiving)} == {
-        "site-t-compute/spark": "spark", "site-t-compute/spark-connect": "spark", "site-t-compute/starrocks": "starrocks", "site-t-compute/trino": "trino",
+        "site-t-compute/spark": "spark", "site-t-compute/spark-team-fdc": "training", "site-t-compute/spark-team-yield": "training",
+        "site-t-compute/starrocks": "starrocks", "site-t-compute/trino": "trino",
         "site-t-gpu/inference": "inference", "site-t-gpu/team-fdc": "training", "site-t-gpu/team-yield": "training",
         "site-t-gpu-train/team-fdc": "training", "site-t-gpu-train/team-yield": "training", "site-t-storage/polaris": "polaris",
     }

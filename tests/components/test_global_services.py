@@ -199,5 +199,5 @@ def test_what_calls_polaris_by_its_cluster_local_name_waits_for_that_name(small_
     callers = [r for r in small_plan.resources if "polaris-rest.polaris.svc" in json.dumps(r["inputs"])
                and r["name"].startswith("compute-")]
     assert sorted(r["name"] for r in callers if repeated <= small_plan.waits_for(r)) == sorted(r["name"] for r in callers) == [
-        "compute-spark-application", "compute-spark-connect-defaults", "compute-starrocks-setup", "compute-trino",
+        "compute-spark-application", "compute-spark-connect-yield-defaults", "compute-starrocks-setup", "compute-trino",
     ]

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import sys
 import types
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
+from admission import Decision, Request, admit
 from helpers import config_errors, render_small
 from schemas import CrdSchemas, schema_errors
 from small_site import small_site
@@ -17,10 +19,26 @@ from components import versions
 from components.config import parse_site
 from components.config.views import JUPYTER_NAMESPACE, RAY_CLIENT_PORT, RAY_HEAD_LABELS
 from components.engines.jupyterhub import ENGINE as JUPYTERHUB
-from components.engines.jupyterhub import ray_tokens_hook
-from components.ray import TEMPLATE_CONFIG_MAP, TOKEN_SECRET, example_ray_job, ray_cluster_template
+from components.engines.jupyterhub import TEAMS_HOOK_KEY, teams_hook
+from components.ray import TEMPLATE_CONFIG_MAP, TOKEN_AUTH_POLICY, TOKEN_SECRET, example_ray_job, ray_cluster_template
 from components.training import LOCAL_QUEUE, QUEUE_LABEL
 from fabctl.render import HELM_RELEASE_TYPE
+
+
+def run_teams_hook(monkeypatch, hook: str, groups: list[str]) -> types.SimpleNamespace:
+    """The pod a server of a user in `groups` gets from the hub's `hook`. The hook runs in the hub with KubeSpawner's
+    kubernetes_asyncio models; plain records stand in for them here."""
+    models = types.ModuleType("kubernetes_asyncio.client.models")
+    for name in ("V1EnvVar", "V1SecretVolumeSource", "V1Volume", "V1VolumeMount"):
+        setattr(models, name, lambda **fields: fields)
+    monkeypatch.setitem(sys.modules, "kubernetes_asyncio.client.models", models)
+    config = types.SimpleNamespace(KubeSpawner=types.SimpleNamespace())
+    exec(hook, {"c": config})  # noqa: S102 - the hub runs this very text as its config
+    container = types.SimpleNamespace(volume_mounts=None, env=None)
+    pod = types.SimpleNamespace(metadata=types.SimpleNamespace(labels={"component": "singleuser-server"}),
+                                spec=types.SimpleNamespace(volumes=None, containers=[container]))
+    user = types.SimpleNamespace(groups=[types.SimpleNamespace(name=group) for group in groups])
+    return config.KubeSpawner.modify_pod_hook(types.SimpleNamespace(user=user), pod)
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +161,8 @@ def test_one_flow_per_team_admits_jupyter_servers_to_that_team_s_ray_heads_on_th
     assert sorted(ray) == ["ray-fdc", "ray-yield"]
     flow = ray["ray-yield"]
     assert (flow.sources, flow.to, flow.port, flow.target) == (["compute"], ["gpu", "gpu-train"], RAY_CLIENT_PORT, "pods")
-    assert (flow.from_namespace, flow.from_labels) == (JUPYTER_NAMESPACE, {"component": "singleuser-server"})
+    assert (flow.from_namespace, flow.from_labels) == (
+        JUPYTER_NAMESPACE, {"component": "singleuser-server", "fab.internal/member-of-yield": "member"})
     assert (flow.to_namespace, flow.to_labels) == ("team-yield", RAY_HEAD_LABELS)
 
 
@@ -154,7 +173,8 @@ def test_the_ray_flow_policy_admits_nothing_but_jupyter_servers_on_the_client_po
     assert policy["spec"]["endpointSelector"] == {"matchLabels": {"ray.io/node-type": "head", "k8s:io.kubernetes.pod.namespace": "team-yield"}}
     assert policy["spec"]["ingress"] == [{
         "fromEndpoints": [{"matchLabels": {"io.cilium.k8s.policy.cluster": "site-t-compute",
-                                           "k8s:io.kubernetes.pod.namespace": "jupyterhub", "component": "singleuser-server"}}],
+                                           "k8s:io.kubernetes.pod.namespace": "jupyterhub", "component": "singleuser-server",
+                                           "fab.internal/member-of-yield": "member"}}],
         "toPorts": [{"ports": [{"port": "10001", "protocol": "TCP"}]}],
     }]
 
@@ -178,27 +198,52 @@ def test_each_team_s_token_is_a_secret_in_jupyterhub_s_namespace():
 
 
 def test_a_server_mounts_the_tokens_of_its_user_s_teams_only(monkeypatch):
-    # The hook runs in the hub with KubeSpawner's kubernetes_asyncio models; plain records stand in for them here.
-    models = types.ModuleType("kubernetes_asyncio.client.models")
-    for name in ("V1SecretVolumeSource", "V1Volume", "V1VolumeMount"):
-        setattr(models, name, lambda **fields: fields)
-    monkeypatch.setitem(sys.modules, "kubernetes_asyncio.client.models", models)
-    config = types.SimpleNamespace(KubeSpawner=types.SimpleNamespace())
-    exec(ray_tokens_hook(["fdc", "yield"]), {"c": config})  # noqa: S102 - the hub runs this very text as its config
-    container = types.SimpleNamespace(volume_mounts=None)
-    pod = types.SimpleNamespace(spec=types.SimpleNamespace(volumes=None, containers=[container]))
-    user = types.SimpleNamespace(groups=[types.SimpleNamespace(name="team-yield"), types.SimpleNamespace(name="platform-users")])
-    config.KubeSpawner.modify_pod_hook(types.SimpleNamespace(user=user), pod)
+    pod = run_teams_hook(monkeypatch, teams_hook(["fdc", "yield"], ray=True, connect=False), ["team-yield", "platform-users"])
     assert pod.spec.volumes == [{"name": "ray-token-yield", "secret": {"secret_name": "ray-token-yield", "default_mode": 0o440}}]
-    assert container.volume_mounts == [{"name": "ray-token-yield", "mount_path": "/etc/ray/yield", "read_only": True}]
+    assert pod.spec.containers[0].volume_mounts == [{"name": "ray-token-yield", "mount_path": "/etc/ray/yield", "read_only": True}]
 
 
-def test_the_token_hook_is_given_to_jupyterhub():
+def test_a_server_of_no_team_mounts_no_token(monkeypatch):
+    pod = run_teams_hook(monkeypatch, teams_hook(["fdc", "yield"], ray=True, connect=False), ["platform-users"])
+    assert (pod.spec.volumes, pod.spec.containers[0].volume_mounts) == (None, None)
+
+
+def test_without_ray_a_server_mounts_no_token(monkeypatch):
+    pod = run_teams_hook(monkeypatch, teams_hook(["yield"], ray=False, connect=False), ["team-yield"])
+    assert pod.spec.volumes is None
+
+
+def test_the_teams_hook_is_given_to_jupyterhub():
     plan = render_small(small_site())
     (release,) = [r for r in plan.of_type(HELM_RELEASE_TYPE) if r["inputs"]["chart"] == "jupyterhub"]
-    assert release["inputs"]["values"]["hub"]["extraConfig"] == {"fab-ray-tokens": ray_tokens_hook(["yield"])}
+    assert release["inputs"]["values"]["hub"]["extraConfig"] == {TEAMS_HOOK_KEY: teams_hook(["yield"], ray=True, connect=True)}
 
 
 def test_the_readme_shows_the_ray_job_a_team_submits():
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     assert yaml.safe_dump(example_ray_job(), sort_keys=False).rstrip("\n") in readme
+
+
+def test_every_cluster_kuberay_runs_on_makes_token_auth_mandatory_before_the_operator():
+    plan = render_small(small_site(multikueue=True))
+    bindings = {plan.cluster(r): r for r in plan.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")
+                if r["inputs"]["metadata"]["name"] == TOKEN_AUTH_POLICY}
+    assert sorted(bindings) == sorted(kuberay_values(plan)) == ["site-t-compute", "site-t-gpu"]
+    assert all(b["inputs"]["spec"] == {"policyName": TOKEN_AUTH_POLICY, "validationActions": ["Deny"]} for b in bindings.values())
+    releases = [r for r in plan.of_type(HELM_RELEASE_TYPE) if r["inputs"]["chart"] == versions.KUBERAY.chart]
+    assert all(bindings[plan.cluster(r)]["urn"] in plan.waits_for(r) for r in releases)
+
+
+def test_fails_when_a_team_s_ray_cluster_leaves_out_token_auth():
+    (policy,) = [o for c, o, _ in render_small(small_site()).manifests()
+                 if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"] == TOKEN_AUTH_POLICY]
+    (binding,) = [o for c, o, _ in render_small(small_site()).manifests()
+                  if o["kind"] == "ValidatingAdmissionPolicyBinding" and o["metadata"]["name"] == TOKEN_AUTH_POLICY]
+    template = ray_cluster_template("pool")
+    template["spec"].pop("authOptions")
+    request = Request(operation="CREATE", group="ray.io", version="v1", resource="rayclusters", kind="RayCluster",
+                      name="interactive", namespace="team-yield", username="oidc:alice", object=template)
+    assert admit(policy, binding, request) == Decision(allowed=False, message=(
+        "Ray clusters run with token authentication: set authOptions.mode: token with secretName: ray-token (the team's token; "
+        "README, Ray) in spec"))
+    assert admit(policy, binding, replace(request, object=ray_cluster_template("pool"))).allowed

@@ -1,9 +1,11 @@
-"""Spark Connect on compute (components/engines/_spark_connect.py): the server for notebooks, its pool and queue, its
-credentials, who reaches it, and the URL notebooks get."""
+"""Spark Connect on compute (components/engines/_spark_connect.py): one server per team for its members' notebooks, its
+pool and queue, the team's own credentials, who reaches it, and the URL a member's notebook gets."""
 
 from __future__ import annotations
 
 import re
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +15,15 @@ from small_site import small_site
 
 from components.engines import ENGINES
 from components.engines import _spark_connect as spark_connect
+from components.engines.jupyterhub import TEAMS_HOOK_KEY, teams_hook
 
 README = Path(__file__).parents[2] / "README.md"
 COMPUTE = "site-t-compute"
+TEAMS = ("fdc", "yield")
+
+
+def two_teams():
+    return render_small(small_site(teams=TEAMS))
 
 
 def without_connect() -> dict[str, Any]:
@@ -24,14 +32,36 @@ def without_connect() -> dict[str, Any]:
     return site
 
 
-def server(plan) -> dict[str, Any]:
-    (deployment,) = [d for d in plan.objects("Deployment", COMPUTE) if d["metadata"]["name"] == "spark-connect"]
-    return deployment
+def servers(plan) -> dict[str, dict[str, Any]]:
+    """Namespace -> the Spark Connect Deployment there."""
+    return {d["metadata"]["namespace"]: d for d in plan.objects("Deployment", COMPUTE) if d["metadata"]["name"] == "spark-connect"}
 
 
-def notebook_env(plan) -> dict[str, Any]:
+def server(plan, team: str = "yield") -> dict[str, Any]:
+    return servers(plan)[f"spark-team-{team}"]
+
+
+def hub_values(plan) -> dict[str, Any]:
     (hub,) = [r["inputs"] for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "jupyterhub"]
-    return hub["values"]["singleuser"].get("extraEnv", {})
+    return hub["values"]
+
+
+def notebook_pod(monkeypatch, hook: str, groups: list[str]) -> types.SimpleNamespace:
+    """The pod a server of a user in `groups` gets from the hub's teams hook (plain records for KubeSpawner's models)."""
+    models = types.ModuleType("kubernetes_asyncio.client.models")
+    for name in ("V1EnvVar", "V1SecretVolumeSource", "V1Volume", "V1VolumeMount"):
+        setattr(models, name, lambda **fields: fields)
+    monkeypatch.setitem(sys.modules, "kubernetes_asyncio.client.models", models)
+    config = types.SimpleNamespace(KubeSpawner=types.SimpleNamespace())
+    exec(hook, {"c": config})  # noqa: S102 - the hub runs this very text as its config
+    pod = types.SimpleNamespace(metadata=types.SimpleNamespace(labels={"component": "singleuser-server"}),
+                                spec=types.SimpleNamespace(volumes=None, containers=[types.SimpleNamespace(volume_mounts=None, env=None)]))
+    user = types.SimpleNamespace(groups=[types.SimpleNamespace(name=group) for group in groups])
+    return config.KubeSpawner.modify_pod_hook(types.SimpleNamespace(user=user), pod)
+
+
+def test_each_team_has_its_own_server():
+    assert sorted(servers(two_teams())) == ["spark-team-fdc", "spark-team-yield"]
 
 
 def test_the_server_runs_in_the_interactive_pool_and_queue(small_plan):
@@ -41,26 +71,40 @@ def test_the_server_runs_in_the_interactive_pool_and_queue(small_plan):
     assert pod["metadata"]["annotations"] == {"yunikorn.apache.org/queue": "root.interactive"}
 
 
-def test_its_namespace_is_interactive_and_labelled_as_the_spark_engines(small_plan):
-    (ns,) = [n for n in small_plan.objects("Namespace", COMPUTE) if n["metadata"]["name"] == "spark-connect"]
+def test_its_namespace_is_interactive_and_labelled_as_the_teams(small_plan):
+    (ns,) = [n for n in small_plan.objects("Namespace", COMPUTE) if n["metadata"]["name"] == "spark-team-yield"]
     labels = ns["metadata"]["labels"]
-    assert (labels["fab.internal/engine"], labels["fab.internal/compute-pool"]) == ("spark", "interactive")
+    assert (labels["fab.internal/engine"], labels["fab.internal/team"], labels["fab.internal/compute-pool"]) == (
+        "training", "yield", "interactive")
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
-def test_yunikorn_and_the_operator_take_its_namespace_beside_sparks(small_plan):
-    values = {r["inputs"]["name"]: r["inputs"]["values"] for r in small_plan.of_type("kubernetes:helm.sh/v3:Release")
-              if small_plan.cluster(r) == COMPUTE}
-    assert values["yunikorn"]["yunikornDefaults"]["admissionController.filtering.processNamespaces"] == "^(spark|spark-connect)$"
-    assert values["spark-operator"]["spark"]["jobNamespaces"] == ["spark", "spark-connect"]
+def test_yunikorn_and_the_operator_take_each_teams_namespace_beside_sparks():
+    plan = two_teams()
+    values = {r["inputs"]["name"]: r["inputs"]["values"] for r in plan.of_type("kubernetes:helm.sh/v3:Release")
+              if plan.cluster(r) == COMPUTE}
+    assert values["yunikorn"]["yunikornDefaults"]["admissionController.filtering.processNamespaces"] == (
+        "^(spark|spark-team-fdc|spark-team-yield)$")
+    assert values["spark-operator"]["spark"]["jobNamespaces"] == ["spark", "spark-team-fdc", "spark-team-yield"]
 
 
-def test_the_server_and_its_executors_read_the_spark_engines_credentials(small_plan):
-    secrets = {(s["metadata"]["namespace"], s["metadata"]["name"]) for s in small_plan.objects("Secret", COMPUTE)}
-    assert {("spark-connect", "s3-spark"), ("spark-connect", "polaris-spark")} <= secrets
-    expected = [{"secretRef": {"name": "s3-spark"}}, {"secretRef": {"name": "polaris-spark"}}]
-    assert server(small_plan)["spec"]["template"]["spec"]["containers"][0]["envFrom"] == expected
+def test_the_server_and_its_executors_read_the_teams_own_credentials():
+    plan = two_teams()
+    secrets = {(s["metadata"]["namespace"], s["metadata"]["name"]): s["metadata"]["labels"] for s in plan.objects("Secret", COMPUTE)
+               if s["metadata"]["namespace"].startswith("spark-team-")}
+    assert secrets == {(f"spark-team-{team}", name): {"fab.internal/engine": "training", "fab.internal/team": team}
+                       for team in TEAMS for name in ("s3-training", "polaris-training")}
+    expected = [{"secretRef": {"name": "s3-training"}}, {"secretRef": {"name": "polaris-training"}}]
+    assert server(plan)["spec"]["template"]["spec"]["containers"][0]["envFrom"] == expected
     assert spark_connect.executor_template()["spec"]["containers"][0]["envFrom"] == expected
+
+
+def test_the_server_holds_no_engine_credentials(small_plan):
+    """The old server read the Spark engine's keys (write on raw and warehouse, catalog writer): a UDF handed them to any
+    notebook user."""
+    held = {s["metadata"]["name"] for s in small_plan.objects("Secret", COMPUTE) if s["metadata"]["namespace"] == "spark-team-yield"}
+    assert held
+    assert not held & {"s3-spark", "polaris-spark"}
 
 
 def test_executors_run_in_the_interactive_pool_and_queue_marked_as_the_servers():
@@ -72,6 +116,11 @@ def test_executors_run_in_the_interactive_pool_and_queue_marked_as_the_servers()
         {"key": "fab.internal/compute-pool", "operator": "Equal", "value": "interactive", "effect": "NoSchedule"}]
 
 
+def test_executors_start_in_the_teams_namespace(small_plan):
+    args = server(small_plan)["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "spark.kubernetes.namespace=spark-team-yield" in args
+
+
 def test_executors_scale_from_none_to_the_configured_most():
     site = small_site()
     site["compute"]["spark"]["connect_max_executors"] = 3
@@ -79,40 +128,64 @@ def test_executors_scale_from_none_to_the_configured_most():
     assert {"spark.dynamicAllocation.minExecutors=0", "spark.dynamicAllocation.maxExecutors=3"} <= set(args)
 
 
-def test_every_other_pod_of_the_cluster_is_denied(small_plan):
-    (policy,) = [p for p in small_plan.objects("CiliumNetworkPolicy", COMPUTE) if p["metadata"]["name"] == "spark-connect"]
+def test_every_pod_but_the_teams_notebook_servers_and_its_executors_is_denied(small_plan):
+    (policy,) = [p for p in small_plan.objects("CiliumNetworkPolicy", COMPUTE)
+                 if (p["metadata"]["namespace"], p["metadata"]["name"]) == ("spark-team-yield", "spark-connect")]
     ns = "k8s:io.kubernetes.pod.namespace"
     assert policy["spec"]["ingressDeny"] == [
         {"fromEndpoints": [{"matchExpressions": [{"key": ns, "operator": "Exists"},
-                                                 {"key": ns, "operator": "NotIn", "values": ["jupyterhub", "spark-connect"]}]}]},
+                                                 {"key": ns, "operator": "NotIn", "values": ["jupyterhub", "spark-team-yield"]}]}]},
         {"fromEndpoints": [{"matchLabels": {ns: "jupyterhub"},
                             "matchExpressions": [{"key": "k8s:component", "operator": "NotIn", "values": ["singleuser-server"]}]}]},
-        {"fromEndpoints": [{"matchLabels": {ns: "spark-connect"},
+        {"fromEndpoints": [{"matchLabels": {ns: "jupyterhub"},
+                            "matchExpressions": [{"key": "k8s:fab.internal/member-of-yield", "operator": "NotIn", "values": ["member"]}]}]},
+        {"fromEndpoints": [{"matchLabels": {ns: "spark-team-yield"},
                             "matchExpressions": [{"key": "k8s:fab.internal/spark-connect", "operator": "NotIn", "values": ["executor"]}]}]},
     ]
     assert "ingress" not in policy["spec"]
 
 
-def test_notebooks_connect_through_spark_remote(small_plan):
-    assert notebook_env(small_plan)["SPARK_REMOTE"] == "sc://spark-connect.spark-connect.svc.cluster.local:15002"
+def test_the_hub_marks_a_server_with_its_users_teams_and_names_the_first_teams_server(monkeypatch):
+    pod = notebook_pod(monkeypatch, teams_hook(list(TEAMS), ray=False, connect=True), ["team-yield", "team-fdc", "platform-users"])
+    assert pod.metadata.labels == {"component": "singleuser-server", "fab.internal/member-of-fdc": "member",
+                                   "fab.internal/member-of-yield": "member"}
+    assert pod.spec.containers[0].env == [{"name": "SPARK_REMOTE", "value": "sc://spark-connect.spark-team-fdc.svc.cluster.local:15002"}]
 
 
-def test_notebooks_point_spark_at_no_configuration_folder(small_plan):
-    # Nothing is mounted at one (the old SPARK_CONF_DIR=/etc/spark): the catalog is reached through Spark Connect.
-    assert notebook_env(small_plan) == {"SPARK_REMOTE": "sc://spark-connect.spark-connect.svc.cluster.local:15002"}
+def test_a_server_of_no_team_is_marked_as_none_and_names_no_server(monkeypatch):
+    pod = notebook_pod(monkeypatch, teams_hook(list(TEAMS), ray=False, connect=True), ["platform-users", "yield"])
+    assert pod.metadata.labels == {"component": "singleuser-server"}
+    assert pod.spec.containers[0].env is None
 
 
-def test_the_service_serves_the_url_notebooks_get(small_plan):
+def test_without_connect_a_server_is_still_marked_but_names_no_server(monkeypatch):
+    pod = notebook_pod(monkeypatch, teams_hook(["yield"], ray=False, connect=False), ["team-yield"])
+    assert pod.metadata.labels["fab.internal/member-of-yield"] == "member"
+    assert pod.spec.containers[0].env is None
+
+
+def test_the_hub_runs_the_teams_hook(small_plan):
+    assert hub_values(small_plan)["hub"]["extraConfig"] == {TEAMS_HOOK_KEY: teams_hook(["yield"], ray=True, connect=True)}
+
+
+def test_notebooks_get_no_spark_remote_for_everyone(small_plan):
+    # Nothing is mounted at a configuration folder (the old SPARK_CONF_DIR=/etc/spark), and no server-wide SPARK_REMOTE:
+    # the hook names the user's team's server.
+    assert "extraEnv" not in hub_values(small_plan)["singleuser"]
+
+
+def test_the_service_serves_the_url_members_get(small_plan):
     (service,) = [s for s in small_plan.objects("Service", COMPUTE) if s["metadata"]["name"] == "spark-connect"]
-    assert (service["metadata"]["namespace"], service["spec"]["ports"][0]["port"]) == ("spark-connect", 15002)
-    assert spark_connect.URL == f"sc://{service['metadata']['name']}.{service['metadata']['namespace']}.svc.cluster.local:15002"
+    assert (service["metadata"]["namespace"], service["spec"]["ports"][0]["port"]) == ("spark-team-yield", 15002)
+    assert spark_connect.url("yield") == (
+        f"sc://{service['metadata']['name']}.{service['metadata']['namespace']}.svc.cluster.local:15002")
 
 
 def test_switched_off_there_is_no_server_and_no_url():
     plan = render_small(without_connect())
-    assert not [d for d in plan.objects("Deployment", COMPUTE) if d["metadata"]["name"] == "spark-connect"]
-    assert not [n for n in plan.objects("Namespace", COMPUTE) if n["metadata"]["name"] == "spark-connect"]
-    assert "SPARK_REMOTE" not in notebook_env(plan)
+    assert servers(plan) == {}
+    assert not [n for n in plan.objects("Namespace", COMPUTE) if n["metadata"]["name"].startswith("spark-team-")]
+    assert hub_values(plan)["hub"]["extraConfig"] == {TEAMS_HOOK_KEY: teams_hook(["yield"], ray=True, connect=False)}
 
 
 def test_the_namespaces_it_names_are_the_engines():
@@ -123,7 +196,7 @@ def test_the_namespaces_it_names_are_the_engines():
 def test_the_readme_connects_to_the_programs_url():
     section = README.read_text().split("### Spark Connect", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
-    assert spark_connect.URL in block
+    assert spark_connect.url("yield") in block
 
 
 def test_the_executor_template_is_a_valid_pod():
@@ -134,5 +207,5 @@ def test_the_server_runs_as_its_own_service_account_bound_in_its_namespace_only(
     assert server(small_plan)["spec"]["template"]["spec"]["serviceAccountName"] == "spark-connect"
     (binding,) = [b for b in small_plan.objects("RoleBinding", COMPUTE) if b["metadata"]["name"] == "spark-connect"]
     assert (binding["metadata"]["namespace"], binding["roleRef"]) == (
-        "spark-connect", {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "spark-connect"})
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "spark-connect", "namespace": "spark-connect"}]
+        "spark-team-yield", {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "spark-connect"})
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "spark-connect", "namespace": "spark-team-yield"}]

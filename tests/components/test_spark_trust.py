@@ -84,7 +84,7 @@ def test_the_spark_rapids_templates_driver_and_executor_trust_the_store():
 
 
 def test_the_connect_server_and_its_executors_trust_the_store():
-    server = spark_connect.server_container(4, UPSTREAM, TRUST)
+    server = spark_connect.server_container(4, "spark-team-yield", UPSTREAM, TRUST)
     executor = spark_connect.executor_template(UPSTREAM, TRUST)["spec"]
     (container,) = executor["containers"]
     assert ([e for e in server["env"] if e["name"] == "JAVA_TOOL_OPTIONS"], MOUNT in server["volumeMounts"],
@@ -102,7 +102,7 @@ def trusting_plan() -> Any:
 
 def test_every_spark_namespace_of_the_site_holds_the_store(trusting_plan):
     found = {c["metadata"]["namespace"] for c in trusting_plan.objects("ConfigMap", COMPUTE) if c["metadata"]["name"] == "spark-trust"}
-    assert found == {"spark", "spark-connect", "iceberg-maintenance"}
+    assert found == {"spark", "spark-team-yield", "iceberg-maintenance"}
 
 
 def test_airflows_template_trusts_the_sites_ca(trusting_plan):

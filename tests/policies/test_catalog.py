@@ -388,9 +388,9 @@ def test_fails_when_a_plan_has_a_spark_hive_catalog(small_plan):
     def edit(inputs):
         inputs["data"]["spark-defaults.conf"] = inputs["data"]["spark-defaults.conf"].replace(".fab.type rest", ".fab.type hive")
 
-    assert messages(edited(small_plan, "compute-spark-connect-defaults", edit)) == [(
+    assert messages(edited(small_plan, "compute-spark-connect-yield-defaults", edit)) == [(
         "fab-single-catalog-authority",
-        ("ConfigMap spark-connect/spark-defaults (data.spark-defaults.conf) on site-t-compute sets spark.sql.catalog.fab.type=hive, which "
+        ("ConfigMap spark-team-yield/spark-defaults (data.spark-defaults.conf) on site-t-compute sets spark.sql.catalog.fab.type=hive, which "
          "is not a REST catalog; every catalog is Polaris's Iceberg REST catalog (type rest)"),
     )]
 

@@ -45,12 +45,14 @@ class SparkConfig(_Model):
     interactive: YuniKornQueue = Field(description="The interactive queue (Spark Connect, notebooks).")
     connect: Flag = Field(
         True,
-        description="Run a Spark Connect server for JupyterHub's notebooks (`sc://spark-connect.spark-connect.svc.cluster.local:15002`, its own namespace), in the "
-        "interactive pool and queue. Defaults to true.",
+        description="Run a Spark Connect server per team for its members' JupyterHub notebooks "
+        "(`sc://spark-connect.spark-team-<team>.svc.cluster.local:15002`, in the team's namespace `spark-team-<team>`), in the "
+        "interactive pool and queue, with the team's own S3 keys and Polaris principal; only the servers of the team's "
+        "members reach it (Spark Connect 3.5 has no authentication of its own). Defaults to true.",
     )
     connect_max_executors: int = Field(
         8, ge=1, le=500, strict=True,
-        description="Most executors the Spark Connect server starts (dynamic allocation, from none). Defaults to 8.",
+        description="Most executors each team's Spark Connect server starts (dynamic allocation, from none). Defaults to 8.",
     )
 
 
