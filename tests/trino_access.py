@@ -118,6 +118,21 @@ def properties(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if line.strip() and not line.startswith("#"))
 
 
+def coordinator_config(objects: list[dict[str, Any]]) -> dict[str, str]:
+    """The coordinator's config.properties from the objects Trino's release installs (helm template)."""
+    (coordinator,) = [o.get("data") or {} for o in objects if o["kind"] == "ConfigMap"
+                      and o["metadata"]["name"].endswith("-coordinator") and "config.properties" in (o.get("data") or {})]
+    return properties(coordinator["config.properties"])
+
+
+def plain_http_names_its_user(config: dict[str, str]) -> bool:
+    """Whether a request over plain HTTP (not forwarded as HTTPS) is let in as the user its `X-Trino-User` header names,
+    with no credential: Trino's AuthenticationFilter takes the insecure authenticator for such a request when
+    `http-server.authentication.allow-insecure-over-http` is true, SecurityConfig's default (trino-main,
+    io.trino.server.security); false refuses it with "Authentication over HTTP is not enabled"."""
+    return config.get("http-server.authentication.allow-insecure-over-http", "true").strip().lower() == "true"
+
+
 def coordinator_rules(objects: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, str], TrinoRules]:
     """From the objects Trino's release installs (helm template): the coordinator's access-control.properties and
     group-provider.properties, and the rules file access-control.properties names, read from the ConfigMap the chart

@@ -293,6 +293,9 @@ def _deploy(scope: EngineScope) -> None:
                 "http-server.authentication.oauth2.principal-field=preferred_username",
                 "web-ui.authentication.type=oauth2",
                 "http-server.process-forwarded=true",
+                # Trino's default (true) lets a plain-HTTP request name its user in `X-Trino-User` with no credential:
+                # any pod reaching port 8080 would be whoever it names. Only the gateway's forwarded HTTPS signs in.
+                "http-server.authentication.allow-insecure-over-http=false",
             )),
         },
         "coordinator": ENGINE.pool.placement(),

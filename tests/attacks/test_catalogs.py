@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from trino_access import Identity, TrinoRules, coordinator_rules
+from trino_access import Identity, TrinoRules, coordinator_config, coordinator_rules, plain_http_names_its_user
 
 from components.config import names
 from fabctl.helm import ChartPackages, ChartRef, template
@@ -17,9 +17,14 @@ from fabctl.render import PROJECT_DIR
 
 
 @pytest.fixture(scope="module")
-def trino_rules(plan, chart_dir, helm) -> TrinoRules:
+def trino_objects(plan, chart_dir, helm) -> list[dict]:
     (release,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "trino"]
-    access, _, rules = coordinator_rules(template(release, ChartPackages(chart_dir).find(ChartRef.of(release)), helm, PROJECT_DIR))
+    return template(release, ChartPackages(chart_dir).find(ChartRef.of(release)), helm, PROJECT_DIR)
+
+
+@pytest.fixture(scope="module")
+def trino_rules(trino_objects) -> TrinoRules:
+    access, _, rules = coordinator_rules(trino_objects)
     assert access["access-control.name"] == "file"
     return rules
 
@@ -50,3 +55,11 @@ def test_a_user_in_no_allowed_group_cannot_read_the_peers_gold(trino_rules, plan
 def test_a_signed_in_user_in_no_group_cannot_read_anything(trino_rules):
     nobody = Identity.of("eve")
     assert not trino_rules.can_select(nobody, names.LAKE_CATALOG, "gold", "yield_daily")
+
+
+def test_a_pod_cannot_name_its_own_trino_user_over_plain_http(trino_objects):
+    """A pod that reaches the coordinator's port directly, past the gateway, sends `X-Trino-User: <an admin>` over
+    plain HTTP: refused, so the rules above judge the signed-in user and no one else."""
+    config = coordinator_config(trino_objects)
+    assert config["http-server.authentication.type"] == "OAUTH2"
+    assert not plain_http_names_its_user(config)
