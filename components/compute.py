@@ -20,6 +20,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import AdoptConfig, ComputeConfig
+from components.config.schema.teams import Team
 from components.constants import AIRFLOW_NAMESPACE, TRAINING_POOL_TYPE
 from components.engines import ENGINES, GATEWAY, POOLS, EngineScope, Ui
 from components.federation import SiteFederation
@@ -66,6 +67,8 @@ class ComputeClusterArgs:
     """Team -> its Ray token (components/ray.py), while Ray is on: JupyterHub gives it to the team's members' servers."""
     catalog_passwords: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Trino's external catalog -> its account's password (secret config `trinoCatalogPassword-<catalog>`)."""
+    teams: Mapping[str, Team] = field(default_factory=dict)
+    """The site's teams: Airflow gives each its role, and each with a serving loop its DAG."""
 
 
 class ComputeCluster(pulumi.ComponentResource):
@@ -93,7 +96,7 @@ class ComputeCluster(pulumi.ComponentResource):
             serving=args.serving, serving_repo_token=args.serving_repo_token,
             serving_repo_write_token=args.serving_repo_write_token,
             cilium=args.network.cilium_releases.get(args.cluster.key),
-            ray_tokens=args.ray_tokens, catalog_passwords=args.catalog_passwords,
+            ray_tokens=args.ray_tokens, catalog_passwords=args.catalog_passwords, teams=args.teams,
         )
         enabled = [engine for engine in ENGINES.values() if engine.config(config).enabled]
         uis = {engine.name: engine.ui for engine in enabled if engine.ui} | {ui.host: ui for ui in args.extra_uis}
