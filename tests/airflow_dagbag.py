@@ -28,10 +28,14 @@ AIRFLOW_CHECK = textwrap.dedent('''
         """The DAG's own `plan` task on a run's parameters (the DAG's defaults, then the run's conf, as Airflow merges
         them): the plan, or the refusal."""
         merged = {**{k: v for k, v in dag.params.dump().items() if v is not None}, **params}
+        if "plan" not in dag.task_ids:
+            return {"error": "the DAG has no plan task"}
         try:
             return {"plan": dag.get_task("plan").python_callable(params=merged, run_id="manual__2026-03-01T10:00:00+00:00")}
         except ValueError as error:
             return {"refused": str(error)}
+        except Exception as error:
+            return {"error": f"{type(error).__name__}: {error}"}
 
     print(json.dumps({
         "found": [str(Path(f).relative_to(dags)) for f in found], "errors": {k: str(v) for k, v in bag.import_errors.items()},

@@ -131,7 +131,7 @@ def attack(plan, monkeypatch, tmp_path_factory) -> tuple[dict[str, Any], dict[st
 
 
 def _refusals(loaded: dict[str, Any], targets: list[str], name: str) -> dict[str, Any]:
-    return {dag_id: loaded["runs"][f"{name}@{dag_id}"].get("refused", loaded["runs"][f"{name}@{dag_id}"].get("plan"))
+    return {dag_id: loaded["runs"][f"{name}@{dag_id}"].get("refused", loaded["runs"][f"{name}@{dag_id}"])
             for dag_id in targets}
 
 
@@ -157,7 +157,8 @@ def test_a_team_member_cannot_name_another_team(plan, monkeypatch, tmp_path_fact
 def test_a_team_member_cannot_pick_its_own_training_image(plan, monkeypatch, tmp_path_factory):
     loaded, _, targets = attack(plan, monkeypatch, tmp_path_factory)
     own, _ = ATTACKER[plan.stack]
-    repositories = json.loads(_config_map(plan, "platform-dags")["platform.json"])["serving_loop"][own]["training_images"]
+    platform = json.loads(_config_map(plan, "platform-dags")["platform.json"])
+    repositories = (platform.get("serving_loop") or {}).get(own, {}).get("training_images", [])
     assert _refusals(loaded, targets, "own-training-image") == {d: (
         f"training_image 'docker.io/attacker/train:1' is not an image of team {own}'s training repositories "
         f"({', '.join(repositories)}; teams.{own}.serving_loop.training_images): name one of them with a tag or a digest")
