@@ -244,6 +244,7 @@ observability = SiteObservability(
         objects=cluster_manifests(metrics_scopes(site), site.observability),
         scrape_secrets={storage_cluster.key: storage.metrics_credentials},
         site_ca=storage.site_ca,
+        query_namespaces=(site.acceptance.namespace,),
     ),
 ) if site.observability is not None else None
 if site.profile_schedule is not None:

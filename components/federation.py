@@ -200,6 +200,10 @@ class SiteFederation(pulumi.ComponentResource):
         """The peers whose gold this site can read now: those whose stacks are linked."""
         return sorted(p for p in self._config.peers if p in self.references)
 
+    def peer_readers(self, peer: str) -> list[str]:
+        """The Keycloak groups that may read a peer's gold in Trino (`federation.peers.<peer>.trino_groups`)."""
+        return list(self._config.peers[peer].trino_groups)
+
     def peer_catalog(self, peer: str) -> dict[str, pulumi.Output[Any]]:
         """What Trino needs to read a linked peer's gold: its catalog URI and warehouse, and the principal it made for us."""
         pick = lambda *path: self._required(peer, path)

@@ -29,6 +29,7 @@ from components.kube import (
     restricted_pod_security_context,
 )
 from components.monitors import ENVOY_PROXY_POD_LABELS, OWNING_GATEWAY_LABEL, OWNING_GATEWAY_NAMESPACE_LABEL, rate_limit_near_env
+from components.network import fence_policy
 from components.registry import Registry
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
                   description: str, service_labels: dict[str, str], vip: str, listeners: list[dict[str, Any]],
                   registry: Registry, global_rate_limits: bool = False,
                   near_limit_percent: int | None = None, service: GlobalService | None = None,
-                  backends: bool = False) -> k8s.apiextensions.CustomResource:
+                  backends: bool = False, cilium: pulumi.Resource | None = None) -> k8s.apiextensions.CustomResource:
     """Envoy Gateway and one Gateway named `gateway` in envoy-gateway-system of the cluster `opts` deploy to; returns the Gateway.
 
     `global_rate_limits` runs the rate limit service with its counter store, so that the gateway's routes can
@@ -77,6 +78,8 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
     Envoy Gateway's LoadBalancer Service at `vip` is left as Envoy Gateway names it.
     `backends` lets policies name Envoy Gateway `Backend`s (`extensionApis.enableBackend`; off by default, as a Backend
     can point anywhere): the inference gateway's JWKS fetch from the site's Keycloak trusts the site CA through one.
+    `cilium` is the cluster's Cilium release (None where Cilium is installed otherwise): the store's network fence, a
+    CiliumNetworkPolicy, waits for it.
     """
     ns = namespace(f"{prefix}-ns-{GATEWAY_NAMESPACE}", GATEWAY_NAMESPACE, opts, adopt=adopt, registry=registry)
     # The namespace must exist before anything is created in it (the rate limit store's Secret, Deployment and Service).
@@ -87,7 +90,7 @@ def envoy_gateway(prefix: str, opts: pulumi.ResourceOptions, *, adopt: Adoption,
         values["config"] = {"envoyGateway": rate_limit_settings(near_limit_percent)}
         # The rate limit service Envoy Gateway starts reads the store's password from its Secret; the store itself may
         # come up later (until then the service fails open onto the local backstop).
-        before_controller.append(rate_limit_store(prefix, in_ns, registry))
+        before_controller.append(rate_limit_store(prefix, in_ns, registry, cilium))
     if backends:
         values.setdefault("config", {}).setdefault("envoyGateway", {})["extensionApis"] = {"enableBackend": True}
     controller = helm_release(
@@ -234,7 +237,21 @@ def _store_config(password: str) -> str:
     ])
 
 
-def rate_limit_store(prefix: str, opts: pulumi.ResourceOptions, registry: Registry) -> k8s.core.v1.Secret:
+RATE_LIMIT_SERVICE_LABELS = {"app.kubernetes.io/name": "envoy-ratelimit", "app.kubernetes.io/component": "ratelimit"}
+"""The pods of Envoy Gateway's rate limit service (envoyproxy/gateway v1.9.0, internal/infrastructure/kubernetes/ratelimit:
+`rateLimitLabels`, beside `app.kubernetes.io/managed-by: envoy-gateway`)."""
+RATE_LIMIT_STORE_LABELS = {"app.kubernetes.io/name": RATE_LIMIT_STORE, "app.kubernetes.io/component": "ratelimit-store"}
+
+
+def rate_limit_store_fence() -> dict[str, Any]:
+    """Only the rate limit service reaches the counter store: a pod that could fill or flush it would make the global
+    limit fail open onto the per-proxy backstop, and its password is the only other lock."""
+    return fence_policy(RATE_LIMIT_STORE, GATEWAY_NAMESPACE, "The rate limit counters: only the rate limit service reaches them.",
+                        RATE_LIMIT_STORE_LABELS, {GATEWAY_NAMESPACE: {key: [value] for key, value in RATE_LIMIT_SERVICE_LABELS.items()}})
+
+
+def rate_limit_store(prefix: str, opts: pulumi.ResourceOptions, registry: Registry,
+                     cilium: pulumi.Resource | None = None) -> k8s.core.v1.Secret:
     """Valkey (a Redis-protocol server) holding the global rate limit counters, for Envoy Gateway's rate limit service.
 
     One replica and no volume: the counters are worth one rate limit window, so losing them on a restart
@@ -242,7 +259,7 @@ def rate_limit_store(prefix: str, opts: pulumi.ResourceOptions, registry: Regist
     generated and kept in the stack's state; the server reads it from its configuration file (not its
     command line), the rate limit service from the same Secret, which is returned.
     """
-    labels = {"app.kubernetes.io/name": RATE_LIMIT_STORE, "app.kubernetes.io/component": "ratelimit-store"}
+    labels = dict(RATE_LIMIT_STORE_LABELS)
     password = random_secret(f"{prefix}-{RATE_LIMIT_STORE}-password", 40, opts)
     secret = k8s.core.v1.Secret(
         f"{prefix}-{RATE_LIMIT_STORE}-secret",
@@ -292,5 +309,12 @@ def rate_limit_store(prefix: str, opts: pulumi.ResourceOptions, registry: Regist
         spec={"type": "ClusterIP", "selector": labels,
               "ports": [{"name": "redis", "port": RATE_LIMIT_STORE_PORT, "targetPort": "redis", "protocol": "TCP"}]},
         opts=opts,
+    )
+    fence = rate_limit_store_fence()
+    k8s.apiextensions.CustomResource(
+        f"{prefix}-{RATE_LIMIT_STORE}-fence", api_version=fence["apiVersion"], kind=fence["kind"], metadata=fence["metadata"],
+        spec=fence["spec"],
+        # the namespace (`opts`), and Cilium's release, which registers the CiliumNetworkPolicy CRD
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[cilium] if cilium else [])),
     )
     return secret

@@ -31,13 +31,24 @@ import pulumi_kubernetes as k8s
 
 from components import routing, serving, versions
 from components.config import AdoptConfig, InferenceConfig, names
-from components.constants import ENGINE_LABEL, ENVOY_HTTPS_PORT_NAME, GATEWAY_NAMESPACE, HTTPS_PORT, INFERENCE_GATEWAY_SERVICE
+from components.constants import (
+    APP_LABEL,
+    ENGINE_LABEL,
+    ENVOY_HTTPS_PORT_NAME,
+    GATEWAY_NAMESPACE,
+    HTTPS_PORT,
+    INFERENCE_GATEWAY_SERVICE,
+    MONITORING_NAMESPACE,
+    PROMETHEUS_POD_LABELS,
+    VLLM_APP,
+)
 from components.gateway import ROUTES_LABEL, envoy_gateway, http_route, https_listener
 from components.gitops import ServingTarget, serving_deployer
 from components.gpu import INFERENCE_NAMESPACE, GpuCluster
 from components.identity import SiteIdentity
 from components.kube import Adoption, namespace
-from components.network import CrossClusterNetwork, GlobalService
+from components.monitors import ENVOY_PROXY_POD_LABELS, OWNING_GATEWAY_LABEL
+from components.network import CrossClusterNetwork, GlobalService, fence_policy
 from components.providers import NamespaceRef, SiteRef
 from components.serving import GATEWAY_NAME, PRINCIPAL, VLLM_PORT, route_prefix
 from components.constants import SITE_CA_SECRET
@@ -115,6 +126,7 @@ class InferencePool(pulumi.ComponentResource):
         self._models_bucket = args.storage.bucket_of("models")
 
         namespace = self._namespace_resource = self._namespace(INFERENCE_NAMESPACE)
+        self._fence(namespace, args.network.cilium_releases.get(self._cluster))
         here = NamespaceRef(args.gpu.cluster, INFERENCE_NAMESPACE, namespace)
         s3 = args.storage.grant(PRINCIPAL, here)
         ca = args.storage.site_ca(here)
@@ -214,6 +226,16 @@ class InferencePool(pulumi.ComponentResource):
         return namespace(f"{self._name}-ns-{name}", name, pulumi.ResourceOptions(parent=self),
                          labels={ROUTES_LABEL: GATEWAY_NAME, ENGINE_LABEL: PRINCIPAL}, adopt=self._adopt, registry=self._registry)
 
+    def _fence(self, namespace: k8s.core.v1.Namespace, cilium: pulumi.Resource | None) -> None:
+        """vLLM answers anyone who reaches its port, without a token or a limit: only the gateway stands for them."""
+        obj = vllm_fence(self._config.routing == "inference-extension")
+        k8s.apiextensions.CustomResource(
+            f"{self._name}-vllm-fence", api_version=obj["apiVersion"], kind=obj["kind"], metadata=obj["metadata"],
+            spec=obj["spec"],
+            # the namespace, and Cilium's release, which registers the CiliumNetworkPolicy CRD (before any model is served)
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace, *([cilium] if cilium else [])]),
+        )
+
     # ---------------------------------------------------------------------------------------------
     # Models.
 
@@ -268,6 +290,7 @@ class InferencePool(pulumi.ComponentResource):
             near_limit_percent=self._near_limit_percent,
             service=self.gateway_global_service,
             backends=backends,
+            cilium=network.cilium_releases.get(self._cluster),
         )
         # The team header is only ever set from a verified token: strip whatever the client sent. Under model-aware
         # routing, so is the picked endpoint, which only the endpoint picker sets (it overwrites it anyway).
@@ -414,6 +437,25 @@ class InferencePool(pulumi.ComponentResource):
             )
             for team in sorted(self._teams)
         }
+
+
+VLLM_FENCE = "vllm"
+
+
+def vllm_fence(endpoint_pickers: bool) -> dict[str, Any]:
+    """The CiliumNetworkPolicy that refuses every vLLM pod (stable and canary) to every pod of the cluster but the
+    gateway's proxies, which authenticate and rate-limit each request, the models' endpoint pickers, which read the pods'
+    metrics to pick one (`endpoint_pickers`, model-aware routing), and Prometheus, which scrapes them. A team's pod, a GPU
+    notebook or a Job on the GPU cluster reaches a model only through the gateway, with a token, within its limit."""
+    sources: dict[str, dict[str, list[str]]] = {
+        GATEWAY_NAMESPACE: {APP_LABEL: [ENVOY_PROXY_POD_LABELS[APP_LABEL]], OWNING_GATEWAY_LABEL: [GATEWAY_NAME]},
+        MONITORING_NAMESPACE: {APP_LABEL: [PROMETHEUS_POD_LABELS[APP_LABEL]]},
+    }
+    if endpoint_pickers:
+        sources[INFERENCE_NAMESPACE] = {"app.kubernetes.io/component": [routing.EPP_COMPONENT]}
+    return fence_policy(VLLM_FENCE, INFERENCE_NAMESPACE, "vLLM: only the gateway's proxies, the endpoint pickers and "
+                        "Prometheus reach the model servers; everyone else goes through the gateway.",
+                        {APP_LABEL: VLLM_APP}, sources)
 
 
 def _register(logical: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:

@@ -278,6 +278,7 @@ def _logical_suffix(obj: dict[str, Any]) -> str:
         "CiliumBGPPeerConfig": "bgp-peer",
         "CiliumBGPAdvertisement": "bgp-adv",
         "CiliumClusterwideNetworkPolicy": "policy",
+        "CiliumNetworkPolicy": "fence",
     }[obj["kind"]]
     return f"{short}-{obj['metadata']['name']}"
 
@@ -308,6 +309,9 @@ def cilium_values(clusters: dict[str, MeshCluster], key: str, ca_cert: pulumi.In
         "k8sServicePort": cluster.api_server_port,
         "ipam": {"mode": "cluster-pool", "operator": {"clusterPoolIPv4PodCIDRList": [str(cluster.pod_cidr)]}},
         "bgpControlPlane": {"enabled": True},
+        # WireGuard between every pair of nodes, the other clusters' included (ClusterMesh shares their CiliumNodes and so
+        # their public keys): traffic between clusters crosses the site's network encrypted.
+        "encryption": {"enabled": cluster.cilium.encryption == "wireguard", "type": "wireguard"},
         # Metrics of the agent, the operator and Hubble (components/monitors.py scrapes them; issue 19).
         "prometheus": metrics["prometheus"],
         "operator": {"replicas": cluster.cilium.operator_replicas, **metrics["operator"]},
@@ -526,6 +530,55 @@ def flow_apiserver_policy(clusters: dict[str, MeshCluster], name: str, flow: Flo
     )
 
 
+FenceSources = dict[str, dict[str, list[str]]]
+"""Who a fenced endpoint admits, by namespace: the pods of the namespace whose label `key` is one of its values, for
+every key given (an empty dict: every pod of the namespace)."""
+
+
+def fence_spec(description: str, selector: dict[str, str], sources: FenceSources) -> dict[str, Any]:
+    """The spec of a namespaced CiliumNetworkPolicy that refuses the selected pods to every pod of their cluster but
+    `sources`, on every port.
+
+    The cluster-wide default deny (`default_deny_policy`) admits every pod of a pod's own cluster, and Cilium adds allow
+    rules up: another allow could not narrow it. A deny wins over any allow, so the fence is a list of `ingressDeny`
+    selectors: every pod of another namespace (the namespace key `Exists`, so Cilium adds no namespace of its own and the
+    node, health checks and the API server, which are no pods, stay admitted), and per source namespace, every pod whose
+    label lacks the allowed values (`NotIn` also matches a pod without the label). Selectors name no cluster: under
+    `clustermesh.policyDefaultLocalCluster` they select this cluster's pods, and other clusters' reach it only by a flow.
+    """
+    others = [{"key": NAMESPACE_LABEL, "operator": "Exists"},
+              *([{"key": NAMESPACE_LABEL, "operator": "NotIn", "values": sorted(sources)}] if sources else [])]
+    deny: list[dict[str, Any]] = [{"fromEndpoints": [{"matchExpressions": others}]}]
+    for ns, labels in sorted(sources.items()):
+        for key, values in sorted(labels.items()):
+            deny.append({"fromEndpoints": [{"matchLabels": {NAMESPACE_LABEL: ns},
+                                            "matchExpressions": [{"key": f"k8s:{key}", "operator": "NotIn", "values": sorted(values)}]}]})
+    return {"description": description, "endpointSelector": {"matchLabels": dict(selector)}, "ingressDeny": deny}
+
+
+def fence_policy(name: str, namespace_: str, description: str, selector: dict[str, str], sources: FenceSources) -> dict[str, Any]:
+    """`fence_spec` as a CiliumNetworkPolicy `name` in `namespace_`, labelled `fab.internal/rule: fence`."""
+    return {"apiVersion": versions.CILIUM_API, "kind": "CiliumNetworkPolicy",
+            "metadata": {"name": name, "namespace": namespace_, "labels": {RULE_LABEL: "fence"}},
+            "spec": fence_spec(description, selector, sources)}
+
+
+HUBBLE_RELAY_FENCE = "fab-hubble-relay"
+HUBBLE_UI_FENCE = "fab-hubble-ui"
+
+
+def hubble_fences(hubble_ui: bool) -> list[dict[str, Any]]:
+    """Hubble Relay answers the flows of every pod of the cluster, and the UI shows them: Relay admits the UI's pods only
+    (the agents' Hubble servers are called by Relay, not the other way round), and the UI no pod at all (an admin reaches
+    it with `kubectl port-forward`, which enters the pod's own network namespace and no policy sees)."""
+    fences = [fence_policy(HUBBLE_RELAY_FENCE, CILIUM_NAMESPACE, "Hubble Relay: only the Hubble UI reaches it.",
+                           {"k8s-app": "hubble-relay"}, {CILIUM_NAMESPACE: {"k8s-app": ["hubble-ui"]}})]
+    if hubble_ui:
+        fences.append(fence_policy(HUBBLE_UI_FENCE, CILIUM_NAMESPACE, "Hubble UI: no pod reaches it (admins port-forward).",
+                                   {"k8s-app": "hubble-ui"}, {}))
+    return fences
+
+
 NO_DEFAULT_DENY = {"ingress": False, "egress": False}
 """A policy that only adds an allow or a deny, without turning on default-deny for the pods it selects: egress is not
 default-denied on the site's clusters, and a world flow's rules must not cut the selected pods off from anything else."""
@@ -596,7 +649,8 @@ def cluster_objects(clusters: dict[str, MeshCluster], key: str, flows: dict[str,
                     outside_calls: dict[str, OutsideCalls] | None = None) -> list[dict[str, Any]]:
     """Every Cilium object of one cluster, in a stable order."""
     cluster = clusters[key]
-    objects = [*pool_objects(cluster.config), *bgp_objects(cluster), default_deny_policy(cluster), clustermesh_policy(clusters, key)]
+    objects = [*pool_objects(cluster.config), *bgp_objects(cluster), default_deny_policy(cluster), clustermesh_policy(clusters, key),
+               *hubble_fences(cluster.config.cilium.hubble_ui)]
     egress_namespaces = set()
     for name, flow in sorted(flows.items()):
         if flow.target == "pods" and key in flow.to:

@@ -39,7 +39,7 @@ from components.gateway import ROUTES_LABEL, http_route
 from components.identity import PLATFORM_ADMINS, SiteIdentity
 from components.kube import Adoption, helm_release, namespace, random_secret
 from components.monitors import MetricsScope, scrape_targets
-from components.network import CrossClusterNetwork
+from components.network import CrossClusterNetwork, fence_policy
 from components.providers import ClusterRef, NamespaceRef, SiteRef
 from components.storage import SiteCa
 
@@ -129,6 +129,8 @@ class SiteObservabilityArgs:
     site_ca: Callable[[NamespaceRef], SiteCa] | None = None
     """Delivers the site CA's Secret to a namespace (`StorageCluster.site_ca`): Grafana's sign-in trusts it when calling
     the realm's token and userinfo endpoints. None: the system's CAs (Grafana's default)."""
+    query_namespaces: Sequence[str] = ()
+    """Namespaces on compute whose pods query its Prometheus besides Grafana: the acceptance jobs' (`fabctl verify`)."""
     scrape_secrets: Mapping[str, Sequence[pulumi.Resource]] = field(default_factory=dict)
     """Per cluster key, the Secrets its monitors present (AIStor's token and the site CA, in the object store's namespace,
     where the monitor that presents them lives): the monitors wait for them too."""
@@ -207,6 +209,16 @@ class SiteObservability(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=needs), adopt=adopt,
                 registry=cluster.registry,
             )
+            if own:
+                fence = prometheus_fence(args.query_namespaces)
+                cilium = args.network.cilium_releases.get(key)
+                k8s.apiextensions.CustomResource(
+                    f"{prefix}-prometheus-fence", api_version=fence["apiVersion"], kind=fence["kind"],
+                    metadata=fence["metadata"], spec=fence["spec"],
+                    # the namespace, and Cilium's release, which registers the CiliumNetworkPolicy CRD
+                    opts=pulumi.ResourceOptions(parent=self, provider=cluster.provider,
+                                                depends_on=[monitoring, *([cilium] if cilium else [])]),
+                )
             if own and config.metrics == "in-cluster":
                 self._receiver(prefix, key, args, opts_k, monitoring)
             if own and grafana:
@@ -281,6 +293,27 @@ class SiteObservability(pulumi.ComponentResource):
                 # Service selects Prometheus' pods by label, and Pulumi waits for its endpoints by itself.
                 depends_on=[monitoring, args.network.lb_pool(key, args.receiver_pool)])),
         )
+
+
+PROMETHEUS_FENCE = "prometheus"
+GRAFANA_POD_LABELS = {"app.kubernetes.io/name": "grafana"}
+"""Grafana's pods (the kube-prometheus-stack's grafana subchart)."""
+
+
+def prometheus_fence(query_namespaces: Sequence[str] = ()) -> dict[str, Any]:
+    """compute's Prometheus answers queries and, while the site's metrics are in-cluster, takes remote writes, both
+    without authentication, on one port: the CiliumNetworkPolicy that refuses it to every pod of compute but Prometheus
+    itself, Grafana (its queries) and the pods of `query_namespaces` (fabctl verify's). The other clusters' Prometheus
+    write to it through the flow `metrics`, which admits their Prometheus pods alone; a team's pod on compute neither
+    writes series nor reads them."""
+    app = "app.kubernetes.io/name"
+    sources: dict[str, dict[str, list[str]]] = {
+        MONITORING_NAMESPACE: {app: sorted({PROMETHEUS_POD_LABELS[app], GRAFANA_POD_LABELS[app]})},
+        **{ns: {} for ns in query_namespaces},
+    }
+    return fence_policy(PROMETHEUS_FENCE, MONITORING_NAMESPACE, "compute's Prometheus: remote writes come from the "
+                        "Prometheus of the site (flow metrics), queries from Grafana and the acceptance jobs.",
+                        dict(PROMETHEUS_POD_LABELS), sources)
 
 
 def evaluates_rules(role: str, config: ObservabilityConfig) -> bool:

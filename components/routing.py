@@ -34,6 +34,8 @@ from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_container,
 from components.registry import UPSTREAM, Registry
 from components.serving import VLLM_PORT, stable_labels
 
+EPP_COMPONENT = "endpoint-picker"
+"""`app.kubernetes.io/component` of every endpoint picker's pods: the vLLM fence admits them (components/inference.py)."""
 EPP_GRPC_PORT = 9002
 """ext_proc, which Envoy calls (the chart's `extProcPort`)."""
 EPP_HEALTH_PORT = 9003
@@ -87,7 +89,7 @@ def endpoint_picker(model: str, registry: Registry = UPSTREAM) -> list[dict[str,
     EPP's image comes from the inference cluster's `registry`, whose pull Secret its pod names where the site has one."""
     name = names.EPP(model)
     pool = names.VLLM(model)
-    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "endpoint-picker"}
+    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": EPP_COMPONENT}
     meta = {"name": name, "namespace": INFERENCE_NAMESPACE, "labels": labels}
     read = ["get", "watch", "list"]
     container = restricted_container(

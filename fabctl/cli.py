@@ -12,6 +12,9 @@
                                      what a change adds, removes, changes and replaces
     graph --stack STACK [--out FILE] the site as a Mermaid diagram (default docs/graphs/<stack>.md)
     flows --stack STACK              the cross-cluster flow matrix
+    access --stack STACK --as team:T|vendor:V|user:U[@GROUP,...]|pr-author [--format table|json]
+                                     what that seat can do, per area (RBAC with escalation paths, CI, ...), from
+                                     the offline render (docs/security.md, "Who can do what: fabctl access")
     import --stack STACK [--out FILE] the `pulumi import` file of the objects the stack adopts (config `adopt`)
     stack-name --stack STACK [--organization ORG]
                                      the stack's <organization>/fab-platform/<stack> name (CI)
@@ -65,6 +68,7 @@ from rich.tree import Tree
 
 from components.config import PROJECT, ConfigError, SiteConfig, parse_site, stack_file_schema
 from fabctl import runs
+from fabctl.access import cli as access_cli
 from fabctl.check import Report as CheckReport
 from fabctl.check import ValuesCheck, check
 from fabctl.check import prepare as prepare_check
@@ -948,6 +952,7 @@ def parser() -> argparse.ArgumentParser:
     schema.add_argument("--check", action="store_true", help="only check that the committed schema is current")
     schema.set_defaults(func=cmd_schema)
     verify_cli.add_parser(sub, PROJECT_DIR)
+    access_cli.add_parser(sub, PROJECT_DIR)
     return p
 
 

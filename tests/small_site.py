@@ -204,7 +204,8 @@ def add_external_s3(site: dict[str, Any]) -> None:
     storage["lb_pools"]["external"] = {"cidrs": ["198.51.100.0/28"], "visibility": "external"}
     site["storage"]["s3"].update({"external_pool": "external", "external_vip": S3_EXTERNAL_VIP})
     if site.get("flows") is not None:
-        site["flows"]["s3-external"] = {"from": ["world"], "to": ["storage"], "port": 9000, "to_namespace": "aistor"}
+        site["flows"]["s3-external"] = {"from": ["world"], "to": ["storage"], "port": 9000, "to_namespace": "aistor",
+                                        "world_reason": "The fab's instruments upload from addresses nobody lists."}
 
 
 def add_profile_schedule(site: dict[str, Any]) -> None:

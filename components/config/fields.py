@@ -107,10 +107,19 @@ def _unique(items: list[Any]) -> list[Any]:
     return items
 
 
+_group_name = matching(
+    re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}"),
+    "must be a Keycloak group name as its tokens carry it: letters, digits, '_', '.' and '-', starting with a letter or "
+    "digit, at most 255 characters", 255,
+)
+
+
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 DnsName = Annotated[str, AfterValidator(_dns_name)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
+GroupName = Annotated[str, AfterValidator(_group_name)]
+"""A group of the site's Keycloak realm, by name (its tokens' `groups` claim, `full_path` off)."""
 Labels = dict[LabelKey, LabelValue]
 Unique = AfterValidator(_unique)
 """A list whose items are all different: `Annotated[list[X], Unique]`."""

@@ -287,6 +287,11 @@ def peer_trino_catalog(peer: str) -> str:
     return peer.replace("-", "_")
 
 
+def team_schema(team: str) -> str:
+    """A team's own schema of the lake catalog (its Polaris namespace): the team's key as an unquoted SQL name."""
+    return team.replace("-", "_")
+
+
 def external_catalog_secret(catalog: str) -> str:
     """The Secret in Trino's namespace holding an external catalog's account (`compute.trino.external_catalogs`)."""
     return f"trino-catalog-{catalog.replace('_', '-')}"

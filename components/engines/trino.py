@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -18,6 +20,7 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.config import ExternalCatalog, names
+from components.config.schema.storage import GOLD_NAMESPACE
 from components.config.views import POLARIS_FLOW, S3_FLOW
 from components.constants import (
     POLARIS_CLIENT_ID,
@@ -31,6 +34,7 @@ from components.constants import (
 )
 from components.engines._base import INTERACTIVE, BucketAccess, Engine, EngineScope, Quota, Ui
 from components.engines._spark_packages import trust_store
+from components.identity import PLATFORM_ADMINS
 from components.jvm_trust import JVM_TRUST_STORE_KEY, jvm_trust_options, public_and_site_store
 from components.network import OutsideCalls
 
@@ -175,6 +179,81 @@ def trino_resource_groups() -> str:
     )
 
 
+TABLE_PRIVILEGES = ("SELECT", "INSERT", "DELETE", "UPDATE", "OWNERSHIP", "GRANT_SELECT")
+"""Every table privilege of Trino's file-based access control: the platform admins'."""
+RULES_FILE = "rules.json"
+"""The access-control rules' file in the chart's ConfigMap (`accessControl.rules`)."""
+GROUPS_SECRET = "trino-groups"
+"""The Secret of Trino's file group provider (`group.db`: `group:user,user` per line), kept from Keycloak's groups."""
+REFRESH_PERIOD = "60s"
+"""How soon Trino reads a changed rules file or group file."""
+
+
+def _any_of(values: Iterable[str]) -> str:
+    """A Java regular expression that matches exactly one of `values` (Trino matches a rule's whole field)."""
+    return "|".join(re.escape(value).replace("\\-", "-") for value in sorted(set(values)))
+
+
+def access_rules(teams: Iterable[str], team_schemas: Mapping[str, Iterable[str]] | None = None,
+                 external: Mapping[str, Iterable[str]] | None = None, peers: Mapping[str, Iterable[str]] | None = None) -> dict:
+    """Trino's file-based system access control, deny by default (first matching rule of each section wins).
+
+    `platform-admins` may do anything; each team's group (`team-<team>`) reads the lake catalog's (`fab`) schema of its
+    own, `gold` and its `team_schemas`; an external catalog (`external`: catalog -> groups) and a peer's gold (`peers`:
+    the peer's catalog -> groups) are read by the groups named for it only. Read only: SELECT, no schema owner. Every
+    section is written out, since a missing one grants everything (queries: anyone sees and kills any query); functions,
+    procedures, impersonation and system information stay unlisted, which Trino denies (`system.builtin` aside)."""
+    admins = _any_of([PLATFORM_ADMINS])
+    team_groups = {team: names.TEAM_GROUP(team) for team in sorted(set(teams))}
+    schemas = {team: [names.team_schema(team), GOLD_NAMESPACE, *(team_schemas or {}).get(team, ())] for team in team_groups}
+    granted = [(catalog, _any_of(groups), ".*") for catalog, groups in sorted((external or {}).items()) if groups]
+    granted += [(catalog, _any_of(groups), GOLD_NAMESPACE) for catalog, groups in sorted((peers or {}).items()) if groups]
+    lake = [{"group": _any_of([team_groups[team]]), "catalog": names.LAKE_CATALOG, "schema": _any_of(schemas[team]), "privileges": ["SELECT"]}
+            for team in team_groups]
+    return {
+        "catalogs": [
+            {"group": admins, "allow": "all"},
+            *({"group": group, "catalog": _any_of([catalog]), "allow": "read-only"} for catalog, group, _ in granted),
+            *([{"group": _any_of(team_groups.values()), "catalog": names.LAKE_CATALOG, "allow": "read-only"}] if team_groups else []),
+            {"catalog": "system", "allow": "read-only"},
+            {"allow": "none"},
+        ],
+        "schemas": [{"group": admins, "owner": True}, {"owner": False}],
+        "tables": [
+            {"group": admins, "privileges": list(TABLE_PRIVILEGES)},
+            *({"group": group, "catalog": _any_of([catalog]), "schema": schema, "privileges": ["SELECT"]}
+              for catalog, group, schema in granted),
+            *lake,
+            {"privileges": []},
+        ],
+        "queries": [{"group": admins, "allow": ["execute", "kill", "view"]}, {"allow": ["execute"]}],
+    }
+
+
+def _access_control(scope: EngineScope, ns_resource, values: dict) -> k8s.core.v1.Secret:
+    """The rules (`access_rules`, from the teams, `team_schemas`, the external catalogs' `groups` and the peers'
+    `trino_groups`) in the chart's ConfigMap, and the file group provider reading `GROUPS_SECRET`: Trino 480 no longer
+    reads groups from the OAuth2 token (`deprecated.http-server.authentication.oauth2.groups-field` was removed), so group
+    membership reaches it only through a group provider. The Secret starts empty (nobody but in no group: admins and
+    teams alike read nothing) and is kept from Keycloak's groups outside the program (docs/operations.md, "Trino access
+    control"); Pulumi leaves its content alone."""
+    config = ENGINE.config(scope.compute)
+    peers = {}
+    if scope.federation is not None:
+        peers = {names.peer_trino_catalog(peer): scope.federation.peer_readers(peer) for peer in scope.federation.linked_peers()}
+    rules = access_rules(scope.identity.groups, config.team_schemas,
+                         {name: catalog.groups for name, catalog in config.external_catalogs.items()}, peers)
+    values["accessControl"] = {"type": "configmap", "refreshPeriod": REFRESH_PERIOD, "configFile": RULES_FILE,
+                               "rules": {RULES_FILE: json.dumps(rules, indent=2)}}
+    values["auth"] = {"groupsAuthSecret": GROUPS_SECRET, "refreshPeriod": REFRESH_PERIOD}
+    return k8s.core.v1.Secret(f"{scope.prefix}-{GROUPS_SECRET}",
+                              metadata={"name": GROUPS_SECRET, "namespace": ENGINE.namespace},
+                              string_data={"group.db": ""},
+                              # its content is Keycloak's group membership, written there by whoever keeps it
+                              opts=pulumi.ResourceOptions.merge(scope.after(ns_resource),
+                                                                pulumi.ResourceOptions(ignore_changes=["data", "stringData"])))
+
+
 def _peer_catalogs(scope: EngineScope, ns_resource, values: dict) -> list:
     """One Iceberg catalog per federated peer: its Polaris, with the gold-only principal it created for this site."""
     if scope.federation is None:
@@ -225,6 +304,7 @@ def _deploy(scope: EngineScope) -> None:
     }
     peers = _peer_catalogs(scope, ns_resource, values)
     external = _external_catalogs(scope, ns_resource, values)
+    external.append(_access_control(scope, ns_resource, values))
     if scope.storage.admin_endpoint.ca_bundle is not None:
         external.append(_site_ca(scope, ns_resource, values))
         values["server"]["coordinatorExtraConfig"] += f"oauth2-jwk.http-client.trust-store-path={SITE_CA_TRUST_STORE}\n"

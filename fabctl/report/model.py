@@ -11,6 +11,8 @@ from typing import Any
 
 from components.config import SiteConfig
 from components.vendor_access import vendor_rows
+from fabctl.access.matrix import answer
+from fabctl.access.model import Access
 from fabctl.check import Report as CheckReport
 from fabctl.diff import diff
 from fabctl.graph import WORLD, components_by_cluster, flows
@@ -195,6 +197,8 @@ class PageData:
     no Helm), or Helm refused to render them."""
     vendor_grants: list[dict[str, str]] = field(default_factory=list)
     """Every grant of every equipment vendor (`storage.vendors`): Polaris privilege per table or view, a table's S3 folder, the vendor's source ranges."""
+    team_access: dict[str, list[Access]] = field(default_factory=dict)
+    """Team -> what a member of it can do (`fabctl access --as team:<team>`), by area."""
 
     @property
     def dangerous_changes(self) -> list[ChangeRow]:
@@ -389,6 +393,7 @@ def page_data(plan: Plan, site: SiteConfig, guards: Guards, before: Plan | None 
         objects_include_charts=kubernetes_objects is not None,
         releases_not_rendered=guards.check.unchecked if guards.check is not None else 0,
         vendor_grants=vendor_rows(site.storage),
+        team_access={team: answer(plan, f"team:{team}", site) for team in sorted(site.teams)},
     )
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
+from fabctl.access.matrix import NOT_SEEN
+from fabctl.access.model import AREAS
 from fabctl.check import Report as CheckReport
 from fabctl.report.diagram import site_svg
 from fabctl.report.model import PageData
@@ -72,6 +74,9 @@ def html(data: PageData) -> str:
         dangerous=len(data.dangerous_changes),
         handed_over=sum(1 for c in data.changes or [] if c.action == "handed over"),
         findings=findings,
+        access_table=[(team, [(area, [a for a in found if a.area == area]) for area in AREAS], sum(1 for a in found if a.escalation))
+                      for team, found in data.team_access.items()],
+        access_not_seen=NOT_SEEN,
         change_counts=[(action, counts[action]) for action in ("added", "changed", "replaced", "deleted", "handed over") if counts[action]],
     )
 

@@ -521,3 +521,38 @@ def test_fails_when_the_mean_context_exceeds_the_max():
     raw = small_site()
     raw["inference"]["models"]["qwen3-8b"]["mean_context"] = 65536
     assert errors_of(raw) == ["fab-platform:site.inference.models.qwen3-8b.mean_context: 65536 is longer than max_context 32768"]
+
+
+def test_fails_when_the_world_flows_to_s3_without_a_reason():
+    raw = small_site(flow_table=True, external_s3=True)
+    del raw["flows"]["s3-external"]["world_reason"]
+    assert errors_of(raw) == [
+        "fab-platform:site.flows.s3-external.from[0]: 'world' would let every address outside the site reach the object "
+        "store's S3 endpoint, and the MinIO admin API on its port; admit the clients' ranges in from_cidrs instead, or say "
+        "why in world_reason"
+    ]
+
+
+def test_fails_when_a_world_reason_is_given_to_a_flow_not_from_the_world():
+    raw = small_site(flow_table=True, external_s3=True)
+    raw["flows"]["s3-external"]["from"] = []
+    raw["flows"]["s3-external"]["from_cidrs"] = ["192.0.2.16/28"]
+    assert errors_of(raw) == ["fab-platform:site.flows.s3-external.world_reason: is only for flows from 'world'; remove it"]
+
+
+def test_ranges_outside_the_site_reach_s3_without_a_reason():
+    raw = small_site(flow_table=True, external_s3=True)
+    flow = raw["flows"]["s3-external"]
+    del flow["world_reason"]
+    flow["from"], flow["from_cidrs"] = [], ["192.0.2.16/28"]
+    assert parse_site(raw).flows["s3-external"].from_cidrs
+
+
+def test_fails_when_the_clusters_of_a_site_do_not_encrypt_alike():
+    raw = small_site()
+    raw["clusters"]["gpu"]["cilium"] = {"encryption": "off"}
+    assert errors_of(raw) == [
+        "fab-platform:site.clusters.gpu.cilium.encryption: 'off' differs from clusters.storage.cilium.encryption "
+        "('wireguard'); every cluster of the site encrypts alike, or the traffic between them is not encrypted: use "
+        "'wireguard' on all of them"
+    ]

@@ -274,3 +274,53 @@ def test_a_model_route_waits_for_its_jwt_and_rate_limit_policies(small_plan):
         policies = {r["urn"] for r in small_plan.resources if r["name"] in (f"inference-jwt-{model}", f"inference-ratelimit-{model}")}
         assert len(policies) == 2
         assert policies <= set(route["dependencies"]), route["name"]
+
+
+def _to_vllm(plan, cluster, source):
+    from cilium_engine import admitted, pod
+    from components.serving import VLLM_PORT, stable_labels
+
+    model = next(d["spec"]["template"]["metadata"]["labels"]["fab.internal/model"] for d in plan.objects("Deployment", cluster)
+                 if d["metadata"]["namespace"] == "inference" and "fab.internal/model" in d["spec"]["template"]["metadata"]["labels"])
+    return admitted(plan, pod(cluster, "inference", stable_labels(model)), source, VLLM_PORT)
+
+
+def test_the_gateway_proxies_and_prometheus_reach_vllm(small_plan):
+    from cilium_engine import pod
+    from components.serving import GATEWAY_NAME
+
+    proxy = pod("site-t-gpu", "envoy-gateway-system", {"app.kubernetes.io/name": "envoy", "app.kubernetes.io/component": "proxy",
+                                                       "gateway.envoyproxy.io/owning-gateway-name": GATEWAY_NAME,
+                                                       "gateway.envoyproxy.io/owning-gateway-namespace": "envoy-gateway-system"})
+    prometheus = pod("site-t-gpu", "monitoring", {"app.kubernetes.io/name": "prometheus"})
+    assert (_to_vllm(small_plan, "site-t-gpu", proxy).admitted, _to_vllm(small_plan, "site-t-gpu", prometheus).admitted) == (True, True)
+
+
+def test_the_endpoint_picker_reaches_vllm(plan_a):
+    from cilium_engine import pod
+
+    (picker,) = [d for d in plan_a.objects("Deployment", "site-a-gpu") if d["metadata"]["namespace"] == "inference"
+                 and d["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component") == "endpoint-picker"][:1]
+    source = pod("site-a-gpu", "inference", picker["spec"]["template"]["metadata"]["labels"])
+    assert _to_vllm(plan_a, "site-a-gpu", source).admitted
+
+
+def test_another_gateways_proxy_cannot_reach_vllm(small_plan):
+    from cilium_engine import pod
+
+    other = pod("site-t-gpu", "envoy-gateway-system", {"app.kubernetes.io/name": "envoy", "app.kubernetes.io/component": "proxy",
+                                                       "gateway.envoyproxy.io/owning-gateway-name": "mine"})
+    verdict = _to_vllm(small_plan, "site-t-gpu", other)
+    assert (verdict.admitted, verdict.why) == (False, "denied by vllm")
+
+
+def test_the_rate_limit_service_reaches_its_store_and_a_proxy_does_not(small_plan):
+    from cilium_engine import admitted, pod
+    from components.gateway import RATE_LIMIT_STORE_LABELS, RATE_LIMIT_STORE_PORT
+
+    store = pod("site-t-gpu", "envoy-gateway-system", RATE_LIMIT_STORE_LABELS)
+    service = pod("site-t-gpu", "envoy-gateway-system", {"app.kubernetes.io/name": "envoy-ratelimit", "app.kubernetes.io/component":
+                                                         "ratelimit", "app.kubernetes.io/managed-by": "envoy-gateway"})
+    proxy = pod("site-t-gpu", "envoy-gateway-system", {"app.kubernetes.io/name": "envoy", "app.kubernetes.io/component": "proxy"})
+    verdicts = [admitted(small_plan, store, who, RATE_LIMIT_STORE_PORT) for who in (service, proxy)]
+    assert [(v.admitted, v.why) for v in verdicts] == [(True, "allowed by fab-default-deny-remote"), (False, "denied by ratelimit-valkey")]

@@ -243,7 +243,9 @@ def test_unmanaged_cilium_keeps_its_objects_without_a_release(small_plan):
     managed, unmanaged = cilium_objects_on(small_plan, "site-t-gpu"), cilium_objects_on(plan, "site-t-gpu")
     assert managed
     assert sorted(unmanaged) == sorted(managed)
-    assert {name: r["dependencies"] for name, r in unmanaged.items() if r["dependencies"]} == {}
+    # nothing waits for a release that is not there; a fence waits for its namespace only
+    waits = {name: [d for d in r["dependencies"] if "core/v1:Namespace::" not in d] for name, r in unmanaged.items()}
+    assert {name: deps for name, deps in waits.items() if deps} == {}
 
 
 def test_outputs_carry_pools_peers_and_flows_per_cluster(full_plan):
@@ -275,3 +277,31 @@ def test_the_clustermesh_api_server_gets_its_vip_from_a_service_that_waits_for_t
     (record,) = [r for r in small_plan.resources if r["name"] == "network-gpu-clustermesh-apiserver"]
     (pool,) = [r for r in small_plan.resources if r["name"] == "network-gpu-pool-internal"]
     assert pool["urn"] in record["dependencies"]
+
+
+def test_cilium_encrypts_pod_traffic_with_wireguard_by_default(small_plan):
+    assert {cilium_values(small_plan, c)["encryption"]["enabled"] for c in ("site-t-storage", "site-t-compute", "site-t-gpu")} == {True}
+    assert cilium_values(small_plan, "site-t-gpu")["encryption"] == {"enabled": True, "type": "wireguard"}
+
+
+def test_a_site_that_turns_encryption_off_installs_cilium_without_it():
+    raw = small_site()
+    for cluster in raw["clusters"].values():
+        cluster["cilium"] = {"encryption": "off"}
+    assert cilium_values(render_small(raw), "site-t-gpu")["encryption"] == {"enabled": False, "type": "wireguard"}
+
+
+def test_the_hubble_ui_reaches_hubble_relay(small_plan):
+    from cilium_engine import admitted, pod
+
+    relay = pod("site-t-gpu", "kube-system", {"k8s-app": "hubble-relay"})
+    assert admitted(small_plan, relay, pod("site-t-gpu", "kube-system", {"k8s-app": "hubble-ui"}), 4245).admitted
+
+
+def test_no_pod_reaches_the_hubble_ui(small_plan):
+    from cilium_engine import admitted, pod
+
+    ui = pod("site-t-compute", "kube-system", {"k8s-app": "hubble-ui"})
+    verdict = admitted(small_plan, ui, pod("site-t-compute", "kube-system", {"k8s-app": "hubble-relay"}), 8081)
+    assert (verdict.admitted, verdict.why) == (False, "denied by fab-hubble-ui")
+

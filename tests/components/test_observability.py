@@ -283,3 +283,34 @@ def test_the_monitoring_namespace_outlives_the_stack_with_the_prometheus_volume(
                   if r["inputs"]["metadata"]["name"] == "monitoring"]
     assert namespaces
     assert all(r["retain_on_delete"] for r in namespaces)
+
+
+PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus", "operator.prometheus.io/name": "metrics-prometheus"}
+
+
+def _to_prometheus(plan, source, port=9090):
+    from cilium_engine import admitted, pod
+
+    return admitted(plan, pod("site-t-compute", "monitoring", PROMETHEUS_POD), source, port)
+
+
+def test_the_other_clusters_prometheus_write_to_computes(in_cluster):
+    from cilium_engine import pod
+
+    assert _to_prometheus(in_cluster, pod("site-t-gpu", "monitoring", PROMETHEUS_POD)).admitted
+
+
+def test_grafana_and_the_acceptance_jobs_query_computes_prometheus(in_cluster):
+    from cilium_engine import pod
+
+    grafana = pod("site-t-compute", "monitoring", {"app.kubernetes.io/name": "grafana"})
+    verify = pod("site-t-compute", "fab-verify", {"fab.internal/verify": "03-serving"})
+    assert (_to_prometheus(in_cluster, grafana).admitted, _to_prometheus(in_cluster, verify).admitted) == (True, True)
+
+
+def test_alertmanager_cannot_write_to_computes_prometheus(in_cluster):
+    """Only Prometheus and Grafana of the monitoring namespace: the fence names pods, not the namespace."""
+    from cilium_engine import pod
+
+    verdict = _to_prometheus(in_cluster, pod("site-t-compute", "monitoring", {"app.kubernetes.io/name": "alertmanager"}))
+    assert (verdict.admitted, verdict.why) == (False, "denied by prometheus")

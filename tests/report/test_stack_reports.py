@@ -12,7 +12,7 @@ from fabctl.render import PROJECT_DIR
 from fabctl.report import Guards, page_data, write
 from fabctl.stackfile import SITE_KEY, read_stack_config, stack_file
 
-SECTIONS = ["At a glance", "Resources", "Capacity", "Guards", "Changes"]
+SECTIONS = ["At a glance", "Resources", "Capacity", "Guards", "Access by team", "Changes"]
 
 
 @pytest.fixture
@@ -44,3 +44,17 @@ def test_a_stacks_report_makes_no_request_and_logs_no_error(stack_report, open_p
     opened.page.click("#expand-all")
     assert opened.requests == [path.as_uri()]
     assert [entry for entry in opened.console if entry[0] in ("error", "pageerror", "warning")] == []
+
+
+def test_a_stacks_report_shows_each_teams_access_matrix(stack_report, open_page):
+    path, _, site = stack_report
+    opened = open_page(path)
+    teams = opened.page.locator("#access details.team-access").evaluate_all("ds => ds.map(d => d.dataset.team)")
+    team = min(site.teams)
+    matrix = opened.page.locator(f"#access-{team}")
+    matrix.locator("summary").click()
+    rbac = matrix.locator('tr[data-area="rbac"] td').inner_text()
+    assert teams == sorted(site.teams)
+    assert f"team-{team}: " in rbac and f"RoleBinding team-{team}/team-members -> ClusterRole fab-team-member" in rbac
+    assert "escalation: runs pods" in rbac
+    assert matrix.locator('tr[data-area="ci"] td').inner_text() == "none"

@@ -15,7 +15,7 @@ from components.config.problems import Problem
 from components.config.rules.acceptance import acceptance_problems
 from components.config.rules.addresses import host_address_problems, pod_range_problems, vip_edge_problems
 from components.config.rules.adoption import adoption_problems, check_problems
-from components.config.rules.catalogs import external_catalog_problems
+from components.config.rules.catalogs import external_catalog_problems, trino_reader_problems
 from components.config.rules.compute import compute_problems
 from components.config.rules.credentials import credential_flow_problems
 from components.config.rules.federation import federation_problems
@@ -23,7 +23,14 @@ from components.config.rules.flows import service_flow_problems
 from components.config.rules.gitops import gitops_problems
 from components.config.rules.gpu import gpu_problems
 from components.config.rules.names import name_problems
-from components.config.rules.network import cluster_problems, flow_problems, overlap_problems, role_problems, vip_problems
+from components.config.rules.network import (
+    cluster_problems,
+    encryption_problems,
+    flow_problems,
+    overlap_problems,
+    role_problems,
+    vip_problems,
+)
 from components.config.rules.notebooks import notebooks_problems
 from components.config.rules.observability import observability_problems
 from components.config.rules.phases import phase_problems
@@ -37,14 +44,14 @@ if TYPE_CHECKING:
     from components.config.site import SiteConfig
 
 STAGES = (
-    (role_problems, cluster_problems, name_problems),
+    (role_problems, cluster_problems, encryption_problems, name_problems),
     (overlap_problems,),
     (pod_range_problems, host_address_problems, vip_problems, vip_edge_problems),
     (flow_problems, service_flow_problems),
     (credential_flow_problems,),
     (storage_problems, gpu_problems, training_problems, schedule_problems, compute_problems, gitops_problems,
      federation_problems, adoption_problems, check_problems, acceptance_problems, observability_problems, notebooks_problems,
-     registry_problems, vendor_problems, external_catalog_problems),
+     registry_problems, vendor_problems, external_catalog_problems, trino_reader_problems),
     (phase_problems,),
 )
 """The rules in stages: the clusters and their pools, disjoint ranges, addresses in them, the flows between the

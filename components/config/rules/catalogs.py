@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from components.config import names
 from components.config.problems import Problem, format_path
 from components.config.rules.network import site_ranges
+from components.config.schema.storage import GOLD_NAMESPACE as GOLD_SCHEMA
 
 if TYPE_CHECKING:
     from components.config.site import SiteConfig
@@ -20,6 +21,31 @@ NEEDS_DATABASE = {"postgresql": "the database", "oracle": "the service name", "s
 """Connectors whose JDBC URL names a database (Oracle: a service); mysql's names none."""
 RESERVED = ("system",)
 """Catalog names Trino keeps for itself."""
+
+
+def _unknown_team_groups(site: SiteConfig, path: tuple, groups: list[str]) -> Iterator[Problem]:
+    """A `team-<team>` group of a team the site does not have: Trino would grant it to whoever is put in that group."""
+    prefix = names.TEAM_GROUP("")
+    for i, group in enumerate(groups):
+        team = group.removeprefix(prefix)
+        if group.startswith(prefix) and team not in site.teams:
+            yield (*path, i), (f"{group!r} is the group of team {team!r}, which is not among teams "
+                               f"({', '.join(sorted(site.teams)) or 'none'}); name a team of the site or another group")
+
+
+def trino_reader_problems(site: SiteConfig) -> Iterator[Problem]:
+    """Who reads what in Trino: the teams of `team_schemas` and the team groups of the external and peer catalogs exist."""
+    for team, schemas in sorted(site.compute.trino.team_schemas.items()):
+        path = ("compute", "trino", "team_schemas", team)
+        if team not in site.teams:
+            yield path, f"{team!r} is not among teams ({', '.join(sorted(site.teams)) or 'none'}); name a team of the site"
+        for i, schema in enumerate(schemas):
+            if schema in (names.team_schema(team), GOLD_SCHEMA):
+                yield (*path, i), f"{schema!r} is read by team {team} already (its own schema and gold); remove it"
+    for name, catalog in sorted(site.compute.trino.external_catalogs.items()):
+        yield from _unknown_team_groups(site, ("compute", "trino", "external_catalogs", name, "groups"), catalog.groups)
+    for peer, config in sorted(site.federation.peers.items()):
+        yield from _unknown_team_groups(site, ("federation", "peers", peer, "trino_groups"), config.trino_groups)
 
 
 def external_catalog_problems(site: SiteConfig) -> Iterator[Problem]:

@@ -55,6 +55,8 @@ class Service:
     clusters: list[str]
     sources: tuple[str, ...]
     """Who the design lets reach it: cluster roles, `world`, and `from_cidrs` (declared ranges outside the site)."""
+    world_needs_reason: bool = False
+    """`world` reaches it only with the flow's `world_reason` (S3: every address of the world, and the admin API on its port)."""
 
 
 CIDRS = "from_cidrs"
@@ -76,7 +78,8 @@ def services(site: SiteConfig) -> dict[str, Service]:
     serving = [site.inference.cluster] if site.inference is not None else []
     return {
         S3_FLOW: Service("the object store's S3 endpoint", store.s3_port, "storage.object_store.s3_port", store.s3_port,
-                         store.namespace, "storage.object_store.namespace", storage, (*CLUSTER_SOURCES, *outside_s3, CIDRS)),
+                         store.namespace, "storage.object_store.namespace", storage, (*CLUSTER_SOURCES, *outside_s3, CIDRS),
+                         world_needs_reason=True),
         POLARIS_FLOW: Service("the Polaris REST endpoint", polaris.port, "storage.polaris.port", polaris.port,
                               polaris.namespace, "storage.polaris.namespace", storage, (*CLUSTER_SOURCES, CIDRS)),
         **({INFERENCE_FLOW: Service("the inference gateway", HTTPS_PORT, "its HTTPS listener", ENVOY_HTTPS_TARGET_PORT,
@@ -178,6 +181,11 @@ def _source_problems(site: SiteConfig, name: str, service: Service) -> Iterator[
         if kind not in service.sources:
             who = f"clients outside the site ({WORLD})" if source == WORLD else f"clusters.{source} ({kind})"
             yield (*path, "from", i), f"{source!r}: the design does not let {who} reach {service.what}; it admits {allowed}"
+        elif source == WORLD and service.world_needs_reason and not flow.world_reason.strip():
+            yield (*path, "from", i), (
+                f"{WORLD!r} would let every address outside the site reach {service.what}, and the MinIO admin API on its "
+                f"port; admit the clients' ranges in from_cidrs instead, or say why in world_reason"
+            )
     if flow.from_cidrs and CIDRS not in service.sources:
         yield (*path, CIDRS), f"the design does not let ranges outside the site reach {service.what}; it admits {allowed}"
 

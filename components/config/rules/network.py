@@ -54,6 +54,20 @@ def cluster_problems(site: SiteConfig) -> Iterator[Problem]:
                     )
 
 
+def encryption_problems(site: SiteConfig) -> Iterator[Problem]:
+    """Every cluster whose Cilium the program installs encrypts alike: between an encrypting and a plain cluster, the
+    traffic of the flows crosses the site's network in the clear."""
+    managed = {key: cluster.cilium.encryption for key, cluster in site.clusters.items() if cluster.cilium.managed}
+    if len(set(managed.values())) > 1:
+        first = next(iter(managed))
+        for key, mode in managed.items():
+            if mode != managed[first]:
+                yield ("clusters", key, "cilium", "encryption"), (
+                    f"{mode!r} differs from clusters.{first}.cilium.encryption ({managed[first]!r}); every cluster of the "
+                    "site encrypts alike, or the traffic between them is not encrypted: use 'wireguard' on all of them"
+                )
+
+
 def _pool_problems(key: str, cluster: ClusterConfig) -> Iterator[Problem]:
     problems = list(_pool_range_problems(key, cluster))
     yield from problems
@@ -152,6 +166,8 @@ def _flow_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
         return
     if not flow.sources and not flow.from_cidrs:
         yield (*path, "from"), "is empty and so is from_cidrs: name the source clusters or ranges"
+    if flow.world_reason and WORLD not in flow.sources:
+        yield (*path, "world_reason"), f"is only for flows from {WORLD!r}; remove it"
     if flow.from_cidrs and flow.target == "kube-apiserver":
         yield (*path, "from_cidrs"), "is not allowed on a kube-apiserver flow; name the client clusters"
     for i, cidr in enumerate(flow.from_cidrs):

@@ -16,6 +16,7 @@ from components.config.fields import (
     Cidr,
     DnsLabel,
     Flag,
+    GroupName,
     Host,
     HttpsUrl,
     NodeName,
@@ -73,6 +74,17 @@ def _catalog_name(value: str) -> str:
 
 
 CatalogName = Annotated[str, AfterValidator(_catalog_name)]
+SCHEMA_NAME = re.compile(r"[a-z][a-z0-9_]{0,127}")
+
+
+def _schema_name(value: str) -> str:
+    if not SCHEMA_NAME.fullmatch(value):
+        raise ValueError("must be a schema name as SQL writes it unquoted: a lowercase letter, then lowercase letters, digits "
+                         "and '_', at most 128 characters")
+    return value
+
+
+SchemaName = Annotated[str, AfterValidator(_schema_name)]
 
 
 class ExternalCatalog(_Model):
@@ -106,6 +118,11 @@ class ExternalCatalog(_Model):
         "whose certificate the site's PKI issued. The pinned Trino's SQL Server driver always encrypts and verifies the "
         "certificate; without this it trusts the JVM's public CAs only. Defaults to false.",
     )
+    groups: Annotated[list[GroupName], Unique] = Field(
+        default_factory=list,
+        description="The Keycloak groups whose members may read this catalog in Trino (a team's `team-<team>`, or another "
+        "group of the realm); `platform-admins` always may. Defaults to none: nobody else reads it.",
+    )
 
     @property
     def db_port(self) -> int:
@@ -122,6 +139,11 @@ class TrinoConfig(_Model):
         description="Databases outside the site queried as Trino catalogs, by catalog name (supply chain, ERP): each "
         "is a declared egress from Trino's pods to its `cidrs` on its port. Not `fab` or a federated peer's catalog. "
         "Defaults to none.",
+    )
+    team_schemas: dict[DnsLabel, Annotated[list[SchemaName], Unique]] = Field(
+        default_factory=dict,
+        description="Per team, the schemas of the lake catalog `fab` (Polaris namespaces) its members read in Trino besides "
+        "their own (the team's key with `-` as `_`) and `gold`, which every team reads. Defaults to none.",
     )
 
 

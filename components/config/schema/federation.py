@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from components.config.fields import Cidr, DnsLabel, Flag, Unique, _Model
+from components.config.fields import Cidr, DnsLabel, Flag, GroupName, Unique, _Model
 from components.config.names import ConsumerKey, PeerKey
 from components.config.schema.storage import REPLICABLE_CLASSES
 from components.config.schema.teams import TeamQuota
@@ -55,6 +55,12 @@ class FederationPeer(_Model):
         "`replicas/<peer>/<the peer's source>`), no principal of this site writes it, only the peer's copy job through "
         "the writer this site made for the peer. This is the consent the peer checks before it copies (its "
         "`federation.consumers.<this site>.replicate_models`). No team may be named `replicas` then. Defaults to false.",
+    )
+    trino_groups: Annotated[list[GroupName], Unique] = Field(
+        default_factory=list,
+        description="The Keycloak groups whose members may read the peer's gold in Trino (the catalog named after the peer, "
+        "`-` as `_`): a team's `team-<team>`, or another group of the realm; `platform-admins` always may. Defaults to "
+        "none: nobody else reads it.",
     )
 
 

@@ -43,6 +43,14 @@ class CiliumSettings(_Model):
     )
     operator_replicas: int = Field(2, ge=1, le=5, strict=True, description="cilium-operator replicas. Defaults to 2.")
     hubble_ui: Flag = Field(True, description="Deploy the Hubble UI next to Hubble Relay. Defaults to true.")
+    encryption: Literal["wireguard", "off"] = Field(
+        "wireguard",
+        description="Transparent encryption of pod traffic between nodes, within the cluster and across the ClusterMesh: "
+        "wireguard (each node's key pair made by its agent, the public keys shared through CiliumNode objects, which the "
+        "ClusterMesh carries to the other clusters; nodes need the kernel's WireGuard module, Linux 5.6 or later, and reach "
+        "each other on UDP 51871) or off. Every managed cluster of the site must agree: traffic between an encrypting and "
+        "a plain cluster is not encrypted. Defaults to wireguard.",
+    )
 
 
 CILIUM_RELEASE = "kube-system/cilium"
@@ -93,6 +101,13 @@ class Flow(_Model):
         default_factory=list, alias="from",
         description=f"Source cluster keys, or `{WORLD}` for clients outside the site's clusters. A flow needs `from`, "
         "`from_cidrs` or both.",
+    )
+    world_reason: str = Field(
+        "",
+        description=f"Why every address outside the site may reach the object store's S3 endpoint: a flow to S3 from "
+        f"`{WORLD}` is refused without it (admit the clients' ranges in `from_cidrs` instead). The MinIO admin API answers "
+        "on the same port, so it is exposed with S3 (docs/security.md, external S3). Only for flows from "
+        f"`{WORLD}`. Defaults to none.",
     )
     from_cidrs: Annotated[list[Cidr], Unique] = Field(
         default_factory=list,
