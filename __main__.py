@@ -150,7 +150,7 @@ compute = ComputeCluster(
                    *([catalog_ui(site.storage.polaris)] if site.storage.vendors else [])],
         ray_tokens=ray_tokens,
         catalog_passwords=secrets.catalog_passwords,
-        teams=teams,
+        teams=site.teams,
     ),
 )
 # ClusterMesh global services (phase 5): compute repeats the gateway's Service (StorageCluster has its clients repeat Polaris's).

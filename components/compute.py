@@ -20,6 +20,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import AdoptConfig, ComputeConfig
+from components.config.schema.teams import Team
 from components.constants import AIRFLOW_NAMESPACE, TRAINING_POOL_TYPE
 from components.engines import ENGINES, GATEWAY, POOLS, EngineScope, Ui
 from components.federation import SiteFederation
@@ -62,12 +63,13 @@ class ComputeClusterArgs:
     extra_uis: Sequence[Ui] = ()
     """Web UIs of other components behind the ingress (Grafana): each gets its listener, DNS record and URL here, and its
     route from its component, in its own namespace."""
-    teams: Sequence[str] = ()
-    """The site's teams: each runs its own Spark Connect server, as its own principal, for its members' notebooks."""
     ray_tokens: dict[str, pulumi.Output[str]] = field(default_factory=dict)
     """Team -> its Ray token (components/ray.py), while Ray is on: JupyterHub gives it to the team's members' servers."""
     catalog_passwords: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Trino's external catalog -> its account's password (secret config `trinoCatalogPassword-<catalog>`)."""
+    teams: Mapping[str, Team] = field(default_factory=dict)
+    """The site's teams: each runs its own Spark Connect server, as its own principal, for its members' notebooks;
+    Airflow gives each its role, and each with a serving loop its DAG."""
 
 
 class ComputeCluster(pulumi.ComponentResource):
@@ -95,7 +97,7 @@ class ComputeCluster(pulumi.ComponentResource):
             serving=args.serving, serving_repo_token=args.serving_repo_token,
             serving_repo_write_token=args.serving_repo_write_token,
             cilium=args.network.cilium_releases.get(args.cluster.key),
-            ray_tokens=args.ray_tokens, catalog_passwords=args.catalog_passwords, teams=tuple(args.teams),
+            ray_tokens=args.ray_tokens, catalog_passwords=args.catalog_passwords, teams=args.teams,
         )
         enabled = [engine for engine in ENGINES.values() if engine.config(config).enabled]
         uis = {engine.name: engine.ui for engine in enabled if engine.ui} | {ui.host: ui for ui in args.extra_uis}

@@ -23,6 +23,8 @@ END = "<!-- END GENERATED -->"
 MODELS: list[type[BaseModel]] = [
     config.SiteConfig,
     config.Team,
+    config.ServingLoopConfig,
+    config.FeatureSet,
     config.IdentityConfig,
     config.AdoptConfig,
     config.CheckConfig,

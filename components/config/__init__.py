@@ -114,11 +114,13 @@ from components.config.schema.storage import (
     VendorConfig,
 )
 from components.config.schema.teams import (
+    FeatureSet,
     IdentityConfig,
     KeycloakEndpoint,
     MultiKueueConfig,
     Profile,
     ProfileSchedule,
+    ServingLoopConfig,
     Team,
     TeamQuota,
     TrainingConfig,
@@ -161,7 +163,7 @@ __all__ = [
     "AISTOR_POD_LABEL", "CONTRACT_CLASSES", "NO_EXPIRY_CLASSES", "REPLICABLE_CLASSES", "VERSIONED_CLASSES", "Bucket",
     "BucketName", "DataClass", "MinioEndpoint", "ObjectStoreConfig", "PolarisConfig", "PostgresConfig", "S3Endpoints",
     "StorageConfig", "VendorConfig",
-    "IdentityConfig", "KeycloakEndpoint", "MultiKueueConfig", "Profile", "ProfileSchedule", "Team", "TeamQuota", "TrainingConfig",
+    "IdentityConfig", "KeycloakEndpoint", "MultiKueueConfig", "Profile", "ProfileSchedule", "ServingLoopConfig", "FeatureSet", "Team", "TeamQuota", "TrainingConfig",
     # site, views, rules, loading
     "SiteConfig",
     "INFERENCE_FLOW", "INGRESS_FLOW", "MULTIKUEUE_FLOW", "PEM_CERTIFICATE", "POLARIS_FLOW", "S3_FLOW", "RemoteTeam", "credential_holders",

@@ -224,9 +224,70 @@ def model_prefix(model_uri: str, models_bucket: str, source: str, revision: str)
     return prefix
 
 
-def plan_run(params: Mapping[str, Any], run_id: str, platform: Mapping[str, Any], submission: Mapping[str, Any]) -> dict[str, Any]:
-    """Everything the steps use, resolved once: the team's submission, the Iceberg tag, the paths of the run."""
-    team = params["team"]
+PLATFORM_CHOSEN = ("spark_image", "spark_version", "feature_job", "feature_sql", "table")
+"""What a run of the loop used to choose and no longer may: the feature step runs as the Spark engine, so its image, job,
+SQL and table are the platform's and the stack's (`teams.<team>.serving_loop.features`), never a run's."""
+
+
+def dag_id(team: str) -> str:
+    """The team's own serving loop: `serving_loop_<team>` (dashes as underscores)."""
+    return "serving_loop_" + team.replace("-", "_")
+
+
+def access_control(role: str) -> dict[str, dict[str, set[str]]]:
+    """The team's DAG is the team's Airflow role's alone: it reads the DAG and its runs, and triggers it (`can_edit` on
+    the DAG and `can_create` on its runs, what the FAB auth manager asks for a new run). The role has no permission on
+    `DAGs` as a whole (components/airflow_webserver_config.py), so no other team's DAG is visible to it."""
+    return {role: {"DAGs": {"can_read", "can_edit"}, "DAG Runs": {"can_read", "can_create"}}}
+
+
+TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def image_repository(image: str) -> tuple[str, bool]:
+    """(repository, pinned) of an image reference: pinned is `<repository>:<tag>`, `<repository>@sha256:<digest>` or both."""
+    name, at, digest = image.partition("@")
+    head, slash, last = name.rpartition("/")
+    repository, colon, tag = last.partition(":")
+    tagged, digested = bool(colon and TAG.fullmatch(tag)), bool(at and DIGEST.fullmatch(digest))
+    well_formed = (tagged or not colon) and (digested or not at)
+    return f"{head}{slash}{repository}", well_formed and (tagged or digested)
+
+
+def training_image(image: str, team: str, repositories: Sequence[str]) -> str:
+    """`image`, refused unless it is a pinned image (a tag or a digest) of one of the team's training image repositories
+    (`teams.<team>.serving_loop.training_images`): a run does not choose what runs with the team's keys."""
+    repository, pinned = image_repository(image)
+    if not pinned or repository not in repositories:
+        raise ValueError(f"training_image {image!r} is not an image of team {team}'s training repositories "
+                         f"({', '.join(repositories) or 'none'}; teams.{team}.serving_loop.training_images): name one of them "
+                         "with a tag or a digest")
+    return image
+
+
+def plan_run(team: str, params: Mapping[str, Any], run_id: str, platform: Mapping[str, Any],
+             submission: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything the steps use, resolved once: the team's submission, its image and features, the Iceberg tag, the
+    paths of the run. `team` is the DAG's own, fixed when the DAG is defined: a run's parameters never choose it, nor
+    the feature step's image, job, SQL or table (it runs as the Spark engine), nor an image outside the team's list."""
+    named = params.get("team")
+    if named not in (None, "", team):
+        raise ValueError(f"{dag_id(team)} runs for team {team} only: a run may not name team {named!r} (its members "
+                         f"trigger {dag_id(str(named))})")
+    if chosen := sorted(key for key in PLATFORM_CHOSEN if params.get(key) not in (None, "")):
+        raise ValueError(f"a run may not choose {', '.join(chosen)}: the feature step runs the platform's Spark image and "
+                         f"feature job as the Spark engine, with the features of teams.{team}.serving_loop.features "
+                         "(name one as `features`)")
+    loop = (platform.get("serving_loop") or {}).get(team)
+    if loop is None:
+        raise ValueError(f"team {team} has no serving loop on this site (teams.{team}.serving_loop)")
+    features = loop["features"]
+    if params.get("features") not in features:
+        raise ValueError(f"features {params.get('features')!r} is not one of team {team}'s feature sets: "
+                         f"{', '.join(sorted(features))} (teams.{team}.serving_loop.features)")
+    chosen_features = features[params["features"]]
+    image = training_image(params["training_image"], team, loop["training_images"])
     teams = submission.get("teams", {})
     if team not in teams:
         raise ValueError(f"team {team!r} has no training submission on this site; teams: {', '.join(sorted(teams)) or 'none'}")
@@ -249,7 +310,10 @@ def plan_run(params: Mapping[str, Any], run_id: str, platform: Mapping[str, Any]
         "cluster": target["cluster"],
         "connection": target["connection"],
         "run": slug,
-        "table": params["table"],
+        "features": params["features"],
+        "table": chosen_features["table"],
+        "sql": chosen_features["sql"],
+        "training_image": image,
         "tag": f"fab-{slug}",
         "revision": revision,
         "source": source,
@@ -260,22 +324,23 @@ def plan_run(params: Mapping[str, Any], run_id: str, platform: Mapping[str, Any]
     }
 
 
-def feature_application(template: Mapping[str, Any], platform: Mapping[str, Any], image: str, spark_version: str,
-                        main_file: str, arguments: list[str]) -> dict[str, Any]:
+def feature_application(template: Mapping[str, Any], platform: Mapping[str, Any], arguments: list[str]) -> dict[str, Any]:
     """The SparkApplication of step (a): the platform's template (batch pool, YuniKorn queue, the catalog in `sparkConf`,
-    Spark's credentials) plus the job. The platform's feature job (`features.py`, which runs the SQL) is mounted on the driver from its ConfigMap;
-    `main_file` is it (`platform_feature_job()`) or the team's own."""
+    Spark's credentials) plus the platform's job: its feature job (`feature_job.py`, which runs the SQL, mounted on the
+    driver from its ConfigMap) in the platform's pinned Spark image with Iceberg's packages (`platform.json` `spark`).
+    Nothing of it comes from a run: it runs as the Spark engine."""
     app = copy.deepcopy(dict(template))
     spec = app.setdefault("spec", {})
-    job = platform.get("spark", {}).get("feature_job", {})
-    spec.update({"type": "Python", "pythonVersion": "3", "image": image, "sparkVersion": spark_version,
-                 "mainApplicationFile": main_file, "arguments": arguments})
-    if job:
-        # Beside the template's own (the site's Maven settings, on a site with a registry).
-        spec["volumes"] = [*spec.get("volumes", []), {"name": job["config_map"], "configMap": {"name": job["config_map"]}}]
-        driver = spec.setdefault("driver", {})
-        driver["volumeMounts"] = [*driver.get("volumeMounts", []),
-                                  {"name": job["config_map"], "mountPath": job["mount_path"], "readOnly": True}]
+    spark = platform["spark"]
+    job = spark["feature_job"]
+    spec.update({"type": "Python", "pythonVersion": "3", "image": spark["image"], "sparkVersion": spark["spark_version"],
+                 "mainApplicationFile": platform_feature_job(platform), "arguments": arguments,
+                 "deps": {"packages": list(spark["packages"])}})
+    # Beside the template's own (the site's Maven settings, on a site with a registry).
+    spec["volumes"] = [*spec.get("volumes", []), {"name": job["config_map"], "configMap": {"name": job["config_map"]}}]
+    driver = spec.setdefault("driver", {})
+    driver["volumeMounts"] = [*driver.get("volumeMounts", []),
+                              {"name": job["config_map"], "mountPath": job["mount_path"], "readOnly": True}]
     return app
 
 
@@ -467,23 +532,23 @@ def _submission() -> dict[str, Any]:
     return json.loads(Path(path).read_text())
 
 
-def _build_dag() -> Any:
+def _build_dag(team: str) -> Any:
+    """The serving loop of `team` (`serving_loop_<team>`): its team fixed here, never a parameter, and visible to the
+    team's Airflow role alone (`access_control`)."""
     from airflow.providers.cncf.kubernetes.operators.spark_kubernetes import SparkKubernetesOperator
     from airflow.sdk import DAG, Param, task
 
+    loop = PLATFORM["serving_loop"][team]
+    images = "|".join(re.escape(r) for r in loop["training_images"])
     params = {
-        "team": Param(type="string", pattern=DNS_LABEL, description="The team: its namespace, queue, keys and prefixes."),
         "model": Param(type="string", pattern=DNS_LABEL, description="Key of the served model (inference.models.<model>)."),
         "source": Param("", type="string", description="Path of the model's weights in the models bucket, under the team's "
                         "prefix (inference.models.<model>.source). Defaults to <team>/<model>/."),
-        "table": Param(type="string", pattern=TABLE, description="The feature table in Polaris: <namespace>.<table>."),
-        "feature_sql": Param("", type="string", description="SELECT that computes the features (the platform's feature job "
-                             "writes it to the table). Empty with feature_job."),
-        "feature_job": Param("", type="string", description="Your own Spark job instead (mainApplicationFile URI); it gets "
-                             "--table, --tag and --sql and must tag the snapshot it writes."),
-        "spark_image": Param(type="string", description="Spark image with the Iceberg runtime (pinned tag)."),
-        "spark_version": Param("4.0.1", type="string", description="Spark version of spark_image."),
-        "training_image": Param(type="string", description="The training image (pinned tag)."),
+        "features": Param(type="string", enum=sorted(loop["features"]), description="The feature set: its table and SELECT "
+                          f"are the stack's (teams.{team}.serving_loop.features), run by the platform's feature job."),
+        "training_image": Param(type="string", pattern=f"^({images})(:[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?(@sha256:[0-9a-f]{{64}})?$",
+                                description="The training image (pinned tag or digest), from the team's repositories: "
+                                f"{', '.join(loop['training_images'])}."),
         "code_revision": Param(type="string", description="Git revision of the training code, recorded in metadata.json."),
         "gpus": Param(1, type="integer", minimum=1, maximum=64),
         "cpu": Param("16", type="string"),
@@ -498,22 +563,20 @@ def _build_dag() -> Any:
     }
 
     with DAG(
-        dag_id="serving_loop",
-        description="Features (Spark) -> training (GPU, method B) -> models bucket -> serving canary (docs/mlops.md)",
+        dag_id=dag_id(team),
+        description=f"Team {team}: features (Spark) -> training (GPU, method B) -> models bucket -> serving canary (docs/mlops.md)",
         schedule=None,
         catchup=False,
         max_active_runs=1,
         params=params,
-        tags=["fab-platform", "mlops"],
+        access_control=access_control(loop["role"]),
+        tags=["fab-platform", "mlops", f"team-{team}"],
         doc_md=__doc__,
     ) as dag:
 
         @task
         def plan(**context: Any) -> dict[str, Any]:
-            p = context["params"]
-            if bool(p["feature_sql"]) == bool(p["feature_job"]):
-                raise ValueError("give exactly one of feature_sql and feature_job")
-            return plan_run(p, context["run_id"], PLATFORM, _submission())
+            return plan_run(team, context["params"], context["run_id"], PLATFORM, _submission())
 
         planned = plan()
 
@@ -522,9 +585,8 @@ def _build_dag() -> Any:
             task_id="prepare_features",
             namespace=SPARK.get("namespace", "spark"),
             template_spec=feature_application(
-                _spark_template(), PLATFORM, "{{ params.spark_image }}", "{{ params.spark_version }}",
-                "{{ params.feature_job or '" + platform_feature_job(PLATFORM) + "' }}",
-                ["--table", planned_value("table"), "--tag", planned_value("tag"), "--sql", "{{ params.feature_sql }}"],
+                _spark_template(), PLATFORM,
+                ["--table", planned_value("table"), "--tag", planned_value("tag"), "--sql", planned_value("sql")],
             ),
             get_logs=True,
             delete_on_termination=True,
@@ -553,7 +615,7 @@ def _build_dag() -> Any:
         @task
         def train(plan: dict[str, Any], **context: Any) -> str:
             p = context["params"]
-            return submit(training_job(_submission()["job"], plan, p["training_image"], p["gpus"], p["cpu"], p["memory"],
+            return submit(training_job(_submission()["job"], plan, plan["training_image"], p["gpus"], p["cpu"], p["memory"],
                                        PLATFORM.get("image_pull_secrets") or ()), plan["connection"])
 
         @task.sensor(poke_interval=60, timeout=3 * 24 * 3600, mode="reschedule")
@@ -581,6 +643,14 @@ def _build_dag() -> Any:
         planned >> prepare_features >> trained
         open_serving_change(planned, stored)
     return dag
+
+
+def _build_dags() -> dict[str, Any]:
+    """One DAG per team with a serving loop on this site (`platform.json` `serving_loop`, from the stack's
+    `teams.<team>.serving_loop`), by DAG id; none where Spark is off (the feature step needs it)."""
+    if not SPARK:
+        return {}
+    return {dag_id(team): _build_dag(team) for team in sorted(PLATFORM.get("serving_loop") or {})}
 
 
 def git_command(basic: str, ca_file: str | None) -> list[str]:
@@ -658,4 +728,5 @@ def serving_change(plan: Mapping[str, Any], weight_percent: int, replicas: int, 
 
 
 if os.environ.get("FAB_SERVING_LOOP_NO_DAG") != "1":
-    dag = _build_dag()
+    # Module-level names, as Airflow's DAG discovery finds them.
+    globals().update(_build_dags())

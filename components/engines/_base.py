@@ -11,7 +11,7 @@ label and NoSchedule taint, and its pods select and tolerate exactly that and ru
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,9 +76,11 @@ BATCH = Pool("batch", "compute-batch", Priority(
 POOLS = (BATCH, INTERACTIVE)
 
 
-def flask_oauth_config(app_part: Path) -> str:
-    """A Flask-AppBuilder app's config file: the Keycloak sign-in every such app shares, then the app's own part."""
-    return f"{FLASK_KEYCLOAK_OAUTH.read_text()}\n\n{app_part.read_text()}"
+def flask_oauth_config(app_part: Path, settings: Mapping[str, Any] | None = None) -> str:
+    """A Flask-AppBuilder app's config file: the Keycloak sign-in every such app shares, the site's `settings` for the
+    app's part (Python literals, `NAME = value`), then the app's own part."""
+    assigned = "".join(f"{name} = {value!r}\n" for name, value in (settings or {}).items())
+    return "\n\n".join([FLASK_KEYCLOAK_OAUTH.read_text(), *([assigned] if assigned else []), app_part.read_text()])
 
 
 @dataclass(frozen=True)
@@ -178,12 +180,13 @@ class EngineScope:
     cnpg: pulumi.Resource | None = None
     cilium: pulumi.Resource | None = None
     """The compute cluster's Cilium release, which registers the cilium.io CRDs an engine's network policy needs."""
-    teams: Sequence[str] = ()
-    """The site's teams: each gets a Spark Connect server of its own, reached by its members' notebook servers only."""
     ray_tokens: dict[str, pulumi.Output[str]] = field(default_factory=dict)
     """Team -> its Ray token, while Ray is on (components/ray.py)."""
     catalog_passwords: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Trino's external catalog -> its account's password (secret config `trinoCatalogPassword-<catalog>`)."""
+    teams: Mapping[str, Any] = field(default_factory=dict)
+    """The site's teams (`teams`): each gets a Spark Connect server of its own, reached by its members' notebook servers
+    only; Airflow's team roles and serving loops."""
     _namespaces: dict[str, k8s.core.v1.Namespace] = field(default_factory=dict)
 
     @property

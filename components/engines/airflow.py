@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,6 +27,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import iceberg_maintenance, versions, yamltext
+from components.config import names
+from components.config.schema.teams import Team
 from components.constants import (
     AIRFLOW_NAMESPACE,
     MAINTENANCE_NAMESPACE,
@@ -59,6 +62,7 @@ FEATURE_JOB = "feature-job"
 """The ConfigMap in Spark's namespace with the platform's feature job, mounted on the driver at FEATURE_JOB_DIR."""
 FEATURE_JOB_SOURCE = Path(__file__).parents[1] / "feature_job.py"
 FEATURE_JOB_DIR = "/opt/fab"
+FAB_AUTH_MANAGER = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
 SERVING_REPO_SECRET = "serving-repo"
 SERVING_REPO_CONNECTION = "serving_repo"
 SPARK_SUBMITTER_RULES = [
@@ -82,11 +86,28 @@ def dag_files(platform: dict[str, Any]) -> dict[str, str]:
     return {**files, ".airflowignore": AIRFLOWIGNORE, "platform.json": platform_json(platform)}
 
 
+def serving_loops(teams: Mapping[str, Team]) -> dict[str, dict[str, Any]]:
+    """`platform.json` `serving_loop`: per team with one (`teams.<team>.serving_loop`), the Airflow role its DAG's
+    access_control names (the team's Keycloak group, which the API server maps to the role of the same name), its
+    training image repositories and its feature sets."""
+    return {team: {"role": names.TEAM_GROUP(team), "training_images": list(t.serving_loop.training_images),
+                   "features": {key: f.model_dump(mode="json") for key, f in t.serving_loop.features.items()}}
+            for team, t in sorted(teams.items()) if t.serving_loop is not None}
+
+
+def team_roles(teams: Mapping[str, Team]) -> tuple[str, ...]:
+    """Airflow's team roles (`TEAM_ROLES` of the API server's config): one per team, named as its Keycloak group."""
+    return tuple(names.TEAM_GROUP(team) for team in sorted(teams))
+
+
 def platform_settings(*, models_bucket: str, checkpoints_bucket: str, spark_on: bool, serving_repo: dict[str, str] | None,
-                      registry: Registry = UPSTREAM, maintenance: dict[str, Any] | None = None) -> dict[str, Any]:
+                      registry: Registry = UPSTREAM, maintenance: dict[str, Any] | None = None,
+                      teams: Mapping[str, Team] | None = None) -> dict[str, Any]:
     """`platform.json`: what the platform's DAGs read about the site (components/dags/serving_loop.py): the images of the
     Jobs they start come from `registry`, whose pull Secret those Jobs name (`image_pull_secrets`, only if it has one);
-    `iceberg_maintenance` (components/dags/iceberg_maintenance.py), its schedule and SparkApplications, or None."""
+    the feature step's Spark image, version and packages are the platform's (it runs as the Spark engine); the teams'
+    serving loops (`serving_loops`); `iceberg_maintenance` (components/dags/iceberg_maintenance.py), its schedule and
+    SparkApplications, or None."""
     return {
         "iceberg_maintenance": maintenance,
         "models_bucket": models_bucket,
@@ -96,8 +117,12 @@ def platform_settings(*, models_bucket: str, checkpoints_bucket: str, spark_on: 
         "spark": {
             "namespace": spark.ENGINE.namespace,
             "template": f"{SPARK_TEMPLATE_DIR}/sparkapplication.yaml",
+            "image": registry.image(versions.SPARK_IMAGE),
+            "spark_version": versions.SPARK_VERSION,
+            "packages": list(iceberg_maintenance.ICEBERG_PACKAGES),
             "feature_job": {"config_map": FEATURE_JOB, "mount_path": FEATURE_JOB_DIR, "file": FEATURE_JOB_SOURCE.name},
         } if spark_on else None,
+        "serving_loop": serving_loops(teams or {}) if spark_on else {},
         "training_submission": f"{TRAINING_SUBMISSION_DIR}/submission.json",
         "serving_repo": serving_repo,
     }
@@ -160,7 +185,7 @@ def _deploy(scope: EngineScope) -> None:
 
     def platform(uri: str) -> dict[str, Any]:
         return platform_settings(models_bucket=scope.storage.bucket_of("models"), checkpoints_bucket=scope.storage.bucket_of("checkpoints"),
-                                 spark_on=spark_on, serving_repo=serving_repo, registry=registry,
+                                 spark_on=spark_on, serving_repo=serving_repo, registry=registry, teams=scope.teams,
                                  maintenance=iceberg_maintenance.dag_settings(maintenance, uri, registry, spark_trust) if spark_on else None)
 
     # platform.json holds the maintenance applications, which carry the catalog's URI (an output of the storage cluster).
@@ -207,13 +232,14 @@ def _deploy(scope: EngineScope) -> None:
         "tolerations": ENGINE.pool.tolerations,
         "workers": {"kubernetes": {"priorityClassName": ENGINE.pool.priority_class}},
         "apiServer": {
-            "apiServerConfig": flask_oauth_config(WEBSERVER_CONFIG),
+            "apiServerConfig": flask_oauth_config(WEBSERVER_CONFIG, {"TEAM_ROLES": team_roles(scope.teams)}),
             "env": [
                 {"name": key, "valueFrom": {"secretKeyRef": {"name": "airflow-oidc", "key": key}}}
                 for key in (OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ISSUER)
             ] + trust_env,
         },
-        "config": {"api": {"base_url": f"https://{scope.hostname(ENGINE)}"}},
+        # The chart's default, said here: the teams' roles and their DAGs' access_control are the FAB auth manager's.
+        "config": {"api": {"base_url": f"https://{scope.hostname(ENGINE)}"}, "core": {"auth_manager": FAB_AUTH_MANAGER}},
         # As Helm hooks these jobs would run after Helm's wait, which waits for pods that wait for the
         # migration: a deadlock. As plain Jobs they run during the wait (the chart's advice for --wait).
         "migrateDatabaseJob": {"useHelmHooks": False, "applyCustomEnv": False},

@@ -170,7 +170,7 @@ def _deploy(scope: EngineScope) -> None:
         site_ca_mount(values["hub"])
     # Every server is marked with its user's teams (what their Spark Connect servers and Ray heads admit), holds their Ray
     # tokens and names their Spark Connect server.
-    values["hub"]["extraConfig"] = {TEAMS_HOOK_KEY: teams_hook(list(scope.teams), bool(scope.ray_tokens),
+    values["hub"]["extraConfig"] = {TEAMS_HOOK_KEY: teams_hook(sorted(scope.teams), bool(scope.ray_tokens),
                                                                _spark_connect_on(scope.compute))}
     tokens = []
     if scope.ray_tokens:

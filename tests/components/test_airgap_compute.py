@@ -229,8 +229,13 @@ def test_the_feature_job_keeps_the_templates_volumes():
 
     template = spark.spark_application_template(CATALOG, REGISTRY)
     platform = airflow.platform_settings(models_bucket="m", checkpoints_bucket="c", spark_on=True, serving_repo=None, registry=REGISTRY)
-    app = serving_loop.feature_application(template, platform, "img:1", "3.5.7", "local:///opt/fab/f.py", [])
+    app = serving_loop.feature_application(template, platform, [])
     assert [v["name"] for v in app["spec"]["volumes"]] == ["tmp", "spark-maven", airflow.FEATURE_JOB]
+
+
+def test_the_feature_step_pulls_the_platforms_spark_image_from_the_mirror():
+    platform = airflow.platform_settings(models_bucket="m", checkpoints_bucket="c", spark_on=True, serving_repo=None, registry=REGISTRY)
+    assert platform["spark"]["image"] == f"{IMAGES}/docker.io/{versions.SPARK_IMAGE}"
 
 
 def test_the_dags_jobs_pull_their_images_from_the_mirror_with_the_pull_secret():

@@ -137,3 +137,22 @@ def test_without_a_write_token_airflow_holds_no_serving_repository_token():
     assert _secret(plan, "repo-serving", "argocd")["metadata"]["labels"] == {"argocd.argoproj.io/secret-type": "repository"}
     assert ([s["metadata"]["name"] for s in plan.objects("Secret", COMPUTE) if s["metadata"]["namespace"] == "airflow"
              and s["metadata"]["name"] == "serving-repo"], platform["serving_repo"]["connection"]) == ([], None)
+
+
+def test_each_team_gets_its_airflow_role_named_as_its_keycloak_group(small_plan):
+    api = _airflow_values(small_plan)["apiServer"]["apiServerConfig"]
+    assert "\nTEAM_ROLES = ('team-yield',)\n" in api
+
+
+def test_airflows_roles_and_dag_access_are_the_fab_auth_managers(small_plan):
+    assert _airflow_values(small_plan)["config"]["core"] == {"auth_manager": "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"}
+
+
+def test_a_team_without_a_serving_loop_has_no_dag():
+    from components.config.schema.teams import Team
+    from components.engines.airflow import serving_loops
+
+    loop = {"training_images": ["registry.site-t.fab.internal/yield/train"], "features": {"w": {"table": "yield.f", "sql": "SELECT 1"}}}
+    assert serving_loops({"fdc": Team(), "yield": Team(serving_loop=loop)}) == {"yield": {
+        "role": "team-yield", "training_images": ["registry.site-t.fab.internal/yield/train"],
+        "features": {"w": {"table": "yield.f", "sql": "SELECT 1"}}}}

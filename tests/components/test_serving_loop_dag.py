@@ -8,13 +8,13 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import types
 from pathlib import Path
 from typing import Any, Self
 
 import pytest
 import yaml
+from airflow_dagbag import airflow_dagbag, needs_airflow
 from helpers import render_small
 from small_site import small_site
 
@@ -132,15 +132,33 @@ def test_fails_when_promoting_without_a_canary():
 # ------------------------------------------------------------------------------------------------
 # The run and its jobs.
 
+TRAIN_REPO = "registry.site-t.fab.internal/wafermap/train"
 PLATFORM = {"models_bucket": BUCKET, "checkpoints_bucket": "site-t-checkpoints",
-            "images": {"s3": "quay.io/minio/mc:RELEASE.2025-08-13T08-35-41Z", "python": "python:3.13.9-slim-bookworm"}}
+            "images": {"s3": "quay.io/minio/mc:RELEASE.2025-08-13T08-35-41Z", "python": "python:3.13.9-slim-bookworm"},
+            "spark": {"namespace": "spark", "template": "/opt/airflow/spark/sparkapplication.yaml",
+                      "image": "apache/spark:3.5.7-scala2.12-java17-python3-ubuntu", "spark_version": "3.5.7",
+                      "packages": ["org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.0"],
+                      "feature_job": {"config_map": "feature-job", "mount_path": "/opt/fab", "file": "feature_job.py"}},
+            "serving_loop": {team: {"role": f"team-{team}", "training_images": [f"registry.site-t.fab.internal/{team}/train"],
+                                    "features": {"wafers": {"table": f"{team}.features", "sql": "SELECT wafer_id FROM yield.wafers"}}}
+                             for team in ("wafermap", "fdc")}}
 SUBMISSION = airflow_submission({"wafermap": ("site-t-gpu", "team-wafermap", "gpu_gpu")})
-PARAMS = {"team": "wafermap", "model": MODEL, "source": "", "table": "wafermap.features", "code_revision": "4f2c9e1",
-          "revision": ""}
+PARAMS = {"model": MODEL, "source": "", "features": "wafers", "training_image": f"{TRAIN_REPO}:1.0.0",
+          "code_revision": "4f2c9e1", "revision": ""}
+
+
+def plan_for(params: dict[str, Any], team: str = "wafermap") -> dict[str, Any]:
+    return loop.plan_run(team, {**PARAMS, **params}, "run-1", PLATFORM, SUBMISSION)
+
+
+def refusal(params: dict[str, Any], team: str = "wafermap") -> str:
+    with pytest.raises(ValueError) as info:
+        plan_for(params, team)
+    return str(info.value)
 
 
 def test_a_run_publishes_into_the_teams_prefix_of_the_models_bucket():
-    plan = loop.plan_run(PARAMS, "manual__2026-03-01T10:00:00+00:00", PLATFORM, SUBMISSION)
+    plan = loop.plan_run("wafermap", PARAMS, "manual__2026-03-01T10:00:00+00:00", PLATFORM, SUBMISSION)
     assert (plan["model_prefix"], plan["tag"], plan["output_uri"]) == (
         f"s3://{BUCKET}/wafermap/{MODEL}/manual-2026-03-01t10-00-00-00-00/",
         "fab-manual-2026-03-01t10-00-00-00-00",
@@ -149,22 +167,75 @@ def test_a_run_publishes_into_the_teams_prefix_of_the_models_bucket():
 
 
 def test_fails_when_the_source_is_outside_the_teams_prefix():
-    with pytest.raises(ValueError) as info:
-        loop.plan_run({**PARAMS, "source": "meta/llama/"}, "run-1", PLATFORM, SUBMISSION)
-    assert str(info.value) == (f"source 'meta/llama/' is outside the team's prefix s3://{BUCKET}/wafermap/: a team publishes only "
+    assert refusal({"source": "meta/llama/"}) == (f"source 'meta/llama/' is outside the team's prefix s3://{BUCKET}/wafermap/: a team publishes only "
                                "under wafermap/ (inference.models.<m>.source)")
 
 
 def test_fails_when_the_team_has_no_submission():
-    with pytest.raises(ValueError) as info:
-        loop.plan_run({**PARAMS, "team": "fdc"}, "run-1", PLATFORM, SUBMISSION)
-    assert str(info.value) == "team 'fdc' has no training submission on this site; teams: wafermap"
+    assert refusal({"training_image": "registry.site-t.fab.internal/fdc/train:1.0.0"}, "fdc") == (
+        "team 'fdc' has no training submission on this site; teams: wafermap")
+
+
+def test_a_run_takes_its_image_and_features_from_the_teams_lists():
+    plan = plan_for({})
+    assert (plan["team"], plan["namespace"], plan["training_image"], plan["table"], plan["sql"]) == (
+        "wafermap", "team-wafermap", f"{TRAIN_REPO}:1.0.0", "wafermap.features", "SELECT wafer_id FROM yield.wafers")
+
+
+def test_a_run_may_name_its_own_team():
+    assert plan_for({"team": "wafermap"})["namespace"] == "team-wafermap"
+
+
+def test_fails_when_a_run_names_another_team():
+    assert refusal({"team": "fdc"}) == "serving_loop_wafermap runs for team wafermap only: a run may not name team 'fdc' (its members trigger serving_loop_fdc)"
+
+
+def test_fails_when_the_training_image_is_not_from_the_teams_repositories():
+    assert refusal({"training_image": "registry.site-t.fab.internal/fdc/train:1.0.0"}) == (
+        "training_image 'registry.site-t.fab.internal/fdc/train:1.0.0' is not an image of team wafermap's training "
+        f"repositories ({TRAIN_REPO}; teams.wafermap.serving_loop.training_images): name one of them with a tag or a digest")
+
+
+@pytest.mark.parametrize("image", [TRAIN_REPO, f"{TRAIN_REPO}:", f"{TRAIN_REPO}@sha256:abc", f"{TRAIN_REPO}/../x:1",
+                                   f"{TRAIN_REPO}-evil:1", f"evil.example/{TRAIN_REPO}:1"])
+def test_fails_when_the_training_image_is_not_a_pinned_image_of_the_repository(image):
+    assert refusal({"training_image": image}).startswith(f"training_image {image!r} is not an image of team wafermap's")
+
+
+def test_a_pinned_digest_of_the_repository_is_a_training_image():
+    image = f"{TRAIN_REPO}:1.0.0@sha256:{'a' * 64}"
+    assert plan_for({"training_image": image})["training_image"] == image
+
+
+def test_fails_when_a_run_chooses_the_feature_steps_image_or_job():
+    assert refusal({"spark_image": "docker.io/me/spark:1", "feature_job": "s3a://me/job.py"}) == (
+        "a run may not choose feature_job, spark_image: the feature step runs the platform's Spark image and feature job as "
+        "the Spark engine, with the features of teams.wafermap.serving_loop.features (name one as `features`)")
+
+
+def test_fails_when_a_run_gives_its_own_feature_sql():
+    assert refusal({"feature_sql": "SELECT reflect('java.lang.System', 'getenv', 'AWS_SECRET_ACCESS_KEY')"}).startswith(
+        "a run may not choose feature_sql: ")
+
+
+def test_fails_when_the_features_are_not_the_teams():
+    assert refusal({"features": "other"}) == "features 'other' is not one of team wafermap's feature sets: wafers (teams.wafermap.serving_loop.features)"
+
+
+def test_fails_when_the_team_has_no_serving_loop():
+    assert refusal({}, "yield") == "team yield has no serving loop on this site (teams.yield.serving_loop)"
+
+
+def test_the_feature_step_runs_the_platforms_image_and_job_whatever_the_run():
+    app = loop.feature_application({"spec": {}}, PLATFORM, ["--table", "t"])["spec"]
+    assert (app["image"], app["sparkVersion"], app["mainApplicationFile"], app["deps"]) == (
+        PLATFORM["spark"]["image"], "3.5.7", "local:///opt/fab/feature_job.py", {"packages": PLATFORM["spark"]["packages"]})
 
 
 def test_the_training_job_is_the_submission_contracts_job():
     """The DAG's Job carries what `training.example_job` (the stack output) shows a job must: suspended, the LocalQueue
     and priority labels, the training PriorityClass, the team's keys, principal and NCCL settings by envFrom."""
-    plan = loop.plan_run(PARAMS, "run-1", PLATFORM, SUBMISSION)
+    plan = plan_for({})
     job = loop.training_job(SUBMISSION["job"], plan, "registry.site.fab.internal/ml/train:1.0.0", 1, "16", "128Gi")
     example = example_job("http://polaris", "fab")
     pick = lambda j: (
@@ -174,7 +245,7 @@ def test_the_training_job_is_the_submission_contracts_job():
 
 
 def test_the_publish_job_writes_metadata_last_with_the_teams_keys():
-    plan = loop.plan_run(PARAMS, "run-1", PLATFORM, SUBMISSION)
+    plan = plan_for({})
     pod = loop.publish_job(SUBMISSION["job"], plan, PLATFORM, "2026-03-01T10:00:00+00:00")["spec"]["template"]["spec"]
     assert ([c["name"] for c in pod["initContainers"]], pod["containers"][0]["args"]) == (
         ["alias", "metrics", "metadata", "model"],
@@ -305,70 +376,85 @@ def _topological(tasks: dict[str, _Task]) -> list[str]:
     return done
 
 
-def test_the_dag_runs_features_then_training_then_publishing_then_the_serving_change(monkeypatch):
+def stubbed_dags(monkeypatch) -> dict[str, _Dag]:
     stub_airflow(monkeypatch)
-    dag = load_dag_module("serving_loop_stubbed")._build_dag()
-    assert (dag.dag_id, _topological(dag.tasks)) == ("serving_loop", ORDER)
+    module = load_dag_module("serving_loop_stubbed")
+    module.PLATFORM, module.SPARK = PLATFORM, PLATFORM["spark"]
+    return module._build_dags()
+
+
+def test_the_dag_runs_features_then_training_then_publishing_then_the_serving_change(monkeypatch):
+    dag = stubbed_dags(monkeypatch)["serving_loop_wafermap"]
+    assert _topological(dag.tasks) == ORDER
     assert {t: sorted(task.upstream) for t, task in dag.tasks.items()} == {
         "plan": [], "prepare_features": ["plan"], "train": ["plan", "prepare_features"],
         "wait_for_training": ["plan", "train"], "publish_model": ["plan", "wait_for_training"],
         "wait_for_publish": ["plan", "publish_model"], "open_serving_change": ["plan", "wait_for_publish"]}
 
 
-def test_the_dag_is_parametrised_by_team_model_table_and_features(monkeypatch):
+def test_each_team_with_a_serving_loop_has_its_own_dag(monkeypatch):
+    assert sorted(stubbed_dags(monkeypatch)) == ["serving_loop_fdc", "serving_loop_wafermap"]
+
+
+def test_the_dag_is_parametrised_by_model_features_and_image_not_by_team(monkeypatch):
+    params = stubbed_dags(monkeypatch)["serving_loop_wafermap"].kwargs["params"]
+    assert ({"model", "features", "training_image", "revision", "code_revision"} <= params.keys(),
+            params.keys() & {"team", "table", "feature_sql", "feature_job", "spark_image", "spark_version"},
+            params["features"]["enum"]) == (True, set(), ["wafers"])
+
+
+def test_the_feature_step_takes_nothing_from_the_runs_parameters(monkeypatch):
+    spec = stubbed_dags(monkeypatch)["serving_loop_wafermap"].tasks["prepare_features"].kwargs["template_spec"]
+    assert ("params" in json.dumps(spec), spec["spec"]["image"]) == (False, PLATFORM["spark"]["image"])
+
+
+def test_no_dag_without_spark(monkeypatch):
     stub_airflow(monkeypatch)
-    params = load_dag_module("serving_loop_stubbed")._build_dag().kwargs["params"]
-    assert {"team", "model", "table", "feature_sql", "feature_job", "revision", "code_revision"} <= params.keys()
+    module = load_dag_module("serving_loop_stubbed")
+    module.PLATFORM, module.SPARK = {**PLATFORM, "spark": None}, {}
+    assert module._build_dags() == {}
 
 
 # ------------------------------------------------------------------------------------------------
 # Airflow's own loader, where Airflow is installed: in this interpreter, or the one FAB_AIRFLOW_PYTHON names.
 
-AIRFLOW_CHECK = textwrap.dedent('''
-    import json, os, sys
-    from pathlib import Path
-    dags = Path(sys.argv[1])
-    from airflow.utils.file import list_py_file_paths
-    from airflow.dag_processing.dagbag import DagBag
-    found = list_py_file_paths(str(dags))
-    bag = DagBag(dag_folder=str(dags), include_examples=False)
-    dag = bag.dags.get("serving_loop")
-    print(json.dumps({"found": [str(Path(f).relative_to(dags)) for f in found], "errors": {k: str(v) for k, v in bag.import_errors.items()},
-                      "order": None if dag is None else [t.task_id for t in dag.topological_sort()],
-                      "upstream": None if dag is None else {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}}))
-''')
-
-
-def _airflow_python() -> str | None:
-    if importlib.util.find_spec("airflow") is not None:
-        return sys.executable
-    return os.environ.get("FAB_AIRFLOW_PYTHON")
-
-
-def config_map_volume(root: Path, files: dict[str, str]) -> Path:
-    """A directory laid out as the kubelet mounts a ConfigMap: the files in a timestamped directory, `..data` linking
-    to it, and each key a link through `..data`."""
-    root.mkdir(parents=True)
-    stamp = root / "..2026_03_01_10_00_00.000000001"
-    stamp.mkdir()
-    for name, text in files.items():
-        (stamp / name).write_text(text)
-    (root / "..data").symlink_to(stamp.name)
-    for name in files:
-        (root / name).symlink_to(f"..data/{name}")
-    return root
-
-
-@pytest.mark.skipif(_airflow_python() is None, reason="Apache Airflow is not installed here (nor named by FAB_AIRFLOW_PYTHON); "
-                    "the stubbed parse test above covers the task graph")
-def test_airflows_dagbag_loads_the_dag_from_the_configmap_volume(tmp_path):
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory) -> dict[str, Any]:
+    """The DAG file with this module's platform.json, in Airflow's DagBag, and the plans of a few runs of wafermap's DAG."""
     from components.engines.airflow import AIRFLOWIGNORE
 
-    dags = tmp_path / "dags"
-    config_map_volume(dags / "platform", {"serving_loop.py": DAG_FILE.read_text(), ".airflowignore": AIRFLOWIGNORE,
-                                          "platform.json": "{}"})
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "home"), "AIRFLOW__CORE__LOAD_EXAMPLES": "false"}
-    out = subprocess.run([_airflow_python(), "-c", AIRFLOW_CHECK, str(dags)], env=env, capture_output=True, text=True,
-                         timeout=300, check=True)
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert (result["found"], result["errors"], result["order"]) == (["platform/serving_loop.py"], {}, ORDER)
+    runs = {"own": ("serving_loop_wafermap", PARAMS), "other-team": ("serving_loop_wafermap", {**PARAMS, "team": "fdc"}),
+            "other-image": ("serving_loop_wafermap", {**PARAMS, "training_image": "docker.io/me/train:1"})}
+    return airflow_dagbag(tmp_path_factory.mktemp("dagbag"), {"serving_loop.py": DAG_FILE.read_text(), ".airflowignore": AIRFLOWIGNORE,
+                                                              "platform.json": json.dumps(PLATFORM)}, SUBMISSION, runs)
+
+
+@needs_airflow
+def test_airflows_dagbag_loads_a_dag_per_team_from_the_configmap_volume(loaded):
+    assert (loaded["found"], loaded["errors"], {d: dag["order"] for d, dag in loaded["dags"].items()}) == (
+        ["platform/serving_loop.py"], {}, {"serving_loop_fdc": ORDER, "serving_loop_wafermap": ORDER})
+
+
+@needs_airflow
+def test_each_teams_dag_names_only_that_teams_role_in_its_access_control(loaded):
+    assert {d: dag["access_control"] for d, dag in loaded["dags"].items()} == {
+        f"serving_loop_{team}": {f"team-{team}": {"DAG Runs": ["can_create", "can_read"], "DAGs": ["can_edit", "can_read"]}}
+        for team in ("fdc", "wafermap")}
+
+
+@needs_airflow
+def test_the_dags_plan_task_plans_a_run_of_its_own_team(loaded):
+    assert loaded["runs"]["own"]["plan"]["namespace"] == "team-wafermap"
+
+
+@needs_airflow
+def test_fails_when_a_run_of_the_loaded_dag_names_another_team(loaded):
+    assert loaded["runs"]["other-team"] == {"refused": "serving_loop_wafermap runs for team wafermap only: a run may not "
+                                            "name team 'fdc' (its members trigger serving_loop_fdc)"}
+
+
+@needs_airflow
+def test_fails_when_a_run_of_the_loaded_dag_names_an_unlisted_image(loaded):
+    assert loaded["runs"]["other-image"] == {"refused": (
+        "training_image 'docker.io/me/train:1' is not an image of team wafermap's training repositories "
+        f"({TRAIN_REPO}; teams.wafermap.serving_loop.training_images): name one of them with a tag or a digest")}

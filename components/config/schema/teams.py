@@ -4,9 +4,10 @@ day/night profiles (DESIGN section 1, "Who uses it", and section 2, training on 
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from components.config.fields import (
     MAX_CORES,
@@ -22,8 +23,18 @@ from components.config.fields import (
     TimeZone,
     Unique,
     _Model,
+    matching,
 )
 from components.config.names import ProfileKey
+
+IMAGE_REPOSITORY = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)+")
+"""An image repository with its registry and no tag or digest: `<host>[:<port>]/<path>`, the path in lowercase."""
+ImageRepository = Annotated[str, AfterValidator(matching(
+    IMAGE_REPOSITORY, "must be an image repository with its registry and without a tag or digest, such as "
+    "registry.site-a.fab.internal/wafermap/train", 255))]
+FEATURE_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
+FeatureTable = Annotated[str, AfterValidator(matching(
+    FEATURE_TABLE, "must be a table of the catalog as <namespace>.<table> (letters, digits and '_')", 255))]
 
 
 class KeycloakEndpoint(_Model):
@@ -41,10 +52,44 @@ class KeycloakEndpoint(_Model):
     )
 
 
+class FeatureSet(_Model):
+    """A feature table a team's serving loop writes in its step (a) (docs/mlops.md): the platform's feature job runs the
+    SELECT and writes its result to the table, then tags the snapshot for the run."""
+
+    table: FeatureTable = Field(description="The table in the catalog (Polaris), `<namespace>.<table>`: created on the first "
+                                "run, overwritten after.")
+    sql: str = Field(
+        min_length=1, max_length=65536,
+        description="The SELECT computing the features. It runs as the Spark engine, which reads every table and writes the "
+        "raw and warehouse buckets: review it as such, here, where no run can change it.",
+    )
+
+
+class ServingLoopConfig(_Model):
+    """The team's serving-loop DAG `serving_loop_<team>` (docs/mlops.md): the team is the DAG's, not a run's; only the
+    team's Airflow role (its Keycloak group `team-<team>`) sees and triggers it; a run picks its training image and its
+    features from these lists alone. The feature step's Spark image and job are the platform's."""
+
+    training_images: Annotated[list[ImageRepository], Unique] = Field(
+        min_length=1,
+        description="Image repositories a run's `training_image` may come from, without tag or digest (for example "
+        "`registry.site-a.fab.internal/wafermap/train`); a run names one of them with a tag or a digest. The training Job "
+        "runs it with the team's keys, in the team's namespace.",
+    )
+    features: dict[DnsLabel, FeatureSet] = Field(
+        min_length=1, description="The feature sets a run may name (its `features` parameter): key -> table and SELECT."
+    )
+
+
 class Team(_Model):
     """A team of the fab that owns quotas, namespaces and a Keycloak group."""
 
     description: str = Field("", description="What the team does, shown on its Keycloak group.")
+    serving_loop: ServingLoopConfig | None = Field(
+        None,
+        description="The team's serving-loop DAG in Airflow (`serving_loop_<team>`, docs/mlops.md), its training images and "
+        "feature sets. Needs Spark and Airflow. Defaults to none: the team has no serving loop.",
+    )
 
 
 class IdentityConfig(_Model):
