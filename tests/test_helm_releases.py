@@ -29,6 +29,8 @@ VERIFIED_VALUES = {
         "jwtSecretName", "env", "volumes", "volumeMounts", "apiServer.apiServerConfig", "apiServer.env", "config.*",
         "migrateDatabaseJob.useHelmHooks", "migrateDatabaseJob.applyCustomEnv", "createUserJob.useHelmHooks",
         "createUserJob.applyCustomEnv",
+        # Chart 1.19 moved the default user (admin/admin, role Admin) from webserver.defaultUser to createUserJob.defaultUser.
+        "createUserJob.defaultUser.enabled",
         # Every component falls back to the top-level nodeSelector and tolerations (values.yaml, "Select certain nodes
         # for airflow pods"; files/pod-template-file.kubernetes-helm-yaml reads workers.kubernetes, then workers, then
         # these); workers.kubernetes.priorityClassName: chart 1.21.0 release notes (#61961).

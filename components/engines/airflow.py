@@ -243,7 +243,9 @@ def _deploy(scope: EngineScope) -> None:
         # As Helm hooks these jobs would run after Helm's wait, which waits for pods that wait for the
         # migration: a deadlock. As plain Jobs they run during the wait (the chart's advice for --wait).
         "migrateDatabaseJob": {"useHelmHooks": False, "applyCustomEnv": False},
-        "createUserJob": {"useHelmHooks": False, "applyCustomEnv": False},
+        # The chart's default user is `admin`/`admin` with the Admin role, and Airflow 3's `/auth/token` trades a database
+        # user's password for a token whatever the UI's sign-in: no account but Keycloak's (docs/operations.md).
+        "createUserJob": {"useHelmHooks": False, "applyCustomEnv": False, "defaultUser": {"enabled": False}},
     }
     # Its pods read the OIDC client and `airflow-keys` (database connection, keys) when they start, and mount the DAGs,
     # the Spark template and the serving repository's connection; the maintenance DAG's job, rights and keys (`delivered`).

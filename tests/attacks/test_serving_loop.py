@@ -182,3 +182,11 @@ def test_the_spark_application_of_a_loop_takes_nothing_from_a_run(plan, monkeypa
     specs = {d: loaded["dags"][d]["feature_spec"]["spec"] for d in targets}
     assert {d: ("params" in json.dumps(s), s["image"], s["mainApplicationFile"]) for d, s in specs.items()} == {
         d: (False, platform["spark"]["image"], "local:///opt/fab/feature_job.py") for d in targets}
+
+
+def test_no_one_signs_in_to_airflow_with_the_charts_default_admin(plan):
+    """The chart creates `admin`/`admin` with the Admin role unless told not to, and Airflow 3's `/auth/token` trades a
+    database user's password for an API token whatever the UI's sign-in: from the compute ingress, anyone would be
+    Admin. No such account is created; every user comes from Keycloak."""
+    (airflow,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["chart"] == "airflow"]
+    assert airflow["inputs"]["values"]["createUserJob"]["defaultUser"] == {"enabled": False}
