@@ -620,6 +620,9 @@ def tenant_isolation_policy(tenants: Tenants) -> dict[str, Any] | None:
     """One rule per tenant (`tenant_isolation_spec`) in one CiliumClusterwideNetworkPolicy; None without tenants."""
     if not tenants:
         return None
+    for name, labels in sorted(tenants.items()):
+        if not labels:
+            raise ValueError(f"tenant {name!r} has no namespace labels: its rule would select every pod of the cluster")
     keys = sorted({key for labels in tenants.values() for key in labels})
     return _cr("CiliumClusterwideNetworkPolicy", TENANT_RULE_NAME, None, labels={RULE_LABEL: "tenant"},
                specs=[tenant_isolation_spec(name, labels, keys) for name, labels in sorted(tenants.items())])
