@@ -31,7 +31,7 @@ from components.runtimes import installed_runtimes
 from components.sharing import VendorCatalog, VendorCatalogArgs, catalog_ui
 from components.spark_rapids import SparkRapids, SparkRapidsArgs
 from components.storage import StorageCluster, StorageClusterArgs
-from components.training import TrainingPool, TrainingPoolArgs
+from components.training import TrainingPool, TrainingPoolArgs, tenant_labels
 
 # Process-level settings (the collector), in one place so that the benchmarks' SDK floor makes the same ones.
 settle_after_imports()
@@ -63,6 +63,7 @@ network = CrossClusterNetwork(
         site=site_ref, clusters=providers.clusters, cluster_configs=site.clusters, flows=site.flow_table(), adopt=site.adopt,
         global_services=site.global_services_enabled(),
         outside_calls={TRINO_NAMESPACE: trino_outside_calls(site)} if site.compute.trino.enabled else {},
+        tenants=tenant_labels(sorted(site.teams), site.remote_teams(linked_only=True)),
     ),
 )
 PreviewAccess("preview-access", PreviewAccessArgs(clusters=providers.clusters, adopt=site.adopt))

@@ -20,7 +20,7 @@ import pulumi_tls as tls
 from components import versions
 from components.config import CILIUM_RELEASE, WORLD, AdoptConfig, ClusterConfig, Flow, names
 from components.constants import AFFINITY_SERVICE_ANNOTATION, GLOBAL_SERVICE_ANNOTATION, SHARED_SERVICE_ANNOTATION
-from components.kube import Adoption, helm_release, namespace, pull_secret
+from components.kube import Adoption, FlatCustomResource, helm_release, namespace, pull_secret
 from components.monitors import cilium_metrics_values
 from components.providers import ClusterRef, SiteRef
 
@@ -37,8 +37,11 @@ CLUSTERMESH_PORT = 2379
 CLUSTERMESH_SERVICE = "clustermesh-apiserver-vip"
 CLUSTER_LABEL = "io.cilium.k8s.policy.cluster"
 NAMESPACE_LABEL = "k8s:io.kubernetes.pod.namespace"
+NAMESPACE_LABELS_PREFIX = "k8s:io.cilium.k8s.namespace.labels."
+"""The prefix of a pod's identity labels that carry its namespace's labels: set by the platform, never by a pod's creator."""
 DEFAULT_DENY_NAME = "fab-default-deny-remote"
 CLUSTERMESH_RULE_NAME = "fab-clustermesh-apiserver"
+TENANT_RULE_NAME = "fab-team-isolation"
 LOCAL_ENTITIES = ["host", "health", "kube-apiserver", "ingress"]
 """What a pod accepts besides its own cluster's pods: its node (kubelet probes), cilium-health, the
 API server (webhooks) and Cilium's own ingress. `remote-node` is left out on purpose: in a
@@ -114,6 +117,11 @@ class OutsideCalls:
     site of this program, its Polaris and S3 on the same ports."""
 
 
+Tenants = dict[str, dict[str, str]]
+"""The site's tenants (its teams, and linked peers' teams that train here), by name: the namespace labels, set by the
+platform (components/training.py `tenant_labels`), that mark each tenant's namespaces."""
+
+
 @dataclass(frozen=True)
 class CrossClusterNetworkArgs:
     site: SiteRef
@@ -129,6 +137,9 @@ class CrossClusterNetworkArgs:
     outside_calls: dict[str, OutsideCalls] = field(default_factory=dict)
     """Per source namespace of a world flow (Trino's), what else it calls: its egress is default-denied to everything but
     that, its own cluster, DNS and its world flows (`namespace_egress_policy`)."""
+    tenants: Tenants = field(default_factory=dict)
+    """The site's tenants by name, each with the namespace labels that mark its namespaces: on every cluster, no pod of one
+    reaches another's pods (`tenant_isolation_policy`)."""
     global_services: bool = False
     """Polaris and the inference gateway are ClusterMesh global services (`global_services`): their components annotate
     their Services, and `consume_global_service` repeats them on the client clusters."""
@@ -170,7 +181,11 @@ class CrossClusterNetwork(pulumi.ComponentResource):
             # The operator registers Cilium's CRDs when it starts, so the objects wait for the release.
             release = self.cilium_releases.get(key)
             crs = pulumi.ResourceOptions.merge(opts_k, pulumi.ResourceOptions(depends_on=[release] if release else []))
-            for obj in cluster_objects(clusters, key, flows, args.outside_calls):
+            for obj in cluster_objects(clusters, key, flows, args.outside_calls, args.tenants):
+                if "specs" in obj:  # a policy of several rules: CustomResource carries `spec` only
+                    FlatCustomResource(f"{prefix}-{_logical_suffix(obj)}", obj["apiVersion"], obj["kind"], obj["metadata"],
+                                       {"specs": obj["specs"]}, opts=crs)
+                    continue
                 resource = k8s.apiextensions.CustomResource(
                     f"{prefix}-{_logical_suffix(obj)}",
                     api_version=obj["apiVersion"],
@@ -345,8 +360,11 @@ def _meta(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     return meta
 
 
-def _cr(kind: str, name: str, spec: dict[str, Any], labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"apiVersion": versions.CILIUM_API, "kind": kind, "metadata": _meta(name, labels), "spec": spec}
+def _cr(kind: str, name: str, spec: dict[str, Any] | None, labels: dict[str, str] | None = None,
+        specs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A Cilium object with its `spec`, or a policy with a list of rules (`specs`) instead."""
+    body = {"spec": spec} if specs is None else {"specs": specs}
+    return {"apiVersion": versions.CILIUM_API, "kind": kind, "metadata": _meta(name, labels), **body}
 
 
 def pool_objects(cluster: ClusterConfig) -> list[dict[str, Any]]:
@@ -458,7 +476,8 @@ def clustermesh_policy(clusters: dict[str, MeshCluster], key: str) -> dict[str, 
         CLUSTERMESH_RULE_NAME,
         {
             "description": "ClusterMesh: remote cluster agents (by node range until the mesh knows them, then as "
-            "remote nodes) reach the clustermesh-apiserver etcd port.",
+            "remote nodes) reach the clustermesh-apiserver etcd port; no pod does (the local agents run on the host "
+            "network).",
             "endpointSelector": _pod_selector(CILIUM_NAMESPACE, {"k8s-app": "clustermesh-apiserver"}),
             "ingress": [
                 {
@@ -466,6 +485,12 @@ def clustermesh_policy(clusters: dict[str, MeshCluster], key: str) -> dict[str, 
                     "toPorts": _ports(CLUSTERMESH_PORT, "TCP"),
                 },
                 {"fromEntities": ["remote-node"], "toPorts": _ports(CLUSTERMESH_PORT, "TCP")},
+            ],
+            # The default deny admits every pod of the cluster, and an allow cannot take that back: the etcd port is
+            # denied to every pod (a namespace label: pods only; agents, nodes and the remote ranges are no pods).
+            "ingressDeny": [
+                {"fromEndpoints": [{"matchExpressions": [{"key": NAMESPACE_LABEL, "operator": "Exists"}]}],
+                 "toPorts": _ports(CLUSTERMESH_PORT, "TCP")},
             ],
         },
         labels={RULE_LABEL: "clustermesh"},
@@ -563,6 +588,46 @@ def fence_policy(name: str, namespace_: str, description: str, selector: dict[st
             "spec": fence_spec(description, selector, sources)}
 
 
+def tenant_isolation_spec(name: str, labels: dict[str, str], keys: list[str]) -> dict[str, Any]:
+    """The rule that refuses a tenant's pods (those of namespaces carrying all of `labels`) to every other tenant's pods
+    of the same cluster, on every port.
+
+    Another tenant's pod is one whose namespace carries a tenant key (`keys`: every key that marks a tenant) with another
+    value, or a key this tenant's namespaces lack; a namespace's labels are the platform's, which a pod's creator cannot
+    choose (and a team cannot relabel its namespace). The same test on the pod's own labels refuses pods the platform
+    labels with another tenant in a namespace tenants share (a notebook server carries its team); a pod that drops or
+    forges that label is still refused by its namespace. Deny rules only, and no default deny of their own: whatever else
+    reaches the tenant's pods (their own tenant's pods in every namespace of it, the platform's controllers, Prometheus,
+    the notebooks hub) is left as the other rules say, and selectors without a cluster key match this cluster's pods only
+    (`policyDefaultLocalCluster`): other clusters' pods reach a tenant by the flow table alone.
+    """
+    others: list[dict[str, Any]] = []
+    for prefix in (NAMESPACE_LABELS_PREFIX, "k8s:"):
+        for key in sorted(keys):
+            expressions = [{"key": NAMESPACE_LABEL, "operator": "Exists"}, {"key": f"{prefix}{key}", "operator": "Exists"}]
+            if key in labels:
+                expressions.append({"key": f"{prefix}{key}", "operator": "NotIn", "values": [labels[key]]})
+            others.append({"matchExpressions": expressions})
+    return {
+        "description": f"Tenant {name}: no pod of another tenant on this cluster reaches its pods.",
+        "endpointSelector": {"matchLabels": {f"{NAMESPACE_LABELS_PREFIX}{key}": value for key, value in sorted(labels.items())}},
+        "enableDefaultDeny": dict(NO_DEFAULT_DENY),
+        "ingressDeny": [{"fromEndpoints": others}],
+    }
+
+
+def tenant_isolation_policy(tenants: Tenants) -> dict[str, Any] | None:
+    """One rule per tenant (`tenant_isolation_spec`) in one CiliumClusterwideNetworkPolicy; None without tenants."""
+    if not tenants:
+        return None
+    for name, labels in sorted(tenants.items()):
+        if not labels:
+            raise ValueError(f"tenant {name!r} has no namespace labels: its rule would select every pod of the cluster")
+    keys = sorted({key for labels in tenants.values() for key in labels})
+    return _cr("CiliumClusterwideNetworkPolicy", TENANT_RULE_NAME, None, labels={RULE_LABEL: "tenant"},
+               specs=[tenant_isolation_spec(name, labels, keys) for name, labels in sorted(tenants.items())])
+
+
 HUBBLE_RELAY_FENCE = "fab-hubble-relay"
 HUBBLE_UI_FENCE = "fab-hubble-ui"
 
@@ -646,11 +711,12 @@ def namespace_egress_policy(clusters: dict[str, MeshCluster], key: str, source_n
 
 
 def cluster_objects(clusters: dict[str, MeshCluster], key: str, flows: dict[str, Flow],
-                    outside_calls: dict[str, OutsideCalls] | None = None) -> list[dict[str, Any]]:
+                    outside_calls: dict[str, OutsideCalls] | None = None, tenants: Tenants | None = None) -> list[dict[str, Any]]:
     """Every Cilium object of one cluster, in a stable order."""
     cluster = clusters[key]
+    isolation = tenant_isolation_policy(tenants or {})
     objects = [*pool_objects(cluster.config), *bgp_objects(cluster), default_deny_policy(cluster), clustermesh_policy(clusters, key),
-               *hubble_fences(cluster.config.cilium.hubble_ui)]
+               *([isolation] if isolation else []), *hubble_fences(cluster.config.cilium.hubble_ui)]
     egress_namespaces = set()
     for name, flow in sorted(flows.items()):
         if flow.target == "pods" and key in flow.to:

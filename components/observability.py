@@ -209,16 +209,15 @@ class SiteObservability(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=needs), adopt=adopt,
                 registry=cluster.registry,
             )
-            if own:
-                fence = prometheus_fence(args.query_namespaces)
-                cilium = args.network.cilium_releases.get(key)
-                k8s.apiextensions.CustomResource(
-                    f"{prefix}-prometheus-fence", api_version=fence["apiVersion"], kind=fence["kind"],
-                    metadata=fence["metadata"], spec=fence["spec"],
-                    # the namespace, and Cilium's release, which registers the CiliumNetworkPolicy CRD
-                    opts=pulumi.ResourceOptions(parent=self, provider=cluster.provider,
-                                                depends_on=[monitoring, *([cilium] if cilium else [])]),
-                )
+            fence = prometheus_fence(args.query_namespaces, own)
+            cilium = args.network.cilium_releases.get(key)
+            k8s.apiextensions.CustomResource(
+                f"{prefix}-prometheus-fence", api_version=fence["apiVersion"], kind=fence["kind"],
+                metadata=fence["metadata"], spec=fence["spec"],
+                # the namespace, and Cilium's release, which registers the CiliumNetworkPolicy CRD
+                opts=pulumi.ResourceOptions(parent=self, provider=cluster.provider,
+                                            depends_on=[monitoring, *([cilium] if cilium else [])]),
+            )
             if own and config.metrics == "in-cluster":
                 self._receiver(prefix, key, args, opts_k, monitoring)
             if own and grafana:
@@ -300,20 +299,20 @@ GRAFANA_POD_LABELS = {"app.kubernetes.io/name": "grafana"}
 """Grafana's pods (the kube-prometheus-stack's grafana subchart)."""
 
 
-def prometheus_fence(query_namespaces: Sequence[str] = ()) -> dict[str, Any]:
-    """compute's Prometheus answers queries and, while the site's metrics are in-cluster, takes remote writes, both
-    without authentication, on one port: the CiliumNetworkPolicy that refuses it to every pod of compute but Prometheus
-    itself, Grafana (its queries) and the pods of `query_namespaces` (fabctl verify's). The other clusters' Prometheus
-    write to it through the flow `metrics`, which admits their Prometheus pods alone; a team's pod on compute neither
-    writes series nor reads them."""
+def prometheus_fence(query_namespaces: Sequence[str] = (), compute: bool = True) -> dict[str, Any]:
+    """Every cluster's Prometheus answers queries without authentication (compute's, while the site's metrics are
+    in-cluster, takes remote writes too), on one port: the CiliumNetworkPolicy that refuses it to every pod of its
+    cluster but Prometheus itself, the pods of `query_namespaces` (fabctl verify's) and, on compute, Grafana (its
+    queries). The other clusters' Prometheus write to compute's through the flow `metrics`, which admits their Prometheus
+    pods alone, and their own Prometheus only scrapes and writes out; a team's pod neither writes series nor reads them
+    (other teams' series among them) on any cluster."""
     app = "app.kubernetes.io/name"
-    sources: dict[str, dict[str, list[str]]] = {
-        MONITORING_NAMESPACE: {app: sorted({PROMETHEUS_POD_LABELS[app], GRAFANA_POD_LABELS[app]})},
-        **{ns: {} for ns in query_namespaces},
-    }
-    return fence_policy(PROMETHEUS_FENCE, MONITORING_NAMESPACE, "compute's Prometheus: remote writes come from the "
-                        "Prometheus of the site (flow metrics), queries from Grafana and the acceptance jobs.",
-                        dict(PROMETHEUS_POD_LABELS), sources)
+    own = {PROMETHEUS_POD_LABELS[app], *([GRAFANA_POD_LABELS[app]] if compute else [])}
+    sources: dict[str, dict[str, list[str]]] = {MONITORING_NAMESPACE: {app: sorted(own)}, **{ns: {} for ns in query_namespaces}}
+    description = ("compute's Prometheus: remote writes come from the Prometheus of the site (flow metrics), queries from "
+                   "Grafana and the acceptance jobs." if compute else
+                   "The cluster's Prometheus: it scrapes and writes out; only the acceptance jobs query it.")
+    return fence_policy(PROMETHEUS_FENCE, MONITORING_NAMESPACE, description, dict(PROMETHEUS_POD_LABELS), sources)
 
 
 def evaluates_rules(role: str, config: ObservabilityConfig) -> bool:

@@ -92,6 +92,16 @@ MANAGED_LABEL = "fab.internal/kueue-managed"
 REMOTE_TEAM_LABEL = "fab.internal/remote-team"
 """On a peer's team's namespace: the team, as its site names it (with REMOTE_SITE_LABEL, the peer)."""
 REMOTE_SITE_LABEL = "fab.internal/remote-site"
+
+
+def tenant_labels(teams: list[str], remote_teams: dict[str, RemoteTeam]) -> dict[str, dict[str, str]]:
+    """The site's tenants, by name, with the namespace labels that mark their namespaces (the network keeps them apart,
+    components/network.py `tenant_isolation_policy`): each team by TEAM_LABEL (its namespaces here and its notebooks'),
+    each linked peer's team that trains here by REMOTE_TEAM_LABEL and REMOTE_SITE_LABEL (named by its namespace)."""
+    return {**{team: {TEAM_LABEL: names.TEAM_LABEL(team)} for team in sorted(teams)},
+            **{ns_name: {REMOTE_TEAM_LABEL: remote.team, REMOTE_SITE_LABEL: remote.peer} for ns_name, remote in sorted(remote_teams.items())}}
+
+
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 DEFAULT_WORKLOAD_PRIORITY = "training-normal"
@@ -478,7 +488,7 @@ class TrainingPool(pulumi.ComponentResource):
         for team in self._teams:
             ns_name = team_namespace(team)
             # Training jobs of the team run here: they read the training credentials, the team's own.
-            ns = self._team_queue(cluster, ns_name, {TEAM_LABEL: team, ENGINE_LABEL: TRAINING}, names.TEAM_GROUP(team),
+            ns = self._team_queue(cluster, ns_name, {**tenant_labels([team], {})[team], ENGINE_LABEL: TRAINING}, names.TEAM_GROUP(team),
                                   quotas.get(team, {}), flavors, (f"queue-{team}", f"localqueue-{team}"))
             self._team_namespaces[cluster, team] = ns
             if not is_manager:  # pods run on workers: data by reference, read with the team's own training keys
@@ -490,7 +500,7 @@ class TrainingPool(pulumi.ComponentResource):
         for ns_name, remote in sorted(self._remote_teams.items()):
             # A peer's team: quota on the clusters its peer entry names only, and no catalog, no bucket of this site but
             # the peer's replica and its own checkpoint prefix (SiteFederation's keys, once the peer consents).
-            ns = self._team_queue(cluster, ns_name, {REMOTE_TEAM_LABEL: remote.team, REMOTE_SITE_LABEL: remote.peer}, remote.group,
+            ns = self._team_queue(cluster, ns_name, tenant_labels([], {ns_name: remote})[ns_name], remote.group,
                                   remote.quotas, flavors, (f"hosted-queue-{ns_name}", f"hosted-localqueue-{ns_name}"), confined=True)
             if not is_manager:
                 self._federation.remote_grant(ns_name, NamespaceRef(self._clusters[cluster], ns_name, ns))

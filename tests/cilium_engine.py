@@ -6,8 +6,10 @@ default deny once a selecting policy has ingress or ingressDeny rules (unless `e
 per rule the peers (`fromEndpoints` with `matchLabels`/`matchExpressions`, `fromEntities`, `fromCIDR`/`fromCIDRSet`) and
 `toPorts`. A `fromEndpoints` selector of a namespaced policy without a namespace key gets the policy's namespace; one
 without a cluster key selects the destination's cluster only (`clustermesh.policyDefaultLocalCluster`, which the program
-sets). Label keys are compared without their source prefix (`k8s:`). Not modelled: L7 rules (none is rendered), named
-ports, egress.
+sets). Label keys are compared without their source prefix (`k8s:`). A pod's identity carries its namespace's labels
+(`io.cilium.k8s.namespace.labels.<key>`, and `kubernetes.io/metadata.name`, which Kubernetes sets): `in_plan` takes them
+from the plan's Namespace. Not modelled: L7 rules (none is rendered), named ports, egress, and Kubernetes NetworkPolicy
+(under the cluster-wide default deny, which admits every pod of the cluster, an allow of one adds nothing for a pod).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ipaddress import ip_address, ip_network
 from typing import Any, Iterable, Mapping
 
 NAMESPACE = "io.kubernetes.pod.namespace"
+NAMESPACE_LABELS = "io.cilium.k8s.namespace.labels."
 CLUSTER = "io.cilium.k8s.policy.cluster"
 KINDS = ("CiliumNetworkPolicy", "CiliumClusterwideNetworkPolicy")
 
@@ -29,6 +32,8 @@ class Peer:
     namespace: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     ip: str | None = None
+    namespace_labels: Mapping[str, str] = field(default_factory=dict)
+    """The labels of the pod's namespace (the platform's: its creator cannot choose them)."""
 
     @property
     def pod(self) -> bool:
@@ -37,11 +42,21 @@ class Peer:
     def identity(self) -> dict[str, str]:
         if not self.pod:
             return {}
-        return {**{_key(k): v for k, v in self.labels.items()}, NAMESPACE: str(self.namespace), CLUSTER: str(self.cluster)}
+        namespace_labels = {"kubernetes.io/metadata.name": str(self.namespace), **self.namespace_labels}
+        return {**{_key(k): v for k, v in self.labels.items()}, **{NAMESPACE_LABELS + k: v for k, v in namespace_labels.items()},
+                NAMESPACE: str(self.namespace), CLUSTER: str(self.cluster)}
 
 
-def pod(cluster: str, namespace: str, labels: Mapping[str, str] | None = None) -> Peer:
-    return Peer(cluster, namespace, dict(labels or {}))
+def pod(cluster: str, namespace: str, labels: Mapping[str, str] | None = None,
+        namespace_labels: Mapping[str, str] | None = None) -> Peer:
+    return Peer(cluster, namespace, dict(labels or {}), namespace_labels=dict(namespace_labels or {}))
+
+
+def in_plan(plan: Any, cluster: str, namespace: str, labels: Mapping[str, str] | None = None) -> Peer:
+    """A pod of `namespace` on `cluster` with `labels`, its namespace's labels as the plan sets them (none if the plan
+    makes no such Namespace)."""
+    found = [obj for obj in plan.objects("Namespace", cluster) if obj["metadata"]["name"] == namespace]
+    return pod(cluster, namespace, labels, (found[0]["metadata"].get("labels") or {}) if found else {})
 
 
 def outside(ip: str) -> Peer:

@@ -25,6 +25,7 @@ from components.constants import (
 from components.engines import _spark_connect as spark_connect
 from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui
 from components.identity import PLATFORM_USERS
+from components.network import fence_policy
 from components.providers import NamespaceRef
 
 
@@ -126,6 +127,19 @@ def teams_hook(teams: list[str], ray: bool, connect: bool) -> str:
     return _TEAMS_HOOK % (json.dumps(entries, sort_keys=True), names.TEAM_MEMBER, RAY_TOKEN_MOUNT, spark_connect.REMOTE_ENV)
 
 
+SERVER_FENCE = "notebook-servers"
+SERVER_LABELS = {"component": "singleuser-server"}
+"""What the chart labels every user server with (KubeSpawner's `component`, set by the hub, never by a user)."""
+
+
+def server_fence() -> dict[str, object]:
+    """The user servers of every team share this namespace, and the site's default deny admits every pod of compute (the
+    chart's NetworkPolicies add allows to that and so narrow nothing): only the hub and its proxy reach a server, as the
+    chart intends; another user's or another team's pod does not, on any port."""
+    return fence_policy(SERVER_FENCE, ENGINE.namespace, "JupyterHub's user servers: only the hub and its proxy reach them.",
+                        SERVER_LABELS, {ENGINE.namespace: {"component": ["hub", "proxy"]}})
+
+
 def _deploy(scope: EngineScope) -> None:
     ns_resource = scope.namespace(ENGINE)
     oidc = scope.oidc_secret(ENGINE, ns_resource)
@@ -187,6 +201,13 @@ def _deploy(scope: EngineScope) -> None:
     # the hub reads its OIDC client when it starts, and mounts each team's Ray token into its members' servers
     scope.release("jupyterhub", versions.JUPYTERHUB, ENGINE.namespace, values, [oidc, *tokens, *ca.resources()])
     scope.route(ENGINE, ns_resource)
+    fence = server_fence()
+    k8s.apiextensions.CustomResource(
+        f"{scope.prefix}-jupyterhub-server-fence", api_version=fence["apiVersion"], kind=fence["kind"],
+        metadata=fence["metadata"], spec=fence["spec"],
+        # the namespace, and Cilium's release, which registers the CiliumNetworkPolicy CRD
+        opts=scope.after(ns_resource, *([scope.cilium] if scope.cilium else [])),
+    )
 
 
 ENGINE = Engine(

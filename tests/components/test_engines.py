@@ -70,3 +70,18 @@ def test_an_engine_is_its_module_its_pin_and_its_switch(tmp_path):
     (policy,) = [p for p in plan.of_type("minio:index/iamPolicy:IamPolicy") if p["inputs"]["name"] == "fab-flink"]
     writes = [s for s in json.loads(policy["inputs"]["policy"])["Statement"] if s["Sid"] == "WriteObjects"]
     assert writes[0]["Resource"] == ["arn:aws:s3:::site-t-warehouse/*"]
+
+
+def test_only_the_hub_and_its_proxy_reach_a_jupyter_user_server(small_plan):
+    """Every team's users share the namespace, and the site's default deny admits every pod of compute."""
+    from cilium_engine import admitted, in_plan
+
+    server = in_plan(small_plan, "site-t-compute", "jupyterhub", {"component": "singleuser-server", "hub.jupyter.org/username": "ann"})
+    verdicts = {who: admitted(small_plan, server, in_plan(small_plan, "site-t-compute", ns, labels), 8888)
+                for who, ns, labels in (("hub", "jupyterhub", {"component": "hub"}), ("proxy", "jupyterhub", {"component": "proxy"}),
+                                        ("server", "jupyterhub", {"component": "singleuser-server"}),
+                                        ("team", "team-yield", {"app": "mine"}))}
+    assert {who: (v.admitted, v.why) for who, v in verdicts.items()} == {
+        "hub": (True, "allowed by fab-default-deny-remote"), "proxy": (True, "allowed by fab-default-deny-remote"),
+        "server": (False, "denied by notebook-servers"), "team": (False, "denied by notebook-servers"),
+    }

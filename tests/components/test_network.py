@@ -305,3 +305,138 @@ def test_no_pod_reaches_the_hubble_ui(small_plan):
     verdict = admitted(small_plan, ui, pod("site-t-compute", "kube-system", {"k8s-app": "hubble-relay"}), 8081)
     assert (verdict.admitted, verdict.why) == (False, "denied by fab-hubble-ui")
 
+
+
+ISOLATION = "fab-team-isolation"
+TEAM_NS_LABEL = "k8s:io.cilium.k8s.namespace.labels.fab.internal/team"
+
+
+def _team_pod(plan, cluster: str, team: str, labels: dict | None = None):
+    from cilium_engine import in_plan
+
+    return in_plan(plan, cluster, f"team-{team}", labels or {"app": "mine"})
+
+
+def test_every_cluster_isolates_each_team_by_its_namespace_label(full_plan):
+    clusters = {r["name"] for r in full_plan.of_type(K8S_PROVIDER_TYPE)}
+    for cluster in sorted(clusters):
+        selectors = [spec["endpointSelector"] for spec in policy(full_plan, cluster, ISOLATION)["specs"]]
+        assert (cluster, selectors) == (cluster, [{"matchLabels": {TEAM_NS_LABEL: "fdc"}}, {"matchLabels": {TEAM_NS_LABEL: "yield"}}])
+
+
+def test_team_isolation_only_denies(full_plan):
+    """Deny rules without a default deny of their own: nothing the other rules admit to a team's pods is taken away but
+    other tenants' pods."""
+    specs = policy(full_plan, "site-t-gpu", ISOLATION)["specs"]
+    assert {(("ingress" in spec), spec["enableDefaultDeny"]["ingress"], len(spec["ingressDeny"])) for spec in specs} == {(False, False, 1)}
+
+
+def test_a_teams_pod_cannot_reach_another_teams_pod_on_its_cluster(full_plan):
+    from cilium_engine import admitted
+
+    verdict = admitted(full_plan, _team_pod(full_plan, "site-t-gpu", "fdc"), _team_pod(full_plan, "site-t-gpu", "yield"), 29500)
+    assert (verdict.admitted, verdict.why) == (False, "denied by fab-team-isolation")
+
+
+def test_a_teams_pods_reach_each_other_on_any_port(full_plan):
+    """NCCL, torch rendezvous and Ray between a team's own pods."""
+    from cilium_engine import admitted
+
+    for port in (29500, 6379, 8265, 45678):
+        assert admitted(full_plan, _team_pod(full_plan, "site-t-gpu", "yield"), _team_pod(full_plan, "site-t-gpu", "yield"), port).admitted
+
+
+def test_the_platforms_pods_still_reach_a_teams_pods(full_plan):
+    """Prometheus scrapes, KubeRay's operator calls a Ray head's dashboard: their namespaces belong to no team."""
+    from cilium_engine import admitted, in_plan
+
+    head = _team_pod(full_plan, "site-t-gpu", "yield", {"ray.io/node-type": "head"})
+    for namespace, labels, port in (("monitoring", {"app.kubernetes.io/name": "prometheus"}, 8080),
+                                    ("kuberay-system", {"app.kubernetes.io/name": "kuberay-operator"}, 8265)):
+        verdict = admitted(full_plan, head, in_plan(full_plan, "site-t-gpu", namespace, labels), port)
+        assert (namespace, verdict.admitted) == (namespace, True)
+
+
+def test_compute_notebooks_still_open_ray_sessions_on_a_teams_head_across_clusters(small_plan):
+    """The isolation's selectors name no cluster: other clusters' pods reach a team by its flows, as before."""
+    from cilium_engine import admitted, in_plan
+
+    head = _team_pod(small_plan, "site-t-gpu", "yield", {"ray.io/node-type": "head"})
+    server = in_plan(small_plan, "site-t-compute", "jupyterhub", {"component": "singleuser-server"})
+    verdict = admitted(small_plan, head, server, 10001)
+    assert (verdict.admitted, verdict.why) == (True, "allowed by fab-flow-ray-yield")
+
+
+def _tenants():
+    from components.training import tenant_labels
+    from components.config import RemoteTeam
+
+    return tenant_labels(["yield", "fdc"], {"remote-site-b-yield": RemoteTeam("site-b", "yield", {}),
+                                            "remote-site-c-yield": RemoteTeam("site-c", "yield", {})})
+
+
+def test_tenants_are_the_teams_and_the_linked_peers_teams():
+    assert _tenants() == {
+        "fdc": {"fab.internal/team": "fdc"}, "yield": {"fab.internal/team": "yield"},
+        "remote-site-b-yield": {"fab.internal/remote-site": "site-b", "fab.internal/remote-team": "yield"},
+        "remote-site-c-yield": {"fab.internal/remote-site": "site-c", "fab.internal/remote-team": "yield"},
+    }
+
+
+def _tenant_pod(namespace: str, labels: dict[str, str], pod_labels: dict | None = None):
+    from cilium_engine import pod
+
+    return pod("site-t-gpu", namespace, pod_labels or {"app": "mine"}, labels)
+
+
+def test_a_peers_team_and_the_sites_team_of_the_same_name_are_kept_apart():
+    from cilium_engine import decide
+
+    from components.network import tenant_isolation_policy
+
+    tenants = _tenants()
+    policies = [tenant_isolation_policy(tenants)]
+    ours, theirs, other_peer = (_tenant_pod(ns, tenants[key]) for ns, key in
+                                (("team-yield", "yield"), ("remote-site-b-yield", "remote-site-b-yield"),
+                                 ("remote-site-c-yield", "remote-site-c-yield")))
+    verdicts = {(a.namespace, b.namespace): decide(policies, a, b, 8080).admitted
+                for a in (ours, theirs, other_peer) for b in (ours, theirs, other_peer)}
+    assert verdicts == {(a.namespace, b.namespace): a.namespace == b.namespace
+                        for a in (ours, theirs, other_peer) for b in (ours, theirs, other_peer)}
+
+
+def test_a_pod_the_platform_labels_with_another_team_is_refused_in_a_shared_namespace():
+    """A notebook server carries its team's label (KubeSpawner's, set by the hub) where teams share a namespace."""
+    from cilium_engine import decide
+
+    from components.network import tenant_isolation_policy
+
+    tenants = _tenants()
+    server = _tenant_pod("shared", {}, {"component": "singleuser-server", "fab.internal/team": "fdc"})
+    verdict = decide([tenant_isolation_policy(tenants)], _tenant_pod("team-yield", tenants["yield"]), server, 8080)
+    assert (verdict.admitted, verdict.why) == (False, "denied by fab-team-isolation")
+
+
+def test_fails_when_a_tenant_has_no_namespace_labels():
+    from components.network import tenant_isolation_policy
+
+    with pytest.raises(ValueError) as error:
+        tenant_isolation_policy({"yield": {}})
+    assert str(error.value) == "tenant 'yield' has no namespace labels: its rule would select every pod of the cluster"
+
+
+def test_no_pod_reaches_the_clustermesh_etcd_port(small_plan):
+    """The local agents run on the host network; a pod, a team's or the platform's, has nothing to ask of the etcd."""
+    from cilium_engine import admitted, pod
+
+    apiserver = pod("site-t-gpu", "kube-system", {"k8s-app": "clustermesh-apiserver"})
+    for source in (_team_pod(small_plan, "site-t-gpu", "yield"), pod("site-t-gpu", "kube-system", {"k8s-app": "hubble-relay"})):
+        verdict = admitted(small_plan, apiserver, source, 2379)
+        assert (verdict.admitted, verdict.why) == (False, "denied by fab-clustermesh-apiserver")
+
+
+def test_the_other_clusters_nodes_still_reach_the_clustermesh_etcd_port(small_plan):
+    from cilium_engine import admitted, outside, pod
+
+    apiserver = pod("site-t-compute", "kube-system", {"k8s-app": "clustermesh-apiserver"})
+    assert admitted(small_plan, apiserver, outside("10.30.3.7"), 2379).admitted

@@ -314,3 +314,31 @@ def test_alertmanager_cannot_write_to_computes_prometheus(in_cluster):
 
     verdict = _to_prometheus(in_cluster, pod("site-t-compute", "monitoring", {"app.kubernetes.io/name": "alertmanager"}))
     assert (verdict.admitted, verdict.why) == (False, "denied by prometheus")
+
+
+def _to_gpu_prometheus(plan, source):
+    from cilium_engine import admitted, pod
+
+    return admitted(plan, pod("site-t-gpu", "monitoring", PROMETHEUS_POD), source, 9090)
+
+
+def test_a_team_cannot_query_another_clusters_prometheus(in_cluster):
+    """Every cluster's Prometheus holds its teams' series (their pods', their jobs' GPUs): fenced on every cluster."""
+    from cilium_engine import in_plan
+
+    verdict = _to_gpu_prometheus(in_cluster, in_plan(in_cluster, "site-t-gpu", "team-yield", {"app": "mine"}))
+    assert (verdict.admitted, verdict.why) == (False, "denied by prometheus")
+
+
+def test_the_acceptance_jobs_query_every_clusters_prometheus(in_cluster):
+    from cilium_engine import pod
+
+    assert _to_gpu_prometheus(in_cluster, pod("site-t-gpu", "fab-verify", {"fab.internal/verify": "03-serving"})).admitted
+
+
+def test_grafana_is_admitted_by_computes_prometheus_alone(in_cluster):
+    fences = {c: f["spec"]["ingressDeny"] for c, f, _ in in_cluster.manifests()
+              if f["kind"] == "CiliumNetworkPolicy" and f["metadata"]["name"] == "prometheus"}
+    labels = {c: [e["matchExpressions"][0]["values"] for rule in deny for e in rule["fromEndpoints"]
+                  if e.get("matchLabels", {}).get("k8s:io.kubernetes.pod.namespace") == "monitoring"] for c, deny in fences.items()}
+    assert labels == {"site-t-compute": [["grafana", "prometheus"]], "site-t-gpu": [["prometheus"]], "site-t-storage": [["prometheus"]]}
