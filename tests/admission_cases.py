@@ -55,3 +55,107 @@ PREVIEW_CASES = [
     Case("an eviction", _preview("CREATE", "", "pods", "Eviction", "vllm-0", "inference", subresource="eviction"),
          False, DENIED_PREVIEW),
 ]
+
+
+# fab-team-workloads (components/training.py): what runs in a team namespace of a Kueue cluster --------------------------
+
+TEAM_MEMBER = "yield-alice@fab.internal"
+TEAM_NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-yield", "labels": {
+    "kubernetes.io/metadata.name": "team-yield", "fab.internal/kueue-managed": "true", "fab.internal/team": "yield"}}}
+INFERENCE_NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "inference", "labels": {
+    "kubernetes.io/metadata.name": "inference"}}}
+TRAINING_TOLERATION = {"key": "fab.internal/gpu-pool", "operator": "Equal", "value": "training", "effect": "NoSchedule"}
+INFERENCE_TOLERATION = {"key": "fab.internal/gpu-pool", "operator": "Equal", "value": "inference", "effect": "NoSchedule"}
+DEFAULT_TOLERATIONS = [{"key": f"node.kubernetes.io/{t}", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                       for t in ("not-ready", "unreachable")]
+"""What the API server's DefaultTolerationSeconds plugin adds to every pod before validating admission runs."""
+_KINDS = {
+    "Pod": ("", "v1", "pods"), "Job": ("batch", "v1", "jobs"), "CronJob": ("batch", "v1", "cronjobs"),
+    "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets"), "RayCluster": ("ray.io", "v1", "rayclusters"),
+    "RayJob": ("ray.io", "v1", "rayjobs"),
+}
+
+
+def pod_spec(priority: str | None = "fab-training", tolerations: list[dict] | None = None) -> dict:
+    spec: dict = {"containers": [{"name": "train", "image": "registry.site.fab.internal/ml/train:1.0.0"}],
+                  "tolerations": [TRAINING_TOLERATION, *DEFAULT_TOLERATIONS] if tolerations is None else tolerations}
+    if priority is not None:
+        spec["priorityClassName"] = priority
+    return spec
+
+
+def workload(kind: str, spec: dict, name: str = "train") -> dict:
+    """A `kind` object whose pods have `spec` (a pod, or every pod template of a job kind)."""
+    template = {"spec": spec}
+    specs = {
+        "Pod": spec,
+        "Job": {"template": template},
+        "CronJob": {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": template}}},
+        "JobSet": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": template}}}]},
+        "RayCluster": {"headGroupSpec": {"template": {"spec": pod_spec()}},
+                       "workerGroupSpecs": [{"groupName": "gpu", "template": template}]},
+        "RayJob": {"entrypoint": "python train.py", "rayClusterSpec": {"headGroupSpec": {"template": template}}},
+    }
+    group, version, _ = _KINDS[kind]
+    return {"apiVersion": f"{group}/{version}".lstrip("/"), "kind": kind,
+            "metadata": {"name": name, "namespace": "team-yield", "labels": {"kueue.x-k8s.io/queue-name": "training"}},
+            "spec": specs[kind]}
+
+
+def team_request(obj: dict, operation: str = "CREATE", old: dict | None = None, username: str = TEAM_MEMBER,
+                 namespace_object: dict = TEAM_NAMESPACE) -> Request:
+    group, version, resource = _KINDS[obj["kind"]]
+    return Request(operation=operation, group=group, version=version, resource=resource, kind=obj["kind"],
+                   name=obj["metadata"]["name"], namespace=namespace_object["metadata"]["name"], username=username,
+                   object=obj, old_object=old, namespace_object=namespace_object)
+
+
+DENIED_PRIORITY = ("in a team namespace, pods run at the fab-training PriorityClass or none: fab-serving and the system-* "
+                   "classes are the platform's")
+DENIED_TOLERATION = ("in a team namespace, pods tolerate only the training pool's taint (fab.internal/gpu-pool=training) and "
+                     "Kubernetes' node-condition taints: the inference and notebooks pools and the system nodes are the "
+                     "platform's")
+_deleting = workload("Pod", pod_spec("fab-serving"))
+_deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+
+TEAM_WORKLOAD_CASES = [
+    Case("a training pod as the runtimes make it", team_request(workload("Pod", pod_spec())), True),
+    Case("a pod naming no class and tolerating nothing", team_request(workload("Pod", pod_spec(None, []))), True),
+    Case("a Job at training priority", team_request(workload("Job", pod_spec())), True),
+    Case("a RayCluster at training priority", team_request(workload("RayCluster", pod_spec())), True),
+    Case("a GPU pod tolerating nvidia.com/gpu", team_request(workload("Pod", pod_spec(tolerations=[
+        TRAINING_TOLERATION, {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]))), True),
+    Case("the toleration with its operator left to the default", team_request(workload("Pod", pod_spec(tolerations=[
+        {"key": "fab.internal/gpu-pool", "value": "training", "effect": "NoSchedule"}]))), True),
+    Case("serving's own pod in the inference namespace", team_request(
+        workload("Pod", pod_spec("fab-serving", [INFERENCE_TOLERATION])), username="system:serviceaccount:kube-system:replicaset-controller",
+        namespace_object=INFERENCE_NAMESPACE), True),
+    Case("a pod being deleted (its finalizer removed)", team_request(_deleting, "UPDATE", old=_deleting,
+                                                                     username="system:serviceaccount:kueue-system:kueue-controller-manager"), True),
+    Case("a pod naming fab-serving", team_request(workload("Pod", pod_spec("fab-serving"))), False, DENIED_PRIORITY),
+    Case("a pod naming system-cluster-critical", team_request(workload("Pod", pod_spec("system-cluster-critical"))),
+         False, DENIED_PRIORITY),
+    Case("a pod naming system-node-critical", team_request(workload("Pod", pod_spec("system-node-critical"))),
+         False, DENIED_PRIORITY),
+    Case("a pod tolerating the inference pool", team_request(workload("Pod", pod_spec(tolerations=[INFERENCE_TOLERATION]))),
+         False, DENIED_TOLERATION),
+    Case("a pod tolerating every pool", team_request(workload("Pod", pod_spec(tolerations=[
+        {"key": "fab.internal/gpu-pool", "operator": "Exists"}]))), False, DENIED_TOLERATION),
+    Case("a pod tolerating every taint", team_request(workload("Pod", pod_spec(tolerations=[{"operator": "Exists"}]))),
+         False, DENIED_TOLERATION),
+    Case("a pod tolerating the control plane", team_request(workload("Pod", pod_spec(tolerations=[
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}]))), False, DENIED_TOLERATION),
+    Case("a pod made by MultiKueue naming fab-serving", team_request(
+        workload("Pod", pod_spec("fab-serving")), username="system:serviceaccount:fab-access:multikueue"), False, DENIED_PRIORITY),
+    Case("a pod given the inference toleration on update", team_request(
+        workload("Pod", pod_spec(tolerations=[TRAINING_TOLERATION, INFERENCE_TOLERATION])), "UPDATE",
+        old=workload("Pod", pod_spec())), False, DENIED_TOLERATION),
+    Case("a Job naming fab-serving", team_request(workload("Job", pod_spec("fab-serving"))), False, DENIED_PRIORITY),
+    Case("a CronJob tolerating the inference pool", team_request(workload("CronJob", pod_spec(tolerations=[INFERENCE_TOLERATION]))),
+         False, DENIED_TOLERATION),
+    Case("a JobSet naming system-cluster-critical", team_request(workload("JobSet", pod_spec("system-cluster-critical"))),
+         False, DENIED_PRIORITY),
+    Case("a RayCluster whose workers tolerate the inference pool", team_request(
+        workload("RayCluster", pod_spec(tolerations=[INFERENCE_TOLERATION]))), False, DENIED_TOLERATION),
+    Case("a RayJob whose head names fab-serving", team_request(workload("RayJob", pod_spec("fab-serving"))), False, DENIED_PRIORITY),
+]

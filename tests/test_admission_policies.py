@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 from admission import NotCovered, Request, admit, policies_in
-from admission_cases import PREVIEW_CASES, PREVIEW_GROUPS, Case
+from admission_cases import PREVIEW_CASES, PREVIEW_GROUPS, TEAM_WORKLOAD_CASES, Case
 
 from components.access import DRY_RUN_ONLY, PREVIEW_USER, preview_rules
+from components.training import DENIED_PRIORITY, DENIED_TOLERATION, TEAM_WORKLOADS_POLICY
 
-ENGINE_CASES: dict[str, list[Case]] = {DRY_RUN_ONLY: PREVIEW_CASES}
+ENGINE_CASES: dict[str, list[Case]] = {DRY_RUN_ONLY: PREVIEW_CASES, TEAM_WORKLOADS_POLICY: TEAM_WORKLOAD_CASES}
 """The cases of each policy the program applies itself."""
 
 
@@ -36,11 +37,15 @@ def test_every_policy_is_bound_once_and_denies(plan):
         key: [["Deny"]] for key in shipped(plan)}
 
 
+def named(plan, name: str) -> list[tuple[dict, list[dict]]]:
+    return [found for key, found in shipped(plan).items() if key.split("/", 1)[1] == name]
+
+
 @pytest.mark.parametrize("case", PREVIEW_CASES, ids=lambda c: c.name)
 def test_the_preview_policy_on(case, small_plan):
-    policies = shipped(small_plan)
+    policies = named(small_plan, DRY_RUN_ONLY)
     assert len(policies) == 3  # one per cluster, the same everywhere
-    for policy, (binding,) in policies.values():
+    for policy, (binding,) in policies:
         decision = admit(policy, binding, case.request)
         assert (decision.allowed, decision.message) == (case.allowed, case.message)
 
@@ -48,7 +53,7 @@ def test_the_preview_policy_on(case, small_plan):
 def test_the_policy_cannot_guard_itself_so_the_preview_role_may_not_write_it(small_plan):
     """The API server exempts admission configuration from every policy: an update of the policy by the preview identity
     is not the policy's to refuse, and only its role (no write to admissionregistration.k8s.io) keeps it out."""
-    (policy, (binding,)), *_ = shipped(small_plan).values()
+    (policy, (binding,)), *_ = named(small_plan, DRY_RUN_ONLY)
     lift = Request(operation="UPDATE", group="admissionregistration.k8s.io", version="v1", resource="validatingadmissionpolicies",
                    kind="ValidatingAdmissionPolicy", name=DRY_RUN_ONLY, username=PREVIEW_USER, groups=PREVIEW_GROUPS,
                    object=policy, old_object=policy)
@@ -63,7 +68,7 @@ def test_the_preview_identity_cannot_leave_the_policy_by_impersonating():
 
 
 def test_fails_when_a_policy_needs_what_the_engine_lacks(small_plan):
-    (policy, (binding,)), *_ = shipped(small_plan).values()
+    (policy, (binding,)), *_ = named(small_plan, DRY_RUN_ONLY)
     needs = {**policy, "spec": {**policy["spec"], "validations": [
         {"expression": "authorizer.group('').resource('pods').check('create').allowed()"}]}}
     with pytest.raises(NotCovered) as raised:
@@ -71,3 +76,16 @@ def test_fails_when_a_policy_needs_what_the_engine_lacks(small_plan):
     assert str(raised.value) == (
         "\"authorizer.group('').resource('pods').check('create').allowed()\" needs allowed, check, group, resource, "
         "authorizer, which the engine here lacks (tests/admission.py)")
+
+
+@pytest.mark.parametrize("case", TEAM_WORKLOAD_CASES, ids=lambda c: c.name)
+def test_the_team_workloads_policy_on(case, full_plan):
+    policies = named(full_plan, TEAM_WORKLOADS_POLICY)
+    assert len(policies) == 3  # on every Kueue cluster: the MultiKueue manager and both workers
+    for policy, (binding,) in policies:
+        decision = admit(policy, binding, case.request)
+        assert (decision.allowed, decision.message) == (case.allowed, case.message)
+
+
+def test_the_team_workloads_cases_say_what_the_policy_says():
+    assert {c.message for c in TEAM_WORKLOAD_CASES if not c.allowed} == {DENIED_PRIORITY, DENIED_TOLERATION}
