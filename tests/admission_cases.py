@@ -4,6 +4,7 @@ fails when one ships without (tests/test_admission_policies.py, tests/test_helm_
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from admission import Request
@@ -159,3 +160,84 @@ TEAM_WORKLOAD_CASES = [
         workload("RayCluster", pod_spec(tolerations=[INFERENCE_TOLERATION]))), False, DENIED_TOLERATION),
     Case("a RayJob whose head names fab-serving", team_request(workload("RayJob", pod_spec("fab-serving"))), False, DENIED_PRIORITY),
 ]
+
+
+# fab-iceberg-maintenance-applications (components/iceberg_maintenance.py): what runs as the maintenance principal ---------
+
+AIRFLOW_WORKER = "system:serviceaccount:airflow:airflow-worker"
+TASK_LABELS = {"dag_id": "iceberg_maintenance", "task_id": "maintain_fdc", "try_number": "1"}
+"""What Airflow's SparkKubernetesOperator adds to the driver and executors of an application it submits."""
+
+
+def submitted(app: dict, name: str = "maintain-fdc-1a2b3c") -> dict:
+    """`app` as Airflow's operator creates it: named, its driver and executors labelled with the task."""
+    spec = json.loads(json.dumps(app["spec"]))
+    for role in ("driver", "executor"):
+        spec[role]["labels"] = {**spec[role].get("labels", {}), **TASK_LABELS}
+    return {**app, "metadata": {**app["metadata"], "name": name}, "spec": spec}
+
+
+def changed(app: dict, path: str, value: object) -> dict:
+    """`app` with the field at the dotted `path` (under spec) set to `value`."""
+    out = json.loads(json.dumps(app))
+    *parents, last = path.split(".")
+    node = out["spec"]
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return out
+
+
+def application_request(app: dict, operation: str = "CREATE", old: dict | None = None, username: str = AIRFLOW_WORKER) -> Request:
+    return Request(operation=operation, group="sparkoperator.k8s.io", version="v1beta2", resource="sparkapplications",
+                   kind="SparkApplication", name=app["metadata"]["name"], namespace="iceberg-maintenance", username=username,
+                   groups=("system:serviceaccounts", "system:serviceaccounts:airflow", "system:authenticated"),
+                   object=app, old_object=old)
+
+
+def driver_pod(image: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "maintain-fdc-driver", "namespace": "iceberg-maintenance"},
+            "spec": {"containers": [{"name": "spark-kubernetes-driver", "image": image}]}}
+
+
+def pod_patch(old: dict, new: dict) -> Request:
+    return Request(operation="UPDATE", group="", version="v1", resource="pods", kind="Pod", name=new["metadata"]["name"],
+                   namespace="iceberg-maintenance", username=AIRFLOW_WORKER, object=new, old_object=old)
+
+
+def maintenance_cases(app: dict) -> list[Case]:
+    """The cases of the policy made for the site whose shipped application `app` is (one of `platform.json`'s)."""
+    from components.iceberg_maintenance import DENIED_POD_CHANGE, DENIED_SUBMITTER, denied_field
+
+    ours = submitted(app)
+    settings = json.loads(app["spec"]["arguments"][-1])
+    shorter = [*app["spec"]["arguments"][:-1], json.dumps({**settings, "snapshot_retention_days": 0, "min_snapshots_kept": 1})]
+    image = app["spec"]["image"]
+    labelled = {**driver_pod(image), "metadata": {**driver_pod(image)["metadata"], "labels": {"spark-app-selector": "seen"}}}
+    return [
+        Case("Airflow submitting the platform's application", application_request(ours), True),
+        Case("the operator's bookkeeping on it", application_request(
+            {**ours, "metadata": {**ours["metadata"], "finalizers": ["x"]}}, "UPDATE", old=ours,
+            username="system:serviceaccount:spark-operator:spark-operator-controller"), True),
+        Case("Airflow labelling the driver pod as seen", pod_patch(driver_pod(image), labelled), True),
+        Case("a team member submitting the platform's application", application_request(ours, username="yield-alice@fab.internal"),
+             False, DENIED_SUBMITTER),
+        Case("an own job file", application_request(changed(ours, "mainApplicationFile", "s3a://scratch/steal.py")),
+             False, denied_field("spec.mainApplicationFile")),
+        Case("an own image", application_request(changed(ours, "image", "registry.example/evil:1")), False, denied_field("spec.image")),
+        Case("a retention that expires every snapshot", application_request(changed(ours, "arguments", shorter)),
+             False, denied_field("spec.arguments")),
+        Case("an own package on the classpath", application_request(changed(ours, "sparkConf", {
+            **ours["spec"]["sparkConf"], "spark.jars.packages": "org.example:steal:1.0"})), False, denied_field("spec.sparkConf")),
+        Case("an own Hadoop configuration", application_request(changed(ours, "hadoopConf", {"fs.s3a.endpoint": "evil"})),
+             False, denied_field("the fields of spec")),
+        Case("an own sidecar on the driver", application_request(changed(ours, "driver.sidecars", [
+            {"name": "x", "image": "registry.example/evil:1"}])), False, denied_field("the fields of spec.driver")),
+        Case("another ServiceAccount for the driver", application_request(changed(ours, "driver.serviceAccount", "spark-operator")),
+             False, denied_field("spec.driver.serviceAccount")),
+        Case("the job file patched in after creation", application_request(
+            changed(ours, "mainApplicationFile", "s3a://scratch/steal.py"), "UPDATE", old=ours),
+             False, denied_field("spec.mainApplicationFile")),
+        Case("the driver's image patched", pod_patch(driver_pod(image), driver_pod("registry.example/evil:1")),
+             False, DENIED_POD_CHANGE),
+    ]

@@ -4,14 +4,21 @@ release installs are evaluated in tests/test_helm_releases.py."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from admission import NotCovered, Request, admit, policies_in
-from admission_cases import PREVIEW_CASES, PREVIEW_GROUPS, TEAM_WORKLOAD_CASES, Case
+from admission_cases import PREVIEW_CASES, PREVIEW_GROUPS, TEAM_WORKLOAD_CASES, Case, maintenance_cases
 
+from components import iceberg_maintenance
 from components.access import DRY_RUN_ONLY, PREVIEW_USER, preview_rules
+from components.config import IcebergMaintenanceConfig
 from components.training import DENIED_PRIORITY, DENIED_TOLERATION, TEAM_WORKLOADS_POLICY
 
-ENGINE_CASES: dict[str, list[Case]] = {DRY_RUN_ONLY: PREVIEW_CASES, TEAM_WORKLOADS_POLICY: TEAM_WORKLOAD_CASES}
+STAND_IN_MAINTENANCE = iceberg_maintenance.applications(IcebergMaintenanceConfig(targets=[{"namespace": "fdc"}]),
+                                                        "https://polaris.site-t.fab.internal/api/catalog")
+ENGINE_CASES: dict[str, list[Case]] = {DRY_RUN_ONLY: PREVIEW_CASES, TEAM_WORKLOADS_POLICY: TEAM_WORKLOAD_CASES,
+                                       iceberg_maintenance.ADMISSION_POLICY: maintenance_cases(next(iter(STAND_IN_MAINTENANCE.values())))}
 """The cases of each policy the program applies itself."""
 
 
@@ -89,3 +96,19 @@ def test_the_team_workloads_policy_on(case, full_plan):
 
 def test_the_team_workloads_cases_say_what_the_policy_says():
     assert {c.message for c in TEAM_WORKLOAD_CASES if not c.allowed} == {DENIED_PRIORITY, DENIED_TOLERATION}
+
+
+def shipped_maintenance(plan) -> tuple[dict, dict, dict[str, dict]]:
+    """The maintenance policy and binding on the plan's compute cluster, and the applications the DAG submits."""
+    (policy, (binding,)), = named(plan, iceberg_maintenance.ADMISSION_POLICY)
+    (dags,) = [c for c in plan.objects("ConfigMap") if c["metadata"]["name"] == "platform-dags"]
+    return policy, binding, json.loads(dags["data"]["platform.json"])["iceberg_maintenance"]["applications"]
+
+
+def test_the_maintenance_policy_on_every_application_the_dag_submits_and_its_forgeries(plan):
+    policy, binding, apps = shipped_maintenance(plan)
+    assert apps
+    for app in apps.values():
+        decisions = {c.name: (admit(policy, binding, c.request).allowed, admit(policy, binding, c.request).message)
+                     for c in maintenance_cases(app)}
+        assert decisions == {c.name: (c.allowed, c.message) for c in maintenance_cases(app)}
