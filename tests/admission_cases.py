@@ -205,10 +205,17 @@ def pod_patch(old: dict, new: dict) -> Request:
                    namespace="iceberg-maintenance", username=AIRFLOW_WORKER, object=new, old_object=old)
 
 
+DENIED_SUBMITTER = "only Airflow's ServiceAccounts (the iceberg_maintenance DAG) submit SparkApplications in iceberg-maintenance"
+DENIED_POD_CHANGE = "a pod's spec in iceberg-maintenance does not change after it is created"
+
+
+def denied_field(path: str) -> str:
+    return (f"{path} of a SparkApplication in iceberg-maintenance must be the platform's maintenance application's "
+            "(components/iceberg_maintenance.py), which runs as the maintenance principal")
+
+
 def maintenance_cases(app: dict) -> list[Case]:
     """The cases of the policy made for the site whose shipped application `app` is (one of `platform.json`'s)."""
-    from components.iceberg_maintenance import DENIED_POD_CHANGE, DENIED_SUBMITTER, denied_field
-
     ours = submitted(app)
     settings = json.loads(app["spec"]["arguments"][-1])
     shorter = [*app["spec"]["arguments"][:-1], json.dumps({**settings, "snapshot_retention_days": 0, "min_snapshots_kept": 1})]

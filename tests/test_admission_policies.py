@@ -13,7 +13,7 @@ from admission_cases import PREVIEW_CASES, PREVIEW_GROUPS, TEAM_WORKLOAD_CASES, 
 from components import iceberg_maintenance
 from components.access import DRY_RUN_ONLY, PREVIEW_USER, preview_rules
 from components.config import IcebergMaintenanceConfig
-from components.training import DENIED_PRIORITY, DENIED_TOLERATION, TEAM_WORKLOADS_POLICY
+from components.training import DENIED_PRIORITY, DENIED_TOLERATION, TEAM_WORKLOADS_POLICY  # the policy's own words
 
 STAND_IN_MAINTENANCE = iceberg_maintenance.applications(IcebergMaintenanceConfig(targets=[{"namespace": "fdc"}]),
                                                         "https://polaris.site-t.fab.internal/api/catalog")
@@ -96,6 +96,13 @@ def test_the_team_workloads_policy_on(case, full_plan):
 
 def test_the_team_workloads_cases_say_what_the_policy_says():
     assert {c.message for c in TEAM_WORKLOAD_CASES if not c.allowed} == {DENIED_PRIORITY, DENIED_TOLERATION}
+
+
+def test_the_maintenance_cases_say_what_the_policy_says():
+    import admission_cases
+
+    assert (admission_cases.DENIED_SUBMITTER, admission_cases.DENIED_POD_CHANGE, admission_cases.denied_field("spec.image")) == (
+        iceberg_maintenance.DENIED_SUBMITTER, iceberg_maintenance.DENIED_POD_CHANGE, iceberg_maintenance.denied_field("spec.image"))
 
 
 def shipped_maintenance(plan) -> tuple[dict, dict, dict[str, dict]]:
