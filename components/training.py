@@ -106,7 +106,7 @@ TEAM_PRIORITY_CLASSES = (TRAINING_PRIORITY,)
 RESERVED_PRIORITY_CLASSES = (SERVING_PRIORITY, "system-cluster-critical", "system-node-critical")
 """What a team namespace's quota admits no pod of: serving's class and Kubernetes' own critical classes."""
 RESERVED_QUOTA = "fab-reserved-priorities"
-NODE_CONDITION_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "nvidia.com/gpu")
+ADDED_TOLERATION_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "nvidia.com/gpu")
 """Taints a team's pod may tolerate besides the training pool's: those the API server's DefaultTolerationSeconds (and,
 where a distribution enables it, ExtendedResourceToleration for GPU requests) add to every pod. The platform taints no node
 with them."""
@@ -188,7 +188,7 @@ def team_workloads_policy() -> dict[str, Any]:
     finalizers of objects older than the policy can still be removed."""
     pool_training = (f"(has(t.key) && t.key == '{POOL_LABEL}' && (!has(t.operator) || t.operator == 'Equal') "
                      "&& has(t.value) && t.value == 'training')")
-    node_conditions = f"(has(t.key) && t.key in {_cel(NODE_CONDITION_TAINTS)})"
+    node_conditions = f"(has(t.key) && t.key in {_cel(ADDED_TOLERATION_KEYS)})"
     kind = "request.kind.kind"
     return {
         "failurePolicy": "Fail",
