@@ -8,7 +8,10 @@ run the platform's job (components/iceberg_maintenance_job.py, the ConfigMap `ic
 maintenance principal (`s3-iceberg-maintenance`, `polaris-iceberg-maintenance`), which may touch only the configured
 namespaces (components/data_access.py MAINTENANCE_PRIVILEGES and its S3 policy). All of them are in a namespace of their
 own, `iceberg-maintenance` (Spark's operator watches it), so that no other Spark job, nor a driver creating pods in its
-own namespace, can mount those Secrets.
+own namespace, can mount those Secrets. Every Airflow task may submit there (they share Airflow's ServiceAccounts), so the
+ValidatingAdmissionPolicy `fab-iceberg-maintenance-applications` admits only these applications: Airflow's identity, and
+a spec that is the platform's but for the arguments, which are one shipped application's; a pod's spec there never
+changes after creation (so no patched image runs with the principal's keys).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 from components import versions
 from components.config import IcebergMaintenanceConfig
-from components.constants import ENGINE_LABEL, MAINTENANCE_NAMESPACE
+from components.constants import AIRFLOW_NAMESPACE, ENGINE_LABEL, MAINTENANCE_NAMESPACE
 from components.constants import MAINTENANCE_PRINCIPAL as MAINTENANCE
 from components.engines import spark
 from components.engines._spark_trust import NONE as NO_SITE_CA
@@ -135,3 +138,81 @@ def maintained_namespaces(compute: Any) -> tuple[str, ...]:
     if config is None or not config.enabled:
         return ()
     return tuple(sorted({t.namespace for t in config.targets}))
+
+
+ADMISSION_POLICY = "fab-iceberg-maintenance-applications"
+"""The ValidatingAdmissionPolicy on compute that admits, in MAINTENANCE_NAMESPACE, the platform's applications only."""
+SUBMITTER_PREFIX = f"system:serviceaccount:{AIRFLOW_NAMESPACE}:"
+FREE_POD_FIELDS = ("labels", "annotations")
+"""What a submitter adds to the driver and executors of an application (Airflow's operator labels them with its task)."""
+DENIED_SUBMITTER = (f"only Airflow's ServiceAccounts (the {DAG_ID} DAG) submit SparkApplications in {MAINTENANCE_NAMESPACE}")
+DENIED_POD_CHANGE = f"a pod's spec in {MAINTENANCE_NAMESPACE} does not change after it is created"
+
+
+def denied_field(path: str) -> str:
+    """The refusal of an application whose `path` is not the platform's."""
+    return (f"{path} of a SparkApplication in {MAINTENANCE_NAMESPACE} must be the platform's maintenance application's "
+            f"(components/iceberg_maintenance.py), which runs as the maintenance principal")
+
+
+def cel_literal(value: Any) -> str:
+    """`value` (JSON data) as a CEL literal."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+    if isinstance(value, list):
+        return "[" + ", ".join(cel_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{cel_literal(k)}: {cel_literal(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"no CEL literal for {value!r}")
+
+
+def _pinned(path: str, shipped: dict[str, Any], free: tuple[str, ...] = ()) -> list[dict[str, str]]:
+    """Validations: the map at `path` has the keys of `shipped` (and `free` ones) only, each with its shipped value."""
+    keys = sorted({*shipped, *free})
+    checks = [{"expression": f"{path}.all(k, k in {cel_literal(keys)})", "message": denied_field(f"the fields of {path.removeprefix('object.')}")}]
+    for key, value in shipped.items():
+        if key in free or isinstance(value, dict) and key in ("driver", "executor"):
+            continue
+        checks.append({"expression": f"{cel_literal(key)} in {path} && {path}[{cel_literal(key)}] == {cel_literal(value)}",
+                       "message": denied_field(f"{path.removeprefix('object.')}.{key}")})
+    return checks
+
+
+def admission_policy(apps: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """ADMISSION_POLICY's spec for the site's applications (`applications`), which differ in their arguments alone."""
+    specs = [app["spec"] for _, app in sorted(apps.items())]
+    base = {k: v for k, v in specs[0].items() if k != "arguments"}
+    assert all({k: v for k, v in s.items() if k != "arguments"} == base for s in specs), "applications differ beyond arguments"
+    arguments = [s["arguments"] for s in specs]
+    app_checks = [
+        {"expression": f"request.userInfo.username.startsWith('{SUBMITTER_PREFIX}')", "message": DENIED_SUBMITTER},
+        *_pinned("object.spec", base, ("arguments",)),
+        {"expression": f"'arguments' in object.spec && object.spec.arguments in {cel_literal(arguments)}",
+         "message": denied_field("spec.arguments")},
+        *_pinned("object.spec.driver", base["driver"], FREE_POD_FIELDS),
+        *_pinned("object.spec.executor", base["executor"], FREE_POD_FIELDS),
+    ]
+    application = "request.resource.resource == 'sparkapplications'"
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [
+            {"apiGroups": ["sparkoperator.k8s.io"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+             "resources": ["sparkapplications"]},
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods"]},
+        ]},
+        "matchConditions": [
+            {"name": "maintenance-namespace", "expression": f"request.namespace == '{MAINTENANCE_NAMESPACE}'"},
+            # An update that leaves the spec alone (labels, finalizers, the operator's bookkeeping) is not this policy's.
+            {"name": "spec-written", "expression": "request.operation == 'CREATE' || object.spec != oldObject.spec"},
+        ],
+        "validations": [
+            {"expression": f"{application} || object.spec == oldObject.spec", "message": DENIED_POD_CHANGE},
+            *({"expression": f"!({application}) || ({check['expression']})", "message": check["message"]} for check in app_checks),
+        ],
+    }

@@ -106,8 +106,9 @@ def submitter_rules(runtimes: AbstractSet[str]) -> list[dict[str, Any]]:
 
 
 def multikueue_rules(runtimes: AbstractSet[str]) -> list[dict[str, Any]]:
-    """What the MultiKueue manager needs on a worker (Kueue's setup guide): every job kind it dispatches and its status,
-    pods, Workloads and the queues."""
+    """What the MultiKueue manager does on a worker in each namespace it dispatches to (bound there only, never
+    cluster-wide: Kueue's setup guide lists these verbs): create and delete every job kind it dispatches, their pods and
+    its Workloads, read their status and the LocalQueue its copies name."""
     rules: list[dict[str, Any]] = []
     for kind in [BATCH_JOB, *installed_kinds(runtimes)]:
         rules.append({"apiGroups": [kind.group], "resources": [kind.resource], "verbs": _RW})
@@ -118,6 +119,20 @@ def multikueue_rules(runtimes: AbstractSet[str]) -> list[dict[str, Any]]:
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": _RW},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": ["get", "list", "watch"]},
+    ]
+
+
+def multikueue_watch_rules(runtimes: AbstractSet[str]) -> list[dict[str, Any]]:
+    """What the MultiKueue manager reads of a worker cluster-wide, and nothing more: Kueue 0.19 watches the Workloads
+    and every integrated kind (its pods too) across all namespaces, selected by its origin label (multikueuecluster.go
+    `establishWatch`), and caches the ClusterQueues and LocalQueues (`startQueueWatchers`). Reads only: it writes in
+    the namespaces `multikueue_rules` are bound in."""
+    kinds = [BATCH_JOB, *installed_kinds(runtimes)]
+    return [
+        *({"apiGroups": [kind.group], "resources": [kind.resource], "verbs": ["list", "watch"]} for kind in kinds),
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list", "watch"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": ["get", "list", "watch"]},
     ]
 

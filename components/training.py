@@ -52,6 +52,7 @@ from components.gpu import (
     POOL_LABEL,
     PRIORITY_CLASSES,
     RDMA_RESOURCE,
+    SERVING_PRIORITY,
     TRAINING_PRIORITY,
     GpuCluster,
     toleration,
@@ -72,6 +73,7 @@ from components.runtimes import (
     TRAINER_NAMESPACE,
     kueue_frameworks,
     multikueue_rules,
+    multikueue_watch_rules,
     submitter_rules,
     team_rules,
     torch_runtime,
@@ -107,6 +109,23 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 DEFAULT_WORKLOAD_PRIORITY = "training-normal"
 PRIORITIES = {"training-normal": 100, "training-urgent": 1000}
 
+TEAM_WORKLOADS_POLICY = "fab-team-workloads"
+"""The ValidatingAdmissionPolicy, on every Kueue cluster, that keeps a team's pods at training priority on training nodes."""
+TEAM_PRIORITY_CLASSES = (TRAINING_PRIORITY,)
+"""The PriorityClasses a pod in a team namespace may name (or none): Kueue orders teams' work by WorkloadPriorityClass."""
+RESERVED_PRIORITY_CLASSES = (SERVING_PRIORITY, "system-cluster-critical", "system-node-critical")
+"""What a team namespace's quota admits no pod of: serving's class and Kubernetes' own critical classes."""
+RESERVED_QUOTA = "fab-reserved-priorities"
+ADDED_TOLERATION_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "nvidia.com/gpu")
+"""Taints a team's pod may tolerate besides the training pool's: those the API server's DefaultTolerationSeconds (and,
+where a distribution enables it, ExtendedResourceToleration for GPU requests) add to every pod. The platform taints no node
+with them."""
+DENIED_PRIORITY = (f"in a team namespace, pods run at the {' or '.join(TEAM_PRIORITY_CLASSES)} PriorityClass or none: "
+                   f"{SERVING_PRIORITY} and the system-* classes are the platform's")
+DENIED_TOLERATION = (f"in a team namespace, pods tolerate only the training pool's taint ({POOL_LABEL}=training) and "
+                     "Kubernetes' node-condition taints: the inference and notebooks pools and the system nodes are the "
+                     "platform's")
+
 SPARK_FRAMEWORK = "sparkoperator.k8s.io/sparkapplication"
 """Kueue's SparkApplication integration, on the clusters that run Spark RAPIDS (whose Spark operator installs the CRD)."""
 SPARK_FEATURE_GATE = "SparkApplicationIntegration"
@@ -137,8 +156,10 @@ def kueue_config(multikueue: bool, runtimes: AbstractSet[str], spark: bool = Fal
             }
         },
         "clientConnection": {"qps": 300, "burst": 500},
-        "manageJobsWithoutQueueName": False,
-        # Only team namespaces are Kueue's: resident inference and system pods are never gated.
+        # A job in a team namespace without a LocalQueue label is Kueue's too: suspended, and never admitted (there is no
+        # LocalQueue `default`), so naming no queue does not step around the team's quota.
+        "manageJobsWithoutQueueName": True,
+        # Only team namespaces are Kueue's: resident inference, the operators' and system pods are never gated.
         "managedJobsNamespaceSelector": {"matchLabels": {MANAGED_LABEL: "true"}},
         "integrations": {"frameworks": kueue_frameworks(runtimes) + ([SPARK_FRAMEWORK] if spark else [])},
         # InfiniBand is shared by every pod of a node (the RDMA shared device plugin), not a quota: without this, Kueue
@@ -157,6 +178,56 @@ def kueue_values(multikueue: bool, runtimes: AbstractSet[str], spark: bool = Fal
     if spark:
         values["controllerManager"] = {"featureGates": [{"name": SPARK_FEATURE_GATE, "enabled": True}]}
     return values
+
+
+def _cel(values: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+
+
+def _ray_specs(cluster: str) -> str:
+    """CEL: the pod specs of a RayCluster spec (its head and every worker group)."""
+    return (f"[{cluster}.headGroupSpec.template.spec] + "
+            f"(has({cluster}.workerGroupSpecs) ? {cluster}.workerGroupSpecs.map(g, g.template.spec) : [])")
+
+
+def team_workloads_policy() -> dict[str, Any]:
+    """The spec of TEAM_WORKLOADS_POLICY: in a Kueue-managed namespace, every pod, and the pod templates of the kinds teams
+    create (Jobs, CronJobs, JobSets, RayClusters, RayJobs: refused at once rather than pod by pod), names a team
+    PriorityClass or none, and tolerates the training pool and Kubernetes' node-condition taints only. Pods are the gate
+    (whoever creates them: a team, Airflow, MultiKueue, an operator); objects being deleted are let through, so that
+    finalizers of objects older than the policy can still be removed."""
+    pool_training = (f"(has(t.key) && t.key == '{POOL_LABEL}' && (!has(t.operator) || t.operator == 'Equal') "
+                     "&& has(t.value) && t.value == 'training')")
+    node_conditions = f"(has(t.key) && t.key in {_cel(ADDED_TOLERATION_KEYS)})"
+    kind = "request.kind.kind"
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [
+            {"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": resources}
+            for group, resources in (("", ["pods"]), ("batch", ["jobs", "cronjobs"]), ("jobset.x-k8s.io", ["jobsets"]),
+                                     ("ray.io", ["rayclusters", "rayjobs"]))
+        ]},
+        "matchConditions": [
+            {"name": "team-namespace", "expression": (
+                f"namespaceObject != null && has(namespaceObject.metadata.labels) && '{MANAGED_LABEL}' in "
+                f"namespaceObject.metadata.labels && namespaceObject.metadata.labels['{MANAGED_LABEL}'] == 'true'")},
+            {"name": "not-being-deleted", "expression": "!has(object.metadata.deletionTimestamp)"},
+        ],
+        "variables": [{"name": "specs", "expression": (
+            f"{kind} == 'Pod' ? [object.spec] : "
+            f"{kind} == 'Job' ? [object.spec.template.spec] : "
+            f"{kind} == 'CronJob' ? [object.spec.jobTemplate.spec.template.spec] : "
+            f"{kind} == 'JobSet' ? object.spec.replicatedJobs.map(r, r.template.spec.template.spec) : "
+            f"{kind} == 'RayCluster' ? {_ray_specs('object.spec')} : "
+            f"{kind} == 'RayJob' && has(object.spec.rayClusterSpec) ? {_ray_specs('object.spec.rayClusterSpec')} : []")}],
+        "validations": [
+            {"expression": (f"variables.specs.all(s, !has(s.priorityClassName) || "
+                            f"s.priorityClassName in {_cel(TEAM_PRIORITY_CLASSES)})"),
+             "message": DENIED_PRIORITY},
+            {"expression": f"variables.specs.all(s, !has(s.tolerations) || s.tolerations.all(t, {pool_training} || {node_conditions}))",
+             "message": DENIED_TOLERATION},
+        ],
+    }
 
 
 def kubeconfig(cluster: str, server: str, ca_b64: str, token: str, namespace: str | None) -> str:
@@ -320,6 +391,8 @@ class TrainingPool(pulumi.ComponentResource):
         self._clusters = {key: gpu.cluster for key, gpu in args.gpus.items()} | {args.compute.key: args.compute}
         self._access_namespaces: dict[str, k8s.core.v1.Namespace] = {}
         self._team_namespaces: dict[tuple[str, str], k8s.core.v1.Namespace] = {}
+        self._hosted_namespaces: dict[tuple[str, str], k8s.core.v1.Namespace] = {}
+        """(cluster, namespace) -> the namespace of a peer's team that trains here."""
         manager = args.manager
         self._manager = manager.key if manager else None
         if manager:
@@ -481,9 +554,11 @@ class TrainingPool(pulumi.ComponentResource):
                 "topologyName": TOPOLOGY,
             })
         self._cr(cluster, "cohort", "Cohort", {"name": site.name}, {})
+        guard = self._team_workloads_guard(cluster)
         k8s.rbac.v1.ClusterRole(
             f"{self._name}-{cluster}-team-role", metadata={"name": TEAM_ROLE}, rules=team_rules(self._runtimes),
-            opts=self._on(cluster),
+            # no rights before the guard of what they create is in force
+            opts=self._on(cluster, [guard]),
         )
         for team in self._teams:
             ns_name = team_namespace(team)
@@ -502,9 +577,23 @@ class TrainingPool(pulumi.ComponentResource):
             # the peer's replica and its own checkpoint prefix (SiteFederation's keys, once the peer consents).
             ns = self._team_queue(cluster, ns_name, tenant_labels([], {ns_name: remote})[ns_name], remote.group,
                                   remote.quotas, flavors, (f"hosted-queue-{ns_name}", f"hosted-localqueue-{ns_name}"), confined=True)
+            self._hosted_namespaces[cluster, ns_name] = ns
             if not is_manager:
                 self._federation.remote_grant(ns_name, NamespaceRef(self._clusters[cluster], ns_name, ns))
                 self._nccl_settings(cluster, ns_name, remote.team, ns)
+
+    def _team_workloads_guard(self, cluster: str) -> k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding:
+        """TEAM_WORKLOADS_POLICY on `cluster`, in force once its binding exists."""
+        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{self._name}-{cluster}-team-workloads", metadata={"name": TEAM_WORKLOADS_POLICY}, spec=team_workloads_policy(),
+            opts=self._on(cluster),
+        )
+        return k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{self._name}-{cluster}-team-workloads-binding", metadata={"name": TEAM_WORKLOADS_POLICY},
+            spec={"policyName": TEAM_WORKLOADS_POLICY, "validationActions": ["Deny"]},
+            # the binding puts the guard in force only once the policy it names exists
+            opts=self._on(cluster, [policy]),
+        )
 
     def _nccl_settings(self, cluster: str, ns_name: str, team: str, ns: k8s.core.v1.Namespace) -> None:
         """The cluster's NCCL settings (its fabric's service level) in a namespace where jobs train, wherever MultiKueue
@@ -532,6 +621,16 @@ class TrainingPool(pulumi.ComponentResource):
             # the namespace must exist before anything is created in it
             opts=self._on(cluster, [ns]),
         )
+        # Kubernetes' own way to keep critical classes out of a namespace (the Priority admission plugin lets any namespace
+        # name them): a quota of no pods at those classes, beside TEAM_WORKLOADS_POLICY.
+        k8s.core.v1.ResourceQuota(
+            f"{self._name}-{cluster}-{ns_name}-reserved-priorities",
+            metadata={"name": RESERVED_QUOTA, "namespace": ns_name},
+            spec={"hard": {"pods": "0"}, "scopeSelector": {"matchExpressions": [
+                {"scopeName": "PriorityClass", "operator": "In", "values": list(RESERVED_PRIORITY_CLASSES)}]}},
+            # the namespace must exist before anything is created in it
+            opts=self._on(cluster, [ns]),
+        )
         queue, local_queue = logical
         self._cr(cluster, queue, "ClusterQueue", {"name": ns_name},
                  team_queue_spec(self._site.name, ns_name, flavors, team_quotas, is_manager, confined))
@@ -544,8 +643,11 @@ class TrainingPool(pulumi.ComponentResource):
             self._access_namespaces[cluster] = self._namespace(cluster, ACCESS_NAMESPACE)
         return self._access_namespaces[cluster]
 
-    def _service_account(self, cluster: str, account: str, rules: list[dict[str, Any]], team_scoped: bool) -> k8s.core.v1.Secret:
-        """A ServiceAccount on `cluster` with exactly `rules` (per team namespace, or cluster-wide), and its token Secret."""
+    def _service_account(self, cluster: str, account: str, rules: list[dict[str, Any]],
+                         namespaces: dict[str, k8s.core.v1.Namespace], watch_rules: list[dict[str, Any]] | None = None,
+                         ) -> k8s.core.v1.Secret:
+        """A ServiceAccount on `cluster` with exactly `rules` in each of `namespaces` (RoleBindings), and `watch_rules`
+        (reads only) cluster-wide, and its token Secret."""
         ns = self._access_namespace(cluster)
         sa = k8s.core.v1.ServiceAccount(
             f"{self._name}-{cluster}-sa-{account}",
@@ -559,19 +661,23 @@ class TrainingPool(pulumi.ComponentResource):
         )
         subject = [{"kind": "ServiceAccount", "name": account, "namespace": ACCESS_NAMESPACE}]
         role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"fab-{account}"}
-        if team_scoped:
-            for team in self._teams:
-                k8s.rbac.v1.RoleBinding(
-                    f"{self._name}-{cluster}-{team_namespace(team)}-{account}",
-                    metadata={"name": account, "namespace": team_namespace(team)},
-                    # the team namespace, and the ClusterRole: binding a role the API server cannot resolve takes the `bind` verb
-                    role_ref=role_ref, subjects=subject, opts=self._on(cluster, [role, sa, self._team_namespaces[cluster, team]]),
-                )
-        else:
+        for ns_name, team_ns in sorted(namespaces.items()):
+            k8s.rbac.v1.RoleBinding(
+                f"{self._name}-{cluster}-{ns_name}-{account}",
+                metadata={"name": account, "namespace": ns_name},
+                # the namespace, and the ClusterRole: binding a role the API server cannot resolve takes the `bind` verb
+                role_ref=role_ref, subjects=subject, opts=self._on(cluster, [role, sa, team_ns]),
+            )
+        if watch_rules is not None:
+            watch = k8s.rbac.v1.ClusterRole(
+                f"{self._name}-{cluster}-role-{account}-watch", metadata={"name": f"fab-{account}-watch"}, rules=watch_rules,
+                opts=self._on(cluster),
+            )
             k8s.rbac.v1.ClusterRoleBinding(
-                f"{self._name}-{cluster}-binding-{account}", metadata={"name": f"fab-{account}"},
+                f"{self._name}-{cluster}-binding-{account}-watch", metadata={"name": f"fab-{account}-watch"},
+                role_ref={**role_ref, "name": f"fab-{account}-watch"}, subjects=subject,
                 # the ClusterRole first: binding a role the API server cannot resolve takes the `bind` verb
-                role_ref=role_ref, subjects=subject, opts=self._on(cluster, [role, sa]),
+                opts=self._on(cluster, [watch, sa]),
             )
         return k8s.core.v1.Secret(
             f"{self._name}-{cluster}-token-{account}",
@@ -598,7 +704,9 @@ class TrainingPool(pulumi.ComponentResource):
         )
 
     def _submitter(self, cluster: str, compute: str, airflow_ns: k8s.core.v1.Namespace) -> None:
-        token = self._service_account(cluster, SUBMITTER, submitter_rules(self._runtimes), team_scoped=True)
+        # Airflow submits for this site's teams only (a peer's team submits through its own site).
+        teams = {team_namespace(team): self._team_namespaces[cluster, team] for team in self._teams}
+        token = self._service_account(cluster, SUBMITTER, submitter_rules(self._runtimes), teams)
         self._kubeconfig_secret(
             f"{compute}-airflow-kubeconfig-{cluster}", cluster, token, compute, AIRFLOW_NAMESPACE,
             # Airflow acts for every team: no default namespace, so a DAG names its team's (the submission contract's).
@@ -628,7 +736,12 @@ class TrainingPool(pulumi.ComponentResource):
     def _multikueue(self, manager: str, workers: list[str]) -> None:
         clusters = []
         for worker in workers:
-            token = self._service_account(worker, MULTIKUEUE_SA, multikueue_rules(self._runtimes), team_scoped=False)
+            # It writes where the manager has queues (every team's namespace, and every hosted peer team's: Kueue creates a
+            # workload's copies in the namespace it has on the manager), never in the operators' or system namespaces.
+            queues = {**{team_namespace(team): self._team_namespaces[worker, team] for team in self._teams},
+                      **{ns_name: ns for (c, ns_name), ns in self._hosted_namespaces.items() if c == worker}}
+            token = self._service_account(worker, MULTIKUEUE_SA, multikueue_rules(self._runtimes), queues,
+                                          watch_rules=multikueue_watch_rules(self._runtimes))
             secret = self._kubeconfig_secret(
                 f"{manager}-multikueue-kubeconfig-{worker}", worker, token, manager, KUEUE_NAMESPACE,
                 names.MULTIKUEUE_KUBECONFIG(worker), "kubeconfig", [self.kueue[manager]], "default",

@@ -4,14 +4,23 @@ release installs are evaluated in tests/test_helm_releases.py."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from admission import NotCovered, Request, admit, policies_in
-from admission_cases import PREVIEW_CASES, PREVIEW_GROUPS, RAY_CASES, Case
+from admission_cases import PREVIEW_CASES, PREVIEW_GROUPS, RAY_CASES, TEAM_WORKLOAD_CASES, Case, maintenance_cases
 
+from components import iceberg_maintenance
 from components.access import DRY_RUN_ONLY, PREVIEW_USER, preview_rules
+from components.config import IcebergMaintenanceConfig
 from components.ray import TOKEN_AUTH_POLICY
+from components.training import DENIED_PRIORITY, DENIED_TOLERATION, TEAM_WORKLOADS_POLICY  # the policy's own words
 
-ENGINE_CASES: dict[str, list[Case]] = {DRY_RUN_ONLY: PREVIEW_CASES, TOKEN_AUTH_POLICY: RAY_CASES}
+STAND_IN_MAINTENANCE = iceberg_maintenance.applications(IcebergMaintenanceConfig(targets=[{"namespace": "fdc"}]),
+                                                        "https://polaris.site-t.fab.internal/api/catalog")
+ENGINE_CASES: dict[str, list[Case]] = {DRY_RUN_ONLY: PREVIEW_CASES, TOKEN_AUTH_POLICY: RAY_CASES,
+                                       TEAM_WORKLOADS_POLICY: TEAM_WORKLOAD_CASES,
+                                       iceberg_maintenance.ADMISSION_POLICY: maintenance_cases(next(iter(STAND_IN_MAINTENANCE.values())))}
 """The cases of each policy the program applies itself."""
 
 
@@ -37,11 +46,15 @@ def test_every_policy_is_bound_once_and_denies(plan):
         key: [["Deny"]] for key in shipped(plan)}
 
 
+def named(plan, name: str) -> list[tuple[dict, list[dict]]]:
+    return [found for key, found in shipped(plan).items() if key.split("/", 1)[1] == name]
+
+
 @pytest.mark.parametrize("case", PREVIEW_CASES, ids=lambda c: c.name)
 def test_the_preview_policy_on(case, small_plan):
-    policies = {key: found for key, found in shipped(small_plan).items() if key.endswith(f"/{DRY_RUN_ONLY}")}
+    policies = named(small_plan, DRY_RUN_ONLY)
     assert len(policies) == 3  # one per cluster, the same everywhere
-    for policy, (binding,) in policies.values():
+    for policy, (binding,) in policies:
         decision = admit(policy, binding, case.request)
         assert (decision.allowed, decision.message) == (case.allowed, case.message)
 
@@ -58,7 +71,7 @@ def test_the_ray_token_policy_on(case, small_plan):
 def test_the_policy_cannot_guard_itself_so_the_preview_role_may_not_write_it(small_plan):
     """The API server exempts admission configuration from every policy: an update of the policy by the preview identity
     is not the policy's to refuse, and only its role (no write to admissionregistration.k8s.io) keeps it out."""
-    (policy, (binding,)), *_ = [found for key, found in shipped(small_plan).items() if key.endswith(f"/{DRY_RUN_ONLY}")]
+    (policy, (binding,)), *_ = named(small_plan, DRY_RUN_ONLY)
     lift = Request(operation="UPDATE", group="admissionregistration.k8s.io", version="v1", resource="validatingadmissionpolicies",
                    kind="ValidatingAdmissionPolicy", name=DRY_RUN_ONLY, username=PREVIEW_USER, groups=PREVIEW_GROUPS,
                    object=policy, old_object=policy)
@@ -73,7 +86,7 @@ def test_the_preview_identity_cannot_leave_the_policy_by_impersonating():
 
 
 def test_fails_when_a_policy_needs_what_the_engine_lacks(small_plan):
-    (policy, (binding,)), *_ = [found for key, found in shipped(small_plan).items() if key.endswith(f"/{DRY_RUN_ONLY}")]
+    (policy, (binding,)), *_ = named(small_plan, DRY_RUN_ONLY)
     needs = {**policy, "spec": {**policy["spec"], "validations": [
         {"expression": "authorizer.group('').resource('pods').check('create').allowed()"}]}}
     with pytest.raises(NotCovered) as raised:
@@ -81,3 +94,39 @@ def test_fails_when_a_policy_needs_what_the_engine_lacks(small_plan):
     assert str(raised.value) == (
         "\"authorizer.group('').resource('pods').check('create').allowed()\" needs allowed, check, group, resource, "
         "authorizer, which the engine here lacks (tests/admission.py)")
+
+
+@pytest.mark.parametrize("case", TEAM_WORKLOAD_CASES, ids=lambda c: c.name)
+def test_the_team_workloads_policy_on(case, full_plan):
+    policies = named(full_plan, TEAM_WORKLOADS_POLICY)
+    assert len(policies) == 3  # on every Kueue cluster: the MultiKueue manager and both workers
+    for policy, (binding,) in policies:
+        decision = admit(policy, binding, case.request)
+        assert (decision.allowed, decision.message) == (case.allowed, case.message)
+
+
+def test_the_team_workloads_cases_say_what_the_policy_says():
+    assert {c.message for c in TEAM_WORKLOAD_CASES if not c.allowed} == {DENIED_PRIORITY, DENIED_TOLERATION}
+
+
+def test_the_maintenance_cases_say_what_the_policy_says():
+    import admission_cases
+
+    assert (admission_cases.DENIED_SUBMITTER, admission_cases.DENIED_POD_CHANGE, admission_cases.denied_field("spec.image")) == (
+        iceberg_maintenance.DENIED_SUBMITTER, iceberg_maintenance.DENIED_POD_CHANGE, iceberg_maintenance.denied_field("spec.image"))
+
+
+def shipped_maintenance(plan) -> tuple[dict, dict, dict[str, dict]]:
+    """The maintenance policy and binding on the plan's compute cluster, and the applications the DAG submits."""
+    (policy, (binding,)), = named(plan, iceberg_maintenance.ADMISSION_POLICY)
+    (dags,) = [c for c in plan.objects("ConfigMap") if c["metadata"]["name"] == "platform-dags"]
+    return policy, binding, json.loads(dags["data"]["platform.json"])["iceberg_maintenance"]["applications"]
+
+
+def test_the_maintenance_policy_on_every_application_the_dag_submits_and_its_forgeries(plan):
+    policy, binding, apps = shipped_maintenance(plan)
+    assert apps
+    for app in apps.values():
+        decisions = {c.name: (admit(policy, binding, c.request).allowed, admit(policy, binding, c.request).message)
+                     for c in maintenance_cases(app)}
+        assert decisions == {c.name: (c.allowed, c.message) for c in maintenance_cases(app)}

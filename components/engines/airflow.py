@@ -289,12 +289,26 @@ def _maintenance(scope: EngineScope) -> list[pulumi.Resource]:
         # the namespace must exist before anything is created in it
         rules=SPARK_SUBMITTER_RULES, opts=scope.after(ns),
     )
+    # Every Airflow task holds these rights: the policy admits the platform's applications only (iceberg_maintenance.py).
+    config, registry, trust = scope.compute.iceberg_maintenance, scope.cluster.registry, SparkTrust(scope.storage.s3_ca_pem)
+    policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+        f"{scope.prefix}-maintenance-policy", metadata={"name": iceberg_maintenance.ADMISSION_POLICY},
+        spec=scope.storage.catalog_uri.apply(lambda uri: iceberg_maintenance.admission_policy(
+            iceberg_maintenance.applications(config, uri, registry, trust))),
+        opts=scope.child,
+    )
+    guard = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+        f"{scope.prefix}-maintenance-policy-binding", metadata={"name": iceberg_maintenance.ADMISSION_POLICY},
+        spec={"policyName": iceberg_maintenance.ADMISSION_POLICY, "validationActions": ["Deny"]},
+        # the binding puts the guard in force only once the policy it names exists
+        opts=scope.after(policy),
+    )
     binding = k8s.rbac.v1.RoleBinding(
         f"{scope.prefix}-airflow-maintenance-binding", metadata={"name": "airflow-spark-submitter", "namespace": name},
         role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "airflow-spark-submitter"},
         subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"system:serviceaccounts:{AIRFLOW_NAMESPACE}"}],
-        # the Role first: binding a Role the API server cannot resolve takes the `bind` verb
-        opts=scope.after(role),
+        # the Role first: binding a Role the API server cannot resolve takes the `bind` verb; no rights before the guard
+        opts=scope.after(role, guard),
     )
     to = NamespaceRef(scope.cluster, name, ns)
     return [job, binding, *scope.storage.maintenance_grants(to)]

@@ -219,13 +219,36 @@ def _probe_pod(site: Site, config_map: str, args: list[str], env: list[dict[str,
 
 
 def _probe_step(site: Site, cluster: str, cid: str, name: str, args: list[str], namespace: str | None = None,
-                timeout_sec: int | None = None, **pod: Any) -> Step:
-    """One probe Job and its ConfigMap on `cluster`, in the acceptance namespace unless told otherwise."""
+                timeout_sec: int | None = None, queued: bool = False, **pod: Any) -> Step:
+    """One probe Job and its ConfigMap on `cluster`, in the acceptance namespace unless told otherwise; `queued`, submitted
+    as a team's job is (`_queued`)."""
     namespace = namespace or site.namespace
     config_map = _dns(name, "probe")
     timeout = timeout_sec or site.acceptance.timeout_sec
-    job = _job(name, namespace, cid, _probe_pod(site, config_map, args, **pod), timeout)
+    job = _job(name, namespace, cid, _probe_pod(site, config_map, args, **pod), timeout, **(_queued() if queued else {}))
     return Step(cluster, (_probe_config(site, config_map, namespace, cid), job), ("Job", name), timeout)
+
+
+def _queued() -> dict[str, Any]:
+    """What a Job in a team namespace carries (components/training.py example_job): Kueue manages every job there
+    (manageJobsWithoutQueueName) and admits it against the team's quota onto the training pool, the only GPU pool the
+    ValidatingAdmissionPolicy fab-team-workloads lets a team's pods tolerate."""
+    return {"labels": {QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: DEFAULT_WORKLOAD_PRIORITY}, "suspend": True}
+
+
+def _team_probe_step(site: Site, cluster: str, cid: str, name: str, args: list[str], team: str) -> Step:
+    """A probe with the team's S3 keys, in the team's namespace (only it holds them), as the team's own job: on the
+    training pool, through the team's LocalQueue."""
+    return _probe_step(site, cluster, cid, name, args, namespace=team_namespace(team), env_from=_team_s3_env(), queued=True,
+                       **_training_placement())
+
+
+def _no_training_nodes(site: Site, cluster: str, cid: str) -> tuple[str, str] | None:
+    """Why a team probe cannot run on `cluster` (no training node under the active profile), or None."""
+    if site.config.pool_nodes(cluster, "training"):
+        return None
+    return (cid, f"{cluster} has no training node under the active profile: a probe with a team's keys runs as the team's "
+                 "job, which Kueue places on the training pool only")
 
 
 def _team_s3_env() -> list[dict[str, Any]]:
@@ -237,11 +260,6 @@ def _training_placement(pool: str = "training") -> dict[str, Any]:
     """A pod on the GPU nodes of `pool` (their label and taint), without GPUs of its own."""
     return {"nodeSelector": {POOL_LABEL: pool}, "tolerations": [toleration(pool)]}
 
-
-def _gpu_node_placement(site: Site, cluster: str) -> dict[str, Any]:
-    """A pod on a GPU node of `cluster`, on the path GPU pods take to AIStor: the training pool's nodes, or the inference
-    pool's where the active profile leaves the cluster none."""
-    return _training_placement("training" if site.config.pool_nodes(cluster, "training") else "inference")
 
 
 def _figure(results: Mapping[str, str], key: str) -> float | None:
@@ -364,8 +382,7 @@ def nccl_under_load(site: Site, cluster: str) -> Criterion | tuple[str, str]:
     load_uri = f"{team_prefix(site.bucket('checkpoints'), team)}{WARP_FOLDER}/"
 
     def drain(when: str) -> Step:
-        return _probe_step(site, cluster, cid, _dns("drain", when), ["s3-drain", load_uri], namespace=team_namespace(team),
-                           env_from=_team_s3_env(), **_gpu_node_placement(site, cluster))
+        return _team_probe_step(site, cluster, cid, _dns("drain", when), ["s3-drain", load_uri], team)
 
     steps = [drain("before")]
     for run in ("baseline", "load"):
@@ -610,20 +627,20 @@ def _warp(site: Site, cluster: str, cid: str, team: str) -> list[Manifest]:
     )
     pod = {"automountServiceAccountToken": False, "securityContext": restricted_pod_security_context(),
            **site.registry.pod_fields(), "containers": [container], "volumes": volumes, **_training_placement()}
-    objects.append(_job("warp-load", namespace, cid, pod, acceptance.warp_duration_sec + 300))
+    objects.append(_job("warp-load", namespace, cid, pod, acceptance.warp_duration_sec + 300, **_queued()))
     return objects
 
 
-def s3_roundtrip(site: Site, cluster: str) -> Criterion:
+def s3_roundtrip(site: Site, cluster: str) -> Criterion | tuple[str, str]:
     """Write, read back and delete an object under the team's checkpoint prefix from a pod on the training nodes, with
     the team's `s3-training` keys and the internal endpoint they name."""
     cid = _dns("01-s3-readwrite", cluster)
     team = site.team()
     uri = team_prefix(site.bucket("checkpoints"), team)
-    namespace = team_namespace(team)
+    if skipped := _no_training_nodes(site, cluster, cid):
+        return skipped
     # The team's Secret is in its namespace only: the probe runs there (labelled, deleted with the step).
-    step = _probe_step(site, cluster, cid, "s3-readwrite", ["s3-roundtrip", uri], namespace=namespace,
-                       env_from=_team_s3_env(), **_gpu_node_placement(site, cluster))
+    step = _team_probe_step(site, cluster, cid, "s3-readwrite", ["s3-roundtrip", uri], team)
 
     internal = str(site.config.storage.s3.internal_vip)
 
@@ -828,7 +845,7 @@ def phase_03(site: Site) -> list[Criterion | tuple[str, str]]:
     return [model_published(site), inference_call(site, run.model, "03-model-serves", 3)]
 
 
-def model_published(site: Site) -> Criterion:
+def model_published(site: Site) -> Criterion | tuple[str, str]:
     """The run's `metadata.json` in the models bucket: read with the team's keys from a GPU node, pinned to a snapshot."""
     run = site.acceptance.serving_loop
     assert run is not None and site.config.inference is not None
@@ -836,8 +853,9 @@ def model_published(site: Site) -> Criterion:
     source = site.config.inference.models[run.model].source
     uri = f"s3://{site.bucket('models')}/{source}{run.revision}/metadata.json"
     cluster = site.config.inference.cluster
-    step = _probe_step(site, cluster, cid, "model-published", ["s3-metadata", uri], namespace=team_namespace(run.team),
-                       env_from=_team_s3_env(), **_gpu_node_placement(site, cluster))
+    if skipped := _no_training_nodes(site, cluster, cid):
+        return skipped
+    step = _team_probe_step(site, cluster, cid, "model-published", ["s3-metadata", uri], run.team)
 
     def judge(results: Mapping[str, str]) -> Judgement:
         status = results.get("0.get_status")
@@ -875,8 +893,9 @@ def s3_team_isolation(site: Site) -> Criterion | tuple[str, str]:
         return (cid, "the site has one team: there is no other team's prefix to be refused")
     team, cluster = site.team(), site.gpu_clusters()[0]
     uri = team_prefix(site.bucket("checkpoints"), other)
-    step = _probe_step(site, cluster, cid, "s3-foreign", ["s3-foreign", uri], namespace=team_namespace(team),
-                       env_from=_team_s3_env(), **_gpu_node_placement(site, cluster))
+    if skipped := _no_training_nodes(site, cluster, cid):
+        return skipped
+    step = _team_probe_step(site, cluster, cid, "s3-foreign", ["s3-foreign", uri], team)
 
     def judge(results: Mapping[str, str]) -> Judgement:
         statuses = {op: results.get(f"0.{op}_status") for op in ("put", "list", "get")}

@@ -351,3 +351,40 @@ def test_airflows_dagbag_loads_the_maintenance_dag_from_the_configmap_volume(tmp
 def test_a_site_without_maintenance_gets_no_maintenance_dag(tmp_path):
     result = _dagbag(tmp_path, _platform(render_small(small_site())))
     assert (result["errors"], result["dags"]) == ({}, [])
+
+
+def _defaulted(node: Any, schema: dict[str, Any]) -> Any:
+    """`node` with the structural defaults of `schema` applied, as the API server applies a CRD's before admission."""
+    if isinstance(node, dict) and schema.get("properties"):
+        out = {k: _defaulted(v, schema["properties"].get(k, {})) for k, v in node.items()}
+        for key, prop in schema["properties"].items():
+            if key not in out and "default" in prop:
+                out[key] = prop["default"]
+        return out
+    if isinstance(node, list) and "items" in schema:
+        return [_defaulted(v, schema["items"]) for v in node]
+    return node
+
+
+def test_what_the_api_server_and_the_operator_default_leaves_the_application_admitted(crd_dir):
+    """The maintenance policy pins the application's spec: the CRD's structural defaults and the Spark operator's defaulter
+    (v2.5.2 SetSparkApplicationDefaults: type, mode, restartPolicy, driver and executor cores and memory, instances)
+    run before it and must change nothing it pins."""
+    from admission import admit
+    from admission_cases import application_request, submitted
+
+    from components import iceberg_maintenance
+
+    apps = _platform(render_small(maintained_site()))["iceberg_maintenance"]["applications"]
+    crds = CrdSchemas(crd_dir)
+    schema = crds._version("sparkoperator.k8s.io/v1beta2", "SparkApplication")["schema"]["openAPIV3Schema"]
+    spec = iceberg_maintenance.admission_policy(apps)
+    policy = {"metadata": {"name": iceberg_maintenance.ADMISSION_POLICY}, "spec": spec}
+    binding = {"spec": {"policyName": iceberg_maintenance.ADMISSION_POLICY, "validationActions": ["Deny"]}}
+    for app in apps.values():
+        defaulted = _defaulted(app, schema)
+        # the operator's defaulter sets only what is absent, and the application sets all of it
+        assert {"type", "mode", "restartPolicy"} <= set(defaulted["spec"])
+        for role, fields in (("driver", ("cores", "memory")), ("executor", ("cores", "memory", "instances"))):
+            assert set(fields) <= set(defaulted["spec"][role])
+        assert admit(policy, binding, application_request(submitted(defaulted))).allowed

@@ -54,7 +54,12 @@ def test_kueue_manages_team_namespaces_only(small_plan):
     config = yaml.safe_load(release["inputs"]["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert config["managedJobsNamespaceSelector"] == {"matchLabels": {"fab.internal/kueue-managed": "true"}}
     assert {"batch/job", "pod"} <= set(config["integrations"]["frameworks"])
-    assert config["manageJobsWithoutQueueName"] is False
+
+
+def test_kueue_takes_the_jobs_of_team_namespaces_that_name_no_queue(small_plan):
+    (release,) = [r for r in small_plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["chart"].endswith("/kueue")]
+    config = yaml.safe_load(release["inputs"]["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["manageJobsWithoutQueueName"] is True
 
 
 def test_every_team_namespace_and_local_queue_exists_on_every_worker_and_the_manager(full_plan):
@@ -185,8 +190,22 @@ def test_multikueue_access_is_what_kueue_needs(full_plan):
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": RW},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
-        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": ["get", "list", "watch"]},
     ]
+
+
+def test_multikueue_writes_in_the_team_namespaces_of_a_worker_only(full_plan):
+    bindings = [b for b in full_plan.objects("RoleBinding", "site-t-gpu-train") if b["roleRef"]["name"] == "fab-multikueue"]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-fdc", "team-yield"]
+    assert [b for b in full_plan.objects("ClusterRoleBinding", "site-t-gpu-train") if b["roleRef"]["name"] == "fab-multikueue"] == []
+
+
+def test_multikueue_reads_what_kueue_watches_cluster_wide_and_writes_nothing_there(full_plan):
+    (binding,) = [b for b in full_plan.objects("ClusterRoleBinding", "site-t-gpu-train") if b["subjects"][0]["name"] == "multikueue"]
+    (role,) = [r for r in full_plan.objects("ClusterRole", "site-t-gpu-train") if r["metadata"]["name"] == binding["roleRef"]["name"]]
+    assert {verb for rule in role["rules"] for verb in rule["verbs"]} == {"get", "list", "watch"}
+    assert {resource for rule in role["rules"] for resource in rule["resources"]} == {
+        "jobs", "jobsets", "trainjobs", "rayjobs", "rayclusters", "pods", "workloads", "clusterqueues", "localqueues"}
 
 
 def test_teams_submit_to_the_gpu_cluster_without_multikueue(small_plan):

@@ -15,6 +15,7 @@ from components.runtimes import (
     TRAINER,
     kueue_frameworks,
     multikueue_rules,
+    multikueue_watch_rules,
     submitter_rules,
     team_rules,
 )
@@ -103,6 +104,13 @@ def test_multikueue_may_handle_exactly_the_integrated_kinds():
     rules = multikueue_rules({TRAINER})
     kinds = {(rule["apiGroups"][0], resource) for rule in rules for resource in rule["resources"] if "/" not in resource}
     assert kinds == {("batch", "jobs"), ("jobset.x-k8s.io", "jobsets"), ("trainer.kubeflow.org", "trainjobs"), ("", "pods"),
+                     ("kueue.x-k8s.io", "workloads"), ("kueue.x-k8s.io", "localqueues")}
+
+
+def test_multikueue_watches_exactly_the_integrated_kinds_and_the_queues():
+    rules = multikueue_watch_rules({TRAINER})
+    kinds = {(rule["apiGroups"][0], resource) for rule in rules for resource in rule["resources"]}
+    assert kinds == {("batch", "jobs"), ("jobset.x-k8s.io", "jobsets"), ("trainer.kubeflow.org", "trainjobs"), ("", "pods"),
                      ("kueue.x-k8s.io", "workloads"), ("kueue.x-k8s.io", "clusterqueues"), ("kueue.x-k8s.io", "localqueues")}
 
 
@@ -112,7 +120,7 @@ def test_the_workers_grant_multikueue_the_installed_kinds(full_plan):
 
 
 def test_no_kind_without_its_operator_is_granted():
-    granted = {group for rules in (team_rules(set()), submitter_rules(set()), multikueue_rules(set()))
+    granted = {group for rules in (team_rules(set()), submitter_rules(set()), multikueue_rules(set()), multikueue_watch_rules(set()))
                for rule in rules for group in rule["apiGroups"]}
     assert granted
     assert granted & {"jobset.x-k8s.io", "trainer.kubeflow.org", "kubeflow.org", "ray.io"} == set()

@@ -79,6 +79,27 @@ def criterion(site, phase: int, cid: str) -> Criterion:
 
 # --- what is built -------------------------------------------------------------------------------------------------
 
+def test_every_job_in_a_team_namespace_is_one_kueue_queues_and_the_team_policy_admits(site):
+    """Kueue manages every job of a team namespace and fab-team-workloads admits the training pool only there
+    (components/training.py): a probe with a team's keys is the team's own job, judged by the CEL engine."""
+    from admission import Request, admit
+    from admission_cases import TEAM_NAMESPACE
+
+    from components.training import LOCAL_QUEUE, QUEUE_LABEL, TEAM_WORKLOADS_POLICY, team_workloads_policy
+
+    policy = {"metadata": {"name": TEAM_WORKLOADS_POLICY}, "spec": team_workloads_policy()}
+    binding = {"spec": {"policyName": TEAM_WORKLOADS_POLICY, "validationActions": ["Deny"]}}
+    team_jobs = [(cid, o) for cid, o in objects(site) if o["kind"] == "Job" and o["metadata"]["namespace"].startswith("team-")]
+    assert team_jobs
+    for cid, job in team_jobs:
+        assert (job["metadata"]["labels"].get(QUEUE_LABEL), job["spec"].get("suspend")) == (LOCAL_QUEUE, True), cid
+        ns = {**TEAM_NAMESPACE, "metadata": {**TEAM_NAMESPACE["metadata"], "name": job["metadata"]["namespace"]}}
+        request = Request(operation="CREATE", group="batch", version="v1", resource="jobs", kind="Job",
+                          name=job["metadata"]["name"], namespace=job["metadata"]["namespace"], username="fab-verify",
+                          object=job, namespace_object=ns)
+        assert admit(policy, binding, request).allowed, cid
+
+
 def test_every_object_validates_strictly(site, crd_dir):
     crds = CrdSchemas(crd_dir)
     built = list(objects(site))
