@@ -158,7 +158,8 @@ CHECKOV_SUPPRESSIONS = {
     "CKV_K8S_49": "the preview identity reads every kind and dry-runs the platform's groups; the ValidatingAdmissionPolicy fab-preview-dry-run-only refuses anything else it sends",
     "CKV_K8S_158": "a dry run of a Role is checked for escalation like a real one; the preview identity can only dry-run (fab-preview-dry-run-only)",
     "CKV_K8S_38": "it calls the API server with its ServiceAccount's token: a Spark driver (the Spark Connect server) creates "
-                  "and deletes its executor pods; an endpoint picker watches its pool's pods and InferencePool",
+                  "and deletes its executor pods; an endpoint picker watches its pool's pods and InferencePool; Trino's group sync "
+                  "patches the one Secret of its groups",
 }
 """Scanner findings the platform accepts, with the reason; each is written on the object it concerns."""
 
