@@ -154,7 +154,7 @@ def test_models_stay_in_the_site_by_default():
     site = producer_site()
     del site["federation"]["consumers"]["site-u"]["replicate_models"]
     plan = render(site, site_u_exports())
-    assert plan.objects("CronJob") == []
+    assert plan.objects("CronJob", "site-t-storage") == []
     assert residency(plan, "site-t-models") == "site-local"
 
 
