@@ -92,6 +92,7 @@ storage = StorageCluster(
         metrics=site.observability is not None,
         maintained_namespaces=maintained_namespaces(site.compute),
         served_weights=shared_weights([spec.source for spec in site.inference.models.values()], teams) if batch_inference_on else (),
+        replicated_models=site.replicated_models(),
     ),
 )
 

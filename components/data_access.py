@@ -109,6 +109,28 @@ def policy_document(read: list[str], read_write: list[str]) -> dict[str, Any]:
     return {"Version": "2012-10-17", "Statement": statements}
 
 
+def replication_policy_document(read: list[str], models_bucket: str, model_paths: tuple[str, ...]) -> dict[str, Any]:
+    """The replication principal's MinIO policy: the `read` buckets (gold) whole and read-only; in the models bucket,
+    listing and reading only `model_paths` (`SiteConfig.replicated_models`, the served models' weights the copy jobs send),
+    never the bucket whole: the rest of it is the teams' work, which no other site keeps. Nothing is written."""
+    if not model_paths:
+        return policy_document(read, [])
+    read = sorted(set(read) - {models_bucket})
+    statements: list[dict[str, Any]] = []
+    if read:
+        statements += [
+            {"Sid": "ListBuckets", "Effect": "Allow", "Action": list(BUCKET_READ_ACTIONS), "Resource": [bucket_arn(b) for b in read]},
+            {"Sid": "ReadObjects", "Effect": "Allow", "Action": list(READ_ACTIONS), "Resource": [bucket_arn(b, True) for b in read]},
+        ]
+    statements += [
+        *list_prefixes("ListModelPaths", {models_bucket: list(model_paths)}),
+        {"Sid": "ReadModelPaths", "Effect": "Allow", "Action": list(READ_ACTIONS),
+         "Resource": [f"{bucket_arn(models_bucket)}/{path}*" for path in model_paths]},
+        _no_table_catalog(sorted({*read, models_bucket})),
+    ]
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
 def team_principal(team: str) -> str:
     """A training team's MinIO user and policy, and its Polaris principal and principal role."""
     return f"fab-{TRAINING}-{team}"

@@ -12,11 +12,12 @@ own checkpoint prefix, nothing else of this site, and only with the peer's conse
 `remote_training_teams`, read from its stack). A linked site whose stack does not export what this
 site needs ends the program with the reason, never with empty values written into a Secret.
 
-Models for DR (the design: serving is the easiest DR axis): a site copies its models bucket to a consumer that keeps them
-(`replicate_models`) with the same machinery, a second CronJob beside the gold one through the same target Secret, into
-the prefix `replicas/<site>/` of the consumer's own models bucket, which the consumer's writer for this site may write
-(its `standby_models`, read from its stack as the consent) and the consumer's inference reads: a warm standby that serves
-this site's models from there. The peers' models a site keeps never travel on (the copy leaves out `replicas/`).
+Models for DR (the design: serving is the easiest DR axis): a site copies the models it serves (each served model's
+`source`, `SiteConfig.replicated_models`; the rest of the models bucket is the teams' work and stays) to a consumer that
+keeps them (`replicate_models`) with the same machinery, a second CronJob beside the gold one through the same target
+Secret, into the prefix `replicas/<site>/` of the consumer's own models bucket, which the consumer's writer for this site
+may write (its `standby_models`, read from its stack as the consent) and the consumer's inference reads: a warm standby
+that serves this site's models from there. The peers' models a site keeps never travel on (no path under `replicas/`).
 
 Replication is a CronJob running the pinned MinIO client (`mc mirror`): object by object, so Iceberg
 metadata keeps the producer's absolute paths. The replica is therefore not a table of this site's
@@ -331,7 +332,8 @@ class SiteFederation(pulumi.ComponentResource):
     def _mirror(self, consumer: str, ns: k8s.core.v1.Namespace, local: k8s.core.v1.Secret, ca: SiteCa) -> None:
         # The peer's endpoint is under its own domain: the CA bundle must hold the peer site's CA as well.
         """Every few minutes, copy each gold bucket into the consumer's replica of this site (and nothing else); with
-        `replicate_models`, the models bucket into the consumer's prefix for this site, by a second job of the same kind."""
+        `replicate_models`, the served models' paths of the models bucket into the consumer's prefix for this site, by a
+        second job of the same kind."""
         spec = self._config.consumers[consumer]
         target = self._models_target(consumer) if spec.replicate_models else self._required(consumer, ("replica_targets", self._site.name))
         data = {
@@ -356,9 +358,11 @@ class SiteFederation(pulumi.ComponentResource):
             copies = [["mirror", "--overwrite", f"local/{bucket}", f"remote/$(REMOTE_BUCKET)/{bucket}"] for bucket in self._storage.buckets_of("gold")]
             self._copy_job(f"{self._name}-mirror-{consumer}", names.GOLD_COPY_JOB(consumer), "gold", consumer, copies, ca, after)
         if spec.replicate_models:
-            # The whole bucket but the peers' models it keeps: those are theirs to send, never this site's.
-            copies = [["mirror", "--overwrite", "--exclude", f"{names.MODEL_REPLICAS}/*", f"local/{self._storage.bucket_of('models')}",
-                       "remote/$(REMOTE_MODELS_BUCKET)/$(REMOTE_MODELS_PREFIX)"]]
+            # The served models' weights, path by path, to the same path under the consumer's prefix for this site: the rest
+            # of the bucket (the teams' work, the peers' models under replicas/) stays, and the principal reads nothing else.
+            models = self._storage.bucket_of("models")
+            copies = [["mirror", "--overwrite", f"local/{models}/{path}", f"remote/$(REMOTE_MODELS_BUCKET)/$(REMOTE_MODELS_PREFIX){path}"]
+                      for path in self._storage.replicated_models]
             self._copy_job(f"{self._name}-models-{consumer}", names.MODELS_COPY_JOB(consumer), "models", consumer, copies, ca, after)
 
     def _models_target(self, consumer: str) -> pulumi.Output[dict[str, Any]]:

@@ -25,6 +25,8 @@ PLATFORM_ADMINS = "platform-admins"
 """The platform's administrators: Airflow's and Superset's Admin role (their config files name it), and the right to sync
 the serving Applications in Argo CD. The site keeps this group and its members in its realm; the program does not create
 it."""
+REALM_MANAGEMENT = "realm-management"
+"""The client of every Keycloak realm whose roles (`view-users`, `query-groups`, ...) grant its admin API."""
 BASE_SCOPES = ("basic", "profile", "email", "roles", "web-origins", "acr")
 """Keycloak's built-in default scopes that every platform client keeps."""
 
@@ -226,3 +228,19 @@ class SiteIdentity(pulumi.ComponentResource):
             client_secret=pulumi.Output.secret(client.client_secret),
             issuer_url=self._issuer,
         )
+
+    def realm_management_roles(self, key: str, client: OidcClient, roles: list[str]) -> list[keycloak.openid.ClientServiceAccountRole]:
+        """Give the service account of `client` (a service client of `oidc_client`, named `key`) these roles of the realm's
+        `realm-management` client, and no other: an admin API reader such as Trino's group sync (`view-users`,
+        `query-groups`). `realm-management` is the client every realm has; its id is looked up in the realm."""
+        realm_management = keycloak.openid.get_client_output(realm_id=self._realm_id, client_id=REALM_MANAGEMENT,
+                                                             opts=pulumi.InvokeOutputOptions(parent=self))
+        return [
+            keycloak.openid.ClientServiceAccountRole(
+                f"{self._name}-client-{key}-{role}", realm_id=self._realm_id, client_id=realm_management.id,
+                service_account_user_id=client.client.service_account_user_id, role=role,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for role in roles
+        ]
+

@@ -157,7 +157,8 @@ CHECKOV_SUPPRESSIONS = {
     "CKV2_K8S_6": "ingress is denied by Cilium clusterwide policies (fab-default-deny-remote and the flow rules), which checkov does not read",
     "CKV_K8S_158": "a dry run of a Role is checked for escalation like a real one; the preview identity can only dry-run (fab-preview-dry-run-only)",
     "CKV_K8S_38": "it calls the API server with its ServiceAccount's token: a Spark driver (the Spark Connect server) creates "
-                  "and deletes its executor pods; an endpoint picker watches its pool's pods and InferencePool",
+                  "and deletes its executor pods; an endpoint picker watches its pool's pods and InferencePool; Trino's group sync "
+                  "patches the one Secret of its groups",
 }
 """Scanner findings the platform accepts, with the reason; each is written on the object it concerns."""
 

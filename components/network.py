@@ -677,6 +677,22 @@ DNS_PORTS = [{"ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "proto
 """Cluster DNS through Cilium's DNS proxy, which a `toFQDNs` rule needs to learn the addresses a name resolves to."""
 
 
+def api_caller_egress(labels: dict[str, str], hosts: tuple[tuple[str, int], ...]) -> dict[str, Any]:
+    """The spec of a namespaced CiliumNetworkPolicy for the pods with `labels` that call their own cluster's API server
+    and a few DNS names outside the site (a sync job: Trino's groups from Keycloak): egress to the API server, cluster DNS
+    (through Cilium's DNS proxy, which `toFQDNs` needs) and `hosts` (DNS name, port) only. It holds whether or not the
+    namespace's egress is default-denied (`namespace_egress_policy`, which admits no API server)."""
+    return {
+        "description": "Egress of the sync job: its cluster's API server, cluster DNS and its outside hosts only.",
+        "endpointSelector": {"matchLabels": dict(labels)},
+        "egress": [
+            {"toEntities": ["kube-apiserver"]},
+            {"toEndpoints": [_pod_selector(CILIUM_NAMESPACE, {"k8s-app": "kube-dns"})], "toPorts": DNS_PORTS},
+            *({"toFQDNs": [{"matchName": host}], "toPorts": _ports(port, "TCP")} for host, port in hosts),
+        ],
+    }
+
+
 def namespace_egress_policy(clusters: dict[str, MeshCluster], key: str, source_namespace: str, flows: dict[str, Flow],
                             calls: OutsideCalls) -> dict[str, Any]:
     """Default-deny egress for the pods of a world flow's source namespace on cluster `key`: they reach cluster DNS, the

@@ -65,6 +65,7 @@ from components.data_access import (
     CATALOG_ACCESS,
     ENGINE_ACCESS,
     MAINTENANCE,
+    REPLICATION,
     TEAM_CREDENTIALS_ENV,
     TRAINING,
     bucket_tags,
@@ -78,6 +79,7 @@ from components.data_access import (
     polaris_setup_plan,
     policy_document,
     principal_engines,
+    replication_policy_document,
     s3_endpoint_internal,
     team_policy_document,
     team_prefix,
@@ -166,6 +168,9 @@ class StorageClusterArgs:
     served_weights: tuple[str, ...] = ()
     """Paths in the models bucket (the served models' `source`) every team may list and read: offline batch inference
     (`inference.batch`) loads a served model's weights with the team's own keys. None without it."""
+    replicated_models: tuple[str, ...] = ()
+    """Paths in the models bucket the replication principal lists and reads, and the models copy jobs send
+    (`SiteConfig.replicated_models`: the served models' `source`); none while no consumer has `replicate_models`."""
 
 
 METRICS_PRINCIPAL = "fab-metrics"
@@ -277,6 +282,8 @@ class StorageCluster(pulumi.ComponentResource):
         self._replicated = args.replicated_classes
         self._teams = sorted(args.teams)
         self._served_weights = args.served_weights
+        self.replicated_models = args.replicated_models
+        """The paths of the models bucket that leave the site (`StorageClusterArgs.replicated_models`)."""
         super().__init__(
             "fab:storage:StorageCluster",
             name,
@@ -701,8 +708,12 @@ class StorageCluster(pulumi.ComponentResource):
         for engine in sorted(ENGINE_ACCESS):
             read, read_write = engine_buckets(self._config.buckets, engine, self._replicated)
             read = [b for b in read if b not in read_write]
+            document = policy_document(read, read_write)
+            if engine == REPLICATION and self.replicated_models:
+                # Of the models bucket, only the served models' weights that the copy jobs send (`replicated_models`).
+                document = replication_policy_document(read, self.bucket_of("models"), self.replicated_models)
             self._credentials[engine] = self._minio_principal(
-                f"{self._name}-{engine}", f"fab-{engine}", policy_document(read, read_write), {ENGINE_LABEL: engine},
+                f"{self._name}-{engine}", f"fab-{engine}", document, {ENGINE_LABEL: engine},
                 [*read, *read_write], self._names_free,
             )
 

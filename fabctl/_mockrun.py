@@ -45,7 +45,7 @@ _MOCK_OUTPUTS: dict[str, dict[str, Any]] = {
     "random:index/randomPassword:RandomPassword": {"result": "mock-random-password"},
     "random:index/randomId:RandomId": {"hex": "0123456789abcdef"},
     "minio:index/iamServiceAccount:IamServiceAccount": {"access_key": "MOCKACCESSKEY", "secret_key": "mock-secret-key"},
-    "keycloak:openid/client:Client": {"client_secret": "mock-client-secret"},
+    "keycloak:openid/client:Client": {"client_secret": "mock-client-secret", "service_account_user_id": "mock-service-account-user-id"},
 }
 
 
@@ -120,7 +120,11 @@ def main(request: dict[str, Any] | None = None) -> int:
                 outputs["data"] = {"token": base64.b64encode(b"mock-token").decode(), "ca.crt": base64.b64encode(b"MOCK CA").decode()}
             return f"{args.name}-id", {**args.inputs, **outputs}
 
-        def call(self, args: mocks.MockCallArgs) -> tuple[dict, None]:
+        def call(self, args: mocks.MockCallArgs) -> dict:
+            # The one lookup a program cannot compute: the id of the client `realm-management` that every Keycloak realm has
+            # (components/identity.py `realm_management_roles`), answered with a stand-in id.
+            if args.token == "keycloak:openid/getClient:getClient" and args.args.get("clientId") == "realm-management":
+                return {**args.args, "id": f"{args.args.get('realmId')}-realm-management-id"}
             raise RuntimeError(f"invoke {args.token} cannot run offline; compute the value in the program instead")
 
     class RecordingMonitor(mocks.MockMonitor):

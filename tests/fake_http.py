@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 class Fake(Protocol):
     def handle(self, method: str, path: str, body: dict[str, Any], headers: Any) -> tuple[int, Any]:
-        """The status and JSON payload of a request (`body` is {} unless the request sent JSON)."""
+        """The status and JSON payload of a request (`body` is {} unless the request sent JSON or a JSON merge patch)."""
 
 
 @contextlib.contextmanager
@@ -24,7 +24,8 @@ def serving(fake: Fake) -> Iterator[str]:
         def _serve(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
-            body = json.loads(raw) if raw and self.headers.get("Content-Type") == "application/json" else {}
+            json_body = self.headers.get("Content-Type") in ("application/json", "application/merge-patch+json")
+            body = json.loads(raw) if raw and json_body else {}
             status, payload = fake.handle(self.command, self.path, body, self.headers)
             data = json.dumps(payload).encode()
             self.send_response(status)
@@ -33,7 +34,7 @@ def serving(fake: Fake) -> Iterator[str]:
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_POST = do_PUT = do_DELETE = _serve
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
         def log_message(self, *args: Any) -> None:
             pass

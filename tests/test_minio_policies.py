@@ -6,8 +6,10 @@ the evaluator cannot show, MinIO's semantics differing from AWS's: docs/security
 from __future__ import annotations
 
 import pytest
+from helpers import render_small
 from iam_engine import S3Request, evaluate
 from minio_access import INTRUDER, access_of, named_prefixes, site_buckets, site_policies
+from small_site import small_site
 
 RO = ("locate", "list", "read", "read-version")
 RW = (*RO, "list-uploads", "write", "delete", "abort-upload", "upload-parts")
@@ -142,3 +144,17 @@ def test_a_team_cannot_reach_a_prefix_that_only_starts_like_its_own(plan_a):
                 S3Request("s3:GetObject", "site-a-checkpoints", key="yield"),
                 S3Request("s3:ListBucket", "site-a-checkpoints", prefix="yield/run-1/")]
     assert list(evaluate("fab-training-yield", policy, requests).allowed.values()) == [False, False, False, False, True]
+
+
+def test_the_replication_principal_reads_only_the_served_models_of_the_models_bucket():
+    """With `replicate_models` (neither stack file has it: the smallest site copying its models to site-u), the replication
+    principal lists and reads the served model's weights and nothing else of the models bucket: no team's prefix."""
+    site = small_site()
+    site["federation"] = {"consumers": {"site-u": {"replicate_gold": False, "replicate_models": True}},
+                          "ranges": {"site-u": ["172.20.0.0/16"]}}
+    plan = render_small(site)
+    policies = site_policies(plan)
+    prefixes = named_prefixes(policies)
+    assert "yield/" in prefixes  # the team's own prefix is probed
+    ((summary, unevaluated),) = access_of([("fab-replication", policies["fab-replication"], "10.0.0.10")], site_buckets(plan), prefixes)
+    assert (summary, unevaluated) == (expanded({"site-t-models": under(["qwen/qwen3-8b/"], PREFIX_RO)}, prefixes), [])

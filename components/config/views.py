@@ -160,6 +160,17 @@ class SiteViews:
         capacity.check_pool([*sized.values(), *canaries], [n.gpus for n in nodes.values()], f"{inference.cluster}/inference")
         return sized
 
+    def replicated_models(self) -> tuple[str, ...]:
+        """The paths of the models bucket this site copies to the consumers that keep its models (`replicate_models`), and
+        the only ones its replication principal reads there: the served models' `source` (`inference.models`, a canary's
+        and a revision's weights lie under it), ending in '/', a path under another left out; never the peers' models
+        kept under `replicas/`. None while no consumer has `replicate_models`: the rest of the bucket is the teams' work."""
+        if self.inference is None or not any(spec.replicate_models for spec in self.federation.consumers.values()):
+            return ()
+        paths = {model.source.strip("/") + "/" for model in self.inference.models.values()}
+        paths = {p for p in paths if p.split("/", 1)[0] != names.MODEL_REPLICAS}
+        return tuple(sorted(p for p in paths if not any(p != other and p.startswith(other) for other in paths)))
+
     def ray_enabled(self) -> bool:
         """Whether KubeRay runs on the GPU clusters (`training.ray`, on from its roadmap phase when unset)."""
         return switched_on("ray", self.training.ray, self.phase)

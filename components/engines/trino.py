@@ -9,9 +9,11 @@ interactive: coordinator and workers run in the interactive pool at its Priority
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -29,6 +31,8 @@ from components.constants import (
     POLARIS_WAREHOUSE,
     S3_ENDPOINT,
     S3_REGION,
+    SITE_CA_DIR,
+    SITE_CA_FILE,
     polaris_secret,
     s3_secret,
 )
@@ -36,7 +40,9 @@ from components.engines._base import INTERACTIVE, BucketAccess, Engine, EngineSc
 from components.engines._spark_packages import trust_store
 from components.identity import PLATFORM_ADMINS
 from components.jvm_trust import JVM_TRUST_STORE_KEY, jvm_trust_options, public_and_site_store
-from components.network import OutsideCalls
+from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_container, restricted_pod_security_context
+from components.network import OutsideCalls, api_caller_egress
+from components.providers import NamespaceRef
 
 if TYPE_CHECKING:
     from components.config import SiteConfig
@@ -187,6 +193,14 @@ GROUPS_SECRET = "trino-groups"
 """The Secret of Trino's file group provider (`group.db`: `group:user,user` per line), kept from Keycloak's groups."""
 REFRESH_PERIOD = "60s"
 """How soon Trino reads a changed rules file or group file."""
+GROUPS_SYNC = "trino-groups-sync"
+"""The CronJob that writes `GROUPS_SECRET` from Keycloak (components/trino_groups_sync.py), its ServiceAccount, Role,
+RoleBinding, ConfigMap (the script), Secret (its Keycloak client's credentials), network policy and Keycloak client."""
+GROUPS_SYNC_SCHEDULE = "*/5 * * * *"
+"""How often the group file is rewritten from Keycloak."""
+GROUPS_SYNC_ROLES = ["view-users", "query-groups"]
+"""What the sync's Keycloak client may do: read users, groups and their members (roles of `realm-management`), nothing else."""
+GROUPS_SYNC_LABELS = {"app.kubernetes.io/name": GROUPS_SYNC}
 
 
 def _any_of(values: Iterable[str]) -> str:
@@ -230,28 +244,114 @@ def access_rules(teams: Iterable[str], team_schemas: Mapping[str, Iterable[str]]
     }
 
 
+def rule_groups(teams: Iterable[str], external: Mapping[str, Iterable[str]] | None = None,
+                peers: Mapping[str, Iterable[str]] | None = None) -> list[str]:
+    """Every group `access_rules` names: the platform admins, each team's, the external catalogs' and the peers' readers;
+    the groups the sync writes into the group file, and no other."""
+    named = {PLATFORM_ADMINS, *(names.TEAM_GROUP(team) for team in teams)}
+    for groups in [*(external or {}).values(), *(peers or {}).values()]:
+        named |= set(groups)
+    return sorted(named)
+
+
+def _groups_sync(scope: EngineScope, ns_resource, groups: list[str], secret: k8s.core.v1.Secret) -> None:
+    """Keep `GROUPS_SECRET` from Keycloak, with no manual step: every few minutes a CronJob (components/trino_groups_sync.py,
+    the pinned Python image) reads the members of exactly the groups the rules name (`groups`) with a Keycloak client that
+    may only read users and groups (`GROUPS_SYNC_ROLES` of realm-management), and patches `group.db`: its ServiceAccount may
+    get and patch that one Secret (by name), nothing else. Non-root, read-only root file system; it trusts the site's CA
+    for the realm where the site has one; its egress: the API server, cluster DNS and the realm's host only."""
+    ns, registry = ENGINE.namespace, scope.cluster.registry
+    issuer = scope.identity.issuer
+    keycloak_url, realm = issuer.rsplit("/realms/", 1)
+    client = scope.identity.oidc_client(GROUPS_SYNC, "service", description="Trino's group sync: reads the members of the groups "
+                                        "Trino's rules name")
+    roles = scope.identity.realm_management_roles(GROUPS_SYNC, client, GROUPS_SYNC_ROLES)
+    credentials = scope.secret(GROUPS_SYNC, GROUPS_SYNC, ns, {"CLIENT_ID": client.client_id, "CLIENT_SECRET": client.client_secret},
+                               ns_resource)
+    script = Path(__file__).parent.parent.joinpath("trino_groups_sync.py").read_text()
+    code = scope.config_map(GROUPS_SYNC, ns, {"trino_groups_sync.py": script}, ns_resource)
+    account = k8s.core.v1.ServiceAccount(f"{scope.prefix}-{GROUPS_SYNC}-account", metadata={"name": GROUPS_SYNC, "namespace": ns},
+                                         automount_service_account_token=False, opts=scope.after(ns_resource))
+    role = k8s.rbac.v1.Role(f"{scope.prefix}-{GROUPS_SYNC}-role", metadata={"name": GROUPS_SYNC, "namespace": ns},
+                            rules=[{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [GROUPS_SECRET], "verbs": ["get", "patch"]}],
+                            opts=scope.after(ns_resource))
+    binding = k8s.rbac.v1.RoleBinding(
+        f"{scope.prefix}-{GROUPS_SYNC}-binding", metadata={"name": GROUPS_SYNC, "namespace": ns},
+        subjects=[{"kind": "ServiceAccount", "name": GROUPS_SYNC, "namespace": ns}],
+        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": GROUPS_SYNC},
+        # the Role first: binding a Role the API server cannot resolve takes the `bind` verb
+        opts=scope.after(role, account))
+    host = urlsplit(keycloak_url)
+    assert host.hostname is not None
+    k8s.apiextensions.CustomResource(
+        f"{scope.prefix}-{GROUPS_SYNC}-egress", api_version=versions.CILIUM_API, kind="CiliumNetworkPolicy",
+        metadata={"name": GROUPS_SYNC, "namespace": ns},
+        spec=api_caller_egress(GROUPS_SYNC_LABELS, ((host.hostname, host.port or 443),)),
+        # the namespace, and Cilium's release, which registers the CiliumNetworkPolicy CRD
+        opts=scope.after(ns_resource, *([scope.cilium] if scope.cilium else [])))
+    ca = scope.storage.site_ca(NamespaceRef(scope.cluster, ns, ns_resource))
+    env = [{"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}, {"name": "KEYCLOAK_URL", "value": keycloak_url},
+           {"name": "REALM", "value": realm}, {"name": "GROUPS", "value": ",".join(groups)},
+           {"name": "NAMESPACE", "value": ns}, {"name": "SECRET", "value": GROUPS_SECRET},
+           *([{"name": "SITE_CA_FILE", "value": SITE_CA_FILE}] if ca.secret is not None else [])]
+    container = restricted_container(
+        "sync", registry.image(versions.SETUP_IMAGE), 65532, command=["python", f"/etc/{GROUPS_SYNC}/trino_groups_sync.py"], env=env,
+        envFrom=[{"secretRef": {"name": GROUPS_SYNC}}],
+        volumeMounts=[{"name": "code", "mountPath": f"/etc/{GROUPS_SYNC}", "readOnly": True}, *ca.mounts(SITE_CA_DIR)])
+    digest = hashlib.sha256(script.encode()).hexdigest()[:10]
+    k8s.batch.v1.CronJob(
+        f"{scope.prefix}-{GROUPS_SYNC}",
+        metadata={"name": GROUPS_SYNC, "namespace": ns, "labels": GROUPS_SYNC_LABELS,
+                  "annotations": checkov_skips(*WORKLOAD_SKIPS, "CKV_K8S_38")},
+        spec={
+            "schedule": GROUPS_SYNC_SCHEDULE,
+            "concurrencyPolicy": "Forbid",
+            "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {"backoffLimit": 2, "activeDeadlineSeconds": 240, "template": {
+                # a changed script rolls the next run's pod
+                "metadata": {"labels": GROUPS_SYNC_LABELS, "annotations": {"fab.internal/script": digest}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": GROUPS_SYNC,
+                    "automountServiceAccountToken": True,
+                    "securityContext": restricted_pod_security_context(),
+                    **ENGINE.pool.placement(),
+                    "containers": [container],
+                    "volumes": [{"name": "code", "configMap": {"name": GROUPS_SYNC}}, *ca.volumes()],
+                    **registry.pod_fields(),
+                }}}},
+        },
+        # every run reads the script, the client's credentials and the site CA, patches the Secret with its rights, and
+        # signs in with a client that holds its roles
+        opts=scope.after(code, credentials, secret, binding, *ca.resources(), *roles),
+    )
+
+
 def _access_control(scope: EngineScope, ns_resource, values: dict) -> k8s.core.v1.Secret:
     """The rules (`access_rules`, from the teams, `team_schemas`, the external catalogs' `groups` and the peers'
     `trino_groups`) in the chart's ConfigMap, and the file group provider reading `GROUPS_SECRET`: Trino 480 no longer
     reads groups from the OAuth2 token (`deprecated.http-server.authentication.oauth2.groups-field` was removed), so group
-    membership reaches it only through a group provider. The Secret starts empty (nobody but in no group: admins and
-    teams alike read nothing) and is kept from Keycloak's groups outside the program (docs/operations.md, "Trino access
-    control"); Pulumi leaves its content alone."""
+    membership reaches it only through a group provider (the shipped ones: `file` and `ldap`; Keycloak speaks no LDAP).
+    The Secret starts empty and is kept from Keycloak's groups by the program's sync CronJob (`_groups_sync`); Pulumi
+    leaves its content alone."""
     config = ENGINE.config(scope.compute)
     peers = {}
     if scope.federation is not None:
         peers = {names.peer_trino_catalog(peer): scope.federation.peer_readers(peer) for peer in scope.federation.linked_peers()}
-    rules = access_rules(scope.identity.groups, config.team_schemas,
-                         {name: catalog.groups for name, catalog in config.external_catalogs.items()}, peers)
+    external = {name: catalog.groups for name, catalog in config.external_catalogs.items()}
+    rules = access_rules(scope.identity.groups, config.team_schemas, external, peers)
     values["accessControl"] = {"type": "configmap", "refreshPeriod": REFRESH_PERIOD, "configFile": RULES_FILE,
                                "rules": {RULES_FILE: json.dumps(rules, indent=2)}}
     values["auth"] = {"groupsAuthSecret": GROUPS_SECRET, "refreshPeriod": REFRESH_PERIOD}
-    return k8s.core.v1.Secret(f"{scope.prefix}-{GROUPS_SECRET}",
-                              metadata={"name": GROUPS_SECRET, "namespace": ENGINE.namespace},
-                              string_data={"group.db": ""},
-                              # its content is Keycloak's group membership, written there by whoever keeps it
-                              opts=pulumi.ResourceOptions.merge(scope.after(ns_resource),
-                                                                pulumi.ResourceOptions(ignore_changes=["data", "stringData"])))
+    secret = k8s.core.v1.Secret(f"{scope.prefix}-{GROUPS_SECRET}",
+                                metadata={"name": GROUPS_SECRET, "namespace": ENGINE.namespace},
+                                string_data={"group.db": ""},
+                                # its content is Keycloak's group membership, written there by the sync (`_groups_sync`)
+                                opts=pulumi.ResourceOptions.merge(scope.after(ns_resource),
+                                                                  pulumi.ResourceOptions(ignore_changes=["data", "stringData"])))
+    _groups_sync(scope, ns_resource, rule_groups(scope.identity.groups, external, peers), secret)
+    return secret
 
 
 def _peer_catalogs(scope: EngineScope, ns_resource, values: dict) -> list:

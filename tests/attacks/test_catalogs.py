@@ -9,6 +9,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import render_small
+from iam_engine import S3Request, evaluate
+from minio_access import site_policies
+from small_site import small_site
 from trino_access import Identity, TrinoRules, coordinator_config, coordinator_rules, plain_http_names_its_user
 
 from components.config import names
@@ -63,3 +67,19 @@ def test_a_pod_cannot_name_its_own_trino_user_over_plain_http(trino_objects):
     config = coordinator_config(trino_objects)
     assert config["http-server.authentication.type"] == "OAUTH2"
     assert not plain_http_names_its_user(config)
+
+
+def test_the_replication_principal_cannot_read_a_teams_model_not_declared_for_replication():
+    """Issue 37, medium path: with `replicate_models` (neither stack file has it: the smallest site that copies its models
+    to site-u), whoever holds the replication keys (the copy job's pod, the consumer's side of a leak) asks the site's
+    MinIO for a team's fine-tuned model that no served model names; the IAM evaluator refuses the listing and the read,
+    and lets the served model's weights through."""
+    site = small_site()
+    site["federation"] = {"consumers": {"site-u": {"replicate_gold": False, "replicate_models": True}},
+                          "ranges": {"site-u": ["172.20.0.0/16"]}}
+    policy = site_policies(render_small(site))["fab-replication"]
+    tries = [S3Request("s3:ListBucket", "site-t-models", prefix="yield/"),
+             S3Request("s3:GetObject", "site-t-models", key="yield/fine-tuned/model.safetensors"),
+             S3Request("s3:ListBucket", "site-t-models"),
+             S3Request("s3:GetObject", "site-t-models", key="qwen/qwen3-8b/config.json")]
+    assert list(evaluate("fab-replication", policy, tries).allowed.values()) == [False, False, False, True]

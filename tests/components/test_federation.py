@@ -64,7 +64,7 @@ def test_the_peer_principal_reaches_trino_only_as_a_secret(site_b_with_site_a):
 
 
 def test_only_gold_replicates(site_b_with_site_a):
-    (cron,) = site_b_with_site_a.objects("CronJob")
+    (cron,) = site_b_with_site_a.objects("CronJob", "site-b-storage")
     pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     mirrors = [c["args"] for c in [*pod["initContainers"], *pod["containers"]] if c["args"][0] == "mirror"]
     assert mirrors == [["mirror", "--overwrite", "local/site-b-gold", "remote/$(REMOTE_BUCKET)/site-b-gold"]]
@@ -137,7 +137,7 @@ def test_a_site_deploys_before_its_federated_sites_exist():
     config = _unlinked("site-b")
     plan = render_config("site-b", config, stack_references={})
     assert plan.of_type("pulumi:pulumi:StackReference") == []
-    assert plan.objects("CronJob") == []
+    assert plan.objects("CronJob", "site-b-storage") == []
     assert [s for s in plan.objects("Secret") if s["metadata"]["name"].startswith(("polaris-peer-", "replica-target-"))] == []
     (trino,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "trino"]
     # Its own lake and its external databases, no peer's catalog.

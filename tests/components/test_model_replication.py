@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from helpers import config_errors
-from small_site import small_site
+from small_site import add_model, small_site
 
 from components.config import credential_holders, parse_site
 from fabctl.render import Plan, RenderError, render_config
@@ -91,13 +91,39 @@ def residency(plan: Plan, bucket: str) -> str:
 
 # The producing site -----------------------------------------------------------------------------------------
 
-def test_the_models_copy_job_mirrors_the_models_bucket_but_the_peers_models_it_keeps(producer):
+def test_the_models_copy_job_mirrors_the_served_models_only(producer):
     job = cronjob(producer, "models-to-site-u")
     pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert [c["args"] for c in pod["containers"]] == [
-        ["mirror", "--overwrite", "--exclude", "replicas/*", "local/site-t-models", "remote/$(REMOTE_MODELS_BUCKET)/$(REMOTE_MODELS_PREFIX)"]
+        ["mirror", "--overwrite", "local/site-t-models/qwen/qwen3-8b/", "remote/$(REMOTE_MODELS_BUCKET)/$(REMOTE_MODELS_PREFIX)qwen/qwen3-8b/"]
     ]
     assert job["metadata"]["labels"] == {"fab.internal/replicates": "models", "fab.internal/replicates-to": "site-u"}
+
+
+def test_each_served_model_is_mirrored_by_its_own_copy_in_the_job():
+    site = producer_site()
+    add_model(site, "yield-tuned", source="yield/tuned/", min_replicas=1)
+    pod = cronjob(render(site, site_u_exports(**KEEPS_MODELS)), "models-to-site-u")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    mirrors = [c["args"] for c in [*pod["initContainers"], *pod["containers"]] if c["args"][0] == "mirror"]
+    assert mirrors == [
+        ["mirror", "--overwrite", "local/site-t-models/qwen/qwen3-8b/", "remote/$(REMOTE_MODELS_BUCKET)/$(REMOTE_MODELS_PREFIX)qwen/qwen3-8b/"],
+        ["mirror", "--overwrite", "local/site-t-models/yield/tuned/", "remote/$(REMOTE_MODELS_BUCKET)/$(REMOTE_MODELS_PREFIX)yield/tuned/"],
+    ]
+
+
+def test_the_replicated_models_are_the_served_sources_but_the_peers_and_those_inside_another():
+    site = producer_site()
+    site["federation"]["peers"]["site-u"] = {"standby_models": True}
+    add_model(site, "qwen3-8b-instruct", source="qwen/qwen3-8b/instruct")
+    add_model(site, "peer-model", source="replicas/site-u/acme/m/")
+    add_model(site, "yield-tuned", source="yield/tuned")
+    assert parse_site(site).replicated_models() == ("qwen/qwen3-8b/", "yield/tuned/")
+
+
+def test_nothing_of_the_models_bucket_replicates_without_replicate_models():
+    site = producer_site()
+    del site["federation"]["consumers"]["site-u"]["replicate_models"]
+    assert parse_site(site).replicated_models() == ()
 
 
 def test_models_replicate_without_gold(producer):
@@ -110,9 +136,14 @@ def test_the_target_secret_carries_where_the_consumer_keeps_the_models(producer)
                                             "REMOTE_MODELS_PREFIX", "REMOTE_SECRET_KEY"]
 
 
-def test_the_replication_principal_reads_the_models_bucket_once_models_replicate(producer):
-    buckets = {r.removeprefix("arn:aws:s3:::").split("/")[0] for _, r in allowed(policy(producer, "fab-replication"))}
-    assert buckets == {"site-t-models"}
+def test_the_replication_principal_reads_the_served_models_of_the_models_bucket_once_models_replicate(producer):
+    assert allowed(policy(producer, "fab-replication")) == {
+        ("s3:ListBucket", "arn:aws:s3:::site-t-models"),
+        ("s3:GetObject", "arn:aws:s3:::site-t-models/qwen/qwen3-8b/*"),
+        ("s3:GetObjectVersion", "arn:aws:s3:::site-t-models/qwen/qwen3-8b/*"),
+    }
+    (listing,) = [s for s in policy(producer, "fab-replication")["Statement"] if s.get("Sid") == "ListModelPaths"]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["qwen/qwen3-8b/*"]}}
 
 
 def test_the_models_bucket_is_marked_replicable_once_models_replicate(producer):
@@ -123,7 +154,7 @@ def test_models_stay_in_the_site_by_default():
     site = producer_site()
     del site["federation"]["consumers"]["site-u"]["replicate_models"]
     plan = render(site, site_u_exports())
-    assert plan.objects("CronJob") == []
+    assert plan.objects("CronJob", "site-t-storage") == []
     assert residency(plan, "site-t-models") == "site-local"
 
 
@@ -190,6 +221,17 @@ def test_fails_when_a_model_is_served_from_the_replicas_of_a_peer_whose_models_a
         "fab-platform:site.inference.models.qwen3-8b.source: 'replicas/site-z/qwen/qwen3-8b/' is under replicas/, where this "
         "site keeps the models of the peers it stands by for, but it keeps no models of 'site-z'; peers whose models it keeps "
         "(federation.peers.<peer>.standby_models: true): site-u"
+    )]
+
+
+def test_fails_when_models_replicate_but_the_site_serves_none_of_its_own():
+    site = producer_site()
+    site["federation"]["peers"]["site-u"] = {"standby_models": True}
+    site["inference"]["models"]["qwen3-8b"]["source"] = "replicas/site-u/qwen/qwen3-8b/"
+    assert config_errors(site) == [(
+        "fab-platform:site.federation.consumers.site-u.replicate_models: true copies the models this site serves "
+        "(inference.models.<model>.source) to site-u, but it serves none of its own (a model under replicas/ is a peer's and "
+        "stays): serve a model here, or set replicate_models: false"
     )]
 
 

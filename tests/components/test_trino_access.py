@@ -4,12 +4,15 @@ rule semantics), and the chart's access control and file group provider as the p
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from helpers import config_errors, render_small
-from small_site import small_site
+from small_site import SITE_CA, small_site
 from trino_access import Identity, TrinoRules, coordinator_rules
 
-from components.engines.trino import GROUPS_SECRET, access_rules
+from components import trino_groups_sync, versions
+from components.engines.trino import GROUPS_SECRET, GROUPS_SYNC, access_rules, rule_groups
 from fabctl.helm import ChartPackages, ChartRef, template
 from fabctl.render import PROJECT_DIR
 
@@ -104,10 +107,75 @@ def test_groups_come_from_the_file_group_provider_of_the_groups_secret(installed
     assert volume["secret"]["secretName"] == GROUPS_SECRET
 
 
-def test_the_groups_secret_is_left_to_whoever_keeps_it(erp_plan):
+def test_the_groups_secret_is_left_to_the_sync(erp_plan):
     (secret,) = [r for r in erp_plan.of_type("kubernetes:core/v1:Secret") if r["inputs"]["metadata"]["name"] == GROUPS_SECRET]
     assert secret["inputs"]["metadata"]["namespace"] == "trino"
     assert set(secret["ignore_changes"]) == {"data", "stringData"}
+
+
+def sync_pod(plan) -> dict:
+    (job,) = [o for o in plan.objects("CronJob", "site-t-compute") if o["metadata"]["name"] == GROUPS_SYNC]
+    return job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
+def test_the_sync_reads_exactly_the_groups_the_rules_name(erp_plan):
+    (container,) = sync_pod(erp_plan)["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["GROUPS"] == "platform-admins,team-fdc,team-yield"
+    assert (env["KEYCLOAK_URL"], env["REALM"], env["NAMESPACE"], env["SECRET"]) == (
+        "https://keycloak.site-t.fab.internal", "fab", "trino", GROUPS_SECRET)
+
+
+def test_rule_groups_are_the_admins_the_teams_the_catalogs_and_the_peers_readers():
+    assert rule_groups(["yield"], {"erp": ["erp-readers"]}, {"site_b": ["team-yield", "analysts"]}) == [
+        "analysts", "erp-readers", "platform-admins", "team-yield"]
+
+
+def test_the_sync_may_get_and_patch_the_groups_secret_only(erp_plan):
+    (role,) = [o for o in erp_plan.objects("Role", "site-t-compute") if o["metadata"]["name"] == GROUPS_SYNC]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [GROUPS_SECRET], "verbs": ["get", "patch"]}]
+    (binding,) = [o for o in erp_plan.objects("RoleBinding", "site-t-compute") if o["metadata"]["name"] == GROUPS_SYNC]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": GROUPS_SYNC, "namespace": "trino"}]
+    assert sync_pod(erp_plan)["serviceAccountName"] == GROUPS_SYNC
+
+
+def test_the_syncs_keycloak_client_only_reads_users_and_groups(erp_plan):
+    roles = erp_plan.of_type("keycloak:openid/clientServiceAccountRole:ClientServiceAccountRole")
+    assert sorted((r["inputs"]["clientId"], r["inputs"]["role"]) for r in roles) == [
+        ("fab-realm-management-id", "query-groups"), ("fab-realm-management-id", "view-users")]
+    (client,) = [r for r in erp_plan.of_type("keycloak:openid/client:Client") if r["inputs"]["clientId"] == GROUPS_SYNC]
+    assert client["inputs"]["serviceAccountsEnabled"] is True and client["inputs"]["standardFlowEnabled"] is False
+
+
+def test_the_sync_runs_the_pinned_python_image_non_root_with_a_read_only_root(erp_plan):
+    pod = sync_pod(erp_plan)
+    (container,) = pod["containers"]
+    assert container["image"] == versions.SETUP_IMAGE
+    assert container["command"] == ["python", "/etc/trino-groups-sync/trino_groups_sync.py"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True and pod["securityContext"]["runAsNonRoot"] is True
+
+
+def test_the_sync_ships_the_script_it_runs(erp_plan):
+    (code,) = [o for o in erp_plan.objects("ConfigMap", "site-t-compute") if o["metadata"]["name"] == GROUPS_SYNC]
+    assert code["data"]["trino_groups_sync.py"] == Path(trino_groups_sync.__file__).read_text()
+
+
+def test_the_syncs_egress_is_the_api_server_dns_and_the_realm(erp_plan):
+    (policy,) = [o for o in erp_plan.objects("CiliumNetworkPolicy", "site-t-compute") if o["metadata"]["name"] == GROUPS_SYNC]
+    egress = policy["spec"]["egress"]
+    assert policy["spec"]["endpointSelector"] == {"matchLabels": {"app.kubernetes.io/name": GROUPS_SYNC}}
+    assert egress[0] == {"toEntities": ["kube-apiserver"]}
+    assert egress[2] == {"toFQDNs": [{"matchName": "keycloak.site-t.fab.internal"}], "toPorts": [{"ports": [{"port": "443", "protocol": "TCP"}]}]}
+    assert len(egress) == 3 and "toEndpoints" in egress[1]
+
+
+def test_the_sync_trusts_the_site_ca_where_the_site_has_one():
+    site = small_site(teams=("yield",))
+    site["ca_bundle"] = SITE_CA
+    pod = sync_pod(render_small(site))
+    (container,) = pod["containers"]
+    assert {"name": "SITE_CA_FILE", "value": "/etc/fab/site-ca/ca.crt"} in container["env"]
+    assert {"name": "site-ca", "secret": {"secretName": "fab-site-ca"}} in pod["volumes"]
 
 
 def test_fails_when_team_schemas_name_a_team_the_site_lacks():

@@ -31,6 +31,8 @@ SITE_U_EXPORTS = {"federation": {
 JOB = "CronJob fab-replication/models-to-site-u on site-t-storage"
 TARGET = "remote/$(REMOTE_MODELS_BUCKET)/$(REMOTE_MODELS_PREFIX)"
 MIRROR = ["mirror", "--overwrite", "--exclude", "replicas/*", "local/site-t-models", TARGET]
+SERVED, SERVED_TARGET = "local/site-t-models/qwen/qwen3-8b/", f"{TARGET}qwen/qwen3-8b/"
+"""What the site's copy job mirrors: its served model's path (`SiteConfig.replicated_models`)."""
 
 
 def models_site() -> dict:
@@ -80,7 +82,7 @@ def test_the_models_copy_job_of_a_consumer_that_keeps_models_passes(models_plan)
 def test_fails_when_the_stack_no_longer_replicates_models(models_plan):
     assert sorted(messages(analyze_in_process(without_model_replication(models_plan)))) == [
         ("fab-replication-gold-only",
-         (f"container mirror of {JOB} copies local/site-t-models to {TARGET}, bucket site-t-models (class models), to consumer "
+         (f"container mirror of {JOB} copies {SERVED} to {SERVED_TARGET}, bucket site-t-models (class models), to consumer "
           "site-u; models leave the site only in the copy job of a consumer with federation.consumers.<site>.replicate_models: "
           "true (none)")),
         ("fab-residency",
@@ -93,7 +95,7 @@ def test_fails_when_the_models_copy_job_copies_to_another_consumer(models_plan):
     plan = with_job(models_plan, labels={"fab.internal/replicates": "models", "fab.internal/replicates-to": "site-v"})
     assert messages(analyze_in_process(plan)) == [(
         "fab-replication-gold-only",
-        (f"container mirror of {JOB} copies local/site-t-models to {TARGET}, bucket site-t-models (class models), to consumer "
+        (f"container mirror of {JOB} copies {SERVED} to {SERVED_TARGET}, bucket site-t-models (class models), to consumer "
          "site-v; models leave the site only in the copy job of a consumer with federation.consumers.<site>.replicate_models: "
          "true (site-u)"),
     )]
@@ -103,7 +105,7 @@ def test_fails_when_a_job_copying_models_names_no_consumer(models_plan):
     plan = with_job(models_plan, labels={"fab.internal/replicates": "models"})
     assert messages(analyze_in_process(plan)) == [(
         "fab-replication-gold-only",
-        (f"container mirror of {JOB} copies local/site-t-models to {TARGET}, bucket site-t-models (class models), in a workload "
+        (f"container mirror of {JOB} copies {SERVED} to {SERVED_TARGET}, bucket site-t-models (class models), in a workload "
          "labelled for no consumer (fab.internal/replicates-to is unset); models leave the site only in the copy job of a "
          "consumer with federation.consumers.<site>.replicate_models: true (site-u)"),
     )]
@@ -113,7 +115,7 @@ def test_fails_closed_when_the_consumer_of_a_models_copy_is_unknown(models_plan)
     plan = with_job(models_plan, labels={"fab.internal/replicates": "models", "fab.internal/replicates-to": UNKNOWN_VALUE})
     assert messages(analyze_in_process(plan)) == [(
         "fab-replication-gold-only",
-        (f"container mirror of {JOB} copies local/site-t-models to {TARGET}, bucket site-t-models (class models), to a consumer "
+        (f"container mirror of {JOB} copies {SERVED} to {SERVED_TARGET}, bucket site-t-models (class models), to a consumer "
          "that can't be known during preview (its fab.internal/replicates-to label is unknown), so this rule fails closed"),
     )]
 

@@ -65,6 +65,12 @@ def federation_problems(site: SiteConfig) -> Iterator[Problem]:
                     f"allows at most {limit}: models are copied only to a consumer whose name has at most "
                     f"{names.MODELS_COPY_JOB.room()} characters"
                 )
+            if not site.replicated_models():
+                yield ("federation", "consumers", name, "replicate_models"), (
+                    f"true copies the models this site serves (inference.models.<model>.source) to {name}, but it serves "
+                    f"none of its own (a model under {names.MODEL_REPLICAS}/ is a peer's and stays): serve a model here, or "
+                    "set replicate_models: false"
+                )
     yield from _hosted_team_problems(site)
     yield from _standby_problems(site)
 

@@ -27,9 +27,11 @@ class FederationConsumer(_Model):
     )
     replicate_models: Flag = Field(
         False,
-        description="Copy this site's models bucket to the consumer, for a warm-standby serving cluster there (the CronJob "
-        "`models-to-<consumer>`, every 15 minutes, into the prefix `replicas/<this site>/` of the consumer's models bucket). "
-        "Only this site's own models leave: the peers' models it keeps under `replicas/` stay. The consumer consents with "
+        description="Copy the models this site serves to the consumer, for a warm-standby serving cluster there (the CronJob "
+        "`models-to-<consumer>`, every 15 minutes, into the prefix `replicas/<this site>/` of the consumer's models bucket): "
+        "each served model's `source` (`inference.models`), and nothing else of the models bucket, which is all the "
+        "replication principal may read there; the teams' other work stays. Only this site's own models leave: the peers' "
+        "models it keeps under `replicas/` stay, and a site that serves none of its own is refused. The consumer consents with "
         "its `federation.peers.<this site>.standby_models`; without it the deployment stops once the consumer is linked. "
         "With it, `models-to-<consumer>` must fit a CronJob name (52). Defaults to false: models stay in the site.",
     )
