@@ -96,13 +96,24 @@ TEAM_CHAIN = [
     "storage-job-polaris-team-{team}",  # a training team's own principal, on the catalog roles the setup made,
     "storage-polaris-training-gpu-team-{team}",  # and the Secret that hands its keys to the team's namespace.
 ]
+CONNECT_CHAIN = [
+    # With Spark Connect, the team's own server is the longer end: it starts on the team's keys.
+    "storage-job-polaris-team-{team}",  # a training team's own principal, on the catalog roles the setup made,
+    "storage-polaris-training-compute-spark-team-{team}",  # the Secret that hands its keys to its Spark Connect namespace,
+    "compute-spark-connect-{team}",  # and the team's Spark Connect server, whose pods mount it (Pulumi waits for them).
+]
 
 
 def inherent_chain(plan: Plan, chain: Sequence[str] = tuple(INHERENT_CHAIN)) -> list[str]:
-    """`chain` (INHERENT_CHAIN or OPERATOR_FIRST_CHAIN), then TEAM_CHAIN for the stack's first training team (by name)."""
+    """`chain` (INHERENT_CHAIN or OPERATOR_FIRST_CHAIN), then, for the stack's first training team (by name), CONNECT_CHAIN
+    where the team has a Spark Connect server, else TEAM_CHAIN."""
     prefix = TEAM_CHAIN[0].split("{", 1)[0]
     teams = sorted(r["name"].removeprefix(prefix) for r in plan.resources if r["name"].startswith(prefix) and r["custom"])
-    return [*chain, *(step.format(team=teams[0]) for step in TEAM_CHAIN)] if teams else list(chain)
+    if not teams:
+        return list(chain)
+    named = {r["name"] for r in plan.resources if r["custom"]}
+    team_chain = CONNECT_CHAIN if CONNECT_CHAIN[-1].format(team=teams[0]) in named else TEAM_CHAIN
+    return [*chain, *(step.format(team=teams[0]) for step in team_chain)]
 
 
 @dataclass(frozen=True)

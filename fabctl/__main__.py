@@ -10,7 +10,7 @@ from contextlib import nullcontext
 
 from fabctl import runs
 
-RENDERING = frozenset({"plan", "check", "report", "mirror", "diff", "graph", "flows", "import", "serving"})
+RENDERING = frozenset({"plan", "check", "report", "mirror", "diff", "graph", "flows", "import", "serving", "access"})
 """The commands that render the stack (`fabctl.cli`): the others start no renderer."""
 
 

@@ -62,7 +62,7 @@ FEATURE_JOB = "feature-job"
 """The ConfigMap in Spark's namespace with the platform's feature job, mounted on the driver at FEATURE_JOB_DIR."""
 FEATURE_JOB_SOURCE = Path(__file__).parents[1] / "feature_job.py"
 FEATURE_JOB_DIR = "/opt/fab"
-FAB_AUTH_MANAGER = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
+AUTH_MANAGER = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
 SERVING_REPO_SECRET = "serving-repo"
 SERVING_REPO_CONNECTION = "serving_repo"
 SPARK_SUBMITTER_RULES = [
@@ -239,7 +239,7 @@ def _deploy(scope: EngineScope) -> None:
             ] + trust_env,
         },
         # The chart's default, said here: the teams' roles and their DAGs' access_control are the FAB auth manager's.
-        "config": {"api": {"base_url": f"https://{scope.hostname(ENGINE)}"}, "core": {"auth_manager": FAB_AUTH_MANAGER}},
+        "config": {"api": {"base_url": f"https://{scope.hostname(ENGINE)}"}, "core": {"auth_manager": AUTH_MANAGER}},
         # As Helm hooks these jobs would run after Helm's wait, which waits for pods that wait for the
         # migration: a deadlock. As plain Jobs they run during the wait (the chart's advice for --wait).
         "migrateDatabaseJob": {"useHelmHooks": False, "applyCustomEnv": False},

@@ -346,7 +346,7 @@ def _access_control(scope: EngineScope, ns_resource, values: dict) -> k8s.core.v
     values["auth"] = {"groupsAuthSecret": GROUPS_SECRET, "refreshPeriod": REFRESH_PERIOD}
     secret = k8s.core.v1.Secret(f"{scope.prefix}-{GROUPS_SECRET}",
                                 metadata={"name": GROUPS_SECRET, "namespace": ENGINE.namespace},
-                                string_data={"group.db": ""},
+                                type="Opaque", string_data={"group.db": ""},
                                 # its content is Keycloak's group membership, written there by the sync (`_groups_sync`)
                                 opts=pulumi.ResourceOptions.merge(scope.after(ns_resource),
                                                                   pulumi.ResourceOptions(ignore_changes=["data", "stringData"])))

@@ -113,7 +113,8 @@ def cilium_policies(plan, cluster: str, namespace: str | None = None) -> list[di
         if c != cluster:
             continue
         if obj["kind"] == "CiliumClusterwideNetworkPolicy":
-            found.append(obj)
+            # a policy of several rules (`specs`) is each of its rules
+            found += [{**obj, "spec": spec} for spec in obj.get("specs") or [obj["spec"]]]
         elif obj["kind"] == "CiliumNetworkPolicy" and obj["metadata"]["namespace"] == namespace:
             selector = obj["spec"].get("endpointSelector") or {}
             scoped = {**selector, "matchLabels": {**(selector.get("matchLabels") or {}), NS: namespace}}

@@ -14,7 +14,7 @@ apart; it is refused to the world by refusing the world S3 itself (docs/security
 from __future__ import annotations
 
 from cilium_engine import admitted, in_plan, outside, pod
-from components.config import parse_site
+from components.config import names, parse_site
 from components.constants import MONITORING_NAMESPACE, PROMETHEUS_POD_LABELS, VLLM_APP
 from components.gateway import RATE_LIMIT_STORE, RATE_LIMIT_STORE_PORT
 from components.gpu import INFERENCE_NAMESPACE
@@ -163,7 +163,8 @@ def test_a_teams_head_on_a_gpu_cluster_answers_compute_notebooks_only_through_it
     team's pod on compute does not reach it at all."""
     attacker, victim = _teams(plan)
     head = in_plan(plan, _gpu(plan), f"team-{victim}", {"ray.io/node-type": "head"})
-    server = in_plan(plan, _cluster(plan, "compute"), "jupyterhub", {"component": "singleuser-server"})
+    server = in_plan(plan, _cluster(plan, "compute"), "jupyterhub",
+                     {"component": "singleuser-server", names.team_member_label(victim): names.TEAM_MEMBER})
     other = in_plan(plan, _cluster(plan, "compute"), f"team-{attacker}", {"component": "singleuser-server"})
     assert (admitted(plan, head, server, 10001).why, admitted(plan, head, other, 10001).why) == (f"allowed by fab-flow-ray-{victim}", "default deny")
 

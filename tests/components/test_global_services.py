@@ -142,8 +142,8 @@ def admitted(plan, cluster: str, source: dict[str, str] | str, to: dict[str, str
     or an entity such as `world`) to a pod labelled `to` on `port`. Through a global service, Cilium on the client's node
     picks a backend pod and connects to it directly: the destination's policy sees the client pod's own identity, known
     across ClusterMesh, and the pod's port, exactly as it does after the LoadBalancer VIP."""
-    for policy in plan.objects("CiliumClusterwideNetworkPolicy", cluster):
-        spec = policy["spec"]
+    rules = [spec for policy in plan.objects("CiliumClusterwideNetworkPolicy", cluster) for spec in policy.get("specs") or [policy["spec"]]]
+    for spec in rules:
         if not spec["endpointSelector"].get("matchLabels", {}).items() <= to.items():
             continue
         for rule in spec.get("ingress", []):

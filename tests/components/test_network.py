@@ -362,7 +362,10 @@ def test_compute_notebooks_still_open_ray_sessions_on_a_teams_head_across_cluste
     from cilium_engine import admitted, in_plan
 
     head = _team_pod(small_plan, "site-t-gpu", "yield", {"ray.io/node-type": "head"})
-    server = in_plan(small_plan, "site-t-compute", "jupyterhub", {"component": "singleuser-server"})
+    from components.config import names
+
+    server = in_plan(small_plan, "site-t-compute", "jupyterhub",
+                     {"component": "singleuser-server", names.team_member_label("yield"): names.TEAM_MEMBER})
     verdict = admitted(small_plan, head, server, 10001)
     assert (verdict.admitted, verdict.why) == (True, "allowed by fab-flow-ray-yield")
 

@@ -20,8 +20,9 @@ from fabctl.render import K8S_PROVIDER_TYPE, Plan
 def test_a_team_seat_holds_its_group_namespaces_and_keys(small_plan):
     seat = resolve(small_plan, "team:yield")
     assert seat.rbac_subjects == (("Group", "system:authenticated"), ("Group", "oidc:team-yield"))
-    assert seat.pod_namespaces and all("team-yield" in spaces for spaces in seat.pod_namespaces.values())
-    assert all("system:serviceaccount:team-yield:default" in accounts for accounts in seat.service_accounts.values())
+    # its team namespaces where jobs run, and compute's Spark Connect namespace of the team, where its sessions' code runs
+    assert seat.pod_namespaces == {"site-t-compute": ("spark-team-yield",), "site-t-gpu": ("team-yield",)}
+    assert "system:serviceaccount:team-yield:default" in seat.service_accounts["site-t-gpu"]
     assert (seat.minio_users, seat.polaris_principals) == (("fab-training-yield",), ("fab-training-yield",))
 
 

@@ -173,12 +173,19 @@ def test_diff_adding_a_team_lists_additions_the_gateway_policy_that_admits_it_an
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     changed = [line.split(" (")[0] for line in lines[:-1] if not line.startswith("+ ")]
-    assert lines[-1].endswith("to add, 4 to change, 0 to replace, 0 to delete; 0 protected resources replaced or deleted")
+    assert lines[-1].endswith("to add, 12 to change, 0 to replace, 0 to delete; 0 protected resources replaced or deleted")
     # Each model's JWT SecurityPolicy lists the teams it admits (default deny), Airflow's copy of the submission contract
-    # lists each team's queue, JupyterHub mounts each team's Ray token and KubeRay watches each team namespace: all change
-    # in place, all else is added.
+    # lists each team's queue and its API server each team's role, JupyterHub marks and mounts each team's members, KubeRay
+    # watches each team namespace, Spark's operator and YuniKorn take each team's Spark Connect namespace, Trino's rules and
+    # their groups' sync name each team, and each cluster's isolation policy holds a rule per team: all change in place,
+    # all else is added.
     # In the render's registration order, which varies between runs (the SDK registers concurrently).
-    assert sorted(changed) == ["~ compute-jupyterhub", "~ inference-jwt-qwen3-8b", "~ ray-gpu-kuberay", "~ training-compute-airflow-submission"]
+    assert sorted(changed) == [
+        "~ compute-airflow", "~ compute-jupyterhub", "~ compute-spark-operator", "~ compute-trino", "~ compute-trino-groups-sync",
+        "~ compute-yunikorn", "~ inference-jwt-qwen3-8b", "~ network-compute-policy-fab-team-isolation",
+        "~ network-gpu-policy-fab-team-isolation", "~ network-storage-policy-fab-team-isolation", "~ ray-gpu-kuberay",
+        "~ training-compute-airflow-submission",
+    ]
     assert len(lines) > 10
 
 
