@@ -430,7 +430,8 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
     those calls take, as the components call them:
 
     - the compute cluster: each enabled engine of components/engines with bucket access (S3) or a catalog
-      role (Polaris), as it declares them, and iceberg-maintenance (both) while `compute.iceberg_maintenance` is on;
+      role (Polaris), as it declares them, iceberg-maintenance (both) while `compute.iceberg_maintenance` is on, and
+      training (both) in each team's Spark Connect namespace while Spark Connect is on;
     - every gpu and gpu-train cluster: training, in each team's namespace (S3 and Polaris), and remote-training, in
       each linked peer's team's namespace (S3 only: the peer's replica and the team's checkpoint prefix);
     - the inference cluster: inference, which loads model weights (S3);
@@ -463,6 +464,10 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
         maintenance = site.compute.iceberg_maintenance
         if maintenance is not None and maintenance.enabled:
             holds(cluster, MAINTENANCE_PRINCIPAL, catalog=True)
+        # Each team's Spark Connect server runs as the team's own principal, in its namespace `spark-team-<team>`.
+        spark = site.compute.spark
+        if spark.enabled and spark.connect and site.teams:
+            holds(cluster, "training", catalog=True)
     # Training pods run on the GPU clusters; the MultiKueue manager (compute) only holds queues.
     remote = bool(site.remote_teams(linked_only=True))
     for cluster in site.keys_with_role(*GPU_ROLES):

@@ -183,7 +183,7 @@ def _deploy(scope: EngineScope) -> None:
     ns = scope.namespace(ENGINE)
     # Spark Connect runs per team, each in its own interactive namespace; the operator's chart gives each the drivers'
     # ServiceAccount.
-    connect = {team: spark_connect.namespace(scope, config, team) for team in scope.teams} if config.connect else {}
+    connect = {team: spark_connect.namespace(scope, config, team) for team in sorted(scope.teams)} if config.connect else {}
     connect_names = [spark_connect.namespace_of(team) for team in connect]
     # So does Iceberg maintenance (its ServiceAccount and the operator's Role there name no Secrets).
     maintenance_ns = maintenance_namespace(scope)

@@ -80,7 +80,7 @@ def test_fails_when_compute_is_left_out_of_the_polaris_flow():
     raw = with_flows(small_site(), ["compute", "gpu"], ["gpu"])
     assert config_errors(raw) == [
         "fab-platform:site.flows.polaris.from: ['gpu'] leaves out cluster 'compute', whose spark, starrocks and trino "
-        "namespaces receive Polaris credentials; add it"
+        "namespaces and team namespaces receive Polaris credentials; add it"
     ]
 
 

@@ -51,10 +51,15 @@ def test_adding_a_team_that_sorts_first_changes_no_resource_and_no_other_teams_c
     raw["teams"]["aaa"] = {}
     after = render(raw)
     # Each model's JWT SecurityPolicy lists the site's teams it admits (default deny), Airflow's copy of the submission
-    # contract lists every team, JupyterHub mounts each team's Ray token into its members' servers and KubeRay watches
-    # every team namespace: all updated in place, nothing else.
-    assert [urn.rsplit("::", 1)[1] for urn in changed_inputs(before, after)] == [
-        "compute-jupyterhub", "inference-jwt-qwen3-8b", "ray-gpu-kuberay", "training-compute-airflow-submission"]
+    # contract lists every team and its API server each team's role, JupyterHub marks and mounts each team's members,
+    # KubeRay watches every team namespace, Spark's operator and YuniKorn each team's Spark Connect namespace, Trino's rules
+    # and their groups' sync name every team, and each cluster's isolation policy holds a rule per team: all updated in
+    # place, nothing else.
+    assert sorted(urn.rsplit("::", 1)[1] for urn in changed_inputs(before, after)) == [
+        "compute-airflow", "compute-jupyterhub", "compute-spark-operator", "compute-trino", "compute-trino-groups-sync",
+        "compute-yunikorn", "inference-jwt-qwen3-8b", "network-compute-policy-fab-team-isolation",
+        "network-gpu-policy-fab-team-isolation", "network-storage-policy-fab-team-isolation", "ray-gpu-kuberay",
+        "training-compute-airflow-submission"]
     submission = after.outputs["training"]["submission"]
     assert submission.pop("aaa") == {"cluster": "site-t-gpu", "namespace": "team-aaa", "local_queue": "training"}
     assert submission == before.outputs["training"]["submission"]

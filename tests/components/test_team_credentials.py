@@ -67,9 +67,11 @@ def test_no_training_user_is_shared_between_teams(full_plan):
 
 def test_each_team_namespace_receives_its_own_teams_keys_and_prefixes(full_plan):
     secrets = delivered(full_plan, "s3-training")
-    assert sorted(secrets) == [(c, f"team-{t}") for c in ("site-t-gpu", "site-t-gpu-train") for t in ("fdc", "yield")]
+    # the team namespaces where jobs train, and on compute the team's Spark Connect namespace
+    assert sorted(secrets) == sorted([("site-t-compute", f"spark-team-{t}") for t in ("fdc", "yield")]
+                                     + [(c, f"team-{t}") for c in ("site-t-gpu", "site-t-gpu-train") for t in ("fdc", "yield")])
     for (_, namespace), secret in secrets.items():
-        team = namespace.removeprefix("team-")
+        team = namespace.split("team-", 1)[1]
         assert secret["inputs"]["metadata"]["labels"] == {"fab.internal/engine": "training", "fab.internal/team": team}
         keys = [d for d in secret["dependencies"] if "IamServiceAccount" in d or "IamUserPolicyAttachment" in d]
         assert [d.rsplit("::", 1)[-1] for d in keys] == [f"storage-training-{team}-keys", f"storage-training-{team}-policy-attachment"]
@@ -82,9 +84,9 @@ def test_a_teams_prefix_is_its_key_under_the_bucket():
 
 def test_each_team_namespace_receives_its_own_teams_polaris_principal_once_its_setup_ran(full_plan):
     secrets = delivered(full_plan, "polaris-training")
-    assert len(secrets) == 4
+    assert len(secrets) == 6  # two teams: two training clusters and compute's Spark Connect namespaces
     for (_, namespace), secret in secrets.items():
-        team = namespace.removeprefix("team-")
+        team = namespace.split("team-", 1)[1]
         own = sorted(d.rsplit("::", 1)[-1] for d in secret["dependencies"] if "::storage-" in d)
         assert own == [f"storage-job-polaris-team-{team}", f"storage-polaris-training-{team}-id", f"storage-polaris-training-{team}-secret"]
 
@@ -111,6 +113,7 @@ def test_a_removed_team_takes_only_its_own_credentials_with_it(full_plan):
     gone = sorted(r["name"] for r in full_plan.resources if r["urn"] not in after and r["name"].startswith("storage-"))
     assert gone == sorted([
         "storage-job-polaris-team-fdc", "storage-polaris-training-fdc-id", "storage-polaris-training-fdc-secret",
+        "storage-polaris-training-compute-spark-team-fdc", "storage-s3-training-compute-spark-team-fdc",
         "storage-polaris-training-gpu-team-fdc", "storage-polaris-training-gpu-train-team-fdc", "storage-s3-training-gpu-team-fdc",
         "storage-s3-training-gpu-train-team-fdc", "storage-secret-polaris-team-fdc", "storage-training-fdc-keys",
         "storage-training-fdc-names-free", "storage-training-fdc-policy", "storage-training-fdc-policy-attachment",
