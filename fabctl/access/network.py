@@ -114,6 +114,13 @@ class Endpoint:
     cluster: str
     labels: tuple[tuple[str, str], ...]
 
+    def __post_init__(self) -> None:
+        # An answer looks endpoints up millions of times: hash them once.
+        object.__setattr__(self, "_hash", hash((self.cluster, self.labels)))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined]
+
     @property
     def namespace(self) -> str:
         return dict(self.labels).get(NS_LABEL, "")
@@ -173,6 +180,8 @@ class Rule:
     ports: list[tuple[str, str, str | None]] | None = None
     """(protocol, port, endPort) it admits; None: every port."""
     l7: str = ""
+    matched: dict[Endpoint, bool] = field(default_factory=dict, repr=False, compare=False)
+    """Which endpoints its selectors name, as evaluated (an answer asks about the same few endpoints many times)."""
 
 
 @dataclass
@@ -187,13 +196,16 @@ class Policy:
     has_ingress: bool = False
     has_egress: bool = False
     default_deny: dict[str, bool] = field(default_factory=lambda: {"ingress": True, "egress": True})
+    selected: dict[Endpoint, bool] = field(default_factory=dict, repr=False, compare=False)
+    """Which endpoints it selects, as evaluated (an answer asks about the same few endpoints many times)."""
 
     def selects(self, endpoint: Endpoint) -> bool:
-        if endpoint.cluster != self.cluster:
-            return False
-        if self.namespace is not None and endpoint.namespace != self.namespace:
-            return False
-        return matches(self.selector, endpoint.as_dict())
+        found = self.selected.get(endpoint)
+        if found is None:
+            found = self.selected[endpoint] = (
+                endpoint.cluster == self.cluster and (self.namespace is None or endpoint.namespace == self.namespace)
+                and matches(self.selector, endpoint.as_dict()))
+        return found
 
 
 def _scoped(selector: dict[str, Any], namespace: str | None, cluster: str | None) -> dict[str, Any]:
@@ -354,7 +366,10 @@ def _peer_matches(rule: Rule, peer: Peer, local_cluster: str, service: tuple[str
         return True
     if service is not None and service in rule.services:
         return True
-    return any(matches(s, peer.as_dict()) for s in rule.selectors or [])
+    found = rule.matched.get(peer)
+    if found is None:
+        found = rule.matched[peer] = any(matches(s, peer.as_dict()) for s in rule.selectors or [])
+    return found
 
 
 def _port_matches(rule: Rule, port: tuple[str, str]) -> bool:
@@ -384,7 +399,10 @@ class Verdict:
 def _direction(policies: list[Policy], endpoint: Endpoint, direction: str, peer: Peer, port: tuple[str, str],
                service: tuple[str, str] | None = None) -> Verdict:
     """Whether `endpoint`'s policies in `direction` let it talk with `peer` on `port`."""
-    selecting = [p for p in policies if p.selects(endpoint) and getattr(p, f"has_{direction}")]
+    if isinstance(policies, PolicySet):
+        selecting = policies.selecting(endpoint, direction)
+    else:
+        selecting = [p for p in policies if p.selects(endpoint) and getattr(p, f"has_{direction}")]
     for policy in selecting:
         for rule in getattr(policy, direction):
             if rule.deny and _peer_matches(rule, peer, endpoint.cluster, service) and _port_matches(rule, port):
@@ -418,11 +436,25 @@ class Destination:
     service: tuple[str, str] | None = None
 
 
+class PolicySet(list):
+    """A site's policies, remembering which of them select an endpoint in a direction."""
+
+    def __init__(self, policies: list[Policy]):
+        super().__init__(policies)
+        self._selecting: dict[tuple[Endpoint, str], list[Policy]] = {}
+
+    def selecting(self, endpoint: Endpoint, direction: str) -> list[Policy]:
+        key = (endpoint, direction)
+        if key not in self._selecting:
+            self._selecting[key] = [p for p in self if p.selects(endpoint) and getattr(p, f"has_{direction}")]
+        return self._selecting[key]
+
+
 class Site:
     """The rendered objects the evaluation needs, read once."""
 
     def __init__(self, plan: Plan):
-        self.policies = site_policies(plan)
+        self.policies = PolicySet(site_policies(plan))
         self.clusters = sorted({c for c, _, _ in plan.manifests() if c})
         self.namespace_labels: dict[tuple[str, str], dict[str, str]] = {}
         self.workloads: dict[tuple[str, str], list[dict[str, Any]]] = {}

@@ -1,7 +1,7 @@
 """Attacks read from `fabctl access`, the product's own answer to "who can do what" (fabctl/access), on both stacks: a
 team member, a vendor and a pull-request author each ask what they can reach, and nothing of another team's, beyond
 the vendor's tables, or holding a credential for the PR's code may appear. One attacking team and one other team per
-stack (an answer evaluates every policy of the site: about ten seconds each)."""
+stack."""
 
 from __future__ import annotations
 
