@@ -680,10 +680,11 @@ DNS_PORTS = [{"ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "proto
 def api_caller_egress(labels: dict[str, str], hosts: tuple[tuple[str, int], ...]) -> dict[str, Any]:
     """The spec of a namespaced CiliumNetworkPolicy for the pods with `labels` that call their own cluster's API server
     and a few DNS names outside the site (a sync job: Trino's groups from Keycloak): egress to the API server, cluster DNS
-    (through Cilium's DNS proxy, which `toFQDNs` needs) and `hosts` (DNS name, port) only. It holds whether or not the
-    namespace's egress is default-denied (`namespace_egress_policy`, which admits no API server)."""
+    (through Cilium's DNS proxy, which `toFQDNs` needs) and `hosts` (DNS name, port). Cilium adds allow rules up across
+    policies: where the namespace's own egress policy also selects these pods (`namespace_egress_policy`, which admits
+    no API server), they reach what it allows as well; this policy adds what the job needs, it narrows nothing."""
     return {
-        "description": "Egress of the sync job: its cluster's API server, cluster DNS and its outside hosts only.",
+        "description": "Egress of the sync job: its cluster's API server, cluster DNS and its outside hosts.",
         "endpointSelector": {"matchLabels": dict(labels)},
         "egress": [
             {"toEntities": ["kube-apiserver"]},

@@ -202,15 +202,17 @@ def team_workloads_policy() -> dict[str, Any]:
     kind = "request.kind.kind"
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": [
-            {"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": resources}
-            for group, resources in (("", ["pods"]), ("batch", ["jobs", "cronjobs"]), ("jobset.x-k8s.io", ["jobsets"]),
-                                     ("ray.io", ["rayclusters", "rayjobs"]))
-        ]},
+        "matchConstraints": {
+            "resourceRules": [
+                {"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": resources}
+                for group, resources in (("", ["pods"]), ("batch", ["jobs", "cronjobs"]), ("jobset.x-k8s.io", ["jobsets"]),
+                                         ("ray.io", ["rayclusters", "rayjobs"]))
+            ],
+            # The team namespaces, by their label: match conditions cannot read the namespace (the API server evaluates
+            # them without it, so a condition on `namespaceObject` would skip every request).
+            "namespaceSelector": {"matchLabels": {MANAGED_LABEL: "true"}},
+        },
         "matchConditions": [
-            {"name": "team-namespace", "expression": (
-                f"namespaceObject != null && has(namespaceObject.metadata.labels) && '{MANAGED_LABEL}' in "
-                f"namespaceObject.metadata.labels && namespaceObject.metadata.labels['{MANAGED_LABEL}'] == 'true'")},
             {"name": "not-being-deleted", "expression": "!has(object.metadata.deletionTimestamp)"},
         ],
         "variables": [{"name": "specs", "expression": (

@@ -7,7 +7,10 @@ What is the API server's here, from `k8s.io/apiserver/pkg/admission/plugin/polic
   binding's `matchResources` where it has them, select the request;
 - `variables` are evaluated in order and bound as `variables.<name>` (one that errors makes an expression that reads it
   error);
-- `matchConditions`: any false skips the policy; otherwise any error applies the failurePolicy;
+- the `namespaceSelector` of matchConstraints and of the binding's matchResources: a namespaced request by its
+  namespace's labels (the request's `namespace_object`), a Namespace by its own, other cluster-scoped requests always;
+- `matchConditions`: any false skips the policy; otherwise any error applies the failurePolicy; they see
+  `namespaceObject` as null, as the API server evaluates them without it;
 - `validations`: each must be true; false refuses with the messageExpression's string (when it evaluates to a non-empty
   string), else `message`, else `failed expression: <expression>`; an error applies the failurePolicy;
 - the binding's `validationActions`: Deny refuses, Warn and Audit let the request through;
@@ -110,12 +113,39 @@ def _rule_matches(rule: dict[str, Any], request: Request) -> bool:
             and among(rule.get("apiVersions") or [], request.version) and bool(resource_ok) and scope_ok)
 
 
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A label selector (matchLabels, matchExpressions) as the API server applies it."""
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+        found = {"In": key in labels and labels[key] in values, "NotIn": key not in labels or labels[key] not in values,
+                 "Exists": key in labels, "DoesNotExist": key not in labels}
+        if not found[operator]:
+            return False
+    return True
+
+
+def _namespace_selected(selector: dict[str, Any], request: Request) -> bool:
+    """`namespaceSelector`: a namespaced request by its namespace's labels, a Namespace by its own; any other
+    cluster-scoped request always matches (k8s.io/apiserver, admission/plugin/webhook/predicates/namespace)."""
+    if request.namespace:
+        if request.namespace_object is None:
+            raise NotCovered("a namespaceSelector needs the request's namespace_object")
+        return _selects(selector, (request.namespace_object.get("metadata") or {}).get("labels") or {})
+    if request.resource == "namespaces" and request.group == "":
+        return _selects(selector, ((request.object or request.old_object or {}).get("metadata") or {}).get("labels") or {})
+    return True
+
+
 def _resources_match(match: dict[str, Any] | None, request: Request) -> bool:
     if not match:
         return True
-    for selector in ("namespaceSelector", "objectSelector"):
-        if match.get(selector):
-            raise NotCovered(f"{selector} is not modelled here")
+    if match.get("objectSelector"):
+        raise NotCovered("objectSelector is not modelled here")
+    if match.get("namespaceSelector") and not _namespace_selected(match["namespaceSelector"], request):
+        return False
     if match.get("matchPolicy", "Equivalent") != "Equivalent":
         raise NotCovered("matchPolicy other than Equivalent is not modelled here")
     included = not match.get("resourceRules") or any(_rule_matches(r, request) for r in match["resourceRules"])
@@ -180,10 +210,16 @@ def admit(policy: dict[str, Any], binding: dict[str, Any], request: Request) -> 
             return Decision(allowed=False, message=message)
         return Decision(allowed=True, message=message, warnings=(message,) if "Warn" in actions else ())
 
+    # The API server evaluates match conditions without the namespace object (k8s.io/apiserver v0.34,
+    # admission/plugin/webhook/matchconditions/matcher.go: ForInput(..., nil namespace, ...)): it is null there.
+    conditions = cel.Context()
+    conditions.add_function("matches", _matches)
+    for name, value in {**request.binding(), "namespaceObject": None}.items():
+        conditions.add_variable(name, value)
     errors = []
     for condition in spec.get("matchConditions") or []:
         try:
-            if _evaluate(condition["expression"], context) is False:
+            if _evaluate(condition["expression"], conditions) is False:
                 return Decision(allowed=True, matched=False)
         except _Error as exc:
             errors.append(str(exc))

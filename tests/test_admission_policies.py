@@ -130,3 +130,30 @@ def test_the_maintenance_policy_on_every_application_the_dag_submits_and_its_for
         decisions = {c.name: (admit(policy, binding, c.request).allowed, admit(policy, binding, c.request).message)
                      for c in maintenance_cases(app)}
         assert decisions == {c.name: (c.allowed, c.message) for c in maintenance_cases(app)}
+
+
+def _probe(match_conditions: list[dict], constraints: dict | None = None) -> tuple[dict, dict]:
+    spec = {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}], **(constraints or {})},
+        "matchConditions": match_conditions, "validations": [{"expression": "false", "message": "refused"}]}
+    return ({"metadata": {"name": "probe"}, "spec": spec},
+            {"metadata": {"name": "probe"}, "spec": {"policyName": "probe", "validationActions": ["Deny"]}})
+
+
+def _pod_in(labels: dict[str, str]) -> Request:
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-yield", "labels": labels}}
+    return Request(operation="CREATE", group="", version="v1", resource="pods", kind="Pod", name="p", namespace="team-yield",
+                   username="u", object={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}, namespace_object=namespace)
+
+
+def test_a_match_condition_on_the_namespace_skips_every_request_as_the_api_server_evaluates_it():
+    """The API server evaluates match conditions without the namespace object (it is null there): a policy that selects
+    team namespaces by a condition on it never applies, which is why fab-team-workloads selects them by namespaceSelector."""
+    policy, binding = _probe([{"name": "ns", "expression": "namespaceObject != null"}])
+    assert admit(policy, binding, _pod_in({"fab.internal/kueue-managed": "true"})).matched is False
+
+
+def test_a_namespace_selector_applies_the_policy_in_the_namespaces_it_selects_only():
+    policy, binding = _probe([], {"namespaceSelector": {"matchLabels": {"fab.internal/kueue-managed": "true"}}})
+    assert (admit(policy, binding, _pod_in({"fab.internal/kueue-managed": "true"})).allowed,
+            admit(policy, binding, _pod_in({})).matched) == (False, False)

@@ -259,7 +259,8 @@ def _groups_sync(scope: EngineScope, ns_resource, groups: list[str], secret: k8s
     the pinned Python image) reads the members of exactly the groups the rules name (`groups`) with a Keycloak client that
     may only read users and groups (`GROUPS_SYNC_ROLES` of realm-management), and patches `group.db`: its ServiceAccount may
     get and patch that one Secret (by name), nothing else. Non-root, read-only root file system; it trusts the site's CA
-    for the realm where the site has one; its egress: the API server, cluster DNS and the realm's host only."""
+    for the realm where the site has one; its egress adds the API server, cluster DNS and the realm's host to what the
+    namespace allows."""
     ns, registry = ENGINE.namespace, scope.cluster.registry
     issuer = scope.identity.issuer
     keycloak_url, realm = issuer.rsplit("/realms/", 1)

@@ -208,15 +208,22 @@ def kuberay_clusters(plan) -> list[str]:
     return found
 
 
+def _namespace_object(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """The Namespace as the cluster holds it (the API server hands its labels to the policies' namespaceSelector)."""
+    found = [o for o in objects if o["kind"] == "Namespace" and o["metadata"]["name"] == name]
+    return found[0] if found else {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {}}}
+
+
 def test_a_team_cannot_start_a_ray_cluster_without_token_auth(plan):
     template = ray_cluster_template("pool")
     template["spec"].pop("authOptions")
     for cluster in kuberay_clusters(plan):
         team = site_teams(plan)[0]
+        objects = [o for c, o, _ in plan.manifests() if c == cluster]
         request = Request(operation="CREATE", group="ray.io", version="v1", resource="rayclusters", kind="RayCluster",
                           name="open", namespace=names.TEAM_NAMESPACE(team), username="oidc:mallory",
-                          groups=(f"oidc:{names.TEAM_GROUP(team)}", "system:authenticated"), object=template)
-        objects = [o for c, o, _ in plan.manifests() if c == cluster]
+                          groups=(f"oidc:{names.TEAM_GROUP(team)}", "system:authenticated"), object=template,
+                          namespace_object=_namespace_object(objects, names.TEAM_NAMESPACE(team)))
         verdicts = [admit(policy, binding, request) for policy, bindings in policies_in(objects).values() for binding in bindings]
         refusals = [v.message for v in verdicts if not v.allowed]
         assert refusals, f"{cluster} admits a Ray cluster without token authentication"
@@ -229,9 +236,10 @@ def test_a_team_cannot_switch_token_auth_off_on_its_ray_job(plan):
         spec = {"entrypoint": "python -c 'print(1)'", "rayClusterSpec": {**ray_cluster_template("pool")["spec"],
                                                                          "authOptions": {"mode": "disabled"}}}
         job = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "open"}, "spec": spec}
-        request = Request(operation="CREATE", group="ray.io", version="v1", resource="rayjobs", kind="RayJob", name="open",
-                          namespace=names.TEAM_NAMESPACE(team), username="oidc:mallory", object=job)
         objects = [o for c, o, _ in plan.manifests() if c == cluster]
+        request = Request(operation="CREATE", group="ray.io", version="v1", resource="rayjobs", kind="RayJob", name="open",
+                          namespace=names.TEAM_NAMESPACE(team), username="oidc:mallory", object=job,
+                          namespace_object=_namespace_object(objects, names.TEAM_NAMESPACE(team)))
         assert any(not admit(p, b, request).allowed for p, bs in policies_in(objects).values() for b in bs), cluster
 
 
