@@ -41,7 +41,7 @@ from components.engines._spark_packages import trust_store
 from components.identity import PLATFORM_ADMINS
 from components.jvm_trust import JVM_TRUST_STORE_KEY, jvm_trust_options, public_and_site_store
 from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_container, restricted_pod_security_context
-from components.network import OutsideCalls, api_caller_egress
+from components.network import OutsideCalls, api_caller_egress, fence_policy
 from components.providers import NamespaceRef
 
 if TYPE_CHECKING:
@@ -416,6 +416,28 @@ def _deploy(scope: EngineScope) -> None:
     # internal secret, the engine's keys, the peers' and the external catalogs'.
     scope.release("trino", versions.TRINO, ns, values, [oidc, shared, *grants, *peers, *external])
     scope.route(ENGINE, ns_resource)
+    fence = worker_fence()
+    k8s.apiextensions.CustomResource(
+        f"{scope.prefix}-trino-worker-fence", api_version=fence["apiVersion"], kind=fence["kind"],
+        metadata=fence["metadata"], spec=fence["spec"],
+        # the namespace, and Cilium's release, which registers the CiliumNetworkPolicy CRD
+        opts=scope.after(ns_resource, *([scope.cilium] if scope.cilium else [])),
+    )
+
+
+WORKER_FENCE = "trino-workers"
+TRINO_POD_LABELS = {"app.kubernetes.io/name": "trino"}
+"""What the pinned chart labels the coordinator and the workers with (`trino.selectorLabels`)."""
+
+
+def worker_fence() -> dict[str, object]:
+    """The chart configures authentication on the coordinator only: a worker's HTTP port takes a request as whatever user
+    its `X-Trino-User` names, its management API included (`PUT /v1/info/state` shuts the worker down). Only Trino's own
+    pods (the coordinator and the other workers, which also authenticate to each other with the shared secret) reach a
+    worker; clients reach the coordinator, through the gateway."""
+    return fence_policy(WORKER_FENCE, ENGINE.namespace, "Trino's workers: only Trino's own pods reach them.",
+                        {**TRINO_POD_LABELS, "app.kubernetes.io/component": "worker"},
+                        {ENGINE.namespace: {key: [value] for key, value in TRINO_POD_LABELS.items()}})
 
 
 ENGINE = Engine(

@@ -83,3 +83,20 @@ def test_the_replication_principal_cannot_read_a_teams_model_not_declared_for_re
              S3Request("s3:ListBucket", "site-t-models"),
              S3Request("s3:GetObject", "site-t-models", key="qwen/qwen3-8b/config.json")]
     assert list(evaluate("fab-replication", policy, tries).allowed.values()) == [False, False, False, True]
+
+
+def test_a_pod_cannot_call_a_trino_workers_api_as_a_user_it_names(plan):
+    """A worker authenticates no one (the chart's authentication is the coordinator's): a pod of another namespace, or
+    one of Trino's namespace that is not Trino's, is refused at the worker; the coordinator still reaches it."""
+    from cilium_engine import admitted, in_plan
+
+    compute = f"{plan.stack}-compute"
+    worker = in_plan(plan, compute, "trino", {"app.kubernetes.io/name": "trino", "app.kubernetes.io/component": "worker"})
+    coordinator = in_plan(plan, compute, "trino", {"app.kubernetes.io/name": "trino", "app.kubernetes.io/component": "coordinator"})
+    verdicts = {who: admitted(plan, worker, source, 8080) for who, source in (
+        ("team pod", in_plan(plan, compute, "spark-team-yield", {"app": "mine"})),
+        ("sync job", in_plan(plan, compute, "trino", {"app.kubernetes.io/name": "trino-groups-sync"})),
+        ("coordinator", coordinator))}
+    assert {who: (v.admitted, v.why) for who, v in verdicts.items()} == {
+        "team pod": (False, "denied by trino-workers"), "sync job": (False, "denied by trino-workers"),
+        "coordinator": (True, "allowed by fab-default-deny-remote")}
