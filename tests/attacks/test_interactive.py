@@ -12,12 +12,11 @@ policies (tests/admission.py's CEL engine).
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import Any
 
 import pytest
 from admission import Request, admit, policies_in
+from jupyter_hook import SERVER_LABELS, run_teams_hook
 
 from components.config import names
 from components.ray import TOKEN_AUTH_POLICY, ray_cluster_template
@@ -42,19 +41,8 @@ def hub_hook(plan, compute: str) -> str:
     return hook
 
 
-def server_pod(monkeypatch, hook: str, groups: list[str]) -> types.SimpleNamespace:
-    """The pod the hub starts for a user in `groups` (KubeSpawner's labels, then the hub's hook)."""
-    models = types.ModuleType("kubernetes_asyncio.client.models")
-    for name in ("V1EnvVar", "V1SecretVolumeSource", "V1Volume", "V1VolumeMount"):
-        setattr(models, name, lambda **fields: fields)
-    monkeypatch.setitem(sys.modules, "kubernetes_asyncio.client.models", models)
-    config = types.SimpleNamespace(KubeSpawner=types.SimpleNamespace())
-    exec(hook, {"c": config})  # noqa: S102 - the hub runs this very text as its config
-    pod = types.SimpleNamespace(
-        metadata=types.SimpleNamespace(labels={"component": "singleuser-server", "hub.jupyter.org/username": "mallory"}),
-        spec=types.SimpleNamespace(volumes=None, containers=[types.SimpleNamespace(volume_mounts=None, env=None)]))
-    user = types.SimpleNamespace(groups=[types.SimpleNamespace(name=group) for group in groups])
-    return config.KubeSpawner.modify_pod_hook(types.SimpleNamespace(user=user), pod)
+MALLORY_SERVER = {**SERVER_LABELS, "hub.jupyter.org/username": "mallory"}
+"""KubeSpawner's labels on the attacker's own server."""
 
 
 def identity(pod_labels: dict[str, str], namespace: str, cluster: str) -> dict[str, str]:
@@ -145,7 +133,7 @@ def site_teams(plan) -> list[str]:
 
 
 def server_of(plan, monkeypatch, compute: str, groups: list[str]) -> dict[str, str]:
-    pod = server_pod(monkeypatch, hub_hook(plan, compute), groups)
+    pod = run_teams_hook(monkeypatch, hub_hook(plan, compute), groups, MALLORY_SERVER)
     return identity(pod.metadata.labels, "jupyterhub", compute)
 
 
@@ -287,7 +275,7 @@ def test_a_member_of_another_team_gets_no_copy_of_a_teams_ray_token_from_jupyter
         owner = secret["metadata"]["labels"]["fab.internal/team"]
         for other in [t for t in teams if t != owner] + [None]:
             groups = ["platform-users", *([names.TEAM_GROUP(other)] if other else [])]
-            pod = server_pod(monkeypatch, hub_hook(plan, cluster), groups)
+            pod = run_teams_hook(monkeypatch, hub_hook(plan, cluster), groups, MALLORY_SERVER)
             mounted = {v["secret"]["secret_name"] for v in pod.spec.volumes or []}
             assert secret["metadata"]["name"] not in mounted, (owner, other)
         # No one in jupyterhub but the hub may make pods there.

@@ -3,8 +3,6 @@ and Jupyter on compute reaching its team's Ray heads through declared flows, wit
 
 from __future__ import annotations
 
-import sys
-import types
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,6 +10,7 @@ import pytest
 import yaml
 from admission import Decision, Request, admit
 from helpers import config_errors, render_small
+from jupyter_hook import run_teams_hook
 from schemas import CrdSchemas, schema_errors
 from small_site import small_site
 
@@ -23,22 +22,6 @@ from components.engines.jupyterhub import TEAMS_HOOK_KEY, teams_hook
 from components.ray import TEMPLATE_CONFIG_MAP, TOKEN_AUTH_POLICY, TOKEN_SECRET, example_ray_job, ray_cluster_template
 from components.training import LOCAL_QUEUE, QUEUE_LABEL
 from fabctl.render import HELM_RELEASE_TYPE
-
-
-def run_teams_hook(monkeypatch, hook: str, groups: list[str]) -> types.SimpleNamespace:
-    """The pod a server of a user in `groups` gets from the hub's `hook`. The hook runs in the hub with KubeSpawner's
-    kubernetes_asyncio models; plain records stand in for them here."""
-    models = types.ModuleType("kubernetes_asyncio.client.models")
-    for name in ("V1EnvVar", "V1SecretVolumeSource", "V1Volume", "V1VolumeMount"):
-        setattr(models, name, lambda **fields: fields)
-    monkeypatch.setitem(sys.modules, "kubernetes_asyncio.client.models", models)
-    config = types.SimpleNamespace(KubeSpawner=types.SimpleNamespace())
-    exec(hook, {"c": config})  # noqa: S102 - the hub runs this very text as its config
-    container = types.SimpleNamespace(volume_mounts=None, env=None)
-    pod = types.SimpleNamespace(metadata=types.SimpleNamespace(labels={"component": "singleuser-server"}),
-                                spec=types.SimpleNamespace(volumes=None, containers=[container]))
-    user = types.SimpleNamespace(groups=[types.SimpleNamespace(name=group) for group in groups])
-    return config.KubeSpawner.modify_pod_hook(types.SimpleNamespace(user=user), pod)
 
 
 @pytest.fixture(scope="module")

@@ -4,12 +4,11 @@ pool and queue, the team's own credentials, who reaches it, and the URL a member
 from __future__ import annotations
 
 import re
-import sys
-import types
 from pathlib import Path
 from typing import Any
 
 from helpers import render_small
+from jupyter_hook import run_teams_hook
 from schemas import builtin_errors
 from small_site import small_site
 
@@ -44,20 +43,6 @@ def server(plan, team: str = "yield") -> dict[str, Any]:
 def hub_values(plan) -> dict[str, Any]:
     (hub,) = [r["inputs"] for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "jupyterhub"]
     return hub["values"]
-
-
-def notebook_pod(monkeypatch, hook: str, groups: list[str]) -> types.SimpleNamespace:
-    """The pod a server of a user in `groups` gets from the hub's teams hook (plain records for KubeSpawner's models)."""
-    models = types.ModuleType("kubernetes_asyncio.client.models")
-    for name in ("V1EnvVar", "V1SecretVolumeSource", "V1Volume", "V1VolumeMount"):
-        setattr(models, name, lambda **fields: fields)
-    monkeypatch.setitem(sys.modules, "kubernetes_asyncio.client.models", models)
-    config = types.SimpleNamespace(KubeSpawner=types.SimpleNamespace())
-    exec(hook, {"c": config})  # noqa: S102 - the hub runs this very text as its config
-    pod = types.SimpleNamespace(metadata=types.SimpleNamespace(labels={"component": "singleuser-server"}),
-                                spec=types.SimpleNamespace(volumes=None, containers=[types.SimpleNamespace(volume_mounts=None, env=None)]))
-    user = types.SimpleNamespace(groups=[types.SimpleNamespace(name=group) for group in groups])
-    return config.KubeSpawner.modify_pod_hook(types.SimpleNamespace(user=user), pod)
 
 
 def test_each_team_has_its_own_server():
@@ -146,20 +131,20 @@ def test_every_pod_but_the_teams_notebook_servers_and_its_executors_is_denied(sm
 
 
 def test_the_hub_marks_a_server_with_its_users_teams_and_names_the_first_teams_server(monkeypatch):
-    pod = notebook_pod(monkeypatch, teams_hook(list(TEAMS), ray=False, connect=True), ["team-yield", "team-fdc", "platform-users"])
+    pod = run_teams_hook(monkeypatch, teams_hook(list(TEAMS), ray=False, connect=True), ["team-yield", "team-fdc", "platform-users"])
     assert pod.metadata.labels == {"component": "singleuser-server", "fab.internal/member-of-fdc": "member",
                                    "fab.internal/member-of-yield": "member"}
     assert pod.spec.containers[0].env == [{"name": "SPARK_REMOTE", "value": "sc://spark-connect.spark-team-fdc.svc.cluster.local:15002"}]
 
 
 def test_a_server_of_no_team_is_marked_as_none_and_names_no_server(monkeypatch):
-    pod = notebook_pod(monkeypatch, teams_hook(list(TEAMS), ray=False, connect=True), ["platform-users", "yield"])
+    pod = run_teams_hook(monkeypatch, teams_hook(list(TEAMS), ray=False, connect=True), ["platform-users", "yield"])
     assert pod.metadata.labels == {"component": "singleuser-server"}
     assert pod.spec.containers[0].env is None
 
 
 def test_without_connect_a_server_is_still_marked_but_names_no_server(monkeypatch):
-    pod = notebook_pod(monkeypatch, teams_hook(["yield"], ray=False, connect=False), ["team-yield"])
+    pod = run_teams_hook(monkeypatch, teams_hook(["yield"], ray=False, connect=False), ["team-yield"])
     assert pod.metadata.labels["fab.internal/member-of-yield"] == "member"
     assert pod.spec.containers[0].env is None
 
