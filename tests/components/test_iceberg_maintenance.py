@@ -4,17 +4,16 @@ and the statements the job runs."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow_dagbag import _airflow_python, config_map_volume
 from helpers import config_errors, render_small
 from schemas import CrdSchemas
 from small_site import add_bucket, small_site
@@ -302,25 +301,6 @@ AIRFLOW_CHECK = textwrap.dedent('''
                       "rules": None if dag is None else {t.task_id: getattr(t.trigger_rule, "value", t.trigger_rule) for t in dag.tasks},
                       "outlets": None if dag is None else [o.name for o in dag.get_task("maintained").outlets]}))
 ''')
-
-
-def _airflow_python() -> str | None:
-    if importlib.util.find_spec("airflow") is not None:
-        return sys.executable
-    return os.environ.get("FAB_AIRFLOW_PYTHON")
-
-
-def config_map_volume(root: Path, files: dict[str, str]) -> None:
-    """A directory laid out as the kubelet mounts a ConfigMap: the files in a timestamped directory, `..data` linking to it,
-    each key a link through `..data` (as tests/components/test_serving_loop_dag.py lays it out)."""
-    root.mkdir(parents=True)
-    stamp = root / "..2026_03_01_10_00_00.000000001"
-    stamp.mkdir()
-    for name, text in files.items():
-        (stamp / name).write_text(text)
-    (root / "..data").symlink_to(stamp.name)
-    for name in files:
-        (root / name).symlink_to(f"..data/{name}")
 
 
 def _dagbag(tmp_path: Path, platform: dict[str, Any]) -> dict[str, Any]:
