@@ -168,16 +168,16 @@ def test_fails_when_batch_inference_comes_before_phase_3():
     )]
 
 
-def readme_template() -> dict:
-    """The Job of README's "Offline batch inference" (its YAML block)."""
+def manual_template() -> dict:
+    """The Job of docs/gpus.md's "Offline batch inference" (its YAML block)."""
     from fabctl.render import PROJECT_DIR
 
-    section = (PROJECT_DIR / "README.md").read_text().split("### Offline batch inference", 1)[1]
+    section = (PROJECT_DIR / "docs" / "gpus.md").read_text().split("\n## Offline batch inference\n", 1)[1]
     return yaml.safe_load(section.split("```yaml\n", 1)[1].split("```", 1)[0])
 
 
-def test_the_readmes_template_is_site_bs_for_team_yield(plan_b):
-    shown, rendered = readme_template(), job(plan_b, cluster="site-b-gpu")
+def test_the_manuals_template_is_site_bs_for_team_yield(plan_b):
+    shown, rendered = manual_template(), job(plan_b, cluster="site-b-gpu")
     assert shown["metadata"] == {k: rendered["metadata"][k] for k in shown["metadata"]}
     shown_args, rendered_args = steps(shown), steps(rendered)
     assert list(shown_args) == list(rendered_args)

@@ -202,9 +202,9 @@ def test_the_teams_hook_is_given_to_jupyterhub():
     assert release["inputs"]["values"]["hub"]["extraConfig"] == {TEAMS_HOOK_KEY: teams_hook(["yield"], ray=True, connect=True)}
 
 
-def test_the_readme_shows_the_ray_job_a_team_submits():
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    assert yaml.safe_dump(example_ray_job(), sort_keys=False).rstrip("\n") in readme
+def test_the_manual_shows_the_ray_job_a_team_submits():
+    manual = (Path(__file__).parents[2] / "docs" / "gpus.md").read_text()
+    assert yaml.safe_dump(example_ray_job(), sort_keys=False).rstrip("\n") in manual
 
 
 def test_every_cluster_kuberay_runs_on_makes_token_auth_mandatory_before_the_operator():

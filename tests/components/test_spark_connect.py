@@ -16,7 +16,7 @@ from components.engines import ENGINES
 from components.engines import _spark_connect as spark_connect
 from components.engines.jupyterhub import TEAMS_HOOK_KEY, teams_hook
 
-README = Path(__file__).parents[2] / "README.md"
+GPUS_DOC = Path(__file__).parents[2] / "docs" / "gpus.md"
 COMPUTE = "site-t-compute"
 TEAMS = ("fdc", "yield")
 
@@ -178,8 +178,8 @@ def test_the_namespaces_it_names_are_the_engines():
     assert "spark" in ENGINES
 
 
-def test_the_readme_connects_to_the_programs_url():
-    section = README.read_text().split("### Spark Connect", 1)[1].split("\n## ", 1)[0]
+def test_the_manual_connects_to_the_programs_url():
+    section = GPUS_DOC.read_text().split("\n## Spark Connect\n", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     assert spark_connect.url("yield") in block
 

@@ -15,7 +15,7 @@ from small_site import small_site
 from components.config import SparkRapidsConfig
 from components.spark_rapids import SUBMITTER_ROLE, SUBMITTER_RULES, rapids_conf, spark_rapids_application
 
-README = Path(__file__).parents[2] / "README.md"
+GPUS_DOC = Path(__file__).parents[2] / "docs" / "gpus.md"
 CATALOG = "http://polaris-rest.polaris.svc:8181/api/catalog"
 """How the site's own clusters call Polaris (its global service's cluster-local name, phase 5)."""
 
@@ -37,9 +37,9 @@ def kueue_frameworks(plan, cluster: str) -> list[str]:
     return yaml.safe_load(kueue["values"]["managerConfig"]["controllerManagerConfigYaml"])["integrations"]["frameworks"]
 
 
-def readme_application() -> dict[str, Any]:
-    """The SparkApplication of README's "Spark RAPIDS on the GPU cluster (method B)"."""
-    section = README.read_text().split("### Spark RAPIDS on the GPU cluster (method B)", 1)[1].split("\n### ", 1)[0]
+def manual_application() -> dict[str, Any]:
+    """The SparkApplication of docs/gpus.md's "Spark RAPIDS on the GPU cluster (method B)"."""
+    section = GPUS_DOC.read_text().split("\n## Spark RAPIDS on the GPU cluster (method B)\n", 1)[1].split("\n## ", 1)[0]
     (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", section, re.DOTALL) if "kind: SparkApplication" in b]
     return yaml.safe_load(block)
 
@@ -129,8 +129,8 @@ def test_the_template_with_a_jobs_fields_is_a_valid_spark_application(crd_dir):
     assert CrdSchemas(crd_dir).errors(app) == []
 
 
-def test_the_readme_spark_application_is_valid_and_the_programs_own(crd_dir):
-    app = readme_application()
+def test_the_manuals_spark_application_is_valid_and_the_programs_own(crd_dir):
+    app = manual_application()
     assert CrdSchemas(crd_dir).errors(app) == []
     template = spark_rapids_application(SparkRapidsConfig(), app["spec"]["sparkConf"]["spark.sql.catalog.fab.uri"])
     assert {k: app["spec"][k] for k in template["spec"]} == template["spec"]
