@@ -24,7 +24,7 @@ SHARED_DIR = PROJECT_DIR.parent / "shared"
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
-"""CI draws the same examples for the same commit (README, "Tests"); local runs draw new ones each time."""
+"""CI draws the same examples for the same commit (docs/testing.md); local runs draw new ones each time."""
 
 
 def shared_path(variable: str, relative: str, marker: str) -> Path | None:

@@ -1,4 +1,4 @@
-"""The policy pack starts under the Pulumi CLI from a fresh clone after the README's setup.
+"""The policy pack starts under the Pulumi CLI from a fresh clone after the setup (`make setup`, or docs/deploy.md's commands).
 
 The CLI runs a local pack (`--policy-pack policies`) with the interpreter of the virtualenv that its
 PulumiPolicy.yaml names, resolved from the pack's folder, and installs nothing for it.
