@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Refuse to deploy unless the GitHub environment guarding it is protected (README, "CI").
+"""Refuse to deploy unless the GitHub environment guarding it is protected (docs/ci.md).
 
 A deploy job names a GitHub environment per stack; GitHub makes the job wait for that environment's
 required reviewers, but an environment that nobody configured has none and the job runs at once.

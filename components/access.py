@@ -6,7 +6,7 @@ patch and update exactly the resources of the kinds the program applies (a test 
 excepted, and a ValidatingAdmissionPolicy refuses every request of it that is not a dry run: the API server, not the CI
 runner, guarantees that a preview changes nothing. It holds no Secret verb at all, because a dry-run create or patch of
 a Secret answers with the object as it would be stored, data included; where it may not write a Secret, pulumi-kubernetes
-previews that Secret from the stack's state instead (README, "CI"). It holds no subresource: no `nodes/proxy` (the
+previews that Secret from the stack's state instead (docs/ci.md). It holds no subresource: no `nodes/proxy` (the
 kubelet's exec, which no admission policy sees), no `serviceaccounts/token`, no pod exec, attach or port-forward. The
 admission API group is readable but not writable, so it cannot lift that policy either. Previews run from main only
 (deploy.yml); the kubeconfig built from its token is all a preview runner holds.

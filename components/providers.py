@@ -103,7 +103,7 @@ def site_providers(site: SiteConfig, registry: Registry = UPSTREAM) -> SiteProvi
         f"{site.name}-keycloak",
         url=site.keycloak.url,
         realm=site.keycloak.admin_realm,
-        # Previews in CI sign in with a read-only client of their own (README, "CI").
+        # Previews in CI sign in with a read-only client of their own (docs/ci.md).
         client_id=os.environ.get("KEYCLOAK_CLIENT_ID") or site.keycloak.client_id,
         root_ca_certificate=site.ca_bundle_pem(),
     )
