@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CHECKOV_VENV ?= .checkov-venv
 STACK ?= site-a
 
-.PHONY: setup plan check test schema clean
+.PHONY: setup plan check test schema policy-table clean
 
 setup: $(VENV)/.installed $(VENV)/.helm-installed tests/iam/node_modules/.installed $(CHECKOV_VENV)/.installed
 
@@ -46,6 +46,9 @@ test: setup
 
 schema: setup
 	$(PY) -m fabctl schema
+
+policy-table: setup
+	$(PY) -m fabctl.policy_table
 
 clean:
 	rm -rf out .pytest_cache .hypothesis

@@ -119,7 +119,11 @@ def _iceberg_type(props: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 @stack_rule("fab-single-catalog-authority",
-            "Every engine's catalog is an Iceberg REST catalog (no Hive, Glue, JDBC, Hadoop or Nessie catalog, no other table format).")
+            "Every engine's catalog is an Iceberg REST catalog (no Hive, Glue, JDBC, Hadoop or Nessie catalog, no other table format).",
+            place=210,
+            docs="every engine's catalog is an Iceberg REST catalog: Spark catalogs' class, `type`, `catalog-impl` and "
+                 "`spark.sql.catalogImplementation`, Trino's `connector.name` and `iceberg.catalog.type`, StarRocks external "
+                 "catalogs' `type` and `iceberg.catalog.type`")
 def single_catalog_authority(args: StackValidationArgs, report: ReportViolation) -> None:
     """Reads Spark catalogs, `spark.sql.catalogImplementation`, Trino catalogs' `connector.name` and
     `iceberg.catalog.type`, and StarRocks external catalogs' `type` and `iceberg.catalog.type`.
@@ -265,7 +269,11 @@ def _project(urn: str) -> str:
 
 
 @stack_rule("fab-catalog-uri-polaris",
-            "Every Iceberg REST catalog's URI is this site's Polaris REST endpoint or a linked peer site's Polaris.")
+            "Every Iceberg REST catalog's URI is this site's Polaris REST endpoint or a linked peer site's Polaris.",
+            place=220,
+            docs="every REST catalog's URI is this site's Polaris REST endpoint (derived from the plan: the LoadBalancer Service "
+                 "selecting the Polaris pods, its host name, VIP and port, and its cluster-local name when it is a ClusterMesh "
+                 "global service; path `/api/catalog`) or a linked peer's, read from the peer's stack")
 def catalog_uri_polaris(args: StackValidationArgs, report: ReportViolation) -> None:
     """Reads Spark `spark.sql.catalog.<name>.uri`, Trino `iceberg.rest-catalog.uri` and StarRocks `iceberg.catalog.uri`.
     A literal URI must be Polaris's (see the module); an environment reference in a Helm release's values is followed
@@ -316,7 +324,9 @@ def _not_polaris(config: Config, value: str, endpoints: list[tuple[str, int]], e
 
 # fab-no-hive-metastore ------------------------------------------------------------------------------------------------
 
-@stack_rule("fab-no-hive-metastore", "No engine is given a Hive metastore (hive.metastore.uri or hive.metastore.uris).")
+@stack_rule("fab-no-hive-metastore", "No engine is given a Hive metastore (hive.metastore.uri or hive.metastore.uris).",
+            place=230,
+            docs="no engine is given a Hive metastore (`hive.metastore.uri(s)` under any prefix, in any format)")
 def no_hive_metastore(args: StackValidationArgs, report: ReportViolation) -> None:
     """Reads `hive.metastore.uri(s)` under any prefix (`spark.hadoop.hive.metastore.uris`, a StarRocks or Trino catalog's,
     a hive-site.xml's). Unknown values: the key alone decides, so an unknown value is refused like any other."""
@@ -329,7 +339,9 @@ def no_hive_metastore(args: StackValidationArgs, report: ReportViolation) -> Non
 
 # fab-object-store-tables-denied ------------------------------------------------------------------------------------
 
-@stack_rule("fab-object-store-tables-denied", "Every MinIO policy denies s3tables:*, so AIStor's own table catalog is never a second catalog.")
+@stack_rule("fab-object-store-tables-denied", "Every MinIO policy denies s3tables:*, so AIStor's own table catalog is never a second catalog.",
+            place=240,
+            docs="every MinIO policy denies `s3tables:*`, so AIStor's own table catalog is never a second catalog")
 def object_store_tables_denied(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a policy whose document is unknown fails closed."""
     for resource in args.resources:

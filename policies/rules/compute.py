@@ -206,7 +206,11 @@ def tolerates(tolerations: Any, pool: str) -> bool:
 
 @stack_rule("fab-compute-pool-placement",
             "Every compute workload selects (nodeSelector) and tolerates the node pool of its class: batch for Spark and "
-            "Airflow, interactive for Trino, StarRocks, Superset, JupyterHub and Argo CD.")
+            "Airflow, interactive for Trino, StarRocks, Superset, JupyterHub and Argo CD.",
+            place=500,
+            docs="every compute workload selects (`nodeSelector`) and tolerates the node pool of its class: batch for Spark and "
+                 "Airflow, interactive for Trino, StarRocks, Superset, JupyterHub and Argo CD (engine charts' and CRDs' own "
+                 "keys; pod templates and Postgres clusters by their namespace's `fab.internal/compute-pool` label)")
 def compute_pool_placement(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a node selector or tolerations that can't be known in preview fail closed."""
     for w in workloads(args.resources):
@@ -246,7 +250,10 @@ def priority_classes(resources: list[Any], clusters: set[str]) -> dict[tuple[str
 
 @stack_rule("fab-compute-priority-class",
             "Every compute workload that can name a PriorityClass uses one of its class's (labelled "
-            f"{POOL_LABEL}=batch or interactive) on its cluster.")
+            f"{POOL_LABEL}=batch or interactive) on its cluster.",
+            place=510,
+            docs="every compute workload that can name a PriorityClass runs at one of its class's (labelled "
+                 "`fab.internal/compute-pool`) on its cluster")
 def compute_priority_class(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a PriorityClass name, or the labels of the class it names, that can't be known fail closed."""
     found = list(workloads(args.resources))
@@ -274,7 +281,10 @@ def compute_priority_class(args: StackValidationArgs, report: ReportViolation) -
 
 @stack_rule("fab-compute-batch-below-interactive",
             "On a compute cluster, every batch PriorityClass has a lower value than every interactive one and than 0, the "
-            "priority of interactive pods that can name none (StarRocks FE and CN).")
+            "priority of interactive pods that can name none (StarRocks FE and CN).",
+            place=520,
+            docs="on a compute cluster every batch PriorityClass is below every interactive one and below 0, the priority of "
+                 "interactive pods that can name none (StarRocks FE and CN)")
 def compute_batch_below_interactive(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a compute PriorityClass whose labels or value can't be known fails closed."""
     classes = priority_classes(args.resources, compute_providers(args.resources))
@@ -316,7 +326,9 @@ def starrocks_clusters(resources: list[Any]) -> Iterator[tuple[Any, dict[str, An
 
 @stack_rule("fab-starrocks-shared-data",
             "StarRocks on a compute cluster runs shared-data (run_mode = shared_data in its FE config): its compute nodes "
-            "keep no state.")
+            "keep no state.",
+            place=530,
+            docs="StarRocks on a compute cluster runs shared-data: its FE config sets `run_mode = shared_data`")
 def starrocks_shared_data(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: an FE config reference or FE config text that can't be known fails closed."""
     config_maps = {(provider_name(r), namespace_of(obj), name_of(obj)): obj for r, obj in objects(args.resources)
@@ -345,7 +357,9 @@ def starrocks_shared_data(args: StackValidationArgs, report: ReportViolation) ->
 
 
 @stack_rule("fab-starrocks-cn-cache",
-            "StarRocks compute nodes on a compute cluster have a cache volume, on a StorageClass defined on the same cluster.")
+            "StarRocks compute nodes on a compute cluster have a cache volume, on a StorageClass defined on the same cluster.",
+            place=540,
+            docs="StarRocks compute nodes have a cache volume on a StorageClass the stack defines on the same cluster")
 def starrocks_cn_cache(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: CN storage volumes, or StorageClass names, that can't be known fail closed."""
     defined: dict[str, list[str]] = {}

@@ -133,7 +133,11 @@ def _namespace_labels(resources: list[Any], key: str) -> dict[tuple[str, str], A
 
 @stack_rule("fab-engine-reads-own-credentials",
             "Workloads, custom resources and Helm releases read only the credential Secrets (s3-<engine>, polaris-<engine>) of "
-            "the engine they run as.")
+            "the engine they run as.",
+            place=550,
+            docs="a workload, custom resource or Helm release reads (env, envFrom, volumes, any value naming a Secret such as "
+                 "`existingSecret`) only the credential Secrets (`s3-<engine>`, `polaris-<engine>`, labelled "
+                 "`fab.internal/engine`) of the engine it runs as: its own `fab.internal/engine` label, else its namespace's")
 def engine_reads_own_credentials(args: StackValidationArgs, report: ReportViolation) -> None:
     """A reader references a Secret by name anywhere in its spec or values (env, envFrom, volumes, `existingSecret`-style
     keys, a custom resource's credential fields): every string is compared with the names of the credential Secrets of its
@@ -232,7 +236,11 @@ def _values(rule: dict[str, Any], key: str) -> list[str]:
 
 @stack_rule("fab-submitter-no-secrets",
             "Airflow's GPU-job submitter is bound to no role that lets it get, list or watch Secrets, or whose rules can't be read.",
-            settings=SUBMITTER_SETTING)
+            settings=SUBMITTER_SETTING,
+            place=560,
+            docs="no role bound to Airflow's GPU-job submitter lets it get, list or watch Secrets (core group or `*`, `secrets` "
+                 "or `*`); a role the stack does not define or one that aggregates others is refused, since its rules can't be "
+                 "read")
 def submitter_no_secrets(args: StackValidationArgs, report: ReportViolation) -> None:
     """Airflow holds the submitter's token for every GPU cluster and acts for every team: if it could read Secrets in team
     namespaces, any DAG could read every team's training credentials. A role is read rule by rule: a rule reads Secrets when
@@ -260,7 +268,9 @@ def submitter_no_secrets(args: StackValidationArgs, report: ReportViolation) -> 
 
 @stack_rule("fab-submitter-no-wildcards",
             "Every role bound to Airflow's GPU-job submitter names the API groups, resources and verbs it grants (no wildcard).",
-            settings=SUBMITTER_SETTING)
+            settings=SUBMITTER_SETTING,
+            place=570,
+            docs="every role bound to Airflow's GPU-job submitter names its API groups, resources and verbs (no `*`)")
 def submitter_no_wildcards(args: StackValidationArgs, report: ReportViolation) -> None:
     """A wildcard grants whatever the API servers add later (new kinds, subresources, verbs such as `escalate`), so the
     submitter's rules name each of them. Roles that can't be read are `fab-submitter-no-secrets`' to refuse."""
@@ -274,7 +284,10 @@ def submitter_no_wildcards(args: StackValidationArgs, report: ReportViolation) -
 
 
 @stack_rule("fab-team-namespace-own-credentials",
-            "A team namespace holds only credential Secrets of its own team (fab.internal/team on both).")
+            "A team namespace holds only credential Secrets of its own team (fab.internal/team on both).",
+            place=580,
+            docs="a credential Secret in a team namespace (labelled `fab.internal/team`) carries that same team: no other team's "
+                 "keys, and no keys of no team")
 def team_namespace_own_credentials(args: StackValidationArgs, report: ReportViolation) -> None:
     """A team namespace is a Namespace labelled TEAM_LABEL; a credential Secret in it must carry the same team, so that no
     team's jobs hold another team's keys, nor keys of no team (an engine's, which reach every team's data).
@@ -381,7 +394,12 @@ def _listify(value: Any) -> list[str]:
 
 @stack_rule("fab-team-policy-own-prefixes",
             "A training team's MinIO policy reaches the checkpoint and model buckets only under <bucket>/<team>/, and writes "
-            "nowhere else.")
+            "nowhere else.",
+            place=590,
+            docs="the MinIO policy of a user tagged with a team reaches the checkpoint and model buckets only under "
+                 "`<bucket>/<team>/` (objects there; the bucket itself only by `ListBucket` confined to that prefix), except "
+                 "that it may list and read paths of no team in the models bucket (the served weights, for offline batch "
+                 "inference), and writes nowhere else")
 def team_policy_own_prefixes(args: StackValidationArgs, report: ReportViolation) -> None:
     """The team of a policy is the `fab.internal/team` tag of the user it is attached to. In a bucket of class checkpoints or
     models (by its tags; a bucket ARN with wildcards counts for every bucket it matches), every object resource is under

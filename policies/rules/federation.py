@@ -74,7 +74,10 @@ def _allowed(action: str, arn: str, statement: dict[str, Any], tags: dict[str, d
 
 
 @stack_rule("fab-remote-training-replica-only",
-            "A peer's team that trains here reads replica buckets only and writes only its own prefix of the checkpoints bucket.")
+            "A peer's team that trains here reads replica buckets only and writes only its own prefix of the checkpoints bucket.",
+            place=300,
+            docs="a peer's team that trains here (its MinIO user tagged `remote-training`) reads replica buckets only and lists, "
+                 "reads and writes only its own prefix of the checkpoints bucket")
 def remote_training_replica_only(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a MinIO user whose name or tags are unknown, a policy document of a peer's team that is unknown, or
     a bucket it names whose tags are unknown fail closed."""

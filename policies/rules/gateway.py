@@ -180,7 +180,10 @@ def _each_provider(args: StackValidationArgs, report: ReportViolation, keys: tup
 
 
 @stack_rule("fab-gateway-jwt-issuer",
-            "Every JWT provider of a SecurityPolicy covering a GPU-cluster HTTPRoute trusts the site realm's issuer only.")
+            "Every JWT provider of a SecurityPolicy covering a GPU-cluster HTTPRoute trusts the site realm's issuer only.",
+            place=80,
+            docs="every JWT provider of a SecurityPolicy covering a GPU-cluster HTTPRoute trusts only the site realm's issuer, "
+                 "`<Keycloak URL>/realms/<realm>` as the SiteIdentity registers them (fails closed where the plan does not tell)")
 def gateway_jwt_issuer(args: StackValidationArgs, report: ReportViolation) -> None:
     """The issuer is `<Keycloak URL>/realms/<realm>` of the SiteIdentity in the plan; where that can't be derived, the
     rule fails closed. Unknown values: a provider whose issuer is unknown fails closed."""
@@ -196,7 +199,10 @@ def gateway_jwt_issuer(args: StackValidationArgs, report: ReportViolation) -> No
 
 @stack_rule("fab-gateway-jwt-jwks",
             "Every JWT provider of a SecurityPolicy covering a GPU-cluster HTTPRoute verifies tokens with the site realm's "
-            "published keys (its JWKS URI).")
+            "published keys (its JWKS URI).",
+            place=90,
+            docs="those JWT providers fetch their keys from the site realm's JWKS (`<issuer>/protocol/openid-connect/certs`); no "
+                 "keys written into the policy")
 def gateway_jwt_jwks(args: StackValidationArgs, report: ReportViolation) -> None:
     """Keys written into the policy (`localJWKS`) are refused: they do not rotate with the realm, and they may be
     anyone's. Unknown values: a provider whose key source is unknown fails closed."""
@@ -215,7 +221,9 @@ def gateway_jwt_jwks(args: StackValidationArgs, report: ReportViolation) -> None
 
 
 @stack_rule("fab-gateway-jwt-audience",
-            "Every JWT provider of a SecurityPolicy covering a GPU-cluster HTTPRoute checks the token's audience.")
+            "Every JWT provider of a SecurityPolicy covering a GPU-cluster HTTPRoute checks the token's audience.",
+            place=100,
+            docs="those JWT providers check an audience")
 def gateway_jwt_audience(args: StackValidationArgs, report: ReportViolation) -> None:
     """Without audiences, a token the realm issued to any client (a UI's, a pipeline's) is accepted at the gateway.
     Unknown values: a provider whose audiences are unknown fails closed."""
@@ -232,7 +240,10 @@ def gateway_jwt_audience(args: StackValidationArgs, report: ReportViolation) -> 
 @stack_rule("fab-gateway-default-deny",
             "Every SecurityPolicy covering a GPU-cluster HTTPRoute denies by default and allows only tokens whose team claim "
             "names a team of the site.",
-            settings=TEAM_CLAIM_SETTING)
+            settings=TEAM_CLAIM_SETTING,
+            place=110,
+            docs="those SecurityPolicies deny by default, and every Allow rule requires the team claim with teams of the site "
+                 "(the values the site's Keycloak clients carry)")
 def gateway_default_deny(args: StackValidationArgs, report: ReportViolation) -> None:
     """The teams are the values of the team claim the site's Keycloak clients carry; with none in the plan the rule fails
     closed. An Allow rule must require that claim, from a JWT provider of the same policy, with known teams only.
@@ -346,7 +357,11 @@ def _team_rules(args: StackValidationArgs, report: ReportViolation, needs_header
 @stack_rule("fab-gateway-team-rate-limits",
             "Every GPU-cluster HTTPRoute has, for each team of the site, an enforced rate limit rule that counts that team's "
             "requests in a bucket of their own.",
-            settings=TEAM_CLAIM_SETTING)
+            settings=TEAM_CLAIM_SETTING,
+            place=120,
+            docs="every GPU-cluster HTTPRoute has, per team of the site, an enforced rule that gives that team a bucket of its "
+                 "own (conditions only on the team header set from the token's team claim: the team's name, or `Distinct` "
+                 "without excluding it)")
 def gateway_team_rate_limits(args: StackValidationArgs, report: ReportViolation) -> None:
     """A team's rule matches only on the header its JWT provider fills from the team claim: exactly the team's name, or
     Distinct (a bucket per value) without excluding the team. Unknown values: a route whose JWT providers or rate limits
@@ -359,7 +374,10 @@ def gateway_team_rate_limits(args: StackValidationArgs, report: ReportViolation)
 
 @stack_rule("fab-gateway-rate-limits-global",
             "Every team rate limit of a GPU-cluster HTTPRoute is global: counted once across all gateway replicas.",
-            settings=TEAM_CLAIM_SETTING)
+            settings=TEAM_CLAIM_SETTING,
+            place=130,
+            docs="every such team limit is in `rateLimit.global`, counted once across all gateway replicas (a local rule beside "
+                 "it is a backstop)")
 def gateway_rate_limits_global(args: StackValidationArgs, report: ReportViolation) -> None:
     """A local rule is counted by each Envoy replica on its own, so with N replicas a team gets N times its rate. A local
     rule next to the global one (a backstop while the rate limit service does not answer) is fine. Unknown values: as
@@ -385,7 +403,10 @@ def _service_host(url: str) -> tuple[str, str, int] | None:
 
 @stack_rule("fab-gateway-rate-limit-backend",
             "Every cluster with global rate limits runs Envoy Gateway with a rate limit backend: a Redis URL naming a "
-            "Service and port of that cluster in the plan.")
+            "Service and port of that cluster in the plan.",
+            place=140,
+            docs="a cluster with global rate limits runs Envoy Gateway with a rate limit backend whose Redis URL is a Service "
+                 "and port of that cluster in the plan")
 def gateway_rate_limit_backend(args: StackValidationArgs, report: ReportViolation) -> None:
     """Envoy Gateway refuses global rate limits when its configuration (chart values `config.envoyGateway.rateLimit`) has
     no backend, and its rate limit service admits everything when the backend is not there. Unknown values: a

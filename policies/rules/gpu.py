@@ -44,7 +44,10 @@ def requested_gpus(obj: dict[str, Any]) -> list[str]:
 
 
 @stack_rule("fab-no-gpu-outside-gpu-clusters",
-            "No workload on a storage or compute cluster requests a GPU (nvidia.com/gpu, a time-slice or a MIG slice).")
+            "No workload on a storage or compute cluster requests a GPU (nvidia.com/gpu, a time-slice or a MIG slice).",
+            place=10,
+            docs="no workload on a storage or compute cluster requests a GPU: `nvidia.com/gpu`, a time-slice "
+                 "`nvidia.com/gpu.shared` or a MIG slice `nvidia.com/mig-<profile>`")
 def no_gpu_outside_gpu_clusters(args: StackValidationArgs, report: ReportViolation) -> None:
     """The pod-template route; the other routes (Spark applications, Helm values, Spark configuration) are the rules
     of rules/gpu_routes.py.
@@ -66,7 +69,10 @@ LB_KINDS = {"CiliumLoadBalancerIPPool", "Service", "EnvoyProxy", "CiliumBGPClust
 
 
 @stack_rule("fab-gpu-lb-private-only",
-            "LoadBalancer Services and LB pools on GPU clusters use RFC1918 addresses; GPU clusters peer only with private peers.")
+            "LoadBalancer Services and LB pools on GPU clusters use RFC1918 addresses; GPU clusters peer only with private peers.",
+            place=50,
+            docs="LoadBalancer Services and LB pools on GPU clusters use RFC1918 addresses; GPU clusters peer only with private "
+                 "peers")
 def gpu_lb_private_only(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a pool, LoadBalancer, gateway proxy or BGP configuration on a GPU cluster with an unknown part fails closed."""
     gpu = gpu_providers(args.resources)
@@ -99,7 +105,9 @@ def gpu_lb_private_only(args: StackValidationArgs, report: ReportViolation) -> N
                                "only with private ToRs", resource.urn)
 
 
-@resource_rule("fab-training-kueue-managed", "Training Jobs on GPU clusters carry a LocalQueue label.", EnforcementLevel.ADVISORY)
+@resource_rule("fab-training-kueue-managed", "Training Jobs on GPU clusters carry a LocalQueue label.", EnforcementLevel.ADVISORY,
+               place=410,
+               docs="training Jobs in team namespaces carry a LocalQueue label")
 def training_kueue_managed(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Advisory; an unknown namespace or label counts as absent."""
     obj = skip_unknown(k8s_object(args.resource_type, args.props))

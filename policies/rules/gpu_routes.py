@@ -76,7 +76,10 @@ def _spark_spec(obj: dict[str, Any]) -> Any:
 
 
 @stack_rule("fab-no-gpu-spark-applications",
-            "No Spark application on a storage or compute cluster gives its driver or executors GPUs.")
+            "No Spark application on a storage or compute cluster gives its driver or executors GPUs.",
+            place=20,
+            docs="no SparkApplication or ScheduledSparkApplication on a storage or compute cluster gives its driver or executors "
+                 "GPUs (`gpu`, GPU resources in their pod templates, GPU node selectors or tolerations)")
 def no_gpu_spark_applications(args: StackValidationArgs, report: ReportViolation) -> None:
     """Reads `gpu` of the driver and executor (SparkApplication, and a ScheduledSparkApplication's template), and GPU
     resources, node selectors and tolerations anywhere in the spec (their pod templates, sidecars, affinity).
@@ -104,7 +107,10 @@ def no_gpu_spark_applications(args: StackValidationArgs, report: ReportViolation
 # fab-no-gpu-helm-values --------------------------------------------------------------------------------------------
 
 @stack_rule("fab-no-gpu-helm-values",
-            "No Helm release on a storage or compute cluster asks for GPUs in its values (GPU resources, node selectors, tolerations).")
+            "No Helm release on a storage or compute cluster asks for GPUs in its values (GPU resources, node selectors, tolerations).",
+            place=30,
+            docs="no Helm release on a storage or compute cluster asks for GPUs in its values: a GPU resource key anywhere (e.g. "
+                 "a JupyterHub profile's `extra_resource_limits`), a GPU node selector or toleration")
 def no_gpu_helm_values(args: StackValidationArgs, report: ReportViolation) -> None:
     """Reads every key of the values, whatever the chart: a GPU resource key (JupyterHub's
     `singleuser.profileList[].kubespawner_override.extra_resource_limits`, a chart's `resources`), a GPU node label
@@ -129,7 +135,10 @@ def no_gpu_helm_values(args: StackValidationArgs, report: ReportViolation) -> No
 # fab-no-gpu-spark-conf ---------------------------------------------------------------------------------------------
 
 @stack_rule("fab-no-gpu-spark-conf",
-            "No Spark configuration on a storage or compute cluster schedules GPUs or loads RAPIDS.")
+            "No Spark configuration on a storage or compute cluster schedules GPUs or loads RAPIDS.",
+            place=40,
+            docs="no Spark configuration on a storage or compute cluster (ConfigMaps, Helm values, `sparkConf`) sets a GPU "
+                 "amount, `spark.rapids.*` or the RAPIDS plugin")
 def no_gpu_spark_conf(args: StackValidationArgs, report: ReportViolation) -> None:
     """Reads `spark.executor.resource.gpu.amount`, `spark.driver.resource.gpu.amount`, `spark.task.resource.gpu.amount`
     (other than 0), every `spark.rapids.*` setting and `spark.plugins` (RAPIDS' com.nvidia.spark.SQLPlugin), in

@@ -58,7 +58,10 @@ def _only_inference(term: Any) -> bool:
 
 
 @resource_rule("fab-training-ib-nccl-only",
-               "InfiniBand on training nodes carries NCCL only: IPoIB address pools (nv-ipam) select inference nodes only.")
+               "InfiniBand on training nodes carries NCCL only: IPoIB address pools (nv-ipam) select inference nodes only.",
+               place=420,
+               docs="InfiniBand on training nodes carries NCCL only: every nv-ipam address pool (`IPPool`, `CIDRPool`) selects "
+                    "`fab.internal/gpu-pool In [inference]` nodes only")
 def training_ib_nccl_only(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a pool whose node selector is unknown fails closed."""
     obj = k8s_object(args.resource_type, args.props)
@@ -89,7 +92,9 @@ def _training_namespaces(resources: list[Any]) -> dict[str, set[str]]:
 
 
 @stack_rule("fab-ipoib-not-in-training-namespaces",
-            "No IPoIB network is attached to a namespace whose jobs Kueue admits: training storage stays on the Ethernet bond.")
+            "No IPoIB network is attached to a namespace whose jobs Kueue admits: training storage stays on the Ethernet bond.",
+            place=430,
+            docs="no IPoIB network is attached to a namespace whose jobs Kueue admits (`fab.internal/kueue-managed=true`)")
 def ipoib_not_in_training_namespaces(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: an IPoIBNetwork whose target namespace is unknown fails closed."""
     training = _training_namespaces(args.resources)
@@ -120,7 +125,10 @@ def _partition_problem(master: Any) -> str | None:
 
 
 @resource_rule("fab-ipoib-partition-key",
-               "IPoIB networks sit on the child interface of a partition of their own, never on the default partition.")
+               "IPoIB networks sit on the child interface of a partition of their own, never on the default partition.",
+               place=440,
+               docs="every IPoIB network sits on the child interface of a partition of its own (`<interface>.<P_Key>`), never on "
+                    "the default partition")
 def ipoib_partition_key(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: an IPoIBNetwork whose master interface is unknown fails closed."""
     obj = k8s_object(args.resource_type, args.props)
@@ -136,7 +144,10 @@ def ipoib_partition_key(args: ResourceValidationArgs, report: ReportViolation) -
 
 
 @stack_rule("fab-training-nccl-service-level",
-            "Every training namespace on a GPU cluster holds the ConfigMap nccl with NCCL_IB_SL, an InfiniBand service level 0-15.")
+            "Every training namespace on a GPU cluster holds the ConfigMap nccl with NCCL_IB_SL, an InfiniBand service level 0-15.",
+            place=460,
+            docs="every Kueue-managed namespace on a GPU cluster holds the ConfigMap `nccl` with `NCCL_IB_SL`, a service level "
+                 "0-15")
 def training_nccl_service_level(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a ConfigMap nccl whose data is unknown fails closed."""
     gpu = gpu_providers(args.resources)
@@ -214,7 +225,10 @@ def _pod_annotations(obj: dict[str, Any]) -> Any:
 
 
 @stack_rule("fab-ipoib-weights-route",
-            "Pods on an IPoIB network resolve a host to an address of it that nv-ipam never hands out: the object store's.")
+            "Pods on an IPoIB network resolve a host to an address of it that nv-ipam never hands out: the object store's.",
+            place=450,
+            docs="pods that attach an IPoIB network resolve a host (the S3 host name) to an address of its subnet that its pool "
+                 "never hands out (the object store's IPoIB address)")
 def ipoib_weights_route(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a pod on a GPU cluster whose network annotation or host aliases are unknown, or an IPoIB network
     or pool whose IPAM, subnet or exclusions are unknown, fails closed."""

@@ -68,7 +68,9 @@ def _nominal_quotas(obj: dict[str, Any]) -> dict[tuple[str, str], Any]:
     return out
 
 
-@stack_rule("fab-multikueue-not-own-worker", "A MultiKueue manager is never its own worker.")
+@stack_rule("fab-multikueue-not-own-worker", "A MultiKueue manager is never its own worker.",
+            place=310,
+            docs="a MultiKueue manager is never its own worker")
 def multikueue_not_own_worker(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a MultiKueueCluster whose name or cluster source is unknown fails closed."""
     for resource, obj in objects(args.resources):
@@ -82,7 +84,10 @@ def multikueue_not_own_worker(args: StackValidationArgs, report: ReportViolation
 
 
 @stack_rule("fab-multikueue-quota-sum",
-            "A MultiKueue manager's ClusterQueue quotas equal the sum of its workers' queues of the same name, per flavor and resource.")
+            "A MultiKueue manager's ClusterQueue quotas equal the sum of its workers' queues of the same name, per flavor and resource.",
+            place=320,
+            docs="a MultiKueue manager's ClusterQueue quotas equal the sum of its workers' queues of the same name, per flavor "
+                 "and resource (`nominalQuota`, compared as quantities)")
 def multikueue_quota_sum(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a manager or worker ClusterQueue whose quotas are unknown, or a MultiKueueCluster whose name is,
     fails closed."""
@@ -126,7 +131,11 @@ def multikueue_quota_sum(args: StackValidationArgs, report: ReportViolation) -> 
 
 
 @stack_rule("fab-multikueue-supported-frameworks",
-            "On a MultiKueue manager, Kueue integrates only the job kinds MultiKueue can dispatch to workers.")
+            "On a MultiKueue manager, Kueue integrates only the job kinds MultiKueue can dispatch to workers.",
+            place=330,
+            docs="on a MultiKueue manager, Kueue's `integrations.frameworks` are only kinds MultiKueue 0.19 dispatches "
+                 "(batch/job, JobSet, Kubeflow jobs, TrainJob, KubeRay, AppWrapper, pod, Deployment, StatefulSet, "
+                 "LeaderWorkerSet; not SparkApplication)")
 def multikueue_supported_frameworks(args: StackValidationArgs, report: ReportViolation) -> None:
     """A manager is a cluster with a MultiKueueConfig. Unknown values: a manager's Kueue configuration that can't be
     known fails closed."""
@@ -146,7 +155,10 @@ def multikueue_supported_frameworks(args: StackValidationArgs, report: ReportVio
 
 @stack_rule("fab-training-flavor-topology",
             "Every training ResourceFlavor names a Topology the plan creates on its cluster (topology levels are always "
-            "configured), so that Kueue places training topology-aware.")
+            "configured), so that Kueue places training topology-aware.",
+            place=340,
+            docs="every ResourceFlavor (Kueue manages training only) names a Topology the plan creates on its cluster, the "
+                 "MultiKueue manager included")
 def training_flavor_topology(args: StackValidationArgs, report: ReportViolation) -> None:
     """Kueue manages training only, so every ResourceFlavor is a training flavor. Unknown values: a flavor whose spec or a
     Topology whose name can't be known fails closed."""
@@ -182,7 +194,10 @@ PREEMPTION = {
 
 
 @stack_rule("fab-training-preemptible",
-            "Every ClusterQueue lets Kueue preempt its training, for more urgent work in the queue and to reclaim lent quota.")
+            "Every ClusterQueue lets Kueue preempt its training, for more urgent work in the queue and to reclaim lent quota.",
+            place=380,
+            docs="every ClusterQueue lets Kueue preempt its training: `withinClusterQueue` and `reclaimWithinCohort` are not "
+                 "`Never`")
 def training_preemptible(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a ClusterQueue whose preemption settings can't be known fails closed."""
     for resource, obj in objects(args.resources):
@@ -201,7 +216,10 @@ def training_preemptible(args: StackValidationArgs, report: ReportViolation) -> 
 
 
 @stack_rule("fab-serving-not-kueue-managed",
-            "No vLLM workload is in a namespace that Kueue's managedJobsNamespaceSelector selects on its cluster.")
+            "No vLLM workload is in a namespace that Kueue's managedJobsNamespaceSelector selects on its cluster.",
+            place=390,
+            docs="no vLLM workload is in a namespace Kueue's `managedJobsNamespaceSelector` selects (Kueue's default selector "
+                 "when the configuration sets none)")
 def serving_not_kueue_managed(args: StackValidationArgs, report: ReportViolation) -> None:
     """Kueue never manages Deployments or pods outside the selected namespaces, whatever their labels. Unknown values: a
     workload whose labels, namespace labels or Kueue configuration can't be known fails closed."""
@@ -221,7 +239,9 @@ def serving_not_kueue_managed(args: StackValidationArgs, report: ReportViolation
                    resource.urn)
 
 
-@stack_rule("fab-serving-no-queue-label", "No serving workload, nor its pod template, carries a kueue.x-k8s.io/queue-name label.")
+@stack_rule("fab-serving-no-queue-label", "No serving workload, nor its pod template, carries a kueue.x-k8s.io/queue-name label.",
+            place=400,
+            docs="no workload in a serving namespace, nor its pod template, carries `kueue.x-k8s.io/queue-name`")
 def serving_no_queue_label(args: StackValidationArgs, report: ReportViolation) -> None:
     """Serving workloads: vLLM workloads and every workload in their namespaces. Unknown values: labels that can't be
     known fail closed."""

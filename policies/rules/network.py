@@ -100,7 +100,9 @@ def cluster_roles(resources: list[Any]) -> dict[str, set[str]]:
     return roles
 
 
-@stack_rule("fab-cross-cluster-default-deny", "Each cluster has the default-deny rule for remote clusters.")
+@stack_rule("fab-cross-cluster-default-deny", "Each cluster has the default-deny rule for remote clusters.",
+            place=150,
+            docs="each cluster has the default-deny rule for remote clusters")
 def cross_cluster_default_deny(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a cluster-wide policy whose label or spec is unknown does not count as the default deny (the
     rule fails closed)."""
@@ -174,7 +176,17 @@ def _admitted(flows: list[dict[str, Any]], destination: set[str]) -> str:
             "Every allow rule of a Cilium network policy admits only a flow of the design's table: its sources (cluster "
             "role, world, ranges) reach the destination cluster's role on that port, and nothing from another cluster on "
             "every port.",
-            settings={"flows": FLOWS_SETTING})
+            settings={"flows": FLOWS_SETTING},
+            place=160,
+            docs="every allow rule of a Cilium network policy (cluster-wide or namespaced) admits only a flow of the design's "
+                 "table: each source (a cluster by its role, as the components running there give it; `world`; address ranges; "
+                 "remote nodes) reaches the destination cluster's role on that pod port; a selector without a cluster label "
+                 "(every cluster) or a remote source on every port is refused; egress to addresses (the API servers of a "
+                 "kube-apiserver flow) only from the roles the table names, and from Trino's namespace on compute to an external "
+                 "catalog's database only: within the `cidrs` and on the port the stack's `compute.trino.external_catalogs` "
+                 "declares (read from the stack's config), one TCP port and nothing more, or to the stack's internal VIP pools "
+                 "and federated peers' ranges on ports of the table; by name only to the site's Keycloak (`keycloak.url`'s host "
+                 "and port), and never to an entity that includes the world")
 def flow_direction(args: StackValidationArgs, report: ReportViolation) -> None:
     """Ingress entries are checked on the cluster that enforces them (the destination); egress entries to addresses
     (`toCIDR`, the remote API servers of a kube-apiserver flow) on the source. Unknown values: a policy with an
@@ -329,7 +341,10 @@ def _flow_sources(resources: list[Any], report: ReportViolation) -> dict[str, di
 @stack_rule("fab-credentials-have-flow",
             "Every cluster holding S3 or Polaris credentials is a source of the flow to the S3 or Polaris REST port.",
             settings={c.setting: {"type": "integer", "default": c.port, "description": f"the port serving {c.what}"}
-                      for c in CREDENTIALS})
+                      for c in CREDENTIALS},
+            place=170,
+            docs="every cluster holding S3 or Polaris credentials (the `s3-<engine>` and `polaris-<engine>` Secrets "
+                 "StorageCluster delivers) is a source of the flow to that port; the cluster serving it needs none")
 def credentials_have_flow(args: StackValidationArgs, report: ReportViolation) -> None:
     """A Secret on the cluster that serves the port (the one enforcing the flow's rule) needs no flow. Sources are whole
     clusters: a flow narrowed to some namespaces or labels of a cluster still counts that cluster.
@@ -360,7 +375,10 @@ def credentials_have_flow(args: StackValidationArgs, report: ReportViolation) ->
                    f"add a flow from {cluster} to the cluster serving {credential.what}", resource.urn)
 
 
-@resource_rule("fab-gateway-local-traffic", "Every Envoy Gateway LoadBalancer Service uses externalTrafficPolicy: Local.")
+@resource_rule("fab-gateway-local-traffic", "Every Envoy Gateway LoadBalancer Service uses externalTrafficPolicy: Local.",
+               place=60,
+               docs="every Envoy Gateway LoadBalancer Service (the inference gateway's, the compute ingress's) uses "
+                    "`externalTrafficPolicy: Local`")
 def gateway_local_traffic(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """The design's network rule: the gateway keeps the caller's address (Cluster would SNAT it to a node's), which the
     cross-cluster flow rules match on. Unknown values: an EnvoyProxy whose Service type or traffic policy is unknown
@@ -383,7 +401,10 @@ ROUTE_KINDS = {"HTTPRoute", "SecurityPolicy", "BackendTrafficPolicy"}
 
 
 @stack_rule("fab-routes-authenticated", "Every HTTPRoute on a GPU cluster, in the plan or applied by Argo CD from Git, is covered "
-            "by a JWT SecurityPolicy and a rate limit.")
+            "by a JWT SecurityPolicy and a rate limit.",
+            place=70,
+            docs="every HTTPRoute on a GPU cluster, in the plan or applied by Argo CD from Git, is covered by a JWT "
+                 "SecurityPolicy and a rate limit; with routes from Git, the gateway itself carries both")
 def routes_authenticated(args: StackValidationArgs, report: ReportViolation) -> None:
     """A route Argo CD applies (`inference.delivery: argocd`) is not in the plan: the policies that name it stand for it,
     and since the repository may hold a route the stack does not know, the gateway itself must carry both policies.

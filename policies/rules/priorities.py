@@ -48,7 +48,9 @@ def _value(cls: PriorityClass) -> str:
 
 
 @stack_rule("fab-priority-class-exists",
-            "vLLM pods and Kueue-managed training pods name a PriorityClass that the plan creates on their cluster.")
+            "vLLM pods and Kueue-managed training pods name a PriorityClass that the plan creates on their cluster.",
+            place=350,
+            docs="vLLM pods and Kueue-managed training pods name a PriorityClass the plan creates on their cluster")
 def priority_class_exists(args: StackValidationArgs, report: ReportViolation) -> None:
     """A pod without a class runs at priority 0, below nothing; a class the cluster lacks keeps its pods from being
     created. Unknown values: a workload whose class names (or, for serving, labels) can't be known fails closed."""
@@ -87,7 +89,9 @@ def _unknown_class(obj: dict[str, Any], cluster: str) -> str:
 
 
 @stack_rule("fab-serving-not-preemptible",
-            "The vLLM pods' PriorityClass has the highest value of all PriorityClasses the plan creates on their cluster.")
+            "The vLLM pods' PriorityClass has the highest value of all PriorityClasses the plan creates on their cluster.",
+            place=360,
+            docs="the vLLM pods' PriorityClass has the highest value of all PriorityClasses the plan creates on their cluster")
 def serving_not_preemptible(args: StackValidationArgs, report: ReportViolation) -> None:
     """Then nothing the platform runs there can preempt serving (the scheduler preempts only for a higher value).
     Unknown values: a vLLM workload's class, or a PriorityClass value on its cluster, that can't be known fails closed."""
@@ -110,7 +114,10 @@ def serving_not_preemptible(args: StackValidationArgs, report: ReportViolation) 
 
 @stack_rule("fab-training-below-serving",
             "On a serving cluster, every training pod's PriorityClass and every Kueue WorkloadPriorityClass has a value "
-            "below the vLLM pods' PriorityClass.")
+            "below the vLLM pods' PriorityClass.",
+            place=370,
+            docs="on a serving cluster, every training pod's PriorityClass and every WorkloadPriorityClass has a value below "
+                 "serving's")
 def training_below_serving(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: the class of a vLLM or training workload, or the value of a PriorityClass or WorkloadPriorityClass,
     that can't be known fails closed."""

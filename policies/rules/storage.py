@@ -48,7 +48,9 @@ REPLICATES_TO_LABEL = "fab.internal/replicates-to"
 """The consumer a copy job copies to (components/federation.py)."""
 
 
-@resource_rule("fab-bucket-least-privilege", "No storage policy grants s3:* or a wildcard bucket.")
+@resource_rule("fab-bucket-least-privilege", "No storage policy grants s3:* or a wildcard bucket.",
+               place=250,
+               docs="no storage policy grants `s3:*` or a wildcard bucket")
 def bucket_least_privilege(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: an unknown policy document fails closed."""
     if args.resource_type != IAM_POLICY:
@@ -92,7 +94,10 @@ def stateful_kind(resource_type: str, props: Any) -> str | None:
 
 
 @resource_rule("fab-stateful-protected",
-               "Buckets, Postgres clusters, PVCs, the object store and a created realm are protected.")
+               "Buckets, Postgres clusters, PVCs, the object store and a created realm are protected.",
+               place=260,
+               docs="buckets, Postgres clusters, PVCs, the object store and a created realm are protected (`retain_on_delete`: "
+                    "below)")
 def stateful_protected(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a Helm release whose chart is unknown is held to the object store's rule (fails closed).
 
@@ -114,7 +119,9 @@ def _bucket_classes(resources: list[Any]) -> dict[str, dict[str, str]]:
     return out
 
 
-@stack_rule("fab-versioned-artifacts", "Model, checkpoint and warehouse buckets are versioned.")
+@stack_rule("fab-versioned-artifacts", "Model, checkpoint and warehouse buckets are versioned.",
+            place=270,
+            docs="model, checkpoint and warehouse buckets are versioned")
 def versioned_artifacts(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a bucket, its tags or its versioning with an unknown name or setting fails closed."""
     undecidable = set()
@@ -141,7 +148,11 @@ def versioned_artifacts(args: StackValidationArgs, report: ReportViolation) -> N
 
 
 @stack_rule("fab-residency",
-            "Only gold-class buckets, and the models bucket when the stack replicates models to a consumer, are marked replicable.")
+            "Only gold-class buckets, and the models bucket when the stack replicates models to a consumer, are marked replicable.",
+            place=280,
+            docs="only gold-class buckets are marked replicable or replicate to another site, and the models bucket as "
+                 "replicable only while the stack's config copies models to a consumer "
+                 "(`federation.consumers.<site>.replicate_models`)")
 def residency(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: tags that are unknown fail closed."""
     models = model_replication()
@@ -318,7 +329,14 @@ def _models_refusal(obj: dict[str, Any], source: str, bucket: str, excludes: lis
 
 @stack_rule("fab-replication-gold-only",
             "Only this site's gold buckets, and its own models to the consumers the stack replicates models to, are copied to "
-            "another object store: bucket replication and copy jobs (mc cp, mirror, mv) alike.")
+            "another object store: bucket replication and copy jobs (mc cp, mirror, mv) alike.",
+            place=290,
+            docs="whatever copies a bucket to another object store copies only this site's gold buckets: bucket replication, and "
+                 "every `mc cp`, `mirror` or `mv` between two aliases in any workload (the gold copy job), its source read from "
+                 "the job's arguments and literal environment and checked against the buckets' class tags; the models bucket "
+                 "only in the copy job of a consumer the stack's config copies models to (the job's `fab.internal/replicates-to` "
+                 "label), never with the peers' models the site keeps under `replicas/` (a whole-bucket copy needs `--exclude "
+                 "replicas/*`), and never by bucket replication")
 def replication_gold_only(args: StackValidationArgs, report: ReportViolation) -> None:
     """A copy of the models bucket passes only in a workload labelled `fab.internal/replicates-to: <consumer>` for a
     consumer with `replicate_models` in the stack's config, and never carries the peers' models kept under `replicas/`.

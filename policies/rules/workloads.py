@@ -54,7 +54,10 @@ PRIVILEGED_LEVEL = "pod-security.kubernetes.io/enforce"
 
 @resource_rule("fab-host-network-allow-listed",
                "Pods share the node's network, PID or IPC namespace only in namespaces their cluster's "
-               "host_network_namespaces (stack config) lists.")
+               "host_network_namespaces (stack config) lists.",
+               place=180,
+               docs="pods share the node's network, PID or IPC namespace only in namespaces their cluster's "
+                    "`host_network_namespaces` lists (the stack's config, see below)")
 def host_network_allow_listed(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a pod template with unknown host fields (outside the allow-list) fails closed."""
     obj = k8s_object(args.resource_type, args.props)
@@ -75,7 +78,9 @@ def host_network_allow_listed(args: ResourceValidationArgs, report: ReportViolat
 
 
 @resource_rule("fab-privileged-allow-listed",
-               "Privileged containers run only in namespaces their cluster's host_network_namespaces (stack config) lists.")
+               "Privileged containers run only in namespaces their cluster's host_network_namespaces (stack config) lists.",
+               place=190,
+               docs="privileged containers run only in namespaces their cluster's `host_network_namespaces` lists")
 def privileged_allow_listed(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a pod template with unknown security contexts (outside the allow-list) fails closed."""
     obj = k8s_object(args.resource_type, args.props)
@@ -97,7 +102,9 @@ def privileged_allow_listed(args: ResourceValidationArgs, report: ReportViolatio
 
 @resource_rule("fab-privileged-namespace-allow-listed",
                "A namespace is Pod Security privileged only where its cluster's host_network_namespaces (stack config) "
-               "lists it.")
+               "lists it.",
+               place=200,
+               docs="a namespace is Pod Security `privileged` only where its cluster's `host_network_namespaces` lists it")
 def privileged_namespace_allow_listed(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a namespace with unknown labels fails closed."""
     obj = k8s_object(args.resource_type, args.props)
@@ -114,7 +121,9 @@ def privileged_namespace_allow_listed(args: ResourceValidationArgs, report: Repo
                f"{allowed.describe()} may")
 
 
-@resource_rule("fab-pinned-versions", "Every Helm chart has an exact version and no image uses latest.")
+@resource_rule("fab-pinned-versions", "Every Helm chart has an exact version and no image uses latest.",
+               place=470,
+               docs="every Helm chart has an exact version and no image is untagged or `latest`")
 def pinned_versions(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: an unknown chart version or container image fails closed."""
     if args.resource_type == HELM_RELEASE:
@@ -137,7 +146,10 @@ def pinned_versions(args: ResourceValidationArgs, report: ReportViolation) -> No
 
 
 @resource_rule("fab-pod-security", "Outside the host-access allow-list (the cluster's host_network_namespaces), containers "
-               "run as non-root, no privilege escalation, read-only root filesystem, with requests and limits.")
+               "run as non-root, no privilege escalation, read-only root filesystem, with requests and limits.",
+               place=480,
+               docs="outside the host-access allow-list (the cluster's `host_network_namespaces`), containers run as non-root, "
+                    "without privilege escalation, with a read-only root filesystem, requests and limits")
 def pod_security(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a pod template with unknown parts (outside the allow-list) fails closed."""
     obj = k8s_object(args.resource_type, args.props)
@@ -185,7 +197,10 @@ def _literal_credentials(value: Any, path: str = "") -> list[str]:
 
 
 @resource_rule("fab-no-plaintext-secrets", "No credential-looking value in ConfigMaps or Helm values; Secrets' data are Pulumi secrets.",
-               settings={"allowedHelmSecretPaths": {"type": "array", "items": {"type": "string"}, "default": ALLOWED_SECRET_PATHS}})
+               settings={"allowedHelmSecretPaths": {"type": "array", "items": {"type": "string"}, "default": ALLOWED_SECRET_PATHS}},
+               place=490,
+               docs="no credential-looking literal in ConfigMaps or Helm values (Pulumi secrets handed to charts on listed paths "
+                    "excepted)")
 def no_plaintext_secrets(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """Unknown values: skipped, since a value computed from another resource is never a literal written in the program."""
     allowed = set(args.get_config().get("allowedHelmSecretPaths", ALLOWED_SECRET_PATHS))
