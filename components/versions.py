@@ -200,7 +200,7 @@ MYSQL_CLIENT_IMAGE = "mysql:8.4.6"
 """Runs the StarRocks setup SQL (storage volume, Polaris catalog, root password) with the mysql client."""
 STARROCKS_API = "starrocks.com/v1"
 
-# Images of the acceptance jobs (`fabctl verify`, fabctl/verify/jobs.py): none of them is deployed by Pulumi.
+# Images of the acceptance jobs (`fabctl verify`, fabctl/verify/criteria/): none of them is deployed by Pulumi.
 VERIFY_PROBE_IMAGE = SETUP_IMAGE
 """Runs the acceptance probes (fabctl/verify/probe.py: TCP, S3, the gateway, Prometheus), standard library only."""
 VERIFY_GPU_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"

@@ -118,9 +118,9 @@ def _strings(node: Any) -> list[str]:
 
 def acceptance_images(site: SiteConfig) -> list[str]:
     """The images of the acceptance jobs `fabctl verify` runs on the site, over every phase (they are in no plan)."""
-    from fabctl.verify import jobs
+    from fabctl.verify.criteria import PHASES, criteria
 
-    return [reference for phase in jobs.PHASES for criterion in jobs.criteria(site, phase) for step in criterion.steps
+    return [reference for phase in PHASES for criterion in criteria(site, phase) for step in criterion.steps
             for obj in step.objects for _, reference in image_references(obj.get("spec") or {})]
 
 

@@ -46,10 +46,10 @@ def _site(project: Path, stack: str, err: Console) -> SiteConfig | None:
 
 def _criteria(site: SiteConfig, phase: int) -> tuple[list[Criterion], list[tuple[str, str]]]:
     """The phase's criteria for the site, and those that do not apply to it with the reason."""
-    jobs = importlib.import_module("fabctl.verify.jobs")  # the builders: loaded for this command only
+    builders = importlib.import_module("fabctl.verify.criteria")  # the builders: loaded for this command only
 
-    skipped = getattr(jobs, "not_applicable", lambda _site, _phase: [])(site, phase)
-    return list(jobs.criteria(site, phase)), list(skipped)
+    skipped = getattr(builders, "not_applicable", lambda _site, _phase: [])(site, phase)
+    return list(builders.criteria(site, phase)), list(skipped)
 
 
 def render(criteria: list[Criterion], phase: int, out: Path) -> list[Path]:

@@ -1,9 +1,9 @@
 """What `fabctl verify` runs: each roadmap phase's completion check (docs/roadmap.md) as criteria, each criterion a
 sequence of steps of Kubernetes objects applied to one cluster and judged by what they report.
 
-The builders (fabctl/verify/jobs.py) make criteria from the site config; the runner (fabctl/verify/runner.py) applies
-them to the live clusters, waits, reads the results, cleans up and reports (fabctl/verify/report.py). Nothing here
-talks to a cluster.
+The builders (fabctl/verify/criteria/, a module per phase) make criteria from the site config; the runner
+(fabctl/verify/runner.py) applies them to the live clusters, waits, reads the results, cleans up and reports
+(fabctl/verify/report.py). Nothing here talks to a cluster.
 """
 
 from __future__ import annotations

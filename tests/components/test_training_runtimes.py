@@ -19,7 +19,7 @@ from components.runtimes import (
     submitter_rules,
     team_rules,
 )
-from fabctl.verify import jobs
+from fabctl.verify.criteria import criteria, not_applicable
 from fabctl.verify.runner import FINISHED, _pod_selector
 
 TRAINER_CHART = "kubeflow-trainer"
@@ -235,21 +235,21 @@ def nccl_site(runtimes: bool | None = None):
 
 
 def test_the_nccl_check_runs_as_an_mpi_trainjob():
-    check = next(c for c in jobs.criteria(nccl_site(), 1) if c.id == "01-nccl-under-load-gpu-train")
+    check = next(c for c in criteria(nccl_site(), 1) if c.id == "01-nccl-under-load-gpu-train")
     kinds = [(o["kind"], o["apiVersion"]) for o in check.steps[1].objects if o["apiVersion"].startswith("trainer.")]
     assert (check.steps[1].decides, kinds) == (("TrainJob", "nccl-baseline"), [
         ("TrainingRuntime", "trainer.kubeflow.org/v1alpha1"), ("TrainJob", "trainer.kubeflow.org/v1alpha1")])
 
 
 def test_the_nccl_runtime_is_openmpi_on_the_two_nodes():
-    check = next(c for c in jobs.criteria(nccl_site(), 1) if c.id == "01-nccl-under-load-gpu-train")
+    check = next(c for c in criteria(nccl_site(), 1) if c.id == "01-nccl-under-load-gpu-train")
     (runtime,) = [o for o in check.steps[1].objects if o["kind"] == "TrainingRuntime"]
     assert runtime["spec"]["mlPolicy"] == {"numNodes": 2, "mpi": {
         "numProcPerNode": 8, "mpiImplementation": "OpenMPI", "runLauncherAsNode": False, "sshAuthMountPath": "/etc/fab-mpi-ssh"}}
 
 
 def test_the_nccl_check_does_not_apply_without_trainer():
-    skipped = dict(jobs.not_applicable(nccl_site(runtimes=False), 1))
+    skipped = dict(not_applicable(nccl_site(runtimes=False), 1))
     assert skipped["01-nccl-under-load-gpu-train"] == (
         "the NCCL run is a TrainJob of Kubeflow Trainer's MPI runtime, and training.runtimes leaves Trainer out")
 

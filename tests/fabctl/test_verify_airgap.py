@@ -13,7 +13,7 @@ from small_site import full_site
 
 from components.config import parse_site
 from fabctl.check.mirror import image_references, pod_specs
-from fabctl.verify import jobs
+from fabctl.verify.criteria import PHASES, criteria
 from fabctl.verify.model import Criterion, Step
 from fabctl.verify.report import ERROR, PASS
 from fabctl.verify.runner import Runner
@@ -27,7 +27,7 @@ REGISTRY = {"charts": "oci://registry.fab.internal/charts", "images": IMAGES, "f
 def pods(raw: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(criterion id, pod spec) of every pod the site's acceptance jobs run, over every phase."""
     site = parse_site(raw)
-    found = [(c.id, spec) for phase in jobs.PHASES for c in jobs.criteria(site, phase) for step in c.steps
+    found = [(c.id, spec) for phase in PHASES for c in criteria(site, phase) for step in c.steps
              for obj in step.objects for _, spec in pod_specs(obj.get("spec") or {})]
     assert found
     return found

@@ -1,4 +1,4 @@
-"""`python -m fabctl verify` on the smallest site, with a fake builders module (`fabctl.verify.jobs`) so that the command
+"""`python -m fabctl verify` on the smallest site, with a fake builders module (`fabctl.verify.criteria`) so that the command
 is tested apart from the jobs: --render writes the files, a run against the fake API (tests/kube_stub.py) reports and
 exits 0 or 1, and usage and config mistakes exit 2."""
 
@@ -49,10 +49,10 @@ def project(tmp_path: Path) -> Path:
 @pytest.fixture
 def jobs(monkeypatch) -> types.ModuleType:
     """The builders module the command imports, as a fake: one NCCL criterion, one criterion that does not apply."""
-    fake = types.ModuleType("fabctl.verify.jobs")
+    fake = types.ModuleType("fabctl.verify.criteria")
     fake.criteria = lambda site, phase: [nccl_criterion(phase)]
     fake.not_applicable = lambda site, phase: [(f"0{phase}-s3-from-gpu", f"{site.name} has no training team")]
-    monkeypatch.setitem(sys.modules, "fabctl.verify.jobs", fake)
+    monkeypatch.setitem(sys.modules, "fabctl.verify.criteria", fake)
     return fake
 
 

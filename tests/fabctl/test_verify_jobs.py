@@ -1,4 +1,4 @@
-"""fabctl verify's acceptance jobs (fabctl/verify/jobs.py, docs/acceptance.md): built from the config, valid, restricted
+"""fabctl verify's acceptance jobs (fabctl/verify/criteria/, docs/acceptance.md): built from the config, valid, restricted
 but for the named exception, pinned, labelled, and judged by exact messages."""
 
 from __future__ import annotations
@@ -18,8 +18,11 @@ from components import versions
 from components.config import parse_site
 from components.gpu import RDMA_RESOURCE
 from components.kube import restricted_security_context
-from fabctl.verify import jobs
 from fabctl.verify import probe as probe_script
+from fabctl.verify.criteria import PHASES, criteria, not_applicable
+from fabctl.verify.criteria.blocks import PROBE_SCRIPT, VERIFY_LABEL, Site, _dns
+from fabctl.verify.criteria.phase_01_nccl import MPI_EXCEPTION, MPI_OPERATOR
+from fabctl.verify.criteria.phase_04 import metric_queries
 from fabctl.verify.model import Criterion
 
 NAMESPACE = "fab-verify"
@@ -51,7 +54,7 @@ def complete():
 
 
 def all_criteria(site) -> list[Criterion]:
-    return [c for phase in jobs.PHASES for c in jobs.criteria(site, phase)]
+    return [c for phase in PHASES for c in criteria(site, phase)]
 
 
 def objects(site) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -74,7 +77,7 @@ def step_by_decider(criterion: Criterion, name: str):
 
 
 def criterion(site, phase: int, cid: str) -> Criterion:
-    return next(c for c in jobs.criteria(site, phase) if c.id == cid)
+    return next(c for c in criteria(site, phase) if c.id == cid)
 
 
 # --- what is built -------------------------------------------------------------------------------------------------
@@ -116,7 +119,7 @@ def test_every_pod_is_restricted_but_the_mpi_pods(site):
             assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
             for container in pod["containers"]:
                 context = {k: v for k, v in container["securityContext"].items() if k not in ("runAsUser", "runAsGroup")}
-                assert context == (jobs.MPI_EXCEPTION if obj["kind"] == "TrainingRuntime" else restricted)
+                assert context == (MPI_EXCEPTION if obj["kind"] == "TrainingRuntime" else restricted)
                 assert container["securityContext"].get("runAsUser", 1) != 0
                 assert container["resources"]["requests"] and container["resources"]["limits"]
                 checked += 1
@@ -124,8 +127,8 @@ def test_every_pod_is_restricted_but_the_mpi_pods(site):
 
 
 def test_the_mpi_exception_adds_ipc_lock_and_sshds_capabilities_only():
-    assert jobs.MPI_EXCEPTION["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK", "SETUID", "SETGID", "SYS_CHROOT"]}
-    assert jobs.MPI_EXCEPTION["allowPrivilegeEscalation"] is False
+    assert MPI_EXCEPTION["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK", "SETUID", "SETGID", "SYS_CHROOT"]}
+    assert MPI_EXCEPTION["allowPrivilegeEscalation"] is False
 
 
 def test_no_pod_uses_the_host(site):
@@ -147,10 +150,10 @@ def test_every_object_carries_its_criterion(site):
     built = list(objects(site))
     assert built
     for cid, obj in built:
-        assert obj["metadata"]["labels"][jobs.VERIFY_LABEL] == jobs._dns(cid)
+        assert obj["metadata"]["labels"][VERIFY_LABEL] == _dns(cid)
     for _, obj in built:
         for pod_template in ([obj["spec"]["template"]] if obj["kind"] == "Job" else []):
-            assert jobs.VERIFY_LABEL in pod_template["metadata"]["labels"]
+            assert VERIFY_LABEL in pod_template["metadata"]["labels"]
 
 
 def test_objects_outside_the_acceptance_namespace_are_team_rbac_inference_airflow_or_nccl(complete):
@@ -169,23 +172,23 @@ def test_objects_outside_the_acceptance_namespace_are_team_rbac_inference_airflo
 
 
 def test_criterion_ids_are_unique(site):
-    ids = [c.id for c in all_criteria(site)] + [cid for p in jobs.PHASES for cid, _ in jobs.not_applicable(site, p)]
+    ids = [c.id for c in all_criteria(site)] + [cid for p in PHASES for cid, _ in not_applicable(site, p)]
     assert ids
     assert len(ids) == len(set(ids))
 
 
 def test_criterion_ids_of_the_small_site_are_stable():
     site = parse_site(small_site())
-    assert [c.id for c in jobs.criteria(site, 1)] == [
+    assert [c.id for c in criteria(site, 1)] == [
         "01-gpus-gpu-gpu-trn-1", "01-s3-readwrite-gpu", "01-flow-inference", "01-flow-polaris", "01-flow-s3",
         "01-denied-compute-to-gpu", "01-denied-gpu-to-storage",
     ]
-    assert [c.id for c in jobs.criteria(site, 2)] == ["02-inference-call", "02-inference-unauthenticated", "02-inference-rate-limit"]
+    assert [c.id for c in criteria(site, 2)] == ["02-inference-call", "02-inference-unauthenticated", "02-inference-rate-limit"]
 
 
 def test_fails_when_the_phase_is_not_a_roadmap_phase():
     with pytest.raises(ValueError, match="^phase 6 is not a roadmap phase; give one of 1, 2, 3, 4, 5$"):
-        jobs.criteria(parse_site(small_site()), 6)
+        criteria(parse_site(small_site()), 6)
 
 
 # --- phase 01 ------------------------------------------------------------------------------------------------------
@@ -209,14 +212,14 @@ def test_fails_when_a_node_shows_fewer_gpus_than_configured():
 
 
 def test_an_inference_node_is_skipped_with_the_reason():
-    reasons = dict(jobs.not_applicable(parse_site(small_site()), 1))
+    reasons = dict(not_applicable(parse_site(small_site()), 1))
     assert reasons["01-gpus-gpu-gpu-inf-1"] == (
         "gpu/gpu-inf-1 serves models (pool inference): its GPUs are vLLM's; run phase 01 before inference, or with the "
         "node in pool training")
 
 
 def test_nccl_is_skipped_with_one_training_node():
-    reasons = dict(jobs.not_applicable(parse_site(small_site()), 1))
+    reasons = dict(not_applicable(parse_site(small_site()), 1))
     assert reasons["01-nccl-under-load-gpu"] == "gpu has 1 training node(s) under the active profile; multi-node NCCL needs two"
 
 
@@ -230,7 +233,7 @@ def test_nccl_runs_alone_then_beside_warp(complete):
     assert warp["metadata"]["namespace"] == "team-fdc"
     assert "--bucket=site-t-checkpoints" in warp["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--prefix=fdc/fab-verify-load" in warp["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert check.needs == (jobs.MPI_OPERATOR,)
+    assert check.needs == (MPI_OPERATOR,)
 
 
 def test_nccl_workers_get_the_gpus_rdma_and_nccl_settings_of_the_cluster(complete):
@@ -344,7 +347,7 @@ def test_fails_when_a_denied_pair_connects():
 
 
 def test_apiserver_flows_are_left_to_phase_05_with_the_reason():
-    reasons = dict(jobs.not_applicable(parse_site(small_site()), 1))
+    reasons = dict(not_applicable(parse_site(small_site()), 1))
     assert reasons["01-flow-multikueue"] == (
         "it admits only kueue-system pods to API servers, as egress on those pods: a probe pod elsewhere is not subject "
         "to it (phase 05 checks MultiKueue's own connection)")
@@ -358,8 +361,8 @@ def test_inference_checks_are_skipped_without_inference():
     raw["gpu"]["gpu"]["nodes"]["gpu-inf-1"]["pool"] = "training"
     raw["phase"] = 1
     site = parse_site(raw)
-    assert jobs.criteria(site, 2) == []
-    assert [cid for cid, _ in jobs.not_applicable(site, 2)] == [
+    assert criteria(site, 2) == []
+    assert [cid for cid, _ in not_applicable(site, 2)] == [
         "02-inference-call", "02-inference-unauthenticated", "02-inference-rate-limit"]
 
 
@@ -397,7 +400,7 @@ def test_fails_when_no_request_is_limited():
 # --- phase 03 ------------------------------------------------------------------------------------------------------
 
 def test_the_loop_check_is_skipped_without_a_run():
-    reasons = dict(jobs.not_applicable(parse_site(small_site()), 3))
+    reasons = dict(not_applicable(parse_site(small_site()), 3))
     assert reasons["03-model-published"] == (
         "acceptance.serving_loop names no run of the serving-loop DAG to verify (docs/acceptance.md, phase 03)")
 
@@ -431,7 +434,7 @@ def test_the_access_review_account_may_only_create_reviews(complete):
 
 
 def test_metrics_expect_a_dcgm_series_per_configured_gpu(complete):
-    assert jobs.metric_queries(jobs.Site(complete), "gpu")["dcgm_gpus"] == (
+    assert metric_queries(Site(complete), "gpu")["dcgm_gpus"] == (
         'count(DCGM_FI_DEV_GPU_UTIL{cluster="site-t-gpu"})', 24)
 
 
@@ -443,7 +446,7 @@ def test_fails_when_a_component_has_no_series(complete):
 
 
 def test_metrics_are_skipped_without_a_metrics_stack():
-    reasons = dict(jobs.not_applicable(parse_site(small_site()), 4))
+    reasons = dict(not_applicable(parse_site(small_site()), 4))
     assert reasons["04-metrics-gpu"] == "the site deploys no metrics stack (no `observability` section)"
 
 
@@ -511,7 +514,7 @@ def test_fails_when_the_serving_loop_names_an_unserved_model():
 # --- the probe -----------------------------------------------------------------------------------------------------
 
 def probe(*args: str) -> str:
-    return subprocess.run([sys.executable, str(jobs.PROBE_SCRIPT), *args], capture_output=True, text=True, check=True).stdout
+    return subprocess.run([sys.executable, str(PROBE_SCRIPT), *args], capture_output=True, text=True, check=True).stdout
 
 
 def test_the_probe_reports_a_completed_handshake():

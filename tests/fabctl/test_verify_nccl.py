@@ -1,4 +1,4 @@
-"""Phase 01's NCCL check (fabctl/verify/jobs.py nccl_under_load): the transport read from NCCL's log, ssh between the MPI
+"""Phase 01's NCCL check (fabctl/verify/criteria/phase_01_nccl.py nccl_under_load): the transport read from NCCL's log, ssh between the MPI
 pods configured by the step itself, and the order the runner applies the real stack's run under load."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from small_site import full_site
 
 from components.config import parse_site
 from fabctl.render import PROJECT_DIR
-from fabctl.verify import jobs
+from fabctl.verify.criteria import criteria
+from fabctl.verify.criteria.phase_01_nccl import nccl_transport_script
 from fabctl.verify.runner import apply_order
 
 IB_LOG = """\
@@ -32,7 +33,7 @@ gpu-trn-1:41:60 [7] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [send] via NET/Socket/
 def transport(log: str, tmp_path: Path) -> str:
     path = tmp_path / "nccl.log"
     path.write_text(log)
-    script = "\n".join(jobs.nccl_transport_script(str(path)))
+    script = "\n".join(nccl_transport_script(str(path)))
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
 
 
@@ -41,7 +42,7 @@ def check():
     """The NCCL check of the full small site with a second training node on gpu."""
     raw = full_site()
     raw["gpu"]["gpu"]["nodes"]["gpu-trn-2"] = {"gpu_type": "h100", "gpus": 8, "pool": "training"}
-    return next(c for c in jobs.criteria(parse_site(raw), 1) if c.id == "01-nccl-under-load-gpu")
+    return next(c for c in criteria(parse_site(raw), 1) if c.id == "01-nccl-under-load-gpu")
 
 
 def mpi_step_objects(check, index: int = 2) -> dict[str, dict]:
@@ -71,7 +72,7 @@ def test_no_ib_device_alone_is_not_ib(tmp_path):
 def test_the_launcher_reports_the_transport_from_its_log(check):
     runtime = next(o for o in check.steps[1].objects if o["kind"] == "TrainingRuntime")
     script = pod(runtime, "launcher")["containers"][0]["args"][0]
-    assert "\n".join(jobs.nccl_transport_script("/tmp/nccl.log")) in script
+    assert "\n".join(nccl_transport_script("/tmp/nccl.log")) in script
     assert "grep -q 'NET/IB'" not in script
 
 
@@ -119,7 +120,7 @@ def test_the_launchers_ssh_reads_the_steps_ssh_config(check):
 def test_site_a_applies_warps_ca_and_the_runs_namespace_and_runtime_before_warp_and_the_trainjob():
     with contextlib.chdir(PROJECT_DIR):  # ca_bundle is a path relative to the project
         site = parse_site(site_raw("site-a"))
-    check = next(c for c in jobs.criteria(site, 1) if c.id == "01-nccl-under-load-gpu")
+    check = next(c for c in criteria(site, 1) if c.id == "01-nccl-under-load-gpu")
     loaded = check.steps[2]
     assert loaded.background == ("warp-load",)
     assert [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in apply_order(loaded)] == [

@@ -243,8 +243,9 @@ def test_parse_results_reads_only_result_lines_and_the_last_value_wins():
 
 
 def test_applies_what_a_background_job_mounts_before_starting_it(run, api):
-    """The NCCL run under load as jobs.py builds it: its namespace, its ssh settings, warp's CA bundle, warp (background)
-    and the MPIJob. warp cannot start without its ConfigMap, nor the MPIJob without its namespace."""
+    """The NCCL run under load as fabctl/verify/criteria/phase_01_nccl.py builds it: its namespace, its ssh settings,
+    warp's CA bundle, warp (background) and the MPIJob. warp cannot start without its ConfigMap, nor the MPIJob without
+    its namespace."""
     api.groups["v1"] = [*CORE, {"name": "configmaps", "kind": "ConfigMap", "namespaced": True}]
     api.groups["kubeflow.org/v2beta1"] = MPI
     api.namespaces.add("team-fdc")
