@@ -98,7 +98,7 @@ REMOTE_SITE_LABEL = "fab.internal/remote-site"
 
 def tenant_labels(teams: list[str], remote_teams: dict[str, RemoteTeam]) -> dict[str, dict[str, str]]:
     """The site's tenants, by name, with the namespace labels that mark their namespaces (the network keeps them apart,
-    components/network.py `tenant_isolation_policy`): each team by TEAM_LABEL (its namespaces here and its notebooks'),
+    components/network_policies.py `tenant_isolation_policy`): each team by TEAM_LABEL (its namespaces here and its notebooks'),
     each linked peer's team that trains here by REMOTE_TEAM_LABEL and REMOTE_SITE_LABEL (named by its namespace)."""
     return {**{team: {TEAM_LABEL: names.TEAM_LABEL(team)} for team in sorted(teams)},
             **{ns_name: {REMOTE_TEAM_LABEL: remote.team, REMOTE_SITE_LABEL: remote.peer} for ns_name, remote in sorted(remote_teams.items())}}
