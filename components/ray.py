@@ -39,9 +39,9 @@ from components.kube import (
     restricted_container,
     restricted_pod_security_context,
 )
+from components.kueue import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL
 from components.providers import ClusterRef
 from components.registry import UPSTREAM, Registry
-from components.training import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL
 
 KUBERAY_NAMESPACE = "kuberay-system"
 TOKEN_SECRET = "ray-token"

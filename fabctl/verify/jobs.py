@@ -30,12 +30,12 @@ from components.constants import (
 from components.data_access import TRAINING, s3_endpoint_internal, team_prefix
 from components.gpu import INFERENCE_NAMESPACE, NOTEBOOKS_POOL, POOL_LABEL, RDMA_RESOURCE, nccl_env, pool_tolerations, toleration
 from components.kube import SMALL_RESOURCES, restricted_container, restricted_pod_security_context
+from components.kueue import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
 from components.monitors import target_namespace
 from components.observability import PROMETHEUS_URL
 from components.registry import Registry
 from components.runtimes import TRAINER, TRAINER_STEP_LABEL, installed_runtimes
 from components.serving import route_prefix, stable_labels
-from components.training import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
 from fabctl.verify.model import Criterion, Judgement, Manifest, Step
 
 PHASES = (1, 2, 3, 4, 5)
@@ -230,7 +230,7 @@ def _probe_step(site: Site, cluster: str, cid: str, name: str, args: list[str], 
 
 
 def _queued() -> dict[str, Any]:
-    """What a Job in a team namespace carries (components/training.py example_job): Kueue manages every job there
+    """What a Job in a team namespace carries (components/training_submission.py example_job): Kueue manages every job there
     (manageJobsWithoutQueueName) and admits it against the team's quota onto the training pool, the only GPU pool the
     ValidatingAdmissionPolicy fab-team-workloads lets a team's pods tolerate."""
     return {"labels": {QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: DEFAULT_WORKLOAD_PRIORITY}, "suspend": True}
@@ -1147,7 +1147,7 @@ def multikueue_dispatch(site: Site) -> Criterion | tuple[str, str]:
     pod = {"automountServiceAccountToken": False, "securityContext": restricted_pod_security_context(),
            **site.registry.pod_fields(), "containers": [container], "volumes": _scratch(("tmp", "/tmp"))[0],
            **_training_placement()}
-    # Submitted the way Airflow submits (components/training.py example_job): suspended for Kueue, queue and priority labels.
+    # Submitted the way Airflow submits (components/training_submission.py example_job): suspended for Kueue, queue and priority labels.
     job = _job(submitted, namespace, cid, pod, site.acceptance.timeout_sec,
                labels={QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: DEFAULT_WORKLOAD_PRIORITY}, suspend=True)
     account = _dns("fab-verify", "multikueue")
