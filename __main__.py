@@ -205,7 +205,8 @@ training = TrainingPool(
 spark_rapids = {
     key: SparkRapids(
         f"spark-rapids-{key}",
-        SparkRapidsArgs(gpu=gpus[key], config=spec.spark_rapids, team_namespaces=training.team_namespaces(key),
+        SparkRapidsArgs(gpu=gpus[key], config=spec.spark_rapids,
+                        team_namespaces={team: ns.resource for (c, team), ns in training.team_namespaces().items() if c == key},
                         kueue=training.kueue[key], catalog_uri=storage.catalog_uri, adopt=site.adopt,
                         trust=SparkTrust(storage.s3_ca_pem)),
     )
@@ -213,7 +214,7 @@ spark_rapids = {
 }
 batch_inference = BatchInference(
     "batch-inference",
-    BatchInferenceArgs(served=inference.served_models, team_namespaces=training.team_namespace_refs(), storage=storage),
+    BatchInferenceArgs(served=inference.served_models, team_namespaces=training.team_namespaces(), storage=storage),
 ) if inference is not None and batch_inference_on else None
 if ray:
     RayPlatform(
@@ -222,7 +223,7 @@ if ray:
             gpus={key: gpu.cluster for key, gpu in gpus.items()},
             lb_pools={key: site.clusters[key].clustermesh_pool for key in gpus},
             manager=multikueue_manager,
-            team_namespaces={key: ns for key, ns in training.kueue_team_namespaces.items() if key[0] in gpus},
+            team_namespaces={(c, ns.name): ns.resource for (c, _), ns in training.team_namespaces().items()},
             teams={site_names.TEAM_NAMESPACE(team): team for team in teams},
             tokens=ray_tokens,
             adopt=site.adopt,

@@ -31,11 +31,11 @@ from components.constants import S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY, TEAM
 from components.data_access import TRAINING
 from components.gpu import NVME_STORAGE_CLASS, POOL_LABEL, TRAINING_PRIORITY, toleration
 from components.kube import restricted_container, restricted_pod_security_context
+from components.kueue import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL
 from components.providers import NamespaceRef
 from components.registry import UPSTREAM, Registry
 from components.serving import VLLM_USER, ServedModel, cache_size_gib, model_path
 from components.storage import MC_CA_DIR, StorageCluster, site_ca_mounts, site_ca_volumes
-from components.training import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL
 
 CONFIG_MAP = "batch-inference"
 """The ConfigMap of batch Job templates in every team namespace of a GPU cluster, one key per served model."""
@@ -182,7 +182,7 @@ class BatchInferenceArgs:
     served: dict[str, ServedModel]
     """The served models, each with its sizing under the active profile: a Job template each."""
     team_namespaces: dict[tuple[str, str], NamespaceRef]
-    """(GPU cluster, team) -> the team's namespace there (TrainingPool.team_namespace_refs()): a ConfigMap in each."""
+    """(GPU cluster, team) -> the team's namespace there (TrainingPool.team_namespaces()): a ConfigMap in each."""
     storage: StorageCluster
     """Names the models and checkpoint buckets and delivers the site CA beside the team's keys."""
 

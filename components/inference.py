@@ -48,7 +48,8 @@ from components.gpu import INFERENCE_NAMESPACE, GpuCluster
 from components.identity import SiteIdentity
 from components.kube import Adoption, namespace
 from components.monitors import ENVOY_PROXY_POD_LABELS, OWNING_GATEWAY_LABEL
-from components.network import CrossClusterNetwork, GlobalService, fence_policy
+from components.network import CrossClusterNetwork, GlobalService
+from components.network_policies import fence_policy
 from components.providers import NamespaceRef, SiteRef
 from components.serving import GATEWAY_NAME, PRINCIPAL, VLLM_PORT, route_prefix
 from components.constants import SITE_CA_SECRET

@@ -39,7 +39,8 @@ from components.gateway import ROUTES_LABEL, http_route
 from components.identity import PLATFORM_ADMINS, SiteIdentity
 from components.kube import Adoption, helm_release, namespace, random_secret
 from components.monitors import MetricsScope, scrape_targets
-from components.network import CrossClusterNetwork, fence_policy
+from components.network import CrossClusterNetwork
+from components.network_policies import fence_policy
 from components.providers import ClusterRef, NamespaceRef, SiteRef
 from components.storage import SiteCa
 

@@ -32,9 +32,9 @@ from components.kube import (
     restricted_container,
     restricted_pod_security_context,
 )
+from components.kueue import queue_flavors, queue_resource_groups, team_namespace
 from components.providers import ClusterRef
 from components.registry import UPSTREAM, Registry
-from components.training import queue_flavors, queue_resource_groups, team_namespace
 
 SWITCH_NAMESPACE = "fab-profile"
 """Where the switches run and record themselves, on every cluster that has switched objects."""

@@ -25,6 +25,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions, yamltext
+from components.cilium import POOL_LABEL as LB_POOL_LABEL
 from components.config import AdoptConfig, names
 from components.config.views import RAY_CLIENT_PORT
 from components.constants import RAY_TOKEN_KEY, TEAM_LABEL, polaris_secret, s3_secret
@@ -38,10 +39,9 @@ from components.kube import (
     restricted_container,
     restricted_pod_security_context,
 )
-from components.network import POOL_LABEL as LB_POOL_LABEL
+from components.kueue import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL
 from components.providers import ClusterRef
 from components.registry import UPSTREAM, Registry
-from components.training import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL
 
 KUBERAY_NAMESPACE = "kuberay-system"
 TOKEN_SECRET = "ray-token"

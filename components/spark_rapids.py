@@ -27,16 +27,9 @@ from components.engines._spark_trust import SparkTrust
 from components.engines.spark import SERVICE_ACCOUNT, registry_fields, spark_conf
 from components.gpu import POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
 from components.kube import Adoption, helm_release, namespace, restricted_pod_security_context, restricted_security_context
+from components.kueue import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
 from components.registry import UPSTREAM, Registry
-from components.training import (
-    ACCESS_NAMESPACE,
-    DEFAULT_WORKLOAD_PRIORITY,
-    LOCAL_QUEUE,
-    PRIORITY_LABEL,
-    QUEUE_LABEL,
-    SUBMITTER,
-    team_namespace,
-)
+from components.training import ACCESS_NAMESPACE, SUBMITTER
 
 OPERATOR_NAMESPACE = "spark-operator"
 SUBMITTER_ROLE = "fab-airflow-submitter-spark"

@@ -13,8 +13,8 @@ from admission_cases import PREVIEW_CASES, PREVIEW_GROUPS, RAY_CASES, TEAM_WORKL
 from components import iceberg_maintenance
 from components.access import DRY_RUN_ONLY, PREVIEW_USER, preview_rules
 from components.config import IcebergMaintenanceConfig
+from components.kueue import DENIED_PRIORITY, DENIED_TOLERATION, TEAM_WORKLOADS_POLICY  # the policy's own words
 from components.ray import TOKEN_AUTH_POLICY
-from components.training import DENIED_PRIORITY, DENIED_TOLERATION, TEAM_WORKLOADS_POLICY  # the policy's own words
 
 STAND_IN_MAINTENANCE = iceberg_maintenance.applications(IcebergMaintenanceConfig(targets=[{"namespace": "fdc"}]),
                                                         "https://polaris.site-t.fab.internal/api/catalog")

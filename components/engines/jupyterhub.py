@@ -25,7 +25,7 @@ from components.constants import (
 from components.engines import _spark_connect as spark_connect
 from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui
 from components.identity import PLATFORM_USERS
-from components.network import fence_policy
+from components.network_policies import fence_policy
 from components.providers import NamespaceRef
 
 

@@ -33,7 +33,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from components.network import ADVERTISE_LABEL, CLUSTER_LABEL
+from components.cilium import ADVERTISE_LABEL
+from components.network_policies import CLUSTER_LABEL
 from fabctl.access.model import Access, Principal
 from components.versions import CILIUM
 from fabctl.render import HELM_RELEASE_TYPE, Plan

@@ -17,10 +17,10 @@ from components import versions
 from components.airgap import chart_values
 from components.config import RegistryConfig, parse_site
 from components.gpu import POSTRENDER, cluster_policy_spec, gpu_operator_values, nic_cluster_policy_spec
+from components.kueue import kueue_values
 from components.ray import example_ray_job, operator_values
 from components.registry import UPSTREAM, Registry, merge_values
 from components.runtimes import trainer_values
-from components.training import kueue_values
 from fabctl.check.mirror import image_references, pod_specs
 from fabctl.helm import ChartPackages, ChartRef, template
 from fabctl.render import PROJECT_DIR

@@ -15,7 +15,7 @@ from small_site import small_site
 
 from components.config import config_key_problems, parse_site
 from components.engines.trino import jdbc_url
-from components.network import NAMESPACE_LABEL
+from components.network_policies import NAMESPACE_LABEL
 from fabctl.render import PROJECT_DIR
 
 SCM = {"connector": "postgresql", "host": "scm-db.corp.example", "cidrs": ["172.20.8.0/28"], "database": "scm", "user": "trino_ro"}

@@ -395,7 +395,7 @@ def _tenant_pod(namespace: str, labels: dict[str, str], pod_labels: dict | None 
 def test_a_peers_team_and_the_sites_team_of_the_same_name_are_kept_apart():
     from cilium_engine import decide
 
-    from components.network import tenant_isolation_policy
+    from components.network_policies import tenant_isolation_policy
 
     tenants = _tenants()
     policies = [tenant_isolation_policy(tenants)]
@@ -412,7 +412,7 @@ def test_a_pod_the_platform_labels_with_another_team_is_refused_in_a_shared_name
     """A notebook server carries its team's label (KubeSpawner's, set by the hub) where teams share a namespace."""
     from cilium_engine import decide
 
-    from components.network import tenant_isolation_policy
+    from components.network_policies import tenant_isolation_policy
 
     tenants = _tenants()
     server = _tenant_pod("shared", {}, {"component": "singleuser-server", "fab.internal/team": "fdc"})
@@ -421,7 +421,7 @@ def test_a_pod_the_platform_labels_with_another_team_is_refused_in_a_shared_name
 
 
 def test_fails_when_a_tenant_has_no_namespace_labels():
-    from components.network import tenant_isolation_policy
+    from components.network_policies import tenant_isolation_policy
 
     with pytest.raises(ValueError) as error:
         tenant_isolation_policy({"yield": {}})

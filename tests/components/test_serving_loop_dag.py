@@ -20,7 +20,7 @@ from small_site import small_site
 
 from components.constants import TRAINING_MODEL_URI
 from components.data_access import team_prefix
-from components.training import airflow_submission, example_job
+from components.training_submission import airflow_submission, example_job
 from fabctl.serving import delivered_by_pulumi, manifest_text, serving_tree
 from fabctl.stackfile import SITE_KEY
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.training import kubeconfig
+from components.training_submission import kubeconfig
 from fabctl.render import Plan, render_config
 from fabctl.stackfile import SITE_KEY
 from small_site import small_site

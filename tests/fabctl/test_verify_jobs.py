@@ -88,7 +88,7 @@ def test_every_job_in_a_team_namespace_is_one_kueue_queues_and_the_team_policy_a
     from admission import Request, admit
     from admission_cases import TEAM_NAMESPACE
 
-    from components.training import LOCAL_QUEUE, QUEUE_LABEL, TEAM_WORKLOADS_POLICY, team_workloads_policy
+    from components.kueue import LOCAL_QUEUE, QUEUE_LABEL, TEAM_WORKLOADS_POLICY, team_workloads_policy
 
     policy = {"metadata": {"name": TEAM_WORKLOADS_POLICY}, "spec": team_workloads_policy()}
     binding = {"spec": {"policyName": TEAM_WORKLOADS_POLICY, "validationActions": ["Deny"]}}

@@ -17,7 +17,7 @@ from components.gpu import POOL_LABEL, toleration
 from components.kube import restricted_container, restricted_pod_security_context
 from components.registry import Registry
 from components.serving import route_prefix
-from components.training import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
+from components.kueue import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
 from fabctl.verify.model import Manifest, Step
 
 VERIFY_LABEL = "fab.internal/verify"
@@ -167,7 +167,7 @@ def _probe_step(site: Site, cluster: str, cid: str, name: str, args: list[str], 
 
 
 def _queued() -> dict[str, Any]:
-    """What a Job in a team namespace carries (components/training.py example_job): Kueue manages every job there
+    """What a Job in a team namespace carries (components/training_submission.py example_job): Kueue manages every job there
     (manageJobsWithoutQueueName) and admits it against the team's quota onto the training pool, the only GPU pool the
     ValidatingAdmissionPolicy fab-team-workloads lets a team's pods tolerate."""
     return {"labels": {QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: DEFAULT_WORKLOAD_PRIORITY}, "suspend": True}

@@ -12,7 +12,7 @@ from components.data_access import TRAINING, s3_endpoint_internal, team_prefix
 from components.gpu import RDMA_RESOURCE, nccl_env, toleration
 from components.kube import restricted_container, restricted_pod_security_context
 from components.runtimes import TRAINER, TRAINER_STEP_LABEL, installed_runtimes
-from components.training import team_namespace
+from components.kueue import team_namespace
 from fabctl.verify.criteria.blocks import (
     PROBE_USER,
     VERIFY_LABEL,

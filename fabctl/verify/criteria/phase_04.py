@@ -11,7 +11,7 @@ from components.gpu import INFERENCE_NAMESPACE
 from components.monitors import target_namespace
 from components.observability import PROMETHEUS_URL
 from components.serving import stable_labels
-from components.training import team_namespace
+from components.kueue import team_namespace
 from fabctl.verify.criteria.blocks import (
     Site,
     _account,

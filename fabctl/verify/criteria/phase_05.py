@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from components import versions
 from components.constants import AIRFLOW_NAMESPACE, TRAINING_SUBMISSION_CONFIG_MAP
 from components.kube import restricted_container, restricted_pod_security_context
-from components.training import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
+from components.kueue import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
 from fabctl.verify.criteria.blocks import (
     PROBE_USER,
     Site,
@@ -47,7 +47,7 @@ def multikueue_dispatch(site: Site) -> Criterion | tuple[str, str]:
     pod = {"automountServiceAccountToken": False, "securityContext": restricted_pod_security_context(),
            **site.registry.pod_fields(), "containers": [container], "volumes": _scratch(("tmp", "/tmp"))[0],
            **_training_placement()}
-    # Submitted the way Airflow submits (components/training.py example_job): suspended for Kueue, queue and priority labels.
+    # Submitted the way Airflow submits (components/training_submission.py example_job): suspended for Kueue, queue and priority labels.
     job = _job(submitted, namespace, cid, pod, site.acceptance.timeout_sec,
                labels={QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: DEFAULT_WORKLOAD_PRIORITY}, suspend=True)
     account = _dns("fab-verify", "multikueue")
