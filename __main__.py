@@ -2,6 +2,7 @@
 
 import pulumi
 
+import components.catalog  # noqa: F401  (declares the engines and their flows to the config before the site is parsed)
 from components.access import PreviewAccess, PreviewAccessArgs
 from components.batch_inference import BatchInference, BatchInferenceArgs, shared_weights
 from components.compute import ComputeCluster, ComputeClusterArgs

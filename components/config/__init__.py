@@ -7,6 +7,8 @@ A user mistake becomes a `ConfigError` whose lines each name the key path, the v
 
 The package is split by concern; import from here, not from its modules:
 
+- `declared`: what the config knows of the components (the engines' needs, the flows they open), declared by
+  components/catalog.py;
 - `fields`: value types (DNS label, CIDR, port, ...) and site-wide constants;
 - `names`: the names derived from config keys (namespaces, Services, buckets, host names) and their limits;
 - `schema/`: the models, one module per domain (network, storage, teams, gpu, compute, federation, adopt);
@@ -17,6 +19,7 @@ The package is split by concern; import from here, not from its modules:
 - `load`: parsing, error lines, secrets and the stack file's JSON Schema.
 """
 
+from components.config.declared import BucketAccess, EngineNeeds, FlowSource, NotDeclared
 from components.config.fields import (
     CILIUM_CLUSTER_NAME_MAX,
     CILIUM_POD_MASK,
@@ -125,7 +128,7 @@ from components.config.schema.teams import (
     TeamQuota,
     TrainingConfig,
 )
-from components.config.site import SiteConfig
+from components.config.site import SiteConfig, declare
 from components.config.views import (
     INFERENCE_FLOW,
     INGRESS_FLOW,
@@ -142,6 +145,8 @@ from components.config.views import (
 )
 
 __all__ = [
+    # declared
+    "BucketAccess", "EngineNeeds", "FlowSource", "NotDeclared", "declare",
     # fields
     "CILIUM_CLUSTER_NAME_MAX", "CILIUM_POD_MASK", "CONFIG_KEY", "GPU_ROLES", "PROJECT", "RFC1918", "WORLD",
     "Address", "Asn", "Cidr", "DnsLabel", "DnsName", "Flag", "LabelKey", "Labels", "LabelValue", "ModelName", "NodeName",

@@ -12,7 +12,7 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING, Any
 
-from components.config import names
+from components.config import declared, names
 from components.config.fields import GPU_ROLES, WORLD
 from components.config.schema.gpu import DEFAULT_GPU_TYPES
 from components.config.schema.network import Flow
@@ -442,10 +442,6 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
     sites' catalogs (Trino's peer catalogs) are not its clusters' to hold, so they are not listed. Clusters
     a config rule refuses (an unknown inference cluster) are left out.
     """
-    # The engines' own declarations are the one source of what each engine holds; imported here because the
-    # engines' modules import this package.
-    from components.engines import ENGINES
-
     s3: dict[str, set[str]] = {}
     polaris: dict[str, set[str]] = {}
 
@@ -457,7 +453,8 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
                 polaris.setdefault(cluster, set()).add(grantee)
 
     for cluster in site.keys_with_role("compute"):
-        for engine in ENGINES.values():
+        # The engines' own declarations are the one source of what each engine holds.
+        for engine in declared.engines().values():
             if engine.config(site.compute).enabled:
                 holds(cluster, engine.name, keys=engine.buckets is not None, catalog=engine.catalog_role is not None)
         # Iceberg maintenance runs in its own namespace as its own principal (components/iceberg_maintenance.py).

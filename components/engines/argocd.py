@@ -27,7 +27,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions, yamltext
-from components.config import ServingRepoConfig, names
+from components.config import ArgoCdConfig, ServingRepoConfig, names
 from components.constants import ARGOCD_NAMESPACE, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET
 from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui
 from components.gitops import OBSERVED_KINDS, SERVING_KINDS, ServingTarget
@@ -268,4 +268,5 @@ ENGINE = Engine(
     quota=Quota(cpu="8", memory="16Gi"),
     ui=Ui(host="argocd", service="argocd-server", port=80, callback="/auth/callback"),
     deploy=_deploy,
+    section=ArgoCdConfig,
 )

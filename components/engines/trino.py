@@ -21,7 +21,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
-from components.config import ExternalCatalog, names
+from components.config import BucketAccess, ExternalCatalog, TrinoConfig, names
 from components.config.schema.storage import GOLD_NAMESPACE
 from components.config.views import POLARIS_FLOW, S3_FLOW
 from components.constants import (
@@ -36,7 +36,7 @@ from components.constants import (
     polaris_secret,
     s3_secret,
 )
-from components.engines._base import INTERACTIVE, BucketAccess, Engine, EngineScope, Quota, Ui
+from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui
 from components.engines._spark_packages import trust_store
 from components.identity import PLATFORM_ADMINS
 from components.jvm_trust import JVM_TRUST_STORE_KEY, jvm_trust_options, public_and_site_store
@@ -449,4 +449,5 @@ ENGINE = Engine(
     catalog_role="reader",
     ui=Ui(host="trino", service="trino", port=8080, callback="/oauth2/callback"),
     deploy=_deploy,
+    section=TrinoConfig,
 )
