@@ -8,8 +8,16 @@ site is parsed: the program (__main__.py), fabctl where it parses a site, the te
 
 from __future__ import annotations
 
-from components.config import EngineNeeds, declare
+from components.config import EngineNeeds, FlowSource, declare
 from components.engines import ENGINES, Engine
+from components.engines.argocd import argocd_flows
+from components.engines.trino import external_catalog_flows
+from components.federation import federation_flows
+from components.notebooks import notebooks_flows
+from components.observability import metrics_flows
+from components.ray import ray_flows
+from components.sharing import vendor_flows
+from components.training import multikueue_flows
 
 
 def needs(engine: Engine) -> EngineNeeds:
@@ -21,4 +29,17 @@ def needs(engine: Engine) -> EngineNeeds:
     )
 
 
-declare(engines=[needs(engine) for engine in ENGINES.values()], flows=())
+FLOWS = (
+    FlowSource(multikueue_flows),
+    FlowSource(argocd_flows),
+    FlowSource(federation_flows),
+    FlowSource(ray_flows),
+    FlowSource(external_catalog_flows, replaces=True),
+    FlowSource(metrics_flows),
+    FlowSource(notebooks_flows),
+    FlowSource(vendor_flows),
+)
+"""The flows the components open, in the order the flow table adds them (after the stack's own or the design's base
+flows, before the compute ingress's): the order is the render's, so it does not change."""
+
+declare(engines=[needs(engine) for engine in ENGINES.values()], flows=FLOWS)

@@ -13,7 +13,8 @@ The package is split by concern; import from here, not from its modules:
 - `names`: the names derived from config keys (namespaces, Services, buckets, host names) and their limits;
 - `schema/`: the models, one module per domain (network, storage, teams, gpu, compute, federation, adopt);
 - `site`: `SiteConfig`, the root model that puts them together;
-- `views`: what is derived from a site (roles, node pools, quotas, the flow table), mixed into SiteConfig;
+- `views`: what is derived from a site (roles, node pools, quotas, the flow table: the design's base flows and
+  those the components declare), mixed into SiteConfig;
 - `rules/`: the cross-field rules, one module per domain;
 - `problems`: key paths and the error carrying cross-field problems;
 - `load`: parsing, error lines, secrets and the stack file's JSON Schema.
@@ -139,8 +140,6 @@ from components.config.views import (
     RemoteTeam,
     credential_holders,
     default_flows,
-    federation_flows,
-    multikueue_flow,
     replica_bucket,
 )
 
@@ -172,7 +171,7 @@ __all__ = [
     # site, views, rules, loading
     "SiteConfig",
     "INFERENCE_FLOW", "INGRESS_FLOW", "MULTIKUEUE_FLOW", "PEM_CERTIFICATE", "POLARIS_FLOW", "S3_FLOW", "RemoteTeam", "credential_holders",
-    "default_flows", "federation_flows", "multikueue_flow", "replica_bucket",
+    "default_flows", "replica_bucket",
     "Problem", "SiteRuleError", "format_path",
     "ConfigError", "SiteSecrets", "load_secrets", "load_site", "parse_site", "stack_file_schema",
     "PROJECT_KEYS", "SECRET_KEYS", "config_key_problems",
