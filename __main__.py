@@ -2,6 +2,7 @@
 
 import pulumi
 
+import components.catalog  # noqa: F401  (declares the engines and their flows to the config before the site is parsed)
 from components.access import PreviewAccess, PreviewAccessArgs
 from components.batch_inference import BatchInference, BatchInferenceArgs, shared_weights
 from components.compute import ComputeCluster, ComputeClusterArgs
@@ -9,8 +10,8 @@ from components.config import load_secrets, load_site
 from components.config import names as site_names
 from components.config.rules.observability import receiver_pool
 from components.config.schema.roadmap import switched_on
-from components.config.views import TRINO_NAMESPACE
 from components.engines._spark_trust import SparkTrust
+from components.engines.trino import TRINO_NAMESPACE
 from components.engines.trino import outside_calls as trino_outside_calls
 from components.federation import SiteFederation, SiteFederationArgs
 from components.gpu import GpuCluster, GpuClusterArgs

@@ -88,14 +88,6 @@ OIDC_CLIENT_SECRET = "OIDC_CLIENT_SECRET"
 OIDC_ISSUER = "OIDC_ISSUER"
 
 
-def submitter_kubeconfig_secret(cluster: str) -> str:
-    """The Secret in Airflow's namespace holding a GPU cluster's submitter kubeconfig (TrainingPool writes it, Airflow mounts it)."""
-    # The config package imports this module, so its table of names is imported when first used.
-    from components.config import names
-
-    return names.SUBMITTER_KUBECONFIG(cluster)
-
-
 def submitter_connection_id(cluster: str) -> str:
     """The Airflow connection of a GPU cluster's submitter: Airflow reads `AIRFLOW_CONN_<ID upper-cased>`, so the id has
     no '-' (`gpu_gpu_train` for the cluster gpu-train)."""

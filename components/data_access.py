@@ -12,9 +12,8 @@ from typing import Any
 
 import pulumi_minio as minio
 
-from components.config import REPLICABLE_CLASSES, Bucket, ObjectStoreConfig, PolarisConfig, StorageConfig, names
+from components.config import REPLICABLE_CLASSES, Bucket, BucketAccess, ObjectStoreConfig, PolarisConfig, StorageConfig, declared, names
 from components.constants import MAINTENANCE_PRINCIPAL, TRAINING
-from components.engines import ENGINES, BucketAccess
 
 # --------------------------------------------------------------------------------------------------
 # Who may do what: the platform's own principals here, and every compute engine's from its declaration
@@ -32,10 +31,14 @@ PLATFORM_ACCESS: dict[str, BucketAccess] = {
 }
 REPLICATION = "replication"
 """The principal that reads what leaves the site to copy it; the replication namespace runs as it."""
-ENGINE_ACCESS: dict[str, BucketAccess] = dict(sorted({
-    **PLATFORM_ACCESS, **{name: engine.buckets for name, engine in ENGINES.items() if engine.buckets},
-}.items()))
-"""Every principal with S3 keys and the bucket classes it may read, or read and write (training's are per team, below)."""
+
+
+def engine_access() -> dict[str, BucketAccess]:
+    """Every principal with S3 keys and the bucket classes it may read, or read and write (training's are per team, below)."""
+    return dict(sorted({
+        **PLATFORM_ACCESS, **{name: engine.buckets for name, engine in declared.engines().items() if engine.buckets},
+    }.items()))
+
 
 # Training: one principal per team, so that no team can overwrite another's checkpoints or models.
 # TRAINING (components/constants.py): the grantee of training's Secrets, `s3-training` and `polaris-training`.
@@ -62,10 +65,14 @@ CATALOG_ROLES: dict[str, list[dict[str, Any]]] = {
         for p in ("NAMESPACE_READ_PROPERTIES", "TABLE_LIST", "TABLE_READ_PROPERTIES", "TABLE_READ_DATA")
     ],
 }
-CATALOG_ACCESS: dict[str, str] = dict(sorted(
-    (name, engine.catalog_role) for name, engine in ENGINES.items() if engine.catalog_role
-))
-"""Polaris principal of each engine and the one catalog role it gets (each training team has its own, `team_principal()`)."""
+
+
+def catalog_access() -> dict[str, str]:
+    """Polaris principal of each engine and the one catalog role it gets (each training team has its own, `team_principal()`)."""
+    return dict(sorted(
+        (name, engine.catalog_role) for name, engine in declared.engines().items() if engine.catalog_role
+    ))
+
 
 GOLD_NAMESPACE = "gold"
 
@@ -180,7 +187,7 @@ def engine_buckets(buckets: dict[str, Bucket], engine: str,
                    replicated: frozenset[str] = REPLICABLE_CLASSES) -> tuple[list[str], list[str]]:
     """(read-only buckets, read-write buckets) of an engine (or of `TRAINING`, any team's) among the site's buckets.
     The replication principal reads the classes that leave the site, `replicated` (`FederationConfig.replicated_classes`)."""
-    access = TRAINING_ACCESS if engine == TRAINING else ENGINE_ACCESS[engine]
+    access = TRAINING_ACCESS if engine == TRAINING else engine_access()[engine]
     read = tuple(sorted(replicated)) if engine == REPLICATION else access.read
     by_class = lambda classes: sorted(n for n, b in buckets.items() if b.data_class in classes)
     return by_class(read), by_class(access.read_write)
@@ -278,7 +285,7 @@ def team_setup_plan(catalog: str, team: str) -> dict[str, Any]:
 def principal_engines(consumers: Iterable[str], maintenance: bool = False) -> dict[str, str]:
     """Polaris principal -> catalog role: one per engine, one per federated consumer site (gold only), and with Iceberg
     maintenance its principal."""
-    return {**CATALOG_ACCESS, **{f"federation-{consumer}": "gold-reader" for consumer in consumers},
+    return {**catalog_access(), **{f"federation-{consumer}": "gold-reader" for consumer in consumers},
             **({MAINTENANCE: MAINTENANCE_CATALOG_ROLE} if maintenance else {})}
 
 

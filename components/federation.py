@@ -37,7 +37,7 @@ import pulumi_kubernetes as k8s
 import pulumi_minio as minio
 
 from components import versions
-from components.config import PROJECT, AdoptConfig, FederationConfig, RemoteTeam, names, replica_bucket
+from components.config import PROJECT, AdoptConfig, FederationConfig, Flow, RemoteTeam, SiteConfig, names, replica_bucket
 from components.constants import ENGINE_LABEL, S3_ACCESS_KEY, S3_ENDPOINT, S3_REGION, S3_SECRET_KEY, s3_secret
 from components.data_access import READ_ACTIONS, REPLICATION, WRITE_ACTIONS, bucket_arn
 from components.kube import (
@@ -436,3 +436,33 @@ def _dig(value: Any, path: tuple) -> Any:
             return None
         value = value.get(part)
     return value
+
+
+# The flows it opens ---------------------------------------------------------------------------------------------
+# Declared to the config by components/catalog.py; SiteConfig.flow_table adds them.
+
+
+def federation_flows(site: SiteConfig) -> dict[str, Flow]:
+    """What other sites reach here, by their declared ranges: S3 (a consumer's Trino reads gold with vended
+    credentials; a peer's copy job writes its replica bucket) and Polaris REST (a consumer's Trino catalog)."""
+    federation, store, polaris = site.federation, site.storage.object_store, site.storage.polaris
+    storage = site.keys_with_role("storage")
+    flows: dict[str, Flow] = {}
+    for other in federation.sites():
+        ranges = federation.ranges.get(other, [])
+        if not ranges:
+            continue  # refused by its own rule
+        flows[names.FEDERATION_S3_FLOW(other)] = Flow(
+            description=f"Federated site {other}: " + " and ".join(
+                part for part, on in (("its Trino reads our gold", other in federation.consumers),
+                                      ("its copy job writes its replica bucket", other in federation.peers),
+                                      ("its models into our models bucket", other in federation.standby_peers())) if on
+            ) + " over the internal S3 endpoint.",
+            from_cidrs=[str(r) for r in ranges], to=storage, port=store.s3_port, to_namespace=store.namespace, to_labels=store.s3_pod_labels,
+        )
+        if other in federation.consumers:
+            flows[names.FEDERATION_POLARIS_FLOW(other)] = Flow(
+                description=f"Federated site {other}: its Trino catalog on our Polaris (a gold-only principal).",
+                from_cidrs=[str(r) for r in ranges], to=storage, port=polaris.port, to_namespace=polaris.namespace,
+            )
+    return flows

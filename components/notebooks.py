@@ -26,10 +26,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
-from components.config import names
+from components.config import Flow, SiteConfig, names
+from components.config.views import NOTEBOOKS_FLOW
 from components.config.schema.compute import GpuNotebooksConfig
 from components.config.schema.gpu import GpuSharingConfig
 from components.constants import (
+    ENVOY_PROXY_LABELS,
+    GATEWAY_NAMESPACE,
     GPU_NOTEBOOKS,
     NOTEBOOKS_PROXY_LABELS,
     NOTEBOOKS_PROXY_PORT,
@@ -349,3 +352,25 @@ def hub_values(config: GpuNotebooksConfig, resource: str, issuer: str, redirect:
     if site_ca:
         site_ca_mount(values["hub"])
     return values
+
+
+# The flows it opens ---------------------------------------------------------------------------------------------
+# Declared to the config by components/catalog.py; SiteConfig.flow_table adds them.
+
+
+def notebooks_flow(site: SiteConfig) -> Flow:
+    """The compute ingress's proxies to the GPU notebooks hub's proxy, at its internal VIP: users reach GPU notebooks only
+    through the compute ingress, and nothing else reaches the hub."""
+    notebooks = site.compute.jupyterhub.gpu_notebooks
+    assert notebooks is not None
+    return Flow(
+        description="The compute ingress forwards GPU notebook users to the notebooks hub's proxy on the GPU cluster.",
+        sources=site.keys_with_role("compute"), to=[notebooks.cluster], port=NOTEBOOKS_PROXY_PORT,
+        target_port=NOTEBOOKS_PROXY_TARGET_PORT, to_namespace=GPU_NOTEBOOKS, to_labels=NOTEBOOKS_PROXY_LABELS,
+        from_namespace=GATEWAY_NAMESPACE, from_labels=ENVOY_PROXY_LABELS,
+    )
+
+
+def notebooks_flows(site: SiteConfig) -> dict[str, Flow]:
+    """The GPU notebooks' flow, while they are on (compute.jupyterhub.gpu_notebooks)."""
+    return {NOTEBOOKS_FLOW: notebooks_flow(site)} if site.compute.jupyterhub.gpu_notebooks is not None else {}

@@ -26,8 +26,7 @@ import pulumi_kubernetes as k8s
 
 from components import versions, yamltext
 from components.cilium import POOL_LABEL as LB_POOL_LABEL
-from components.config import AdoptConfig, names
-from components.config.views import RAY_CLIENT_PORT
+from components.config import GPU_ROLES, AdoptConfig, Flow, SiteConfig, names
 from components.constants import RAY_TOKEN_KEY, TEAM_LABEL, polaris_secret, s3_secret
 from components.data_access import TRAINING
 from components.gpu import NCCL_CONFIG, POOL_LABEL, TRAINING_PRIORITY, toleration
@@ -275,3 +274,36 @@ class RayPlatform(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(on, pulumi.ResourceOptions(depends_on=[ns, binding, *depends_on])),
             adopt=Adoption(self._adopt, cluster.key), registry=cluster.registry,
         )
+
+
+# The flows it opens ---------------------------------------------------------------------------------------------
+# Declared to the config by components/catalog.py; SiteConfig.flow_table adds them.
+
+
+RAY_HEAD_LABELS = {"ray.io/node-type": "head"}
+"""What KubeRay labels every Ray head pod with."""
+RAY_CLIENT_PORT = 10001
+"""Ray Client's port on a Ray head (`ray://<head>:10001`)."""
+JUPYTER_NAMESPACE = "jupyterhub"
+"""Compute's JupyterHub namespace (its engine's name, components/engines/jupyterhub.py)."""
+JUPYTER_USER_LABELS = {"component": "singleuser-server"}
+"""What the JupyterHub chart labels every user server with (not the hub, the proxy or other pods of the namespace)."""
+
+
+def ray_flows(site: SiteConfig) -> dict[str, Flow]:
+    """Per team, the Jupyter user servers of its members on compute to the Ray heads in the team's namespace on the GPU
+    clusters (Ray Client port), while Ray and JupyterHub are both on: one flow per team, since a flow names one
+    destination namespace; the team's Ray token authenticates the session."""
+    if not site.ray_enabled() or not site.compute.jupyterhub.enabled:
+        return {}
+    return {
+        names.RAY_FLOW(team): Flow(
+            description=f"Jupyter servers on compute open Ray Client sessions on team {team}'s Ray heads (Ray token).",
+            sources=site.keys_with_role("compute"), to=site.keys_with_role(*GPU_ROLES), port=RAY_CLIENT_PORT,
+            to_namespace=names.TEAM_NAMESPACE(team), to_labels=RAY_HEAD_LABELS,
+            # Only the servers of the team's members (the hub marks them; components/engines/jupyterhub.py): the token
+            # is a second lock, not the only one.
+            from_namespace=JUPYTER_NAMESPACE, from_labels={**JUPYTER_USER_LABELS, names.team_member_label(team): names.TEAM_MEMBER},
+        )
+        for team in sorted(site.teams)
+    }

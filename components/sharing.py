@@ -23,7 +23,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
-from components.config import PolarisConfig, VendorConfig, names
+from components.config import Flow, PolarisConfig, SiteConfig, VendorConfig, names
+from components.constants import ENVOY_PROXY_LABELS, GATEWAY_NAMESPACE
 from components.engines import GATEWAY, Ui
 from components.gateway import ROUTES_LABEL, http_route
 from components.kube import namespace
@@ -131,3 +132,36 @@ class VendorCatalog(pulumi.ComponentResource):
         )
         self.url = pulumi.Output.from_input(f"https://{ui.hostname(args.domain)}{CATALOG_PATH.rstrip('/')}")
         self.register_outputs({"url": self.url})
+
+
+# The flows it opens ---------------------------------------------------------------------------------------------
+# Declared to the config by components/catalog.py; SiteConfig.flow_table adds them.
+
+
+VENDOR_CATALOG_FLOW = "vendor-catalog"
+"""The flow that admits the compute ingress's proxies to Polaris, for the vendors' catalog route (`storage.vendors`)."""
+VENDOR_S3_FLOW = "vendor-s3"
+"""The flow that admits the vendors' own ranges (`storage.vendors.<name>.source_cidrs`) to the object store's S3 pods."""
+
+
+def vendor_flows(site: SiteConfig) -> dict[str, Flow]:
+    """While the site shares gold with vendors: the compute ingress's proxies to Polaris (the catalog route), and the
+    vendors' own ranges, and no other address, to the object store's S3 pods (the external S3 VIP, which keeps the
+    client's address)."""
+    if not site.storage.vendors:
+        return {}
+    storage = site.keys_with_role("storage")
+    store, polaris = site.storage.object_store, site.storage.polaris
+    return {
+        VENDOR_CATALOG_FLOW: Flow(
+            description="The compute ingress forwards vendors' Iceberg REST calls (catalog.<domain>) to Polaris.",
+            sources=site.keys_with_role("compute"), to=storage, port=polaris.port, to_namespace=polaris.namespace,
+            from_namespace=GATEWAY_NAMESPACE, from_labels=ENVOY_PROXY_LABELS,
+        ),
+        VENDOR_S3_FLOW: Flow(
+            description="Vendors read their gold tables through the external S3 VIP from their own ranges, with keys scoped "
+            "to those tables.",
+            from_cidrs=[str(cidr) for cidr in sorted({c for vendor in site.storage.vendors.values() for c in vendor.source_cidrs})],
+            to=storage, port=store.s3_port, to_namespace=store.namespace, to_labels=store.s3_pod_labels,
+        ),
+    }

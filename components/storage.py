@@ -62,16 +62,16 @@ from components.constants import (
     s3_secret,
 )
 from components.data_access import (
-    CATALOG_ACCESS,
-    ENGINE_ACCESS,
     MAINTENANCE,
     REPLICATION,
     TEAM_CREDENTIALS_ENV,
     TRAINING,
     bucket_tags,
     buckets_of,
+    catalog_access,
     catalog_uri,
     catalog_uri_at,
+    engine_access,
     engine_buckets,
     lifecycle_rules,
     maintenance_policy_document,
@@ -323,7 +323,7 @@ class StorageCluster(pulumi.ComponentResource):
         self.admin_endpoint = AdminEndpoint(endpoint.server, endpoint.ssl, endpoint.region, site.ca_bundle_pem)
         """The object store's admin API, for the program's own MinIO calls (bucket tags, name checks)."""
         self.object_store = self._object_store(args)
-        engines = [f"fab-{engine}" for engine in sorted(ENGINE_ACCESS)]
+        engines = [f"fab-{engine}" for engine in sorted(engine_access())]
         # The check calls the store's admin API (an empty wait: an installed store has no check).
         self._names_free = self.minio_names_guard(
             f"{name}-names-free", users=engines, policies=engines, buckets=sorted(storage.buckets),
@@ -390,8 +390,8 @@ class StorageCluster(pulumi.ComponentResource):
 
     def grant(self, engine: str, to: NamespaceRef, depends_on: list[pulumi.Resource] | None = None) -> k8s.core.v1.Secret:
         """The Secret `s3-<engine>` in the namespace `to`, holding the engine's S3 keys and endpoint."""
-        if engine not in ENGINE_ACCESS:
-            raise ValueError(f"unknown engine {engine!r}; engines: {', '.join(sorted(ENGINE_ACCESS))}")
+        if engine not in engine_access():
+            raise ValueError(f"unknown engine {engine!r}; engines: {', '.join(sorted(engine_access()))}")
         creds = self._credentials[engine]
         # The keys must work before a pod is handed them (`usable_after`); `depends_on` adds what else must come first.
         return self._delivered(s3_secret(engine), {ENGINE_LABEL: engine}, to, [*(depends_on or []), *creds.usable_after], {
@@ -403,8 +403,8 @@ class StorageCluster(pulumi.ComponentResource):
 
     def catalog_grant(self, engine: str, to: NamespaceRef, depends_on: list[pulumi.Resource] | None = None) -> k8s.core.v1.Secret:
         """The Secret `polaris-<engine>` in the namespace `to`: the engine's Polaris principal and the catalog."""
-        if engine not in CATALOG_ACCESS:
-            raise ValueError(f"engine {engine!r} has no Polaris principal; principals: {', '.join(sorted(CATALOG_ACCESS))}")
+        if engine not in catalog_access():
+            raise ValueError(f"engine {engine!r} has no Polaris principal; principals: {', '.join(sorted(catalog_access()))}")
         principal = self._principals[engine]
         # The namespace must exist (`_delivered`); `depends_on`: what must be done before the principal works.
         return self._delivered(polaris_secret(engine), {ENGINE_LABEL: engine}, to, depends_on, {
@@ -705,7 +705,7 @@ class StorageCluster(pulumi.ComponentResource):
 
     def _engine_access(self) -> None:
         """Per engine: a policy with exactly its buckets, a user holding it, and a service account for its keys."""
-        for engine in sorted(ENGINE_ACCESS):
+        for engine in sorted(engine_access()):
             read, read_write = engine_buckets(self._config.buckets, engine, self._replicated)
             read = [b for b in read if b not in read_write]
             document = policy_document(read, read_write)

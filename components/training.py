@@ -28,16 +28,18 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions, yamltext
-from components.config import AdoptConfig, RemoteTeam, TeamQuota, TrainingConfig, names
+from components.config import AdoptConfig, Flow, RemoteTeam, SiteConfig, TeamQuota, TrainingConfig, names
+from components.config.views import MULTIKUEUE_FLOW
 from components.constants import (
     AIRFLOW_NAMESPACE,
     ENGINE_LABEL,
     IN_CLUSTER_CONNECTION,
+    KUBE_APISERVER_PORT,
+    KUEUE_CONTROLLER_LABELS,
     KUEUE_NAMESPACE,
     TEAM_LABEL,
     TRAINING_SUBMISSION_CONFIG_MAP,
     submitter_connection_id,
-    submitter_kubeconfig_secret,
 )
 from components.data_access import TRAINING
 from components.federation import SiteFederation
@@ -478,7 +480,7 @@ class TrainingPool(pulumi.ComponentResource):
         self._kubeconfig_secret(
             f"{compute}-airflow-kubeconfig-{cluster}", cluster, token, compute, AIRFLOW_NAMESPACE,
             # Airflow acts for every team: no default namespace, so a DAG names its team's (the submission contract's).
-            submitter_kubeconfig_secret(cluster), "kubeconfig", [airflow_ns], None,
+            names.SUBMITTER_KUBECONFIG(cluster), "kubeconfig", [airflow_ns], None,
         )
 
     def _in_cluster_submitter(self, manager: str) -> None:
@@ -529,3 +531,18 @@ class TrainingPool(pulumi.ComponentResource):
                  # Its parameters name the MultiKueueConfig.
                  depends_on=[config])
 
+
+def multikueue_flow(site: SiteConfig) -> Flow:
+    """The manager's Kueue controller to every worker's API server."""
+    workers = sorted(site.training.multikueue.workers)
+    ports = {site.clusters[w].api_server_port for w in workers if w in site.clusters} or {KUBE_APISERVER_PORT}
+    return Flow(
+        description="The MultiKueue manager dispatches workloads to its workers' API servers.",
+        sources=[site.multikueue_manager()], to=workers, port=min(ports), target="kube-apiserver",
+        from_namespace=KUEUE_NAMESPACE, from_labels=KUEUE_CONTROLLER_LABELS,
+    )
+
+
+def multikueue_flows(site: SiteConfig) -> dict[str, Flow]:
+    """The manager-to-worker flow, while MultiKueue is on."""
+    return {MULTIKUEUE_FLOW: multikueue_flow(site)} if site.training.multikueue.enabled else {}

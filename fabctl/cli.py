@@ -66,6 +66,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
+import components.catalog  # noqa: F401  (declares the engines and their flows to the config before a site is parsed)
 from components.config import PROJECT, ConfigError, SiteConfig, parse_site, stack_file_schema
 from fabctl import runs
 from fabctl.access import cli as access_cli

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
+import components.catalog  # noqa: F401  (declares the engines and their flows to the config before a site is parsed)
 from components import config
 from components.config import fields
 from components.config.names import Derives

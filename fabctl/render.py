@@ -16,6 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import components.catalog  # noqa: F401  (declares the engines and their flows to the config before a site is parsed)
 from components.config import PROJECT, ConfigError, parse_site
 from components.config.fields import CONFIG_KEY
 from components.config.load import missing_secrets, required_secrets, site_of_config

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+import components.catalog  # noqa: F401  (declares the engines and their flows to the config before a test parses a site)
 from fabctl.render import PROJECT_DIR, Plan
 from helpers import STACKS, helm_rendered, render_small, rendered
 from small_site import full_site, small_site

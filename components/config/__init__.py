@@ -7,16 +7,20 @@ A user mistake becomes a `ConfigError` whose lines each name the key path, the v
 
 The package is split by concern; import from here, not from its modules:
 
+- `declared`: what the config knows of the components (the engines' needs, the flows they open), declared by
+  components/catalog.py;
 - `fields`: value types (DNS label, CIDR, port, ...) and site-wide constants;
 - `names`: the names derived from config keys (namespaces, Services, buckets, host names) and their limits;
 - `schema/`: the models, one module per domain (network, storage, teams, gpu, compute, federation, adopt);
 - `site`: `SiteConfig`, the root model that puts them together;
-- `views`: what is derived from a site (roles, node pools, quotas, the flow table), mixed into SiteConfig;
+- `views`: what is derived from a site (roles, node pools, quotas, the flow table: the design's base flows and
+  those the components declare), mixed into SiteConfig;
 - `rules/`: the cross-field rules, one module per domain;
 - `problems`: key paths and the error carrying cross-field problems;
 - `load`: parsing, error lines, secrets and the stack file's JSON Schema.
 """
 
+from components.config.declared import BucketAccess, EngineNeeds, FlowSource, NotDeclared
 from components.config.fields import (
     CILIUM_CLUSTER_NAME_MAX,
     CILIUM_POD_MASK,
@@ -125,7 +129,7 @@ from components.config.schema.teams import (
     TeamQuota,
     TrainingConfig,
 )
-from components.config.site import SiteConfig
+from components.config.site import SiteConfig, declare
 from components.config.views import (
     INFERENCE_FLOW,
     INGRESS_FLOW,
@@ -136,12 +140,12 @@ from components.config.views import (
     RemoteTeam,
     credential_holders,
     default_flows,
-    federation_flows,
-    multikueue_flow,
     replica_bucket,
 )
 
 __all__ = [
+    # declared
+    "BucketAccess", "EngineNeeds", "FlowSource", "NotDeclared", "declare",
     # fields
     "CILIUM_CLUSTER_NAME_MAX", "CILIUM_POD_MASK", "CONFIG_KEY", "GPU_ROLES", "PROJECT", "RFC1918", "WORLD",
     "Address", "Asn", "Cidr", "DnsLabel", "DnsName", "Flag", "LabelKey", "Labels", "LabelValue", "ModelName", "NodeName",
@@ -167,7 +171,7 @@ __all__ = [
     # site, views, rules, loading
     "SiteConfig",
     "INFERENCE_FLOW", "INGRESS_FLOW", "MULTIKUEUE_FLOW", "PEM_CERTIFICATE", "POLARIS_FLOW", "S3_FLOW", "RemoteTeam", "credential_holders",
-    "default_flows", "federation_flows", "multikueue_flow", "replica_bucket",
+    "default_flows", "replica_bucket",
     "Problem", "SiteRuleError", "format_path",
     "ConfigError", "SiteSecrets", "load_secrets", "load_site", "parse_site", "stack_file_schema",
     "PROJECT_KEYS", "SECRET_KEYS", "config_key_problems",

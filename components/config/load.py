@@ -16,7 +16,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from components.config import names
+from components.config import declared, names
 from components.config.fields import CONFIG_KEY, PROJECT
 from components.config.problems import SiteRuleError, key_location
 from components.config.site import SiteConfig
@@ -107,6 +107,7 @@ def parse_site(raw: Any) -> SiteConfig:
         raise ConfigError([f"{PROJECT}:{CONFIG_KEY}: not set; add it to Pulumi.<stack>.yaml (see docs/configuration.md)"])
     if not isinstance(raw, Mapping):
         raise ConfigError([f"{PROJECT}:{CONFIG_KEY}: must be a mapping of site settings (got {type(raw).__name__})"])
+    declared.engines()  # fails closed, naming the fix, before the components are declared (components/catalog.py)
     try:
         return SiteConfig.model_validate(raw)
     except ValidationError as exc:
@@ -260,6 +261,7 @@ def _secret_schema(name: str) -> dict[str, Any]:
 
 def stack_file_schema() -> dict[str, Any]:
     """JSON Schema of a `Pulumi.<stack>.yaml` file whose `fab-platform:site` follows SiteConfig."""
+    declared.engines()  # SiteConfig's engine sections are complete once the components are declared
     site = SiteConfig.model_json_schema(by_alias=True)
     defs = site.pop("$defs", {})
     return {

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from string import Formatter
 from typing import Annotated, Any, get_args, get_origin
 
+from components.config import declared
 from components.config.fields import CILIUM_CLUSTER_NAME_MAX, DnsLabel, DnsName
 
 
@@ -258,11 +259,8 @@ CATALOG_HOST = Derived("host name", "catalog.{key}", HOST_NAME)
 
 
 def ui_hosts() -> tuple[Derived, ...]:
-    """The host name of each engine's UI (`<host>.<domain>`), as the engines declare them."""
-    # The engines' modules import this package, hence the late import.
-    from components.engines import ENGINES
-
-    return tuple(Derived("host name", f"{e.ui.host}.{{key}}", HOST_NAME) for e in ENGINES.values() if e.ui is not None)
+    """The host name of each engine's UI (`<host>.<domain>`), as the engines declare them (components.config.declared)."""
+    return tuple(Derived("host name", f"{e.ui_host}.{{key}}", HOST_NAME) for e in declared.engines().values() if e.ui_host is not None)
 
 
 # Key types ------------------------------------------------------------------------------------------------------

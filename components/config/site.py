@@ -7,10 +7,13 @@ the whole site is parsed.
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Annotated
 
-from pydantic import Field, model_validator
+from pydantic import Field, create_model, model_validator
 
+from components.config import declared
+from components.config.declared import EngineNeeds, FlowSource
 from components.config.fields import DnsLabel, Flag, Unique, _Model
 from components.config.names import ClusterKey, Domain, FlowKey, GpuTypeKey, ProfileKey, SiteName, TeamKey
 from components.config.problems import SiteRuleError
@@ -27,6 +30,10 @@ from components.config.schema.roadmap import FeatureId, Phase
 from components.config.schema.storage import MinioEndpoint, StorageConfig
 from components.config.schema.teams import IdentityConfig, KeycloakEndpoint, Profile, ProfileSchedule, Team, TrainingConfig
 from components.config.views import SiteViews
+
+if TYPE_CHECKING:
+    # Resolved by declare(): ComputeConfig with a section for each declared engine that has no field of its own.
+    from components.config.schema.compute import ComputeConfig as ComputeSections
 
 
 class SiteConfig(SiteViews, _Model):
@@ -78,7 +85,7 @@ class SiteConfig(SiteViews, _Model):
         None, description="Online inference: served models behind the gateway. Required from phase 2; none in phase 1 (GPU base)."
     )
     training: TrainingConfig = Field(default_factory=TrainingConfig, description="Kueue quotas and MultiKueue.")
-    compute: ComputeConfig
+    compute: ComputeSections  # a forward reference declare() resolves: SiteConfig is unusable before it
     federation: FederationConfig = Field(default_factory=FederationConfig, description="Cross-site federation. Defaults to off.")
     profiles: dict[ProfileKey, Profile] = Field(default_factory=dict, description="Named fleet profiles (day, night, ...).")
     active_profile: DnsLabel | None = Field(
@@ -121,3 +128,24 @@ class SiteConfig(SiteViews, _Model):
         if problems:
             raise SiteRuleError(problems)
         return self
+
+
+def declare(engines: Iterable[EngineNeeds], flows: Iterable[FlowSource]) -> None:
+    """Declares the components to the config, once (components/catalog.py): the compute engines' needs and the flow
+    sources in the flow table's order, and completes SiteConfig's `compute` with the section of each engine that has no
+    field of its own (`compute.<name>`, its declared model); an engine's existing field must be of its declared model."""
+    needs = {engine.name: engine for engine in engines}
+    sections = {}
+    for name, engine in needs.items():
+        field = ComputeConfig.model_fields.get(name)
+        if field is None:
+            required = any(f.is_required() for f in engine.section.model_fields.values())
+            default = {} if required else {"default_factory": engine.section}
+            sections[name] = (engine.section, Field(description=f"{engine.description}.", **default))
+        elif field.annotation is not engine.section:
+            raise TypeError(f"engine {name!r} declares the section {engine.section.__name__}, but compute.{name} is "
+                            f"{getattr(field.annotation, '__name__', field.annotation)}")
+    declared.fill(needs, flows)
+    compute = create_model("ComputeConfig", __base__=ComputeConfig, __doc__=ComputeConfig.__doc__,
+                           __module__=ComputeConfig.__module__, **sections) if sections else ComputeConfig
+    SiteConfig.model_rebuild(_types_namespace={"ComputeSections": compute})

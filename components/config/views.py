@@ -12,15 +12,13 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING, Any
 
-from components.config import names
+from components.config import declared, names
 from components.config.fields import GPU_ROLES, WORLD
 from components.config.schema.gpu import DEFAULT_GPU_TYPES
 from components.config.schema.network import Flow
 from components.config.schema.roadmap import switched_on
 from components.config.schema.teams import Profile
 from components.constants import (
-    ARGOCD_CONTROLLER_LABELS,
-    ARGOCD_NAMESPACE,
     ENVOY_HTTPS_TARGET_PORT,
     ENVOY_PROXY_LABELS,
     GATEWAY_NAMESPACE,
@@ -30,12 +28,6 @@ from components.constants import (
     KUEUE_CONTROLLER_LABELS,
     KUEUE_NAMESPACE,
     MAINTENANCE_PRINCIPAL,
-    MONITORING_NAMESPACE,
-    NOTEBOOKS_PROXY_LABELS,
-    NOTEBOOKS_PROXY_PORT,
-    NOTEBOOKS_PROXY_TARGET_PORT,
-    PROMETHEUS_POD_LABELS,
-    PROMETHEUS_PORT,
 )
 
 if TYPE_CHECKING:
@@ -183,28 +175,22 @@ class SiteViews:
     def flow_table(self) -> dict[str, Flow]:
         """The configured flows, or the design's defaults when the stack sets none.
 
-        With MultiKueue on, the manager-to-worker API flow is part of the table even where the stack's
-        own table leaves it out (and always, each external catalog's egress from Trino, `external_catalog_flows`), and so is
-        Argo CD's to the serving cluster's API server while it delivers, and the other
-        clusters' Prometheus to compute's while the site's metrics are kept in-cluster, and with Ray, Jupyter's to each
-        team's Ray heads (`ray_flows`).
+        The flows the components open are added to it, in the order components/catalog.py declares them, where the
+        stack's own table leaves them out (and always, each external catalog's egress from Trino): with MultiKueue on,
+        the manager-to-worker API flow (components/training.py), Argo CD's to the serving cluster's API server while it
+        delivers (components/engines/argocd.py), the federated sites' (components/federation.py), with Ray, Jupyter's to
+        each team's Ray heads (components/ray.py), Trino's external catalogs' (components/engines/trino.py), the other
+        clusters' Prometheus to compute's while the site's metrics are kept in-cluster (components/observability.py),
+        the GPU notebooks' (components/notebooks.py) and the vendors' (components/sharing.py); then the compute ingress.
         """
         table = dict(self.flows) if self.flows is not None else default_flows(self)
-        if self.training.multikueue.enabled and MULTIKUEUE_FLOW not in table:
-            table[MULTIKUEUE_FLOW] = multikueue_flow(self)
-        if argocd_delivers(self) and ARGOCD_FLOW not in table:
-            table[ARGOCD_FLOW] = argocd_flow(self)
-        for name, flow in federation_flows(self).items():
-            table.setdefault(name, flow)
-        for name, flow in ray_flows(self).items():
-            table.setdefault(name, flow)
-        table.update(external_catalog_flows(self))
-        if metrics_in_cluster(self) and METRICS_FLOW not in table:
-            table[METRICS_FLOW] = metrics_flow(self)
-        if self.compute.jupyterhub.gpu_notebooks is not None and NOTEBOOKS_FLOW not in table:
-            table[NOTEBOOKS_FLOW] = notebooks_flow(self)
-        for name, flow in vendor_flows(self).items():
-            table.setdefault(name, flow)
+        for source in declared.flow_sources():
+            flows = source.opens(self)
+            if source.replaces:
+                table.update(flows)
+            else:
+                for name, flow in flows.items():
+                    table.setdefault(name, flow)
         if INGRESS_FLOW not in table:
             table[INGRESS_FLOW] = Flow(
                 description="Outside users reach the UIs through the compute cluster's ingress, the only entry into the site.",
@@ -221,18 +207,19 @@ POLARIS_FLOW = "polaris"
 INFERENCE_FLOW = "inference"
 """The flow that admits compute applications to the inference gateway."""
 MULTIKUEUE_FLOW = "multikueue"
-ARGOCD_FLOW = "argocd"
-"""The flow that admits Argo CD's application controller on compute to the serving cluster's API server."""
 INGRESS_FLOW = "compute-ingress"
 METRICS_FLOW = "metrics"
+"""The flow that admits every other cluster's Prometheus to compute's remote-write receiver (observability in-cluster)."""
 NOTEBOOKS_FLOW = GPU_NOTEBOOKS
 """The flow that admits the compute ingress's proxies to the GPU notebooks hub's proxy (compute.jupyterhub.gpu_notebooks)."""
-"""The flow that admits every other cluster's Prometheus to compute's remote-write receiver (observability in-cluster)."""
+# The config's rules check the flows above by name; the flows the components open are theirs, declared by
+# components/catalog.py (components.config.declared.flow_sources).
 
 
 def default_flows(site: SiteConfig) -> dict[str, Flow]:
     """The design's four flows for the site's clusters (DESIGN section 2, network rules); the inference gateway's only
-    where the site serves models, and Argo CD's to the serving cluster's API server only while it delivers."""
+    where the site serves models (Argo CD's to the serving cluster's API server, while it delivers, is added after them
+    by components/engines/argocd.py's declaration)."""
     storage = site.keys_with_role("storage")
     compute = site.keys_with_role("compute")
     gpus = site.keys_with_role(*GPU_ROLES)
@@ -257,7 +244,6 @@ def default_flows(site: SiteConfig) -> dict[str, Flow]:
             sources=compute, to=gpus, port=KUBE_APISERVER_PORT, target="kube-apiserver",
             from_namespace=KUEUE_NAMESPACE, from_labels=KUEUE_CONTROLLER_LABELS,
         ),
-        **({ARGOCD_FLOW: argocd_flow(site)} if argocd_delivers(site) else {}),
     }
 
 
@@ -266,160 +252,9 @@ def argocd_delivers(site: SiteConfig) -> bool:
     return site.compute.argocd.enabled and site.inference is not None and site.inference.delivery == "argocd"
 
 
-def argocd_flow(site: SiteConfig) -> Flow:
-    """Argo CD's application controller on compute to the serving cluster's API server (hub and spoke: one Argo CD on
-    compute, the serving clusters its destinations)."""
-    assert site.inference is not None
-    serving = site.inference.cluster
-    port = site.clusters[serving].api_server_port if serving in site.clusters else KUBE_APISERVER_PORT
-    return Flow(
-        description="Argo CD on compute applies the serving repository through the serving cluster's API server.",
-        sources=site.keys_with_role("compute"), to=[serving], port=port, target="kube-apiserver",
-        from_namespace=ARGOCD_NAMESPACE, from_labels=ARGOCD_CONTROLLER_LABELS,
-    )
-
-
 def metrics_in_cluster(site: SiteConfig) -> bool:
     """Whether compute's Prometheus receives the other clusters' series (observability.metrics in-cluster)."""
     return site.observability is not None and site.observability.metrics == "in-cluster"
-
-
-def metrics_flow(site: SiteConfig) -> Flow:
-    """Every other cluster's Prometheus remote-writes to compute's, at its receiver VIP."""
-    return Flow(
-        description="Every other cluster's Prometheus remote-writes its series to compute's (observability in-cluster).",
-        sources=sorted(key for key, cluster in site.clusters.items() if cluster.role != "compute"),
-        to=site.keys_with_role("compute"), port=PROMETHEUS_PORT, to_namespace=MONITORING_NAMESPACE, to_labels=PROMETHEUS_POD_LABELS,
-        from_namespace=MONITORING_NAMESPACE, from_labels=PROMETHEUS_POD_LABELS,
-    )
-
-
-def notebooks_flow(site: SiteConfig) -> Flow:
-    """The compute ingress's proxies to the GPU notebooks hub's proxy, at its internal VIP: users reach GPU notebooks only
-    through the compute ingress, and nothing else reaches the hub."""
-    notebooks = site.compute.jupyterhub.gpu_notebooks
-    assert notebooks is not None
-    return Flow(
-        description="The compute ingress forwards GPU notebook users to the notebooks hub's proxy on the GPU cluster.",
-        sources=site.keys_with_role("compute"), to=[notebooks.cluster], port=NOTEBOOKS_PROXY_PORT,
-        target_port=NOTEBOOKS_PROXY_TARGET_PORT, to_namespace=GPU_NOTEBOOKS, to_labels=NOTEBOOKS_PROXY_LABELS,
-        from_namespace=GATEWAY_NAMESPACE, from_labels=ENVOY_PROXY_LABELS,
-    )
-
-
-VENDOR_CATALOG_FLOW = "vendor-catalog"
-"""The flow that admits the compute ingress's proxies to Polaris, for the vendors' catalog route (`storage.vendors`)."""
-VENDOR_S3_FLOW = "vendor-s3"
-"""The flow that admits the vendors' own ranges (`storage.vendors.<name>.source_cidrs`) to the object store's S3 pods."""
-
-
-def vendor_flows(site: SiteConfig) -> dict[str, Flow]:
-    """While the site shares gold with vendors: the compute ingress's proxies to Polaris (the catalog route), and the
-    vendors' own ranges, and no other address, to the object store's S3 pods (the external S3 VIP, which keeps the
-    client's address)."""
-    if not site.storage.vendors:
-        return {}
-    storage = site.keys_with_role("storage")
-    store, polaris = site.storage.object_store, site.storage.polaris
-    return {
-        VENDOR_CATALOG_FLOW: Flow(
-            description="The compute ingress forwards vendors' Iceberg REST calls (catalog.<domain>) to Polaris.",
-            sources=site.keys_with_role("compute"), to=storage, port=polaris.port, to_namespace=polaris.namespace,
-            from_namespace=GATEWAY_NAMESPACE, from_labels=ENVOY_PROXY_LABELS,
-        ),
-        VENDOR_S3_FLOW: Flow(
-            description="Vendors read their gold tables through the external S3 VIP from their own ranges, with keys scoped "
-            "to those tables.",
-            from_cidrs=[str(cidr) for cidr in sorted({c for vendor in site.storage.vendors.values() for c in vendor.source_cidrs})],
-            to=storage, port=store.s3_port, to_namespace=store.namespace, to_labels=store.s3_pod_labels,
-        ),
-    }
-
-
-def federation_flows(site: SiteConfig) -> dict[str, Flow]:
-    """What other sites reach here, by their declared ranges: S3 (a consumer's Trino reads gold with vended
-    credentials; a peer's copy job writes its replica bucket) and Polaris REST (a consumer's Trino catalog)."""
-    federation, store, polaris = site.federation, site.storage.object_store, site.storage.polaris
-    storage = site.keys_with_role("storage")
-    flows: dict[str, Flow] = {}
-    for other in federation.sites():
-        ranges = federation.ranges.get(other, [])
-        if not ranges:
-            continue  # refused by its own rule
-        flows[names.FEDERATION_S3_FLOW(other)] = Flow(
-            description=f"Federated site {other}: " + " and ".join(
-                part for part, on in (("its Trino reads our gold", other in federation.consumers),
-                                      ("its copy job writes its replica bucket", other in federation.peers),
-                                      ("its models into our models bucket", other in federation.standby_peers())) if on
-            ) + " over the internal S3 endpoint.",
-            from_cidrs=[str(r) for r in ranges], to=storage, port=store.s3_port, to_namespace=store.namespace, to_labels=store.s3_pod_labels,
-        )
-        if other in federation.consumers:
-            flows[names.FEDERATION_POLARIS_FLOW(other)] = Flow(
-                description=f"Federated site {other}: its Trino catalog on our Polaris (a gold-only principal).",
-                from_cidrs=[str(r) for r in ranges], to=storage, port=polaris.port, to_namespace=polaris.namespace,
-            )
-    return flows
-
-
-RAY_HEAD_LABELS = {"ray.io/node-type": "head"}
-"""What KubeRay labels every Ray head pod with."""
-RAY_CLIENT_PORT = 10001
-"""Ray Client's port on a Ray head (`ray://<head>:10001`)."""
-JUPYTER_NAMESPACE = "jupyterhub"
-"""Compute's JupyterHub namespace (its engine's name, components/engines/jupyterhub.py)."""
-JUPYTER_USER_LABELS = {"component": "singleuser-server"}
-"""What the JupyterHub chart labels every user server with (not the hub, the proxy or other pods of the namespace)."""
-
-
-def ray_flows(site: SiteConfig) -> dict[str, Flow]:
-    """Per team, the Jupyter user servers of its members on compute to the Ray heads in the team's namespace on the GPU
-    clusters (Ray Client port), while Ray and JupyterHub are both on: one flow per team, since a flow names one
-    destination namespace; the team's Ray token authenticates the session."""
-    if not site.ray_enabled() or not site.compute.jupyterhub.enabled:
-        return {}
-    return {
-        names.RAY_FLOW(team): Flow(
-            description=f"Jupyter servers on compute open Ray Client sessions on team {team}'s Ray heads (Ray token).",
-            sources=site.keys_with_role("compute"), to=site.keys_with_role(*GPU_ROLES), port=RAY_CLIENT_PORT,
-            to_namespace=names.TEAM_NAMESPACE(team), to_labels=RAY_HEAD_LABELS,
-            # Only the servers of the team's members (the hub marks them; components/engines/jupyterhub.py): the token
-            # is a second lock, not the only one.
-            from_namespace=JUPYTER_NAMESPACE, from_labels={**JUPYTER_USER_LABELS, names.team_member_label(team): names.TEAM_MEMBER},
-        )
-        for team in sorted(site.teams)
-    }
-
-
-TRINO_NAMESPACE = "trino"
-"""Compute's Trino namespace (its engine's name, components/engines/trino.py): only Trino's pods run there."""
-
-
-def external_catalog_flows(site: SiteConfig) -> dict[str, Flow]:
-    """Per external catalog of Trino, the egress from Trino's pods on compute to the database's ranges on its port; the
-    network denies that address and port to every other pod of compute. None while Trino is off."""
-    trino = site.compute.trino
-    if not trino.enabled:
-        return {}
-    return {
-        names.external_catalog_flow(name): Flow(
-            description=f"Trino's catalog {name} reads the {catalog.connector} database {catalog.host} outside the site.",
-            sources=site.keys_with_role("compute"), to=[WORLD], to_cidrs=[str(c) for c in catalog.cidrs],
-            port=catalog.db_port, target=WORLD, from_namespace=TRINO_NAMESPACE,
-        )
-        for name, catalog in sorted(trino.external_catalogs.items())
-    }
-
-
-def multikueue_flow(site: SiteConfig) -> Flow:
-    """The manager's Kueue controller to every worker's API server."""
-    workers = sorted(site.training.multikueue.workers)
-    ports = {site.clusters[w].api_server_port for w in workers if w in site.clusters} or {KUBE_APISERVER_PORT}
-    return Flow(
-        description="The MultiKueue manager dispatches workloads to its workers' API servers.",
-        sources=[site.multikueue_manager()], to=workers, port=min(ports), target="kube-apiserver",
-        from_namespace=KUEUE_NAMESPACE, from_labels=KUEUE_CONTROLLER_LABELS,
-    )
 
 
 def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
@@ -442,10 +277,6 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
     sites' catalogs (Trino's peer catalogs) are not its clusters' to hold, so they are not listed. Clusters
     a config rule refuses (an unknown inference cluster) are left out.
     """
-    # The engines' own declarations are the one source of what each engine holds; imported here because the
-    # engines' modules import this package.
-    from components.engines import ENGINES
-
     s3: dict[str, set[str]] = {}
     polaris: dict[str, set[str]] = {}
 
@@ -457,7 +288,8 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
                 polaris.setdefault(cluster, set()).add(grantee)
 
     for cluster in site.keys_with_role("compute"):
-        for engine in ENGINES.values():
+        # The engines' own declarations are the one source of what each engine holds.
+        for engine in declared.engines().values():
             if engine.config(site.compute).enabled:
                 holds(cluster, engine.name, keys=engine.buckets is not None, catalog=engine.catalog_role is not None)
         # Iceberg maintenance runs in its own namespace as its own principal (components/iceberg_maintenance.py).

@@ -2,8 +2,8 @@
 
 `ENGINES` holds every module's `ENGINE`, by name: StorageCluster gives each one its S3 access and Polaris
 principal, ComputeCluster deploys each one that `compute.<name>.enabled` switches on. Adding an engine is a
-new module here (an `Engine` and its deploy function), its pins in versions.py and its section in the
-config's `compute`; nothing else names it (docs/architecture.md, "Adding an engine").
+new module here (an `Engine`, with its config section, and its deploy function) and its pins in versions.py;
+components/catalog.py declares it to the config, and nothing else names it (docs/architecture.md, "Adding an engine").
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from components.engines._base import (
     INTERACTIVE,
     POOL_LABEL,
     POOLS,
-    BucketAccess,
     Engine,
     EngineScope,
     Pool,
@@ -39,4 +38,4 @@ def _discover() -> dict[str, Engine]:
 ENGINES: dict[str, Engine] = _discover()
 """Every engine, by name."""
 
-__all__ = ["BATCH", "ENGINES", "GATEWAY", "INTERACTIVE", "POOLS", "POOL_LABEL", "BucketAccess", "Engine", "EngineScope", "Pool", "Quota", "Ui"]
+__all__ = ["BATCH", "ENGINES", "GATEWAY", "INTERACTIVE", "POOLS", "POOL_LABEL", "Engine", "EngineScope", "Pool", "Quota", "Ui"]

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pydantic import BaseModel
 
 from components import versions
+from components.config import BucketAccess, ServiceToggle
 from components.constants import CNPG_NAMESPACE, ENGINE_LABEL, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ISSUER
 from components.gateway import ROUTES_LABEL, http_route
 from components.kube import Adoption, Priority, helm_release, namespace, postgres_image, random_secret
@@ -84,15 +86,6 @@ def flask_oauth_config(app_part: Path, settings: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
-class BucketAccess:
-    """Bucket classes a principal may read, and classes it may read and write."""
-
-    read: tuple[str, ...] = ()
-    read_write: tuple[str, ...] = ()
-    description: str = ""
-
-
-@dataclass(frozen=True)
 class Quota:
     """CPU and memory requests the engine's namespace may hold at most (and zero GPUs: compute never requests one)."""
 
@@ -137,6 +130,9 @@ class Engine:
     ui: Ui | None = None
     database: bool = False
     """Whether it keeps its metadata in a Postgres of its own (CloudNativePG, `<name>-db`, protected)."""
+    section: type[BaseModel] = ServiceToggle
+    """The model of its section `compute.<name>` (a switch, `enabled`, by default); the config gets the section from here
+    (components/catalog.py) unless ComputeConfig has the field already, which must then be of this model."""
 
     @property
     def namespace(self) -> str:

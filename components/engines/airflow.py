@@ -41,7 +41,6 @@ from components.constants import (
     TRAINING_SUBMISSION_CONFIG_MAP,
     TRAINING_SUBMISSION_DIR,
     submitter_connection_id,
-    submitter_kubeconfig_secret,
 )
 from components.engines import spark
 from components.engines._spark_trust import SparkTrust
@@ -162,8 +161,8 @@ def _deploy(scope: EngineScope) -> None:
         "connection": password.apply(lambda p: f"postgresql://airflow:{p}@airflow-db-rw.{ns}.svc:5432/airflow?sslmode=require"),
     }, ns_resource)
     gpus = [g.key for g in scope.gpu_clusters]
-    volumes = [{"name": submitter_kubeconfig_secret(g), "secret": {"secretName": submitter_kubeconfig_secret(g)}} for g in gpus]
-    mounts = [{"name": submitter_kubeconfig_secret(g), "mountPath": f"/opt/airflow/kube/{g}", "readOnly": True} for g in gpus]
+    volumes = [{"name": names.SUBMITTER_KUBECONFIG(g), "secret": {"secretName": names.SUBMITTER_KUBECONFIG(g)}} for g in gpus]
+    mounts = [{"name": names.SUBMITTER_KUBECONFIG(g), "mountPath": f"/opt/airflow/kube/{g}", "readOnly": True} for g in gpus]
     delivered = []
     spark_on = spark.ENGINE.config(scope.compute).enabled
     maintenance = scope.compute.iceberg_maintenance

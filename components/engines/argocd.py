@@ -27,8 +27,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions, yamltext
-from components.config import ServingRepoConfig, names
-from components.constants import ARGOCD_NAMESPACE, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET
+from components.config import ArgoCdConfig, Flow, ServingRepoConfig, SiteConfig, names
+from components.config.views import argocd_delivers
+from components.constants import (
+    ARGOCD_CONTROLLER_LABELS,
+    ARGOCD_NAMESPACE,
+    KUBE_APISERVER_PORT,
+    OIDC_CLIENT_ID,
+    OIDC_CLIENT_SECRET,
+)
 from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui
 from components.gitops import OBSERVED_KINDS, SERVING_KINDS, ServingTarget
 from components.identity import PLATFORM_ADMINS, team_group_name
@@ -268,4 +275,31 @@ ENGINE = Engine(
     quota=Quota(cpu="8", memory="16Gi"),
     ui=Ui(host="argocd", service="argocd-server", port=80, callback="/auth/callback"),
     deploy=_deploy,
+    section=ArgoCdConfig,
 )
+
+
+# The flows it opens ---------------------------------------------------------------------------------------------
+# Declared to the config by components/catalog.py; SiteConfig.flow_table adds them.
+
+
+ARGOCD_FLOW = "argocd"
+"""The flow that admits Argo CD's application controller on compute to the serving cluster's API server."""
+
+
+def argocd_flow(site: SiteConfig) -> Flow:
+    """Argo CD's application controller on compute to the serving cluster's API server (hub and spoke: one Argo CD on
+    compute, the serving clusters its destinations)."""
+    assert site.inference is not None
+    serving = site.inference.cluster
+    port = site.clusters[serving].api_server_port if serving in site.clusters else KUBE_APISERVER_PORT
+    return Flow(
+        description="Argo CD on compute applies the serving repository through the serving cluster's API server.",
+        sources=site.keys_with_role("compute"), to=[serving], port=port, target="kube-apiserver",
+        from_namespace=ARGOCD_NAMESPACE, from_labels=ARGOCD_CONTROLLER_LABELS,
+    )
+
+
+def argocd_flows(site: SiteConfig) -> dict[str, Flow]:
+    """Argo CD's flow, while it delivers the serving objects (inference.delivery argocd)."""
+    return {ARGOCD_FLOW: argocd_flow(site)} if argocd_delivers(site) else {}

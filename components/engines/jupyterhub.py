@@ -12,7 +12,7 @@ from typing import Any
 import pulumi_kubernetes as k8s
 
 from components import versions
-from components.config import names
+from components.config import JupyterConfig, names
 from components.constants import (
     OIDC_CLIENT_ID,
     OIDC_CLIENT_SECRET,
@@ -217,4 +217,5 @@ ENGINE = Engine(
     quota=Quota(cpu="128", memory="1Ti"),
     ui=Ui(host="jupyter", service="proxy-public", port=80, callback="/hub/oauth_callback"),
     deploy=_deploy,
+    section=JupyterConfig,
 )

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from components import versions, yamltext
+from components.config import BucketAccess, SparkConfig
 from components.constants import (
     ENGINE_LABEL,
     MAINTENANCE_NAMESPACE,
@@ -32,7 +33,7 @@ from components.engines import _spark_connect as spark_connect
 from components.engines import _spark_packages as packages
 from components.engines import _spark_trust as jvm_trust
 from components.engines._spark_trust import SparkTrust
-from components.engines._base import BATCH, POOL_LABEL, BucketAccess, Engine, EngineScope, Quota
+from components.engines._base import BATCH, POOL_LABEL, Engine, EngineScope, Quota
 from components.registry import UPSTREAM, Registry
 
 SERVICE_ACCOUNT = "spark"
@@ -237,4 +238,5 @@ ENGINE = Engine(
     buckets=BucketAccess(read_write=("raw", "warehouse")),
     catalog_role="writer",
     deploy=_deploy,
+    section=SparkConfig,
 )

@@ -16,8 +16,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
+from components.config import BucketAccess, StarRocksConfig
 from components.constants import polaris_secret, s3_secret
-from components.engines._base import INTERACTIVE, BucketAccess, Engine, EngineScope, Quota
+from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota
 from components.jvm_trust import CA_FILE_KEY, JVM_TRUST_STORE_KEY, jvm_trust_options, public_and_site_pem, public_and_site_store
 from components.kube import cache_storage_class, restricted_container, run_once_job
 from components.registry import UPSTREAM, Registry
@@ -171,4 +172,5 @@ ENGINE = Engine(
     buckets=BucketAccess(read=("gold", "warehouse"), read_write=("olap",)),
     catalog_role="reader",
     deploy=_deploy,
+    section=StarRocksConfig,
 )

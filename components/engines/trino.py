@@ -21,7 +21,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
-from components.config import ExternalCatalog, names
+from components.config import WORLD, BucketAccess, ExternalCatalog, Flow, SiteConfig, TrinoConfig, names
 from components.config.schema.storage import GOLD_NAMESPACE
 from components.config.views import POLARIS_FLOW, S3_FLOW
 from components.constants import (
@@ -36,7 +36,7 @@ from components.constants import (
     polaris_secret,
     s3_secret,
 )
-from components.engines._base import INTERACTIVE, BucketAccess, Engine, EngineScope, Quota, Ui
+from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui
 from components.engines._spark_packages import trust_store
 from components.identity import PLATFORM_ADMINS
 from components.jvm_trust import JVM_TRUST_STORE_KEY, jvm_trust_options, public_and_site_store
@@ -449,4 +449,29 @@ ENGINE = Engine(
     catalog_role="reader",
     ui=Ui(host="trino", service="trino", port=8080, callback="/oauth2/callback"),
     deploy=_deploy,
+    section=TrinoConfig,
 )
+
+
+# The flows it opens ---------------------------------------------------------------------------------------------
+# Declared to the config by components/catalog.py; SiteConfig.flow_table adds them.
+
+
+TRINO_NAMESPACE = "trino"
+"""Compute's Trino namespace (its engine's name, components/engines/trino.py): only Trino's pods run there."""
+
+
+def external_catalog_flows(site: SiteConfig) -> dict[str, Flow]:
+    """Per external catalog of Trino, the egress from Trino's pods on compute to the database's ranges on its port; the
+    network denies that address and port to every other pod of compute. None while Trino is off."""
+    trino = site.compute.trino
+    if not trino.enabled:
+        return {}
+    return {
+        names.external_catalog_flow(name): Flow(
+            description=f"Trino's catalog {name} reads the {catalog.connector} database {catalog.host} outside the site.",
+            sources=site.keys_with_role("compute"), to=[WORLD], to_cidrs=[str(c) for c in catalog.cidrs],
+            port=catalog.db_port, target=WORLD, from_namespace=TRINO_NAMESPACE,
+        )
+        for name, catalog in sorted(trino.external_catalogs.items())
+    }

@@ -22,6 +22,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+import components.catalog  # noqa: F401  (declares the engines and their flows to the config before a site is parsed)
 from components.access import PREVIEW_ACCOUNT, PREVIEW_NAMESPACE, PREVIEW_USER
 from components.config import SiteConfig, names, parse_site
 from components.constants import ENGINE_LABEL, TEAM_LABEL

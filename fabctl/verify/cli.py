@@ -21,6 +21,7 @@ import yaml
 from rich.console import Console
 from rich.markdown import Markdown
 
+import components.catalog  # noqa: F401  (declares the engines and their flows to the config before a site is parsed)
 from components.config import ConfigError, SiteConfig, parse_site
 from fabctl.stackfile import SITE_KEY, StackFileError, read_stack_config, stack_file
 from fabctl.verify.model import Criterion

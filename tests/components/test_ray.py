@@ -16,11 +16,19 @@ from small_site import small_site
 
 from components import versions
 from components.config import parse_site
-from components.config.views import JUPYTER_NAMESPACE, RAY_CLIENT_PORT, RAY_HEAD_LABELS
 from components.engines.jupyterhub import ENGINE as JUPYTERHUB
 from components.engines.jupyterhub import TEAMS_HOOK_KEY, teams_hook
 from components.kueue import LOCAL_QUEUE, QUEUE_LABEL
-from components.ray import TEMPLATE_CONFIG_MAP, TOKEN_AUTH_POLICY, TOKEN_SECRET, example_ray_job, ray_cluster_template
+from components.ray import (
+    JUPYTER_NAMESPACE,
+    RAY_CLIENT_PORT,
+    RAY_HEAD_LABELS,
+    TEMPLATE_CONFIG_MAP,
+    TOKEN_AUTH_POLICY,
+    TOKEN_SECRET,
+    example_ray_job,
+    ray_cluster_template,
+)
 from fabctl.render import HELM_RELEASE_TYPE
 
 

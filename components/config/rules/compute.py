@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from components.config import declared
 from components.config.problems import Problem
 
 if TYPE_CHECKING:
@@ -71,8 +72,6 @@ def _maintenance_problems(site: SiteConfig) -> Iterator[Problem]:
 
 def _pool_problems(site: SiteConfig) -> Iterator[Problem]:
     """Each node serves one pool, and a pool whose engines are on has nodes: their pods select it and fit nowhere else."""
-    from components.engines import ENGINES  # the engines' pools; imported here since the engines import the config
-
     compute = site.compute
     batch = set(compute.batch_nodes)
     for i, node in enumerate(compute.interactive_nodes):
@@ -81,7 +80,7 @@ def _pool_problems(site: SiteConfig) -> Iterator[Problem]:
                 f"{node!r} is also a batch node of compute.batch_nodes; a node serves one pool (it registers with one pool's taint)"
             )
     for pool in ("batch", "interactive"):
-        users = [e.name for e in ENGINES.values() if e.pool.name == pool and e.config(compute).enabled]
+        users = [e.name for e in declared.engines().values() if e.pool == pool and e.config(compute).enabled]
         if users and not getattr(compute, f"{pool}_nodes"):
             one = len(users) == 1
             yield ("compute", f"{pool}_nodes"), (
