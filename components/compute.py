@@ -22,7 +22,7 @@ import pulumi_kubernetes as k8s
 from components.config import AdoptConfig, ComputeConfig
 from components.config.schema.teams import Team
 from components.constants import AIRFLOW_NAMESPACE, TRAINING_POOL_TYPE
-from components.engines import ENGINES, GATEWAY, POOLS, EngineScope, Ui
+from components.engines import CHART_IMAGES, ENGINES, GATEWAY, POOLS, EngineScope, Ui
 from components.federation import SiteFederation
 from components.gateway import envoy_gateway, https_listener
 from components.gitops import ServingTarget
@@ -97,7 +97,7 @@ class ComputeCluster(pulumi.ComponentResource):
             serving=args.serving, serving_repo_token=args.serving_repo_token,
             serving_repo_write_token=args.serving_repo_write_token,
             cilium=args.network.cilium_releases.get(args.cluster.key),
-            ray_tokens=args.ray_tokens, catalog_passwords=args.catalog_passwords, teams=args.teams,
+            ray_tokens=args.ray_tokens, catalog_passwords=args.catalog_passwords, teams=args.teams, chart_images=CHART_IMAGES,
         )
         enabled = [engine for engine in ENGINES.values() if engine.config(config).enabled]
         uis = {engine.name: engine.ui for engine in enabled if engine.ui} | {ui.host: ui for ui in args.extra_uis}

@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 from pulumi_kubernetes import _utilities
 
-from components.airgap import chart_values
+from components.airgap import ChartValues, chart_values
 from components.config import AdoptConfig
 from components.registry import Registry, merge_values
 from components.versions import CNPG_POSTGRES_IMAGE, HelmChart
@@ -63,13 +63,14 @@ def adopted(existing: bool, import_id: str) -> pulumi.ResourceOptions:
 
 def helm_release(logical: str, chart: HelmChart, *, name: str, namespace: str, values: pulumi.Input[dict[str, Any]],
                  opts: pulumi.ResourceOptions, registry: Registry, adopt: Adoption | None = None,
-                 postrender: str | None = None) -> k8s.helm.v3.Release:
+                 postrender: str | None = None, images: ChartValues | None = None) -> k8s.helm.v3.Release:
     """A Helm release of a pinned chart from its repository or OCI registry, with bounded history and the chart's timeout.
 
     Pulumi waits (Helm's `--wait`) until the release's objects are ready, LoadBalancer Services included,
     so nothing a release installs may need something created after it. The release is imported when `adopt`
     declares `<namespace>/<name>` installed already on its cluster. With a site registry the chart comes from it, and
-    the chart's image values (components/airgap) move every image the chart runs there.
+    the chart's image values (components/airgap; `images`, an engine's chart's: its `EngineChart`) move every image the
+    chart runs there.
     """
     existing = adopt is not None and adopt.release(namespace, name)
     source = registry.chart(chart)
@@ -83,7 +84,7 @@ def helm_release(logical: str, chart: HelmChart, *, name: str, namespace: str, v
         version=source.version,
         repository_opts=None if oci else k8s.helm.v3.RepositoryOptsArgs(repo=source.repo, ca_file=ca_file),
         namespace=namespace,
-        values=merge_values(values, chart_values(chart, registry)),
+        values=merge_values(values, chart_values(chart, registry, images)),
         postrender=postrender,
         max_history=HELM_HISTORY,
         timeout=chart.timeout_sec,

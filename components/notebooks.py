@@ -43,7 +43,7 @@ from components.constants import (
     TEAM_LABEL,
 )
 from components.engines import GATEWAY, Ui
-from components.engines.jupyterhub import keycloak_authenticator, site_ca_mount
+from components.engines.jupyterhub import HUB_CHART, keycloak_authenticator, site_ca_mount
 from components.gateway import ROUTES_LABEL, http_route
 from components.gpu import NOTEBOOKS_POOL, POOL_LABEL, toleration
 from components.identity import SiteIdentity, team_group_name
@@ -153,7 +153,7 @@ class GpuNotebooks(pulumi.ComponentResource):
             # the hub reads its OIDC client from `secret` (and the site CA) when it starts, and starts servers in the team
             # namespaces
             opts=pulumi.ResourceOptions.merge(on_gpu, pulumi.ResourceOptions(depends_on=[secret, *ca.resources(), *team_namespaces])),
-            adopt=args.adopt, registry=args.cluster.registry,
+            adopt=args.adopt, registry=args.cluster.registry, images=HUB_CHART.images,
         )
         pool = args.network.lb_pool(args.cluster.key, config.pool)
         k8s.core.v1.Service(

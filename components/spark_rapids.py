@@ -24,7 +24,7 @@ from components.data_access import TRAINING
 from components.engines import _spark_packages as packages
 from components.engines import _spark_trust as jvm_trust
 from components.engines._spark_trust import SparkTrust
-from components.engines.spark import SERVICE_ACCOUNT, registry_fields, spark_conf
+from components.engines.spark import OPERATOR_CHART, SERVICE_ACCOUNT, registry_fields, spark_conf
 from components.gpu import POOL_LABEL, TRAINING_PRIORITY, GpuCluster, toleration
 from components.kube import Adoption, helm_release, namespace, restricted_pod_security_context, restricted_security_context
 from components.kueue import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
@@ -169,7 +169,7 @@ class SparkRapids(pulumi.ComponentResource):
             # Its namespace and the team namespaces (the chart's Roles go in them), `spark-maven` for the controller and its
             # drivers, and Kueue, whose webhook must suspend each SparkApplication before the operator can run it.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, args.kueue, *args.team_namespaces.values(), *maven]),
-            adopt=adopt, registry=registry,
+            adopt=adopt, registry=registry, images=OPERATOR_CHART.images,
         )
         role = k8s.rbac.v1.ClusterRole(f"{name}-submitter-role", metadata={"name": SUBMITTER_ROLE}, rules=SUBMITTER_RULES, opts=child)
         for team in teams:

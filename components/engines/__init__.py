@@ -2,8 +2,9 @@
 
 `ENGINES` holds every module's `ENGINE`, by name: StorageCluster gives each one its S3 access and Polaris
 principal, ComputeCluster deploys each one that `compute.<name>.enabled` switches on. Adding an engine is a
-new module here (an `Engine`, with its config section, and its deploy function) and its pins in versions.py;
-components/catalog.py declares it to the config, and nothing else names it (docs/architecture.md, "Adding an engine").
+new module here (an `Engine` with its config section, its charts' image values and pod placement, and its deploy
+function) and its pins in versions.py; components/catalog.py declares it to the config, and nothing else names it
+(docs/architecture.md, "Adding an engine").
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from components.airgap import ChartValues
 from components.engines._base import (
     BATCH,
     GATEWAY,
@@ -18,6 +20,7 @@ from components.engines._base import (
     POOL_LABEL,
     POOLS,
     Engine,
+    EngineChart,
     EngineScope,
     Pool,
     Quota,
@@ -37,5 +40,9 @@ def _discover() -> dict[str, Engine]:
 
 ENGINES: dict[str, Engine] = _discover()
 """Every engine, by name."""
+CHART_IMAGES: dict[str, ChartValues] = {c.chart.chart: c.images for engine in ENGINES.values() for c in engine.charts}
+"""Chart name -> the values that move its images to the site's registry, as its engine declares them (the other charts'
+are in components/airgap)."""
 
-__all__ = ["BATCH", "ENGINES", "GATEWAY", "INTERACTIVE", "POOLS", "POOL_LABEL", "Engine", "EngineScope", "Pool", "Quota", "Ui"]
+__all__ = ["BATCH", "CHART_IMAGES", "ENGINES", "GATEWAY", "INTERACTIVE", "POOLS", "POOL_LABEL", "Engine", "EngineChart", "EngineScope",
+           "Pool", "Quota", "Ui"]

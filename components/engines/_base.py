@@ -22,9 +22,11 @@ from pydantic import BaseModel
 
 from components import versions
 from components.config import BucketAccess, ServiceToggle
+from components.airgap import ChartValues
 from components.constants import CNPG_NAMESPACE, ENGINE_LABEL, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET, OIDC_ISSUER
 from components.gateway import ROUTES_LABEL, http_route
 from components.kube import Adoption, Priority, helm_release, namespace, postgres_image, random_secret
+from components.placement import Pods
 from components.providers import ClusterRef, NamespaceRef
 
 if TYPE_CHECKING:
@@ -113,6 +115,18 @@ class Ui:
 
 
 @dataclass(frozen=True)
+class EngineChart:
+    """A chart an engine installs: its pin (components/versions.py), the values that move every image it runs to the
+    site's registry (docs/airgap.md) and where its pods get their node selector, tolerations and PriorityClass (the
+    chart's own value paths: fab-compute-pool-placement checks them against the engine's pool)."""
+
+    chart: versions.HelmChart
+    images: ChartValues
+    pods: tuple[Pods, ...] = ()
+    """No groups where the platform does not place the chart's pods in a pool (an operator's)."""
+
+
+@dataclass(frozen=True)
 class Engine:
     """One compute engine, declared once; `compute.<name>.enabled` switches it."""
 
@@ -133,6 +147,12 @@ class Engine:
     section: type[BaseModel] = ServiceToggle
     """The model of its section `compute.<name>` (a switch, `enabled`, by default); the config gets the section from here
     (components/catalog.py) unless ComputeConfig has the field already, which must then be of this model."""
+    charts: tuple[EngineChart, ...] = ()
+    """The charts it installs: `EngineScope.release` lays their image values over a release's own on a site with a
+    registry, and the policy pack places their pods in its pool; a chart on the compute cluster that no engine declares
+    (and that is not a platform chart of the pack's) is refused."""
+    kinds: Mapping[str, tuple[Pods, ...]] = field(default_factory=dict)
+    """Its custom resources that run pods, by kind, and where those pods are placed (the CRD's fields)."""
 
     @property
     def namespace(self) -> str:
@@ -176,6 +196,8 @@ class EngineScope:
     cnpg: pulumi.Resource | None = None
     cilium: pulumi.Resource | None = None
     """The compute cluster's Cilium release, which registers the cilium.io CRDs an engine's network policy needs."""
+    chart_images: Mapping[str, ChartValues] = field(default_factory=dict)
+    """Chart name -> the image values its engine declares (components/engines `CHART_IMAGES`)."""
     ray_tokens: dict[str, pulumi.Output[str]] = field(default_factory=dict)
     """Team -> its Ray token, while Ray is on (components/ray.py)."""
     catalog_passwords: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
@@ -248,7 +270,8 @@ class EngineScope:
         name = release or logical
         return helm_release(f"{self.prefix}-{logical}", chart, name=name, namespace=ns, values=values,
                             # `depends_on`: what the chart's pods need when they start (each caller says what)
-                            opts=self.after(*depends_on), adopt=self.adopt, registry=self.cluster.registry)
+                            opts=self.after(*depends_on), adopt=self.adopt, registry=self.cluster.registry,
+                            images=self.chart_images.get(chart.chart))
 
     def random(self, logical: str, length: int = 48) -> pulumi.Output[str]:
         return random_secret(f"{self.prefix}-{logical}", length, self.child)

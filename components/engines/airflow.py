@@ -27,6 +27,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import iceberg_maintenance, versions, yamltext
+from components.airgap import mirror_repository
 from components.config import names
 from components.config.schema.teams import Team
 from components.constants import (
@@ -43,8 +44,9 @@ from components.constants import (
     submitter_connection_id,
 )
 from components.engines import spark
+from components.engines._base import BATCH, Engine, EngineChart, EngineScope, Quota, Ui, flask_oauth_config
 from components.engines._spark_trust import SparkTrust
-from components.engines._base import BATCH, Engine, EngineScope, Quota, Ui, flask_oauth_config
+from components.placement import Pods
 from components.providers import NamespaceRef
 from components.registry import UPSTREAM, Registry
 
@@ -313,6 +315,25 @@ def _maintenance(scope: EngineScope) -> list[pulumi.Resource]:
     return [job, binding, *scope.storage.maintenance_grants(to)]
 
 
+def _airflow_images(registry: Registry) -> dict[str, Any]:
+    """Chart 1.22.0 (no package in ../shared/charts: from its values.yaml): every Airflow image (scheduler, API server,
+    DAG processor, triggerer, migration Jobs and the KubernetesExecutor's task pods) falls back to
+    `defaultAirflowRepository`; the others are `images.<name>.repository` (statsd, redis, pgbouncer and its exporter,
+    gitSync). `registry.secretName` names the pull Secret in every pod, the task pods' template included."""
+    airflow = mirror_repository(registry, "apache/airflow")
+    return {
+        "defaultAirflowRepository": airflow,
+        "images": {
+            "statsd": {"repository": mirror_repository(registry, "quay.io/prometheus/statsd-exporter")},
+            "redis": {"repository": mirror_repository(registry, "redis")},
+            "pgbouncer": {"repository": airflow},
+            "pgbouncerExporter": {"repository": airflow},
+            "gitSync": {"repository": mirror_repository(registry, "registry.k8s.io/git-sync/git-sync")},
+        },
+        **({"registry": {"secretName": registry.pull_secret}} if registry.pull_secret else {}),
+    }
+
+
 ENGINE = Engine(
     name=AIRFLOW_NAMESPACE,
     description="Apache Airflow",
@@ -321,4 +342,11 @@ ENGINE = Engine(
     ui=Ui(host="airflow", service="airflow-api-server", port=8080, callback="/auth/oauth-authorized/keycloak"),
     database=True,
     deploy=_deploy,
+    charts=(EngineChart(versions.AIRFLOW, _airflow_images, (
+        # Every Airflow pod takes the top-level keys; task pods (the KubernetesExecutor's pod template) read
+        # workers.kubernetes first, then the deprecated workers keys, then the top level.
+        Pods("task", ("workers.kubernetes.nodeSelector", "workers.nodeSelector", "nodeSelector"),
+             ("workers.kubernetes.tolerations", "workers.tolerations", "tolerations"),
+             ("workers.kubernetes.priorityClassName", "workers.priorityClassName")),
+    )),),
 )

@@ -27,6 +27,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions, yamltext
+from components.airgap import mirror_repository, named_secrets
 from components.config import ArgoCdConfig, Flow, ServingRepoConfig, SiteConfig, names
 from components.config.views import argocd_delivers
 from components.constants import (
@@ -36,9 +37,11 @@ from components.constants import (
     OIDC_CLIENT_ID,
     OIDC_CLIENT_SECRET,
 )
-from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui
+from components.engines._base import INTERACTIVE, Engine, EngineChart, EngineScope, Quota, Ui
 from components.gitops import OBSERVED_KINDS, SERVING_KINDS, ServingTarget
 from components.identity import PLATFORM_ADMINS, team_group_name
+from components.placement import Pods
+from components.registry import Registry
 
 PART_OF_LABEL = "app.kubernetes.io/part-of"
 """Argo CD resolves a `$<secret>:<key>` reference in its settings only from a Secret carrying this label (value `argocd`)."""
@@ -268,6 +271,26 @@ def _destination(scope: EngineScope, target: ServingTarget, repo: ServingRepoCon
     )
 
 
+def _argo_cd_images(registry: Registry) -> dict[str, Any]:
+    """Chart 10.1.1: `global.image.repository` is every Argo CD component's (controller, server, repo server and its
+    copyutil init container, ApplicationSet, notifications, commit server, the Redis secret init Job); Dex, Redis and
+    its exporter, the redis-ha subchart's Redis, exporter and HAProxy, and the server's extension installer have their
+    own. `global.imagePullSecrets` reaches every pod."""
+    return {
+        "global": {"image": {"repository": mirror_repository(registry, "quay.io/argoproj/argocd")},
+                   "imagePullSecrets": named_secrets(registry)},
+        "dex": {"image": {"repository": mirror_repository(registry, "ghcr.io/dexidp/dex")}},
+        "redis": {"image": {"repository": mirror_repository(registry, "ecr-public.aws.com/docker/library/redis")},
+                  "exporter": {"image": {"repository": mirror_repository(registry, "ghcr.io/oliver006/redis_exporter")}}},
+        "redis-ha": {
+            "image": {"repository": mirror_repository(registry, "ecr-public.aws.com/docker/library/redis")},
+            "exporter": {"image": mirror_repository(registry, "ghcr.io/oliver006/redis_exporter")},
+            "haproxy": {"image": {"repository": mirror_repository(registry, "ecr-public.aws.com/docker/library/haproxy")}},
+        },
+        "server": {"extensions": {"image": {"repository": mirror_repository(registry, "quay.io/argoprojlabs/argocd-extension-installer")}}},
+    }
+
+
 ENGINE = Engine(
     name=ARGOCD_NAMESPACE,
     description="Argo CD",
@@ -276,6 +299,12 @@ ENGINE = Engine(
     ui=Ui(host="argocd", service="argocd-server", port=80, callback="/auth/callback"),
     deploy=_deploy,
     section=ArgoCdConfig,
+    # Each Argo CD component reads its own keys, then the global ones (templates: `<component>.x | default global.x`).
+    charts=(EngineChart(versions.ARGO_CD, _argo_cd_images, tuple(
+        Pods(group, (f"{group}.nodeSelector", "global.nodeSelector"), (f"{group}.tolerations", "global.tolerations"),
+             (f"{group}.priorityClassName", "global.priorityClassName"))
+        for group in ("controller", "server", "repoServer", "applicationSet", "notifications", "redis")
+    )),),
 )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pulumi_kubernetes as k8s
 
 from components import versions
+from components.airgap import mirror_repository
 from components.config import JupyterConfig, names
 from components.constants import (
     OIDC_CLIENT_ID,
@@ -23,10 +24,12 @@ from components.constants import (
     TEAM_LABEL,
 )
 from components.engines import _spark_connect as spark_connect
-from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui
+from components.engines._base import INTERACTIVE, Engine, EngineChart, EngineScope, Quota, Ui
 from components.identity import PLATFORM_USERS
 from components.network_policies import fence_policy
+from components.placement import Pods
 from components.providers import NamespaceRef
+from components.registry import Registry
 
 
 def _profiles(jupyter) -> list[dict]:
@@ -210,6 +213,46 @@ def _deploy(scope: EngineScope) -> None:
     )
 
 
+def _jupyterhub_images(registry: Registry) -> dict[str, Any]:
+    """Chart 4.4.0: every image is a `name` and a `tag`: hub, proxy (configurable-http-proxy, and traefik for autohttps),
+    secret-sync, network-tools (the servers' metadata-blocking init container), the user-scheduler (kube-scheduler),
+    the placeholder and pre-puller pause images, the image awaiter and the default single-user image. `imagePullSecrets`
+    reaches every chart pod and, through the hub's KubeSpawner, every single-user server. A single-user image set in
+    config is moved where it is set (components/notebooks.py)."""
+    def name(source: str) -> dict[str, str]:
+        return {"name": mirror_repository(registry, source)}
+
+    return {
+        "imagePullSecrets": [registry.pull_secret] if registry.pull_secret else [],
+        "hub": {"image": name("quay.io/jupyterhub/k8s-hub")},
+        "proxy": {
+            "chp": {"image": name("quay.io/jupyterhub/configurable-http-proxy")},
+            "traefik": {"image": name("traefik")},
+            "secretSync": {"image": name("quay.io/jupyterhub/k8s-secret-sync")},
+        },
+        "singleuser": {
+            "image": name("quay.io/jupyterhub/k8s-singleuser-sample"),
+            "networkTools": {"image": name("quay.io/jupyterhub/k8s-network-tools")},
+        },
+        "scheduling": {
+            "userScheduler": {"image": name("registry.k8s.io/kube-scheduler")},
+            "userPlaceholder": {"image": name("registry.k8s.io/pause")},
+        },
+        "prePuller": {
+            "hook": {"image": name("quay.io/jupyterhub/k8s-image-awaiter")},
+            "pause": {"image": name("registry.k8s.io/pause")},
+        },
+    }
+
+
+HUB_CHART = EngineChart(versions.JUPYTERHUB, _jupyterhub_images, (
+    Pods("hub", ("hub.nodeSelector",), ("hub.tolerations",), ("hub.extraPodSpec.priorityClassName",)),
+    Pods("proxy", ("proxy.chp.nodeSelector",), ("proxy.chp.tolerations",), ("proxy.chp.extraPodSpec.priorityClassName",)),
+    Pods("single-user", ("singleuser.nodeSelector",), ("singleuser.extraTolerations",), ("hub.config.KubeSpawner.priority_class_name",)),
+))
+"""The hub's chart (also the GPU notebooks' hub, components/notebooks.py)."""
+
+
 ENGINE = Engine(
     name="jupyterhub",
     description="JupyterHub",
@@ -218,4 +261,5 @@ ENGINE = Engine(
     ui=Ui(host="jupyter", service="proxy-public", port=80, callback="/hub/oauth_callback"),
     deploy=_deploy,
     section=JupyterConfig,
+    charts=(HUB_CHART,),
 )

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from components import versions, yamltext
+from components.airgap import mirror_repository, named_secrets
 from components.config import BucketAccess, SparkConfig
 from components.constants import (
     ENGINE_LABEL,
@@ -32,8 +33,9 @@ from components.constants import (
 from components.engines import _spark_connect as spark_connect
 from components.engines import _spark_packages as packages
 from components.engines import _spark_trust as jvm_trust
+from components.engines._base import BATCH, POOL_LABEL, Engine, EngineChart, EngineScope, Quota
 from components.engines._spark_trust import SparkTrust
-from components.engines._base import BATCH, POOL_LABEL, Engine, EngineScope, Quota
+from components.placement import Pods
 from components.registry import UPSTREAM, Registry
 
 SERVICE_ACCOUNT = "spark"
@@ -230,6 +232,46 @@ def _deploy(scope: EngineScope) -> None:
         spark_connect.deploy(scope, config, team, connect_ns, operator, yunikorn, defaults, DEFAULTS_CONFIG_MAP)
 
 
+def _spark_operator_images(registry: Registry) -> dict[str, Any]:
+    """Chart 2.5.2: `image` (controller and webhook, one image) and `hook.image` take registry and repository apart; the
+    pull Secrets are `image.pullSecrets` (both Deployments and the hook Job). The operator launches no image of its own:
+    a SparkApplication without `image` gets none from it (spark-submit then refuses it), so the images Spark runs are
+    the applications' (components/engines/spark.py)."""
+    ghcr = registry.ref("ghcr.io/kubeflow/spark-operator/controller")
+    return {
+        "image": {"registry": ghcr.registry, "repository": ghcr.repository, "pullSecrets": named_secrets(registry)},
+        "hook": {"image": {"registry": ghcr.registry,
+                           "repository": registry.ref("ghcr.io/kubeflow/spark-operator/kubectl").repository}},
+    }
+
+
+def _yunikorn_images(registry: Registry) -> dict[str, Any]:
+    """Chart 1.8.0: one `repository` and a tag per component (scheduler, plugin, admission controller, web); the pull
+    Secrets by name (`imagePullSecrets`). At run time the scheduler starts placeholder pods for gang scheduling from
+    `service.placeholderImage` (yunikorn-k8shim v1.8.0 defaults it to YUNIKORN_PLACEHOLDER_IMAGE); they carry the pull
+    Secrets of the application's pods."""
+    repository = mirror_repository(registry, "apache/yunikorn")
+    return {
+        "image": {"repository": repository},
+        "pluginImage": {"repository": repository},
+        "admissionController": {"image": {"repository": repository}},
+        "web": {"image": {"repository": repository}},
+        "imagePullSecrets": [registry.pull_secret] if registry.pull_secret else [],
+        "yunikornDefaults": {"service.placeholderImage": registry.image(versions.YUNIKORN_PLACEHOLDER_IMAGE)},
+    }
+
+
+def _spark_pods(prefix: str) -> tuple[Pods, ...]:
+    # The operator's webhook adds the driver's or executor's own node selector to the application's.
+    return tuple(Pods(role, (f"{prefix}{role}.nodeSelector", f"{prefix}nodeSelector"), (f"{prefix}{role}.tolerations",),
+                      (f"{prefix}{role}.priorityClassName",)) for role in ("driver", "executor"))
+
+
+OPERATOR_CHART = EngineChart(versions.SPARK_OPERATOR, _spark_operator_images)
+"""The operator's chart (also the GPU training cluster's, components/spark_rapids.py)."""
+YUNIKORN_CHART = EngineChart(versions.YUNIKORN, _yunikorn_images)
+
+
 ENGINE = Engine(
     name="spark",
     description="Spark ingest and ETL",
@@ -239,4 +281,6 @@ ENGINE = Engine(
     catalog_role="writer",
     deploy=_deploy,
     section=SparkConfig,
+    charts=(OPERATOR_CHART, YUNIKORN_CHART),
+    kinds={"SparkApplication": _spark_pods("spec."), "ScheduledSparkApplication": _spark_pods("spec.template.")},
 )

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
+from components.airgap import mirror_repository, named_secrets
 from components.config import BucketAccess, StarRocksConfig
 from components.constants import polaris_secret, s3_secret
-from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota
+from components.engines._base import INTERACTIVE, Engine, EngineChart, EngineScope, Quota
 from components.jvm_trust import CA_FILE_KEY, JVM_TRUST_STORE_KEY, jvm_trust_options, public_and_site_pem, public_and_site_store
 from components.kube import cache_storage_class, restricted_container, run_once_job
+from components.placement import Pods
 from components.registry import UPSTREAM, Registry
 
 CLUSTER = "starrocks"
@@ -163,6 +166,19 @@ def _deploy(scope: EngineScope) -> None:
         opts=pulumi.ResourceOptions(parent=scope.parent, depends_on=[cluster, root, setup, *grants], replace_on_changes=["spec"]),
     )
 
+def _starrocks_operator_images(registry: Registry) -> dict[str, Any]:
+    """Chart operator 1.11.5: the operator's `starrocksOperator.image.repository` and pull Secrets. The FE and CN images
+    are the StarRocksCluster's (components/engines/starrocks.py); the operator launches nothing else while the cluster
+    has no FE proxy (whose default is nginx:1.24.0)."""
+    return {"starrocksOperator": {"image": {"repository": mirror_repository(registry, "starrocks/operator")},
+                                  "imagePullSecrets": named_secrets(registry)}}
+
+
+def _starrocks_pods(group: str, component: str) -> Pods:
+    # Operator 1.11.5's StarRocksCluster has no priorityClassName: its pods run at the priority of a pod that names none.
+    return Pods(group, (f"spec.{component}.nodeSelector",), (f"spec.{component}.tolerations",), only_with=f"spec.{component}")
+
+
 ENGINE = Engine(
     name="starrocks",
     description="StarRocks",
@@ -173,4 +189,6 @@ ENGINE = Engine(
     catalog_role="reader",
     deploy=_deploy,
     section=StarRocksConfig,
+    charts=(EngineChart(versions.STARROCKS_OPERATOR, _starrocks_operator_images),),
+    kinds={"StarRocksCluster": tuple(_starrocks_pods(g, f"starRocks{g.title()}Spec") for g in ("FE", "BE", "CN"))},
 )

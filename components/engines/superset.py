@@ -8,11 +8,15 @@ interactive pool at its PriorityClass.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from components import versions
+from components.airgap import mirror_repository, named_secrets
 from components.constants import SITE_CA_DIR, SITE_CA_FILE, SITE_CA_SECRET
-from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui, flask_oauth_config
+from components.engines._base import INTERACTIVE, Engine, EngineChart, EngineScope, Quota, Ui, flask_oauth_config
+from components.placement import Pods, same
 from components.providers import NamespaceRef
+from components.registry import Registry
 
 CONFIG_OVERRIDES = Path(__file__).parents[1] / "superset_config_overrides.py"
 USER = 1000
@@ -61,6 +65,18 @@ def _deploy(scope: EngineScope) -> None:
     scope.route(ENGINE, ns_resource)
 
 
+def _superset_images(registry: Registry) -> dict[str, Any]:
+    """Chart 0.22.4 (no package in ../shared/charts: from its values.yaml): `image.repository` (web, worker, init Job),
+    `initImage.repository` (the dockerize wait containers), the websocket server's (off), `imagePullSecrets`. Its
+    postgresql and redis subcharts are off (components/engines/superset.py)."""
+    return {
+        "image": {"repository": mirror_repository(registry, "apachesuperset.docker.scarf.sh/apache/superset")},
+        "initImage": {"repository": mirror_repository(registry, "apache/superset")},
+        "supersetWebsockets": {"image": {"repository": mirror_repository(registry, "oneacrefund/superset-websocket")}},
+        "imagePullSecrets": named_secrets(registry),
+    }
+
+
 ENGINE = Engine(
     name="superset",
     description="Apache Superset",
@@ -69,4 +85,6 @@ ENGINE = Engine(
     ui=Ui(host="superset", service="superset", port=8088, callback="/oauth-authorized/keycloak"),
     database=True,
     deploy=_deploy,
+    charts=(EngineChart(versions.SUPERSET, _superset_images, (
+        same("web"), Pods("init", ("nodeSelector",), ("tolerations",), ("init.priorityClassName",)))),),
 )

@@ -14,13 +14,14 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components import versions
+from components.airgap import named_secrets
 from components.config import WORLD, BucketAccess, ExternalCatalog, Flow, SiteConfig, TrinoConfig, names
 from components.config.schema.storage import GOLD_NAMESPACE
 from components.config.views import POLARIS_FLOW, S3_FLOW
@@ -36,13 +37,15 @@ from components.constants import (
     polaris_secret,
     s3_secret,
 )
-from components.engines._base import INTERACTIVE, Engine, EngineScope, Quota, Ui
+from components.engines._base import INTERACTIVE, Engine, EngineChart, EngineScope, Quota, Ui
 from components.engines._spark_packages import trust_store
 from components.identity import PLATFORM_ADMINS
 from components.jvm_trust import JVM_TRUST_STORE_KEY, jvm_trust_options, public_and_site_store
 from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_container, restricted_pod_security_context
 from components.network_policies import OutsideCalls, api_caller_egress, fence_policy
+from components.placement import same
 from components.providers import NamespaceRef
+from components.registry import Registry
 
 if TYPE_CHECKING:
     from components.config import SiteConfig
@@ -440,6 +443,18 @@ def worker_fence() -> dict[str, object]:
                         {ENGINE.namespace: {key: [value] for key, value in TRINO_POD_LABELS.items()}})
 
 
+def _trino_images(registry: Registry) -> dict[str, Any]:
+    """Chart 1.42.2: `image.registry` and `image.repository` (coordinator and workers), the JMX exporter's whole
+    reference (off here), `imagePullSecrets`. Its helm-test pods hard-code their images; the program never runs them
+    (`helm test`)."""
+    trino = registry.ref("trinodb/trino")
+    return {
+        "image": {"registry": trino.registry, "repository": trino.repository},
+        "jmx": {"exporter": {"image": registry.image("bitnamilegacy/jmx-exporter:1.4.0")}},
+        "imagePullSecrets": named_secrets(registry),
+    }
+
+
 ENGINE = Engine(
     name="trino",
     description="Trino queries",
@@ -450,6 +465,7 @@ ENGINE = Engine(
     ui=Ui(host="trino", service="trino", port=8080, callback="/oauth2/callback"),
     deploy=_deploy,
     section=TrinoConfig,
+    charts=(EngineChart(versions.TRINO, _trino_images, (same("coordinator", "coordinator."), same("worker", "worker."))),),
 )
 
 

@@ -4,8 +4,11 @@ compute nodes with a local NVMe cache (DESIGN section 2, compute row).
 A compute workload is an engine's: a Helm release of an engine chart or an engine's custom resource (each with its
 class, batch or interactive, from the design: Spark and Airflow are batch; Trino, StarRocks, Superset and JupyterHub
 interactive, and Argo CD, whose UI and rollouts people wait on), or a pod template or CloudNativePG cluster in a
-namespace labelled with a pool (the engines' own namespaces). The pack reads where each chart and custom resource sets its pods' node selector, tolerations and
-PriorityClass from `CHARTS` and `KINDS`: those paths are the charts' and CRDs' own keys (components/engines).
+namespace labelled with a pool (the engines' own namespaces). The pack reads where each chart and custom resource sets its
+pods' node selector, tolerations and PriorityClass from `CHARTS` and `KINDS`, which it derives from the engines'
+declarations (components/engines, each `Engine`'s `charts` and `kinds`): those paths are the charts' and CRDs' own keys. A
+chart on a compute cluster that no engine declares, and that is not one of the platform's own (`PLATFORM_CHARTS`), fails
+closed.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, StackValidationArgs
 
+from components.engines import ENGINES
+from components.placement import Pods
 from rules._k8s import (
     HELM_RELEASE,
     UNKNOWN,
@@ -42,66 +47,25 @@ DEFAULT_PRIORITY = 0
 CNPG_GROUP = "postgresql.cnpg.io/"
 
 
-@dataclass(frozen=True)
-class Pods:
-    """Where one group of a chart's or custom resource's pods gets its node selector, tolerations and PriorityClass.
-
-    Each is a list of value paths in the order the chart reads them: the first one set decides (Helm's `or`). No
-    priority paths where the chart or CRD has none.
-    """
-
-    group: str
-    node_selector: tuple[str, ...]
-    tolerations: tuple[str, ...]
-    priority: tuple[str, ...] = ()
-    only_with: str | None = None
-    """A path that must be set for these pods to exist (a StarRocksCluster's component), if any."""
-
-
-def _same(group: str, prefix: str = "") -> Pods:
-    return Pods(group, (f"{prefix}nodeSelector",), (f"{prefix}tolerations",), (f"{prefix}priorityClassName",))
-
-
-def _spark(prefix: str) -> tuple[Pods, ...]:
-    # The operator's webhook adds the driver's or executor's own node selector to the application's.
-    return tuple(Pods(role, (f"{prefix}{role}.nodeSelector", f"{prefix}nodeSelector"), (f"{prefix}{role}.tolerations",),
-                      (f"{prefix}{role}.priorityClassName",)) for role in ("driver", "executor"))
-
-
-def _starrocks(group: str, component: str) -> Pods:
-    # Operator 1.11.5's StarRocksCluster has no priorityClassName: its pods run at DEFAULT_PRIORITY.
-    return Pods(group, (f"spec.{component}.nodeSelector",), (f"spec.{component}.tolerations",), only_with=f"spec.{component}")
-
-
 CHARTS: dict[str, tuple[str, tuple[Pods, ...]]] = {
-    # Every Airflow pod takes the top-level keys; task pods (the KubernetesExecutor's pod template) read workers.kubernetes
-    # first, then the deprecated workers keys, then the top level.
-    "airflow": ("batch", (Pods(
-        "task", ("workers.kubernetes.nodeSelector", "workers.nodeSelector", "nodeSelector"),
-        ("workers.kubernetes.tolerations", "workers.tolerations", "tolerations"),
-        ("workers.kubernetes.priorityClassName", "workers.priorityClassName"),
-    ),)),
-    "trino": ("interactive", (_same("coordinator", "coordinator."), _same("worker", "worker."))),
-    "superset": ("interactive", (_same("web"), Pods("init", ("nodeSelector",), ("tolerations",), ("init.priorityClassName",)))),
-    "jupyterhub": ("interactive", (
-        Pods("hub", ("hub.nodeSelector",), ("hub.tolerations",), ("hub.extraPodSpec.priorityClassName",)),
-        Pods("proxy", ("proxy.chp.nodeSelector",), ("proxy.chp.tolerations",), ("proxy.chp.extraPodSpec.priorityClassName",)),
-        Pods("single-user", ("singleuser.nodeSelector",), ("singleuser.extraTolerations",), ("hub.config.KubeSpawner.priority_class_name",)),
-    )),
-    # Each Argo CD component reads its own keys, then the global ones (templates: `<component>.x | default global.x`).
-    "argo-cd": ("interactive", tuple(
-        Pods(group, (f"{group}.nodeSelector", "global.nodeSelector"), (f"{group}.tolerations", "global.tolerations"),
-             (f"{group}.priorityClassName", "global.priorityClassName"))
-        for group in ("controller", "server", "repoServer", "applicationSet", "notifications", "redis")
-    )),
-}
-"""Engine charts: their class and where their pods are placed (the values each chart reads)."""
+    c.chart.chart: (engine.pool.name, c.pods) for engine in ENGINES.values() for c in engine.charts}
+"""Engine charts: their class (their engine's pool) and where their pods are placed (the values each chart reads), as each
+engine declares them (components/engines, `Engine.charts`)."""
 KINDS: dict[str, tuple[str, tuple[Pods, ...]]] = {
-    "SparkApplication": ("batch", _spark("spec.")),
-    "ScheduledSparkApplication": ("batch", _spark("spec.template.")),
-    "StarRocksCluster": ("interactive", tuple(_starrocks(g, f"starRocks{g.title()}Spec") for g in ("FE", "BE", "CN"))),
+    kind: (engine.pool.name, pods) for engine in ENGINES.values() for kind, pods in engine.kinds.items()}
+"""Engine custom resources: their class and where their pods are placed (the CRDs' fields), as each engine declares them
+(`Engine.kinds`)."""
+PLATFORM_CHARTS: dict[str, str] = {
+    "cilium": "the network's agent on every node (fab-host-network-allow-listed, fab-privileged-allow-listed)",
+    "cloudnative-pg": "the operator of the engines' databases, whose clusters the pack places by their namespace's pool",
+    "gateway-helm": "the compute ingress's controller (the fab-gateway-* rules)",
+    "kube-prometheus-stack": "the cluster's monitoring, on every node (fab-host-network-allow-listed)",
+    "kuberay-operator": "Ray's operator, whose clusters run in team namespaces (components/ray.py)",
+    "kubeflow-trainer": "the training runtimes beside Kueue (the fab-training-* rules)",
+    "kueue": "the MultiKueue manager (the fab-multikueue-* rules)",
 }
-"""Engine custom resources: their class and where their pods are placed (the CRDs' fields)."""
+"""Charts on a compute cluster that no engine declares: the platform's own, which other rules cover or which the platform
+places itself. Any other chart there is refused: the pack could not tell which pool its pods belong in."""
 POD_TEMPLATE = Pods("", ("nodeSelector",), ("tolerations",), ("priorityClassName",))
 CNPG_CLUSTER = Pods("database", ("spec.affinity.nodeSelector",), ("spec.affinity.tolerations",), ("spec.priorityClassName",))
 
@@ -171,6 +135,17 @@ def workloads(resources: list[Any]) -> Iterator[Workload]:
             yield Workload(where, cluster, pool, (CNPG_CLUSTER,), obj, resource.urn, subject)
 
 
+def undeclared_charts(resources: list[Any]) -> Iterator[tuple[Any, Any]]:
+    """(release, chart) of every Helm release on a compute cluster whose chart no engine declares and that is not a
+    platform chart."""
+    compute = compute_providers(resources)
+    for resource in resources:
+        if resource.resource_type == HELM_RELEASE and provider_name(resource) in compute:
+            chart = chart_name(plain(resource.props).get("chart"))
+            if chart is UNKNOWN or (chart not in CHARTS and chart not in PLATFORM_CHARTS):
+                yield resource, chart
+
+
 def _at(values: Any, path: str) -> Any:
     return field(values, *path.split("."))
 
@@ -212,7 +187,13 @@ def tolerates(tolerations: Any, pool: str) -> bool:
                  "Airflow, interactive for Trino, StarRocks, Superset, JupyterHub and Argo CD (engine charts' and CRDs' own "
                  "keys; pod templates and Postgres clusters by their namespace's `fab.internal/compute-pool` label)")
 def compute_pool_placement(args: StackValidationArgs, report: ReportViolation) -> None:
-    """Unknown values: a node selector or tolerations that can't be known in preview fail closed."""
+    """Unknown values: a chart name, node selector or tolerations that can't be known in preview fail closed."""
+    for resource, chart in undeclared_charts(args.resources):
+        where = f"Helm release {resource.name} on {provider_name(resource)}"
+        report(undecided(where, chart, ".chart") or (
+            f"{where}: no engine declares chart {chart}, so where its pods run is not known; allowed: a chart an engine "
+            f"declares (its EngineChart in the engine's `charts`, components/engines) or a platform chart "
+            f"({', '.join(sorted(PLATFORM_CHARTS))})"), resource.urn)
     for w in workloads(args.resources):
         for pods in w.groups():
             path, selector = deciding(w.values, pods.node_selector)

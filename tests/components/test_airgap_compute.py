@@ -1,6 +1,6 @@
 """The compute part on a site with a registry (docs/airgap.md): the image values of the compute charts
-(components/airgap/compute.py), the images and pull Secret of the compute components, and Spark's packages from the site's
-Maven repository only (components/engines/_spark_packages.py). Without a registry nothing changes."""
+(the engines' `EngineChart`s, components/engines), the images and pull Secret of the compute components, and Spark's
+packages from the site's Maven repository only (components/engines/_spark_packages.py). Without a registry nothing changes."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from small_site import add_gpu_notebooks, small_site
 
 from components import versions
 from components.airgap import chart_values
-from components.airgap.compute import VALUES
+from components.engines import CHART_IMAGES
 from components.config import GpuNotebooksConfig, RegistryConfig, SparkRapidsConfig
 from components.engines import _spark_connect as spark_connect
 from components.engines import _spark_packages as packages
@@ -83,7 +83,7 @@ def _images(objects: list[dict[str, Any]]) -> set[str]:
 
 @pytest.mark.parametrize("chart", sorted(CHARTS))
 def test_every_image_of_the_chart_comes_from_the_mirror(chart, chart_dir, helm):
-    objects = _rendered(chart, chart_dir, helm, _merged(EVERY_PART.get(chart, {}), chart_values(CHARTS[chart], REGISTRY)))
+    objects = _rendered(chart, chart_dir, helm, _merged(EVERY_PART.get(chart, {}), CHART_IMAGES[chart](REGISTRY)))
     assert _images(objects), f"{chart} renders no image"
     assert _outside(objects) == set()
 
@@ -95,14 +95,14 @@ RUN_TIME = {"yunikorn": {versions.YUNIKORN_PLACEHOLDER_IMAGE}}
 @pytest.mark.parametrize("chart", sorted(CHARTS))
 def test_the_mirror_keeps_each_images_source_and_tag(chart, chart_dir, helm):
     upstream = _images(_rendered(chart, chart_dir, helm, EVERY_PART.get(chart, {})))
-    mirrored = _images(_rendered(chart, chart_dir, helm, _merged(EVERY_PART.get(chart, {}), chart_values(CHARTS[chart], REGISTRY))))
+    mirrored = _images(_rendered(chart, chart_dir, helm, _merged(EVERY_PART.get(chart, {}), CHART_IMAGES[chart](REGISTRY))))
     assert upstream
     assert mirrored == {REGISTRY.image(ref) for ref in upstream | RUN_TIME.get(chart, set())}
 
 
 @pytest.mark.parametrize("chart", sorted(CHARTS))
 def test_every_pod_of_the_chart_names_the_pull_secret(chart, chart_dir, helm):
-    objects = _rendered(chart, chart_dir, helm, _merged(EVERY_PART.get(chart, {}), chart_values(CHARTS[chart], REGISTRY)))
+    objects = _rendered(chart, chart_dir, helm, _merged(EVERY_PART.get(chart, {}), CHART_IMAGES[chart](REGISTRY)))
     pods = [(obj["kind"], obj["metadata"]["name"], spec) for obj in objects for _, spec in pod_specs(obj.get("spec") or {})]
     assert pods
     assert [(kind, name) for kind, name, spec in pods if {"name": PULL_SECRET} not in (spec.get("imagePullSecrets") or [])] == []
@@ -110,17 +110,17 @@ def test_every_pod_of_the_chart_names_the_pull_secret(chart, chart_dir, helm):
 
 def test_jupyterhub_hands_the_pull_secret_to_the_servers_it_spawns():
     # z2jh's hub config: KubeSpawner.image_pull_secrets from the top-level imagePullSecrets (files/hub/jupyterhub_config.py).
-    assert VALUES["jupyterhub"](REGISTRY)["imagePullSecrets"] == [PULL_SECRET]
+    assert CHART_IMAGES["jupyterhub"](REGISTRY)["imagePullSecrets"] == [PULL_SECRET]
 
 
 def test_yunikorn_starts_its_placeholders_from_the_mirror():
-    defaults = VALUES["yunikorn"](REGISTRY)["yunikornDefaults"]
+    defaults = CHART_IMAGES["yunikorn"](REGISTRY)["yunikornDefaults"]
     assert defaults == {"service.placeholderImage": f"{IMAGES}/registry.k8s.io/pause:3.7"}
 
 
 def test_a_chart_without_the_pull_secret_gets_no_pull_secret_keys():
     registry = Registry(RegistryConfig(charts="oci://registry.fab.internal/charts", images=IMAGES))
-    values = {chart: entry(registry) for chart, entry in VALUES.items()}
+    values = {chart: entry(registry) for chart, entry in CHART_IMAGES.items()}
     assert (values["yunikorn"]["imagePullSecrets"], values["jupyterhub"]["imagePullSecrets"], values["trino"]["imagePullSecrets"],
             "registry" in values["airflow"]) == ([], [], [], False)
 
@@ -139,11 +139,11 @@ def _paths(values: dict[str, Any], prefix: str = "") -> set[str]:
 
 def test_the_airflow_and_superset_values_are_their_charts_image_keys():
     # Neither chart is packaged in ../shared/charts: the keys are checked by hand against the values.yaml of the pinned version.
-    assert (_paths(VALUES["airflow"](REGISTRY)), _paths(VALUES["superset"](REGISTRY))) == (AIRFLOW_KEYS, SUPERSET_KEYS)
+    assert (_paths(CHART_IMAGES["airflow"](REGISTRY)), _paths(CHART_IMAGES["superset"](REGISTRY))) == (AIRFLOW_KEYS, SUPERSET_KEYS)
 
 
 def test_airflow_and_superset_images_come_from_the_mirror():
-    airflow_values, superset_values = VALUES["airflow"](REGISTRY), VALUES["superset"](REGISTRY)
+    airflow_values, superset_values = CHART_IMAGES["airflow"](REGISTRY), CHART_IMAGES["superset"](REGISTRY)
     repositories = [airflow_values["defaultAirflowRepository"], *(image["repository"] for image in airflow_values["images"].values()),
                     superset_values["image"]["repository"], superset_values["initImage"]["repository"],
                     superset_values["supersetWebsockets"]["image"]["repository"]]

@@ -4,19 +4,23 @@ its declaration (components/catalog.py)."""
 from __future__ import annotations
 
 import json
+import shutil
+
+from helpers import PROJECT_DIR, copy_project
+from small_site import small_site
 
 from components.config.schema.compute import ComputeConfig
 from components.engines import ENGINES
 from fabctl.render import render_config
 from fabctl.stackfile import SITE_KEY
-from helpers import copy_project
-from small_site import small_site
 
 FLINK_MODULE = '''"""Apache Flink: streaming features for predictive maintenance (an engine added by a test)."""
 
 from components import versions
+from components.airgap import mirror_repository, named_secrets
 from components.config import BucketAccess
-from components.engines._base import BATCH, Engine, EngineScope, Quota
+from components.engines._base import BATCH, Engine, EngineChart, EngineScope, Quota
+from components.placement import Pods
 
 
 def _deploy(scope: EngineScope) -> None:
@@ -33,8 +37,16 @@ ENGINE = Engine(
     catalog_role="writer",
     pool=BATCH,
     deploy=_deploy,
+    charts=(EngineChart(
+        versions.FLINK_OPERATOR,
+        lambda registry: {"image": {"repository": mirror_repository(registry, "ghcr.io/apache/flink-kubernetes-operator")},
+                          "imagePullSecrets": named_secrets(registry)},
+        (Pods("operator", ("operatorPod.nodeSelector",), ("operatorPod.tolerations",), ("operatorPod.priorityClassName",)),),
+    ),),
 )
 '''
+"""Flink as an engine declares it: its switch (the default section), its chart's image values and where its operator's
+pods are placed."""
 FLINK_PIN = '''
 FLINK_OPERATOR = HelmChart(
     chart="flink-kubernetes-operator", version="1.13.0",
@@ -82,3 +94,37 @@ def test_only_the_hub_and_its_proxy_reach_a_jupyter_user_server(small_plan):
         "hub": (True, "allowed by fab-default-deny-remote"), "proxy": (True, "allowed by fab-default-deny-remote"),
         "server": (False, "denied by notebook-servers"), "team": (False, "denied by notebook-servers"),
     }
+
+
+MIRROR = {"charts": "oci://registry.fab.internal/charts", "images": "registry.fab.internal/mirror",
+          "maven": "https://maven.fab.internal/central", "files": "https://files.fab.internal"}
+
+
+def test_an_engines_chart_gets_its_image_values_and_its_pods_are_placement_checked(tmp_path):
+    """Only flink.py and versions.py declare Flink's chart: on a site with a registry its release gets the image values,
+    and the policy pack (started as the CLI starts it, in the copy) checks its pods against the batch pool."""
+    from fabctl.policy import analyze
+
+    project = copy_project(tmp_path)
+    shutil.copytree(PROJECT_DIR / "policies", project / "policies", ignore=shutil.ignore_patterns("__pycache__"))
+    (project / "venv").symlink_to((PROJECT_DIR / "venv").resolve())
+    (project / "components" / "engines" / "flink.py").write_text(FLINK_MODULE)
+    versions = project / "components" / "versions.py"
+    versions.write_text(versions.read_text() + FLINK_PIN)
+
+    plan = render_config("site-t", {SITE_KEY: {**small_site(), "registry": MIRROR}}, project)
+
+    (release,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "flink-operator"]
+    assert release["inputs"]["values"]["image"] == {"repository": "registry.fab.internal/mirror/ghcr.io/apache/flink-kubernetes-operator"}
+    found = [(v.policy, v.message.splitlines()[-1]) for v in analyze(plan, project / "policies")
+             if "flink" in v.message]
+    release = "Helm release compute-flink-operator (chart flink-kubernetes-operator) on site-t-compute: its operator pods"
+    work = "flink-kubernetes-operator is batch work"
+    assert found == [
+        ("fab-compute-pool-placement", (f"{release} select fab.internal/compute-pool=None (operatorPod.nodeSelector); {work}, "
+         "allowed: nodeSelector fab.internal/compute-pool=batch")),
+        ("fab-compute-pool-placement", (f"{release} do not tolerate the batch pool's taint (operatorPod.tolerations: []); {work}, "
+         "allowed: a toleration of fab.internal/compute-pool=batch:NoSchedule")),
+        ("fab-compute-priority-class", (f"{release} run at no PriorityClass (operatorPod.priorityClassName); {work}, "
+         "allowed: compute-batch")),
+    ]

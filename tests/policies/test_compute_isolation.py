@@ -67,6 +67,23 @@ INTERACTIVE_TOLERATION = [{"key": POOL, "operator": "Equal", "value": "interacti
 # fab-compute-pool-placement ----------------------------------------------------------------------
 
 
+def test_fails_when_a_compute_chart_is_declared_by_no_engine(full_plan):
+    """The pack reads where a chart's pods run from its engine's declaration: a chart no engine declares fails closed."""
+    def edit(rs):
+        release = copy.deepcopy(find(rs, ":Release", "compute-trino"))
+        release["inputs"].update(chart="flink-kubernetes-operator", name="flink-operator")
+        release.update(name="compute-flink-operator", urn=release["urn"].replace("compute-trino", "compute-flink-operator"))
+        rs.append(release)
+
+    assert violations(full_plan, edit) == [(
+        "fab-compute-pool-placement",
+        (f"Helm release compute-flink-operator on {COMPUTE}: no engine declares chart flink-kubernetes-operator, so where its "
+         "pods run is not known; allowed: a chart an engine declares (its EngineChart in the engine's `charts`, "
+         "components/engines) or a platform chart (cilium, cloudnative-pg, gateway-helm, kube-prometheus-stack, "
+         "kubeflow-trainer, kuberay-operator, kueue)"),
+    )]
+
+
 def test_fails_when_trino_workers_do_not_tolerate_the_interactive_pool(full_plan):
     def edit(rs):
         values(rs, "trino")["worker"]["tolerations"] = []
