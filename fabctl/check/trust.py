@@ -27,7 +27,8 @@ from components.config import SiteConfig
 from components.constants import S3_ENDPOINT
 from components.data_access import s3_endpoint_internal
 from fabctl.check.findings import Finding
-from fabctl.check.picture import Picture, Placed
+from fabctl.check.picture import Picture
+from fabctl.check.placed import Placed
 from fabctl.helm import _Loader
 
 
