@@ -18,9 +18,9 @@ each rendered Namespace (labels it cannot choose only). Node-level (host firewal
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Iterable
 
 from components.network import ADVERTISE_LABEL
 from fabctl.access.cilium import (
