@@ -11,7 +11,7 @@ from contextlib import nullcontext
 from fabctl import runs
 
 RENDERING = frozenset({"plan", "check", "report", "mirror", "diff", "graph", "flows", "import", "serving", "access"})
-"""The commands that render the stack (`fabctl.cli`): the others start no renderer."""
+"""The commands that render the stack (`fabctl.commands`): the others start no renderer."""
 
 
 def run(argv: list[str]) -> int:

@@ -109,12 +109,12 @@ def renders(tmp_path_factory: pytest.TempPathFactory):
     folder fabctl's commands use as their cache (FAB_CACHE_DIR, inherited by the ones tests start), so that no test writes
     to the user's cache. The workers of a parallel run share the folders; a new session starts with empty ones."""
     from fabctl import helm, runs
-    from fabctl.cli import CACHE_VARIABLE, PROGRAM_RENDERS
+    from fabctl.commands.charts import CACHE_VARIABLE, PROGRAM_RENDERS
 
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     os.environ[CACHE_VARIABLE] = str(shared / "fab-cache")
-    renders = shared / "fab-cache" / "renders"  # where fabctl's commands keep them (fabctl.cli.render_cache_folder)
+    renders = shared / "fab-cache" / "renders"  # where fabctl's commands keep them (fabctl.commands.charts.render_cache_folder)
     with runs.preloaded(), runs.cached(renders / PROGRAM_RENDERS), helm.render_cache(renders):
         yield
 

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from components.kube import CHECKOV_SUPPRESSIONS
-from fabctl.cli import write_plan
+from fabctl.commands.plan import write_plan
 from fabctl.render import PROJECT_DIR
 from helpers import STACKS, rendered
 

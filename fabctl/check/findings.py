@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from fabctl.check.picture import Placed
+from fabctl.check.placed import Placed
 
 Severity = Literal["error", "note"]
 

@@ -24,7 +24,8 @@ import yaml
 
 from components.config import SiteConfig
 from fabctl.check.findings import Finding
-from fabctl.check.picture import Picture, Placed, release_placed
+from fabctl.check.picture import Picture, release_placed
+from fabctl.check.placed import Placed
 from fabctl.helm import _Loader
 
 IMAGE_IN_TEXT = re.compile(

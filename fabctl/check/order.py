@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fabctl.check.findings import Finding
-from fabctl.check.picture import BUILTIN_GROUPS, BUILTIN_NAMESPACES, Picture, Placed, group_of, release_placed
+from fabctl.check.picture import BUILTIN_GROUPS, BUILTIN_NAMESPACES, Picture, release_placed
+from fabctl.check.placed import Placed, group_of
 from fabctl.check.runtime import RUNTIME_CRDS
 
 CRD = "CustomResourceDefinition"

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from components.config import SiteConfig
 from components.constants import GATEWAY_NAMESPACE
+from fabctl.check.placed import Placed, group_of
+from fabctl.check.runtime import RUNTIME_CRDS, derived_objects
 from fabctl.helm import MissingChart, RenderedRelease, releases
 from fabctl.render import Plan
 
@@ -80,47 +81,6 @@ def release_placed(plan: Plan, release: dict[str, Any]) -> Placed:
     return Placed(plan.cluster(release) or "", obj, release, None, inputs.get("namespace") or "default")
 
 
-def group_of(api_version: str) -> str:
-    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
-
-
-@dataclass(frozen=True)
-class Placed:
-    """One object of the picture: where it goes and which Pulumi resource applies it."""
-
-    cluster: str
-    obj: dict[str, Any]
-    resource: dict[str, Any]
-    """The program's resource for this object, or the Helm release that installs it."""
-    release: RenderedRelease | None = None
-    namespace: str | None = None
-    """The namespace it lands in (a release's namespace for its namespaced objects that name none); None if cluster-scoped."""
-
-    @property
-    def kind(self) -> str:
-        return str(self.obj.get("kind"))
-
-    @property
-    def name(self) -> str:
-        return str((self.obj.get("metadata") or {}).get("name", ""))
-
-    @property
-    def group(self) -> str:
-        return group_of(str(self.obj.get("apiVersion", "")))
-
-    @property
-    def subject(self) -> str:
-        """`Kind namespace/name` or `Kind name`: how findings and the config's `check.accept` name an object."""
-        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
-
-    @property
-    def origin(self) -> str:
-        """The Pulumi resource that applies it, by logical name (and the release name of a chart's object)."""
-        if self.release is not None:
-            return f"{self.resource['name']} (Helm release {self.release.release['inputs'].get('name')})"
-        return str(self.resource["name"])
-
-
 class Picture:
     """A plan and what its Helm releases render to, with the site config it came from."""
 
@@ -148,8 +108,6 @@ class Picture:
 
     def namespaced(self, cluster: str, obj: dict[str, Any]) -> bool:
         """A kind's scope: built-in, from its CRD in the picture, or from the run-time CRD table; else namespaced."""
-        from fabctl.check.runtime import RUNTIME_CRDS
-
         group, kind = group_of(str(obj.get("apiVersion", ""))), str(obj.get("kind"))
         if group in BUILTIN_GROUPS:
             return kind not in CLUSTER_SCOPED_BUILTINS
@@ -172,8 +130,6 @@ class Picture:
     @cached_property
     def derived(self) -> list[Placed]:
         """Objects controllers create from objects of the picture (`runtime.DERIVED`), placed with what creates them."""
-        from fabctl.check.runtime import derived_objects
-
         return list(derived_objects(self))
 
     @cached_property

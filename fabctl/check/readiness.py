@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from fabctl.check.findings import Finding
-from fabctl.check.picture import Picture, Placed
+from fabctl.check.picture import Picture
+from fabctl.check.placed import Placed
 from fabctl.check.scheduling import label_expression
 
 POOL_KIND = "CiliumLoadBalancerIPPool"

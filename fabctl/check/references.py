@@ -15,7 +15,8 @@ from typing import Any
 
 from components.constants import KUEUE_NAMESPACE
 from fabctl.check.findings import Finding
-from fabctl.check.picture import Picture, Placed
+from fabctl.check.picture import Picture
+from fabctl.check.placed import Placed
 from fabctl.check.runtime import created_at_run_time
 
 CLUSTER_SCOPED = {"PriorityClass", "StorageClass", "GatewayClass", "IngressClass"}

@@ -8,12 +8,15 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from components import versions
 from components.registry import Registry
-from fabctl.check.picture import Picture, Placed
+from fabctl.check.placed import Placed
 from fabctl.helm import ChartRef
+
+if TYPE_CHECKING:
+    from fabctl.check.picture import Picture
 
 WAIT_FOR = "pulumi.com/waitFor"
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"

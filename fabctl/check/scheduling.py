@@ -21,7 +21,8 @@ from components.config import SiteConfig
 from components.engines import POOLS
 from components.gpu import GPU_TOLERATION
 from fabctl.check.findings import Finding
-from fabctl.check.picture import Picture, Placed
+from fabctl.check.picture import Picture
+from fabctl.check.placed import Placed
 
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod"}
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -23,7 +23,8 @@ from typing import Any
 
 from fabctl.check.findings import Finding
 from fabctl.check.mirror import SKIPPED_KINDS, _document, pod_specs
-from fabctl.check.picture import Picture, Placed, release_placed
+from fabctl.check.picture import Picture, release_placed
+from fabctl.check.placed import Placed
 
 SPARK_GROUP = "sparkoperator.k8s.io/"
 SPARK_KINDS = ("SparkApplication", "ScheduledSparkApplication")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import yaml
 
-from fabctl.check.picture import Placed
+from fabctl.check.placed import Placed
 from fabctl.check.runtime import _job_secrets
 from fabctl.helm import _in_crds_folder, _Loader
 

@@ -8,7 +8,7 @@ import pytest
 
 from components.config import parse_site
 from components.minio_admin import taken_names
-from fabctl.cli import import_file
+from fabctl.commands.pulumi_import import import_file
 from fabctl.render import RenderError
 from fabctl.stackfile import SITE_KEY
 from helpers import config_errors, render_config, render_small, site_raw

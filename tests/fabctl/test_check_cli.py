@@ -134,27 +134,30 @@ def test_without_helm_the_check_runs_on_the_programs_own_objects_and_ends_saying
 
 def test_renders_are_kept_under_the_cache_folder_by_default(tmp_path, monkeypatch):
     from fabctl import cli
+    from fabctl.commands import charts
 
-    monkeypatch.delenv(cli.CACHE_VARIABLE)
+    monkeypatch.delenv(charts.CACHE_VARIABLE)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     args = cli.parser().parse_args(["check", "--stack", "site-t"])
-    assert cli.render_cache_folder(args) == tmp_path / "fab-platform" / "renders"
+    assert charts.render_cache_folder(args) == tmp_path / "fab-platform" / "renders"
 
 
 def test_the_cache_variable_moves_the_render_cache_and_the_chart_cache(tmp_path, monkeypatch):
     from fabctl import cli
+    from fabctl.commands import charts
 
-    monkeypatch.setenv(cli.CACHE_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setenv(charts.CACHE_VARIABLE, str(tmp_path / "cache"))
     args = cli.parser().parse_args(["check", "--stack", "site-t"])
-    assert (cli.render_cache_folder(args), cli._chart_cache(args)) == (tmp_path / "cache" / "renders", tmp_path / "cache" / "charts")
+    assert (charts.render_cache_folder(args), charts._chart_cache(args)) == (tmp_path / "cache" / "renders", tmp_path / "cache" / "charts")
 
 
 def test_renders_are_kept_in_the_folder_the_option_names_or_nowhere():
     from fabctl import cli
+    from fabctl.commands import charts
 
     named, nowhere = (cli.parser().parse_args(["plan", "--stack", "site-t", *options])
                       for options in (["--render-cache", "/tmp/renders"], ["--no-render-cache"]))
-    assert (cli.render_cache_folder(named), cli.render_cache_folder(nowhere)) == (Path("/tmp/renders"), None)
+    assert (charts.render_cache_folder(named), charts.render_cache_folder(nowhere)) == (Path("/tmp/renders"), None)
 
 
 def test_the_check_keeps_the_stacks_render_each_release_render_and_value_trials_in_the_render_cache(

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from components.config import stack_file_schema
-from fabctl.cli import REFERENCE_PATH, SCHEMA_PATH
+from fabctl.commands.schema import REFERENCE_PATH, SCHEMA_PATH
 from fabctl.reference import with_reference
 from fabctl.render import PROJECT_DIR
 from helpers import STACKS

@@ -16,8 +16,7 @@ from fabctl.access.ci import WorkflowError
 from fabctl.access.matrix import NOT_SEEN, evaluate
 from fabctl.access.model import AREAS, Access, Principal
 from fabctl.access.principal import SEAT_FORMS, SeatError, check_seat, resolve
-
-EXIT_USAGE = 2
+from fabctl.commands.common import EXIT_USAGE, render_or_report
 
 
 def add_parser(sub: Any, project_dir: Path) -> None:
@@ -30,15 +29,13 @@ def add_parser(sub: Any, project_dir: Path) -> None:
 
 
 def cmd_access(args: argparse.Namespace, console: Console, err: Console) -> int:
-    from fabctl.cli import _render_or_report  # fabctl.cli registers this command
-
     try:
         check_seat(args.seat)  # before the render: a seat of no form is refused at once
     except SeatError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         return EXIT_USAGE
     project = Path(args.project_dir)
-    plan = _render_or_report(args.stack, project, err)
+    plan = render_or_report(args.stack, project, err)
     if isinstance(plan, int):
         return plan
     try:

@@ -1,0 +1,38 @@
+"""`fabctl graph`: the site as a Mermaid diagram (docs/graphs/<stack>.md, and the README's copy of it)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from fabctl.commands.common import render_or_report
+from fabctl.graph import graph_page, with_readme_graph
+from fabctl.render import PROJECT_DIR
+
+
+def cmd_graph(args: argparse.Namespace, console: Console, err: Console) -> int:
+    plan = render_or_report(args.stack, Path(args.project_dir), err)
+    if isinstance(plan, int):
+        return plan
+    out = Path(args.out) if args.out else PROJECT_DIR / "docs" / "graphs" / f"{args.stack}.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(graph_page(plan))
+    console.print(f"wrote {out}", highlight=False)
+    if not args.out:  # the README embeds the diagrams of the checked-in stacks
+        readme = PROJECT_DIR / "README.md"
+        updated = with_readme_graph(readme.read_text(), plan)
+        if updated != readme.read_text():
+            readme.write_text(updated)
+            console.print(f"updated {readme}", highlight=False)
+    return 0
+
+
+def add_parser(sub: Any, project_dir: Path) -> None:
+    command = sub.add_parser("graph", help="write the site's Mermaid diagram")
+    command.add_argument("--stack", required=True, help="stack name, e.g. site-a")
+    command.add_argument("--project-dir", default=str(project_dir), help="checkout holding __main__.py and the stack files")
+    command.add_argument("--out", help="file to write (default docs/graphs/<stack>.md)")
+    command.set_defaults(func=cmd_graph)
