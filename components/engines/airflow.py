@@ -10,8 +10,9 @@ The platform ships DAGs (`components/dags/`: the serving loop of docs/mlops.md, 
 mounted read-only at `DAGS_DIR` inside the dags folder of every Airflow pod (scheduler, DAG processor, triggerer, API
 server and task pods all take the chart's top-level volumes), with `platform.json` (the site's settings the DAGs read)
 and an `.airflowignore` that hides the ConfigMap volume's own `..data` directories, on which Airflow's DAG discovery
-otherwise stops ("recursive loop"). With compute.argocd on, the serving repository's token becomes the Airflow
-connection `serving_repo`, from the Secret `serving-repo`.
+otherwise stops ("recursive loop"), and the module the serving loop's DAG loads beside it (`serving_loop_steps.py`,
+no DAG). With compute.argocd on, the serving repository's token becomes the Airflow connection `serving_repo`, from the
+Secret `serving-repo`.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ DAGS_SOURCE = Path(__file__).parents[1] / "dags"
 DAGS_CONFIG_MAP = "platform-dags"
 DAGS_DIR = "/opt/airflow/dags/platform"
 """Inside the chart's dags folder (`dags.mountPath`, /opt/airflow/dags), which the DAG processor walks recursively."""
-AIRFLOWIGNORE = "# The ConfigMap volume's timestamped directories and its ..data link: the DAGs are the links beside them.\n..*\n"
+AIRFLOWIGNORE = ("# The ConfigMap volume's timestamped directories and its ..data link: the DAGs are the links beside them.\n..*\n"
+                 "# The serving loop's steps, which its DAG loads: no DAG of its own.\nserving_loop_steps.py\n")
 FEATURE_JOB = "feature-job"
 """The ConfigMap in Spark's namespace with the platform's feature job, mounted on the driver at FEATURE_JOB_DIR."""
 FEATURE_JOB_SOURCE = Path(__file__).parents[1] / "feature_job.py"

@@ -225,11 +225,11 @@ def test_the_rapids_template_resolves_the_rapids_jar_from_the_sites_repository()
 
 
 def test_the_feature_job_keeps_the_templates_volumes():
-    from components.dags import serving_loop
+    from components.dags import serving_loop_steps
 
     template = spark.spark_application_template(CATALOG, REGISTRY)
     platform = airflow.platform_settings(models_bucket="m", checkpoints_bucket="c", spark_on=True, serving_repo=None, registry=REGISTRY)
-    app = serving_loop.feature_application(template, platform, [])
+    app = serving_loop_steps.feature_application(template, platform, [])
     assert [v["name"] for v in app["spec"]["volumes"]] == ["tmp", "spark-maven", airflow.FEATURE_JOB]
 
 

@@ -115,11 +115,11 @@ def test_the_spark_application_template_resolves_packages_into_a_writable_tmp(sm
 
 
 def test_the_serving_loops_feature_job_reads_the_catalog_from_its_spark_conf(small_plan):
-    from components.dags import serving_loop
+    from components.dags import serving_loop_steps
     from components.engines.airflow import platform_settings
 
     platform = platform_settings(models_bucket="m", checkpoints_bucket="c", spark_on=True, serving_repo=None)
-    app = serving_loop.feature_application(_airflow_template(small_plan), platform, [])
+    app = serving_loop_steps.feature_application(_airflow_template(small_plan), platform, [])
     assert ("sparkConfigMap" in app["spec"], app["spec"]["sparkConf"]["spark.sql.catalog.fab.uri"]) == (False, CATALOG_URI)
 
 

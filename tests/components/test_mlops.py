@@ -36,7 +36,9 @@ def _airflow_values(plan) -> dict:
 
 def test_the_platform_dags_are_delivered_as_written(small_plan):
     data = _config_map(small_plan, "platform-dags")["data"]
-    assert (data["serving_loop.py"], data[".airflowignore"]) == ((DAGS_SOURCE / "serving_loop.py").read_text(), AIRFLOWIGNORE)
+    shipped = ("serving_loop.py", "serving_loop_steps.py")
+    assert ([data[name] for name in shipped], data[".airflowignore"]) == (
+        [(DAGS_SOURCE / name).read_text() for name in shipped], AIRFLOWIGNORE)
 
 
 def test_every_airflow_pod_mounts_the_dags_inside_its_dags_folder(small_plan):

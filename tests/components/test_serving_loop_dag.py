@@ -1,5 +1,6 @@
-"""The serving-loop DAG (components/dags/serving_loop.py) offline: its serving edits on the rendered manifests, the jobs
-it submits, its task graph (with stubbed Airflow modules, and with Airflow's own DagBag where Airflow is installed)."""
+"""The serving-loop DAG (components/dags/serving_loop.py) offline: its steps (components/dags/serving_loop_steps.py): the
+serving edits on the rendered manifests, the jobs it submits; its task graph (with stubbed Airflow modules, and with
+Airflow's own DagBag where Airflow is installed)."""
 
 from __future__ import annotations
 
@@ -25,10 +26,11 @@ from fabctl.serving import delivered_by_pulumi, manifest_text, serving_tree
 from fabctl.stackfile import SITE_KEY
 
 DAG_FILE = Path(__file__).parents[2] / "components" / "dags" / "serving_loop.py"
+STEPS_FILE = DAG_FILE.with_name("serving_loop_steps.py")
 
 
-def load_dag_module(name: str = "serving_loop_functions") -> types.ModuleType:
-    """The DAG file as a module, without building the DAG (its pure functions)."""
+def load_dag_module(name: str) -> types.ModuleType:
+    """The DAG file as a module, without building the DAG."""
     os.environ["FAB_SERVING_LOOP_NO_DAG"] = "1"
     try:
         spec = importlib.util.spec_from_file_location(name, DAG_FILE)
@@ -39,7 +41,8 @@ def load_dag_module(name: str = "serving_loop_functions") -> types.ModuleType:
     return module
 
 
-loop = load_dag_module()
+steps = load_dag_module("serving_loop_functions").steps
+"""The steps' pure functions, as the DAG file loads them."""
 
 # ------------------------------------------------------------------------------------------------
 # One model's directory of the serving repository, as `fabctl serving render` writes it (fabctl/serving.py) for the
@@ -66,24 +69,24 @@ CANARY = {"revision": "r20260301", "weight_percent": 10, "replicas": 1}
 
 def test_open_canary_on_the_render_gives_the_render_with_the_canary_config():
     # With the lead's renderer: render_model_dir -> `fabctl serving render` of the same site without and with the canary.
-    assert loop.open_canary(render_model_dir("r20260101"), MODEL, **CANARY) == render_model_dir("r20260101", CANARY)
+    assert steps.open_canary(render_model_dir("r20260101"), MODEL, **CANARY) == render_model_dir("r20260101", CANARY)
 
 
 def test_promote_on_the_render_with_a_canary_gives_the_render_at_the_canarys_revision():
     # With the lead's renderer: `revision: r20260301` and no canary, against `revision: r20260101` with the canary.
-    assert loop.promote(render_model_dir("r20260101", CANARY), MODEL) == render_model_dir("r20260301")
+    assert steps.promote(render_model_dir("r20260101", CANARY), MODEL) == render_model_dir("r20260301")
 
 
 def test_reverting_the_canary_is_the_render_before_it():
     """Rollback is `git revert` of the canary's commit: the files before it, which open_canary left untouched."""
     before = render_model_dir("r20260101")
-    after = loop.open_canary(before, MODEL, **CANARY)
+    after = steps.open_canary(before, MODEL, **CANARY)
     assert {name: after[name] for name in ("deployment.yaml", "service.yaml", "pdb.yaml")} == {
         name: before[name] for name in ("deployment.yaml", "service.yaml", "pdb.yaml")}
 
 
 def test_the_stable_service_and_pdb_select_no_canary_pod():
-    files = loop.open_canary(render_model_dir("r20260101"), MODEL, **CANARY)
+    files = steps.open_canary(render_model_dir("r20260101"), MODEL, **CANARY)
     canary_pods = yaml.safe_load(files["canary.yaml"])["spec"]["template"]["metadata"]["labels"]
     selectors = [yaml.safe_load(files["service.yaml"])["spec"]["selector"],
                  yaml.safe_load(files["pdb.yaml"])["spec"]["selector"]["matchLabels"]]
@@ -92,7 +95,7 @@ def test_the_stable_service_and_pdb_select_no_canary_pod():
 
 
 def test_the_canary_reads_its_revisions_weights_and_cache():
-    canary = yaml.safe_load(loop.open_canary(render_model_dir("r20260101"), MODEL, **CANARY)["canary.yaml"])
+    canary = yaml.safe_load(steps.open_canary(render_model_dir("r20260101"), MODEL, **CANARY)["canary.yaml"])
     pod = canary["spec"]["template"]["spec"]
     sync = next(c for c in pod["initContainers"] if c["name"] == "weights-sync")
     assert (sync["args"][-2:], pod["containers"][0]["args"][1]) == (
@@ -100,8 +103,8 @@ def test_the_canary_reads_its_revisions_weights_and_cache():
 
 
 def test_fails_when_the_model_has_a_canary_already():
-    with pytest.raises(loop.ServingChangeError) as info:
-        loop.open_canary(render_model_dir("r20260101", CANARY), MODEL, "r20260401", 10, 1)
+    with pytest.raises(steps.ServingChangeError) as info:
+        steps.open_canary(render_model_dir("r20260101", CANARY), MODEL, "r20260401", 10, 1)
     assert str(info.value) == (f"vllm-{MODEL} already has a canary (canary.yaml, canary-service.yaml, revision r20260301): "
                                "promote it or revert its commit first")
 
@@ -110,22 +113,22 @@ def test_fails_when_the_stable_deployment_serves_no_revision():
     files = render_model_dir("r20260101")
     deployment = yaml.safe_load(files["deployment.yaml"])
     del deployment["spec"]["template"]["metadata"]["labels"]["fab.internal/model-revision"]
-    with pytest.raises(loop.ServingChangeError) as info:
-        loop.open_canary({**files, "deployment.yaml": loop.dump(deployment)}, MODEL, **CANARY)
+    with pytest.raises(steps.ServingChangeError) as info:
+        steps.open_canary({**files, "deployment.yaml": steps.dump(deployment)}, MODEL, **CANARY)
     assert str(info.value) == (
         f"Deployment vllm-{MODEL} serves no revision (its pods have no fab.internal/model-revision label): set "
         f"inference.models.{MODEL}.revision to the revision it serves, render, and start the canary from there")
 
 
 def test_fails_when_the_canary_weight_is_above_half():
-    with pytest.raises(loop.ServingChangeError) as info:
-        loop.open_canary(render_model_dir("r20260101"), MODEL, "r20260301", 60, 1)
+    with pytest.raises(steps.ServingChangeError) as info:
+        steps.open_canary(render_model_dir("r20260101"), MODEL, "r20260301", 60, 1)
     assert str(info.value) == "weight_percent 60 is outside 1-50 (inference.models.<m>.canary.weight_percent)"
 
 
 def test_fails_when_promoting_without_a_canary():
-    with pytest.raises(loop.ServingChangeError) as info:
-        loop.promote(render_model_dir("r20260101"), MODEL)
+    with pytest.raises(steps.ServingChangeError) as info:
+        steps.promote(render_model_dir("r20260101"), MODEL)
     assert str(info.value) == f"vllm-{MODEL} has no canary to promote"
 
 
@@ -148,7 +151,7 @@ PARAMS = {"model": MODEL, "source": "", "features": "wafers", "training_image": 
 
 
 def plan_for(params: dict[str, Any], team: str = "wafermap") -> dict[str, Any]:
-    return loop.plan_run(team, {**PARAMS, **params}, "run-1", PLATFORM, SUBMISSION)
+    return steps.plan_run(team, {**PARAMS, **params}, "run-1", PLATFORM, SUBMISSION)
 
 
 def refusal(params: dict[str, Any], team: str = "wafermap") -> str:
@@ -158,7 +161,7 @@ def refusal(params: dict[str, Any], team: str = "wafermap") -> str:
 
 
 def test_a_run_publishes_into_the_teams_prefix_of_the_models_bucket():
-    plan = loop.plan_run("wafermap", PARAMS, "manual__2026-03-01T10:00:00+00:00", PLATFORM, SUBMISSION)
+    plan = steps.plan_run("wafermap", PARAMS, "manual__2026-03-01T10:00:00+00:00", PLATFORM, SUBMISSION)
     assert (plan["model_prefix"], plan["tag"], plan["output_uri"]) == (
         f"s3://{BUCKET}/wafermap/{MODEL}/manual-2026-03-01t10-00-00-00-00/",
         "fab-manual-2026-03-01t10-00-00-00-00",
@@ -227,7 +230,7 @@ def test_fails_when_the_team_has_no_serving_loop():
 
 
 def test_the_feature_step_runs_the_platforms_image_and_job_whatever_the_run():
-    app = loop.feature_application({"spec": {}}, PLATFORM, ["--table", "t"])["spec"]
+    app = steps.feature_application({"spec": {}}, PLATFORM, ["--table", "t"])["spec"]
     assert (app["image"], app["sparkVersion"], app["mainApplicationFile"], app["deps"]) == (
         PLATFORM["spark"]["image"], "3.5.7", "local:///opt/fab/feature_job.py", {"packages": PLATFORM["spark"]["packages"]})
 
@@ -236,7 +239,7 @@ def test_the_training_job_is_the_submission_contracts_job():
     """The DAG's Job carries what `training.example_job` (the stack output) shows a job must: suspended, the LocalQueue
     and priority labels, the training PriorityClass, the team's keys, principal and NCCL settings by envFrom."""
     plan = plan_for({})
-    job = loop.training_job(SUBMISSION["job"], plan, "registry.site.fab.internal/ml/train:1.0.0", 1, "16", "128Gi")
+    job = steps.training_job(SUBMISSION["job"], plan, "registry.site.fab.internal/ml/train:1.0.0", 1, "16", "128Gi")
     example = example_job("http://polaris", "fab")
     pick = lambda j: (
         j["spec"]["suspend"], {k: v for k, v in j["metadata"]["labels"].items() if k.startswith("kueue.x-k8s.io/")},
@@ -246,7 +249,7 @@ def test_the_training_job_is_the_submission_contracts_job():
 
 def test_the_publish_job_writes_metadata_last_with_the_teams_keys():
     plan = plan_for({})
-    pod = loop.publish_job(SUBMISSION["job"], plan, PLATFORM, "2026-03-01T10:00:00+00:00")["spec"]["template"]["spec"]
+    pod = steps.publish_job(SUBMISSION["job"], plan, PLATFORM, "2026-03-01T10:00:00+00:00")["spec"]["template"]["spec"]
     assert ([c["name"] for c in pod["initContainers"]], pod["containers"][0]["args"]) == (
         ["alias", "metrics", "metadata", "model"],
         ["cp", "/work/metadata.json", f"s3/{BUCKET}/wafermap/{MODEL}/run-1/metadata.json"])
@@ -293,7 +296,7 @@ def test_the_metadata_script_records_the_tags_snapshot_and_the_metrics(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
     (work / "metrics.json").write_text(json.dumps({"accuracy": 0.97}))
-    script = loop.METADATA_SCRIPT.replace("/work/", f"{work}/")
+    script = steps.METADATA_SCRIPT.replace("/work/", f"{work}/")
     env = {"POLARIS_URI": f"http://127.0.0.1:{server.server_port}/api/catalog", "POLARIS_CLIENT_ID": "c",
            "POLARIS_CLIENT_SECRET": "s", "POLARIS_SCOPE": "PRINCIPAL_ROLE:ALL", "POLARIS_WAREHOUSE": "fab",
            "ICEBERG_TABLE": "wafermap.features", "ICEBERG_REF": "fab-run-1", "FAB_METADATA": json.dumps({"revision": "r1"})}
@@ -306,7 +309,7 @@ def test_the_metadata_script_records_the_tags_snapshot_and_the_metrics(tmp_path)
 
 
 def test_pull_requests_go_to_the_git_servers_api():
-    assert loop.pull_request("gitea", "https://git.site-a.fab.internal/ml/serving.git", "fab/m-r2", "main", "t", "b") == (
+    assert steps.pull_request("gitea", "https://git.site-a.fab.internal/ml/serving.git", "fab/m-r2", "main", "t", "b") == (
         "https://git.site-a.fab.internal/api/v1/repos/ml/serving/pulls",
         {"title": "t", "head": "fab/m-r2", "base": "main", "body": "b"})
 
@@ -420,12 +423,14 @@ def test_no_dag_without_spark(monkeypatch):
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory) -> dict[str, Any]:
-    """The DAG file with this module's platform.json, in Airflow's DagBag, and the plans of a few runs of wafermap's DAG."""
+    """The DAG file and its steps with this module's platform.json, in Airflow's DagBag, and the plans of a few runs of
+    wafermap's DAG."""
     from components.engines.airflow import AIRFLOWIGNORE
 
     runs = {"own": ("serving_loop_wafermap", PARAMS), "other-team": ("serving_loop_wafermap", {**PARAMS, "team": "fdc"}),
             "other-image": ("serving_loop_wafermap", {**PARAMS, "training_image": "docker.io/me/train:1"})}
-    return airflow_dagbag(tmp_path_factory.mktemp("dagbag"), {"serving_loop.py": DAG_FILE.read_text(), ".airflowignore": AIRFLOWIGNORE,
+    files = {path.name: path.read_text() for path in (DAG_FILE, STEPS_FILE)}
+    return airflow_dagbag(tmp_path_factory.mktemp("dagbag"), {**files, ".airflowignore": AIRFLOWIGNORE,
                                                               "platform.json": json.dumps(PLATFORM)}, SUBMISSION, runs)
 
 

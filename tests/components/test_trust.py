@@ -350,27 +350,15 @@ def test_no_engine_is_given_a_trust_store_the_site_does_not_have(small_plan):
              if c["metadata"]["name"].endswith("site-ca")]) == ([], False, False, [])
 
 
-def _serving_loop_module():
-    """The serving-loop DAG file as a module, without building the DAG (tests/components/test_serving_loop_dag.py)."""
-    import importlib.util
-
-    os.environ["FAB_SERVING_LOOP_NO_DAG"] = "1"
-    try:
-        spec = importlib.util.spec_from_file_location("serving_loop_git", PROJECT_DIR / "components" / "dags" / "serving_loop.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        del os.environ["FAB_SERVING_LOOP_NO_DAG"]
-    return module
-
-
 @pytest.mark.parametrize("given_ca", [True, False])
 def test_the_serving_loops_git_verifies_a_repository_of_the_site_with_the_site_ca(private_endpoint, tmp_path, given_ca):
     """git (libcurl) as the DAG runs it: given the CA file, the TLS handshake passes (the stand-in server answers an
     empty repository); without it, the certificate is refused."""
     server, ca_pem, _ = private_endpoint
     (tmp_path / "ca.crt").write_text(ca_pem)
-    git = _serving_loop_module().git_command("dXNlcjp0b2s=", str(tmp_path / "ca.crt") if given_ca else None)
+    from components.dags.serving_loop_steps import git_command
+
+    git = git_command("dXNlcjp0b2s=", str(tmp_path / "ca.crt") if given_ca else None)
     # As in the Airflow image: no GIT_SSL_CAINFO, which would override git's configuration (this machine sets one).
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_SSL_")}
     done = subprocess.run([str(engine("git")), *git[1:], "ls-remote", f"https://{server}/ml/serving.git"], capture_output=True,
