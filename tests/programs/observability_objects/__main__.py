@@ -2,7 +2,7 @@
 tests/components/test_observability.py (the stack's program hands it none until the builders are wired)."""
 
 from components.config import load_site
-from components.config.rules.observability import receiver_pool
+from components.config.checks.observability import receiver_pool
 from components.identity import SiteIdentity, SiteIdentityArgs
 from components.network import CrossClusterNetwork, CrossClusterNetworkArgs
 from components.observability import SiteObservability, SiteObservabilityArgs
