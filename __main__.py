@@ -8,7 +8,7 @@ from components.batch_inference import BatchInference, BatchInferenceArgs, share
 from components.compute import ComputeCluster, ComputeClusterArgs
 from components.config import load_secrets, load_site
 from components.config import names as site_names
-from components.config.rules.observability import receiver_pool
+from components.config.checks.observability import receiver_pool
 from components.config.schema.roadmap import switched_on
 from components.engines._spark_trust import SparkTrust
 from components.engines.trino import TRINO_NAMESPACE

@@ -8,6 +8,7 @@ import copy
 from functools import cache
 
 import pytest
+from airgap_cases import CHART_REPOSITORY, FILES, MIRROR, MIRROR_RULES, SECRETS, with_registry
 from helpers import STACKS, stack_config
 
 from components import versions
@@ -22,17 +23,12 @@ from fabctl.mirror import manifest
 from fabctl.render import HELM_RELEASE_TYPE, PROJECT_DIR, render_config
 from fabctl.stackfile import SITE_KEY
 
-REGISTRY = {"charts": "oci://registry.fab.internal/charts", "images": "registry.fab.internal/mirror",
-            "files": "https://files.fab.internal", "maven": "https://maven.fab.internal/central", "pull_secret": "site-registry"}
-PREFIX = "registry.fab.internal/mirror/"
-RULES = ("images.mirrored", "images.pull-secret", "charts.mirrored", "downloads.mirrored")
-
 
 @cache
 def _air_gapped(stack: str, chart_dir, helm):
     config = stack_config(stack)
-    config[SITE_KEY]["registry"] = copy.deepcopy(REGISTRY)
-    config["fab-platform:registryPullSecret"] = {"secure": "v1:eyJhdXRocyI6IHt9fQ=="}
+    with_registry(config[SITE_KEY], files=FILES)
+    config.update(copy.deepcopy(SECRETS))
     plan = render_config(stack, config)
     releases, missing = render_releases(plan, ChartPackages(chart_dir), helm, PROJECT_DIR)
     return plan, parse_site(config[SITE_KEY]), releases, missing
@@ -56,7 +52,7 @@ def air_gapped_check(request, chart_dir, helm):
 
 def test_no_object_of_an_air_gapped_stack_reaches_outside_the_registry(air_gapped_check):
     assert air_gapped_check.releases
-    assert [f.line() for f in air_gapped_check.findings if f.rule in RULES] == []
+    assert [f.line() for f in air_gapped_check.findings if f.rule in MIRROR_RULES] == []
 
 
 def test_an_air_gapped_stack_passes_the_deploy_check(air_gapped_check):
@@ -67,14 +63,14 @@ def test_every_image_of_an_air_gapped_stack_is_under_the_prefix(air_gapped):
     plan, site, releases, missing = air_gapped
     images = [ref for placed in Picture(plan, site, releases, missing).placed for _, ref in object_images(placed)]
     assert len(images) > 50
-    assert sorted({ref for ref in images if not ref.startswith(PREFIX)}) == []
+    assert sorted({ref for ref in images if not ref.startswith(f"{MIRROR}/")}) == []
 
 
 def test_every_chart_of_an_air_gapped_stack_comes_from_the_registry(air_gapped):
     plan = air_gapped[0]
     charts = [r["inputs"]["chart"] for r in plan.of_type(HELM_RELEASE_TYPE)]
     assert charts
-    assert [c for c in charts if not c.startswith("oci://registry.fab.internal/charts/")] == []
+    assert [c for c in charts if not c.startswith(f"{CHART_REPOSITORY}/")] == []
 
 
 def test_mirror_lists_every_image_and_chart_of_an_air_gapped_stack(air_gapped):

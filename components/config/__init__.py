@@ -15,7 +15,7 @@ The package is split by concern; import from here, not from its modules:
 - `site`: `SiteConfig`, the root model that puts them together;
 - `views`: what is derived from a site (roles, node pools, quotas, the flow table: the design's base flows and
   those the components declare), mixed into SiteConfig;
-- `rules/`: the cross-field rules, one module per domain;
+- `checks/`: the cross-field checks, one module per domain;
 - `problems`: key paths and the error carrying cross-field problems;
 - `load`: parsing, error lines, secrets and the stack file's JSON Schema.
 """
@@ -168,7 +168,7 @@ __all__ = [
     "BucketName", "DataClass", "MinioEndpoint", "ObjectStoreConfig", "PolarisConfig", "PostgresConfig", "S3Endpoints",
     "StorageConfig", "VendorConfig",
     "IdentityConfig", "KeycloakEndpoint", "MultiKueueConfig", "Profile", "ProfileSchedule", "ServingLoopConfig", "FeatureSet", "Team", "TeamQuota", "TrainingConfig",
-    # site, views, rules, loading
+    # site, views, checks, loading
     "SiteConfig",
     "INFERENCE_FLOW", "INGRESS_FLOW", "MULTIKUEUE_FLOW", "PEM_CERTIFICATE", "POLARIS_FLOW", "S3_FLOW", "RemoteTeam", "credential_holders",
     "default_flows", "replica_bucket",

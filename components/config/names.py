@@ -2,8 +2,8 @@
 
 Every Kubernetes name, label value, host name, bucket and Helm release name made from a config key is declared
 here once: its template, what it names and the limit of that kind of name. Components build their names with these
-templates; a key's type carries the names made from it (`Derives`), so that the rule in
-`components.config.rules.names` checks the site's actual keys against every one of them before any resource
+templates; a key's type carries the names made from it (`Derives`), so that the check in
+`components.config.checks.names` checks the site's actual keys against every one of them before any resource
 exists, and the generated reference (docs/configuration.md) states each key's limit next to it.
 
 Templates name the key `{key}`; `{site}` is the site's name where a name joins both, which is then checked on the
@@ -211,7 +211,7 @@ GOLD_COPY_JOB = Derived("CronJob", "gold-to-{key}", CRONJOB)
 """The job that copies this site's gold into a consumer's replica."""
 MODELS_COPY_JOB = Derived("CronJob", "models-to-{key}", CRONJOB)
 """The job that copies this site's models into a consumer that keeps them (`replicate_models`). Only made when asked for,
-so its length is checked by the federation rules, not by type (it would shorten every consumer's key otherwise)."""
+so its length is checked by the federation checks, not by type (it would shorten every consumer's key otherwise)."""
 REPLICA_TARGET = Derived("Secret", "replica-target-{key}", DNS_SUBDOMAIN)
 """A consumer's replica bucket and writer keys, read by the gold copy job."""
 PEER_CATALOG = Derived("Secret", "polaris-peer-{key}", DNS_SUBDOMAIN)
@@ -223,7 +223,7 @@ MODEL_REPLICA_PREFIX = Derived("prefix of the models bucket", MODEL_REPLICAS + "
 """Where a site keeps a peer's models (`federation.peers.<peer>.standby_models`): its standby serving reads them there."""
 REMOTE_TEAM_NAMESPACE = Derived("namespace", "remote-{site}-{key}", DNS_LABEL)
 """A peer's team's namespace (and ClusterQueue) on every Kueue cluster: `{site}` is the peer, `{key}` its team. Made of
-two keys, so its length is checked by the federation rules, not by type."""
+two keys, so its length is checked by the federation checks, not by type."""
 REMOTE_TEAM_GROUP = Derived("Keycloak group", "remote-{site}-{key}", KEYCLOAK)
 """The group of this site's Keycloak whose members act for a peer's team."""
 

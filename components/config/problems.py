@@ -13,7 +13,7 @@ Problem = tuple[tuple[str | int, ...], str]
 
 
 class SiteRuleError(ValueError):
-    """Raised by the model when cross-field rules fail; carries every problem with its key path."""
+    """Raised by the model when cross-field checks fail; carries every problem with its key path."""
 
     def __init__(self, problems: list[Problem]):
         super().__init__("; ".join(msg for _, msg in problems))

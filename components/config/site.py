@@ -1,7 +1,7 @@
 """SiteConfig: the one schema of a site stack, read from `fab-platform:site` (DESIGN section 4, "Config first").
 
 The root model puts the domain schemas (components.config.schema) together; its derived views are
-mixed in from components.config.views, and its cross-field rules (components.config.rules) run once
+mixed in from components.config.views, and its cross-field checks (components.config.checks) run once
 the whole site is parsed.
 """
 
@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import Field, create_model, model_validator
 
 from components.config import declared
+from components.config.checks import site_problems
 from components.config.declared import EngineNeeds, FlowSource
 from components.config.fields import DnsLabel, Flag, Unique, _Model
 from components.config.names import ClusterKey, Domain, FlowKey, GpuTypeKey, ProfileKey, SiteName, TeamKey
 from components.config.problems import SiteRuleError
-from components.config.rules import site_problems
 from components.config.schema.acceptance import AcceptanceConfig
 from components.config.schema.adopt import AdoptConfig, CheckConfig
 from components.config.schema.compute import ComputeConfig

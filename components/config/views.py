@@ -62,7 +62,7 @@ class SiteViews:
     __slots__ = ()
 
     def ca_bundle_pem(self) -> str | None:
-        """The site CA bundle's certificates (checked by a config rule)."""
+        """The site CA bundle's certificates (validated by a config check)."""
         return read_ca_bundle(self.ca_bundle) if self.ca_bundle else None
 
     def cluster_name(self, key: str) -> str:
@@ -81,7 +81,7 @@ class SiteViews:
     def profile(self, name: str | None = ...) -> Profile:  # type: ignore[assignment]
         """A profile by name; the active one by default, and an empty profile for the base config."""
         name = self.active_profile if name is ... else name
-        # An unknown name is reported by its own rule; the other rules then judge the base config.
+        # An unknown name is reported by its own check; the other checks then judge the base config.
         return self.profiles.get(name, Profile()) if name else Profile()
 
     def node_pool(self, cluster: str, node: str, profile: str | None = ...) -> str:  # type: ignore[assignment]
@@ -212,7 +212,7 @@ METRICS_FLOW = "metrics"
 """The flow that admits every other cluster's Prometheus to compute's remote-write receiver (observability in-cluster)."""
 NOTEBOOKS_FLOW = GPU_NOTEBOOKS
 """The flow that admits the compute ingress's proxies to the GPU notebooks hub's proxy (compute.jupyterhub.gpu_notebooks)."""
-# The config's rules check the flows above by name; the flows the components open are theirs, declared by
+# The config's checks judge the flows above by name; the flows the components open are theirs, declared by
 # components/catalog.py (components.config.declared.flow_sources).
 
 
@@ -275,7 +275,7 @@ def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
 
     Credentials this site hands to other sites (federation principals, replica writers) and those of other
     sites' catalogs (Trino's peer catalogs) are not its clusters' to hold, so they are not listed. Clusters
-    a config rule refuses (an unknown inference cluster) are left out.
+    a config check refuses (an unknown inference cluster) are left out.
     """
     s3: dict[str, set[str]] = {}
     polaris: dict[str, set[str]] = {}

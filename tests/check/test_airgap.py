@@ -5,19 +5,9 @@ from __future__ import annotations
 import copy
 
 import pytest
+from airgap_cases import CHART_REPOSITORY, MIRROR_RULES, SECRETS, with_registry
 from helpers import render_small
 from small_site import small_site
-
-REGISTRY = {"charts": "oci://registry.fab.internal/charts", "images": "registry.fab.internal/mirror",
-            "maven": "https://maven.fab.internal/central", "pull_secret": "site-registry"}
-PULL_SECRET = {"fab-platform:registryPullSecret": {"secure": "v1:eyJhdXRocyI6IHt9fQ=="}}
-RULES = ("images.mirrored", "images.pull-secret", "charts.mirrored", "downloads.mirrored")
-
-
-def mirrored_site() -> dict:
-    site = small_site()
-    site["registry"] = copy.deepcopy(REGISTRY)
-    return site
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +18,8 @@ def mirrored(chart_dir, helm):
     from fabctl.helm import ChartPackages, render_releases
     from fabctl.render import PROJECT_DIR
 
-    site = mirrored_site()
-    plan = copy.deepcopy(render_small(site, secrets=PULL_SECRET))
+    site = with_registry(small_site())
+    plan = copy.deepcopy(render_small(site, secrets=SECRETS))
     releases, missing = render_releases(plan, ChartPackages(chart_dir), helm, PROJECT_DIR)
     return Deploy(plan, parse_site(site), releases, missing)
 
@@ -40,13 +30,13 @@ def _lines(deploy, rule):
 
 def test_the_smallest_site_with_a_registry_pulls_everything_from_it(mirrored):
     assert mirrored.releases
-    assert [line for rule in RULES for line in _lines(mirrored, rule)] == []
+    assert [line for rule in MIRROR_RULES for line in _lines(mirrored, rule)] == []
 
 
 def test_every_release_of_a_site_with_a_registry_takes_its_chart_from_it(mirrored):
     charts = [r["inputs"]["chart"] for r in mirrored.plan.of_type("kubernetes:helm.sh/v3:Release")]
     assert charts
-    assert [c for c in charts if not c.startswith("oci://registry.fab.internal/charts/")] == []
+    assert [c for c in charts if not c.startswith(f"{CHART_REPOSITORY}/")] == []
 
 
 def test_every_namespace_the_program_creates_holds_the_pull_secret_but_the_preview_identitys(mirrored):
@@ -117,4 +107,4 @@ def test_fails_when_a_release_takes_its_chart_from_upstream(mirrored):
 
 
 def test_a_site_without_a_registry_is_not_held_to_one(small):
-    assert [line for rule in RULES for line in small.lines(rule)] == []
+    assert [line for rule in MIRROR_RULES for line in small.lines(rule)] == []

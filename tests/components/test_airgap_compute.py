@@ -11,31 +11,38 @@ from typing import Any
 
 import pytest
 import yaml
+from airgap_cases import (
+    CHART_REPOSITORY,
+    MAVEN,
+    MIRROR,
+    PULL_SECRET,
+    SECRETS,
+    images,
+    not_mirrored,
+    pinned_release,
+    rendered,
+    site_registry,
+    with_registry,
+)
 from cryptography.hazmat.primitives.serialization import pkcs12
 from helpers import render_small
 from small_site import add_gpu_notebooks, small_site
 
 from components import versions
 from components.airgap import chart_values
-from components.engines import CHART_IMAGES
 from components.config import GpuNotebooksConfig, RegistryConfig, SparkRapidsConfig
+from components.engines import CHART_IMAGES, airflow, spark
 from components.engines import _spark_connect as spark_connect
 from components.engines import _spark_packages as packages
-from components.engines import airflow, spark
 from components.notebooks import hub_values
 from components.registry import UPSTREAM, Registry
 from components.spark_rapids import spark_rapids_application
-from fabctl.check.mirror import image_references, pod_specs
-from fabctl.helm import ChartPackages, ChartRef, template
+from fabctl.check.mirror import pod_specs
 from fabctl.render import PROJECT_DIR
 
-IMAGES = "registry.fab.internal/mirror"
-MAVEN = "https://maven.fab.internal/repository/central"
-PULL_SECRET = "site-registry"
 CA_BUNDLE = "certs/site-b-ca.pem"
-REGISTRY = Registry(RegistryConfig(charts="oci://registry.fab.internal/charts", images=IMAGES, maven=MAVEN,
-                                   pull_secret=PULL_SECRET))
-TRUSTING = Registry(REGISTRY.mirror, ca_file=CA_BUNDLE)
+SITE_REGISTRY = site_registry()
+TRUSTING = Registry(SITE_REGISTRY.mirror, ca_file=CA_BUNDLE)
 """The registry with a CA of the site's PKI (`registry.ca_bundle`)."""
 CATALOG = "http://polaris.site-t.fab.internal:8181/api/catalog"
 
@@ -55,12 +62,7 @@ EVERY_PART = {
 
 
 def _rendered(chart: str, chart_dir: Path, helm: Path, values: dict[str, Any]) -> list[dict[str, Any]]:
-    pinned = CHARTS[chart]
-    release = {"name": chart, "inputs": {"name": chart, "chart": chart, "version": pinned.version, "namespace": "fab",
-                                        "repositoryOpts": {"repo": pinned.repo}, "values": values}}
-    package = ChartPackages(chart_dir).find(ChartRef.of(release))
-    assert package is not None, f"no package of {chart} {pinned.version}"
-    return template(release, package, helm, PROJECT_DIR)
+    return rendered(pinned_release(chart, CHARTS[chart], "fab", values), chart_dir, helm)
 
 
 def _merged(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
@@ -70,22 +72,11 @@ def _merged(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _outside(objects: list[dict[str, Any]]) -> set[str]:
-    return {ref for obj in objects if obj["kind"] != "CustomResourceDefinition"
-            for _, ref in image_references({k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")})
-            if not ref.startswith(f"{IMAGES}/")}
-
-
-def _images(objects: list[dict[str, Any]]) -> set[str]:
-    return {ref for obj in objects if obj["kind"] != "CustomResourceDefinition"
-            for _, ref in image_references({k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")})}
-
-
 @pytest.mark.parametrize("chart", sorted(CHARTS))
 def test_every_image_of_the_chart_comes_from_the_mirror(chart, chart_dir, helm):
-    objects = _rendered(chart, chart_dir, helm, _merged(EVERY_PART.get(chart, {}), CHART_IMAGES[chart](REGISTRY)))
-    assert _images(objects), f"{chart} renders no image"
-    assert _outside(objects) == set()
+    objects = _rendered(chart, chart_dir, helm, _merged(EVERY_PART.get(chart, {}), CHART_IMAGES[chart](SITE_REGISTRY)))
+    assert images(objects), f"{chart} renders no image"
+    assert not_mirrored(images(objects)) == []
 
 
 RUN_TIME = {"yunikorn": {versions.YUNIKORN_PLACEHOLDER_IMAGE}}
@@ -94,15 +85,15 @@ RUN_TIME = {"yunikorn": {versions.YUNIKORN_PLACEHOLDER_IMAGE}}
 
 @pytest.mark.parametrize("chart", sorted(CHARTS))
 def test_the_mirror_keeps_each_images_source_and_tag(chart, chart_dir, helm):
-    upstream = _images(_rendered(chart, chart_dir, helm, EVERY_PART.get(chart, {})))
-    mirrored = _images(_rendered(chart, chart_dir, helm, _merged(EVERY_PART.get(chart, {}), CHART_IMAGES[chart](REGISTRY))))
+    upstream = images(_rendered(chart, chart_dir, helm, EVERY_PART.get(chart, {})))
+    mirrored = images(_rendered(chart, chart_dir, helm, _merged(EVERY_PART.get(chart, {}), CHART_IMAGES[chart](SITE_REGISTRY))))
     assert upstream
-    assert mirrored == {REGISTRY.image(ref) for ref in upstream | RUN_TIME.get(chart, set())}
+    assert mirrored == {SITE_REGISTRY.image(ref) for ref in upstream | RUN_TIME.get(chart, set())}
 
 
 @pytest.mark.parametrize("chart", sorted(CHARTS))
 def test_every_pod_of_the_chart_names_the_pull_secret(chart, chart_dir, helm):
-    objects = _rendered(chart, chart_dir, helm, _merged(EVERY_PART.get(chart, {}), CHART_IMAGES[chart](REGISTRY)))
+    objects = _rendered(chart, chart_dir, helm, _merged(EVERY_PART.get(chart, {}), CHART_IMAGES[chart](SITE_REGISTRY)))
     pods = [(obj["kind"], obj["metadata"]["name"], spec) for obj in objects for _, spec in pod_specs(obj.get("spec") or {})]
     assert pods
     assert [(kind, name) for kind, name, spec in pods if {"name": PULL_SECRET} not in (spec.get("imagePullSecrets") or [])] == []
@@ -110,16 +101,16 @@ def test_every_pod_of_the_chart_names_the_pull_secret(chart, chart_dir, helm):
 
 def test_jupyterhub_hands_the_pull_secret_to_the_servers_it_spawns():
     # z2jh's hub config: KubeSpawner.image_pull_secrets from the top-level imagePullSecrets (files/hub/jupyterhub_config.py).
-    assert CHART_IMAGES["jupyterhub"](REGISTRY)["imagePullSecrets"] == [PULL_SECRET]
+    assert CHART_IMAGES["jupyterhub"](SITE_REGISTRY)["imagePullSecrets"] == [PULL_SECRET]
 
 
 def test_yunikorn_starts_its_placeholders_from_the_mirror():
-    defaults = CHART_IMAGES["yunikorn"](REGISTRY)["yunikornDefaults"]
-    assert defaults == {"service.placeholderImage": f"{IMAGES}/registry.k8s.io/pause:3.7"}
+    defaults = CHART_IMAGES["yunikorn"](SITE_REGISTRY)["yunikornDefaults"]
+    assert defaults == {"service.placeholderImage": f"{MIRROR}/registry.k8s.io/pause:3.7"}
 
 
 def test_a_chart_without_the_pull_secret_gets_no_pull_secret_keys():
-    registry = Registry(RegistryConfig(charts="oci://registry.fab.internal/charts", images=IMAGES))
+    registry = Registry(RegistryConfig(charts=CHART_REPOSITORY, images=MIRROR))
     values = {chart: entry(registry) for chart, entry in CHART_IMAGES.items()}
     assert (values["yunikorn"]["imagePullSecrets"], values["jupyterhub"]["imagePullSecrets"], values["trino"]["imagePullSecrets"],
             "registry" in values["airflow"]) == ([], [], [], False)
@@ -139,15 +130,15 @@ def _paths(values: dict[str, Any], prefix: str = "") -> set[str]:
 
 def test_the_airflow_and_superset_values_are_their_charts_image_keys():
     # Neither chart is packaged in ../shared/charts: the keys are checked by hand against the values.yaml of the pinned version.
-    assert (_paths(CHART_IMAGES["airflow"](REGISTRY)), _paths(CHART_IMAGES["superset"](REGISTRY))) == (AIRFLOW_KEYS, SUPERSET_KEYS)
+    assert (_paths(CHART_IMAGES["airflow"](SITE_REGISTRY)), _paths(CHART_IMAGES["superset"](SITE_REGISTRY))) == (AIRFLOW_KEYS, SUPERSET_KEYS)
 
 
 def test_airflow_and_superset_images_come_from_the_mirror():
-    airflow_values, superset_values = CHART_IMAGES["airflow"](REGISTRY), CHART_IMAGES["superset"](REGISTRY)
+    airflow_values, superset_values = CHART_IMAGES["airflow"](SITE_REGISTRY), CHART_IMAGES["superset"](SITE_REGISTRY)
     repositories = [airflow_values["defaultAirflowRepository"], *(image["repository"] for image in airflow_values["images"].values()),
                     superset_values["image"]["repository"], superset_values["initImage"]["repository"],
                     superset_values["supersetWebsockets"]["image"]["repository"]]
-    assert [r for r in repositories if not r.startswith(f"{IMAGES}/")] == []
+    assert [r for r in repositories if not r.startswith(f"{MIRROR}/")] == []
 
 
 def test_without_a_registry_no_compute_chart_gets_values():
@@ -162,7 +153,7 @@ def test_the_ivy_settings_name_the_sites_repository_as_the_only_resolver():
 
 
 def test_spark_resolves_with_the_settings_file_not_its_own_chain():
-    assert packages.spark_conf(REGISTRY) == {"spark.jars.ivySettings": "/etc/spark-maven/ivysettings.xml", "spark.jars.ivy": "/tmp/ivy"}
+    assert packages.spark_conf(SITE_REGISTRY) == {"spark.jars.ivySettings": "/etc/spark-maven/ivysettings.xml", "spark.jars.ivy": "/tmp/ivy"}
 
 
 def test_the_trust_store_holds_every_certificate_of_the_registry_ca():
@@ -188,68 +179,68 @@ def test_java_reads_the_trust_store(tmp_path):
 
 
 def test_the_jvms_trust_the_registry_ca_only_when_it_has_one():
-    assert (packages.java_env(REGISTRY), [e["name"] for e in packages.java_env(TRUSTING)]) == ([], ["JAVA_TOOL_OPTIONS"])
+    assert (packages.java_env(SITE_REGISTRY), [e["name"] for e in packages.java_env(TRUSTING)]) == ([], ["JAVA_TOOL_OPTIONS"])
 
 
 def test_the_operator_controller_keeps_its_tmp_volume_beside_the_settings():
-    values = packages.operator_controller_values(REGISTRY)
+    values = packages.operator_controller_values(SITE_REGISTRY)
     assert [v["name"] for v in values["volumes"]] == ["tmp", "spark-maven"]
     assert [m["mountPath"] for m in values["volumeMounts"]] == ["/tmp", "/etc/spark-maven"]
 
 
 def test_the_connect_server_resolves_from_the_sites_repository():
-    conf = spark_connect.server_conf(8, "spark-team-yield", REGISTRY)
+    conf = spark_connect.server_conf(8, "spark-team-yield", SITE_REGISTRY)
     assert (conf["spark.jars.ivySettings"], conf["spark.kubernetes.container.image"]) == (
-        "/etc/spark-maven/ivysettings.xml", f"{IMAGES}/docker.io/{versions.SPARK_IMAGE}")
+        "/etc/spark-maven/ivysettings.xml", f"{MIRROR}/docker.io/{versions.SPARK_IMAGE}")
 
 
 def test_the_connect_executors_pull_from_the_mirror_with_the_pull_secret():
-    spec = spark_connect.executor_template(REGISTRY)["spec"]
-    assert (spec["containers"][0]["image"], spec["imagePullSecrets"]) == (f"{IMAGES}/docker.io/{versions.SPARK_IMAGE}",
+    spec = spark_connect.executor_template(SITE_REGISTRY)["spec"]
+    assert (spec["containers"][0]["image"], spec["imagePullSecrets"]) == (f"{MIRROR}/docker.io/{versions.SPARK_IMAGE}",
                                                                        [{"name": PULL_SECRET}])
 
 
 def test_the_airflow_spark_template_resolves_from_the_sites_repository():
     spec = spark.spark_application_template(CATALOG, TRUSTING)["spec"]
-    assert spec["sparkConf"] == {**spark.spark_conf(CATALOG), **packages.spark_conf(REGISTRY)}
+    assert spec["sparkConf"] == {**spark.spark_conf(CATALOG), **packages.spark_conf(SITE_REGISTRY)}
     assert (spec["imagePullSecrets"], spec["volumes"], spec["driver"]["volumeMounts"], spec["driver"]["env"]) == (
-        [PULL_SECRET], [*spark.SCRATCH["volumes"], *packages.volumes(REGISTRY)],
-        [*spark.SCRATCH["volumeMounts"], *packages.volume_mounts(REGISTRY)], packages.java_env(TRUSTING))
+        [PULL_SECRET], [*spark.SCRATCH["volumes"], *packages.volumes(SITE_REGISTRY)],
+        [*spark.SCRATCH["volumeMounts"], *packages.volume_mounts(SITE_REGISTRY)], packages.java_env(TRUSTING))
 
 
 def test_the_rapids_template_resolves_the_rapids_jar_from_the_sites_repository():
-    spec = spark_rapids_application(SparkRapidsConfig(), CATALOG, registry=REGISTRY)["spec"]
+    spec = spark_rapids_application(SparkRapidsConfig(), CATALOG, registry=SITE_REGISTRY)["spec"]
     assert (spec["sparkConf"]["spark.jars.packages"], spec["sparkConf"]["spark.jars.ivySettings"], spec["image"]) == (
-        versions.SPARK_RAPIDS, "/etc/spark-maven/ivysettings.xml", f"{IMAGES}/docker.io/{versions.SPARK_IMAGE}")
-    assert spec["driver"]["volumeMounts"] == [*spark.SCRATCH["volumeMounts"], *packages.volume_mounts(REGISTRY)]
+        versions.SPARK_RAPIDS, "/etc/spark-maven/ivysettings.xml", f"{MIRROR}/docker.io/{versions.SPARK_IMAGE}")
+    assert spec["driver"]["volumeMounts"] == [*spark.SCRATCH["volumeMounts"], *packages.volume_mounts(SITE_REGISTRY)]
 
 
 def test_the_feature_job_keeps_the_templates_volumes():
     from components.dags import serving_loop_steps
 
-    template = spark.spark_application_template(CATALOG, REGISTRY)
-    platform = airflow.platform_settings(models_bucket="m", checkpoints_bucket="c", spark_on=True, serving_repo=None, registry=REGISTRY)
+    template = spark.spark_application_template(CATALOG, SITE_REGISTRY)
+    platform = airflow.platform_settings(models_bucket="m", checkpoints_bucket="c", spark_on=True, serving_repo=None, registry=SITE_REGISTRY)
     app = serving_loop_steps.feature_application(template, platform, [])
     assert [v["name"] for v in app["spec"]["volumes"]] == ["tmp", "spark-maven", airflow.FEATURE_JOB]
 
 
 def test_the_feature_step_pulls_the_platforms_spark_image_from_the_mirror():
-    platform = airflow.platform_settings(models_bucket="m", checkpoints_bucket="c", spark_on=True, serving_repo=None, registry=REGISTRY)
-    assert platform["spark"]["image"] == f"{IMAGES}/docker.io/{versions.SPARK_IMAGE}"
+    platform = airflow.platform_settings(models_bucket="m", checkpoints_bucket="c", spark_on=True, serving_repo=None, registry=SITE_REGISTRY)
+    assert platform["spark"]["image"] == f"{MIRROR}/docker.io/{versions.SPARK_IMAGE}"
 
 
 def test_the_dags_jobs_pull_their_images_from_the_mirror_with_the_pull_secret():
-    platform = airflow.platform_settings(models_bucket="m", checkpoints_bucket="c", spark_on=False, serving_repo=None, registry=REGISTRY)
+    platform = airflow.platform_settings(models_bucket="m", checkpoints_bucket="c", spark_on=False, serving_repo=None, registry=SITE_REGISTRY)
     assert (platform["images"], platform["image_pull_secrets"]) == (
-        {"s3": REGISTRY.image(versions.WEIGHTS_SYNC_IMAGE), "python": f"{IMAGES}/docker.io/library/{versions.SETUP_IMAGE}"},
+        {"s3": SITE_REGISTRY.image(versions.WEIGHTS_SYNC_IMAGE), "python": f"{MIRROR}/docker.io/library/{versions.SETUP_IMAGE}"},
         [{"name": PULL_SECRET}])
 
 
 def test_a_configured_notebook_image_is_pulled_from_the_mirror():
     config = GpuNotebooksConfig(cluster="gpu", vip="10.30.103.11", team_quotas={"yield": 2},
                                 image="quay.io/jupyter/pytorch-notebook:cuda12-2025-06-02")
-    spawner = hub_values(config, "nvidia.com/gpu.shared", "https://kc/realms/fab", "https://x/hub/oauth_callback", REGISTRY)
-    assert spawner["hub"]["config"]["KubeSpawner"]["image"] == f"{IMAGES}/quay.io/jupyter/pytorch-notebook:cuda12-2025-06-02"
+    spawner = hub_values(config, "nvidia.com/gpu.shared", "https://kc/realms/fab", "https://x/hub/oauth_callback", SITE_REGISTRY)
+    assert spawner["hub"]["config"]["KubeSpawner"]["image"] == f"{MIRROR}/quay.io/jupyter/pytorch-notebook:cuda12-2025-06-02"
 
 
 # Without a registry.
@@ -281,9 +272,7 @@ def test_without_a_registry_the_connect_server_is_unchanged():
 def airgapped_plan():
     site = small_site()
     add_gpu_notebooks(site)
-    site["registry"] = {"charts": "oci://registry.fab.internal/charts", "images": IMAGES, "maven": MAVEN, "pull_secret": PULL_SECRET,
-                        "ca_bundle": CA_BUNDLE}
-    return render_small(site, secrets={"fab-platform:registryPullSecret": {"secure": "v1:x"}})
+    return render_small(with_registry(site, ca_bundle=CA_BUNDLE), secrets=SECRETS)
 
 
 def _config_maps(plan, name: str) -> dict[str, dict[str, Any]]:
@@ -307,7 +296,7 @@ def test_the_connect_server_mounts_the_settings_and_names_the_pull_secret(airgap
                  if r["inputs"]["metadata"]["name"] == spark_connect.NAME]
     pod = server["spec"]["template"]["spec"]
     assert (pod["imagePullSecrets"], packages.VOLUME in {v["name"] for v in pod["volumes"]},
-            pod["containers"][0]["image"]) == ([{"name": PULL_SECRET}], True, f"{IMAGES}/docker.io/{versions.SPARK_IMAGE}")
+            pod["containers"][0]["image"]) == ([{"name": PULL_SECRET}], True, f"{MIRROR}/docker.io/{versions.SPARK_IMAGE}")
 
 
 def test_the_airflow_template_config_map_carries_the_settings(airgapped_plan):
@@ -320,11 +309,11 @@ def test_the_starrocks_cluster_pulls_fe_and_cn_from_the_mirror(airgapped_plan):
     (cluster,) = [r["inputs"] for r in airgapped_plan.of_type("kubernetes:starrocks.com/v1:StarRocksCluster")]
     fe, cn = cluster["spec"]["starRocksFeSpec"], cluster["spec"]["starRocksCnSpec"]
     assert (fe["image"], cn["image"], fe["imagePullSecrets"], cn["imagePullSecrets"]) == (
-        f"{IMAGES}/docker.io/{versions.STARROCKS_FE_IMAGE}", f"{IMAGES}/docker.io/{versions.STARROCKS_CN_IMAGE}",
+        f"{MIRROR}/docker.io/{versions.STARROCKS_FE_IMAGE}", f"{MIRROR}/docker.io/{versions.STARROCKS_CN_IMAGE}",
         [{"name": PULL_SECRET}], [{"name": PULL_SECRET}])
 
 
 def test_the_gpu_notebooks_hub_gets_the_jupyterhub_image_values(airgapped_plan):
     (hub,) = [r["inputs"] for r in airgapped_plan.of_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "gpu-notebooks"]
     assert (hub["values"]["hub"]["image"]["name"], hub["values"]["imagePullSecrets"]) == (
-        f"{IMAGES}/quay.io/jupyterhub/k8s-hub", [PULL_SECRET])
+        f"{MIRROR}/quay.io/jupyterhub/k8s-hub", [PULL_SECRET])

@@ -10,27 +10,21 @@ from typing import Any
 
 import pytest
 import yaml
+from airgap_cases import FILES, MIRROR, PULL_SECRET, SECRETS, pinned_release, rendered, site_registry, with_registry
 from helpers import render_small
 from small_site import add_profile_schedule, small_site
 
 from components import versions
 from components.airgap import chart_values
-from components.config import RegistryConfig, parse_site
+from components.config import parse_site
 from components.gpu import POSTRENDER, cluster_policy_spec, gpu_operator_values, nic_cluster_policy_spec
 from components.kueue import kueue_values
 from components.ray import example_ray_job, operator_values
-from components.registry import UPSTREAM, Registry, merge_values
+from components.registry import UPSTREAM, merge_values
 from components.runtimes import trainer_values
 from fabctl.check.mirror import image_references, pod_specs
-from fabctl.helm import ChartPackages, ChartRef, template
-from fabctl.render import PROJECT_DIR
 
-IMAGES = "registry.fab.internal/mirror"
-PULL_SECRET = "site-registry"
-REGISTRY = {"charts": "oci://registry.fab.internal/charts", "images": IMAGES, "files": "https://files.fab.internal",
-            "maven": "https://maven.fab.internal/repository/central", "pull_secret": PULL_SECRET}
-MIRROR = Registry(RegistryConfig.model_validate(REGISTRY))
-SECRETS = {"fab-platform:registryPullSecret": {"secure": "v1:eyJhdXRocyI6IHt9fQ=="}}
+SITE_REGISTRY = site_registry(files=FILES)
 
 CHARTS = {
     "gpu-operator": (versions.GPU_OPERATOR, "gpu-operator", gpu_operator_values(), POSTRENDER),
@@ -44,7 +38,7 @@ CHARTS = {
 
 def outside(node: Any) -> list[str]:
     """The image references of `node` that are not under the mirror."""
-    return [f"{path} {ref}" for path, ref in image_references(node) if not ref.startswith(f"{IMAGES}/")]
+    return [f"{path} {ref}" for path, ref in image_references(node) if not ref.startswith(f"{MIRROR}/")]
 
 
 def without_pull_secret(node: Any) -> list[str]:
@@ -54,12 +48,8 @@ def without_pull_secret(node: Any) -> list[str]:
 
 def helm_objects(chart: str, chart_dir, helm) -> list[dict[str, Any]]:
     pinned, namespace, values, postrender = CHARTS[chart]
-    release = {"name": chart, "inputs": {
-        "name": chart, "chart": pinned.chart, "version": pinned.version, "namespace": namespace,
-        "repositoryOpts": {"repo": pinned.repo}, "values": merge_values(values, chart_values(pinned, MIRROR)),
-        **({"postrender": postrender} if postrender else {}),
-    }}
-    return template(release, ChartPackages(chart_dir).find(ChartRef.of(release)), helm, PROJECT_DIR)
+    release = pinned_release(chart, pinned, namespace, merge_values(values, chart_values(pinned, SITE_REGISTRY)), postrender)
+    return rendered(release, chart_dir, helm)
 
 
 @pytest.mark.parametrize("chart", sorted(CHARTS))
@@ -82,7 +72,7 @@ def test_the_gpu_operator_hands_its_operator_the_mirrored_driver_manager(chart_d
     (operator,) = [obj for obj in helm_objects("gpu-operator", chart_dir, helm)
                    if obj["kind"] == "Deployment" and obj["metadata"]["name"] == "gpu-operator"]
     env = {e["name"]: e.get("value") for e in operator["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["DRIVER_MANAGER_IMAGE"] == f"{IMAGES}/{versions.GPU_DRIVER_MANAGER.ref}"
+    assert env["DRIVER_MANAGER_IMAGE"] == f"{MIRROR}/{versions.GPU_DRIVER_MANAGER.ref}"
 
 
 def test_without_a_registry_no_chart_gets_image_values():
@@ -94,18 +84,18 @@ def gpu_config():
 
 
 def test_the_cluster_policy_names_every_enabled_operand_from_the_registry_with_the_pull_secret():
-    spec = cluster_policy_spec(gpu_config(), MIRROR)
+    spec = cluster_policy_spec(gpu_config(), SITE_REGISTRY)
     operands = {key: spec[key] for key in ("driver", "toolkit", "devicePlugin", "gfd", "dcgmExporter", "validator", "migManager")}
     operands["driver.manager"] = spec["driver"]["manager"]
     assert {key: (f"{o['repository']}/{o['image']}:{o['version']}", o["imagePullSecrets"]) for key, o in operands.items()} == {
-        "driver": (f"{IMAGES}/{versions.GPU_DRIVER.ref}", [PULL_SECRET]),
-        "driver.manager": (f"{IMAGES}/{versions.GPU_DRIVER_MANAGER.ref}", [PULL_SECRET]),
-        "toolkit": (f"{IMAGES}/{versions.GPU_TOOLKIT.ref}", [PULL_SECRET]),
-        "devicePlugin": (f"{IMAGES}/{versions.GPU_DEVICE_PLUGIN.ref}", [PULL_SECRET]),
-        "gfd": (f"{IMAGES}/{versions.GPU_DEVICE_PLUGIN.ref}", [PULL_SECRET]),
-        "dcgmExporter": (f"{IMAGES}/{versions.GPU_DCGM_EXPORTER.ref}", [PULL_SECRET]),
-        "validator": (f"{IMAGES}/{versions.GPU_VALIDATOR.ref}", [PULL_SECRET]),
-        "migManager": (f"{IMAGES}/{versions.GPU_MIG_MANAGER.ref}", [PULL_SECRET]),
+        "driver": (f"{MIRROR}/{versions.GPU_DRIVER.ref}", [PULL_SECRET]),
+        "driver.manager": (f"{MIRROR}/{versions.GPU_DRIVER_MANAGER.ref}", [PULL_SECRET]),
+        "toolkit": (f"{MIRROR}/{versions.GPU_TOOLKIT.ref}", [PULL_SECRET]),
+        "devicePlugin": (f"{MIRROR}/{versions.GPU_DEVICE_PLUGIN.ref}", [PULL_SECRET]),
+        "gfd": (f"{MIRROR}/{versions.GPU_DEVICE_PLUGIN.ref}", [PULL_SECRET]),
+        "dcgmExporter": (f"{MIRROR}/{versions.GPU_DCGM_EXPORTER.ref}", [PULL_SECRET]),
+        "validator": (f"{MIRROR}/{versions.GPU_VALIDATOR.ref}", [PULL_SECRET]),
+        "migManager": (f"{MIRROR}/{versions.GPU_MIG_MANAGER.ref}", [PULL_SECRET]),
     }
 
 
@@ -113,7 +103,7 @@ def test_the_cluster_policy_with_a_registry_is_valid(crd_dir):
     from schemas import CrdSchemas, schema_errors
 
     policy = {"apiVersion": versions.NVIDIA_API, "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
-              "spec": cluster_policy_spec(gpu_config(), MIRROR)}
+              "spec": cluster_policy_spec(gpu_config(), SITE_REGISTRY)}
     assert schema_errors(policy, CrdSchemas(crd_dir)) == []
 
 
@@ -124,11 +114,11 @@ def test_without_a_registry_the_cluster_policy_names_the_upstream_operands_alone
 
 
 def test_the_nic_cluster_policy_names_every_operand_from_the_registry_with_the_pull_secret():
-    spec = nic_cluster_policy_spec(gpu_config(), MIRROR)
+    spec = nic_cluster_policy_spec(gpu_config(), SITE_REGISTRY)
     operands = {"ofedDriver": spec["ofedDriver"], "rdmaSharedDevicePlugin": spec["rdmaSharedDevicePlugin"], "nvIpam": spec["nvIpam"],
                 **{f"secondaryNetwork.{k}": v for k, v in spec["secondaryNetwork"].items()}}
     assert len(operands) == 6
-    assert {key: (o["repository"].startswith(f"{IMAGES}/nvcr.io/"), o["imagePullSecrets"]) for key, o in operands.items()} == {
+    assert {key: (o["repository"].startswith(f"{MIRROR}/nvcr.io/"), o["imagePullSecrets"]) for key, o in operands.items()} == {
         key: (True, [PULL_SECRET]) for key in operands}
 
 
@@ -136,7 +126,7 @@ def test_the_nic_cluster_policy_with_a_registry_is_valid(crd_dir):
     from schemas import CrdSchemas, schema_errors
 
     policy = {"apiVersion": versions.MELLANOX_API, "kind": "NicClusterPolicy", "metadata": {"name": "nic-cluster-policy"},
-              "spec": nic_cluster_policy_spec(gpu_config(), MIRROR)}
+              "spec": nic_cluster_policy_spec(gpu_config(), SITE_REGISTRY)}
     assert schema_errors(policy, CrdSchemas(crd_dir)) == []
 
 
@@ -148,8 +138,7 @@ def mirrored():
     site = small_site()
     site["inference"]["routing"] = "inference-extension"
     add_profile_schedule(site)
-    site["registry"] = dict(REGISTRY)
-    return render_small(site, secrets=SECRETS)
+    return render_small(with_registry(site, files=FILES), secrets=SECRETS)
 
 
 def program_objects(plan, kind: str, prefix: str) -> list[dict[str, Any]]:
@@ -187,10 +176,10 @@ def test_the_templates_teams_copy_name_the_mirrored_images(mirrored, config_map,
 
 def test_the_inference_extension_crds_come_from_the_registrys_files(mirrored):
     (crds,) = mirrored.of_type("kubernetes:yaml/v2:ConfigFile")
-    assert crds["inputs"]["file"] == f"https://files.fab.internal/{versions.INFERENCE_EXTENSION_CRDS.split('://', 1)[1]}"
+    assert crds["inputs"]["file"] == f"{FILES}/{versions.INFERENCE_EXTENSION_CRDS.split('://', 1)[1]}"
 
 
 def test_the_example_ray_job_names_the_mirrored_ray_image():
-    job = example_ray_job(MIRROR)
+    job = example_ray_job(SITE_REGISTRY)
     assert ({ref for _, ref in image_references(job["spec"])}, without_pull_secret(job["spec"])) == (
-        {f"{IMAGES}/docker.io/{versions.RAY_IMAGE}"}, [])
+        {f"{MIRROR}/docker.io/{versions.RAY_IMAGE}"}, [])

@@ -6,54 +6,37 @@ as an upstream image here."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
+from airgap_cases import (
+    MIRROR,
+    PULL_SECRET,
+    SECRETS,
+    images,
+    not_mirrored,
+    pinned_release,
+    pods,
+    rendered,
+    site_registry,
+    with_registry,
+)
 from helpers import render_small
 from small_site import CLUSTERS, small_site
 
 from components import versions
 from components.airgap import chart_values
-from components.config import RegistryConfig
-from components.registry import Registry, merge_values
-from fabctl.check.mirror import image_references, pod_specs
-from fabctl.helm import ChartPackages, ChartRef, template
-from fabctl.render import PROJECT_DIR, Plan
-
-MIRROR = "registry.fab.internal/mirror"
-PULL_SECRET = "site-registry"
-REGISTRY = {"charts": "oci://registry.fab.internal/charts", "images": MIRROR, "pull_secret": PULL_SECRET,
-            "maven": "https://maven.fab.internal/repository/central"}
-"""The smallest site's registry (Spark Connect resolves its packages from `maven`)."""
-SECRETS = {"fab-platform:registryPullSecret": {"secure": "v1:pull"}}
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+from components.registry import merge_values
+from fabctl.render import HELM_RELEASE_TYPE, Plan
 
 
 def mirrored_plan(**registry: Any) -> Plan:
-    site = small_site()
-    site["registry"] = {k: v for k, v in {**REGISTRY, **registry}.items() if v is not None}
+    site = with_registry(small_site(), **registry)
     return render_small(site, secrets=SECRETS if site["registry"].get("pull_secret") else None)
 
 
 def cilium_releases(plan: Plan) -> list[dict[str, Any]]:
-    return [r for r in plan.of_type(HELM_RELEASE) if r["inputs"]["name"] == "cilium"]
-
-
-def rendered(release: dict[str, Any], chart_dir: Path, helm: Path) -> list[dict[str, Any]]:
-    """The objects the release installs, from the pinned package (CRDs left out: their text is documentation)."""
-    package = ChartPackages(chart_dir).find(ChartRef.of(release))
-    assert package is not None
-    return [o for o in template(release, package, helm, PROJECT_DIR) if o["kind"] != "CustomResourceDefinition"]
-
-
-def images(objects: list[dict[str, Any]]) -> set[str]:
-    return {ref for obj in objects for _, ref in image_references({k: v for k, v in obj.items() if k != "metadata"})}
-
-
-def pods(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """`Kind/name` -> pod spec of every pod template of the objects."""
-    return {f"{o['kind']}/{o['metadata']['name']}": spec for o in objects for _, spec in pod_specs(o.get("spec") or {})}
+    return [r for r in plan.of_type(HELM_RELEASE_TYPE) if r["inputs"]["name"] == "cilium"]
 
 
 @pytest.fixture(scope="module")
@@ -70,11 +53,11 @@ def cilium(mirrored, chart_dir, helm) -> list[dict[str, Any]]:
 def test_every_image_of_the_cilium_release_comes_from_the_mirror(cilium):
     found = images(cilium)
     assert found
-    assert sorted(i for i in found if not i.startswith(f"{MIRROR}/")) == []
+    assert not_mirrored(found) == []
 
 
 def test_the_mirror_keeps_each_cilium_image_under_its_source(cilium):
-    sources = {Registry.of(RegistryConfig(**REGISTRY)).source_of(i).split(":")[0] for i in images(cilium)}
+    sources = {site_registry().source_of(i).split(":")[0] for i in images(cilium)}
     assert sources == {"quay.io/cilium/cilium", "quay.io/cilium/cilium-envoy", "quay.io/cilium/operator-generic",
                        "quay.io/cilium/clustermesh-apiserver", "quay.io/cilium/hubble-relay", "quay.io/cilium/hubble-ui",
                        "quay.io/cilium/hubble-ui-backend"}
@@ -95,14 +78,12 @@ def test_cilium_parts_the_program_leaves_off_pull_from_the_mirror_once_switched_
         "clustermesh": {"useAPIServer": True, "apiserver": {"tls": {"auto": {"method": "cronJob"}}}},
         "authentication": {"mutual": {"spire": {"enabled": True, "install": {"enabled": True}}}},
     }
-    registry = Registry.of(RegistryConfig(**REGISTRY))
-    release = {"name": "cilium", "inputs": {"name": "cilium", "namespace": "kube-system", "chart": versions.CILIUM.chart,
-                                            "version": versions.CILIUM.version,
-                                            "values": merge_values(switches, chart_values(versions.CILIUM, registry))}}
+    release = pinned_release("cilium", versions.CILIUM, "kube-system",
+                             merge_values(switches, chart_values(versions.CILIUM, site_registry())))
     objects = rendered(release, chart_dir, helm)
     assert {"DaemonSet/cilium-pre-flight-check", "DaemonSet/cilium-node-init", "CronJob/hubble-generate-certs",
             "StatefulSet/spire-server", "DaemonSet/spire-agent", "Deployment/hubble-ui"} <= set(pods(objects))
-    assert sorted(i for i in images(objects) if not i.startswith(f"{MIRROR}/")) == []
+    assert not_mirrored(images(objects)) == []
     assert sorted(name for name, spec in pods(objects).items() if spec.get("imagePullSecrets") != [{"name": PULL_SECRET}]) == []
 
 

@@ -15,24 +15,19 @@ from pathlib import Path
 
 import pytest
 import yaml
+from airgap_cases import FILES, PULL_SECRET, SECRETS, site_registry, with_registry
 from helpers import render_small
 from small_site import add_observability, small_site
 
 from components import versions
 from components.airgap.observability import VALUES
-from components.config import RegistryConfig
 from components.gateway import PROXY_REPLICAS, RATE_LIMIT_STORE, proxy_deployment
-from components.registry import Registry
 from fabctl.check.mirror import image_references, pod_specs
 from fabctl.helm import ChartPackages, ChartRef, template
-from fabctl.render import PROJECT_DIR, Plan
+from fabctl.render import HELM_RELEASE_TYPE, PROJECT_DIR, Plan
 
-MIRROR = {"charts": "oci://registry.fab.internal/charts", "images": "registry.fab.internal/mirror",
-          "files": "https://files.fab.internal", "maven": "https://maven.fab.internal/repository/central",
-          "pull_secret": "site-registry"}
-PULL_SECRET = {"fab-platform:registryPullSecret": {"secure": "v1:eyJhdXRocyI6IHt9fQ=="}}
-REGISTRY = Registry.of(RegistryConfig(**MIRROR))
-NO_SECRET = Registry.of(RegistryConfig(**{k: v for k, v in MIRROR.items() if k != "pull_secret"}))
+SITE_REGISTRY = site_registry(files=FILES)
+NO_SECRET = site_registry(files=FILES, pull_secret=None)
 COMPUTE, GPU = "site-t-compute", "site-t-gpu"
 RELOADER = "registry.fab.internal/mirror/quay.io/prometheus-operator/prometheus-config-reloader:v0.93.1"
 
@@ -40,9 +35,7 @@ RELOADER = "registry.fab.internal/mirror/quay.io/prometheus-operator/prometheus-
 def _site(registry: bool) -> dict:
     site = small_site()
     add_observability(site)
-    if registry:
-        site["registry"] = dict(MIRROR)
-    return site
+    return with_registry(site, files=FILES) if registry else site
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +45,7 @@ def upstream() -> Plan:
 
 @pytest.fixture(scope="module")
 def mirrored() -> Plan:
-    return render_small(_site(registry=True), secrets=PULL_SECRET)
+    return render_small(_site(registry=True), secrets=SECRETS)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +56,7 @@ def objects_of(chart_dir, helm):
     def objects(plan: Plan, chart: str, cluster: str) -> list[dict]:
         key = (id(plan), chart, cluster)
         if key not in cache:
-            (release,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release")
+            (release,) = [r for r in plan.of_type(HELM_RELEASE_TYPE)
                           if ChartRef.of(r).name == chart and plan.cluster(r) == cluster]
             package = ChartPackages(chart_dir).find(ChartRef.of(release))
             cache[key] = [o for o in template(release, package, helm, PROJECT_DIR) if o["kind"] != "CustomResourceDefinition"]
@@ -78,7 +71,7 @@ def images(objects: list[dict]) -> set[str]:
 
 def pods_without_the_secret(objects: list[dict]) -> list[str]:
     return [f"{obj['kind']}/{obj['metadata']['name']}" for obj in objects for _, pod in pod_specs(obj)
-            if {"name": MIRROR["pull_secret"]} not in pod.get("imagePullSecrets", [])]
+            if {"name": PULL_SECRET} not in pod.get("imagePullSecrets", [])]
 
 
 def pod_count(objects: list[dict]) -> int:
@@ -97,7 +90,7 @@ def named(objects: list[dict], kind: str, name: str) -> dict:
 def test_every_image_of_the_metrics_stack_is_its_upstream_image_from_the_mirror(upstream, mirrored, objects_of, cluster):
     source = images(objects_of(upstream, "kube-prometheus-stack", cluster))
     assert source
-    assert images(objects_of(mirrored, "kube-prometheus-stack", cluster)) == {REGISTRY.image(image) for image in source}
+    assert images(objects_of(mirrored, "kube-prometheus-stack", cluster)) == {SITE_REGISTRY.image(image) for image in source}
 
 
 def test_the_prometheus_operator_launches_its_config_reloader_and_thanos_from_the_mirror(mirrored, objects_of):
@@ -117,7 +110,7 @@ def test_every_pod_of_the_metrics_stack_pulls_with_the_site_secret(mirrored, obj
 
 def test_the_pods_the_prometheus_operator_creates_pull_with_the_site_secret(mirrored, objects_of):
     objects = objects_of(mirrored, "kube-prometheus-stack", COMPUTE)
-    secret = [{"name": MIRROR["pull_secret"]}]
+    secret = [{"name": PULL_SECRET}]
     assert (named(objects, "Prometheus", "metrics-prometheus")["spec"]["imagePullSecrets"],
             named(objects, "Alertmanager", "metrics-alertmanager")["spec"]["imagePullSecrets"],
             named(objects, "ServiceAccount", "metrics-alertmanager")["imagePullSecrets"]) == (secret, secret, secret)
@@ -140,7 +133,7 @@ def test_the_metrics_stack_names_no_pull_secret_without_one():
 def test_every_image_of_envoy_gateway_is_its_upstream_image_from_the_mirror(upstream, mirrored, objects_of, cluster):
     source = images(objects_of(upstream, "gateway-helm", cluster))
     assert source
-    assert images(objects_of(mirrored, "gateway-helm", cluster)) == {REGISTRY.image(image) for image in source}
+    assert images(objects_of(mirrored, "gateway-helm", cluster)) == {SITE_REGISTRY.image(image) for image in source}
 
 
 def test_envoy_gateway_launches_the_rate_limit_service_and_the_shutdown_manager_from_the_mirror(mirrored, objects_of):
@@ -170,7 +163,7 @@ def test_every_pod_envoy_gateway_installs_or_launches_pulls_with_the_site_secret
     config = yaml.safe_load(named(objects, "ConfigMap", "envoy-gateway-config")["data"]["envoy-gateway.yaml"])
     assert pod_count(objects) == 2  # the controller and the certgen Job
     assert (pods_without_the_secret(objects), config["provider"]["kubernetes"]["rateLimitDeployment"]["pod"]) == (
-        [], {"imagePullSecrets": [{"name": MIRROR["pull_secret"]}]})
+        [], {"imagePullSecrets": [{"name": PULL_SECRET}]})
 
 
 def test_the_proxies_run_envoy_gateways_default_envoy_from_the_mirror_with_the_site_secret(mirrored):
@@ -179,7 +172,7 @@ def test_the_proxies_run_envoy_gateways_default_envoy_from_the_mirror_with_the_s
     assert proxies == [{
         "replicas": PROXY_REPLICAS,
         "container": {"image": "registry.fab.internal/mirror/docker.io/envoyproxy/envoy:distroless-v1.39.0"},
-        "pod": {"imagePullSecrets": [{"name": MIRROR["pull_secret"]}]},
+        "pod": {"imagePullSecrets": [{"name": PULL_SECRET}]},
     }] * 2
 
 
@@ -191,7 +184,7 @@ def test_the_rate_limit_store_pulls_valkey_from_the_mirror_with_the_site_secret(
     (store,) = [d for d in mirrored.objects("Deployment", GPU) if d["metadata"]["name"] == RATE_LIMIT_STORE]
     pod = store["spec"]["template"]["spec"]
     assert ([c["image"] for c in pod["containers"]], pod["imagePullSecrets"]) == (
-        ["registry.fab.internal/mirror/docker.io/valkey/valkey:9.0.8-alpine"], [{"name": MIRROR["pull_secret"]}])
+        ["registry.fab.internal/mirror/docker.io/valkey/valkey:9.0.8-alpine"], [{"name": PULL_SECRET}])
 
 
 def _chart_file(chart_dir: Path, chart: versions.HelmChart, member: str) -> str:
@@ -218,7 +211,7 @@ def test_the_pinned_envoy_proxy_is_the_tag_the_chart_knows_envoy_gateway_runs(ch
 
 @pytest.mark.parametrize("chart", ["kube-prometheus-stack", "gateway-helm"])
 def test_without_a_registry_the_releases_set_no_image_value(upstream, chart):
-    releases = [r for r in upstream.of_type("kubernetes:helm.sh/v3:Release") if ChartRef.of(r).name == chart]
+    releases = [r for r in upstream.of_type(HELM_RELEASE_TYPE) if ChartRef.of(r).name == chart]
     assert releases
     assert [r["name"] for r in releases if "global" in r["inputs"]["values"] or "registry" in str(r["inputs"]["values"])] == []
 

@@ -8,27 +8,19 @@ as an upstream image here."""
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from airgap_cases import MIRROR, PULL_SECRET, SECRETS, images, not_mirrored, pods, rendered, site_registry, with_registry
 from small_site import small_site
 
 from components import versions
 from components.airgap import chart_values
-from components.config import RegistryConfig
-from components.registry import Registry, merge_values
-from fabctl.check.mirror import image_references, pod_specs
-from fabctl.helm import ChartPackages, ChartRef, template
-from fabctl.render import PROJECT_DIR, Plan, render_config
+from components.registry import merge_values
+from fabctl.render import HELM_RELEASE_TYPE, Plan, render_config
 from fabctl.stackfile import SITE_KEY
 
-MIRROR = "registry.fab.internal/mirror"
-PULL_SECRET = "site-registry"
-REGISTRY = {"charts": "oci://registry.fab.internal/charts", "images": MIRROR, "pull_secret": PULL_SECRET,
-            "maven": "https://maven.fab.internal/repository/central"}
-"""The smallest site's registry (Spark Connect resolves its packages from `maven`)."""
 SITE_U = "organization/fab-platform/site-u"
 SITE_U_EXPORTS = {"federation": {
     "site": "site-u", "catalog_uri": "http://polaris.site-u.fab.internal:8181/api/catalog", "warehouse": "fab",
@@ -38,7 +30,6 @@ SITE_U_EXPORTS = {"federation": {
                                    "access_key": "UKEY", "secret_key": "u-replica-secret"}},
 }}
 """What site-u, which takes site-t's gold, exports to it."""
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 STORAGE = "site-t-storage"
 
 
@@ -52,18 +43,15 @@ def storage_site() -> dict[str, Any]:
     return site
 
 
-def render(site: dict[str, Any], **secrets: str) -> Plan:
+def render(site: dict[str, Any], secrets: dict[str, Any] | None = None) -> Plan:
     config = {SITE_KEY: site, "fab-platform:aistorLicense": {"secure": "v1:license"},
-              "fab-platform:aistorRootPassword": {"secure": "v1:password"},
-              **{f"fab-platform:{key}": {"secure": value} for key, value in secrets.items()}}
+              "fab-platform:aistorRootPassword": {"secure": "v1:password"}, **copy.deepcopy(secrets or {})}
     return render_config("site-t", config, stack_references={SITE_U: SITE_U_EXPORTS})
 
 
 @pytest.fixture(scope="module")
 def mirrored() -> Plan:
-    site = storage_site()
-    site["registry"] = copy.deepcopy(REGISTRY)
-    return render(site, registryPullSecret="v1:pull")
+    return render(with_registry(storage_site()), SECRETS)
 
 
 @pytest.fixture(scope="module")
@@ -73,31 +61,15 @@ def upstream() -> Plan:
 
 def release(plan: Plan, chart: str) -> dict[str, Any]:
     """The storage cluster's release of `chart`."""
-    (found,) = [r for r in plan.of_type(HELM_RELEASE)
+    (found,) = [r for r in plan.of_type(HELM_RELEASE_TYPE)
                 if r["inputs"]["chart"].rsplit("/", 1)[-1] == chart and plan.cluster(r) == STORAGE]
     return found
-
-
-def rendered(release_: dict[str, Any], chart_dir: Path, helm: Path) -> list[dict[str, Any]]:
-    """The objects the release installs, from the pinned package (CRDs left out: their text is documentation)."""
-    package = ChartPackages(chart_dir).find(ChartRef.of(release_))
-    assert package is not None
-    return [o for o in template(release_, package, helm, PROJECT_DIR) if o["kind"] != "CustomResourceDefinition"]
-
-
-def images(objects: list[dict[str, Any]]) -> set[str]:
-    return {ref for obj in objects for _, ref in image_references({k: v for k, v in obj.items() if k != "metadata"})}
 
 
 def upstream_images(objects: list[dict[str, Any]]) -> list[str]:
     found = images(objects)
     assert found
-    return sorted(i for i in found if not i.startswith(f"{MIRROR}/"))
-
-
-def pods(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """`Kind/name` -> pod spec of every pod template of the objects."""
-    return {f"{o['kind']}/{o['metadata']['name']}": spec for o in objects for _, spec in pod_specs(o.get("spec") or {})}
+    return not_mirrored(found)
 
 
 def without_pull_secret(objects: list[dict[str, Any]]) -> list[str]:
@@ -107,7 +79,7 @@ def without_pull_secret(objects: list[dict[str, Any]]) -> list[str]:
 
 
 def mirrored_ref(reference: str) -> str:
-    return Registry.of(RegistryConfig(**REGISTRY)).image(reference)
+    return site_registry().image(reference)
 
 
 def objects_of(plan: Plan, kind: str, namespace: str) -> list[dict[str, Any]]:
@@ -201,7 +173,7 @@ def test_the_object_store_names_the_pull_secret(mirrored, chart_dir, helm):
 
 
 def test_without_a_pull_secret_the_aistor_charts_name_none():
-    registry = Registry.of(RegistryConfig(**{**REGISTRY, "pull_secret": None}))
+    registry = site_registry(pull_secret=None)
     assert (chart_values(versions.AISTOR_OPERATOR, registry), chart_values(versions.AISTOR_OBJECTSTORE, registry)) == (
         {"repositories": {"aistor": {"hostname": f"{MIRROR}/quay.io/minio/aistor", "pathPrefix": ""}}}, {})
 

@@ -1,6 +1,6 @@
 """Cross-site federation: peers read by StackReference, gold-only replication, catalogs on the peer's Polaris.
 
-The linked stack files (site-a and site-b read each other) show the StackReferences; the config rules and the flows are
+The linked stack files (site-a and site-b read each other) show the StackReferences; the config checks and the flows are
 shown on a small site federated with a site-u that is not linked yet."""
 
 from __future__ import annotations

@@ -212,7 +212,7 @@ def test_a_standby_model_is_served_from_the_peers_prefix():
     assert any("site-t-models/replicas/site-u/qwen/qwen3-8b" in arg for arg in args)
 
 
-# Config rules --------------------------------------------------------------------------------------------------
+# Config checks -------------------------------------------------------------------------------------------------
 
 def test_fails_when_a_model_is_served_from_the_replicas_of_a_peer_whose_models_are_not_kept():
     site = standby_site()

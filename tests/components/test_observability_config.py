@@ -1,4 +1,4 @@
-"""The observability section's cross-field rules (where the site's series are kept, node-exporter's host access) and the
+"""The observability section's cross-field checks (where the site's series are kept, node-exporter's host access) and the
 flow `metrics` it adds to the site's flow table."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from helpers import config_errors
 from small_site import RECEIVER_VIP, STORE, add_gpu_cluster, add_observability, small_site, write_flow_table
 
 from components.config import parse_site
+from components.config.checks.observability import receiver_pool
 from components.config.load import required_secrets
-from components.config.rules.observability import receiver_pool
 
 KEY = "fab-platform:site"
 

@@ -10,7 +10,7 @@ from helpers import config_errors, render_small
 from small_site import add_gpu_cluster, add_weights_over_ib, small_site, write_flow_table
 
 from components.config import parse_site
-from components.config.rules.phases import USES
+from components.config.checks.phases import USES
 from components.config.schema.roadmap import FEATURES
 from fabctl.policy import analyze_in_process
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airgap_cases import FILES, MIRROR, PULL_SECRET, with_registry
 from kube_stub import BATCH, CORE, FakeApi, serve
 from small_site import full_site
 
@@ -17,11 +18,6 @@ from fabctl.verify.criteria import PHASES, criteria
 from fabctl.verify.model import Criterion, Step
 from fabctl.verify.report import ERROR, PASS
 from fabctl.verify.runner import Runner
-
-IMAGES = "registry.fab.internal/mirror"
-PULL_SECRET = "site-registry"
-REGISTRY = {"charts": "oci://registry.fab.internal/charts", "images": IMAGES, "files": "https://files.fab.internal",
-            "maven": "https://maven.fab.internal/repository/central", "pull_secret": PULL_SECRET}
 
 
 def pods(raw: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -34,14 +30,12 @@ def pods(raw: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def mirrored_site() -> dict[str, Any]:
-    site = full_site()
-    site["registry"] = dict(REGISTRY)
-    return site
+    return with_registry(full_site(), files=FILES)
 
 
 def test_with_a_registry_every_acceptance_pod_pulls_from_it():
     assert [(cid, ref) for cid, spec in pods(mirrored_site()) for _, ref in image_references(spec)
-            if not ref.startswith(f"{IMAGES}/")] == []
+            if not ref.startswith(f"{MIRROR}/")] == []
 
 
 def test_with_a_registry_every_acceptance_pod_names_the_pull_secret():
@@ -65,7 +59,7 @@ SOURCE = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockercon
 def probe_criterion() -> Criterion:
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "probe", "namespace": NS},
            "spec": {"template": {"spec": {"restartPolicy": "Never", "imagePullSecrets": [{"name": PULL_SECRET}],
-                                          "containers": [{"name": "main", "image": f"{IMAGES}/docker.io/library/busybox:1.37"}]}}}}
+                                          "containers": [{"name": "main", "image": f"{MIRROR}/docker.io/library/busybox:1.37"}]}}}}
     return Criterion(phase=1, id="01-probe", title="a probe", judge=lambda results: (True, "ran"),
                      steps=(Step(cluster="gpu", objects=(job,), decides=("Job", "probe"), timeout_sec=60),))
 

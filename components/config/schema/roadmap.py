@@ -2,7 +2,7 @@
 
 The design introduces the GPU platform in five phases and warns against turning on MultiKueue, S3 over RDMA and
 the rest all at once. A site states the phase it is in (`phase`); a feature of a later phase is refused unless the
-site names it in `early_features`. What each feature is enabled by is checked in components/config/rules/phases.py.
+site names it in `early_features`. What each feature is enabled by is checked in components/config/checks/phases.py.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def phase_name(phase: int) -> str:
 def switched_on(feature: str, value: bool | None, phase: int) -> bool:
     """A roadmap feature's switch (a `Flag | None` field): as set, or when unset, on from the feature's phase.
 
-    An explicit `true` ahead of the phase is refused by components/config/rules/phases.py unless `early_features`
+    An explicit `true` ahead of the phase is refused by components/config/checks/phases.py unless `early_features`
     names the feature (its USES entry yields the key only when it is set true); `false` turns it off in any phase.
     """
     return value if value is not None else phase >= FEATURES[feature].phase

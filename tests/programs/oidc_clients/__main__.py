@@ -2,6 +2,7 @@
 
 import pulumi
 
+import components.catalog  # noqa: F401  (declares the engines and their flows to the config before the site is parsed)
 from components.config import load_site
 from components.identity import SiteIdentity, SiteIdentityArgs
 from components.providers import site_providers

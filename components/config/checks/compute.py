@@ -1,4 +1,4 @@
-"""Cross-field rules of the compute cluster: the ingress VIP in an external pool, StarRocks' replica range,
+"""Cross-field checks of the compute cluster: the ingress VIP in an external pool, StarRocks' replica range,
 YuniKorn queues guaranteed no more than their maximum, node pools that hold the engines selecting them
 (DESIGN section 2, compute role).
 """

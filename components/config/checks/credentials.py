@@ -1,4 +1,4 @@
-"""Cross-field rule of data credentials: every cluster that receives S3 or Polaris credentials is a source of
+"""Cross-field check of data credentials: every cluster that receives S3 or Polaris credentials is a source of
 the matching flow (DESIGN section 2, network rules: compute and GPU pods reach the AIStor S3 port and the
 Polaris REST port, everything else between clusters is denied). Without it the keys would be delivered to
 pods whose every call to the endpoint the default-deny drops.
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from components.config.checks.network import sound_flows
 from components.config.problems import Problem
-from components.config.rules.network import sound_flows
 from components.config.views import POLARIS_FLOW, S3_FLOW, credential_holders, default_flows
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def credential_flow_problems(site: SiteConfig) -> Iterator[Problem]:
             )
             continue
         if site.flows is not None and name not in sound_flows(site):
-            continue  # refused by the flow rules; judged again once they accept it
+            continue  # refused by the flow checks; judged again once they accept it
         missing = [(cluster, grantees) for cluster, grantees in sorted(remote.items()) if cluster not in flow.sources]
         if missing:
             cluster, grantees = missing[0]

@@ -1,4 +1,4 @@
-"""Cross-field rules of the site's registry (docs/airgap.md): its CA file can be read, and every run-time download of a
+"""Cross-field checks of the site's registry (docs/airgap.md): its CA file can be read, and every run-time download of a
 feature the site uses has a mirror to come from once the site is cut off from the internet."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Cross-field rules of GPU notebooks and GPU sharing (issue 20, item 3): the notebooks hub on a GPU cluster whose
+"""Cross-field checks of GPU notebooks and GPU sharing (issue 20, item 3): the notebooks hub on a GPU cluster whose
 notebooks-pool nodes share their GPUs, its VIP in an internal pool of that cluster, quotas of real teams that fit the
 pool, MIG profiles the GPU types offer (DESIGN section 1: "GPU notebooks ... for the few who need them").
 """
@@ -71,7 +71,7 @@ def _sharing_problems(site: SiteConfig, key: str, spec: GpuClusterConfig) -> Ite
     types = site.all_gpu_types()
     for name, node in shared.items():
         if node.gpu_type not in types:
-            continue  # refused by the gpu rules
+            continue  # refused by the gpu checks
         product = types[node.gpu_type].product
         offered = MIG_PROFILES.get(product)
         if offered is None:

@@ -1,4 +1,4 @@
-"""Cross-field rule of derived names: every name made from a config key fits its limit once prefixed (DESIGN
+"""Cross-field check of derived names: every name made from a config key fits its limit once prefixed (DESIGN
 section 4, "Names are contracts"; the names and limits are declared in components.config.names).
 
 Every key whose type carries `Derives` is checked, wherever it is in the site, against every name made from it;

@@ -1,4 +1,4 @@
-"""Cross-field rules of the topology: roles, cluster ids and ASNs, pools and peers, disjoint ranges,
+"""Cross-field checks of the topology: roles, cluster ids and ASNs, pools and peers, disjoint ranges,
 flows and fixed VIPs (DESIGN section 2, network rules).
 """
 
@@ -140,13 +140,13 @@ def overlap_problems(site: SiteConfig) -> Iterator[Problem]:
 
 
 def flow_problems(site: SiteConfig) -> Iterator[Problem]:
-    """The first problem of each flow: one mistake in a flow often breaks several of its rules."""
+    """The first problem of each flow: one mistake in a flow often breaks several of its checks."""
     for name in site.flows or {}:
         yield from islice(_flow_problems(site, name), 1)
 
 
 def sound_flows(site: SiteConfig) -> set[str]:
-    """The flows of the stack's own table that the flow rules accept; the rules about what a flow carries judge only
+    """The flows of the stack's own table that the flow checks accept; the checks about what a flow carries judge only
     these, so that a broken flow is reported once."""
     return {name for name in site.flows or {} if not any(True for _ in _flow_problems(site, name))}
 

@@ -1,4 +1,4 @@
-"""Cross-field rules of vendor sharing (`storage.vendors`, issue 23 item 3): a vendor reads gold tables through the external
+"""Cross-field checks of vendor sharing (`storage.vendors`, issue 23 item 3): a vendor reads gold tables through the external
 S3 endpoint and Polaris through the compute ingress, so the site must have both, and a gold namespace to share; it comes
 from its own ranges only, which are small and outside the site's clusters."""
 

@@ -1,4 +1,4 @@
-"""Cross-field rules of `acceptance` (docs/acceptance.md): the probes' team and the serving-loop run name what the
+"""Cross-field checks of `acceptance` (docs/acceptance.md): the probes' team and the serving-loop run name what the
 site has, and the NCCL message sizes are in order."""
 
 from __future__ import annotations

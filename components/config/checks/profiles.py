@@ -1,8 +1,8 @@
-"""Cross-field rules of the profile schedule (`profile_schedule`; the design: day/night switching "first manual, then
+"""Cross-field checks of the profile schedule (`profile_schedule`; the design: day/night switching "first manual, then
 CronJob"): it switches between known profiles, at least two, that move no node between pools, and under Argo CD
 delivery it leaves serving replicas to the serving repository.
 
-These rules judge the scheduled profiles against the active one: Pulumi creates the switched objects and sets the
+These checks judge the scheduled profiles against the active one: Pulumi creates the switched objects and sets the
 nodes' pools with `active_profile`, and a switch changes only what differs (components/profiles.py).
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from components.config.checks.training import profile_problems_exist
 from components.config.problems import Problem
-from components.config.rules.training import profile_problems_exist
 
 if TYPE_CHECKING:
     from components.config.site import SiteConfig
@@ -38,7 +38,7 @@ def _count(replicas: int) -> str:
 
 
 def _replicas(site: SiteConfig, profile: str | None) -> dict[str, int] | None:
-    """Each served model's replicas under a profile, or None where a model cannot be served (its own rule says why)."""
+    """Each served model's replicas under a profile, or None where a model cannot be served (its own check says why)."""
     from components.capacity import CapacityError
 
     try:
@@ -77,7 +77,7 @@ def schedule_problems(site: SiteConfig) -> Iterator[Problem]:
     for name in [site.active_profile, *sorted(schedule.switches)]:
         replicas = _replicas(site, name)
         if replicas is None:
-            return  # a profile that cannot be served is refused by its own rule
+            return  # a profile that cannot be served is refused by its own check
         states[name] = (site.team_quotas(name), replicas)
     inference = site.inference
     if inference is not None and inference.delivery == "argocd":

@@ -1,4 +1,4 @@
-"""Cross-field rules of federation: known sites, their declared ranges outside this site's, remote
+"""Cross-field checks of federation: known sites, their declared ranges outside this site's, remote
 training only on replicated data (DESIGN section 2: raw data stays in its site; remote-site GPUs are used only
 for data that was replicated there), and models kept for a peer's warm standby in a prefix of their own.
 """
@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from components.config import names
+from components.config.checks.network import site_ranges
+from components.config.checks.training import lending_problems
 from components.config.problems import Problem, format_path
-from components.config.rules.network import site_ranges
-from components.config.rules.training import lending_problems
 
 if TYPE_CHECKING:
     from components.config.site import SiteConfig

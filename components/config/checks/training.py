@@ -1,4 +1,4 @@
-"""Cross-field rules of training: profiles, team quotas that fit each training pool, and MultiKueue
+"""Cross-field checks of training: profiles, team quotas that fit each training pool, and MultiKueue
 workers (DESIGN section 2, gpu-train role; section 4, quotas that exceed the nodes).
 """
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from components.config.checks.network import sound_flows
 from components.config.fields import GPU_ROLES
 from components.config.problems import Problem
-from components.config.rules.network import sound_flows
 from components.config.views import MULTIKUEUE_FLOW
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"

@@ -1,4 +1,4 @@
-"""Cross-field rules of what exists already: the CA bundle, adopted objects, Cilium on a running storage
+"""Cross-field checks of what exists already: the CA bundle, adopted objects, Cilium on a running storage
 cluster, and the deploy check's inputs (DESIGN section 5; docs/deploy-check.md).
 """
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from components.config.checks.registry import pem_file_problems
 from components.config.problems import Problem
-from components.config.rules.registry import pem_file_problems
 from components.config.schema.network import CILIUM_RELEASE
 from components.config.views import replica_bucket
 

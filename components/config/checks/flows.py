@@ -1,4 +1,4 @@
-"""Cross-field rules of the flow table against the design's (DESIGN section 2, network rules): every flow reaches a
+"""Cross-field checks of the flow table against the design's (DESIGN section 2, network rules): every flow reaches a
 service the design lets other clusters reach, opens what that service really listens on, and comes only from the
 sources the design allows for it. The table is written by hand; a port or namespace that drifts from the service's
 config would open a hole nothing listens behind and drop every real call, and a source the design does not name
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING
 
+from components.config.checks.network import sound_flows
 from components.config.fields import GPU_ROLES, WORLD
 from components.config.problems import Problem
-from components.config.rules.network import sound_flows
 from components.config.views import (
     INFERENCE_FLOW,
     INGRESS_FLOW,
@@ -100,7 +100,7 @@ def services(site: SiteConfig) -> dict[str, Service]:
 
 
 def service_flow_problems(site: SiteConfig) -> Iterator[Problem]:
-    """Every flow of the stack's table that the flow rules accept reaches a service of the design (the flows named s3,
+    """Every flow of the stack's table that the flow checks accept reaches a service of the design (the flows named s3,
     polaris, inference and compute-ingress their own), opens its port, pods and clusters, and comes only from the
     sources the design allows; an API server flow comes from the MultiKueue manager to GPU clusters, or from Argo CD on
     compute to the serving cluster. The first problem of each flow."""
@@ -209,7 +209,7 @@ def _apiserver_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
         yield (*path, "protocol"), f"{flow.protocol!r}: an API server is served over TCP"
     manager = site.multikueue_manager()
     if manager not in site.clusters or site.clusters[manager].role != "compute":
-        return  # the manager is refused by its own rule (training), which names the key to change
+        return  # the manager is refused by its own check (training), which names the key to change
     for i, source in enumerate(flow.sources):
         if source != manager:
             yield (*path, "from", i), (

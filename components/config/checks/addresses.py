@@ -1,4 +1,4 @@
-"""Cross-field rules of the site's addresses: pod ranges large enough for their nodes, and every host address (API
+"""Cross-field checks of the site's addresses: pod ranges large enough for their nodes, and every host address (API
 servers, BGP peers, fixed VIPs) unique, usable by one host and where it belongs (DESIGN section 2, network rules:
 native routing, BGP to the ToRs, LB-IPAM pools).
 """
@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 from typing import TYPE_CHECKING
 
+from components.config.checks.network import fixed_vips, site_ranges
 from components.config.fields import CILIUM_POD_MASK
 from components.config.problems import Problem, format_path
-from components.config.rules.network import fixed_vips, site_ranges
 
 if TYPE_CHECKING:
     from components.config.site import SiteConfig
@@ -67,7 +67,7 @@ def host_address_problems(site: SiteConfig) -> Iterator[Problem]:
     for key, cluster in site.clusters.items():
         node_path: Path = ("clusters", key, "node_cidr")
         if any(path != node_path and cluster.node_cidr.overlaps(network) for path, network in ranges):
-            continue  # the node range itself is refused by the overlap rule
+            continue  # the node range itself is refused by the overlap check
         api, path = cluster.api_server, ("clusters", key, "api_server")
         inside = _placement(site, api, node_path)
         if inside:

@@ -1,4 +1,4 @@
-"""Cross-field rules of Trino's external catalogs (DESIGN section 1, supply chain: Trino federates external databases
+"""Cross-field checks of Trino's external catalogs (DESIGN section 1, supply chain: Trino federates external databases
 with Iceberg): a catalog name no other catalog of Trino has, the database's address outside the site, and the
 connection fields its connector needs.
 """
@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from components.config import names
+from components.config.checks.network import site_ranges
 from components.config.problems import Problem, format_path
-from components.config.rules.network import site_ranges
 from components.config.schema.storage import GOLD_NAMESPACE as GOLD_SCHEMA
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""Cross-field rules of the storage cluster: buckets and their classes, Polaris's backups, the S3 and
+"""Cross-field checks of the storage cluster: buckets and their classes, Polaris's backups, the S3 and
 Polaris endpoints in their pools (DESIGN section 2, storage role).
 """
 

@@ -1,4 +1,4 @@
-"""Cross-field rules of the GPU clusters and inference: gpu sections, GPU types, node pools, and models
+"""Cross-field checks of the GPU clusters and inference: gpu sections, GPU types, node pools, and models
 that fit their inference nodes in the base config and every profile (DESIGN section 2, gpu role).
 """
 
@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from components.config import names
+from components.config.checks.training import profile_problems_exist
 from components.config.fields import GPU_ROLES
 from components.config.problems import Problem
-from components.config.rules.training import profile_problems_exist
 from components.constants import GPU_OPERATOR_NAMESPACE, NETWORK_OPERATOR_NAMESPACE
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""Cross-field rules of serving through Git (issue 18): inference delivered by Argo CD needs Argo CD on compute and the
+"""Cross-field checks of serving through Git (issue 18): inference delivered by Argo CD needs Argo CD on compute and the
 serving repository it applies (components/engines/argocd.py).
 """
 

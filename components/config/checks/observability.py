@@ -1,4 +1,4 @@
-"""Cross-field rules of the metrics stack (issue 19, item 1): where the site's series are kept (compute's receiver VIP in
+"""Cross-field checks of the metrics stack (issue 19, item 1): where the site's series are kept (compute's receiver VIP in
 one of its internal pools, or the site's own store), and node-exporter's host access on every cluster's allow-list.
 """
 
@@ -63,7 +63,7 @@ def _receiver_problems(site: SiteConfig) -> Iterator[Problem]:
 
 
 def receiver_pool(site: SiteConfig) -> str | None:
-    """The internal pool of compute that holds the receiver VIP (the config rules made sure there is one), or None."""
+    """The internal pool of compute that holds the receiver VIP (the config checks made sure there is one), or None."""
     observability = site.observability
     if observability is None or observability.metrics != "in-cluster" or observability.receiver_vip is None:
         return None

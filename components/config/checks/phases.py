@@ -2,7 +2,7 @@
 not introduce MultiKueue, Spark RAPIDS, S3 over RDMA and complex LLM routing all at once"; docs/roadmap.md).
 
 Each feature of components/config/schema/roadmap.py is found by where the site enables it; the first such key is
-reported, once per feature. These rules run last, on a site that is otherwise sound.
+reported, once per feature. These checks run last, on a site that is otherwise sound.
 """
 
 from __future__ import annotations
