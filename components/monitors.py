@@ -5,7 +5,8 @@ monitoring.coreos.com CRDs) is installed.
 Each monitor lives in `monitoring` (AIStor's beside the Secrets it presents), selects the namespace of what it scrapes,
 and matches the labels and port names the program's objects
 and the pinned charts and operators create (checked against a render in tests/components/test_monitors.py). `METRICS`
-names every series the alert rules (components/alerts.py) and the dashboards read, with what exports it.
+names every series the alert rules (components/alerts.py) and the dashboards read, with what exports it. Last, the flow
+the metrics stack opens: every other cluster's Prometheus remote-writes to compute's (components/observability.py).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from components import versions
-from components.config import names
+from components.config import Flow, names
 from components.config.fields import GPU_ROLES
+from components.config.views import METRICS_FLOW, metrics_in_cluster
 from components.constants import (
     AISTOR_METRICS_TOKEN_KEY,
     AISTOR_METRICS_TOKEN_SECRET,
@@ -25,6 +27,8 @@ from components.constants import (
     KUEUE_NAMESPACE,
     MODEL_LABEL,
     MONITORING_NAMESPACE,
+    PROMETHEUS_POD_LABELS,
+    PROMETHEUS_PORT,
 )
 from components.metrics_sources import (
     AISTOR_BUCKET_METRICS_PATH,
@@ -368,3 +372,22 @@ def scrape_targets(scope: MetricsScope) -> list[dict[str, Any]]:
     if scope.aistor:
         targets.append(_aistor(scope))
     return targets
+
+
+# The flows the metrics stack opens ------------------------------------------------------------------------------
+# Declared to the config by components/catalog.py; SiteConfig.flow_table adds them.
+
+
+def metrics_flow(site: SiteConfig) -> Flow:
+    """Every other cluster's Prometheus remote-writes to compute's, at its receiver VIP."""
+    return Flow(
+        description="Every other cluster's Prometheus remote-writes its series to compute's (observability in-cluster).",
+        sources=sorted(key for key, cluster in site.clusters.items() if cluster.role != "compute"),
+        to=site.keys_with_role("compute"), port=PROMETHEUS_PORT, to_namespace=MONITORING_NAMESPACE, to_labels=PROMETHEUS_POD_LABELS,
+        from_namespace=MONITORING_NAMESPACE, from_labels=PROMETHEUS_POD_LABELS,
+    )
+
+
+def metrics_flows(site: SiteConfig) -> dict[str, Flow]:
+    """The metrics flow, while the site's metrics are kept in-cluster (observability.metrics in-cluster)."""
+    return {METRICS_FLOW: metrics_flow(site)} if metrics_in_cluster(site) else {}
