@@ -1,6 +1,7 @@
 """A test program: SiteObservability registering one manifest of each kind it takes, rendered by
 tests/components/test_observability.py (the stack's program hands it none until the builders are wired)."""
 
+import components.catalog  # noqa: F401  (declares the engines and their flows to the config before the site is parsed)
 from components.config import load_site
 from components.config.rules.observability import receiver_pool
 from components.identity import SiteIdentity, SiteIdentityArgs
