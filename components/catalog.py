@@ -13,8 +13,8 @@ from components.engines import ENGINES, Engine
 from components.engines.argocd import argocd_flows
 from components.engines.trino import external_catalog_flows
 from components.federation import federation_flows
+from components.monitors import metrics_flows
 from components.notebooks import notebooks_flows
-from components.observability import metrics_flows
 from components.ray import ray_flows
 from components.sharing import vendor_flows
 from components.training import multikueue_flows

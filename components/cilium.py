@@ -12,7 +12,7 @@ import pulumi
 
 from components import versions
 from components.config import CILIUM_RELEASE, ClusterConfig
-from components.monitors import cilium_metrics_values
+from components.metrics_sources import cilium_metrics_values
 from components.providers import ClusterRef
 
 POOL_LABEL = "lb.fab.internal/pool"

@@ -6,6 +6,8 @@ it (a kubeconfig delivered into Airflow's namespace, a route to the gateway's na
 
 from __future__ import annotations
 
+from typing import Any
+
 AIRFLOW_NAMESPACE = "airflow"
 """Airflow's namespace on compute: ComputeCluster creates it, TrainingPool delivers the GPU kubeconfigs into it."""
 CNPG_NAMESPACE = "cnpg-system"
@@ -111,6 +113,15 @@ def polaris_secret(principal: str) -> str:
     """The Secret StorageCluster delivers with a principal's Polaris client and the catalog."""
     return f"polaris-{principal}"
 
+
+def credentials(engine: str = "spark") -> list[dict[str, Any]]:
+    """The engine's S3 keys and Polaris principal as the environment the references of Spark's `sparkConf` read
+    (components/engines/spark.py `spark_conf`; Secret references only)."""
+    return [{"secretRef": {"name": s3_secret(engine)}}, {"secretRef": {"name": polaris_secret(engine)}}]
+
+
+CATALOG_CONF = "spark.sql.catalog.fab"
+"""The prefix of the Polaris catalog's Spark settings."""
 
 TRAINING_POOL_TYPE = "fab:training:TrainingPool"
 """TrainingPool's type token: the Airflow namespace's alias names its first parent by it."""

@@ -28,7 +28,7 @@ from components.kube import (
     restricted_container,
     restricted_pod_security_context,
 )
-from components.monitors import ENVOY_PROXY_POD_LABELS, OWNING_GATEWAY_LABEL, OWNING_GATEWAY_NAMESPACE_LABEL, rate_limit_near_env
+from components.metrics_sources import ENVOY_PROXY_POD_LABELS, OWNING_GATEWAY_LABEL, OWNING_GATEWAY_NAMESPACE_LABEL, rate_limit_near_env
 from components.network_policies import fence_policy
 from components.registry import Registry
 

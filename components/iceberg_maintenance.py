@@ -16,6 +16,7 @@ changes after creation (so no patched image runs with the principal's keys).
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -23,11 +24,8 @@ from typing import Any
 
 from components import versions
 from components.config import IcebergMaintenanceConfig
-from components.constants import AIRFLOW_NAMESPACE, ENGINE_LABEL, MAINTENANCE_NAMESPACE
+from components.constants import AIRFLOW_NAMESPACE, CATALOG_CONF, ENGINE_LABEL, MAINTENANCE_NAMESPACE, credentials
 from components.constants import MAINTENANCE_PRINCIPAL as MAINTENANCE
-from components.engines import spark
-from components.engines._spark_trust import NONE as NO_SITE_CA
-from components.engines._spark_trust import SparkTrust
 from components.registry import UPSTREAM, Registry
 
 JOB_SOURCE = Path(__file__).with_name("iceberg_maintenance_job.py")
@@ -45,10 +43,10 @@ MAINTENANCE_CONF = {
     # No credential vending (Polaris 1.7.0 AccessDelegationMode.fromProtocolValuesList: an empty header asks for none):
     # loadTable then needs TABLE_READ_PROPERTIES only, and the job reads and writes with the maintenance principal's own
     # S3 keys (its environment), which reach only its namespaces' locations (data_access.MAINTENANCE_PRIVILEGES).
-    f"{spark.CATALOG_CONF}.header.X-Iceberg-Access-Delegation": "",
+    f"{CATALOG_CONF}.header.X-Iceberg-Access-Delegation": "",
     # No scan and commit reports to Polaris (Iceberg 1.10 RESTSessionCatalog `rest-metrics-reporting-enabled`): they need
     # TABLE_READ_DATA and TABLE_WRITE_DATA (REPORT_READ_METRICS, REPORT_WRITE_METRICS), which the principal does not hold.
-    f"{spark.CATALOG_CONF}.rest-metrics-reporting-enabled": "false",
+    f"{CATALOG_CONF}.rest-metrics-reporting-enabled": "false",
 }
 """What the maintenance applications set over the template's catalog settings (`sparkConf`)."""
 TTL_SECONDS = 3 * 24 * 3600
@@ -73,15 +71,16 @@ def _container_security() -> dict[str, Any]:
     return {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
 
 
-def application(config: IcebergMaintenanceConfig, arguments: list[str], catalog_uri: str,
-                registry: Registry = UPSTREAM, trust: SparkTrust = NO_SITE_CA) -> dict[str, Any]:
-    """One maintenance SparkApplication: Spark's template (the catalog at `catalog_uri`) plus the job, its Iceberg
-    packages, and the maintenance principal's Secrets as the driver's and executors' environment (what `sparkConf`'s
-    environment references read) in place of the Spark engine's."""
-    app = spark.spark_application_template(catalog_uri, registry, trust)
+def application(config: IcebergMaintenanceConfig, arguments: list[str], template: dict[str, Any],
+                registry: Registry = UPSTREAM) -> dict[str, Any]:
+    """One maintenance SparkApplication: Spark's template (`template`, components/engines/spark.py
+    `spark_application_template` for the site's catalog, registry and CA; copied) plus the job, its Iceberg packages, and
+    the maintenance principal's Secrets as the driver's and executors' environment (what `sparkConf`'s environment
+    references read) in place of the Spark engine's."""
+    app = copy.deepcopy(template)
     app["metadata"]["namespace"] = MAINTENANCE_NAMESPACE
     spec = app["spec"]
-    credentials = spark.credentials(MAINTENANCE)
+    principal = credentials(MAINTENANCE)
     labels = {ENGINE_LABEL: MAINTENANCE}
     spec.update({
         "type": "Python",
@@ -98,21 +97,22 @@ def application(config: IcebergMaintenanceConfig, arguments: list[str], catalog_
     })
     driver = spec["driver"]
     driver.update({
-        **DRIVER, "labels": labels, "envFrom": credentials, "securityContext": _container_security(),
+        **DRIVER, "labels": labels, "envFrom": principal, "securityContext": _container_security(),
         "volumeMounts": [*driver.get("volumeMounts", []), {"name": JOB_CONFIG_MAP, "mountPath": JOB_DIR, "readOnly": True}],
     })
-    spec["executor"].update({**EXECUTORS, "labels": labels, "envFrom": credentials, "securityContext": _container_security()})
+    spec["executor"].update({**EXECUTORS, "labels": labels, "envFrom": principal, "securityContext": _container_security()})
     return app
 
 
-def applications(config: IcebergMaintenanceConfig, catalog_uri: str, registry: Registry = UPSTREAM,
-                 trust: SparkTrust = NO_SITE_CA) -> dict[str, dict[str, Any]]:
-    """Task id -> the SparkApplication it submits: one per target, in config order, then the quality checks (if any)."""
+def applications(config: IcebergMaintenanceConfig, template: dict[str, Any],
+                 registry: Registry = UPSTREAM) -> dict[str, dict[str, Any]]:
+    """Task id -> the SparkApplication it submits (from Spark's `template`): one per target, in config order, then the
+    quality checks (if any)."""
     apps = {task_id(t.namespace): application(config, ["--step", "maintain", "--namespace", t.namespace, "--tables", t.tables],
-                                              catalog_uri, registry, trust)
+                                              template, registry)
             for t in config.targets}
     if config.quality_checks:
-        apps[QUALITY_TASK] = application(config, ["--step", "quality"], catalog_uri, registry, trust)
+        apps[QUALITY_TASK] = application(config, ["--step", "quality"], template, registry)
     return apps
 
 
@@ -121,14 +121,14 @@ def enabled(config: IcebergMaintenanceConfig | None) -> bool:
     return config is not None and config.enabled
 
 
-def dag_settings(config: IcebergMaintenanceConfig | None, catalog_uri: str, registry: Registry = UPSTREAM,
-                 trust: SparkTrust = NO_SITE_CA) -> dict[str, Any] | None:
-    """`platform.json` `iceberg_maintenance`: the DAG's schedule and its applications (the catalog at `catalog_uri`), or
+def dag_settings(config: IcebergMaintenanceConfig | None, template: dict[str, Any],
+                 registry: Registry = UPSTREAM) -> dict[str, Any] | None:
+    """`platform.json` `iceberg_maintenance`: the DAG's schedule and its applications (from Spark's `template`), or
     None (no DAG) while off."""
     if config is None or not config.enabled:
         return None
     return {"schedule": config.schedule, "namespace": MAINTENANCE_NAMESPACE,
-            "applications": applications(config, catalog_uri, registry, trust)}
+            "applications": applications(config, template, registry)}
 
 
 def maintained_namespaces(compute: Any) -> tuple[str, ...]:

@@ -47,7 +47,7 @@ from components.gitops import ServingTarget, serving_deployer
 from components.gpu import INFERENCE_NAMESPACE, GpuCluster
 from components.identity import SiteIdentity
 from components.kube import Adoption, namespace
-from components.monitors import ENVOY_PROXY_POD_LABELS, OWNING_GATEWAY_LABEL
+from components.metrics_sources import ENVOY_PROXY_POD_LABELS, OWNING_GATEWAY_LABEL
 from components.network import CrossClusterNetwork, GlobalService
 from components.network_policies import fence_policy
 from components.providers import NamespaceRef, SiteRef

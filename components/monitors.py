@@ -5,7 +5,8 @@ monitoring.coreos.com CRDs) is installed.
 Each monitor lives in `monitoring` (AIStor's beside the Secrets it presents), selects the namespace of what it scrapes,
 and matches the labels and port names the program's objects
 and the pinned charts and operators create (checked against a render in tests/components/test_monitors.py). `METRICS`
-names every series the alert rules (components/alerts.py) and the dashboards read, with what exports it.
+names every series the alert rules (components/alerts.py) and the dashboards read, with what exports it. Last, the flow
+the metrics stack opens: every other cluster's Prometheus remote-writes to compute's (components/observability.py).
 """
 
 from __future__ import annotations
@@ -14,20 +15,40 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from components import versions
-from components.config import names
+from components.config import Flow, names
 from components.config.fields import GPU_ROLES
+from components.config.views import METRICS_FLOW, metrics_in_cluster
 from components.constants import (
     AISTOR_METRICS_TOKEN_KEY,
     AISTOR_METRICS_TOKEN_SECRET,
-    APP_LABEL,
     ENGINE_LABEL,
-    ENVOY_PROXY_LABELS,
     GATEWAY_NAMESPACE,
     GPU_OPERATOR_NAMESPACE,
     KUEUE_NAMESPACE,
     MODEL_LABEL,
     MONITORING_NAMESPACE,
-    VLLM_APP,
+    PROMETHEUS_POD_LABELS,
+    PROMETHEUS_PORT,
+)
+from components.metrics_sources import (
+    AISTOR_BUCKET_METRICS_PATH,
+    AISTOR_METRICS_PATH,
+    CILIUM_AGENT_POD_LABELS,
+    CILIUM_NAMESPACE,
+    CILIUM_OPERATOR_POD_LABELS,
+    CNPG_CLUSTER_LABEL,
+    CNPG_METRICS_PORT,
+    DCGM_EXPORTER_SERVICE_LABELS,
+    ENVOY_PROXY_POD_LABELS,
+    KUEUE_METRICS_SERVICE_LABELS,
+    OWNING_GATEWAY_LABEL,
+    POLARIS_MANAGEMENT_PORT,
+    RATE_LIMIT_POD_LABELS,
+    SPARK_OPERATOR_NAMESPACE,
+    SPARK_OPERATOR_POD_LABELS,
+    STARROCKS_COMPONENT_LABEL,
+    STARROCKS_OWNER_LABEL,
+    VLLM_POD_LABELS,
 )
 
 if TYPE_CHECKING:
@@ -39,52 +60,6 @@ MONITOR_LABELS = {"app.kubernetes.io/part-of": "fab-platform", "app.kubernetes.i
 """On every monitor and rule the program creates: what `kubectl get servicemonitors,podmonitors,prometheusrules -A -l`
 lists as the platform's own."""
 SCRAPE_INTERVAL = "30s"
-
-# Labels of what is scraped, as the pinned charts and operators set them.
-VLLM_POD_LABELS = {APP_LABEL: VLLM_APP}
-"""vLLM pods (components/serving.py); each also carries MODEL_LABEL."""
-ENVOY_PROXY_POD_LABELS = {**ENVOY_PROXY_LABELS, "app.kubernetes.io/component": "proxy"}
-"""Envoy Gateway v1.9.0's proxy pods (internal/infrastructure/kubernetes/proxy): container port `metrics` (19001),
-/stats/prometheus."""
-OWNING_GATEWAY_LABEL = "gateway.envoyproxy.io/owning-gateway-name"
-OWNING_GATEWAY_NAMESPACE_LABEL = "gateway.envoyproxy.io/owning-gateway-namespace"
-RATE_LIMIT_POD_LABELS = {"app.kubernetes.io/name": "envoy-ratelimit", "app.kubernetes.io/component": "ratelimit"}
-"""Envoy Gateway v1.9.0's rate limit service (internal/infrastructure/kubernetes/ratelimit): port `metrics` (19001), /metrics."""
-KUEUE_METRICS_SERVICE_LABELS = {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/component": "metrics-service"}
-"""Kueue chart 0.19.2's `kueue-controller-manager-metrics-service`: port `https` (8443), authenticated by token."""
-SPARK_OPERATOR_NAMESPACE = "spark-operator"
-SPARK_OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "spark-operator", "app.kubernetes.io/component": "controller"}
-"""Spark operator chart 2.5.2's controller: port `metrics` (8080, `prometheus.metrics.enable` defaults to true)."""
-STARROCKS_COMPONENT_LABEL = "app.kubernetes.io/component"
-STARROCKS_OWNER_LABEL = "app.starrocks.ownerreference/name"
-"""StarRocks operator v1.11.5 pod labels (pkg/k8sutils/load): `<cluster>-fe` / `<cluster>-cn` and `fe` / `cn`; FE serves
-/metrics on `http-port` (8030), CN on `webserver-port` (8040)."""
-POLARIS_MANAGEMENT_PORT = "polaris-mgmt"
-"""Polaris chart 1.7.0's management port (8182): Quarkus serves /q/metrics there."""
-CNPG_CLUSTER_LABEL = "cnpg.io/cluster"
-CNPG_METRICS_PORT = "metrics"
-"""CloudNativePG instance pods export on port `metrics` (9187)."""
-AISTOR_METRICS_PATH = "/minio/metrics/v3"
-AISTOR_BUCKET_METRICS_PATH = f"{AISTOR_METRICS_PATH}/bucket/api/*"
-"""Per-bucket S3 API metrics (`minio_bucket_api_*`): not in the base endpoint's answer; AIStor serves them for the buckets
-the last path segment names, `*` matching every bucket (a bucket added later is scraped without a change here)."""
-CILIUM_NAMESPACE = "kube-system"
-CILIUM_AGENT_POD_LABELS = {"k8s-app": "cilium"}
-CILIUM_OPERATOR_POD_LABELS = {"io.cilium/app": "operator"}
-CILIUM_AGENT_METRICS_PORT = 9962
-CILIUM_OPERATOR_METRICS_PORT = 9963
-HUBBLE_METRICS_PORT = 9965
-"""The Cilium 1.18 chart's default ports (prometheus.port, operator.prometheus.port, hubble.metrics.port); its pods
-name them `prometheus` (agent, operator) and `hubble-metrics` (agent)."""
-
-HUBBLE_METRICS = [
-    # Every drop with both ends' identity labels, which carry `io.cilium.k8s.policy.cluster` in a ClusterMesh: the
-    # dashboards' and the runbooks' "cross-cluster flow drops" (source cluster -> destination cluster, reason).
-    ("drop:sourceContext=identity|reserved-identity;destinationContext=identity|reserved-identity;"
-     "labelsContext=source_namespace,destination_namespace,traffic_direction"),
-    "flow:sourceContext=namespace|reserved-identity;destinationContext=namespace|reserved-identity",
-]
-"""`hubble.metrics.enabled` of every Cilium the program installs."""
 
 METRICS: dict[str, str] = {
     # GPUs: the GPU Operator's DCGM exporter (default counters of dcgm-exporter 4.4.2-4.7.0); labels gpu, UUID,
@@ -113,7 +88,7 @@ METRICS: dict[str, str] = {
     "ratelimit_service_rate_limit_total_hits": "envoy-ratelimit",
     "ratelimit_service_rate_limit_near_limit": "envoy-ratelimit: hits above NEAR_LIMIT_RATIO of a limit",
     "ratelimit_service_rate_limit_over_limit": "envoy-ratelimit: hits refused",
-    # Network: Hubble (HUBBLE_METRICS) and the Cilium agent.
+    # Network: Hubble (metrics_sources.HUBBLE_METRICS) and the Cilium agent.
     "hubble_drop_total": "Hubble, per reason, protocol, source and destination identity (with their clusters)",
     # Catalog database: CloudNativePG's instance exporter (1.30).
     "cnpg_collector_last_available_backup_timestamp": "CloudNativePG, Unix time of the newest backup (0 without one)",
@@ -303,10 +278,6 @@ def _kueue() -> dict[str, Any]:
     )])
 
 
-DCGM_EXPORTER_SERVICE_LABELS = {"app": "nvidia-dcgm-exporter"}
-"""The labels of the Service the GPU Operator v25.10.1 puts before its DCGM exporter (port `gpu-metrics`, 9400)."""
-
-
 def _dcgm_exporter() -> dict[str, Any]:
     """The DCGM exporter's ServiceMonitor, the program's rather than the ClusterPolicy's: registered after the chart that
     installs its CRD, where the GPU Operator may reconcile before the CRD exists. Exported labels are not honoured: the
@@ -403,17 +374,20 @@ def scrape_targets(scope: MetricsScope) -> list[dict[str, Any]]:
     return targets
 
 
-def cilium_metrics_values() -> dict[str, Any]:
-    """Cilium 1.18 chart values that turn on the agent's, the operator's and Hubble's metrics (their chart-made
-    ServiceMonitors stay off: the CRD is not there when Cilium installs)."""
-    return {
-        "prometheus": {"enabled": True, "port": CILIUM_AGENT_METRICS_PORT},
-        "operator": {"prometheus": {"enabled": True, "port": CILIUM_OPERATOR_METRICS_PORT}},
-        "hubble": {"metrics": {"enabled": list(HUBBLE_METRICS), "port": HUBBLE_METRICS_PORT}},
-    }
+# The flows the metrics stack opens ------------------------------------------------------------------------------
+# Declared to the config by components/catalog.py; SiteConfig.flow_table adds them.
 
 
-def rate_limit_near_env(saturation_percent: int) -> dict[str, str]:
-    """The rate limit service's environment entry that makes `ratelimit_service_rate_limit_near_limit` count the hits
-    above `rate_limit_saturation_percent` of a team's limit (envoyproxy/ratelimit's NEAR_LIMIT_RATIO, default 0.8)."""
-    return {"name": "NEAR_LIMIT_RATIO", "value": f"{saturation_percent / 100:g}"}
+def metrics_flow(site: SiteConfig) -> Flow:
+    """Every other cluster's Prometheus remote-writes to compute's, at its receiver VIP."""
+    return Flow(
+        description="Every other cluster's Prometheus remote-writes its series to compute's (observability in-cluster).",
+        sources=sorted(key for key, cluster in site.clusters.items() if cluster.role != "compute"),
+        to=site.keys_with_role("compute"), port=PROMETHEUS_PORT, to_namespace=MONITORING_NAMESPACE, to_labels=PROMETHEUS_POD_LABELS,
+        from_namespace=MONITORING_NAMESPACE, from_labels=PROMETHEUS_POD_LABELS,
+    )
+
+
+def metrics_flows(site: SiteConfig) -> dict[str, Flow]:
+    """The metrics flow, while the site's metrics are kept in-cluster (observability.metrics in-cluster)."""
+    return {METRICS_FLOW: metrics_flow(site)} if metrics_in_cluster(site) else {}

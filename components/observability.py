@@ -5,9 +5,9 @@ Per cluster: kube-prometheus-stack (the Prometheus operator, a Prometheus labell
 kube-state-metrics, node-exporter on every node) in the `monitoring` namespace, node-exporter in a privileged namespace of
 its own that every cluster allow-lists, and the scrape targets, alert rules and dashboards handed in as manifests. The
 site's series are kept in one place: compute's Prometheus, which the other clusters remote-write to at its receiver VIP
-(the flow `metrics`), or the site's own store that every Prometheus writes to. Grafana runs on compute only, behind the
-compute ingress, signing in through the site's Keycloak. Like CrossClusterNetwork it spans clusters, so every child
-names its cluster's provider.
+(the flow `metrics`, declared in components/monitors.py), or the site's own store that every Prometheus writes to.
+Grafana runs on compute only, behind the compute ingress, signing in through the site's Keycloak. Like
+CrossClusterNetwork it spans clusters, so every child names its cluster's provider.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.alerts import alert_rules
-from components.config import AdoptConfig, Flow, ObservabilityConfig, SiteConfig, names
-from components.config.views import METRICS_FLOW, metrics_in_cluster
+from components.config import AdoptConfig, ObservabilityConfig, names
 from components.constants import (
     GRAFANA_DASHBOARD_LABEL,
     MONITORING_NAMESPACE,
@@ -580,22 +579,3 @@ def prometheus_stack_values(site: SiteRef, cluster: ClusterRef, config: Observab
         },
         "grafana": grafana_values(grafana) if grafana is not None else {"enabled": False},
     }
-
-
-# The flows it opens ---------------------------------------------------------------------------------------------
-# Declared to the config by components/catalog.py; SiteConfig.flow_table adds them.
-
-
-def metrics_flow(site: SiteConfig) -> Flow:
-    """Every other cluster's Prometheus remote-writes to compute's, at its receiver VIP."""
-    return Flow(
-        description="Every other cluster's Prometheus remote-writes its series to compute's (observability in-cluster).",
-        sources=sorted(key for key, cluster in site.clusters.items() if cluster.role != "compute"),
-        to=site.keys_with_role("compute"), port=PROMETHEUS_PORT, to_namespace=MONITORING_NAMESPACE, to_labels=PROMETHEUS_POD_LABELS,
-        from_namespace=MONITORING_NAMESPACE, from_labels=PROMETHEUS_POD_LABELS,
-    )
-
-
-def metrics_flows(site: SiteConfig) -> dict[str, Flow]:
-    """The metrics flow, while the site's metrics are kept in-cluster (observability.metrics in-cluster)."""
-    return {METRICS_FLOW: metrics_flow(site)} if metrics_in_cluster(site) else {}

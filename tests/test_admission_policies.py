@@ -13,11 +13,12 @@ from admission_cases import PREVIEW_CASES, PREVIEW_GROUPS, RAY_CASES, TEAM_WORKL
 from components import iceberg_maintenance
 from components.access import DRY_RUN_ONLY, PREVIEW_USER, preview_rules
 from components.config import IcebergMaintenanceConfig
+from components.engines.spark import spark_application_template
 from components.kueue import DENIED_PRIORITY, DENIED_TOLERATION, TEAM_WORKLOADS_POLICY  # the policy's own words
 from components.ray import TOKEN_AUTH_POLICY
 
 STAND_IN_MAINTENANCE = iceberg_maintenance.applications(IcebergMaintenanceConfig(targets=[{"namespace": "fdc"}]),
-                                                        "https://polaris.site-t.fab.internal/api/catalog")
+                                                        spark_application_template("https://polaris.site-t.fab.internal/api/catalog"))
 ENGINE_CASES: dict[str, list[Case]] = {DRY_RUN_ONLY: PREVIEW_CASES, TOKEN_AUTH_POLICY: RAY_CASES,
                                        TEAM_WORKLOADS_POLICY: TEAM_WORKLOAD_CASES,
                                        iceberg_maintenance.ADMISSION_POLICY: maintenance_cases(next(iter(STAND_IN_MAINTENANCE.values())))}

@@ -22,7 +22,7 @@ from typing import Any
 
 from components.config.views import PEM_CERTIFICATE, read_ca_bundle
 from components.engines import _spark_packages as packages
-from components.jvm_trust import public_cas
+from components.jvm_trust import public_cas, trust_store
 from components.registry import Registry
 
 CONFIG_MAP = "spark-trust"
@@ -64,7 +64,7 @@ def certificates(trust: SparkTrust, registry: Registry) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _store(pem: str) -> str:
-    return base64.b64encode(packages.trust_store(pem)).decode()
+    return base64.b64encode(trust_store(pem)).decode()
 
 
 def config_map_binary(trust: SparkTrust, registry: Registry) -> dict[str, str]:

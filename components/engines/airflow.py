@@ -189,7 +189,9 @@ def _deploy(scope: EngineScope) -> None:
     def platform(uri: str) -> dict[str, Any]:
         return platform_settings(models_bucket=scope.storage.bucket_of("models"), checkpoints_bucket=scope.storage.bucket_of("checkpoints"),
                                  spark_on=spark_on, serving_repo=serving_repo, registry=registry, teams=scope.teams,
-                                 maintenance=iceberg_maintenance.dag_settings(maintenance, uri, registry, spark_trust) if spark_on else None)
+                                 maintenance=iceberg_maintenance.dag_settings(
+                                     maintenance, spark.spark_application_template(uri, registry, spark_trust), registry)
+                                 if spark_on else None)
 
     # platform.json holds the maintenance applications, which carry the catalog's URI (an output of the storage cluster).
     files: dict[str, pulumi.Input[str]] = {**dag_files({}), "platform.json": catalog_uri.apply(lambda uri: platform_json(platform(uri)))}
@@ -297,7 +299,7 @@ def _maintenance(scope: EngineScope) -> list[pulumi.Resource]:
     policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
         f"{scope.prefix}-maintenance-policy", metadata={"name": iceberg_maintenance.ADMISSION_POLICY},
         spec=scope.storage.catalog_uri.apply(lambda uri: iceberg_maintenance.admission_policy(
-            iceberg_maintenance.applications(config, uri, registry, trust))),
+            iceberg_maintenance.applications(config, spark.spark_application_template(uri, registry, trust), registry))),
         opts=scope.child,
     )
     guard = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(

@@ -21,14 +21,14 @@ from components import versions, yamltext
 from components.airgap import mirror_repository, named_secrets
 from components.config import BucketAccess, SparkConfig
 from components.constants import (
+    CATALOG_CONF,
     ENGINE_LABEL,
     MAINTENANCE_NAMESPACE,
     MAINTENANCE_PRINCIPAL,
     POLARIS_CREDENTIAL,
     POLARIS_WAREHOUSE,
     S3_ENDPOINT,
-    polaris_secret,
-    s3_secret,
+    credentials,
 )
 from components.engines import _spark_connect as spark_connect
 from components.engines import _spark_packages as packages
@@ -65,10 +65,6 @@ def yunikorn_queues(spark: Any) -> str:
         },
         sort_keys=False,
     )
-
-
-CATALOG_CONF = "spark.sql.catalog.fab"
-"""The prefix of the Polaris catalog's Spark settings."""
 
 
 def spark_conf(catalog_uri: str) -> dict[str, str]:
@@ -133,12 +129,6 @@ def registry_fields(registry: Registry, trust: SparkTrust = jvm_trust.NONE) -> t
     if trust.needed:
         executor["env"] = jvm_trust.java_env(trust, registry)
     return spec, driver, executor
-
-
-def credentials(engine: str = "spark") -> list[dict[str, Any]]:
-    """The engine's S3 keys and Polaris principal as the environment `spark_conf`'s references read (Secret
-    references only)."""
-    return [{"secretRef": {"name": s3_secret(engine)}}, {"secretRef": {"name": polaris_secret(engine)}}]
 
 
 def spark_application_template(catalog_uri: str, registry: Registry = UPSTREAM, trust: SparkTrust = jvm_trust.NONE) -> dict[str, Any]:

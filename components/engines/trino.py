@@ -38,9 +38,8 @@ from components.constants import (
     s3_secret,
 )
 from components.engines._base import INTERACTIVE, Engine, EngineChart, EngineScope, Quota, Ui
-from components.engines._spark_packages import trust_store
 from components.identity import PLATFORM_ADMINS
-from components.jvm_trust import JVM_TRUST_STORE_KEY, jvm_trust_options, public_and_site_store
+from components.jvm_trust import JVM_TRUST_STORE_KEY, jvm_trust_options, public_and_site_store, trust_store
 from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_container, restricted_pod_security_context
 from components.network_policies import OutsideCalls, api_caller_egress, fence_policy
 from components.placement import same

@@ -294,8 +294,7 @@ def test_fails_when_the_spark_connect_executors_lack_the_trust_store(trusting):
 
 def test_fails_when_the_spark_trust_store_lacks_the_site_ca(trusting):
     from components.config.views import PEM_CERTIFICATE
-    from components.engines._spark_packages import trust_store
-    from components.engines._spark_trust import public_cas
+    from components.jvm_trust import public_cas, trust_store
 
     store = _object(trusting, "site-t-compute", "ConfigMap", "spark", "spark-trust")
     other = "\n".join(PEM_CERTIFICATE.findall(public_cas())[:2])  # public CAs, not the site's

@@ -34,6 +34,7 @@ from components.config import GpuNotebooksConfig, RegistryConfig, SparkRapidsCon
 from components.engines import CHART_IMAGES, airflow, spark
 from components.engines import _spark_connect as spark_connect
 from components.engines import _spark_packages as packages
+from components.jvm_trust import trust_store
 from components.notebooks import hub_values
 from components.registry import UPSTREAM, Registry
 from components.spark_rapids import spark_rapids_application
@@ -158,13 +159,13 @@ def test_spark_resolves_with_the_settings_file_not_its_own_chain():
 
 def test_the_trust_store_holds_every_certificate_of_the_registry_ca():
     pem = (PROJECT_DIR / CA_BUNDLE).read_text()
-    store = pkcs12.load_pkcs12(packages.trust_store(pem), None)
+    store = pkcs12.load_pkcs12(trust_store(pem), None)
     assert len(store.additional_certs) == pem.count("-----BEGIN CERTIFICATE-----") > 0
 
 
 def test_the_trust_store_is_the_same_for_the_same_certificates():
     pem = (PROJECT_DIR / CA_BUNDLE).read_text()
-    assert packages.trust_store(pem) == packages.trust_store(pem)
+    assert trust_store(pem) == trust_store(pem)
 
 
 def test_java_reads_the_trust_store(tmp_path):
@@ -172,7 +173,7 @@ def test_java_reads_the_trust_store(tmp_path):
     if not keytool:
         pytest.skip("no JDK keytool on this machine")
     store = tmp_path / "truststore.p12"
-    store.write_bytes(packages.trust_store((PROJECT_DIR / CA_BUNDLE).read_text()))
+    store.write_bytes(trust_store((PROJECT_DIR / CA_BUNDLE).read_text()))
     listed = subprocess.run([keytool, "-list", "-keystore", str(store), "-storetype", "PKCS12", "-storepass", ""],
                             capture_output=True, text=True, check=False)
     assert listed.stdout.count("trustedCertEntry") == (PROJECT_DIR / CA_BUNDLE).read_text().count("-----BEGIN CERTIFICATE-----")

@@ -12,7 +12,7 @@ from helpers import render_small
 from schemas import CrdSchemas, schema_errors
 from small_site import add_observability, full_site, small_site
 
-from components import monitors, storage
+from components import metrics_sources, monitors, storage
 from components.config import parse_site
 from components.gpu import INFERENCE_NAMESPACE
 
@@ -166,11 +166,11 @@ def test_cilium_releases_turn_on_agent_operator_and_hubble_metrics(small_plan):
     (values, *_) = [r["inputs"]["values"] for r in small_plan.of_type("kubernetes:helm.sh/v3:Release")
                     if r["inputs"]["chart"] == "cilium"]
     assert (values["prometheus"]["enabled"], values["operator"]["prometheus"]["enabled"]) == (True, True)
-    assert values["hubble"]["metrics"]["enabled"] == monitors.HUBBLE_METRICS
+    assert values["hubble"]["metrics"]["enabled"] == metrics_sources.HUBBLE_METRICS
 
 
 def test_hubble_drop_metrics_carry_both_ends_identity_for_their_clusters():
-    (drop,) = [m for m in monitors.HUBBLE_METRICS if m.startswith("drop:")]
+    (drop,) = [m for m in metrics_sources.HUBBLE_METRICS if m.startswith("drop:")]
     assert "sourceContext=identity" in drop and "destinationContext=identity" in drop
 
 

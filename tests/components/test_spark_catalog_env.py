@@ -17,7 +17,7 @@ import yaml
 from helpers import render_small
 from small_site import small_site
 
-from components.engines.spark import CATALOG_CONF
+from components.constants import CATALOG_CONF
 
 COMPUTE = "site-t-compute"
 ICEBERG_ENV = "env:"
