@@ -47,6 +47,8 @@ from components.constants import (
     TRAINING_MODEL_URI,
     polaris_secret,
     s3_secret,
+    site_ca_mounts,
+    site_ca_volumes,
 )
 from components.data_access import (
     MAINTENANCE,
@@ -107,20 +109,6 @@ class StorageClusterArgs:
     replicated_models: tuple[str, ...] = ()
     """Paths in the models bucket the replication principal lists and reads, and the models copy jobs send
     (`SiteConfig.replicated_models`: the served models' `source`); none while no consumer has `replicate_models`."""
-
-
-MC_CA_DIR = "/work/.mc/certs/CAs"
-"""Where the MinIO client (with MC_CONFIG_DIR=/work/.mc) looks for the CAs it trusts besides the system's."""
-
-
-def site_ca_volumes(delivered: bool) -> list[dict[str, Any]]:
-    """A pod's volume of the site CA bundle (the Secret `fab-site-ca`), where the site has one."""
-    return [{"name": "site-ca", "secret": {"secretName": SITE_CA_SECRET}}] if delivered else []
-
-
-def site_ca_mounts(delivered: bool, path: str) -> list[dict[str, Any]]:
-    """A container's mount of the site CA bundle at `path`, where the site has one."""
-    return [{"name": "site-ca", "mountPath": path, "readOnly": True}] if delivered else []
 
 
 @dataclass(frozen=True)
