@@ -187,7 +187,7 @@ def rate_limit_rules(scope: MetricsScope, alerts: AlertsConfig) -> list[dict[str
 
 def storage_rules(scope: MetricsScope, alerts: AlertsConfig) -> list[dict[str, Any]]:
     from components.federation import REPLICATION_NAMESPACE
-    from components.storage import POLARIS_DB
+    from components.polaris import POLARIS_DB
 
     rules = []
     if scope.replicates_to:

@@ -27,7 +27,16 @@ import pulumi_kubernetes as k8s
 
 from components import versions, yamltext
 from components.config import names
-from components.constants import S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY, TEAM_LABEL, s3_secret
+from components.constants import (
+    MC_CA_DIR,
+    S3_ACCESS_KEY,
+    S3_ENDPOINT,
+    S3_SECRET_KEY,
+    TEAM_LABEL,
+    s3_secret,
+    site_ca_mounts,
+    site_ca_volumes,
+)
 from components.data_access import TRAINING
 from components.gpu import NVME_STORAGE_CLASS, POOL_LABEL, TRAINING_PRIORITY, toleration
 from components.kube import restricted_container, restricted_pod_security_context
@@ -35,7 +44,7 @@ from components.kueue import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LA
 from components.providers import NamespaceRef
 from components.registry import UPSTREAM, Registry
 from components.serving import VLLM_USER, ServedModel, cache_size_gib, model_path
-from components.storage import MC_CA_DIR, StorageCluster, site_ca_mounts, site_ca_volumes
+from components.storage import StorageCluster
 
 CONFIG_MAP = "batch-inference"
 """The ConfigMap of batch Job templates in every team namespace of a GPU cluster, one key per served model."""

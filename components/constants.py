@@ -178,3 +178,16 @@ SITE_CA_KEY = "ca.crt"
 SITE_CA_DIR = "/etc/fab/site-ca"
 """Where a pod that reads the site CA as a file mounts that Secret (OIDC clients: Grafana, JupyterHub)."""
 SITE_CA_FILE = f"{SITE_CA_DIR}/{SITE_CA_KEY}"
+
+MC_CA_DIR = "/work/.mc/certs/CAs"
+"""Where the MinIO client (with MC_CONFIG_DIR=/work/.mc) looks for the CAs it trusts besides the system's."""
+
+
+def site_ca_volumes(delivered: bool) -> list[dict[str, Any]]:
+    """A pod's volume of the site CA bundle (the Secret `fab-site-ca`), where the site has one."""
+    return [{"name": "site-ca", "secret": {"secretName": SITE_CA_SECRET}}] if delivered else []
+
+
+def site_ca_mounts(delivered: bool, path: str) -> list[dict[str, Any]]:
+    """A container's mount of the site CA bundle at `path`, where the site has one."""
+    return [{"name": "site-ca", "mountPath": path, "readOnly": True}] if delivered else []

@@ -305,20 +305,21 @@ def _starrocks() -> dict[str, Any]:
 
 
 def _polaris(namespace: str) -> dict[str, Any]:
-    from components.storage import POLARIS_POD_LABELS
+    from components.polaris import POLARIS_POD_LABELS
 
     return pod_monitor("polaris", namespace, {"matchLabels": POLARIS_POD_LABELS}, [_endpoint(POLARIS_MANAGEMENT_PORT, "/q/metrics")])
 
 
 def _postgres(namespace: str) -> dict[str, Any]:
-    from components.storage import POLARIS_DB
+    from components.polaris import POLARIS_DB
 
     return pod_monitor("polaris-db", namespace, {"matchLabels": {CNPG_CLUSTER_LABEL: POLARIS_DB}},
                        [_endpoint(CNPG_METRICS_PORT, relabelings=[_relabel_pod_label(CNPG_CLUSTER_LABEL, "pg_cluster")])])
 
 
 def _aistor(scope: MetricsScope) -> dict[str, Any]:
-    from components.storage import METRICS_ENGINE, SITE_CA_KEY, SITE_CA_SECRET
+    from components.constants import SITE_CA_KEY, SITE_CA_SECRET
+    from components.object_store import METRICS_ENGINE
 
     more: dict[str, Any] = {
         "scheme": "https" if scope.aistor_tls else "http",

@@ -16,12 +16,18 @@ from typing import Any
 from components import versions
 from components.config import TrainingConfig
 from components.config.schema.roadmap import switched_on
-from components.constants import ENGINE_LABEL, TRAINING_CHECKPOINT_URI, polaris_secret, s3_secret
+from components.constants import (
+    ENGINE_LABEL,
+    TRAINING_CHECKPOINT_URI,
+    polaris_secret,
+    s3_secret,
+    site_ca_mounts,
+    site_ca_volumes,
+)
 from components.data_access import TRAINING
 from components.gpu import NCCL_CONFIG, NVME_STORAGE_CLASS, POOL_LABEL, RDMA_RESOURCE, TRAINING_PRIORITY, toleration
 from components.kube import restricted_container, restricted_pod_security_context
 from components.registry import UPSTREAM, Registry
-from components.storage import site_ca_mounts, site_ca_volumes
 
 
 @dataclass(frozen=True)

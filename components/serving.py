@@ -20,7 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 from components import versions
 from components.config import InferenceModelConfig, names
-from components.constants import APP_LABEL, MODEL_LABEL, S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY, VLLM_APP, s3_secret
+from components.constants import (
+    APP_LABEL,
+    MC_CA_DIR,
+    MODEL_LABEL,
+    S3_ACCESS_KEY,
+    S3_ENDPOINT,
+    S3_SECRET_KEY,
+    VLLM_APP,
+    s3_secret,
+    site_ca_mounts,
+    site_ca_volumes,
+)
 from components.gpu import (
     INFERENCE_NAMESPACE,
     IPOIB_NETWORK,
@@ -32,7 +43,6 @@ from components.gpu import (
 )
 from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_container, restricted_pod_security_context
 from components.registry import UPSTREAM, Registry
-from components.storage import MC_CA_DIR, site_ca_mounts, site_ca_volumes
 
 if TYPE_CHECKING:  # the sizing arithmetic is the config's to run (`SiteConfig.model_capacity`); here it is only a type
     from components.capacity import ModelCapacity

@@ -288,7 +288,7 @@ def replication_lag(scope: MetricsScope, alerts: AlertsConfig) -> list[Case]:
 
 
 def backup_too_old(scope: MetricsScope, alerts: AlertsConfig) -> list[Case]:
-    from components.storage import POLARIS_DB
+    from components.polaris import POLARIS_DB
 
     hours = alerts.backup_age_hours
     labels = {"cluster": scope.name, "namespace": scope.polaris_namespace, "pg_cluster": POLARIS_DB,

@@ -24,7 +24,7 @@ def _image(registry: Registry, reference: str) -> dict[str, str]:
 def _cloudnative_pg(registry: Registry) -> dict[str, Any]:
     """The operator's image (its Deployment, and `OPERATOR_IMAGE_NAME`, which every Postgres pod's bootstrap init container
     runs) and the operator's default Postgres image (`POSTGRES_IMAGE_NAME`) from the mirror. The program's Cluster names its
-    image and pull Secret itself (components/storage.py), so the operator copies no pull Secret (`PULL_SECRET_NAME`)."""
+    image and pull Secret itself (components/polaris.py), so the operator copies no pull Secret (`PULL_SECRET_NAME`)."""
     values: dict[str, Any] = {
         "image": {"repository": registry.image(CNPG_OPERATOR_REPOSITORY)},
         "config": {"data": {"POSTGRES_IMAGE_NAME": registry.image(versions.CNPG_POSTGRES_IMAGE)}},

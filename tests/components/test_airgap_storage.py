@@ -1,6 +1,7 @@
 """Air gap, storage part: CloudNativePG (operator and its Postgres), Polaris, AIStor (operator, what it launches, the
 object store) and the program's own storage-cluster pods (Polaris setup, gold copies) from the site registry's mirror,
-with its pull Secret (components/airgap/storage.py, components/storage.py, components/federation.py; docs/airgap.md).
+with its pull Secret (components/airgap/storage.py, components/object_store.py, components/polaris.py,
+components/federation.py; docs/airgap.md).
 
 The releases are rendered by a real Helm from the pinned chart packages, so an image key a chart does not read would show
 as an upstream image here."""

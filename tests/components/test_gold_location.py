@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from components.config import parse_site
-from components.storage import polaris_setup_plan
+from components.data_access import polaris_setup_plan
 from helpers import config_errors
 from small_site import small_site
 

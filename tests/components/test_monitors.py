@@ -12,7 +12,7 @@ from helpers import render_small
 from schemas import CrdSchemas, schema_errors
 from small_site import add_observability, full_site, small_site
 
-from components import metrics_sources, monitors, storage
+from components import metrics_sources, monitors, object_store
 from components.config import parse_site
 from components.gpu import INFERENCE_NAMESPACE
 
@@ -199,18 +199,18 @@ def test_the_aistor_monitor_scrapes_every_buckets_s3_traffic(full_scopes):
 
 def test_the_aistor_token_is_the_jwt_mc_admin_prometheus_generate_makes():
     secret = "s" * 64  # long enough that PyJWT's decode does not warn (MinIO's own keys are 40 characters)
-    token = storage.metrics_token("AKIAEXAMPLE", secret)
+    token = object_store.metrics_token("AKIAEXAMPLE", secret)
     assert jwt.decode(token, secret, algorithms=["HS512"], issuer="prometheus") == {
         "exp": 4_102_444_800, "sub": "AKIAEXAMPLE", "iss": "prometheus",
     }
 
 
 def test_the_aistor_token_is_the_same_for_the_same_keys():
-    assert storage.metrics_token("AK", "SK") == storage.metrics_token("AK", "SK")
+    assert object_store.metrics_token("AK", "SK") == object_store.metrics_token("AK", "SK")
 
 
 def test_the_metrics_principal_may_read_metrics_and_nothing_else():
-    allowed = [s for s in storage.METRICS_POLICY["Statement"] if s["Effect"] == "Allow"]
+    allowed = [s for s in object_store.METRICS_POLICY["Statement"] if s["Effect"] == "Allow"]
     assert allowed == [{"Sid": "ReadMetrics", "Effect": "Allow", "Action": ["admin:Prometheus"]}]
 
 
