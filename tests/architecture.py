@@ -2,8 +2,9 @@
 the imports that run from a lower layer up to a higher one, and the length of each module (issue 38).
 
 A module is a Python file of the program (`__main__.py`, components/, fabctl/, policies/, benchmarks/); an import is
-an `import` or `from ... import` statement anywhere in it (a function's late import counts: it still ties the two
-modules), except under `if TYPE_CHECKING:`, which never runs. Layers are read folder by folder, as a reader meets them:
+an `import` or `from ... import` statement anywhere in it: a function's late import counts (it still ties the two
+modules), and so does one under `if TYPE_CHECKING:` (it never runs, but the reader still needs the other module to
+read this one). Layers are read folder by folder, as a reader meets them:
 in each folder, its files and subfolders are the rooms, an import between two of them is an arrow, and the rooms are
 put on floors so that as few arrows as possible run up (Eades, Lin and Smyth's greedy order); those that still do are
 the upward imports.
@@ -49,15 +50,6 @@ def _module_name(path: Path, project: Path) -> str:
     return ".".join(parts)
 
 
-def _type_checking_only(tree: ast.Module) -> set[int]:
-    """The ids of import nodes under `if TYPE_CHECKING:`."""
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
-            skipped.update(id(inner) for statement in node.body for inner in ast.walk(statement))
-    return skipped
-
-
 @dataclass
 class Graph:
     project: Path
@@ -75,12 +67,9 @@ def import_graph(project: Path = PROJECT) -> Graph:
         graph.modules[_module_name(path, project)] = path
     for path in files:
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        skipped = _type_checking_only(tree)
         own = _module_name(path, project)
         package = own if path.name == "__init__.py" else own.rpartition(".")[0]
         for node in ast.walk(tree):
-            if id(node) in skipped:
-                continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
