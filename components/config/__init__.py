@@ -11,11 +11,12 @@ The package is split by concern; import from here, not from its modules:
   components/catalog.py;
 - `fields`: value types (DNS label, CIDR, port, ...) and site-wide constants;
 - `names`: the names derived from config keys (namespaces, Services, buckets, host names) and their limits;
-- `schema/`: the models, one module per domain (network, storage, teams, gpu, compute, federation, adopt);
-- `site`: `SiteConfig`, the root model that puts them together;
+- `schema/`: the models, one module per domain (network, storage, teams, gpu, compute, federation, adopt), and
+  `schema/site`, the site's fields that put them together;
 - `views`: what is derived from a site (roles, node pools, quotas, the flow table: the design's base flows and
-  those the components declare), mixed into SiteConfig;
+  those the components declare), `SiteViews` on the site's fields, the type the views and checks read a site as;
 - `checks/`: the cross-field checks, one module per domain;
+- `site`: `SiteConfig`, the root model a site is validated with: the views and fields, and the checks run on them;
 - `problems`: key paths and the error carrying cross-field problems;
 - `load`: parsing, error lines, secrets and the stack file's JSON Schema.
 """

@@ -16,9 +16,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from components.config.schema.network import Flow
-    from components.config.site import SiteConfig
-
 
 @dataclass(frozen=True)
 class BucketAccess:
@@ -56,7 +53,9 @@ class EngineNeeds:
 class FlowSource:
     """Flows a component opens, as a function of the site: flow name -> Flow (none while the component is off)."""
 
-    opens: Callable[[SiteConfig], dict[str, Flow]]
+    opens: Callable[[Any], dict[str, Any]]
+    """The site (a `SiteConfig`) -> flow name -> `Flow`; named by neither type here, both being above this module (the
+    names of config keys read this registry: components.config.names)."""
     replaces: bool = False
     """Whether its flows replace a stack's own of the same name (otherwise the stack's own is kept)."""
 

@@ -1,9 +1,10 @@
 """Derived views of a site: what components read instead of working out their own slice (DESIGN section 4,
 "Config first"; section 2 for the default flow table).
 
-`SiteViews` is mixed into SiteConfig (cluster names and roles, node pools and quotas under a profile,
-model sizing, the flow table); the functions below build the design's flows and the names derived
-from config keys.
+`SiteViews` adds them to the site's fields (components.config.schema.site) and SiteConfig adds its checks to
+it (cluster names and roles, node pools and quotas under a profile, model sizing, the flow table); the
+functions below build the design's flows and the names derived from config keys. Views and checks read a
+site as a `SiteViews`; the site they are given is a SiteConfig.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from components.config.fields import GPU_ROLES, WORLD
 from components.config.schema.gpu import DEFAULT_GPU_TYPES
 from components.config.schema.network import Flow
 from components.config.schema.roadmap import switched_on
+from components.config.schema.site import SiteSchema
 from components.config.schema.teams import Profile
 from components.constants import (
     ENVOY_HTTPS_TARGET_PORT,
@@ -33,7 +35,6 @@ from components.constants import (
 if TYPE_CHECKING:
     from components.config.schema.gpu import GpuNode, GpuType
     from components.config.schema.teams import TeamQuota
-    from components.config.site import SiteConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,10 +57,8 @@ class RemoteTeam:
         return names.REMOTE_TEAM_GROUP(self.team, self.peer)
 
 
-class SiteViews:
-    """Derived views of a site, mixed into SiteConfig: they read its fields and change nothing."""
-
-    __slots__ = ()
+class SiteViews(SiteSchema):
+    """Derived views of a site, the base of SiteConfig: they read its fields and change nothing."""
 
     def ca_bundle_pem(self) -> str | None:
         """The site CA bundle's certificates (validated by a config check)."""
@@ -216,7 +215,7 @@ NOTEBOOKS_FLOW = GPU_NOTEBOOKS
 # components/catalog.py (components.config.declared.flow_sources).
 
 
-def default_flows(site: SiteConfig) -> dict[str, Flow]:
+def default_flows(site: SiteViews) -> dict[str, Flow]:
     """The design's four flows for the site's clusters (DESIGN section 2, network rules); the inference gateway's only
     where the site serves models (Argo CD's to the serving cluster's API server, while it delivers, is added after them
     by components/engines/argocd.py's declaration)."""
@@ -247,17 +246,17 @@ def default_flows(site: SiteConfig) -> dict[str, Flow]:
     }
 
 
-def argocd_delivers(site: SiteConfig) -> bool:
+def argocd_delivers(site: SiteViews) -> bool:
     """Whether Argo CD on compute applies the serving objects to the serving cluster (inference.delivery argocd)."""
     return site.compute.argocd.enabled and site.inference is not None and site.inference.delivery == "argocd"
 
 
-def metrics_in_cluster(site: SiteConfig) -> bool:
+def metrics_in_cluster(site: SiteViews) -> bool:
     """Whether compute's Prometheus receives the other clusters' series (observability.metrics in-cluster)."""
     return site.observability is not None and site.observability.metrics == "in-cluster"
 
 
-def credential_holders(site: SiteConfig) -> dict[str, dict[str, list[str]]]:
+def credential_holders(site: SiteViews) -> dict[str, dict[str, list[str]]]:
     """Who receives data credentials, derived from the config alone: flow name -> cluster key -> grantees.
 
     Under `S3_FLOW`, the clusters where StorageCluster.grant() delivers a Secret `s3-<grantee>`; under

@@ -41,7 +41,7 @@ from components.config.checks.vendors import vendor_problems
 from components.config.problems import Problem
 
 if TYPE_CHECKING:
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 STAGES = (
     (role_problems, cluster_problems, encryption_problems, name_problems),
@@ -61,7 +61,7 @@ no longer holds."""
 RULES = tuple(rule for stage in STAGES for rule in stage)
 
 
-def site_problems(site: SiteConfig) -> Iterator[Problem]:
+def site_problems(site: SiteViews) -> Iterator[Problem]:
     """The cross-field problems of the site: those of the first stage that has any, rule by rule."""
     for stage in STAGES:
         problems = [problem for rule in stage for problem in rule(site)]

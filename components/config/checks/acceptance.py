@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 from components.config.problems import Problem
 
 if TYPE_CHECKING:
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 
-def acceptance_problems(site: SiteConfig) -> Iterator[Problem]:
+def acceptance_problems(site: SiteViews) -> Iterator[Problem]:
     acceptance, teams = site.acceptance, sorted(site.teams)
     if acceptance.team is not None and acceptance.team not in site.teams:
         yield (("acceptance", "team"), (f"{acceptance.team} is not a team of the site; name one of {', '.join(teams)}, or "

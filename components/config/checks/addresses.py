@@ -15,7 +15,7 @@ from components.config.fields import CILIUM_POD_MASK
 from components.config.problems import Problem, format_path
 
 if TYPE_CHECKING:
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 Path = tuple[str | int, ...]
 
@@ -32,7 +32,7 @@ def _edge(address: IPv4Address, network: IPv4Network) -> str | None:
     return "network" if address == network.network_address else "broadcast" if address == network.broadcast_address else None
 
 
-def pod_range_problems(site: SiteConfig) -> Iterator[Problem]:
+def pod_range_problems(site: SiteViews) -> Iterator[Problem]:
     """Cilium's cluster-pool IPAM gives every node a /24 of the pod range: the range needs one per possible node."""
     for key, cluster in site.clusters.items():
         pod, nodes = cluster.pod_cidr, cluster.node_cidr
@@ -52,7 +52,7 @@ def pod_range_problems(site: SiteConfig) -> Iterator[Problem]:
             )
 
 
-def _placement(site: SiteConfig, address: IPv4Address, own: Path) -> str | None:
+def _placement(site: SiteViews, address: IPv4Address, own: Path) -> str | None:
     """The first range of the site, other than the node range `own`, that holds `address`, as `path (range)`."""
     for path, network in site_ranges(site):
         if path != own and address in network:
@@ -60,7 +60,7 @@ def _placement(site: SiteConfig, address: IPv4Address, own: Path) -> str | None:
     return None
 
 
-def host_address_problems(site: SiteConfig) -> Iterator[Problem]:
+def host_address_problems(site: SiteViews) -> Iterator[Problem]:
     """API servers and BGP peers: on the nodes' side of the site, never a pod, VIP or another host's address."""
     api_servers: dict[IPv4Address, str] = {}
     ranges = list(site_ranges(site))
@@ -98,7 +98,7 @@ def host_address_problems(site: SiteConfig) -> Iterator[Problem]:
             peers.setdefault(address, name)
 
 
-def vip_edge_problems(site: SiteConfig) -> Iterator[Problem]:
+def vip_edge_problems(site: SiteViews) -> Iterator[Problem]:
     """A fixed VIP is a host address of its pool's block, not the block's network or broadcast address."""
     blocks = [network for path, network in site_ranges(site) if "lb_pools" in path]
     for path, vip in fixed_vips(site):

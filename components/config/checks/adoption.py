@@ -13,10 +13,10 @@ from components.config.schema.network import CILIUM_RELEASE
 from components.config.views import replica_bucket
 
 if TYPE_CHECKING:
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 
-def adoption_problems(site: SiteConfig) -> Iterator[Problem]:
+def adoption_problems(site: SiteViews) -> Iterator[Problem]:
     adopt = site.adopt
     if site.ca_bundle is not None:
         yield from pem_file_problems(site.ca_bundle, ("ca_bundle",))
@@ -48,7 +48,7 @@ def adoption_problems(site: SiteConfig) -> Iterator[Problem]:
             )
 
 
-def check_problems(site: SiteConfig) -> Iterator[Problem]:
+def check_problems(site: SiteViews) -> Iterator[Problem]:
     clusters = ", ".join(sorted(site.clusters))
     for cluster in sorted(site.check.existing):
         if cluster not in site.clusters:

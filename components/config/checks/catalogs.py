@@ -15,7 +15,7 @@ from components.config.problems import Problem, format_path
 from components.config.schema.storage import GOLD_NAMESPACE as GOLD_SCHEMA
 
 if TYPE_CHECKING:
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 NEEDS_DATABASE = {"postgresql": "the database", "oracle": "the service name", "sqlserver": "the database"}
 """Connectors whose JDBC URL names a database (Oracle: a service); mysql's names none."""
@@ -23,7 +23,7 @@ RESERVED = ("system",)
 """Catalog names Trino keeps for itself."""
 
 
-def _unknown_team_groups(site: SiteConfig, path: tuple, groups: list[str]) -> Iterator[Problem]:
+def _unknown_team_groups(site: SiteViews, path: tuple, groups: list[str]) -> Iterator[Problem]:
     """A `team-<team>` group of a team the site does not have: Trino would grant it to whoever is put in that group."""
     prefix = names.TEAM_GROUP("")
     for i, group in enumerate(groups):
@@ -33,7 +33,7 @@ def _unknown_team_groups(site: SiteConfig, path: tuple, groups: list[str]) -> It
                                f"({', '.join(sorted(site.teams)) or 'none'}); name a team of the site or another group")
 
 
-def trino_reader_problems(site: SiteConfig) -> Iterator[Problem]:
+def trino_reader_problems(site: SiteViews) -> Iterator[Problem]:
     """Who reads what in Trino: the teams of `team_schemas` and the team groups of the external and peer catalogs exist."""
     for team, schemas in sorted(site.compute.trino.team_schemas.items()):
         path = ("compute", "trino", "team_schemas", team)
@@ -48,7 +48,7 @@ def trino_reader_problems(site: SiteConfig) -> Iterator[Problem]:
         yield from _unknown_team_groups(site, ("federation", "peers", peer, "trino_groups"), config.trino_groups)
 
 
-def external_catalog_problems(site: SiteConfig) -> Iterator[Problem]:
+def external_catalog_problems(site: SiteViews) -> Iterator[Problem]:
     trino = site.compute.trino
     base = ("compute", "trino", "external_catalogs")
     if trino.external_catalogs and not trino.enabled:

@@ -13,10 +13,10 @@ from components.config.problems import Problem
 
 if TYPE_CHECKING:
     from components.config.schema.compute import YuniKornQueue
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 
-def compute_problems(site: SiteConfig) -> Iterator[Problem]:
+def compute_problems(site: SiteViews) -> Iterator[Problem]:
     compute = site.keys_with_role("compute")
     if len(compute) != 1:
         return
@@ -40,7 +40,7 @@ def compute_problems(site: SiteConfig) -> Iterator[Problem]:
     yield from _maintenance_problems(site)
 
 
-def _maintenance_problems(site: SiteConfig) -> Iterator[Problem]:
+def _maintenance_problems(site: SiteViews) -> Iterator[Problem]:
     """Iceberg maintenance runs as Spark jobs Airflow submits, and checks only the tables its principal may read."""
     maintenance = site.compute.iceberg_maintenance
     if maintenance is None or not maintenance.enabled:
@@ -70,7 +70,7 @@ def _maintenance_problems(site: SiteConfig) -> Iterator[Problem]:
             )
 
 
-def _pool_problems(site: SiteConfig) -> Iterator[Problem]:
+def _pool_problems(site: SiteViews) -> Iterator[Problem]:
     """Each node serves one pool, and a pool whose engines are on has nodes: their pods select it and fit nowhere else."""
     compute = site.compute
     batch = set(compute.batch_nodes)

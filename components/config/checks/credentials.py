@@ -14,13 +14,13 @@ from components.config.problems import Problem
 from components.config.views import POLARIS_FLOW, S3_FLOW, credential_holders, default_flows
 
 if TYPE_CHECKING:
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 CREDENTIALS = {S3_FLOW: "S3", POLARIS_FLOW: "Polaris"}
 """The credentials each flow is for, as the messages name them."""
 
 
-def credential_flow_problems(site: SiteConfig) -> Iterator[Problem]:
+def credential_flow_problems(site: SiteViews) -> Iterator[Problem]:
     table = site.flows if site.flows is not None else default_flows(site)
     # The endpoints run on the storage cluster: its own holders reach them without crossing clusters.
     storage = set(site.keys_with_role("storage"))

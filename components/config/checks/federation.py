@@ -14,10 +14,10 @@ from components.config.checks.training import lending_problems
 from components.config.problems import Problem, format_path
 
 if TYPE_CHECKING:
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 
-def federation_problems(site: SiteConfig) -> Iterator[Problem]:
+def federation_problems(site: SiteViews) -> Iterator[Problem]:
     federation = site.federation
     for role, sites in (("consumers", federation.consumers), ("peers", federation.peers)):
         if site.name in sites:
@@ -75,7 +75,7 @@ def federation_problems(site: SiteConfig) -> Iterator[Problem]:
     yield from _standby_problems(site)
 
 
-def _standby_problems(site: SiteConfig) -> Iterator[Problem]:
+def _standby_problems(site: SiteViews) -> Iterator[Problem]:
     """Peers' models kept under `replicas/<peer>/` of the models bucket: no team owns that folder, and a model served from
     it names a peer whose models this site keeps."""
     folder, standby = names.MODEL_REPLICAS, site.federation.standby_peers()
@@ -97,7 +97,7 @@ def _standby_problems(site: SiteConfig) -> Iterator[Problem]:
             )
 
 
-def _hosted_team_problems(site: SiteConfig) -> Iterator[Problem]:
+def _hosted_team_problems(site: SiteViews) -> Iterator[Problem]:
     """A peer's team trains on GPU clusters of this site, with quotas Kueue accepts, in a namespace whose name fits."""
     gpus = ", ".join(sorted(site.gpu))
     for peer, spec in sorted(site.federation.peers.items()):

@@ -38,7 +38,7 @@ from components.constants import (
 )
 
 if TYPE_CHECKING:
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ CLUSTER_SOURCES = ("compute", *sorted(GPU_ROLES))
 """The clusters that use the site's data: compute and the GPU clusters (DESIGN section 2: compute/gpu -> S3 and Polaris)."""
 
 
-def services(site: SiteConfig) -> dict[str, Service]:
+def services(site: SiteViews) -> dict[str, Service]:
     """The design's flows into the site, by the name a stack's flow table gives them: compute and GPU pods to S3 and
     Polaris (and federated sites by their ranges), compute to the inference gateway, outside users to the compute
     ingress, outside S3 clients to the object store only where the site has an external S3 endpoint, and the other
@@ -99,7 +99,7 @@ def services(site: SiteConfig) -> dict[str, Service]:
     }
 
 
-def service_flow_problems(site: SiteConfig) -> Iterator[Problem]:
+def service_flow_problems(site: SiteViews) -> Iterator[Problem]:
     """Every flow of the stack's table that the flow checks accept reaches a service of the design (the flows named s3,
     polaris, inference and compute-ingress their own), opens its port, pods and clusters, and comes only from the
     sources the design allows; an API server flow comes from the MultiKueue manager to GPU clusters, or from Argo CD on
@@ -124,7 +124,7 @@ def service_flow_problems(site: SiteConfig) -> Iterator[Problem]:
         yield from islice(problems, 1)
 
 
-def _landing_problems(site: SiteConfig, name: str, known: dict[str, Service]) -> Iterator[Problem]:
+def _landing_problems(site: SiteViews, name: str, known: dict[str, Service]) -> Iterator[Problem]:
     """A flow under a name of its own: the service it lands on is the one running in its namespace on its clusters."""
     flow = site.flows[name]
     path = ("flows", name)
@@ -145,7 +145,7 @@ def _landing_problems(site: SiteConfig, name: str, known: dict[str, Service]) ->
     yield from _service_problems(site, name, service)
 
 
-def _service_problems(site: SiteConfig, name: str, service: Service) -> Iterator[Problem]:
+def _service_problems(site: SiteViews, name: str, service: Service) -> Iterator[Problem]:
     flow = site.flows[name]
     path = ("flows", name)
     if flow.target != "pods":
@@ -172,7 +172,7 @@ def _service_problems(site: SiteConfig, name: str, service: Service) -> Iterator
     yield from _source_problems(site, name, service)
 
 
-def _source_problems(site: SiteConfig, name: str, service: Service) -> Iterator[Problem]:
+def _source_problems(site: SiteViews, name: str, service: Service) -> Iterator[Problem]:
     flow = site.flows[name]
     path = ("flows", name)
     allowed = _allowed(service.sources)
@@ -200,7 +200,7 @@ def _allowed(sources: tuple[str, ...]) -> str:
     return ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
 
 
-def _apiserver_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
+def _apiserver_problems(site: SiteViews, name: str) -> Iterator[Problem]:
     """DESIGN section 2: the MultiKueue manager reaches its workers' API servers, and nothing else crosses to an API
     server."""
     flow = site.flows[name]
@@ -223,7 +223,7 @@ def _apiserver_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
             )
 
 
-def _argocd_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
+def _argocd_problems(site: SiteViews, name: str) -> Iterator[Problem]:
     """Argo CD's application controller (its namespace on compute) reaches the serving cluster's API server, while Argo CD
     delivers the serving objects (compute.argocd.enabled, inference.delivery argocd), and no other API server."""
     flow = site.flows[name]

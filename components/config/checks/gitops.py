@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 from components.config.problems import Problem
 
 if TYPE_CHECKING:
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 
-def gitops_problems(site: SiteConfig) -> Iterator[Problem]:
+def gitops_problems(site: SiteViews) -> Iterator[Problem]:
     inference, argocd = site.inference, site.compute.argocd
     if inference is None or inference.delivery != "argocd":
         return

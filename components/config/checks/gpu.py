@@ -15,14 +15,14 @@ from components.constants import GPU_OPERATOR_NAMESPACE, NETWORK_OPERATOR_NAMESP
 
 if TYPE_CHECKING:
     from components.config.schema.gpu import GpuClusterConfig
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 
 GPU_HOST_ACCESS_NAMESPACES = (GPU_OPERATOR_NAMESPACE, NETWORK_OPERATOR_NAMESPACE)
 """Where the program runs the GPU and Network Operators, Pod Security privileged, on every GPU cluster."""
 
 
-def gpu_problems(site: SiteConfig) -> Iterator[Problem]:
+def gpu_problems(site: SiteViews) -> Iterator[Problem]:
     if site.inference is None and site.phase >= 2:
         yield ("inference",), (
             f"is required from phase 02 (inference) on, and the site is at phase {site.phase}: add the inference section, "
@@ -80,7 +80,7 @@ def _spark_rapids_problems(key: str, spec: GpuClusterConfig) -> Iterator[Problem
         )
 
 
-def _host_access_problems(site: SiteConfig, gpu_keys: list[str]) -> Iterator[Problem]:
+def _host_access_problems(site: SiteViews, gpu_keys: list[str]) -> Iterator[Problem]:
     """The stack's host-access allow-list is the only one the policy pack reads: a GPU cluster lists its operators'."""
     for key in gpu_keys:
         listed = site.clusters[key].host_network_namespaces
@@ -102,7 +102,7 @@ _WEIGHTS_OVER_IB_NEEDS = {
 """What loading weights over InfiniBand needs, and why."""
 
 
-def _infiniband_problems(site: SiteConfig, key: str) -> Iterator[Problem]:
+def _infiniband_problems(site: SiteViews, key: str) -> Iterator[Problem]:
     """Training nodes keep InfiniBand for NCCL; weights load over it only on the inference cluster, and only in a way
     that routes: an IPoIB network in its own partition and service level, and an IPoIB address of the object store."""
     ib = site.gpu[key].infiniband
@@ -153,7 +153,7 @@ def _infiniband_problems(site: SiteConfig, key: str) -> Iterator[Problem]:
         )
 
 
-def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
+def _inference_problems(site: SiteViews) -> Iterator[Problem]:
     from components.capacity import CapacityError
 
     inference = site.inference
@@ -210,7 +210,7 @@ def _inference_problems(site: SiteConfig) -> Iterator[Problem]:
             yield ("profiles", profile or "", "node_pools"), f"leaves no inference node on {inference.cluster}{suffix}"
 
 
-def _canary_problems(site: SiteConfig) -> Iterator[Problem]:
+def _canary_problems(site: SiteViews) -> Iterator[Problem]:
     """A canary is a model's next revision beside its current one: the two differ, and the canary's names fit."""
     assert site.inference is not None
     for name, model in sorted(site.inference.models.items()):
@@ -236,7 +236,7 @@ GATEWAY_MAX_OWN_RATES = 15
 1.9 allows 16 local rules."""
 
 
-def _gateway_size_problems(site: SiteConfig) -> Iterator[Problem]:
+def _gateway_size_problems(site: SiteViews) -> Iterator[Problem]:
     """What the inference gateway's rate limits can hold (see components/inference.py): the teams' own rates."""
     own = site.inference.team_requests_per_minute
     if len(own) > GATEWAY_MAX_OWN_RATES:
@@ -246,7 +246,7 @@ def _gateway_size_problems(site: SiteConfig) -> Iterator[Problem]:
         )
 
 
-def _served_name_problems(site: SiteConfig) -> Iterator[Problem]:
+def _served_name_problems(site: SiteViews) -> Iterator[Problem]:
     """The gateway routes by the OpenAI model name, so no two models are served under one name. A model without
     `served_name` is served as its key, which is a contract (its Services are named by it); so a clash is
     reported on the `served_name` written out, the later one by key when both are."""

@@ -18,10 +18,10 @@ from components.config.names import Derived, Derives, derives
 from components.config.problems import Problem
 
 if TYPE_CHECKING:
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 
-def name_problems(site: SiteConfig) -> Iterator[Problem]:
+def name_problems(site: SiteViews) -> Iterator[Problem]:
     """One line per key whose names do not fit; when several keys are too long only together with the site name,
     one line on the site name: that is the one mistake."""
     problems = []

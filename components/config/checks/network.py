@@ -15,10 +15,10 @@ from components.config.problems import Problem, format_path
 
 if TYPE_CHECKING:
     from components.config.schema.network import ClusterConfig
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 
-def role_problems(site: SiteConfig) -> Iterator[Problem]:
+def role_problems(site: SiteViews) -> Iterator[Problem]:
     for role in ("storage", "compute"):
         keys = site.keys_with_role(role)
         if len(keys) != 1:
@@ -28,7 +28,7 @@ def role_problems(site: SiteConfig) -> Iterator[Problem]:
         yield ("clusters",), "a site needs at least one cluster with role gpu (inference runs there), found none"
 
 
-def cluster_problems(site: SiteConfig) -> Iterator[Problem]:
+def cluster_problems(site: SiteViews) -> Iterator[Problem]:
     ids: dict[int, str] = {}
     asns: dict[int, str] = {}
     for key, cluster in site.clusters.items():
@@ -54,7 +54,7 @@ def cluster_problems(site: SiteConfig) -> Iterator[Problem]:
                     )
 
 
-def encryption_problems(site: SiteConfig) -> Iterator[Problem]:
+def encryption_problems(site: SiteViews) -> Iterator[Problem]:
     """Every cluster whose Cilium the program installs encrypts alike: between an encrypting and a plain cluster, the
     traffic of the flows crosses the site's network in the clear."""
     managed = {key: cluster.cilium.encryption for key, cluster in site.clusters.items() if cluster.cilium.managed}
@@ -113,7 +113,7 @@ def _mesh_pool_problems(key: str, cluster: ClusterConfig) -> Iterator[Problem]:
         )
 
 
-def site_ranges(site: SiteConfig) -> Iterator[tuple[tuple[str | int, ...], IPv4Network]]:
+def site_ranges(site: SiteViews) -> Iterator[tuple[tuple[str | int, ...], IPv4Network]]:
     for key, cluster in site.clusters.items():
         yield ("clusters", key, "pod_cidr"), cluster.pod_cidr
         yield ("clusters", key, "node_cidr"), cluster.node_cidr
@@ -125,7 +125,7 @@ def site_ranges(site: SiteConfig) -> Iterator[tuple[tuple[str | int, ...], IPv4N
             yield ("gpu", key, "infiniband", "ipoib_range"), spec.infiniband.ipoib_range
 
 
-def overlap_problems(site: SiteConfig) -> Iterator[Problem]:
+def overlap_problems(site: SiteViews) -> Iterator[Problem]:
     """One line per range to move: the range that overlaps the most others is named first (one bad range overlapping
     five is one mistake, not five); between two that overlap only each other, the later in the stack file."""
     ranges = list(site_ranges(site))
@@ -139,19 +139,19 @@ def overlap_problems(site: SiteConfig) -> Iterator[Problem]:
         pairs = [pair for pair in pairs if worst not in pair]
 
 
-def flow_problems(site: SiteConfig) -> Iterator[Problem]:
+def flow_problems(site: SiteViews) -> Iterator[Problem]:
     """The first problem of each flow: one mistake in a flow often breaks several of its checks."""
     for name in site.flows or {}:
         yield from islice(_flow_problems(site, name), 1)
 
 
-def sound_flows(site: SiteConfig) -> set[str]:
+def sound_flows(site: SiteViews) -> set[str]:
     """The flows of the stack's own table that the flow checks accept; the checks about what a flow carries judge only
     these, so that a broken flow is reported once."""
     return {name for name in site.flows or {} if not any(True for _ in _flow_problems(site, name))}
 
 
-def _flow_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
+def _flow_problems(site: SiteViews, name: str) -> Iterator[Problem]:
     known = ", ".join(sorted(site.clusters))
     flow = site.flows[name]
     path = ("flows", name)
@@ -209,7 +209,7 @@ def _flow_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
             yield (*path, "to_namespace"), "is not used by a kube-apiserver flow: the destination is the API server VIP"
 
 
-def fixed_vips(site: SiteConfig) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+def fixed_vips(site: SiteViews) -> Iterator[tuple[tuple[str | int, ...], Any]]:
     """Every fixed LoadBalancer VIP of the site, with its key path; every LoadBalancer Service the program makes has one."""
     for key, cluster in site.clusters.items():
         yield ("clusters", key, "clustermesh_vip"), cluster.clustermesh_vip
@@ -227,7 +227,7 @@ def fixed_vips(site: SiteConfig) -> Iterator[tuple[tuple[str | int, ...], Any]]:
         yield ("compute", "jupyterhub", "gpu_notebooks", "vip"), site.compute.jupyterhub.gpu_notebooks.vip
 
 
-def vip_problems(site: SiteConfig) -> Iterator[Problem]:
+def vip_problems(site: SiteViews) -> Iterator[Problem]:
     """Every fixed VIP is used once: LB-IPAM hands an address to one Service unless told to share it."""
     seen: dict[Any, tuple[str | int, ...]] = {}
     for path, vip in fixed_vips(site):

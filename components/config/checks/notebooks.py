@@ -14,18 +14,18 @@ from components.config.schema.gpu import MIG_PROFILES
 
 if TYPE_CHECKING:
     from components.config.schema.gpu import GpuClusterConfig
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 NOTEBOOKS = ("compute", "jupyterhub", "gpu_notebooks")
 
 
-def notebooks_problems(site: SiteConfig) -> Iterator[Problem]:
+def notebooks_problems(site: SiteViews) -> Iterator[Problem]:
     for key, spec in sorted(site.gpu.items()):
         yield from _sharing_problems(site, key, spec)
     yield from _hub_problems(site)
 
 
-def notebook_capacity(site: SiteConfig, key: str) -> int:
+def notebook_capacity(site: SiteViews, key: str) -> int:
     """Notebooks the notebooks pool of GPU cluster `key` holds at once: its GPUs times the shares of each."""
     spec = site.gpu[key]
     types = site.all_gpu_types()
@@ -33,7 +33,7 @@ def notebook_capacity(site: SiteConfig, key: str) -> int:
                for node in spec.nodes.values() if node.pool == "notebooks" and node.gpu_type in types)
 
 
-def _sharing_problems(site: SiteConfig, key: str, spec: GpuClusterConfig) -> Iterator[Problem]:
+def _sharing_problems(site: SiteViews, key: str, spec: GpuClusterConfig) -> Iterator[Problem]:
     """Shared nodes: where notebooks run, on a gpu cluster, MIG with the mixed strategy and a profile of their GPU type."""
     path = ("gpu", key)
     shared = {name: node for name, node in sorted(spec.nodes.items()) if node.pool == "notebooks"}
@@ -89,7 +89,7 @@ def _sharing_problems(site: SiteConfig, key: str, spec: GpuClusterConfig) -> Ite
         return
 
 
-def _hub_problems(site: SiteConfig) -> Iterator[Problem]:
+def _hub_problems(site: SiteViews) -> Iterator[Problem]:
     """The notebooks hub: on a gpu cluster with notebooks-pool nodes, its VIP in an internal pool of it, quotas of teams."""
     notebooks = site.compute.jupyterhub.gpu_notebooks
     if notebooks is None:

@@ -11,10 +11,10 @@ from components.config.problems import Problem
 from components.constants import NODE_EXPORTER_NAMESPACE
 
 if TYPE_CHECKING:
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 
-def observability_problems(site: SiteConfig) -> Iterator[Problem]:
+def observability_problems(site: SiteViews) -> Iterator[Problem]:
     observability = site.observability
     if observability is None:
         return
@@ -43,7 +43,7 @@ def observability_problems(site: SiteConfig) -> Iterator[Problem]:
             )
 
 
-def _receiver_problems(site: SiteConfig) -> Iterator[Problem]:
+def _receiver_problems(site: SiteViews) -> Iterator[Problem]:
     """compute's receiver VIP lies in one of compute's internal pools (its clients are the site's other clusters)."""
     compute = site.keys_with_role("compute")
     if len(compute) != 1:
@@ -62,7 +62,7 @@ def _receiver_problems(site: SiteConfig) -> Iterator[Problem]:
         yield path, f"{vip} is not in an internal pool of clusters.{key} ({pools}); pick a free address of one"
 
 
-def receiver_pool(site: SiteConfig) -> str | None:
+def receiver_pool(site: SiteViews) -> str | None:
     """The internal pool of compute that holds the receiver VIP (the config checks made sure there is one), or None."""
     observability = site.observability
     if observability is None or observability.metrics != "in-cluster" or observability.receiver_vip is None:

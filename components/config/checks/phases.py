@@ -15,18 +15,18 @@ from components.config.problems import Problem
 from components.config.schema.roadmap import FEATURES, phase_name
 
 if TYPE_CHECKING:
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 Use = tuple[tuple[str | int, ...], str]
 """Where a site enables a feature (key path) and what that key says (value and effect)."""
 
 
-def _inference(site: SiteConfig) -> Iterator[Use]:
+def _inference(site: SiteViews) -> Iterator[Use]:
     if site.inference is not None:
         yield ("inference",), f"serves {', '.join(sorted(site.inference.models))}"
 
 
-def _training_quotas(site: SiteConfig) -> Iterator[Use]:
+def _training_quotas(site: SiteViews) -> Iterator[Use]:
     for team, clusters in sorted(site.training.quotas.items()):
         yield ("training", "quotas", team), f"gives {team} GPU quota on {', '.join(sorted(clusters))}"
     for name, profile in sorted(site.profiles.items()):
@@ -34,19 +34,19 @@ def _training_quotas(site: SiteConfig) -> Iterator[Use]:
             yield ("profiles", name, "quotas", team), f"gives {team} GPU quota on {', '.join(sorted(clusters))}"
 
 
-def _gitops_serving(site: SiteConfig) -> Iterator[Use]:
+def _gitops_serving(site: SiteViews) -> Iterator[Use]:
     if site.compute.argocd.enabled:
         yield ("compute", "argocd", "enabled"), "true runs Argo CD on compute"
     if site.inference is not None and site.inference.delivery == "argocd":
         yield ("inference", "delivery"), "'argocd' serves the models from the serving repository"
 
 
-def _training_runtimes(site: SiteConfig) -> Iterator[Use]:
+def _training_runtimes(site: SiteViews) -> Iterator[Use]:
     if site.training.runtimes:
         yield ("training", "runtimes"), "true installs Kubeflow Trainer and JobSet on the GPU clusters"
 
 
-def _profiles(site: SiteConfig) -> Iterator[Use]:
+def _profiles(site: SiteViews) -> Iterator[Use]:
     if site.profiles:
         yield ("profiles",), f"defines {', '.join(sorted(site.profiles))}"
     if site.active_profile is not None:
@@ -55,7 +55,7 @@ def _profiles(site: SiteConfig) -> Iterator[Use]:
         yield ("profile_schedule",), f"switches {', '.join(sorted(site.profile_schedule.switches))} on a schedule"
 
 
-def _gpu_notebooks(site: SiteConfig) -> Iterator[Use]:
+def _gpu_notebooks(site: SiteViews) -> Iterator[Use]:
     notebooks = site.compute.jupyterhub.gpu_notebooks
     if notebooks is not None:
         yield ("compute", "jupyterhub", "gpu_notebooks"), f"runs GPU notebooks on {notebooks.cluster}"
@@ -65,26 +65,26 @@ def _gpu_notebooks(site: SiteConfig) -> Iterator[Use]:
                 yield ("gpu", key, "nodes", node_name, "pool"), f"'notebooks' shares {node_name}'s GPUs among notebooks"
 
 
-def _multikueue(site: SiteConfig) -> Iterator[Use]:
+def _multikueue(site: SiteViews) -> Iterator[Use]:
     if site.training.multikueue.enabled:
         yield ("training", "multikueue", "enabled"), "true makes compute a MultiKueue manager"
 
 
-def _first_gpu_cluster(site: SiteConfig) -> str | None:
+def _first_gpu_cluster(site: SiteViews) -> str | None:
     """The GPU cluster a site starts with: the one that serves inference, else its first gpu cluster."""
     if site.inference is not None and site.inference.cluster in site.clusters:
         return site.inference.cluster
     return next(iter(site.keys_with_role("gpu")), None)
 
 
-def _more_gpu_clusters(site: SiteConfig) -> Iterator[Use]:
+def _more_gpu_clusters(site: SiteViews) -> Iterator[Use]:
     first = _first_gpu_cluster(site)
     for key in site.keys_with_role(*GPU_ROLES):
         if key != first:
             yield ("clusters", key, "role"), f"{site.clusters[key].role!r} adds GPU cluster {key} to {first or 'none'}"
 
 
-def _remote_training(site: SiteConfig) -> Iterator[Use]:
+def _remote_training(site: SiteViews) -> Iterator[Use]:
     for name, consumer in sorted(site.federation.consumers.items()):
         if consumer.remote_training_teams:
             yield (("federation", "consumers", name, "remote_training_teams"),
@@ -95,7 +95,7 @@ def _remote_training(site: SiteConfig) -> Iterator[Use]:
                    f"gives {name}'s {', '.join(sorted(peer.remote_training))} GPU quota here")
 
 
-def _storage_over_ib(site: SiteConfig) -> Iterator[Use]:
+def _storage_over_ib(site: SiteViews) -> Iterator[Use]:
     serving = site.inference.cluster if site.inference is not None else None
     for key, spec in sorted(site.gpu.items()):
         ib = spec.infiniband
@@ -104,33 +104,33 @@ def _storage_over_ib(site: SiteConfig) -> Iterator[Use]:
             yield ("gpu", key, "infiniband", "inference_weights_over_ib"), "true loads model weights over InfiniBand"
 
 
-def _spark_rapids(site: SiteConfig) -> Iterator[Use]:
+def _spark_rapids(site: SiteViews) -> Iterator[Use]:
     for key, spec in sorted(site.gpu.items()):
         if spec.spark_rapids is not None:
             yield ("gpu", key, "spark_rapids"), f"runs Spark RAPIDS on {key}"
 
 
-def _inference_extension(site: SiteConfig) -> Iterator[Use]:
+def _inference_extension(site: SiteViews) -> Iterator[Use]:
     if site.inference is not None and site.inference.routing == "inference-extension":
         yield ("inference", "routing"), "'inference-extension' routes each model's requests through its endpoint picker"
 
 
-def _batch_inference(site: SiteConfig) -> Iterator[Use]:
+def _batch_inference(site: SiteViews) -> Iterator[Use]:
     if site.inference is not None and site.inference.batch:
         yield ("inference", "batch"), "true gives every team a vLLM batch Job template"
 
 
-def _ray(site: SiteConfig) -> Iterator[Use]:
+def _ray(site: SiteViews) -> Iterator[Use]:
     if site.training.ray:
         yield ("training", "ray"), "true runs KubeRay on the GPU clusters"
 
 
-def _global_services(site: SiteConfig) -> Iterator[Use]:
+def _global_services(site: SiteViews) -> Iterator[Use]:
     if site.global_services:
         yield ("global_services",), "true announces Polaris and the inference gateway as ClusterMesh global services"
 
 
-USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
+USES: dict[str, Callable[[SiteViews], Iterator[Use]]] = {
     "inference": _inference,
     "training-quotas": _training_quotas,
     "gitops-serving": _gitops_serving,
@@ -150,12 +150,12 @@ USES: dict[str, Callable[[SiteConfig], Iterator[Use]]] = {
 """Where each feature of the roadmap is enabled, by feature id (every id of FEATURES)."""
 
 
-def feature_uses(site: SiteConfig) -> dict[str, list[Use]]:
+def feature_uses(site: SiteViews) -> dict[str, list[Use]]:
     """Every feature the site enables, with the keys that enable it."""
     return {feature: uses for feature, find in USES.items() if (uses := list(find(site)))}
 
 
-def phase_problems(site: SiteConfig) -> Iterator[Problem]:
+def phase_problems(site: SiteViews) -> Iterator[Problem]:
     phase, early = site.phase, site.early_features
     used = feature_uses(site)
     for feature, uses in used.items():

@@ -15,16 +15,16 @@ from components.config.checks.training import profile_problems_exist
 from components.config.problems import Problem
 
 if TYPE_CHECKING:
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 OPERATIONS_DOC = 'docs/operations.md, "Scheduled switching"'
 
 
-def _active(site: SiteConfig) -> str:
+def _active(site: SiteViews) -> str:
     return f"the active profile {site.active_profile}" if site.active_profile else "the base config (no active_profile)"
 
 
-def _moves(site: SiteConfig, profile: str) -> list[str]:
+def _moves(site: SiteViews, profile: str) -> list[str]:
     """The nodes whose pool under `profile` is not their pool under the active profile: `cluster/node (from -> to)`."""
     return [
         f"{cluster}/{node} ({site.node_pool(cluster, node)} -> {pool})"
@@ -37,7 +37,7 @@ def _count(replicas: int) -> str:
     return f"{replicas} replica" + ("" if replicas == 1 else "s")
 
 
-def _replicas(site: SiteConfig, profile: str | None) -> dict[str, int] | None:
+def _replicas(site: SiteViews, profile: str | None) -> dict[str, int] | None:
     """Each served model's replicas under a profile, or None where a model cannot be served (its own check says why)."""
     from components.capacity import CapacityError
 
@@ -47,7 +47,7 @@ def _replicas(site: SiteConfig, profile: str | None) -> dict[str, int] | None:
         return None
 
 
-def schedule_problems(site: SiteConfig) -> Iterator[Problem]:
+def schedule_problems(site: SiteViews) -> Iterator[Problem]:
     schedule = site.profile_schedule
     if schedule is None:
         return

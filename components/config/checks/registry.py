@@ -10,7 +10,7 @@ from components.config.problems import Problem
 from components.config.views import read_ca_bundle
 
 if TYPE_CHECKING:
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 
 def pem_file_problems(path: str, key: tuple[str, ...]) -> Iterator[Problem]:
@@ -24,19 +24,19 @@ def pem_file_problems(path: str, key: tuple[str, ...]) -> Iterator[Problem]:
         yield key, f"{path!r} is not a PEM file (PEM is ASCII text)"
 
 
-def maven_users(site: SiteConfig) -> list[str]:
+def maven_users(site: SiteViews) -> list[str]:
     """The config keys of the features whose Spark pods resolve Maven packages at start (`spark.jars.packages`)."""
     users = ["compute.spark.connect"] if site.compute.spark.enabled and site.compute.spark.connect else []
     return users + [f"gpu.{key}.spark_rapids" for key, spec in sorted(site.gpu.items()) if spec.spark_rapids is not None]
 
 
-def file_users(site: SiteConfig) -> list[str]:
+def file_users(site: SiteViews) -> list[str]:
     """The config keys of the features the program applies a release file by URL for."""
     routing = site.inference is not None and site.inference.routing == "inference-extension"
     return ["inference.routing"] if routing else []
 
 
-def registry_problems(site: SiteConfig) -> Iterator[Problem]:
+def registry_problems(site: SiteViews) -> Iterator[Problem]:
     registry = site.registry
     if registry is None:
         return

@@ -11,10 +11,10 @@ from components.config.problems import Problem, format_path
 from components.config.schema.storage import CONTRACT_CLASSES, NO_EXPIRY_CLASSES, VERSIONED_CLASSES
 
 if TYPE_CHECKING:
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 
-def _pool_vip_problems(site: SiteConfig, endpoints: list[tuple[tuple[str | int, ...], str | None, Any, str]]) -> Iterator[Problem]:
+def _pool_vip_problems(site: SiteViews, endpoints: list[tuple[tuple[str | int, ...], str | None, Any, str]]) -> Iterator[Problem]:
     """The storage cluster's VIPs (key path, pool, VIP, the pool's visibility) each lie in a pool of the right visibility.
 
     VIPs that one pool no longer holds are one mistake, the pool's (a shrunk range): one line names the pool and them."""
@@ -49,7 +49,7 @@ def _pool_vip_problems(site: SiteConfig, endpoints: list[tuple[tuple[str | int, 
             )
 
 
-def storage_problems(site: SiteConfig) -> Iterator[Problem]:
+def storage_problems(site: SiteViews) -> Iterator[Problem]:
     storage = site.storage
     store = storage.object_store
     if store.table_catalog:

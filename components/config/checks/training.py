@@ -16,14 +16,14 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 if TYPE_CHECKING:
     from components.config.schema.teams import TeamQuota
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 
-def profile_problems_exist(site: SiteConfig, profile: str) -> bool:
+def profile_problems_exist(site: SiteViews, profile: str) -> bool:
     return any(True for _ in _profile_problems(site, profile))
 
 
-def _profile_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
+def _profile_problems(site: SiteViews, name: str) -> Iterator[Problem]:
     profile = site.profiles[name]
     path = ("profiles", name)
     for cluster, nodes in sorted(profile.node_pools.items()):
@@ -44,7 +44,7 @@ def _profile_problems(site: SiteConfig, name: str) -> Iterator[Problem]:
     yield from _quota_key_problems(site, profile.quotas, (*path, "quotas"))
 
 
-def _quota_key_problems(site: SiteConfig, quotas: dict[str, dict[str, TeamQuota]], path: tuple[str | int, ...]) -> Iterator[Problem]:
+def _quota_key_problems(site: SiteViews, quotas: dict[str, dict[str, TeamQuota]], path: tuple[str | int, ...]) -> Iterator[Problem]:
     for team, clusters in sorted(quotas.items()):
         if team not in site.teams:
             yield (*path, team), f"{team!r} is not a team; teams: {', '.join(sorted(site.teams))}"
@@ -65,7 +65,7 @@ def lending_problems(quota: TeamQuota, path: tuple[str | int, ...]) -> Iterator[
         )
 
 
-def training_problems(site: SiteConfig) -> Iterator[Problem]:
+def training_problems(site: SiteViews) -> Iterator[Problem]:
     training = site.training
     if site.active_profile is not None and site.active_profile not in site.profiles:
         known = ", ".join(sorted(site.profiles)) or "none"
@@ -88,7 +88,7 @@ def training_problems(site: SiteConfig) -> Iterator[Problem]:
         yield from _quota_capacity_problems(site, profile)
 
 
-def _multikueue_problems(site: SiteConfig) -> Iterator[Problem]:
+def _multikueue_problems(site: SiteViews) -> Iterator[Problem]:
     """The manager first, then its workers, then the flow to them: each judged once what it builds on is sound."""
     mk = site.training.multikueue
     if not mk.enabled:
@@ -126,7 +126,7 @@ def _multikueue_problems(site: SiteConfig) -> Iterator[Problem]:
         )
 
 
-def _quota_capacity_problems(site: SiteConfig, profile: str | None) -> Iterator[Problem]:
+def _quota_capacity_problems(site: SiteViews, profile: str | None) -> Iterator[Problem]:
     """Nominal GPU quotas must fit the training pool of each cluster; borrowing only moves unused quota around. Peers'
     teams (`federation.peers.<peer>.remote_training`) count as well, under every profile."""
     quotas = {**site.team_quotas(profile), **{f"{t.peer}/{t.team}": t.quotas for t in site.remote_teams().values()}}

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 from components.config.problems import Problem
 
 if TYPE_CHECKING:
-    from components.config.site import SiteConfig
+    from components.config.views import SiteViews
 
 
 MIN_VENDOR_PREFIX = 16
 """The widest range a vendor may be admitted from: its egress ranges, never a whole provider's or the world."""
 
 
-def vendor_problems(site: SiteConfig) -> Iterator[Problem]:
+def vendor_problems(site: SiteViews) -> Iterator[Problem]:
     storage = site.storage
     for name, vendor in sorted(storage.vendors.items()):
         path = ("storage", "vendors", name)

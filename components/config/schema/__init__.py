@@ -1,4 +1,5 @@
 """The site schema's models, one module per domain (DESIGN section 4, "Config first").
 
-`components.config.site.SiteConfig` puts them together; `components.config` re-exports them all.
+`site.SiteSchema` puts their fields together (`components.config.site.SiteConfig` is the model to validate a site
+with); `components.config` re-exports them all.
 """
