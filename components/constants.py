@@ -6,7 +6,12 @@ it (a kubeconfig delivered into Airflow's namespace, a route to the gateway's na
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pulumi
+    import pulumi_kubernetes as k8s
 
 AIRFLOW_NAMESPACE = "airflow"
 """Airflow's namespace on compute: ComputeCluster creates it, TrainingPool delivers the GPU kubeconfigs into it."""
@@ -191,3 +196,19 @@ def site_ca_volumes(delivered: bool) -> list[dict[str, Any]]:
 def site_ca_mounts(delivered: bool, path: str) -> list[dict[str, Any]]:
     """A container's mount of the site CA bundle at `path`, where the site has one."""
     return [{"name": "site-ca", "mountPath": path, "readOnly": True}] if delivered else []
+
+
+@dataclass(frozen=True)
+class SiteCa:
+    """The site CA bundle delivered to one namespace (as the Secret `fab-site-ca`), or nothing without a bundle."""
+
+    secret: k8s.core.v1.Secret | None
+
+    def volumes(self) -> list[dict[str, Any]]:
+        return site_ca_volumes(self.secret is not None)
+
+    def mounts(self, path: str) -> list[dict[str, Any]]:
+        return site_ca_mounts(self.secret is not None, path)
+
+    def resources(self) -> list[pulumi.Resource]:
+        return [self.secret] if self.secret else []

@@ -38,7 +38,16 @@ import pulumi_minio as minio
 
 from components import versions
 from components.config import PROJECT, AdoptConfig, FederationConfig, Flow, RemoteTeam, SiteConfig, names, replica_bucket
-from components.constants import ENGINE_LABEL, MC_CA_DIR, S3_ACCESS_KEY, S3_ENDPOINT, S3_REGION, S3_SECRET_KEY, s3_secret
+from components.constants import (
+    ENGINE_LABEL,
+    MC_CA_DIR,
+    S3_ACCESS_KEY,
+    S3_ENDPOINT,
+    S3_REGION,
+    S3_SECRET_KEY,
+    SiteCa,
+    s3_secret,
+)
 from components.data_access import READ_ACTIONS, REPLICATION, WRITE_ACTIONS, bucket_arn
 from components.kube import (
     WORKLOAD_SKIPS,
@@ -51,7 +60,7 @@ from components.kube import (
 )
 from components.minio_admin import BucketTags, guard
 from components.providers import NamespaceRef, SiteRef
-from components.storage import SiteCa, StorageCluster
+from components.storage import StorageCluster
 
 REPLICATION_NAMESPACE = "fab-replication"
 MIRROR_SCHEDULE = "*/15 * * * *"

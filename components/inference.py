@@ -40,7 +40,9 @@ from components.constants import (
     INFERENCE_GATEWAY_SERVICE,
     MONITORING_NAMESPACE,
     PROMETHEUS_POD_LABELS,
+    SITE_CA_SECRET,
     VLLM_APP,
+    SiteCa,
 )
 from components.gateway import ROUTES_LABEL, envoy_gateway, http_route, https_listener
 from components.gitops import ServingTarget, serving_deployer
@@ -52,8 +54,7 @@ from components.network import CrossClusterNetwork, GlobalService
 from components.network_policies import fence_policy
 from components.providers import NamespaceRef, SiteRef
 from components.serving import GATEWAY_NAME, PRINCIPAL, VLLM_PORT, route_prefix
-from components.constants import SITE_CA_SECRET
-from components.storage import SiteCa, StorageCluster
+from components.storage import StorageCluster
 
 if TYPE_CHECKING:  # the sizing arithmetic is the config's to run (`SiteConfig.model_capacity`); here it is only a type
     from components.capacity import ModelCapacity

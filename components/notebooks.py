@@ -41,6 +41,7 @@ from components.constants import (
     OIDC_CLIENT_SECRET,
     OIDC_ISSUER,
     TEAM_LABEL,
+    SiteCa,
 )
 from components.engines import GATEWAY, Ui
 from components.engines.jupyterhub import HUB_CHART, keycloak_authenticator, site_ca_mount
@@ -51,7 +52,6 @@ from components.kube import Adoption, helm_release, namespace
 from components.network import CrossClusterNetwork
 from components.providers import ClusterRef, NamespaceRef
 from components.registry import UPSTREAM, Registry
-from components.storage import SiteCa
 
 GPU_NOTEBOOKS_UI = Ui(host=GPU_NOTEBOOKS, service=GPU_NOTEBOOKS, port=NOTEBOOKS_PROXY_PORT, callback="/hub/oauth_callback")
 """The notebooks hub's UI behind the compute ingress: its listener and DNS record come from ComputeCluster (`extra_uis`),

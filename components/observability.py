@@ -33,6 +33,7 @@ from components.constants import (
     SITE_CA_DIR,
     SITE_CA_FILE,
     SITE_CA_SECRET,
+    SiteCa,
 )
 from components.engines import GATEWAY, INTERACTIVE, Ui
 from components.gateway import ROUTES_LABEL, http_route
@@ -42,7 +43,6 @@ from components.monitors import MetricsScope, scrape_targets
 from components.network import CrossClusterNetwork
 from components.network_policies import fence_policy
 from components.providers import ClusterRef, NamespaceRef, SiteRef
-from components.storage import SiteCa
 
 RELEASE = "metrics"
 """The kube-prometheus-stack release on every cluster, also its objects' name prefix (`fullnameOverride`): the

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ from components.constants import (
     S3_SECRET_KEY,
     SITE_CA_KEY,
     SITE_CA_SECRET,
+    SiteCa,
     s3_secret,
 )
 from components.data_access import TEAM_CREDENTIALS_ENV, TRAINING, polaris_setup_plan, team_setup_plan
@@ -50,7 +52,6 @@ from components.vendor_access import (
 
 if TYPE_CHECKING:
     from components.network import CrossClusterNetwork, GlobalService
-    from components.storage import SiteCa, StorageCluster
 
 POLARIS_POD_LABELS = {"app.kubernetes.io/name": "polaris", "app.kubernetes.io/instance": "polaris"}
 POLARIS_DB = "polaris-db"
@@ -80,14 +81,17 @@ class Principal:
 
 
 class Polaris:
-    """Polaris on its database for a StorageCluster (`storage`): its children are the component's, named after it, on the
-    storage cluster, beside the object store (`store`) that holds its tables and its database's backups. Everything is
-    created at construction; `principals`, `team_principals` and `vendor_principals` are what the component hands out."""
+    """Polaris on its database for a StorageCluster: its children are the component's (the object store's `parent`), named
+    after it, on the storage cluster, beside the object store (`store`) that holds its tables and its database's backups;
+    the component delivers its S3 keys (`grant`, `StorageCluster.grant`) and the site CA (`site_ca`,
+    `StorageCluster.site_ca`) into its namespace. Everything is created at construction; `principals`, `team_principals`
+    and `vendor_principals` are what the component hands out."""
 
-    def __init__(self, storage: StorageCluster, store: ObjectStore, network: CrossClusterNetwork,
+    def __init__(self, store: ObjectStore, grant: Callable[[str, NamespaceRef], k8s.core.v1.Secret],
+                 site_ca: Callable[[NamespaceRef], SiteCa], network: CrossClusterNetwork,
                  global_service: GlobalService | None, principal_engines: dict[str, str], teams: list[str],
                  maintained: tuple[str, ...], vendor_credentials: dict[str, Credentials]):
-        self._storage, self._store = storage, store
+        self._parent, self._store, self._grant, self._site_ca = store.parent, store, grant, site_ca
         self._name, self._site, self._config, self.cluster = store.name, store.site, store.config, store.cluster
         self._region, self._s3_internal, self._cluster_adopt = store.region, store.s3_internal, store.cluster_adopt
         self._principal_engines, self._teams, self._maintained = principal_engines, teams, maintained
@@ -101,10 +105,10 @@ class Polaris:
         self._polaris(network, global_service)
 
     def _random_secret(self, name: str) -> pulumi.Output[str]:
-        return random_secret(f"{self._name}-{name}", 40, pulumi.ResourceOptions(parent=self._storage))
+        return random_secret(f"{self._name}-{name}", 40, pulumi.ResourceOptions(parent=self._parent))
 
     def _random_id(self, name: str) -> pulumi.Output[str]:
-        return random.RandomId(f"{self._name}-{name}", byte_length=8, opts=pulumi.ResourceOptions(parent=self._storage)).hex
+        return random.RandomId(f"{self._name}-{name}", byte_length=8, opts=pulumi.ResourceOptions(parent=self._parent)).hex
 
     def _opaque_secret(self, name: str, namespace: str, data: dict[str, pulumi.Input[str]],
                        depends_on: list[pulumi.Resource]) -> k8s.core.v1.Secret:
@@ -115,7 +119,7 @@ class Polaris:
             string_data=data,
             # The namespace must exist (directly, or through the root Secret in it); a vendor's Secret also holds keys
             # that must work before operators hand them over.
-            opts=pulumi.ResourceOptions(parent=self._storage, depends_on=depends_on),
+            opts=pulumi.ResourceOptions(parent=self._parent, depends_on=depends_on),
         )
 
     def _polaris(self, network: CrossClusterNetwork, global_service: GlobalService | None) -> None:
@@ -127,23 +131,23 @@ class Polaris:
         # The chart installs into its namespace.
         operator = helm_release(
             f"{self._name}-cnpg", versions.CLOUDNATIVE_PG, name="cnpg", namespace=CNPG_NAMESPACE, values={"replicaCount": 2},
-            opts=pulumi.ResourceOptions(parent=self._storage, depends_on=[cnpg_ns]), adopt=self._cluster_adopt,
+            opts=pulumi.ResourceOptions(parent=self._parent, depends_on=[cnpg_ns]), adopt=self._cluster_adopt,
             registry=self.cluster.registry,
         )
         here = NamespaceRef(self.cluster, ns, ns_resource)
-        backup_creds = self._storage.grant(POSTGRES_BACKUP, here)
-        ca = self._storage.site_ca(here)
+        backup_creds = self._grant(POSTGRES_BACKUP, here)
+        ca = self._site_ca(here)
         database = self._postgres_cluster(ns, backup_creds, ca, [operator, ns_resource])
 
         root_id, root_secret = self._random_id("polaris-root-id"), self._random_secret("polaris-root-secret")
         root = self._opaque_secret("polaris-root", ns, {"client-id": root_id, "client-secret": root_secret}, [ns_resource])
-        signing_key = tls.PrivateKey(f"{self._name}-polaris-token-key", algorithm="RSA", rsa_bits=4096, opts=pulumi.ResourceOptions(parent=self._storage))
+        signing_key = tls.PrivateKey(f"{self._name}-polaris-token-key", algorithm="RSA", rsa_bits=4096, opts=pulumi.ResourceOptions(parent=self._parent))
         token_broker = self._opaque_secret(
             "polaris-token-broker", ns,
             {"private.pem": pulumi.Output.secret(signing_key.private_key_pem_pkcs8), "public.pem": signing_key.public_key_pem},
             [ns_resource],
         )
-        storage_creds = self._storage.grant("polaris", here)
+        storage_creds = self._grant("polaris", here)
         bootstrap = self._polaris_bootstrap_job(ns, root, database)
         trust = self._polaris_trust(ns, ns_resource)
 
@@ -151,7 +155,7 @@ class Polaris:
         # broker's keys and their S3 keys from these Secrets.
         release = helm_release(
             f"{self._name}-polaris", versions.POLARIS, name="polaris", namespace=ns, values=self._polaris_values(),
-            opts=pulumi.ResourceOptions(parent=self._storage, depends_on=[bootstrap, token_broker, storage_creds, *trust]),
+            opts=pulumi.ResourceOptions(parent=self._parent, depends_on=[bootstrap, token_broker, storage_creds, *trust]),
             adopt=self._cluster_adopt, registry=self.cluster.registry,
         )
         # The chart's own ClusterIP Service is `polaris`; this is the cross-cluster endpoint (and, with global services, the
@@ -212,7 +216,7 @@ class Polaris:
             # The catalog's database: protected, and its data kept even if the resource leaves the stack. The operator's
             # chart installs the Cluster CRD and runs its webhook; the namespace exists; WAL archiving reads the backup
             # keys (which must work) and the site CA from the first instance on.
-            opts=pulumi.ResourceOptions(parent=self._storage, depends_on=[*depends_on, backup_creds, *ca.resources()], protect=True, retain_on_delete=True),
+            opts=pulumi.ResourceOptions(parent=self._parent, depends_on=[*depends_on, backup_creds, *ca.resources()], protect=True, retain_on_delete=True),
         )
         k8s.apiextensions.CustomResource(
             f"{self._name}-{POLARIS_DB}-daily",
@@ -221,7 +225,7 @@ class Polaris:
             metadata={"name": f"{POLARIS_DB}-daily", "namespace": ns},
             spec={"schedule": "0 0 2 * * *", "backupOwnerReference": "self", "cluster": {"name": POLARIS_DB}, "immediate": True},
             # It names the Cluster, and `immediate` starts a backup of it at once.
-            opts=pulumi.ResourceOptions(parent=self._storage, depends_on=[cluster]),
+            opts=pulumi.ResourceOptions(parent=self._parent, depends_on=[cluster]),
         )
         return cluster
 
@@ -255,7 +259,7 @@ class Polaris:
             labels={"app.kubernetes.io/name": role, "app.kubernetes.io/part-of": "polaris"},
             registry=self.cluster.registry,
             # What the pod reads and calls: each caller says.
-            opts=pulumi.ResourceOptions(parent=self._storage, depends_on=depends_on),
+            opts=pulumi.ResourceOptions(parent=self._parent, depends_on=depends_on),
         )
 
     def _polaris_trust(self, ns: str, ns_resource: pulumi.Resource) -> list[k8s.core.v1.ConfigMap]:
@@ -269,7 +273,7 @@ class Polaris:
             f"{self._name}-{POLARIS_SITE_CA}", metadata={"name": POLARIS_SITE_CA, "namespace": ns},
             binary_data={JVM_TRUST_STORE_KEY: store},
             # The namespace must exist before the ConfigMap is created in it.
-            opts=pulumi.ResourceOptions(parent=self._storage, depends_on=[ns_resource]),
+            opts=pulumi.ResourceOptions(parent=self._parent, depends_on=[ns_resource]),
         )]
 
     def _polaris_trust_values(self) -> dict[str, Any]:
@@ -338,7 +342,7 @@ class Polaris:
             metadata={"name": "polaris-setup", "namespace": ns},
             data={"plan.json": plan, "polaris_setup.py": script},
             # The namespace must exist before the ConfigMap is created in it.
-            opts=pulumi.ResourceOptions(parent=self._storage, depends_on=[ns_resource]),
+            opts=pulumi.ResourceOptions(parent=self._parent, depends_on=[ns_resource]),
         )
         principals = self._opaque_secret(
             "polaris-principals", ns,

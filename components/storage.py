@@ -45,10 +45,9 @@ from components.constants import (
     TEAM_LABEL,
     TRAINING_CHECKPOINT_URI,
     TRAINING_MODEL_URI,
+    SiteCa,
     polaris_secret,
     s3_secret,
-    site_ca_mounts,
-    site_ca_volumes,
 )
 from components.data_access import (
     MAINTENANCE,
@@ -109,22 +108,6 @@ class StorageClusterArgs:
     replicated_models: tuple[str, ...] = ()
     """Paths in the models bucket the replication principal lists and reads, and the models copy jobs send
     (`SiteConfig.replicated_models`: the served models' `source`); none while no consumer has `replicate_models`."""
-
-
-@dataclass(frozen=True)
-class SiteCa:
-    """The site CA bundle delivered to one namespace (as the Secret `fab-site-ca`), or nothing without a bundle."""
-
-    secret: k8s.core.v1.Secret | None
-
-    def volumes(self) -> list[dict[str, Any]]:
-        return site_ca_volumes(self.secret is not None)
-
-    def mounts(self, path: str) -> list[dict[str, Any]]:
-        return site_ca_mounts(self.secret is not None, path)
-
-    def resources(self) -> list[pulumi.Resource]:
-        return [self.secret] if self.secret else []
 
 
 class StorageCluster(pulumi.ComponentResource):
@@ -210,7 +193,7 @@ class StorageCluster(pulumi.ComponentResource):
         if args.metrics:
             self._metrics_token()
         self._polaris = Polaris(
-            self, self._store, args.network, self.polaris_global_service,
+            self._store, self.grant, self.site_ca, args.network, self.polaris_global_service,
             principal_engines(args.federation_consumers, maintenance=bool(self._maintained)), self._teams, self._maintained,
             self._vendor_credentials,
         )

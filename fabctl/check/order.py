@@ -65,7 +65,7 @@ def crd_findings(picture: Picture) -> Iterator[Finding]:
             continue
         runtime = next((entry for entry in RUNTIME_CRDS if entry.group == group), None)
         if runtime is not None:
-            installers = runtime.ready_after(picture, placed.cluster)
+            installers = runtime.ready_after(picture.plan, picture.site, placed.cluster)
             if not any(record["urn"] in picture.waits_for(placed.resource) for record in installers):
                 yield Finding.of("order.crd", placed, f"its CRD ({wanted}) is registered at run time by {runtime.installer}, "
                                  "and nothing it waits for ensures that has happened", runtime.fix)

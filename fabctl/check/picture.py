@@ -130,7 +130,7 @@ class Picture:
     @cached_property
     def derived(self) -> list[Placed]:
         """Objects controllers create from objects of the picture (`runtime.DERIVED`), placed with what creates them."""
-        return list(derived_objects(self))
+        return list(derived_objects(self.placed))
 
     @cached_property
     def by_name(self) -> dict[tuple[str, str, str | None, str], list[Placed]]:

@@ -6,17 +6,18 @@ can tell "created later by a controller this plan waits for" from "never created
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from components import versions
 from components.registry import Registry
 from fabctl.check.placed import Placed
-from fabctl.helm import ChartRef
+from fabctl.helm import ChartRef, releases
 
 if TYPE_CHECKING:
-    from fabctl.check.picture import Picture
+    from components.config import SiteConfig
+    from fabctl.render import Plan
 
 WAIT_FOR = "pulumi.com/waitFor"
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
@@ -29,29 +30,30 @@ class RuntimeCrds:
     group: str
     installer: str
     source: str
-    ready_after: Callable[[Picture, str], list[dict[str, Any]]]
-    """The resources of a cluster once created (and awaited) the CRDs exist."""
+    ready_after: Callable[[Plan, SiteConfig, str], list[dict[str, Any]]]
+    """The resources of a cluster (of the plan, with the site config it came from) once created (and awaited) the CRDs
+    exist."""
     fix: str
     cluster_scoped: frozenset[str] = frozenset()
     """Kinds of the group that are cluster-scoped (the CRDs are not in the picture to say so)."""
 
 
-def _cilium_releases(picture: Picture, cluster: str) -> list[dict[str, Any]]:
-    return [r for r in picture.release_records()
-            if picture.plan.cluster(r) == cluster and ChartRef.of(r).name == "cilium" and not r["inputs"].get("skipAwait")]
+def _cilium_releases(plan: Plan, site: SiteConfig, cluster: str) -> list[dict[str, Any]]:
+    return [r for r in releases(plan)
+            if plan.cluster(r) == cluster and ChartRef.of(r).name == "cilium" and not r["inputs"].get("skipAwait")]
 
 
-def _nv_ipam_policies(picture: Picture, cluster: str) -> list[dict[str, Any]]:
-    return [record for c, obj, record in picture.plan.manifests()
+def _nv_ipam_policies(plan: Plan, site: SiteConfig, cluster: str) -> list[dict[str, Any]]:
+    return [record for c, obj, record in plan.manifests()
             if c == cluster and obj["kind"] == "NicClusterPolicy" and (obj.get("spec") or {}).get("nvIpam")
             and "state-nv-ipam-cni" in ((obj.get("metadata") or {}).get("annotations") or {}).get(WAIT_FOR, "")]
 
 
-def _inference_extension_crds(picture: Picture, cluster: str) -> list[dict[str, Any]]:
+def _inference_extension_crds(plan: Plan, site: SiteConfig, cluster: str) -> list[dict[str, Any]]:
     # From GitHub, or from the site registry's copy of it (`registry.files`).
-    sources = {versions.INFERENCE_EXTENSION_CRDS, Registry.of(picture.site.registry).file(versions.INFERENCE_EXTENSION_CRDS)}
-    return [r for r in picture.plan.resources
-            if r["type"] == CONFIG_FILE and picture.plan.cluster(r) == cluster and r["inputs"].get("file") in sources]
+    sources = {versions.INFERENCE_EXTENSION_CRDS, Registry.of(site.registry).file(versions.INFERENCE_EXTENSION_CRDS)}
+    return [r for r in plan.resources
+            if r["type"] == CONFIG_FILE and plan.cluster(r) == cluster and r["inputs"].get("file") in sources]
 
 
 RUNTIME_CRDS = (
@@ -176,8 +178,8 @@ DERIVED = {
 """(group, kind) -> the objects a controller creates from an object of that kind, with their documentation."""
 
 
-def derived_objects(picture: Picture) -> Iterator[Placed]:
-    for placed in picture.placed:
+def derived_objects(placed_objects: Iterable[Placed]) -> Iterator[Placed]:
+    for placed in placed_objects:
         make = DERIVED.get((placed.group, placed.kind))
         if make is not None:
             yield from make(placed)
