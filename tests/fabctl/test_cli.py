@@ -147,8 +147,9 @@ def test_schema_check_passes_for_the_committed_schema():
 
 def test_fails_when_the_stack_violates_a_mandatory_policy(project, tmp_path):
     # A careless change to the program: the default deny lets the whole world in.
-    network = project / "components" / "network.py"
-    network.write_text(network.read_text().replace('LOCAL_ENTITIES = ["host",', 'LOCAL_ENTITIES = ["world", "host",'))
+    policies = project / "components" / "network_policies.py"
+    assert 'LOCAL_ENTITIES = ["host",' in policies.read_text()
+    policies.write_text(policies.read_text().replace('LOCAL_ENTITIES = ["host",', 'LOCAL_ENTITIES = ["world", "host",'))
     write_site(project, "open-world", small_site())
     run = fabctl("plan", "--stack", "open-world", "--project-dir", str(project), "--out", str(tmp_path / "out"), "--no-check")
     assert run.returncode == 4
