@@ -103,7 +103,7 @@ class ObjectStore:
         self.bucket_resources: dict[str, minio.S3Bucket] = {}
 
     def bucket_of(self, data_class: str) -> str:
-        """The bucket of a contract class: warehouse, models or checkpoints (exactly one each, by config rule)."""
+        """The bucket of a contract class: warehouse, models or checkpoints (exactly one each, by config check)."""
         (name,) = self.buckets_of(data_class)
         return name
 

@@ -9,7 +9,7 @@ rendered here by the same code the components register it with (TrainingPool's q
 applies them server-side from a ConfigMap, as a ServiceAccount that may get and patch exactly those objects by name
 and nothing else, and records the switch: the ConfigMap `fab-profile` (profile, when, which Job) and an Event on it.
 While a schedule is set, the switched fields carry `ignore_changes`, so that `pulumi up` leaves them where the last
-switch put them. Nodes never move on a schedule (a config rule refuses it): node-feature-discovery re-taints a node
+switch put them. Nodes never move on a schedule (a config check refuses it): node-feature-discovery re-taints a node
 without draining it.
 """
 

@@ -242,7 +242,7 @@ class StorageCluster(pulumi.ComponentResource):
     # Public methods for other components.
 
     def bucket_of(self, data_class: str) -> str:
-        """The bucket of a contract class: warehouse, models or checkpoints (exactly one each, by config rule)."""
+        """The bucket of a contract class: warehouse, models or checkpoints (exactly one each, by config check)."""
         (name,) = self.buckets_of(data_class)
         return name
 

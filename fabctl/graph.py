@@ -81,17 +81,3 @@ def flow_rows(plan: Plan) -> list[tuple[str, ...]]:
         rows.append((name, ", ".join([*flow.get("from", []), *flow.get("from_cidrs", [])]), ", ".join([*(t for t in flow["to"] if t != WORLD or not flow.get("to_cidrs")), *flow.get("to_cidrs", [])]), f"{port}/{flow.get('protocol', 'TCP')}",
                      flow.get("target", "pods"), flow.get("description", "")))
     return rows
-
-
-def readme_block_markers(stack: str) -> tuple[str, str]:
-    return f"<!-- BEGIN GENERATED graph {stack} by `python -m fabctl graph` -->", f"<!-- END GENERATED graph {stack} -->"
-
-
-def with_readme_graph(readme: str, plan: Plan) -> str:
-    """The README with the stack's diagram block replaced by the current one."""
-    begin, end = readme_block_markers(plan.stack)
-    if begin not in readme or end not in readme:
-        return readme
-    head, rest = readme.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{begin}\n```mermaid\n{mermaid(plan)}```\n{end}{tail}"

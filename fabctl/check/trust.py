@@ -308,7 +308,7 @@ CLIENTS: tuple[ClientKind, ...] = (
     ClientKind("Polaris S3", "ConfigMap `plan.json` with `catalog.storageConfigInfo.endpoint`",
                "`-Djavax.net.ssl.trustStore` in the server's JAVA_TOOL_OPTIONS, a file it mounts",
                "mount a trust store of the public CAs and the site's into Polaris' server and name it in JAVA_TOOL_OPTIONS "
-               "(chart values extraEnv, extraVolumes, extraVolumeMounts; components/storage.py: polaris-site-ca)", polaris_s3),
+               "(chart values extraEnv, extraVolumes, extraVolumeMounts; components/polaris.py: polaris-site-ca)", polaris_s3),
     ClientKind("Spark application S3", "SparkApplication (applied or in a ConfigMap) whose `sparkConf` S3 endpoint "
                "(`spark.sql.catalog.*.s3.endpoint`, `spark.hadoop.fs.s3a.endpoint`) is the site's",
                "`-Djavax.net.ssl.trustStore` in the driver's and executor's JAVA_TOOL_OPTIONS or javaOptions, a file of a "

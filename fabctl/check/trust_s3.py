@@ -238,7 +238,7 @@ def _store_lacks_site_ca(picture: Picture, cluster: str, namespace: str | None, 
             if not isinstance(data, str):
                 continue
             try:
-                with warnings.catch_warnings():  # a public root with a negative serial (components/engines/_spark_trust.py)
+                with warnings.catch_warnings():  # a public root with a negative serial (components/jvm_trust.py trust_store)
                     warnings.filterwarnings("ignore", message="Parsed a serial number which wasn't positive")
                     store = pkcs12.load_pkcs12(base64.b64decode(data), None)
             except (ValueError, binascii.Error):

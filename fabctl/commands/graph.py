@@ -1,4 +1,4 @@
-"""`fabctl graph`: the site as a Mermaid diagram (docs/graphs/<stack>.md, and the README's copy of it)."""
+"""`fabctl graph`: the site as a Mermaid diagram (docs/graphs/<stack>.md, which the README links)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from fabctl.commands.common import render_or_report
-from fabctl.graph import graph_page, with_readme_graph
+from fabctl.graph import graph_page
 from fabctl.render import PROJECT_DIR
 
 
@@ -21,12 +21,6 @@ def cmd_graph(args: argparse.Namespace, console: Console, err: Console) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(graph_page(plan))
     console.print(f"wrote {out}", highlight=False)
-    if not args.out:  # the README embeds the diagrams of the checked-in stacks
-        readme = PROJECT_DIR / "README.md"
-        updated = with_readme_graph(readme.read_text(), plan)
-        if updated != readme.read_text():
-            readme.write_text(updated)
-            console.print(f"updated {readme}", highlight=False)
     return 0
 
 

@@ -238,7 +238,7 @@ def test_fails_when_polaris_server_does_not_mount_its_jvm_trust_store(trusting):
         "CA: its JVM trust store /etc/fab/site-ca/jvm-truststore.p12 is not there: Deployment polaris/polaris mounts nothing "
         "at /etc/fab/site-ca/jvm-truststore.p12. Fix: mount a trust store of the public CAs and the site's into Polaris' "
         "server and name it in JAVA_TOOL_OPTIONS (chart values extraEnv, extraVolumes, extraVolumeMounts; "
-        "components/storage.py: polaris-site-ca)"
+        "components/polaris.py: polaris-site-ca)"
     ]
 
 

@@ -259,12 +259,8 @@ def test_flows_prints_the_flow_matrix():
 
 
 @pytest.mark.parametrize("stack", ["site-a", "site-b"])
-def test_the_readme_links_the_current_diagram(stack):
-    from fabctl.graph import with_readme_graph
-
-    readme = (PROJECT_DIR / "README.md").read_text()
-    assert with_readme_graph(readme, rendered(stack)) == readme
-    assert f"[{stack}](docs/graphs/{stack}.md)" in readme
+def test_the_readme_links_the_diagram(stack):
+    assert f"[{stack}](docs/graphs/{stack}.md)" in (PROJECT_DIR / "README.md").read_text()
 
 
 def test_stack_name_comes_from_the_stack_file():

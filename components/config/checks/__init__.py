@@ -58,7 +58,6 @@ STAGES = (
 clusters, who holds credentials for them (once the flows are sound), each domain, then the roadmap phase of what the site enables (on a site that is otherwise sound). A stage runs only when the ones before it found nothing: its checks build on what those
 checked, and one mistake (a pool that overlaps a pod range) is then reported once, not again as every VIP the pool
 no longer holds."""
-RULES = tuple(rule for stage in STAGES for rule in stage)
 
 
 def site_problems(site: SiteViews) -> Iterator[Problem]:
