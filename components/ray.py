@@ -170,7 +170,7 @@ def ray_cluster_template(lb_pool: str, registry: Registry = UPSTREAM) -> dict[st
 
 
 def example_ray_job(registry: Registry = UPSTREAM) -> dict[str, Any]:
-    """A RayJob as a team submits it (README, "Ray: interactive sessions and RayJobs"): its own Ray cluster (no client
+    """A RayJob as a team submits it (docs/gpus.md, "Ray: interactive sessions and RayJobs"): its own Ray cluster (no client
     address: nothing outside reaches it), deleted when the entrypoint ends, submitted over the dashboard's HTTP API by
     the operator (no submitter pod, which the restricted namespace would need to be written out)."""
     return {

@@ -52,7 +52,7 @@ MODELS: list[type[BaseModel]] = [
     config.MultiKueueConfig,
     config.Profile,
     config.ProfileSchedule,
-    config.ComputeConfig,
+    config.SiteConfig.model_fields["compute"].annotation,  # with the sections of engines declared only by their module
     config.ComputeIngressConfig,
     config.SparkConfig,
     config.YuniKornQueue,
@@ -64,8 +64,6 @@ MODELS: list[type[BaseModel]] = [
     config.ServingRepoConfig,
     config.JupyterProfile,
     config.GpuNotebooksConfig,
-    config.ArgoCdConfig,
-    config.ServingRepoConfig,
     config.ServiceToggle,
     config.IcebergMaintenanceConfig,
     config.MaintenanceTarget,
@@ -87,6 +85,9 @@ MODELS: list[type[BaseModel]] = [
     config.AcceptanceConfig,
     config.ServingLoopRun,
 ]
+# The sections of engines that declare a model of their own (components/engines, `Engine.section`) and no other model
+# above names.
+MODELS += [model for model in dict.fromkeys(e.section for e in config.declared.engines().values()) if model not in MODELS]
 
 _VALIDATOR_NAMES = {
     fields._dns_label: "DNS label",

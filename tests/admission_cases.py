@@ -99,7 +99,7 @@ RAY_CASES = [
 ]
 
 
-# fab-team-workloads (components/training.py): what runs in a team namespace of a Kueue cluster --------------------------
+# fab-team-workloads (components/kueue.py team_workloads_policy): what runs in a team namespace of a Kueue cluster --------------------------
 
 TEAM_MEMBER = "yield-alice@fab.internal"
 TEAM_NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-yield", "labels": {

@@ -45,7 +45,9 @@ def declare(engines: Iterable[EngineNeeds], flows: Iterable[FlowSource]) -> None
         elif field.annotation is not engine.section:
             raise TypeError(f"engine {name!r} declares the section {engine.section.__name__}, but compute.{name} is "
                             f"{getattr(field.annotation, '__name__', field.annotation)}")
-    declared.fill(needs, flows)
     compute = create_model("ComputeConfig", __base__=ComputeConfig, __doc__=ComputeConfig.__doc__,
                            __module__=ComputeConfig.__module__, **sections) if sections else ComputeConfig
+    # pydantic resolves the forward reference `ComputeSections` of SiteSchema's `compute` from this namespace.
     SiteConfig.model_rebuild(_types_namespace={"ComputeSections": compute})
+    # Filled last: if the model cannot be completed, the registry stays empty and the error is this one, not "declared".
+    declared.fill(needs, flows)

@@ -179,7 +179,7 @@ class SiteViews(SiteSchema):
         the manager-to-worker API flow (components/training.py), Argo CD's to the serving cluster's API server while it
         delivers (components/engines/argocd.py), the federated sites' (components/federation.py), with Ray, Jupyter's to
         each team's Ray heads (components/ray.py), Trino's external catalogs' (components/engines/trino.py), the other
-        clusters' Prometheus to compute's while the site's metrics are kept in-cluster (components/observability.py),
+        clusters' Prometheus to compute's while the site's metrics are kept in-cluster (components/monitors.py),
         the GPU notebooks' (components/notebooks.py) and the vendors' (components/sharing.py); then the compute ingress.
         """
         table = dict(self.flows) if self.flows is not None else default_flows(self)

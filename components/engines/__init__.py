@@ -34,7 +34,14 @@ def _discover() -> dict[str, Engine]:
         if module.name.startswith("_"):
             continue
         engine = importlib.import_module(f"{__name__}.{module.name}").ENGINE
+        if engine.name in engines:
+            raise ValueError(f"components/engines/{module.name}.py declares the engine {engine.name!r}, which another module "
+                             "declares already: an engine's name is its namespace and config section, one module each")
         engines[engine.name] = engine
+    charts = [c.chart.chart for engine in engines.values() for c in engine.charts]
+    if len(charts) != len(set(charts)):
+        twice = sorted({chart for chart in charts if charts.count(chart) > 1})
+        raise ValueError(f"the charts {twice} are declared by more than one engine: one engine owns a chart's placement")
     return dict(sorted(engines.items()))
 
 

@@ -58,14 +58,15 @@ KINDS: dict[str, tuple[str, tuple[Pods, ...]]] = {
 PLATFORM_CHARTS: dict[str, str] = {
     "cilium": "the network's agent on every node (fab-host-network-allow-listed, fab-privileged-allow-listed)",
     "cloudnative-pg": "the operator of the engines' databases, whose clusters the pack places by their namespace's pool",
-    "gateway-helm": "the compute ingress's controller (the fab-gateway-* rules)",
+    "gateway-helm": "the compute ingress's controller, Envoy Gateway (components/gateway.py)",
     "kube-prometheus-stack": "the cluster's monitoring, on every node (fab-host-network-allow-listed)",
     "kuberay-operator": "Ray's operator, whose clusters run in team namespaces (components/ray.py)",
-    "kubeflow-trainer": "the training runtimes beside Kueue (the fab-training-* rules)",
-    "kueue": "the MultiKueue manager (the fab-multikueue-* rules)",
+    "kubeflow-trainer": "the controller of the training runtimes, beside Kueue (components/runtimes.py)",
+    "kueue": "Kueue as the MultiKueue manager (components/kueue.py)",
 }
-"""Charts on a compute cluster that no engine declares: the platform's own, which other rules cover or which the platform
-places itself. Any other chart there is refused: the pack could not tell which pool its pods belong in."""
+"""Charts on a compute cluster that no engine declares: the platform's own controllers and agents, installed by its
+components, which run no engine's work and so belong to neither engine pool. Any other chart there is refused: the pack
+could not tell which pool its pods belong in."""
 POD_TEMPLATE = Pods("", ("nodeSelector",), ("tolerations",), ("priorityClassName",))
 CNPG_CLUSTER = Pods("database", ("spec.affinity.nodeSelector",), ("spec.affinity.tolerations",), ("spec.priorityClassName",))
 

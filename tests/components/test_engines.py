@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
 from helpers import PROJECT_DIR, copy_project
 from small_site import small_site
 
 from components.config.schema.compute import ComputeConfig
 from components.engines import ENGINES
-from fabctl.render import render_config
+from fabctl.render import RenderError, render_config
 from fabctl.stackfile import SITE_KEY
 
 FLINK_MODULE = '''"""Apache Flink: streaming features for predictive maintenance (an engine added by a test)."""
@@ -128,3 +129,16 @@ def test_an_engines_chart_gets_its_image_values_and_its_pods_are_placement_check
         ("fab-compute-priority-class", (f"{release} run at no PriorityClass (operatorPod.priorityClassName); {work}, "
          "allowed: compute-batch")),
     ]
+
+
+def test_fails_when_two_modules_declare_one_engine(tmp_path):
+    """An engine's name is its namespace and config section: a second module naming it is refused, never a silent
+    overwrite of the first."""
+    project = copy_project(tmp_path)
+    (project / "components" / "engines" / "trino_copy.py").write_text(
+        (project / "components" / "engines" / "trino.py").read_text())
+
+    with pytest.raises(RenderError) as refused:
+        render_config("site-t", {SITE_KEY: small_site()}, project)
+    assert ("components/engines/trino_copy.py declares the engine 'trino', which another module declares already: an "
+            "engine's name is its namespace and config section, one module each") in str(refused.value)

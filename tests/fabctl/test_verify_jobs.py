@@ -84,7 +84,7 @@ def criterion(site, phase: int, cid: str) -> Criterion:
 
 def test_every_job_in_a_team_namespace_is_one_kueue_queues_and_the_team_policy_admits(site):
     """Kueue manages every job of a team namespace and fab-team-workloads admits the training pool only there
-    (components/training.py): a probe with a team's keys is the team's own job, judged by the CEL engine."""
+    (components/kueue.py): a probe with a team's keys is the team's own job, judged by the CEL engine."""
     from admission import Request, admit
     from admission_cases import TEAM_NAMESPACE
 
