@@ -20,7 +20,7 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, StackValidationArgs
 
-from components.engines import ENGINES
+from components.engines import ENGINES, POOL_LABEL  # POOL_LABEL: the compute pools' node label and taint key
 from components.placement import Pods
 from rules._k8s import (
     HELM_RELEASE,
@@ -39,8 +39,6 @@ from rules._k8s import (
 )
 from rules._policy import stack_rule
 
-POOL_LABEL = "fab.internal/compute-pool"
-"""Node label and taint key of the compute pools; on a namespace or PriorityClass, the pool it belongs to."""
 COMPUTE_COMPONENT = "fab:compute:ComputeCluster"
 DEFAULT_PRIORITY = 0
 """The priority of a pod that names no PriorityClass (with no global default class, which the platform never sets)."""
