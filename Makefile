@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CHECKOV_VENV ?= .checkov-venv
 STACK ?= site-a
 
-.PHONY: setup plan check test schema policy-table clean
+.PHONY: setup plan check test schema policy-table roadmap-table clean
 
 setup: $(VENV)/.installed $(VENV)/.helm-installed tests/iam/node_modules/.installed $(CHECKOV_VENV)/.installed
 
@@ -49,6 +49,9 @@ schema: setup
 
 policy-table: setup
 	$(PY) -m fabctl.policy_table
+
+roadmap-table: setup
+	$(PY) -m fabctl.roadmap_table
 
 clean:
 	rm -rf out .pytest_cache .hypothesis

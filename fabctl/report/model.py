@@ -18,6 +18,7 @@ from fabctl.diff import diff
 from fabctl.graph import WORLD, components_by_cluster, flows
 from fabctl.policy import Violation
 from fabctl.render import HELM_RELEASE_TYPE, SITE_WIDE, Plan
+from fabctl.report.completion import PhaseCompletion, completion
 
 BASE_PROFILE = "(base config)"
 """The column of a site without profiles: what `pulumi up` applies."""
@@ -199,6 +200,8 @@ class PageData:
     """Every grant of every equipment vendor (`storage.vendors`): Polaris privilege per table or view, a table's S3 folder, the vendor's source ranges."""
     team_access: dict[str, list[Access]] = field(default_factory=dict)
     """Team -> what a member of it can do (`fabctl access --as team:<team>`), by area."""
+    completion: list[PhaseCompletion] = field(default_factory=list)
+    """Per roadmap phase, what `fabctl verify` will run, what is waived and why, and what would leave it INCOMPLETE."""
 
     @property
     def dangerous_changes(self) -> list[ChangeRow]:
@@ -394,6 +397,7 @@ def page_data(plan: Plan, site: SiteConfig, guards: Guards, before: Plan | None 
         releases_not_rendered=guards.check.unchecked if guards.check is not None else 0,
         vendor_grants=vendor_rows(site.storage),
         team_access={team: answer(plan, f"team:{team}", site) for team in sorted(site.teams)},
+        completion=completion(site),
     )
 
 

@@ -1,10 +1,12 @@
 """`python -m fabctl verify --stack STACK --phase N`: a roadmap phase's completion check run against the live site, or
 with `--render` its jobs written as YAML without touching a cluster (docs/acceptance.md).
 
-Exit status: 0 every applicable criterion passed (or, with --render, the files are written), 1 a criterion failed or
-could not be decided or something the run created is left on a cluster, 2 bad usage, no such stack file or a config
-that is not valid (2, not 1 as for the other commands: 1 here means the site failed its check), 3 the program crashed,
-130 interrupted (what was applied is deleted first).
+Exit status: 0 every criterion the phase requires passed or is waived (or, with --render, the files are written), 1 a
+criterion failed or could not be decided or something the run created is left on a cluster, 2 bad usage, no such stack
+file, a config that is not valid or a waiver that waives nothing the phase may waive (2, not 1 as for the other
+commands: 1 here means the site failed its check), 3 the program crashed, 4 the phase is INCOMPLETE: a criterion it
+requires did not run and is not waived (fabctl/verify/gates.py; a failure is said first: 1), 130 interrupted (what was
+applied is deleted first).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ from rich.markdown import Markdown
 import components.catalog  # noqa: F401  (declares the engines and their flows to the config before a site is parsed)
 from components.config import ConfigError, SiteConfig, parse_site
 from fabctl.stackfile import SITE_KEY, StackFileError, read_stack_config, stack_file
+from fabctl.verify.gates import PhasePlan, plan
 from fabctl.verify.model import Criterion
-from fabctl.verify.report import PASS, SKIPPED, Outcome, junit, markdown, suite_name, summary
+from fabctl.verify.report import FAILED, INCOMPLETE_VERDICT, junit, markdown, suite_name, summary, verdict
 
-EXIT_FAILED, EXIT_USAGE, EXIT_CRASH, EXIT_INTERRUPTED = 1, 2, 3, 130
+EXIT_FAILED, EXIT_USAGE, EXIT_CRASH, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
 PHASES = range(1, 6)
 
 
@@ -45,12 +48,10 @@ def _site(project: Path, stack: str, err: Console) -> SiteConfig | None:
     return None
 
 
-def _criteria(site: SiteConfig, phase: int) -> tuple[list[Criterion], list[tuple[str, str]]]:
-    """The phase's criteria for the site, and those that do not apply to it with the reason."""
+def phase_plan(site: SiteConfig, phase: int) -> PhasePlan:
+    """The phase's check on the site: its criteria as the builders give them, held to what the phase requires."""
     builders = importlib.import_module("fabctl.verify.criteria")  # the builders: loaded for this command only
-
-    skipped = getattr(builders, "not_applicable", lambda _site, _phase: [])(site, phase)
-    return list(builders.criteria(site, phase)), list(skipped)
+    return plan(site, phase, builders.build(site, phase))
 
 
 def render(criteria: list[Criterion], phase: int, out: Path) -> list[Path]:
@@ -81,25 +82,32 @@ def cmd_verify(args: argparse.Namespace, console: Console, err: Console) -> int:
     if site is None:
         return EXIT_USAGE
     try:
-        criteria, not_applicable = _criteria(site, args.phase)
-    except Exception:  # noqa: BLE001  the builders crashing on a valid config is a bug: say so with the traceback
+        checked = phase_plan(site, args.phase)
+    except Exception:  # noqa: BLE001  the builders crashing on a valid config (or a criterion of no row) is a bug: say so
         err.print(f"error: the program crashed building phase {args.phase}'s criteria for {args.stack} (a bug, not your "
                   f"config):\n{traceback.format_exc()}", markup=False, highlight=False)
         return EXIT_CRASH
-    skipped = [Outcome(args.phase, cid, SKIPPED, reason) for cid, reason in not_applicable]
-    for outcome in skipped:
-        console.print(f"skipped {outcome.id}: {outcome.message}", markup=False, highlight=False)
+    if checked.waiver_errors:
+        for line in checked.waiver_errors:
+            err.print(f"error: {SITE_KEY}.{line}", markup=False, highlight=False)
+        return EXIT_USAGE
+    criteria, held = checked.run, checked.held()
+    for outcome in held:
+        console.print(f"{outcome.status} {outcome.id}: {outcome.message}", markup=False, highlight=False)
     if args.render:
         written = render(criteria, args.phase, Path(args.out))
         console.print(f"wrote {len(written)} files for {len(criteria)} criteria under {Path(args.out) / suite_name(args.phase)}",
                       markup=False, highlight=False)
+        if verdict(held) == INCOMPLETE_VERDICT:
+            console.print(f"{suite_name(args.phase)} would be INCOMPLETE: a criterion it requires cannot run on {args.stack} "
+                          "and is not waived (above)", markup=False, highlight=False)
         return 0
     from fabctl.verify.runner import Runner
 
     runner = Runner({key: site.kubeconfig_context(key) for key in sorted(site.clusters)}, kubeconfig=args.kubeconfig,
                     pull_secret=site.registry.pull_secret if site.registry is not None else None)
     try:
-        outcomes = [*skipped, *runner.run(criteria)]
+        outcomes = [*held, *runner.run(criteria)]
     except KeyboardInterrupt:
         _leftovers(runner, err)
         err.print(f"interrupted: what the run had applied was deleted{', but for what is listed above' if runner.leftovers else ''}",
@@ -117,8 +125,10 @@ def cmd_verify(args: argparse.Namespace, console: Console, err: Console) -> int:
     console.print(Markdown(text.rsplit("\n", 2)[0]))
     _leftovers(runner, err)
     console.print(summary(site.name, outcomes), markup=False, highlight=False)
-    failed = any(o.status not in (SKIPPED, PASS) for o in outcomes)
-    return EXIT_FAILED if failed or runner.leftovers else 0
+    result = verdict(outcomes)
+    if result == FAILED or runner.leftovers:
+        return EXIT_FAILED
+    return EXIT_INCOMPLETE if result == INCOMPLETE_VERDICT else 0
 
 
 def _leftovers(runner: Any, err: Console) -> None:

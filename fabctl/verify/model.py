@@ -57,3 +57,17 @@ class Criterion:
     needs: tuple[str, ...] = ()
     """What the criterion needs on the site beyond what the program deploys (an operator it does not install, a Secret
     the platform team provides), one sentence each, for the report: a failure may mean one of these is missing."""
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    """A criterion with nothing to check on the site (a flow whose clients are all outside it, a team isolation check on a
+    site of one team): reported skipped even where its family is required. What cannot run for want of something the
+    site lacks is not this, but `(id, reason)`, which a required family turns into INCOMPLETE (fabctl/verify/gates.py)."""
+
+    id: str
+    reason: str
+
+
+Built = Criterion | NotApplicable | tuple[str, str]
+"""What a builder returns for one criterion: it to run, nothing to check, or `(id, why it cannot run on the site)`."""

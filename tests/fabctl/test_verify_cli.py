@@ -18,7 +18,7 @@ from small_site import small_site
 
 from fabctl.cli import main
 from fabctl.stackfile import SITE_KEY
-from fabctl.verify.model import Criterion, Step
+from fabctl.verify.model import Criterion, NotApplicable, Step
 
 NS = "fab-verify"
 
@@ -48,10 +48,12 @@ def project(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def jobs(monkeypatch) -> types.ModuleType:
-    """The builders module the command imports, as a fake: one NCCL criterion, one criterion that does not apply."""
+    """The builders module the command imports, as a fake: one NCCL criterion, one flow with nothing to check. Its `build`
+    reads `criteria` and `skipped` when called, so that a test may replace either."""
     fake = types.ModuleType("fabctl.verify.criteria")
     fake.criteria = lambda site, phase: [nccl_criterion(phase)]
-    fake.not_applicable = lambda site, phase: [(f"0{phase}-s3-from-gpu", f"{site.name} has no training team")]
+    fake.skipped = lambda site, phase: [NotApplicable(f"0{phase}-flow-s3-external", "its clients are outside the site's clusters")]
+    fake.build = lambda site, phase: [*fake.criteria(site, phase), *fake.skipped(site, phase)]
     monkeypatch.setitem(sys.modules, "fabctl.verify.criteria", fake)
     return fake
 
@@ -70,7 +72,7 @@ def test_render_writes_each_steps_objects_in_apply_order(project, jobs, tmp_path
 
 def test_render_says_what_it_wrote_and_what_does_not_apply(project, jobs, tmp_path, capsys):
     verify(project, "--phase", "1", "--render", "--out", str(tmp_path))
-    assert capsys.readouterr().out == (f"skipped 01-s3-from-gpu: site-t has no training team\n"
+    assert capsys.readouterr().out == (f"skipped 01-flow-s3-external: its clients are outside the site's clusters\n"
                                        f"wrote 2 files for 1 criteria under {tmp_path / 'phase-01'}\n")
 
 
@@ -99,7 +101,7 @@ def test_run_exits_0_when_every_applicable_criterion_passes(project, jobs, api, 
     with serve(api, kubeconfig, {"site-t-gpu": "gpu"}):
         status = verify(project, "--phase", "1", "--kubeconfig", str(kubeconfig))
     assert status == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "site-t phase-01: PASSED: 1 passed, 0 failed, 0 errors, 1 skipped"
+    assert capsys.readouterr().out.splitlines()[-1] == "site-t phase-01: PASSED: 1 passed, 0 failed, 0 errors, 0 incomplete, 0 waived, 1 skipped"
 
 
 def test_run_exits_1_when_a_criterion_fails(project, jobs, api, tmp_path, capsys):
@@ -108,7 +110,7 @@ def test_run_exits_1_when_a_criterion_fails(project, jobs, api, tmp_path, capsys
     with serve(api, kubeconfig, {"site-t-gpu": "gpu"}):
         status = verify(project, "--phase", "1", "--kubeconfig", str(kubeconfig))
     assert status == 1
-    assert capsys.readouterr().out.splitlines()[-1] == "site-t phase-01: FAILED: 0 passed, 1 failed, 0 errors, 1 skipped"
+    assert capsys.readouterr().out.splitlines()[-1] == "site-t phase-01: FAILED: 0 passed, 1 failed, 0 errors, 0 incomplete, 0 waived, 1 skipped"
 
 
 def test_run_exits_1_when_the_kubeconfig_has_no_context_for_the_cluster(project, jobs, api, tmp_path):
@@ -136,7 +138,7 @@ def test_run_writes_the_junit_and_markdown_reports(project, jobs, api, tmp_path)
         verify(project, "--phase", "1", "--kubeconfig", str(kubeconfig), "--junit", str(report), "--markdown", str(table))
     cases = ET.parse(report).getroot().findall("testsuite/testcase")
     assert [(c.get("name"), [e.tag for e in c]) for c in cases] == [
-        ("01-nccl-under-load", ["system-out"]), ("01-s3-from-gpu", ["skipped"])]
+        ("01-flow-s3-external", ["skipped"]), ("01-nccl-under-load", ["system-out"])]
     assert "| 01-nccl-under-load | pass | 0.busbw_gbps=182.4, 1.busbw_gbps=170.0 | reduction <= 20 % |" in table.read_text()
 
 
@@ -179,3 +181,97 @@ def test_fails_with_3_when_the_builders_crash(project, jobs, capsys):
     assert verify(project, "--phase", "1", "--render", "--out", "unused") == 3
     assert capsys.readouterr().err.startswith(
         "error: the program crashed building phase 1's criteria for site-t (a bug, not your config):\nTraceback")
+
+
+CANNOT_RUN = ("01-s3-readwrite-gpu", "gpu has no training node under the active profile")
+"""A required criterion (phase 01 requires `01-s3-readwrite-<cluster>` on every site) that cannot run."""
+
+
+def with_waivers(project: Path, waivers: dict[str, str]) -> None:
+    site = small_site()
+    site["acceptance"] = {"waivers": waivers}
+    (project / "Pulumi.site-t.yaml").write_text(yaml.safe_dump({"config": {SITE_KEY: site}}))
+
+
+def test_fails_with_4_when_a_required_criterion_did_not_run(project, jobs, api, tmp_path, capsys):
+    jobs.skipped = lambda site, phase: [CANNOT_RUN]
+    kubeconfig = tmp_path / "kubeconfig"
+    with serve(api, kubeconfig, {"site-t-gpu": "gpu"}):
+        status = verify(project, "--phase", "1", "--kubeconfig", str(kubeconfig))
+    out = capsys.readouterr().out
+    assert status == 4
+    assert out.splitlines()[0] == (
+        "incomplete 01-s3-readwrite-gpu: required by phase 01 and not run: gpu has no training node under the active "
+        "profile; make it runnable, or waive it with a reason in acceptance.waivers.01-s3-readwrite-gpu")
+    assert out.splitlines()[-1] == "site-t phase-01: INCOMPLETE: 1 passed, 0 failed, 0 errors, 1 incomplete, 0 waived, 0 skipped"
+
+
+def test_a_failure_outranks_an_incomplete_phase(project, jobs, api, tmp_path):
+    jobs.criteria = lambda site, phase: [nccl_criterion(phase, passes=False)]
+    jobs.skipped = lambda site, phase: [CANNOT_RUN]
+    kubeconfig = tmp_path / "kubeconfig"
+    with serve(api, kubeconfig, {"site-t-gpu": "gpu"}):
+        assert verify(project, "--phase", "1", "--kubeconfig", str(kubeconfig)) == 1
+
+
+def test_a_waived_criterion_lets_the_phase_pass_and_the_report_repeats_why(project, jobs, api, tmp_path, capsys):
+    with_waivers(project, {"01-s3-readwrite-gpu": "inference only until the training racks arrive (FAB-12)"})
+    jobs.skipped = lambda site, phase: [CANNOT_RUN]
+    kubeconfig, table = tmp_path / "kubeconfig", tmp_path / "verify.md"
+    with serve(api, kubeconfig, {"site-t-gpu": "gpu"}):
+        status = verify(project, "--phase", "1", "--kubeconfig", str(kubeconfig), "--markdown", str(table))
+    assert status == 0
+    assert ("| 01-s3-readwrite-gpu | waived | - | - | waived: inference only until the training racks arrive (FAB-12) "
+            "(acceptance.waivers); not run because gpu has no training node under the active profile |") in table.read_text()
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "site-t phase-01: PASSED: 1 passed, 0 failed, 0 errors, 0 incomplete, 1 waived, 0 skipped")
+
+
+def test_render_says_the_phase_would_be_incomplete_and_still_writes_the_jobs(project, jobs, tmp_path, capsys):
+    jobs.skipped = lambda site, phase: [CANNOT_RUN]
+    assert verify(project, "--phase", "1", "--render", "--out", str(tmp_path)) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "phase-01 would be INCOMPLETE: a criterion it requires cannot run on site-t and is not waived (above)")
+
+
+def test_fails_when_a_waiver_waives_a_criterion_that_runs(project, jobs, capsys):
+    with_waivers(project, {"01-nccl-under-load": "the fabric is being recabled this week"})
+    assert verify(project, "--phase", "1", "--render", "--out", "unused") == 2
+    assert capsys.readouterr().err == (
+        "error: fab-platform:site.acceptance.waivers.01-nccl-under-load: 01-nccl-under-load runs on this site, so it passes "
+        "or fails on its figures: remove the waiver\n")
+
+
+def test_fails_when_a_waiver_names_no_criterion_of_the_phase(project, jobs, capsys):
+    with_waivers(project, {"01-nccl-under-load-gpu-9": "the fabric is being recabled this week"})
+    jobs.skipped = lambda site, phase: [CANNOT_RUN]
+    assert verify(project, "--phase", "1", "--render", "--out", "unused") == 2
+    assert capsys.readouterr().err == (
+        "error: fab-platform:site.acceptance.waivers.01-nccl-under-load-gpu-9: phase 01 has no criterion "
+        "01-nccl-under-load-gpu-9 on this site; the criteria that can be waived: 01-s3-readwrite-gpu\n")
+
+
+def test_fails_when_a_waiver_waives_a_criterion_with_nothing_to_check(project, jobs, capsys):
+    with_waivers(project, {"01-flow-s3-external": "vendors are not connected yet"})
+    assert verify(project, "--phase", "1", "--render", "--out", "unused") == 2
+    assert capsys.readouterr().err == (
+        "error: fab-platform:site.acceptance.waivers.01-flow-s3-external: phase 01 does not require 01-flow-s3-external on "
+        "this site (its clients are outside the site's clusters): remove the waiver\n")
+
+
+def test_a_waiver_of_another_phase_is_not_judged_by_this_one(project, jobs, tmp_path):
+    with_waivers(project, {"03-model-published": "the serving loop's first team starts in March"})
+    assert verify(project, "--phase", "1", "--render", "--out", str(tmp_path)) == 0
+
+
+def test_fails_when_a_waiver_gives_no_reason(project, jobs, capsys):
+    with_waivers(project, {"01-s3-readwrite-gpu": "  ok  "})
+    assert verify(project, "--phase", "1", "--render", "--out", "unused") == 2
+    assert capsys.readouterr().err.startswith("error: fab-platform:site.acceptance.waivers.01-s3-readwrite-gpu: ")
+
+
+def test_fails_with_3_when_a_builder_makes_a_criterion_no_requirement_row_covers(project, jobs, capsys):
+    jobs.criteria = lambda site, phase: [dataclasses.replace(nccl_criterion(phase), id="01-unlisted")]
+    assert verify(project, "--phase", "1", "--render", "--out", "unused") == 3
+    assert ("criterion 01-unlisted belongs to no row of fabctl/verify/gates.py REQUIREMENTS: add its row"
+            in capsys.readouterr().err)

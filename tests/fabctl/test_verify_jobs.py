@@ -180,7 +180,7 @@ def test_criterion_ids_are_unique(site):
 def test_criterion_ids_of_the_small_site_are_stable():
     site = parse_site(small_site())
     assert [c.id for c in criteria(site, 1)] == [
-        "01-gpus-gpu-gpu-trn-1", "01-s3-readwrite-gpu", "01-flow-inference", "01-flow-polaris", "01-flow-s3",
+        "01-gpus-gpu-gpu-inf-1", "01-gpus-gpu-gpu-trn-1", "01-s3-readwrite-gpu", "01-flow-inference", "01-flow-polaris", "01-flow-s3",
         "01-denied-compute-to-gpu", "01-denied-gpu-to-storage",
     ]
     assert [c.id for c in criteria(site, 2)] == ["02-inference-call", "02-inference-unauthenticated", "02-inference-rate-limit"]
@@ -211,11 +211,17 @@ def test_fails_when_a_node_shows_fewer_gpus_than_configured():
     assert check.judge({"0.gpus": "8", "0.succeeded": "true"}) == (True, "gpu/gpu-trn-1 shows 8 GPUs, as configured")
 
 
-def test_an_inference_node_is_skipped_with_the_reason():
-    reasons = dict(not_applicable(parse_site(small_site()), 1))
-    assert reasons["01-gpus-gpu-gpu-inf-1"] == (
-        "gpu/gpu-inf-1 serves models (pool inference): its GPUs are vLLM's; run phase 01 before inference, or with the "
-        "node in pool training")
+def test_a_serving_nodes_gpus_are_read_as_allocatable_since_vllm_holds_them():
+    check = criterion(parse_site(small_site()), 1, "01-gpus-gpu-gpu-inf-1")
+    assert check.bound == "nvidia.com/gpu == 8"
+    assert check.judge({"0.allocatable": "8", "0.succeeded": "true"}) == (
+        True, "gpu/gpu-inf-1 advertises 8 nvidia.com/gpu: 8 GPUs held by vLLM, as configured")
+
+
+def test_fails_when_a_serving_node_advertises_fewer_gpus_than_configured():
+    check = criterion(parse_site(small_site()), 1, "01-gpus-gpu-gpu-inf-1")
+    assert check.judge({"0.allocatable": "7", "0.succeeded": "true"}) == (
+        False, "gpu/gpu-inf-1 advertises 7 nvidia.com/gpu; gpu.gpu.nodes.gpu-inf-1.gpus says 8")
 
 
 def test_nccl_is_skipped_with_one_training_node():
@@ -474,25 +480,54 @@ def test_the_recovery_role_is_confined_to_the_inference_namespace(complete):
 
 # --- phase 05 ------------------------------------------------------------------------------------------------------
 
-def test_the_multikueue_job_is_submitted_as_the_contract_says(complete):
-    step = criterion(complete, 5, "05-multikueue-dispatch").steps[0]
-    submitted = next(o for o in step.objects if o["metadata"]["name"] == "multikueue-probe")
-    assert step.cluster == "compute" and step.background == ("multikueue-probe",)
+def test_the_submission_job_is_submitted_as_the_contract_says(complete):
+    step = criterion(complete, 5, "05-submission").steps[1]
+    submitted = next(o for o in step.objects if o["metadata"]["name"] == "submission-probe")
+    assert step.cluster == "compute" and step.background == ("submission-probe",)
     assert submitted["metadata"]["namespace"] == "team-fdc"
     assert submitted["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
     assert submitted["spec"]["suspend"] is True
 
 
+def test_the_contract_is_read_on_compute_first(complete):
+    step = criterion(complete, 5, "05-submission").steps[0]
+    (role,) = [o for o in step.objects if o["kind"] == "Role"]
+    assert (step.cluster, role["metadata"]["namespace"], role["rules"][0]["resourceNames"]) == (
+        "compute", "airflow", ["training-submission"])
+
+
+CONTRACT = {"0.cluster": "site-t-compute", "0.namespace": "team-fdc", "0.local_queue": "training"}
+
+
 def test_fails_when_the_job_stays_on_the_manager(complete):
-    check = criterion(complete, 5, "05-multikueue-dispatch")
-    assert check.judge({"0.worker": "none", "0.namespace": "team-fdc", "0.local_queue": "training"}) == (
-        False, "team fdc's job was placed on none; MultiKueue's workers are gpu, gpu-train")
+    check = criterion(complete, 5, "05-submission")
+    assert check.judge({**CONTRACT, "1.placed": "none"}) == (
+        False, "team fdc's job was not dispatched to a MultiKueue worker within 600 s")
 
 
 def test_fails_when_the_submission_contract_moved(complete):
-    check = criterion(complete, 5, "05-multikueue-dispatch")
-    assert check.judge({"0.worker": "gpu-train", "0.namespace": "team-fdc", "0.local_queue": "batch"}) == (
-        False, "the submission contract gives team fdc namespace team-fdc and LocalQueue batch; team-fdc and training expected")
+    check = criterion(complete, 5, "05-submission")
+    assert check.judge({**CONTRACT, "0.local_queue": "batch", "1.placed": "gpu-train"}) == (
+        False, "the submission contract gives team fdc cluster site-t-compute, namespace team-fdc and LocalQueue batch; "
+        "site-t-compute, team-fdc and training expected")
+
+
+def test_the_submission_passes_on_a_worker(complete):
+    check = criterion(complete, 5, "05-submission")
+    assert check.judge({**CONTRACT, "1.placed": "gpu-train"}) == (
+        True, "team fdc's job, submitted to team-fdc/training on compute as the contract says, ran on worker gpu-train")
+
+
+def test_without_multikueue_the_job_is_submitted_to_the_serving_gpu_cluster_and_admitted_by_the_teams_queue():
+    raw = small_site()
+    raw["phase"] = 5
+    raw.setdefault("training", {})["quotas"] = {"yield": {"gpu": {"gpus": 8}}}
+    site = parse_site(raw)
+    check = criterion(site, 5, "05-submission")
+    assert [s.cluster for s in check.steps] == ["compute", "gpu"]
+    assert check.judge({"0.cluster": f"{site.name}-gpu", "0.namespace": "team-yield", "0.local_queue": "training",
+                        "1.placed": "team-yield"}) == (
+        True, "team yield's job, submitted to team-yield/training on gpu as the contract says, was admitted by ClusterQueue team-yield")
 
 
 # --- config --------------------------------------------------------------------------------------------------------
@@ -556,13 +591,13 @@ def test_a_notebooks_node_is_never_asked_for_whole_gpus():
 def test_a_time_sliced_node_is_counted_by_the_slices_it_advertises():
     check = criterion(notebooks_site(), 1, "01-gpus-gpu-gpu-nb-1")
     assert check.bound == "nvidia.com/gpu.shared == 32"
-    assert check.judge({"0.shared": "32", "0.succeeded": "true"}) == (
+    assert check.judge({"0.allocatable": "32", "0.succeeded": "true"}) == (
         True, "gpu/gpu-nb-1 advertises 32 nvidia.com/gpu.shared: 8 GPUs shared 4 ways, as configured")
 
 
 def test_fails_when_a_time_sliced_node_advertises_fewer_slices_than_its_gpus_make():
     check = criterion(notebooks_site(), 1, "01-gpus-gpu-gpu-nb-1")
-    assert check.judge({"0.shared": "28", "0.succeeded": "true"}) == (
+    assert check.judge({"0.allocatable": "28", "0.succeeded": "true"}) == (
         False, "gpu/gpu-nb-1 advertises 28 nvidia.com/gpu.shared; its 8 GPUs (gpu.gpu.nodes.gpu-nb-1.gpus) shared 4 ways "
         "(gpu.gpu.sharing) make 32")
 
@@ -580,4 +615,4 @@ def test_the_count_is_read_by_an_account_that_may_get_this_node_only():
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"], "resourceNames": ["gpu-nb-1"]}]
     assert job["spec"]["template"]["spec"]["containers"][0]["args"] == [
         "set -eu\nn=$(kubectl get node gpu-nb-1 -o jsonpath='{.status.allocatable.nvidia\\.com/gpu\\.shared}')\n"
-        'echo "FAB-RESULT shared=${n:-0}"']
+        'echo "FAB-RESULT allocatable=${n:-0}"']

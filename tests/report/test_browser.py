@@ -128,3 +128,16 @@ def test_a_check_that_could_not_see_every_release_is_not_green(small, open_page,
     colour = opened.page.locator("#check-state").evaluate("element => getComputedStyle(element).color")
     assert shown == ["0 errors · 2 releases NOT checked", "2"]
     assert colour == "rgb(138, 90, 0)"  # the page's --warn, never --good's green
+
+
+def test_the_completion_checks_show_per_phase_what_will_run_what_is_waived_and_what_is_incomplete(opened):
+    page = opened.page
+    nccl = page.locator('#completion-01 tr[data-criterion="01-nccl-under-load-gpu"]')
+    waived = page.locator('#completion-03 tr[data-criterion="03-model-published"]')
+    expect(page.locator("#completion-01")).to_have_attribute("data-state", "INCOMPLETE")
+    expect(nccl).to_have_attribute("data-status", "incomplete")
+    expect(nccl.locator("td").nth(3)).to_have_text(
+        "gpu has 1 training node(s) under the active profile; multi-node NCCL needs two")
+    expect(waived).to_have_attribute("data-status", "waived")
+    expect(waived.locator("td").nth(3)).to_contain_text("the first serving-loop run is planned for the next quarter")
+    expect(page.locator('#completion-02 tr[data-criterion="02-inference-call"] td').nth(2)).to_have_text("will run")

@@ -12,7 +12,7 @@ from fabctl.render import PROJECT_DIR
 from fabctl.report import Guards, page_data, write
 from fabctl.stackfile import SITE_KEY, read_stack_config, stack_file
 
-SECTIONS = ["At a glance", "Resources", "Capacity", "Guards", "Access by team", "Changes"]
+SECTIONS = ["At a glance", "Resources", "Capacity", "Completion checks", "Guards", "Access by team", "Changes"]
 
 
 @pytest.fixture

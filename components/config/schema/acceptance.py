@@ -5,9 +5,23 @@ the stack: the acceptance jobs are applied by `fabctl verify`, never by Pulumi.
 
 from __future__ import annotations
 
-from pydantic import Field
+import re
+from typing import Annotated
 
-from components.config.fields import DnsLabel, LabelValue, _Model
+from pydantic import AfterValidator, Field, StringConstraints
+
+from components.config.fields import DnsLabel, LabelValue, _Model, matching
+
+_criterion_id = matching(
+    re.compile(r"^0[1-5]-[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+    "must be a criterion id of `fabctl verify` as its report names it: the phase's two digits, '-', then lowercase "
+    "letters, digits and '-' (for example 01-nccl-under-load-gpu)",
+    63,
+)
+CriterionId = Annotated[str, AfterValidator(_criterion_id)]
+"""A criterion of a phase's completion check, by the id its report and JUnit case carry (`01-nccl-under-load-gpu`)."""
+WaiverReason = Annotated[str, StringConstraints(strip_whitespace=True, min_length=10, max_length=500)]
+"""Why a required criterion is accepted without running: a sentence the report repeats (who decided, what stands in)."""
 
 
 class ServingLoopRun(_Model):
@@ -84,4 +98,12 @@ class AcceptanceConfig(_Model):
         None,
         description="The run of the serving-loop DAG that phase 03's check verifies (docs/acceptance.md, phase 03). "
         "Defaults to none: phase 03's check is skipped, with that reason.",
+    )
+    waivers: dict[CriterionId, WaiverReason] = Field(
+        default_factory=dict,
+        description="Required criteria accepted without running, each with the reason the report repeats (docs/roadmap.md, "
+        "\"Required criteria and waivers\"): a required criterion that cannot run on the site (too few training nodes, no "
+        "published floor for its GPUs, no serving-loop team) makes its phase INCOMPLETE unless it is waived here. `fabctl "
+        "verify` refuses a waiver of a criterion that runs or that the phase does not require, so the list stays honest. "
+        "Defaults to none.",
     )

@@ -27,7 +27,7 @@ from fabctl.verify.criteria.blocks import (
     _team_probe_step,
 )
 from fabctl.verify.criteria.phase_01_nccl import nccl_under_load
-from fabctl.verify.model import Criterion, Judgement, Step
+from fabctl.verify.model import Criterion, Judgement, NotApplicable, Step
 
 
 def phase_01(site: Site) -> list[Criterion | tuple[str, str]]:
@@ -42,14 +42,13 @@ def phase_01(site: Site) -> list[Criterion | tuple[str, str]]:
     return out
 
 
-def gpu_count(site: Site, cluster: str, node: str) -> Criterion | tuple[str, str]:
-    """`nvidia-smi -L` on the node, in a pod given every GPU the config says it has."""
+def gpu_count(site: Site, cluster: str, node: str) -> Criterion:
+    """`nvidia-smi -L` on the node, in a pod given every GPU the config says it has (where no other pod holds them)."""
     cid = _dns("01-gpus", cluster, node)
     spec = site.config.gpu[cluster].nodes[node]
     pool = site.config.node_pool(cluster, node)
     if pool == "inference" and site.config.inference is not None:
-        return (cid, (f"{cluster}/{node} serves models (pool inference): its GPUs are vLLM's; run phase 01 before "
-                      "inference, or with the node in pool training"))
+        return serving_gpu_count(site, cluster, node)
     if pool == NOTEBOOKS_POOL:
         return shared_gpu_count(site, cluster, node)
     name = "gpu-count"
@@ -91,41 +90,59 @@ def shared_gpu_count(site: Site, cluster: str, node: str) -> Criterion:
     """A notebooks-pool node's GPUs, counted as the device plugin advertises them: its whole GPUs are renamed away
     (time-slices are nvidia.com/gpu.shared, MIG instances nvidia.com/mig-<profile>, and a pod may take one at most), so
     no pod can be given them all; the node's allocatable count of the shared resource is its GPUs times the shares of
-    each. Read with kubectl by an account that may get this node only."""
-    cid = _dns("01-gpus", cluster, node)
+    each."""
     spec = site.config.gpu[cluster].nodes[node]
     sharing = site.config.gpu[cluster].sharing
-    resource = sharing.resource()
     per_gpu = sharing.per_gpu(site.config.all_gpu_types()[spec.gpu_type].product)
     expected = spec.gpus * per_gpu
+    return _allocatable_count(
+        site, cluster, node, sharing.resource(), expected,
+        f"its {spec.gpus} GPUs (gpu.{cluster}.nodes.{node}.gpus) shared {per_gpu} ways (gpu.{cluster}.sharing) make {expected}",
+        f"{spec.gpus} GPUs shared {per_gpu} ways", f"its {spec.gpus} GPUs, shared {per_gpu} ways")
+
+
+def serving_gpu_count(site: Site, cluster: str, node: str) -> Criterion:
+    """An inference-pool node of a site that serves: vLLM holds its GPUs, so no pod can be given them to run nvidia-smi;
+    the device plugin's allocatable count is read instead (what the roadmap's check reads with kubectl)."""
+    gpus = site.config.gpu[cluster].nodes[node].gpus
+    return _allocatable_count(site, cluster, node, "nvidia.com/gpu", gpus, f"gpu.{cluster}.nodes.{node}.gpus says {gpus}",
+                              f"{gpus} GPUs held by vLLM", f"its {gpus} GPUs (vLLM holds them: read as allocatable)")
+
+
+def _allocatable_count(site: Site, cluster: str, node: str, resource: str, expected: int, configured: str, found_as: str,
+                       what: str) -> Criterion:
+    """The node's allocatable count of `resource`, read with kubectl by an account that may get this node only; a failure
+    says what the config makes of it (`configured`), a pass what it is (`found_as`)."""
+    cid = _dns("01-gpus", cluster, node)
     account = _dns("fab-verify", "node", node)
     rbac = _account(site, account, cid, [(None, [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"], "resourceNames": [node]}])])
     path = "{.status.allocatable." + resource.replace(".", "\\.") + "}"
-    script = f"set -eu\nn=$(kubectl get node {node} -o jsonpath='{path}')\necho \"FAB-RESULT shared=${{n:-0}}\""
+    script = f"set -eu\nn=$(kubectl get node {node} -o jsonpath='{path}')\necho \"FAB-RESULT allocatable=${{n:-0}}\""
     job = _job("gpu-count", site.namespace, cid, _kubectl_pod(site, account, script), site.acceptance.timeout_sec)
 
     def judge(results: Mapping[str, str]) -> Judgement:
-        found = _figure(results, "0.shared")
+        found = _figure(results, "0.allocatable")
         if found is None:
             return False, f"{cluster}/{node}: " + _ran(results, 0, "kubectl get node")
         if int(found) != expected:
-            return False, (f"{cluster}/{node} advertises {int(found)} {resource}; its {spec.gpus} GPUs "
-                           f"(gpu.{cluster}.nodes.{node}.gpus) shared {per_gpu} ways (gpu.{cluster}.sharing) make {expected}")
-        return True, f"{cluster}/{node} advertises {expected} {resource}: {spec.gpus} GPUs shared {per_gpu} ways, as configured"
+            return False, f"{cluster}/{node} advertises {int(found)} {resource}; {configured}"
+        return True, f"{cluster}/{node} advertises {expected} {resource}: {found_as}, as configured"
 
-    return Criterion(1, cid, f"{cluster}/{node} recognises its {spec.gpus} GPUs, shared {per_gpu} ways",
+    return Criterion(1, cid, f"{cluster}/{node} recognises {what}",
                      (Step(cluster, (*rbac, job), ("Job", "gpu-count"), site.acceptance.timeout_sec),), judge,
                      f"{resource} == {expected}")
 
 
-def s3_roundtrip(site: Site, cluster: str) -> Criterion | tuple[str, str]:
+def s3_roundtrip(site: Site, cluster: str) -> Criterion | NotApplicable:
     """Write, read back and delete an object under the team's checkpoint prefix from a pod on the training nodes, with
     the team's `s3-training` keys and the internal endpoint they name."""
     cid = _dns("01-s3-readwrite", cluster)
     team = site.team()
     uri = team_prefix(site.bucket("checkpoints"), team)
     if skipped := _no_training_nodes(site, cluster, cid):
-        return skipped
+        # No team job runs there (Kueue places them on the training pool only); its serving pods' path to AIStor is
+        # phase 02's (vLLM loads its weights over it).
+        return NotApplicable(*skipped)
     # The team's Secret is in its namespace only: the probe runs there (labelled, deleted with the step).
     step = _team_probe_step(site, cluster, cid, "s3-readwrite", ["s3-roundtrip", uri], team)
 
@@ -164,18 +181,19 @@ def _flow_address(site: Site, flow_name: str) -> tuple[str, int] | str:
     return "the config names no address for its destination (only the s3, polaris and inference endpoints are probed)"
 
 
-def flow_probes(site: Site) -> list[Criterion | tuple[str, str]]:
-    """Every flow of the flow table from each of its source clusters: a TCP handshake with its endpoint completes."""
-    out: list[Criterion | tuple[str, str]] = []
+def flow_probes(site: Site) -> list[Criterion | NotApplicable]:
+    """Every flow of the flow table from each of its source clusters: a TCP handshake with its endpoint completes. A flow
+    no probe pod can stand for (clients outside the site, or only pods of one namespace or label) has nothing to check."""
+    out: list[Criterion | NotApplicable] = []
     for flow_name, flow in sorted(site.config.flow_table().items()):
         cid = _dns("01-flow", flow_name)
         sources = [s for s in flow.sources if s in site.config.clusters]
         if not sources:
-            out.append((cid, "its clients are outside the site's clusters (world or other sites' ranges)"))
+            out.append(NotApplicable(cid, "its clients are outside the site's clusters (world or other sites' ranges)"))
             continue
         address = _flow_address(site, flow_name)
         if isinstance(address, str):
-            out.append((cid, address))
+            out.append(NotApplicable(cid, address))
             continue
         host, port = address
         steps = tuple(

@@ -1,4 +1,6 @@
-"""Phase 05, scale-out: a job submitted on the MultiKueue manager as the submission contract says lands on a worker."""
+"""Phase 05, scale-out: capacity grows while the interfaces stay the same. A job submitted as the submission contract
+says is admitted (with MultiKueue, on a worker); with model-aware routing, the same URL and token answer; with global
+services, each client cluster reaches Polaris by its cluster-local name."""
 
 from __future__ import annotations
 
@@ -6,41 +8,66 @@ from collections.abc import Mapping
 
 from components import versions
 from components.constants import AIRFLOW_NAMESPACE, TRAINING_SUBMISSION_CONFIG_MAP
+from components.constants import POLARIS_SERVICE
 from components.kube import restricted_container, restricted_pod_security_context
 from components.kueue import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
 from fabctl.verify.criteria.blocks import (
+    PROBE_TIMEOUT_SEC,
     PROBE_USER,
     Site,
     _account,
     _dns,
+    _first_model,
     _job,
     _kubectl_pod,
+    _probe_step,
     _ran,
     _scratch,
     _training_placement,
 )
-from fabctl.verify.model import Criterion, Judgement, Step
+from fabctl.verify.criteria.phase_02 import inference_call
+from fabctl.verify.model import Built, Criterion, Judgement, Step
 
 
-def phase_05(site: Site) -> list[Criterion | tuple[str, str]]:
-    return [multikueue_dispatch(site)]
+def phase_05(site: Site) -> list[Built]:
+    out: list[Built] = [submission(site)]
+    config = site.config
+    if config.inference is not None and config.inference.routing == "inference-extension":
+        out.append(inference_call(site, _first_model(site), "05-inference-extension", 5))
+    if config.global_services_enabled():
+        out.extend(polaris_global_service(site, cluster) for cluster in _polaris_clients(site))
+    return out
 
 
-def multikueue_dispatch(site: Site) -> Criterion | tuple[str, str]:
-    """A Job submitted on the manager as the submission contract says (the team's namespace and LocalQueue) is admitted
-    and placed on a worker; a checker reads where (its Workload's `status.clusterName`) and the contract Airflow holds."""
-    cid = "05-multikueue-dispatch"
+def submission_cluster(site: Site) -> str:
+    """The cluster a team submits to (components/training.py): the MultiKueue manager, else the GPU cluster that serves,
+    else the first gpu cluster."""
+    config = site.config
+    if config.training.multikueue.enabled:
+        return config.multikueue_manager()
+    if config.inference is not None:
+        return config.inference.cluster
+    return min(config.keys_with_role("gpu"))
+
+
+def submission(site: Site) -> Criterion | tuple[str, str]:
+    """Two steps. On compute, a checker reads the team's entry of the contract Airflow reads (ConfigMap
+    `training-submission`: cluster, namespace, LocalQueue). On the submission cluster, a Job submitted as that contract
+    says (the team's namespace and LocalQueue, the priority label, suspended for Kueue, as `training.example_job`) and a
+    checker that waits for its Workload to be admitted and reads where: with MultiKueue, the worker it was dispatched to
+    (`status.clusterName`); without, the ClusterQueue that admitted it (`status.admission.clusterQueue`)."""
+    cid = "05-submission"
     config = site.config
     multikueue = config.training.multikueue
-    if not multikueue.enabled:
-        return (cid, "MultiKueue is off (training.multikueue.enabled)")
     quotas = config.team_quotas()
     with_quota = [t for t, q in quotas.items() if any(v.gpus > 0 for v in q.values())]
     team = site.acceptance.team if site.acceptance.team in with_quota else (with_quota[0] if with_quota else None)
     if team is None:
-        return (cid, "no team has a GPU quota to admit the job with")
-    manager, namespace, workers = config.multikueue_manager(), team_namespace(team), sorted(multikueue.workers)
-    submitted = "multikueue-probe"
+        return (cid, "no team has a GPU quota (training.quotas) to admit the job with")
+    cluster, namespace, workers = submission_cluster(site), team_namespace(team), sorted(multikueue.workers)
+    compute = site.compute()
+    contract = _contract_step(site, compute, cid, team)
+    submitted = "submission-probe"
     container = restricted_container("probe", site.registry.image(versions.VERIFY_PROBE_IMAGE), PROBE_USER,
                                      command=["python", "-c", "print('FAB-RESULT ran=true')"],
                                      volumeMounts=_scratch(("tmp", "/tmp"))[1])
@@ -50,41 +77,91 @@ def multikueue_dispatch(site: Site) -> Criterion | tuple[str, str]:
     # Submitted the way Airflow submits (components/training_submission.py example_job): suspended for Kueue, queue and priority labels.
     job = _job(submitted, namespace, cid, pod, site.acceptance.timeout_sec,
                labels={QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: DEFAULT_WORKLOAD_PRIORITY}, suspend=True)
-    account = _dns("fab-verify", "multikueue")
+    account = _dns("fab-verify", "submission")
+    where = ".status.clusterName" if multikueue.enabled else ".status.admission.clusterQueue"
+    script = "\n".join([
+        "set -eu",
+        "placed=''",
+        f"for i in $(seq 1 {site.acceptance.timeout_sec // 5}); do",
+        (f"  placed=$(kubectl -n {namespace} get workloads -o jsonpath="
+         f"'{{range .items[?(@.metadata.ownerReferences[0].name==\"{submitted}\")]}}{{{where}}}{{end}}')"),
+        "  [ -n \"$placed\" ] && break; sleep 5",
+        "done",
+        "echo \"FAB-RESULT placed=${placed:-none}\"",
+    ])
+    rbac = _account(site, account, cid, [
+        (namespace, [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list"]}]),
+    ])
+    checker = _job("submission-check", site.namespace, cid, _kubectl_pod(site, account, script), site.acceptance.timeout_sec + 60)
+    submit = Step(cluster, (job, *rbac, checker), ("Job", "submission-check"), site.acceptance.timeout_sec + 120, (submitted,))
+    cluster_name = config.cluster_name(cluster)
+
+    def judge(results: Mapping[str, str]) -> Judgement:
+        if "0.namespace" not in results:
+            return False, _ran(results, 0, "the contract checker")
+        said = (results.get("0.cluster"), results.get("0.namespace"), results.get("0.local_queue"))
+        if said != (cluster_name, namespace, LOCAL_QUEUE):
+            return False, (f"the submission contract gives team {team} cluster {said[0] or 'none'}, namespace {said[1] or 'none'} "
+                           f"and LocalQueue {said[2] or 'none'}; {cluster_name}, {namespace} and {LOCAL_QUEUE} expected")
+        placed = results.get("1.placed")
+        if placed is None:
+            return False, _ran(results, 1, "the admission checker")
+        if multikueue.enabled and placed not in workers:
+            return False, (f"team {team}'s job was placed on {placed}; MultiKueue's workers are {', '.join(workers)}"
+                           if placed != "none" else f"team {team}'s job was not dispatched to a MultiKueue worker within "
+                           f"{site.acceptance.timeout_sec} s")
+        if not multikueue.enabled and placed != namespace:
+            return False, (f"team {team}'s job was admitted by ClusterQueue {placed}; {namespace} expected" if placed != "none"
+                           else f"team {team}'s job was not admitted within {site.acceptance.timeout_sec} s (its ClusterQueue "
+                           f"{namespace} on {cluster})")
+        landed = f"ran on worker {placed}" if multikueue.enabled else f"was admitted by ClusterQueue {placed}"
+        return True, f"team {team}'s job, submitted to {namespace}/{LOCAL_QUEUE} on {cluster} as the contract says, {landed}"
+
+    title = (f"a job submitted to {namespace}/{LOCAL_QUEUE} on {cluster} as the contract says "
+             + ("lands on a MultiKueue worker" if multikueue.enabled else "is admitted by the team's ClusterQueue"))
+    bound = f"worker in {', '.join(workers)}" if multikueue.enabled else f"admitted by ClusterQueue {namespace}"
+    return Criterion(5, cid, title, (contract, submit), judge, f"contract ({cluster_name}, {namespace}, {LOCAL_QUEUE}); {bound}")
+
+
+def _contract_step(site: Site, compute: str, cid: str, team: str) -> Step:
+    """On compute, the team's entry of the contract Airflow reads, by an account that may get that ConfigMap only."""
+    account = _dns("fab-verify", "contract")
     path = '{.data.submission\\.json}'
     script = "\n".join([
         "set -eu",
-        f"for i in $(seq 1 {site.acceptance.timeout_sec // 5}); do",
-        (f"  cluster=$(kubectl -n {namespace} get workloads -o jsonpath="
-         f"'{{range .items[?(@.metadata.ownerReferences[0].name==\"{submitted}\")]}}{{.status.clusterName}}{{end}}')"),
-        "  [ -n \"$cluster\" ] && break; sleep 5",
-        "done",
-        "echo \"FAB-RESULT worker=${cluster:-none}\"",
         f"kubectl -n {AIRFLOW_NAMESPACE} get configmap {TRAINING_SUBMISSION_CONFIG_MAP} -o jsonpath='{path}' > /tmp/submission.json",
         # The contract is indented JSON: on one line without blanks, the team's entry is `"<team>":{...}` (no nesting).
         "tr -d ' \\n' < /tmp/submission.json > /tmp/contract",
         *(f"echo \"FAB-RESULT {key}=$(sed -n 's/.*\"{team}\":{{[^}}]*\"{key}\":\"\\([^\"]*\\)\".*/\\1/p' /tmp/contract)\""
-          for key in ("namespace", "local_queue")),
+          for key in ("cluster", "namespace", "local_queue")),
     ])
     rbac = _account(site, account, cid, [
-        (namespace, [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list"]}]),
         (AIRFLOW_NAMESPACE, [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"],
                               "resourceNames": [TRAINING_SUBMISSION_CONFIG_MAP]}]),
     ])
-    checker = _job("multikueue-check", site.namespace, cid, _kubectl_pod(site, account, script), site.acceptance.timeout_sec + 60)
-    step = Step(manager, (job, *rbac, checker), ("Job", "multikueue-check"), site.acceptance.timeout_sec + 120, (submitted,))
+    job = _job("contract-check", site.namespace, cid, _kubectl_pod(site, account, script), site.acceptance.timeout_sec)
+    return Step(compute, (*rbac, job), ("Job", "contract-check"), site.acceptance.timeout_sec)
+
+
+def _polaris_clients(site: Site) -> list[str]:
+    """The clusters that repeat Polaris's global service: every cluster but storage."""
+    return sorted(k for k in site.config.clusters if k not in site.config.keys_with_role("storage"))
+
+
+def polaris_global_service(site: Site, cluster: str) -> Criterion:
+    """From a pod on `cluster`, a TCP handshake with Polaris by its cluster-local name (`polaris-rest.<namespace>.svc`),
+    which only the ClusterMesh global service answers there."""
+    cid = _dns("05-global-services", cluster)
+    polaris = site.config.storage.polaris
+    host, port = f"{POLARIS_SERVICE}.{polaris.namespace}.svc", polaris.port
+    step = _probe_step(site, cluster, cid, "polaris-global", ["tcp", host, str(port), str(PROBE_TIMEOUT_SEC)])
 
     def judge(results: Mapping[str, str]) -> Judgement:
-        worker = results.get("0.worker")
-        if worker is None:
-            return False, _ran(results, 0, "the MultiKueue checker")
-        if worker not in workers:
-            return False, f"team {team}'s job was placed on {worker}; MultiKueue's workers are {', '.join(workers)}"
-        contract = (results.get("0.namespace"), results.get("0.local_queue"))
-        if contract != (namespace, LOCAL_QUEUE):
-            return False, (f"the submission contract gives team {team} namespace {contract[0] or 'none'} and LocalQueue "
-                           f"{contract[1] or 'none'}; {namespace} and {LOCAL_QUEUE} expected")
-        return True, f"team {team}'s job, submitted to {namespace}/{LOCAL_QUEUE} on {manager}, ran on worker {worker}"
+        said = results.get("0.connect")
+        if said is None:
+            return False, f"{cluster}: " + _ran(results, 0, "the TCP probe")
+        if said != "ok":
+            return False, f"{cluster}: {host}:{port} answered {said}; the global service should connect"
+        return True, f"{cluster}: {host}:{port} connected through the ClusterMesh global service"
 
-    return Criterion(5, cid, f"a job submitted to {namespace}/{LOCAL_QUEUE} on {manager} lands on a MultiKueue worker", (step,), judge,
-                     f"worker in {', '.join(workers)}")
+    return Criterion(5, cid, f"a pod on {cluster} reaches Polaris as {host}:{port}", (step,), judge, "handshake completes")
