@@ -84,6 +84,7 @@ MODELS: list[type[BaseModel]] = [
     config.AlertsConfig,
     config.AcceptanceConfig,
     config.ServingLoopRun,
+    config.ServingSloTargets,
 ]
 # The sections of engines that declare a model of their own (components/engines, `Engine.section`) and no other model
 # above names.

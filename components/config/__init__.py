@@ -57,7 +57,7 @@ from components.config.load import (
     stack_file_schema,
 )
 from components.config.problems import Problem, SiteRuleError, format_path
-from components.config.schema.acceptance import AcceptanceConfig, ServingLoopRun
+from components.config.schema.acceptance import AcceptanceConfig, ServingLoopRun, ServingSloTargets
 from components.config.schema.adopt import (
     CHECK_RULES,
     OBJECT_REF,
@@ -164,7 +164,7 @@ __all__ = [
     "InferenceModelConfig", "InfinibandConfig",
     "CILIUM_RELEASE", "BgpPeer", "CiliumSettings", "ClusterConfig", "Flow", "LbPool",
     "AlertsConfig", "ObservabilityConfig", "RemoteWriteConfig", "RegistryConfig",
-    "AcceptanceConfig", "ServingLoopRun",
+    "AcceptanceConfig", "ServingLoopRun", "ServingSloTargets",
     "AISTOR_POD_LABEL", "CONTRACT_CLASSES", "NO_EXPIRY_CLASSES", "REPLICABLE_CLASSES", "VERSIONED_CLASSES", "Bucket",
     "BucketName", "DataClass", "MinioEndpoint", "ObjectStoreConfig", "PolarisConfig", "PostgresConfig", "S3Endpoints",
     "StorageConfig", "VendorConfig",

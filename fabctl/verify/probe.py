@@ -11,6 +11,7 @@ refused or dropped connection is a figure, not a crash.
     python probe.py chat BASE_URL MODEL           (token from TOKEN_URL with CLIENT_ID and CLIENT_SECRET)
     python probe.py chat-anonymous BASE_URL MODEL
     python probe.py burst BASE_URL REQUESTS       (token as for chat; GET BASE_URL/models REQUESTS times at once)
+    python probe.py token FILE                    (token as for chat, written to FILE for a load generator)
     python probe.py prom URL NAME=QUERY ...
 
 Nothing here imports the platform: the pod has this file and the standard library only.
@@ -217,6 +218,15 @@ def burst(base_url: str, requests: str) -> None:
     report(token_status=token_status, **counts)
 
 
+def token_file(path: str) -> None:
+    """Writes the team's access token to `path` (an emptyDir file, mode 0600) for a tool that reads it from there."""
+    status, bearer = token()
+    if bearer:
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+            out.write(bearer)
+    report(token_status=status)
+
+
 # --- Prometheus ----------------------------------------------------------------------------------------------------
 
 def prom(url: str, *queries: str) -> None:
@@ -231,7 +241,7 @@ def prom(url: str, *queries: str) -> None:
 COMMANDS = {
     "tcp": tcp, "s3-roundtrip": s3_roundtrip, "s3-foreign": s3_foreign, "s3-metadata": s3_metadata, "s3-drain": s3_drain,
     "chat": chat,
-    "chat-anonymous": chat_anonymous, "burst": burst, "prom": prom,
+    "chat-anonymous": chat_anonymous, "burst": burst, "token": token_file, "prom": prom,
 }
 
 if __name__ == "__main__":

@@ -183,7 +183,8 @@ def test_criterion_ids_of_the_small_site_are_stable():
         "01-gpus-gpu-gpu-inf-1", "01-gpus-gpu-gpu-trn-1", "01-s3-readwrite-gpu", "01-flow-inference", "01-flow-polaris", "01-flow-s3",
         "01-denied-compute-to-gpu", "01-denied-gpu-to-storage",
     ]
-    assert [c.id for c in criteria(site, 2)] == ["02-inference-call", "02-inference-unauthenticated", "02-inference-rate-limit"]
+    assert [c.id for c in criteria(site, 2)] == [
+        "02-inference-call", "02-inference-unauthenticated", "02-serving-slo-qwen3-8b", "02-inference-rate-limit"]
 
 
 def test_fails_when_the_phase_is_not_a_roadmap_phase():
@@ -369,7 +370,7 @@ def test_inference_checks_are_skipped_without_inference():
     site = parse_site(raw)
     assert criteria(site, 2) == []
     assert [cid for cid, _ in not_applicable(site, 2)] == [
-        "02-inference-call", "02-inference-unauthenticated", "02-inference-rate-limit"]
+        "02-inference-call", "02-inference-unauthenticated", "02-inference-rate-limit", "02-serving-slo"]
 
 
 def test_the_call_takes_the_teams_client_from_keycloak():

@@ -36,6 +36,43 @@ class ServingLoopRun(_Model):
     )
 
 
+class ServingSloTargets(_Model):
+    """One served model's own serving SLO (phase 02's load test, docs/acceptance.md): each field left out takes the
+    `acceptance.serving_slo_<field>` default."""
+
+    concurrency: int | None = Field(
+        None, ge=1, le=1024, strict=True,
+        description="Requests in flight at most during the model's run. Defaults to acceptance.serving_slo_concurrency.",
+    )
+    input_tokens: int | None = Field(
+        None, ge=1, le=1_048_576, strict=True,
+        description="Prompt length of each request, in tokens of the model's tokenizer. Defaults to "
+        "acceptance.serving_slo_input_tokens.",
+    )
+    output_tokens: int | None = Field(
+        None, ge=2, le=1_048_576, strict=True,
+        description="Tokens generated per request. Defaults to acceptance.serving_slo_output_tokens.",
+    )
+    p90_ttft_ms: float | None = Field(
+        None, gt=0, le=600_000, strict=True,
+        description="Largest allowed P90 time to first token, in ms. Defaults to acceptance.serving_slo_p90_ttft_ms.",
+    )
+    p90_itl_ms: float | None = Field(
+        None, gt=0, le=60_000, strict=True,
+        description="Largest allowed P90 inter-token latency, in ms. Defaults to acceptance.serving_slo_p90_itl_ms.",
+    )
+    min_output_tokens_per_sec: float | None = Field(
+        None, gt=0, le=10_000_000, strict=True,
+        description="Lowest allowed output token throughput of the run, in tokens/s. Defaults to "
+        "acceptance.serving_slo_min_output_tokens_per_sec.",
+    )
+    max_error_percent: float | None = Field(
+        None, ge=0, le=100, strict=True,
+        description="Largest allowed share of failed requests, in percent (a 429 counts). Defaults to "
+        "acceptance.serving_slo_max_error_percent.",
+    )
+
+
 class AcceptanceConfig(_Model):
     """The acceptance jobs of each roadmap phase's completion check (`fabctl verify --phase N`)."""
 
@@ -93,6 +130,51 @@ class AcceptanceConfig(_Model):
         1800, ge=60, le=86_400, strict=True,
         description="How long an evicted vLLM pod's replacement may take to serve again (weights are copied to its NVMe "
         "cache first). Defaults to 1800.",
+    )
+    serving_slo_concurrency: int = Field(
+        8, ge=1, le=1024, strict=True,
+        description="Requests in flight at most during each served model's load test (`vllm bench serve "
+        "--max-concurrency`), sent at half the team's rate (docs/acceptance.md, phase 02). Defaults to 8.",
+    )
+    serving_slo_num_prompts: int = Field(
+        200, ge=10, le=100_000, strict=True,
+        description="Requests of each model's load test: the P90s are over this many. At half the team's rate a minute, the "
+        "run lasts at least twice this many minutes over the rate. Defaults to 200.",
+    )
+    serving_slo_input_tokens: int = Field(
+        3000, ge=1, le=1_048_576, strict=True,
+        description="Prompt length of each load-test request, in tokens of the model's tokenizer (random prompts, "
+        "`--random-input-len`). Defaults to 3000, the input length of Dynamo's SLA example.",
+    )
+    serving_slo_output_tokens: int = Field(
+        150, ge=2, le=1_048_576, strict=True,
+        description="Tokens generated per load-test request (`--random-output-len`, end of sequence ignored). Defaults to "
+        "150, the output length of Dynamo's SLA example.",
+    )
+    serving_slo_p90_ttft_ms: float = Field(
+        200.0, gt=0, le=600_000, strict=True,
+        description="Largest allowed P90 time to first token of each model's load test, in ms, through the gateway. "
+        "Defaults to 200 (Dynamo's SLA example: TTFT 200 ms).",
+    )
+    serving_slo_p90_itl_ms: float = Field(
+        20.0, gt=0, le=60_000, strict=True,
+        description="Largest allowed P90 inter-token latency of each model's load test, in ms. Defaults to 20 (Dynamo's "
+        "SLA example: ITL 20 ms).",
+    )
+    serving_slo_min_output_tokens_per_sec: float | None = Field(
+        None, gt=0, le=10_000_000, strict=True,
+        description="Lowest allowed output token throughput of each model's load test, in tokens/s. Defaults to none: "
+        "the throughput is reported, not judged (it depends on the GPUs, the replicas and the team's rate).",
+    )
+    serving_slo_max_error_percent: float = Field(
+        1.0, ge=0, le=100, strict=True,
+        description="Largest allowed share of failed requests of each model's load test, in percent; a request the "
+        "gateway limits (429) is a failed one. Defaults to 1.",
+    )
+    serving_slo_models: dict[DnsLabel, ServingSloTargets] = Field(
+        default_factory=dict,
+        description="Per served model (a key of `inference.models`), the load test's settings and targets that differ "
+        "from the serving_slo_* defaults. Defaults to none: every model is held to the defaults.",
     )
     serving_loop: ServingLoopRun | None = Field(
         None,

@@ -1,5 +1,6 @@
 """Phase 02, inference: a compute pod calls the first model through the gateway with a team's token, the gateway
-refuses a call without one and limits the team above its rate."""
+refuses a call without one, each served model meets its serving SLO under load (phase_02_slo.py) and the gateway limits
+the team above its rate."""
 
 from __future__ import annotations
 
@@ -39,11 +40,14 @@ def served_name(site: Site, model: str) -> str:
 
 
 def phase_02(site: Site) -> list[Criterion | tuple[str, str]]:
+    from fabctl.verify.criteria.phase_02_slo import serving_slo  # it builds on this module's client and model helpers
+
     ids = ("02-inference-call", "02-inference-unauthenticated", "02-inference-rate-limit")
     if site.config.inference is None:
-        return [(cid, "the site serves no model (no `inference` section): phase 02 adds it") for cid in ids]
+        return [(cid, "the site serves no model (no `inference` section): phase 02 adds it") for cid in ids] + serving_slo(site)
     model = _first_model(site)
-    return [inference_call(site, model), inference_unauthenticated(site, model), inference_rate_limit(site, model)]
+    # The load tests run before the burst, which spends the team's rate for the minute it is sent in.
+    return [inference_call(site, model), inference_unauthenticated(site, model), *serving_slo(site), inference_rate_limit(site, model)]
 
 
 def inference_call(site: Site, model: str, cid: str = "02-inference-call", phase: int = 2) -> Criterion:
