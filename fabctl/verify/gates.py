@@ -86,6 +86,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 per="<source>-to-<target>"),
     Requirement(2, "02-inference-call", "a compute pod calls a model through the fixed URL with a team's token"),
     Requirement(2, "02-inference-unauthenticated", "the gateway refuses a call without a token"),
+    Requirement(2, "02-serving-slo", "each served model meets its latency targets under load through the gateway (P90 time to "
+                "first token, P90 inter-token latency, errors; throughput where set)", per="<model>"),
     Requirement(2, "02-inference-rate-limit", "a team above its rate is limited"),
     Requirement(3, "03-model-published", "the serving loop published the model with its data pin"),
     Requirement(3, "03-model-serves", "the published model answers through the gateway"),

@@ -226,3 +226,32 @@ def _kubectl_pod(site: Site, account: str, script: str) -> dict[str, Any]:
 def _first_model(site: Site) -> str:
     assert site.config.inference is not None
     return min(site.config.inference.models)
+
+
+# --- the gateway, as a team calls it ---------------------------------------------------------------------------------
+
+GATEWAY_CLIENT_SECRET_KEY = "client_secret"
+
+
+def gateway_client_secret(team: str) -> str:
+    """The Secret, in the acceptance namespace on compute, that holds the team's gateway client secret for the check."""
+    return names.TEAM_GATEWAY_CLIENT(team)
+
+
+def _needs_client(site: Site, team: str) -> str:
+    return (f"the Secret {gateway_client_secret(team)} in {site.namespace} on {site.compute()} with key "
+            f"{GATEWAY_CLIENT_SECRET_KEY}: client {names.TEAM_GATEWAY_CLIENT(team)}'s secret from Keycloak (realm "
+            f"{site.config.identity.realm}), which the program never copies out of Keycloak")
+
+
+def _client_env(site: Site, team: str) -> list[dict[str, Any]]:
+    return [
+        {"name": "TOKEN_URL", "value": site.token_url()},
+        {"name": "CLIENT_ID", "value": names.TEAM_GATEWAY_CLIENT(team)},
+        {"name": "CLIENT_SECRET", "valueFrom": {"secretKeyRef": {"name": gateway_client_secret(team), "key": GATEWAY_CLIENT_SECRET_KEY}}},
+    ]
+
+
+def served_name(site: Site, model: str) -> str:
+    assert site.config.inference is not None
+    return site.config.inference.models[model].served_name or model

@@ -6,42 +6,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
-from components.config import names
-from fabctl.verify.criteria.blocks import Site, _figure, _first_model, _probe_step, _ran
+from fabctl.verify.criteria.blocks import Site, _client_env, _figure, _first_model, _needs_client, _probe_step, _ran, served_name
+from fabctl.verify.criteria.phase_02_slo import serving_slo
 from fabctl.verify.model import Criterion, Judgement
-
-GATEWAY_CLIENT_SECRET_KEY = "client_secret"
-
-
-def gateway_client_secret(team: str) -> str:
-    """The Secret, in the acceptance namespace on compute, that holds the team's gateway client secret for the check."""
-    return names.TEAM_GATEWAY_CLIENT(team)
-
-
-def _needs_client(site: Site, team: str) -> str:
-    return (f"the Secret {gateway_client_secret(team)} in {site.namespace} on {site.compute()} with key "
-            f"{GATEWAY_CLIENT_SECRET_KEY}: client {names.TEAM_GATEWAY_CLIENT(team)}'s secret from Keycloak (realm "
-            f"{site.config.identity.realm}), which the program never copies out of Keycloak")
-
-
-def _client_env(site: Site, team: str) -> list[dict[str, Any]]:
-    return [
-        {"name": "TOKEN_URL", "value": site.token_url()},
-        {"name": "CLIENT_ID", "value": names.TEAM_GATEWAY_CLIENT(team)},
-        {"name": "CLIENT_SECRET", "valueFrom": {"secretKeyRef": {"name": gateway_client_secret(team), "key": GATEWAY_CLIENT_SECRET_KEY}}},
-    ]
-
-
-def served_name(site: Site, model: str) -> str:
-    assert site.config.inference is not None
-    return site.config.inference.models[model].served_name or model
 
 
 def phase_02(site: Site) -> list[Criterion | tuple[str, str]]:
-    from fabctl.verify.criteria.phase_02_slo import serving_slo  # it builds on this module's client and model helpers
-
     ids = ("02-inference-call", "02-inference-unauthenticated", "02-inference-rate-limit")
     if site.config.inference is None:
         return [(cid, "the site serves no model (no `inference` section): phase 02 adds it") for cid in ids] + serving_slo(site)

@@ -15,8 +15,21 @@ from components.constants import MC_CA_DIR, S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRE
 from components.gpu import INFERENCE_NAMESPACE
 from components.kube import restricted_container, restricted_pod_security_context
 from components.serving import PRINCIPAL, weights_source
-from fabctl.verify.criteria.blocks import PROBE_DIR, PROBE_SCRIPT, PROBE_USER, Site, _dns, _figure, _job, _meta, _ran, _scratch
-from fabctl.verify.criteria.phase_02 import _client_env, _needs_client, served_name
+from fabctl.verify.criteria.blocks import (
+    PROBE_DIR,
+    PROBE_SCRIPT,
+    PROBE_USER,
+    Site,
+    _client_env,
+    _dns,
+    _figure,
+    _job,
+    _meta,
+    _needs_client,
+    _ran,
+    _scratch,
+    served_name,
+)
 from fabctl.verify.model import Criterion, Judgement, Manifest, Step
 
 FAMILY = "02-serving-slo"
