@@ -27,6 +27,7 @@ from fabctl.verify.criteria.blocks import (
     _team_probe_step,
 )
 from fabctl.verify.criteria.phase_01_nccl import nccl_under_load
+from fabctl.verify.criteria.phase_01_storage import storage_baseline
 from fabctl.verify.model import Criterion, Judgement, Step
 
 
@@ -36,6 +37,7 @@ def phase_01(site: Site) -> list[Criterion | tuple[str, str]]:
         out.extend(gpu_count(site, cluster, node) for node in sorted(site.config.gpu[cluster].nodes))
     for cluster in site.gpu_clusters():
         out.append(nccl_under_load(site, cluster))
+    out.extend(storage_baseline(site, cluster) for cluster in site.gpu_clusters())
     out.extend(s3_roundtrip(site, cluster) for cluster in site.gpu_clusters())
     out.extend(flow_probes(site))
     out.extend(denied_probes(site))
