@@ -106,7 +106,7 @@ def test_the_pods_script_runs_put_then_get_and_prints_each_nodes_figures(check, 
     assert figures["put_start_epoch_sec.gpu-trn-2"].isdigit() and figures["get_start_epoch_sec.gpu-trn-2"].isdigit()
     put, get = (tmp_path / "calls").read_text().splitlines()
     common = ("--no-color --host=s3.site-t.fab.internal:9000 --tls --region=us-east-1 --bucket=site-t-checkpoints "
-              "--prefix=yield/fab-verify-storage/gpu-trn-2 --noclear --obj.size=64MiB --concurrent=32 --duration=30s")
+              "--prefix=yield/fab-verify-storage/gpu-trn-2/ --noclear --obj.size=64MiB --concurrent=32 --duration=30s")
     assert put == f"put {common} --benchdata={tmp_path}/put"
     assert get == f"get {common} --list-existing --benchdata={tmp_path}/get"
 

@@ -1,5 +1,6 @@
 """Phase 01, GPU base: each GPU node recognises its GPUs, NCCL keeps its bandwidth under storage load
-(phase_01_nccl.py), the training nodes reach AIStor with a team's keys, every flow admits its clients and a sample of
+(phase_01_nccl.py), the training nodes' Ethernet path to AIStor reaches its floors (phase_01_storage.py), the training
+nodes reach AIStor with a team's keys, every flow admits its clients and a sample of
 what no flow admits is dropped."""
 
 from __future__ import annotations

@@ -196,11 +196,13 @@ def _warp_job(site: Site, cid: str, team: str, nodes: list[str], timeout: int) -
 
 def warp_script(site: Site, endpoint: str, team: str) -> str:
     """The pod's shell script (busybox sh of the warp image): the start time, warp PUT, then GET of the objects the PUT
-    left (--noclear, --list-existing: no upload of its own before the GETs), each run's output and its figures."""
+    left (--noclear, --list-existing: no upload of its own before the GETs), each run's output and its figures. The
+    prefix ends in a slash: PUT joins its own sub-folder to it (path.Join), and GET lists exactly this node's folder
+    (gpu-1/ is not a prefix of gpu-10/)."""
     acceptance, store = site.acceptance, site.config.storage.object_store
     common = " ".join([
         "--no-color", f"--host={endpoint}", *(["--tls"] if store.tls else []), f"--region={site.config.minio.region}",
-        f"--bucket={site.bucket('checkpoints')}", f'--prefix="{team}/{STORAGE_FOLDER}/$node"', "--noclear",
+        f"--bucket={site.bucket('checkpoints')}", f'--prefix="{team}/{STORAGE_FOLDER}/$node/"', "--noclear",
         f"--obj.size={acceptance.storage_baseline_object_size_mib}MiB", f"--concurrent={acceptance.storage_baseline_concurrency}",
         f"--duration={acceptance.storage_baseline_duration_sec}s",
     ])
