@@ -78,6 +78,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement(1, "01-nccl-under-load", "multi-node NCCL all_reduce over InfiniBand (never sockets) reaches the floor for "
                 "its GPUs and interconnect at the largest message, and loses at most the bound under AIStor load",
                 per="<cluster>"),
+    Requirement(1, "01-storage-baseline", "warp PUT and GET from every training node at once over the Ethernet path to AIStor "
+                "reach the floor derived from the nodes' NIC speed, per node and together", per="<cluster>"),
     Requirement(1, "01-s3-readwrite", "a team's job on the training nodes writes and reads AIStor over the internal endpoint",
                 per="<cluster>"),
     Requirement(1, "01-flow", "every flow of the flow table admits its clients (those a probe pod can stand for)",

@@ -180,7 +180,7 @@ def test_criterion_ids_are_unique(site):
 def test_criterion_ids_of_the_small_site_are_stable():
     site = parse_site(small_site())
     assert [c.id for c in criteria(site, 1)] == [
-        "01-gpus-gpu-gpu-inf-1", "01-gpus-gpu-gpu-trn-1", "01-s3-readwrite-gpu", "01-flow-inference", "01-flow-polaris", "01-flow-s3",
+        "01-gpus-gpu-gpu-inf-1", "01-gpus-gpu-gpu-trn-1", "01-storage-baseline-gpu", "01-s3-readwrite-gpu", "01-flow-inference", "01-flow-polaris", "01-flow-s3",
         "01-denied-compute-to-gpu", "01-denied-gpu-to-storage",
     ]
     assert [c.id for c in criteria(site, 2)] == [

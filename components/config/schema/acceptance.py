@@ -118,6 +118,58 @@ class AcceptanceConfig(_Model):
         description="How long warp runs at most; it is stopped as soon as the NCCL run under load ends, so this only has "
         "to outlast it. Defaults to 1800.",
     )
+    storage_baseline_nic_gbps: float = Field(
+        200.0, gt=0, le=3200, strict=True,
+        description="Line rate of each training node's Ethernet storage bond, in Gb/s (the sum of its member links: 2 x "
+        "100 GbE is 200), from which the storage baseline's floors are derived (docs/acceptance.md, phase 01). "
+        "Defaults to 200.",
+    )
+    storage_baseline_min_get_percent: float = Field(
+        60.0, gt=0, le=100, strict=True,
+        description="Lowest allowed average GET throughput of each training node in the storage baseline, in percent of "
+        "`storage_baseline_nic_gbps`. Defaults to 60.",
+    )
+    storage_baseline_min_put_percent: float = Field(
+        40.0, gt=0, le=100, strict=True,
+        description="Lowest allowed average PUT throughput of each training node in the storage baseline, in percent of "
+        "`storage_baseline_nic_gbps`. Defaults to 40.",
+    )
+    storage_baseline_min_get_mib_per_sec: float | None = Field(
+        None, gt=0, le=1_000_000, strict=True,
+        description="Lowest allowed average GET throughput of each training node, in MiB/s as warp reports it, instead "
+        "of the percentage of the line rate. Defaults to none: `storage_baseline_min_get_percent` decides.",
+    )
+    storage_baseline_min_put_mib_per_sec: float | None = Field(
+        None, gt=0, le=1_000_000, strict=True,
+        description="Lowest allowed average PUT throughput of each training node, in MiB/s as warp reports it, instead "
+        "of the percentage of the line rate. Defaults to none: `storage_baseline_min_put_percent` decides.",
+    )
+    storage_baseline_max_aggregate_get_mib_per_sec: float | None = Field(
+        None, gt=0, le=100_000_000, strict=True,
+        description="Cap of the aggregate GET floor, in MiB/s: what AIStor is sized to serve the training nodes together. "
+        "The aggregate floor is the per-node floor times the nodes, at most this; when it caps, each node's floor is its "
+        "equal share. Defaults to none: no cap.",
+    )
+    storage_baseline_max_aggregate_put_mib_per_sec: float | None = Field(
+        None, gt=0, le=100_000_000, strict=True,
+        description="Cap of the aggregate PUT floor, in MiB/s, as `storage_baseline_max_aggregate_get_mib_per_sec` for "
+        "writes. Defaults to none: no cap.",
+    )
+    storage_baseline_duration_sec: int = Field(
+        30, ge=10, le=3600, strict=True,
+        description="How long warp PUTs, then GETs, on each training node of the storage baseline (warp --duration, "
+        "each). Defaults to 30.",
+    )
+    storage_baseline_concurrency: int = Field(
+        32, ge=1, le=1024, strict=True,
+        description="Concurrent requests of warp on each training node in the storage baseline (warp --concurrent). "
+        "Defaults to 32.",
+    )
+    storage_baseline_object_size_mib: int = Field(
+        64, ge=1, le=16_384, strict=True,
+        description="Size of each object of the storage baseline, in MiB (warp --obj.size; a checkpoint shard). "
+        "Defaults to 64.",
+    )
     timeout_sec: int = Field(
         600, ge=30, le=86_400, strict=True,
         description="How long a probe job may take before it counts as failed. Defaults to 600.",

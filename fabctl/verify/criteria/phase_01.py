@@ -1,5 +1,6 @@
 """Phase 01, GPU base: each GPU node recognises its GPUs, NCCL keeps its bandwidth under storage load
-(phase_01_nccl.py), the training nodes reach AIStor with a team's keys, every flow admits its clients and a sample of
+(phase_01_nccl.py), the training nodes' Ethernet path to AIStor reaches its floors (phase_01_storage.py), the training
+nodes reach AIStor with a team's keys, every flow admits its clients and a sample of
 what no flow admits is dropped."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fabctl.verify.criteria.blocks import (
     _team_probe_step,
 )
 from fabctl.verify.criteria.phase_01_nccl import nccl_under_load
+from fabctl.verify.criteria.phase_01_storage import storage_baseline
 from fabctl.verify.model import Criterion, Judgement, NotApplicable, Step
 
 
@@ -36,6 +38,7 @@ def phase_01(site: Site) -> list[Criterion | tuple[str, str]]:
         out.extend(gpu_count(site, cluster, node) for node in sorted(site.config.gpu[cluster].nodes))
     for cluster in site.gpu_clusters():
         out.append(nccl_under_load(site, cluster))
+    out.extend(storage_baseline(site, cluster) for cluster in site.gpu_clusters())
     out.extend(s3_roundtrip(site, cluster) for cluster in site.gpu_clusters())
     out.extend(flow_probes(site))
     out.extend(denied_probes(site))
