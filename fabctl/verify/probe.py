@@ -25,8 +25,6 @@ import concurrent.futures
 import datetime
 import hashlib
 import hmac
-import html.parser
-import http.cookiejar
 import json
 import os
 import re
@@ -38,6 +36,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from html.parser import HTMLParser
+from http.cookiejar import CookieJar
 from xml.etree import ElementTree
 
 PREFIX = "FAB-RESULT "
@@ -266,7 +266,7 @@ def model_pin(uri: str, table: str, tag: str) -> None:
            tag_type=ref.get("type", "") if isinstance(ref, dict) else "")
 
 
-class _LoginForm(html.parser.HTMLParser):
+class _LoginForm(HTMLParser):
     """The action of Keycloak's sign-in form (`<form id="kc-form-login" action=...>` in its login theme's login.ftl)."""
 
     def __init__(self) -> None:
@@ -289,7 +289,7 @@ def airflow_sign_in(base_url: str) -> tuple[str, str]:
     `/auth/oauth-authorized/keycloak`, which sets the JWT cookie. `/auth/token` takes database passwords only, and the
     platform's Airflow has no account but Keycloak's. Outcome: ok, `login-<status>` (the login page did not come),
     no-form (no Keycloak form on it), `form-<status>` or no-token (the credentials were refused)."""
-    jar = http.cookiejar.CookieJar()
+    jar = CookieJar()
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar),
                                          urllib.request.HTTPSHandler(context=_context()))
 
@@ -300,6 +300,8 @@ def airflow_sign_in(base_url: str) -> tuple[str, str]:
                 return response.status, response.read().decode("utf-8", "replace")
         except urllib.error.HTTPError as error:
             return error.code, error.read().decode("utf-8", "replace")
+        except OSError:  # refused, unresolved, timed out: a figure, not a crash
+            return 0, ""
 
     status, page = fetch(f"{base_url}/auth/login/keycloak?next=")
     if status != 200:
@@ -351,7 +353,10 @@ def airflow_run(base_url: str, dag_id: str, timeout_sec: str, conf_json: str) ->
     deadline, state = time.monotonic() + float(timeout_sec), ""
     run_url = f"{runs}/{urllib.parse.quote(run_id, safe='')}"
     while True:
-        status, answer = http("GET", run_url, headers=auth)
+        try:
+            status, answer = http("GET", run_url, headers=auth)
+        except OSError:  # a moment without the API server (a restart) during hours of training: ask again
+            status, answer = 0, b"{}"
         state = json.loads(answer).get("state", "") if status == 200 else f"http-{status}"
         if state in TERMINAL or time.monotonic() >= deadline:
             break
