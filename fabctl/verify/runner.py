@@ -5,7 +5,9 @@ For each criterion, each step in order: its objects are applied with server-side
 what the workloads use first (namespaces, ConfigMaps, Secrets, accounts and roles, Services), then the `background`
 workloads, each started before the rest; the runner waits for the deciding Job, MPIJob, JobSet or TrainJob to finish, reads its
 pods' logs for `FAB-RESULT key=value` lines, and deletes everything it applied, whatever happened (failure, timeout,
-Ctrl-C), last applied first. A namespace the steps use that does not exist is created at Pod Security `restricted` and
+Ctrl-C), last applied first. A step may follow what an earlier step of its criterion started: a `{{figure <step>.<key>}}`
+in its objects is replaced by that step's figure before it is applied (`FIGURE`), and a step whose figure was not
+reported is not applied. A namespace the steps use that does not exist is created at Pod Security `restricted` and
 deleted at the end of the run (deleting it after each criterion would leave the next one a namespace still
 terminating). Then the criterion's judge decides.
 """

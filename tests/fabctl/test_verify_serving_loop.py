@@ -513,3 +513,55 @@ def test_the_model_pin_reports_a_tag_that_is_gone():
                         POLARIS_URI=f"{base}/api/catalog", POLARIS_CLIENT_ID="c", POLARIS_CLIENT_SECRET="s",
                         POLARIS_SCOPE="PRINCIPAL_ROLE:ALL", POLARIS_WAREHOUSE="fab")
     assert (results["tag_snapshot_id"], results["tag_type"]) == ("", "")
+
+
+# --- the kubectl scripts, run by bash against a kubectl that answers as the API would ------------------------------
+
+FAKE_KUBECTL = r'''#!/bin/bash
+printf '%s\n' "$*" >> "$KUBECTL_LOG"
+case "$*" in
+  *"get jobs"*) echo -n job-uid-1 ;;
+  *'uid=="job-uid-1"'*clusterQueue*) echo -n team-yield ;;
+  *'uid=="job-uid-1"'*Admitted*) echo -n True ;;
+  *"{.status.sync.status}"*) echo -n Synced ;;
+  *"{.status.health.status}"*) echo -n Healthy ;;
+  *".status.resources"*) printf 'Service/vllm-qwen3-8b-canary=Healthy\nDeployment/vllm-qwen3-8b-canary=Healthy\nDeployment/vllm-qwen3-8b=Healthy\n' ;;
+esac
+'''
+
+
+def run_script(script: str, tmp_path: Path) -> tuple[dict[str, str], list[str]]:
+    (tmp_path / "kubectl").write_text(FAKE_KUBECTL)
+    (tmp_path / "kubectl").chmod(0o755)
+    log = tmp_path / "calls"
+    out = subprocess.run(["/bin/bash", "-c", script], capture_output=True, text=True, check=True, timeout=60,
+                         env={"PATH": f"{tmp_path}:/usr/bin:/bin", "KUBECTL_LOG": str(log)}).stdout
+    return probe_results(out), log.read_text().splitlines()
+
+
+def test_the_admission_script_reads_the_workload_of_the_runs_training_job(check, tmp_path):
+    script = container(check.steps[1])["args"][0].replace(figure(0, "run"), SLUG)
+    results, calls = run_script(script, tmp_path)
+    assert results == {"job": "found", "cluster_queue": "team-yield", "admitted": "true"}
+    assert calls[0] == (f"-n team-yield get jobs -l fab.internal/run={SLUG},fab.internal/step=train -o "
+                        "jsonpath={.items[0].metadata.uid}")
+
+
+def test_the_sync_script_finds_the_canarys_deployment(synced, tmp_path):
+    results, calls = run_script(container(synced.steps[3])["args"][0], tmp_path)
+    assert results == {"sync": "Synced", "health": "Healthy", "canary": "Healthy"}
+    assert all(c.startswith("-n argocd get applications.argoproj.io serving-gpu -o jsonpath=") for c in calls)
+
+
+
+def test_a_training_image_the_dag_would_refuse_gives_its_reason():
+    assert not_applicable(parse_site(raw_site(training_image="docker.io/library/python:3.12")), 3) == [(
+        "03-serving-loop-yield",
+        "acceptance.serving_loop: training_image 'docker.io/library/python:3.12' is not an image of team yield's training "
+        "repositories (registry.site-t.fab.internal/yield/train; teams.yield.serving_loop.training_images): name one of "
+        "them with a tag or a digest")]
+
+
+def test_an_unpinned_training_image_gives_the_reason():
+    assert [cid for cid, _ in not_applicable(parse_site(raw_site(training_image="registry.site-t.fab.internal/yield/train")), 3)] == [
+        "03-serving-loop-yield"]

@@ -11,8 +11,7 @@ from components.config.fields import DnsLabel, LabelValue, _Model
 
 
 class ServingLoopRun(_Model):
-    """The run of a team's serving-loop DAG (docs/mlops.md) that phase 03's check triggers through Airflow's API as a
-    member of the team and follows to the served answer (docs/acceptance.md, phase 03)."""
+    """The run of a team's serving-loop DAG (docs/mlops.md) that phase 03's check triggers and follows (docs/acceptance.md)."""
 
     team: DnsLabel = Field(description="The team whose DAG `serving_loop_<team>` the check triggers (a key of `teams` with a "
                            "`serving_loop`).")

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from components.config import names
 from components.config.views import argocd_delivers
 from components.constants import ARGOCD_NAMESPACE, polaris_secret, s3_secret
+from components.dags import serving_loop_steps
 from components.data_access import TRAINING
 from components.engines import airflow, spark
 from components.kueue import team_namespace
@@ -71,11 +72,15 @@ def serving_loop(site: Site) -> Criterion | tuple[str, str]:
                      "is not in Airflow")
     if not (airflow.ENGINE.config(config.compute).enabled and spark.ENGINE.config(config.compute).enabled):
         return (cid, "the serving loop needs Airflow and Spark on compute (compute.airflow, compute.spark)")
+    try:  # the DAG's own rule (its plan refuses the run otherwise): the config cannot import the DAG's module
+        serving_loop_steps.training_image(run.training_image, run.team, loop.training_images)
+    except ValueError as exc:
+        return (cid, f"acceptance.serving_loop: {exc}")
     inference = config.inference
     if skipped := _no_training_nodes(site, inference.cluster, cid):
         return skipped
     team, model = run.team, run.model
-    dag = "serving_loop_" + team.replace("-", "_")
+    dag = serving_loop_steps.dag_id(team)
     compute, submission = site.compute(), _submission_cluster(site)
     assert airflow.ENGINE.ui is not None
     airflow_url = f"https://{airflow.ENGINE.ui.hostname(config.domain)}"
