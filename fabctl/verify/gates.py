@@ -91,8 +91,9 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement(2, "02-serving-slo", "each served model meets its latency targets under load through the gateway (P90 time to "
                 "first token, P90 inter-token latency, errors; throughput where set)", per="<model>"),
     Requirement(2, "02-inference-rate-limit", "a team above its rate is limited"),
-    Requirement(3, "03-model-published", "the serving loop published the model with its data pin"),
-    Requirement(3, "03-model-serves", "the published model answers through the gateway"),
+    Requirement(3, "03-serving-loop", "the serving-loop DAG, triggered through Airflow's API as a team member, runs end to end: "
+                "Kueue admits its training Job, the Iceberg tag pins the data, the model is published with its pin, the "
+                "canary is served (with Argo CD, synced) and the gateway answers", per="<team>"),
     Requirement(4, "04-s3-team-isolation", "one team's keys cannot touch another team's data (sites of two teams or more)"),
     Requirement(4, "04-team-rbac", "a team's group runs work in its own namespaces only, on every Kueue cluster",
                 per="<cluster>"),

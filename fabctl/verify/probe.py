@@ -13,6 +13,9 @@ refused or dropped connection is a figure, not a crash.
     python probe.py burst BASE_URL REQUESTS       (token as for chat; GET BASE_URL/models REQUESTS times at once)
     python probe.py token FILE                    (token as for chat, written to FILE for a load generator)
     python probe.py prom URL NAME=QUERY ...
+    python probe.py model-pin S3_URI TABLE TAG    (metadata.json with the s3-training keys, the tag with polaris-training)
+    python probe.py airflow-run AIRFLOW_URL DAG_ID TIMEOUT_SEC CONF_JSON
+                                                  (signs in as AIRFLOW_USERNAME / AIRFLOW_PASSWORD through Keycloak)
 
 Nothing here imports the platform: the pod has this file and the standard library only.
 """
@@ -25,13 +28,17 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import socket
 import ssl
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from html.parser import HTMLParser
+from http.cookiejar import CookieJar
 from xml.etree import ElementTree
 
 PREFIX = "FAB-RESULT "
@@ -150,7 +157,7 @@ def s3_metadata(uri: str) -> None:
         except ValueError:
             meta = {}
         figures.update(snapshot_id=meta.get("snapshot_id", ""), team=meta.get("team", ""), revision=meta.get("revision", ""),
-                       has_metrics=str(isinstance(meta.get("metrics"), dict)).lower())
+                       iceberg_ref=meta.get("iceberg_ref", ""), has_metrics=str(isinstance(meta.get("metrics"), dict)).lower())
     report(**figures)
 
 
@@ -238,10 +245,143 @@ def prom(url: str, *queries: str) -> None:
         report(**{name: result[0]["value"][1] if result else (0 if status == 200 else f"http-{status}")})
 
 
+# --- the serving loop (phase 03) -------------------------------------------------------------------------------------
+
+def polaris_refs(table: str) -> tuple[int, dict[str, object]]:
+    """(status, refs) of an Iceberg table loaded from Polaris with the principal of the environment (the team's
+    polaris-training Secret), as the serving loop's publish step loads it (components/dags/serving_loop_steps.py)."""
+    uri = os.environ["POLARIS_URI"].rstrip("/")
+    form = urllib.parse.urlencode({"grant_type": "client_credentials", "client_id": os.environ["POLARIS_CLIENT_ID"],
+                                   "client_secret": os.environ["POLARIS_CLIENT_SECRET"],
+                                   "scope": os.environ["POLARIS_SCOPE"]}).encode()
+    status, body = http("POST", f"{uri}/v1/oauth/tokens", form, {"content-type": "application/x-www-form-urlencoded"})
+    if status != 200:
+        return status, {}
+    bearer = json.loads(body).get("access_token", "")
+    *namespace, name = table.split(".")
+    path = "/v1/{}/namespaces/{}/tables/{}".format(urllib.parse.quote(os.environ["POLARIS_WAREHOUSE"], safe=""),
+                                                   urllib.parse.quote("\x1f".join(namespace), safe=""),
+                                                   urllib.parse.quote(name, safe=""))
+    status, body = http("GET", uri + path, headers={"authorization": f"Bearer {bearer}"})
+    return status, (json.loads(body).get("metadata", {}).get("refs", {}) if status == 200 else {})
+
+
+def model_pin(uri: str, table: str, tag: str) -> None:
+    """A published model's `metadata.json` (as `s3-metadata`, with the run and Iceberg ref it names), and the snapshot the
+    Iceberg tag `tag` of `table` points to in Polaris now."""
+    s3_metadata(uri)
+    load_status, refs = polaris_refs(table)
+    ref = refs.get(tag) if isinstance(refs, dict) else None
+    report(table_status=load_status, tag_snapshot_id=ref.get("snapshot-id", "") if isinstance(ref, dict) else "",
+           tag_type=ref.get("type", "") if isinstance(ref, dict) else "")
+
+
+class _LoginForm(HTMLParser):
+    """The action of Keycloak's sign-in form (`<form id="kc-form-login" action=...>` in its login theme's login.ftl)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.action = ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "form" and found.get("id") == "kc-form-login" and not self.action:
+            self.action = found.get("action") or ""
+
+
+JWT_COOKIE = "_token"
+"""The cookie in which Airflow 3's auth managers hand the API's JWT to the browser after sign-in (COOKIE_NAME_JWT_TOKEN)."""
+
+
+def airflow_sign_in(base_url: str) -> tuple[str, str]:
+    """(outcome, JWT) of the UI's sign-in through Keycloak as a browser does it, with AIRFLOW_USERNAME and AIRFLOW_PASSWORD:
+    the FAB auth manager's `/auth/login/keycloak` sends to Keycloak's form, whose post comes back through
+    `/auth/oauth-authorized/keycloak`, which sets the JWT cookie. `/auth/token` takes database passwords only, and the
+    platform's Airflow has no account but Keycloak's. Outcome: ok, `login-<status>` (the login page did not come),
+    no-form (no Keycloak form on it), `form-<status>` or no-token (the credentials were refused)."""
+    jar = CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar),
+                                         urllib.request.HTTPSHandler(context=_context()))
+
+    def fetch(url: str, data: bytes | None = None) -> tuple[int, str]:
+        headers = {"content-type": "application/x-www-form-urlencoded"} if data is not None else {}
+        try:
+            with opener.open(urllib.request.Request(url, data=data, headers=headers), timeout=60) as response:
+                return response.status, response.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode("utf-8", "replace")
+        except OSError:  # refused, unresolved, timed out: a figure, not a crash
+            return 0, ""
+
+    status, page = fetch(f"{base_url}/auth/login/keycloak?next=")
+    if status != 200:
+        return f"login-{status}", ""
+    form = _LoginForm()
+    form.feed(page)
+    if not form.action:
+        return "no-form", ""
+    credentials = urllib.parse.urlencode({"username": os.environ["AIRFLOW_USERNAME"],
+                                          "password": os.environ["AIRFLOW_PASSWORD"], "credentialId": ""}).encode()
+    status, _ = fetch(form.action, credentials)
+    token = next((c.value for c in jar if c.name == JWT_COOKIE and c.value), "")
+    if token:
+        return "ok", token
+    return ("no-token" if status == 200 else f"form-{status}"), ""
+
+
+def run_slug(run_id: str) -> str:
+    """The serving loop's name of a run (components/dags/serving_loop_steps.py run_slug): its labels and its tag `fab-<slug>`."""
+    slug = re.sub(r"[^a-z0-9]+", "-", run_id.lower()).strip("-")
+    return slug[:40].rstrip("-") or "run"
+
+
+TERMINAL = ("success", "failed")
+POLL_SEC = float(os.environ.get("FAB_POLL_SEC", "30"))
+
+
+def airflow_run(base_url: str, dag_id: str, timeout_sec: str, conf_json: str) -> None:
+    """Triggers `dag_id` through Airflow's REST API (v2) as the signed-in user, with the run id `fab-verify-<UTC time>`
+    and `conf` (the revision, when it names none, the run's name as the DAG defaults it), then follows the run to its end
+    or the timeout: the sign-in, the trigger's status, the run's names, its state and each task's."""
+    outcome, token = airflow_sign_in(base_url)
+    report(signin=outcome)
+    if not token:
+        return
+    auth = {"authorization": f"Bearer {token}", "content-type": "application/json"}
+    run_id = "fab-verify-" + datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    conf = json.loads(conf_json)
+    conf["revision"] = conf.get("revision") or run_slug(run_id)
+    report(run_id=run_id, run=run_slug(run_id), revision=conf["revision"])
+    runs = f"{base_url}/api/v2/dags/{urllib.parse.quote(dag_id, safe='')}/dagRuns"
+    body = json.dumps({"dag_run_id": run_id, "logical_date": None, "conf": conf}).encode()
+    status, answer = http("POST", runs, body, auth)
+    report(trigger_status=status)
+    if status != 200:
+        detail = answer.decode("utf-8", "replace").replace("\n", " ")[:300]
+        report(trigger_detail=detail)
+        return
+    deadline, state = time.monotonic() + float(timeout_sec), ""
+    run_url = f"{runs}/{urllib.parse.quote(run_id, safe='')}"
+    while True:
+        try:
+            status, answer = http("GET", run_url, headers=auth)
+        except OSError:  # a moment without the API server (a restart) during hours of training: ask again
+            status, answer = 0, b"{}"
+        state = json.loads(answer).get("state", "") if status == 200 else f"http-{status}"
+        if state in TERMINAL or time.monotonic() >= deadline:
+            break
+        time.sleep(POLL_SEC)
+    report(state=state)
+    status, answer = http("GET", f"{run_url}/taskInstances", headers=auth)
+    for task in json.loads(answer).get("task_instances", []) if status == 200 else []:
+        report(**{f"task_{task['task_id']}": task.get("state") or "none"})
+
+
 COMMANDS = {
     "tcp": tcp, "s3-roundtrip": s3_roundtrip, "s3-foreign": s3_foreign, "s3-metadata": s3_metadata, "s3-drain": s3_drain,
     "chat": chat,
-    "chat-anonymous": chat_anonymous, "burst": burst, "token": token_file, "prom": prom,
+    "chat-anonymous": chat_anonymous, "burst": burst, "token": token_file, "prom": prom, "model-pin": model_pin,
+    "airflow-run": airflow_run,
 }
 
 if __name__ == "__main__":

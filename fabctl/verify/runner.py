@@ -5,7 +5,9 @@ For each criterion, each step in order: its objects are applied with server-side
 what the workloads use first (namespaces, ConfigMaps, Secrets, accounts and roles, Services), then the `background`
 workloads, each started before the rest; the runner waits for the deciding Job, MPIJob, JobSet or TrainJob to finish, reads its
 pods' logs for `FAB-RESULT key=value` lines, and deletes everything it applied, whatever happened (failure, timeout,
-Ctrl-C), last applied first. A namespace the steps use that does not exist is created at Pod Security `restricted` and
+Ctrl-C), last applied first. A step may follow what an earlier step of its criterion started: a `{{figure <step>.<key>}}`
+in its objects is replaced by that step's figure before it is applied (`FIGURE`), and a step whose figure was not
+reported is not applied. A namespace the steps use that does not exist is created at Pod Security `restricted` and
 deleted at the end of the run (deleting it after each criterion would leave the next one a namespace still
 terminating). Then the criterion's judge decides.
 """
@@ -13,8 +15,10 @@ terminating). Then the criterion's judge decides.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -86,6 +90,35 @@ def apply_order(step: Step) -> list[Manifest]:
         return 1 if obj["metadata"]["name"] in step.background else 2
 
     return sorted(step.objects, key=group)
+
+
+FIGURE = re.compile(r"\{\{figure ([0-9]+\.[A-Za-z0-9_.-]+)\}\}")
+"""A placeholder in a string of a step's objects (an env value, an argument) for a figure an earlier step of the same
+criterion reported (`<step>.<key>`): the runner puts the figure in its place just before it applies the step, so that a
+step can follow what an earlier one started (phase 03's run id) while `--render` writes the placeholder itself."""
+
+
+def figure(step: int, key: str) -> str:
+    """The placeholder of the figure `key` of step `step` (FIGURE)."""
+    return f"{{{{figure {step}.{key}}}}}"
+
+
+def with_figures(value: Any, results: Mapping[str, str], missing: list[str]) -> Any:
+    """`value` (an object of a step, or any part of it) with every FIGURE placeholder replaced by the earlier step's
+    figure; the keys of the figures not reported are added to `missing` (their placeholders stay)."""
+    if isinstance(value, str):
+        def fill(match: re.Match[str]) -> str:
+            if match.group(1) in results:
+                return results[match.group(1)]
+            missing.append(match.group(1))
+            return match.group(0)
+
+        return FIGURE.sub(fill, value)
+    if isinstance(value, list):
+        return [with_figures(v, results, missing) for v in value]
+    if isinstance(value, dict):
+        return {k: with_figures(v, results, missing) for k, v in value.items()}
+    return value
 
 
 class Failed(Exception):
@@ -279,6 +312,12 @@ class Runner:
         return outcome(PASS if passed else FAIL, why)
 
     def _run_step(self, index: int, step: Step, results: dict[str, str]) -> None:
+        missing: list[str] = []
+        step = dataclasses.replace(step, objects=tuple(with_figures(o, results, missing) for o in step.objects))
+        if missing:  # an earlier step did not report what this one follows: it is not run, the judge says why
+            results[f"{index}.succeeded"] = "false"
+            results[f"{index}.missing"] = ",".join(dict.fromkeys(missing))
+            return
         api = self.cluster(step.cluster)
         kind, name = step.decides
         (decides,) = [o for o in step.objects if o["kind"] == kind and o["metadata"]["name"] == name]

@@ -260,7 +260,7 @@ def test_fails_when_a_waiver_waives_a_criterion_with_nothing_to_check(project, j
 
 
 def test_a_waiver_of_another_phase_is_not_judged_by_this_one(project, jobs, tmp_path):
-    with_waivers(project, {"03-model-published": "the serving loop's first team starts in March"})
+    with_waivers(project, {"03-serving-loop": "the serving loop's first team starts in March"})
     assert verify(project, "--phase", "1", "--render", "--out", str(tmp_path)) == 0
 
 

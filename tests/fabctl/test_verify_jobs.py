@@ -26,6 +26,8 @@ from fabctl.verify.criteria.phase_04 import metric_queries
 from fabctl.verify.model import Criterion
 
 NAMESPACE = "fab-verify"
+SERVING_LOOP = {"training_images": ["registry.site-t.fab.internal/yield/train"],
+                "features": {"wafer": {"table": "yield.wafer_features", "sql": "SELECT wafer_id FROM yield.wafers"}}}
 
 
 def everything() -> dict[str, Any]:
@@ -36,7 +38,9 @@ def everything() -> dict[str, Any]:
     add_observability(site, "remote-write")
     site["profiles"] = {"day": {}, "night": {"quotas": {"yield": {"gpu": {"gpus": 8}}}}}
     site["active_profile"] = "day"
-    site["acceptance"] = {"serving_loop": {"team": "yield", "model": "qwen3-8b", "revision": "r1"}}
+    site["teams"]["yield"]["serving_loop"] = SERVING_LOOP
+    site["acceptance"] = {"serving_loop": {"team": "yield", "model": "qwen3-8b", "features": "wafer",
+                                           "training_image": "registry.site-t.fab.internal/yield/train:1.0"}}
     return site
 
 
@@ -160,9 +164,10 @@ def test_objects_outside_the_acceptance_namespace_are_team_rbac_inference_airflo
     places = {(obj["kind"], obj["metadata"].get("namespace")) for _, obj in objects(complete)}
     elsewhere = {p for p in places if p[1] not in (NAMESPACE, None)}
     assert elsewhere == {
-        # The team's s3-training Secret is in its namespaces only (fdc probes; yield published the serving-loop run).
+        # The team's s3-training Secret is in its namespaces only (fdc probes; yield's serving-loop run published).
         ("ConfigMap", "team-fdc"), ("Job", "team-fdc"), ("ConfigMap", "team-yield"), ("Job", "team-yield"),
         ("Role", "team-fdc"), ("RoleBinding", "team-fdc"),  # reading the MultiKueue job's Workload
+        ("Role", "team-yield"), ("RoleBinding", "team-yield"),  # reading the serving loop's training Job and its Workload
         ("Role", "inference"), ("RoleBinding", "inference"),  # evicting one vLLM pod
         ("Role", "airflow"), ("RoleBinding", "airflow"),  # reading the submission contract
         ("TrainJob", "fab-verify-nccl-baseline"), ("TrainJob", "fab-verify-nccl-load"),  # their own privileged namespaces
@@ -404,21 +409,6 @@ def test_fails_when_no_request_is_limited():
         False, "660 requests at once by team yield: none limited (429); its rate is 600 a minute")
 
 
-# --- phase 03 ------------------------------------------------------------------------------------------------------
-
-def test_the_loop_check_is_skipped_without_a_run():
-    reasons = dict(not_applicable(parse_site(small_site()), 3))
-    assert reasons["03-model-published"] == (
-        "acceptance.serving_loop names no run of the serving-loop DAG to verify (docs/acceptance.md, phase 03)")
-
-
-def test_fails_when_the_published_model_pins_no_snapshot(complete):
-    check = criterion(complete, 3, "03-model-published")
-    assert check.judge({"0.get_status": "200", "0.snapshot_id": "", "0.has_metrics": "true"}) == (
-        False, ("s3://site-t-models/qwen/qwen3-8b/r1/metadata.json names snapshot none and metrics true: a published model "
-               "pins both"))
-
-
 # --- phase 04 ------------------------------------------------------------------------------------------------------
 
 def test_fails_when_a_team_reads_another_teams_prefix(complete):
@@ -542,7 +532,7 @@ def test_fails_when_the_probes_team_is_not_a_team():
 
 def test_fails_when_the_serving_loop_names_an_unserved_model():
     raw = small_site()
-    raw["acceptance"] = {"serving_loop": {"team": "yield", "model": "llama", "revision": "r1"}}
+    raw["acceptance"] = {"serving_loop": {"team": "yield", "model": "llama", "features": "wafer", "training_image": "t:1"}}
     assert config_errors(raw) == [
         "fab-platform:site.acceptance.serving_loop.model: llama is not a served model; name one of qwen3-8b"]
 

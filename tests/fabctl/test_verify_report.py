@@ -116,7 +116,7 @@ def test_markdown_escapes_a_pipe_in_a_message():
     assert "| exit 1 \\| see log |" in markdown("site-t", [odd])
 
 
-LOOP = Outcome(3, "03-model-published", INCOMPLETE, "required by phase 03 and not run: no serving-loop team")
+LOOP = Outcome(3, "03-serving-loop", INCOMPLETE, "required by phase 03 and not run: no serving-loop team")
 WAIVED_NCCL = Outcome(1, "01-nccl-under-load-gpu-train", WAIVED, "waived: one node until March (acceptance.waivers); not run "
                       "because gpu-train has 1 training node(s)")
 
@@ -132,7 +132,7 @@ def test_summary_passes_with_a_waived_criterion():
 
 def test_junit_marks_an_incomplete_criterion_as_a_failure_of_type_incomplete():
     root = ET.fromstring(junit("site-t", [GPUS, LOOP]))
-    (case,) = root.findall("testsuite/testcase[@name='03-model-published']")
+    (case,) = root.findall("testsuite/testcase[@name='03-serving-loop']")
     assert [(e.tag, e.attrib) for e in case] == [("failure", {"message": LOOP.message, "type": "incomplete"})]
     assert root.find("testsuite[@name='phase-03']").get("failures") == "1"
     assert root.find("testsuite[@name='phase-03']/properties/property").attrib == {"name": "verdict", "value": "INCOMPLETE"}

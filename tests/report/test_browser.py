@@ -133,7 +133,7 @@ def test_a_check_that_could_not_see_every_release_is_not_green(small, open_page,
 def test_the_completion_checks_show_per_phase_what_will_run_what_is_waived_and_what_is_incomplete(opened):
     page = opened.page
     nccl = page.locator('#completion-01 tr[data-criterion="01-nccl-under-load-gpu"]')
-    waived = page.locator('#completion-03 tr[data-criterion="03-model-published"]')
+    waived = page.locator('#completion-03 tr[data-criterion="03-serving-loop"]')
     expect(page.locator("#completion-01")).to_have_attribute("data-state", "INCOMPLETE")
     expect(nccl).to_have_attribute("data-status", "incomplete")
     expect(nccl.locator("td").nth(3)).to_have_text(

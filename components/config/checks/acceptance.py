@@ -30,6 +30,11 @@ def acceptance_problems(site: SiteViews) -> Iterator[Problem]:
     if run.model not in models:
         served = f"name one of {', '.join(models)}" if models else "the site serves none (no `inference` section)"
         yield (("acceptance", "serving_loop", "model"), f"{run.model} is not a served model; {served}")
+    loop = site.teams[run.team].serving_loop if run.team in site.teams else None
+    if loop is not None and run.features not in loop.features:
+        yield (("acceptance", "serving_loop", "features"), (f"{run.features} is not a feature set of team {run.team}; name one "
+                                                            f"of {', '.join(sorted(loop.features))} "
+                                                            f"(teams.{run.team}.serving_loop.features)"))
 
 
 def _serving_slo_problems(site: SiteViews) -> Iterator[Problem]:

@@ -25,14 +25,30 @@ WaiverReason = Annotated[str, StringConstraints(strip_whitespace=True, min_lengt
 
 
 class ServingLoopRun(_Model):
-    """A finished run of the serving-loop DAG (docs/mlops.md) that phase 03's check verifies."""
+    """The run of a team's serving-loop DAG (docs/mlops.md) that phase 03's check triggers and follows (docs/acceptance.md)."""
 
-    team: DnsLabel = Field(description="The team the run trained and published for (a key of `teams`).")
-    model: DnsLabel = Field(description="The served model the run published a revision of (a key of `inference.models`).")
-    revision: LabelValue = Field(
-        min_length=1,
-        description="The revision the run published: its weights and `metadata.json` are under `<source><revision>/` of "
-        "the models bucket.",
+    team: DnsLabel = Field(description="The team whose DAG `serving_loop_<team>` the check triggers (a key of `teams` with a "
+                           "`serving_loop`).")
+    model: DnsLabel = Field(description="The served model the run publishes a revision of (a key of `inference.models`).")
+    features: DnsLabel = Field(description="The run's `features`: one of the team's feature sets "
+                               "(`teams.<team>.serving_loop.features`).")
+    training_image: str = Field(
+        min_length=1, max_length=512,
+        description="The run's `training_image`: an image of one of the team's `training_images` repositories, with a tag or "
+        "a digest (the DAG refuses any other).",
+    )
+    code_revision: str = Field("fab-verify", min_length=1, max_length=128,
+                               description="The run's `code_revision`, recorded in metadata.json. Defaults to fab-verify.")
+    revision: LabelValue | None = Field(
+        None,
+        description="The revision the run publishes (`<source><revision>/` of the models bucket). Defaults to none: each "
+        "check names its run `fab-verify-<UTC time>` and the DAG publishes it under that run's name, so that a second "
+        "check does not collide with the first.",
+    )
+    timeout_sec: int = Field(
+        21_600, ge=600, le=604_800, strict=True,
+        description="How long the run may take from trigger to its last task (features, training, publish, serving "
+        "change). Defaults to 21600 (6 h).",
     )
 
 
@@ -230,8 +246,8 @@ class AcceptanceConfig(_Model):
     )
     serving_loop: ServingLoopRun | None = Field(
         None,
-        description="The run of the serving-loop DAG that phase 03's check verifies (docs/acceptance.md, phase 03). "
-        "Defaults to none: phase 03's check is skipped, with that reason.",
+        description="The run of a team's serving-loop DAG that phase 03's check triggers and follows (docs/acceptance.md, "
+        "phase 03). Defaults to none: phase 03's check is skipped, with that reason.",
     )
     waivers: dict[CriterionId, WaiverReason] = Field(
         default_factory=dict,

@@ -56,6 +56,16 @@ class Site:
     def compute(self) -> str:
         return self.config.keys_with_role("compute")[0]
 
+    def submission_cluster(self) -> str:
+        """The cluster a team submits its Jobs to (components/training.py): the MultiKueue manager, else the GPU cluster
+        that serves, else the first gpu cluster."""
+        config = self.config
+        if config.training.multikueue.enabled:
+            return config.multikueue_manager()
+        if config.inference is not None:
+            return config.inference.cluster
+        return min(config.keys_with_role("gpu"))
+
     def bucket(self, data_class: str) -> str:
         return next(name for name, b in sorted(self.config.storage.buckets.items()) if b.data_class == data_class)
 

@@ -91,7 +91,7 @@ def floor(acceptance: AcceptanceConfig, op: str, nodes: int) -> Floor:
     return Floor(op, node, node * nodes, why)
 
 
-def storage_baseline(site: Site, cluster: str) -> Criterion | tuple[str, str]:
+def storage_baseline(site: Site, cluster: str) -> Criterion | NotApplicable:
     """warp PUT, then GET of what it wrote, on every training node of `cluster` at once, with the team's keys."""
     cid = _dns("01-storage-baseline", cluster)
     if skipped := _no_training_nodes(site, cluster, cid):

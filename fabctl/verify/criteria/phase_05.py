@@ -39,17 +39,6 @@ def phase_05(site: Site) -> list[Built]:
     return out
 
 
-def submission_cluster(site: Site) -> str:
-    """The cluster a team submits to (components/training.py): the MultiKueue manager, else the GPU cluster that serves,
-    else the first gpu cluster."""
-    config = site.config
-    if config.training.multikueue.enabled:
-        return config.multikueue_manager()
-    if config.inference is not None:
-        return config.inference.cluster
-    return min(config.keys_with_role("gpu"))
-
-
 def submission(site: Site) -> Criterion | tuple[str, str]:
     """Two steps. On compute, a checker reads the team's entry of the contract Airflow reads (ConfigMap
     `training-submission`: cluster, namespace, LocalQueue). On the submission cluster, a Job submitted as that contract
@@ -64,7 +53,7 @@ def submission(site: Site) -> Criterion | tuple[str, str]:
     team = site.acceptance.team if site.acceptance.team in with_quota else (with_quota[0] if with_quota else None)
     if team is None:
         return (cid, "no team has a GPU quota (training.quotas) to admit the job with")
-    cluster, namespace, workers = submission_cluster(site), team_namespace(team), sorted(multikueue.workers)
+    cluster, namespace, workers = site.submission_cluster(), team_namespace(team), sorted(multikueue.workers)
     compute = site.compute()
     contract = _contract_step(site, compute, cid, team)
     submitted = "submission-probe"
