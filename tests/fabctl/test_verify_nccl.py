@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import site_raw
+from helpers import config_errors, site_raw
 from schemas import CrdSchemas, schema_errors
 from small_site import full_site
 
@@ -168,6 +168,17 @@ def test_fails_when_the_sites_largest_message_is_below_where_the_floors_are_read
     assert build(two_node_site(nccl_max_message_mib=4096)) == (
         "acceptance.nccl_max_message_mib makes 4 GiB the largest message, and the published floors are read at 8 GiB or "
         "more; set acceptance.nccl_min_busbw_gb_per_sec")
+
+
+def test_fails_when_the_sites_smallest_message_is_above_its_largest():
+    assert config_errors(two_node_site(nccl_min_message_mib=8192, nccl_max_message_mib=4096)) == [
+        "fab-platform:site.acceptance.nccl_min_message_mib: 8192 is above nccl_max_message_mib (4096); the smallest message "
+        "must not exceed the largest"]
+
+
+def test_fails_when_the_link_rate_is_not_an_infiniband_rate():
+    assert config_errors(two_node_site(nccl_hca_link_gbit_per_sec=300)) == [
+        "fab-platform:site.acceptance.nccl_hca_link_gbit_per_sec: Input should be 100, 200, 400 or 800 (got 300)"]
 
 
 def test_the_largest_message_is_the_last_doubling_of_the_smallest():
