@@ -9,8 +9,8 @@ from helpers import config_errors, render_small
 from small_site import small_site
 
 from components.runtimes import (
-    RUNTIME_KINDS,
     RAY,
+    RUNTIME_KINDS,
     TRAINER,
     kueue_frameworks,
     multikueue_rules,

@@ -171,9 +171,9 @@ def test_fails_when_the_sites_largest_message_is_below_where_the_floors_are_read
 
 
 def test_fails_when_the_sites_smallest_message_is_above_its_largest():
-    assert config_errors(two_node_site(nccl_min_message_mib=8192, nccl_max_message_mib=4096)) == [
+    assert config_errors(two_node_site(nccl_min_message_mib=8192, nccl_max_message_mib=4096)) == [(
         "fab-platform:site.acceptance.nccl_min_message_mib: 8192 is above nccl_max_message_mib (4096); the smallest message "
-        "must not exceed the largest"]
+        "must not exceed the largest")]
 
 
 def test_fails_when_the_link_rate_is_not_an_infiniband_rate():
@@ -409,9 +409,9 @@ def test_the_launcher_neither_checks_nor_records_the_workers_host_keys(check):
 
 def test_workers_run_sshd_with_the_steps_sshd_config(check):
     container = objects(check)[("Job", "nccl-worker")]["spec"]["template"]["spec"]["containers"][0]
-    assert (container["command"], container["args"]) == (["bash", "-c"], [
+    assert (container["command"], container["args"]) == (["bash", "-c"], [(
         "chmod 0755 /run/sshd && install -m 0600 /etc/fab-mpi-ssh/id_ed25519 /root/.ssh/id_ed25519 && install -m 0600 "
-        "/etc/fab-mpi-ssh/authorized_keys /root/.ssh/authorized_keys && exec /usr/sbin/sshd -De -f /etc/fab-ssh/sshd_config"])
+        "/etc/fab-mpi-ssh/authorized_keys /root/.ssh/authorized_keys && exec /usr/sbin/sshd -De -f /etc/fab-ssh/sshd_config")])
     assert {"name": "ssh-config", "mountPath": "/etc/fab-ssh", "readOnly": True} in container["volumeMounts"]
 
 

@@ -4,12 +4,11 @@ turns what happened into an outcome per criterion."""
 
 from __future__ import annotations
 
+import base64
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-import base64
-import subprocess
 
 import pytest
 from engines import engine
