@@ -207,7 +207,9 @@ VERIFY_GPU_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"
 """Runs `nvidia-smi -L` on each GPU node (the container toolkit mounts nvidia-smi into it)."""
 VERIFY_NCCL_IMAGE = "ghcr.io/coreweave/nccl-tests:12.8.1-devel-ubuntu22.04-nccl2.26.2-1-0708d2e"
 """nccl-tests built with MPI (HPC-X Open MPI), `/opt/nccl-tests/build/all_reduce_perf`, sshd for the MPI
-launcher; CoreWeave's public build, run as a TrainJob of Kubeflow Trainer's MPI runtime."""
+launcher; CoreWeave's public build (coreweave/nccl-tests Dockerfile.ubuntu22 at 0708d2e: nccl-tests 2cbb968, v2.13.6-1,
+whose table the NCCL check parses; Ubuntu 22.04's OpenSSH 8.9p1, which takes the run's ed25519 key pair), run by
+phase 01's NCCL check as a launcher Job and an Indexed Job of workers (fabctl/verify/criteria/phase_01_nccl.py)."""
 VERIFY_WARP_IMAGE = "quay.io/minio/aistor/warp:v1.8.2"
 """MinIO warp, the storage load beside the NCCL run."""
 

@@ -18,7 +18,7 @@ import pytest
 
 PACKAGES = {"promtool": "prometheus", "amtool": "prometheus-alertmanager", "java": "openjdk-17-jre-headless",
             "keytool": "openjdk-17-jre-headless", "curl": "curl",
-            "git": "git", "busybox": "busybox"}
+            "git": "git", "busybox": "busybox", "ssh-keygen": "openssh-client"}
 """The Debian package that provides each engine binary (.ci/run installs them)."""
 
 BESIDE_PYTHON = {"kubectl": "make setup (python -m fabctl.helm_install) installs the pinned one as venv/bin/kubectl"}

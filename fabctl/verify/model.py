@@ -15,6 +15,14 @@ from typing import Any
 Manifest = dict[str, Any]
 """One Kubernetes object as applied: apiVersion, kind, metadata (name, namespace, labels), spec."""
 
+GENERATE_ANNOTATION = "fab.internal/verify-generate"
+"""On a Secret of a step: what the runner puts in its `data` just before applying it (fabctl/verify/runner.py
+`generated`), so that no credential is in the rendered manifests. `ssh-keypair`: a fresh ed25519 key pair."""
+SSH_KEYPAIR = "ssh-keypair"
+SSH_KEY = "id_ed25519"
+"""The key pair's file names: `id_ed25519` (OpenSSH private key), `id_ed25519.pub` and `authorized_keys` (its public
+key). ed25519, which the image's OpenSSH (Ubuntu 22.04's 8.9p1) accepts as host key and user key."""
+
 RESULT_PREFIX = "FAB-RESULT "
 """A job reports a measured value by printing `FAB-RESULT <key>=<value>` on a line of its own (in the deciding pod's
 log); the runner collects these lines into the step's results."""

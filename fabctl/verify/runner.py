@@ -14,6 +14,7 @@ terminating). Then the criterion's judge decides.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import json
@@ -24,13 +25,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
 from components.kube import RESTRICTED
-from fabctl.verify.model import RESULT_PREFIX, Criterion, Manifest, Step
+from fabctl.verify.model import GENERATE_ANNOTATION, RESULT_PREFIX, SSH_KEY, SSH_KEYPAIR, Criterion, Manifest, Step
 from fabctl.verify.report import ERROR, FAIL, PASS, Outcome
 
 FIELD_MANAGER = "fabctl-verify"
@@ -119,6 +122,23 @@ def with_figures(value: Any, results: Mapping[str, str], missing: list[str]) -> 
     if isinstance(value, dict):
         return {k: with_figures(v, results, missing) for k, v in value.items()}
     return value
+
+
+def generated(obj: Manifest) -> Manifest:
+    """The object as the runner applies it: a Secret annotated `fab.internal/verify-generate: ssh-keypair` (the NCCL
+    run's, phase_01_nccl.py) with a fresh ed25519 key pair as its data (`id_ed25519` in OpenSSH's format,
+    `id_ed25519.pub`, and `authorized_keys` holding that public key), made at each apply so that no key is in the
+    rendered manifests nor outlives its step; any other object as it is."""
+    what = ((obj.get("metadata") or {}).get("annotations") or {}).get(GENERATE_ANNOTATION)
+    if obj.get("kind") != "Secret" or what is None:
+        return obj
+    if what != SSH_KEYPAIR:
+        raise RunnerError(f"{_describe(obj)} asks for {GENERATE_ANNOTATION}: {what}; the runner makes {SSH_KEYPAIR} only")
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption())
+    public = key.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH) + f" {FIELD_MANAGER}\n".encode()
+    files = {SSH_KEY: private, f"{SSH_KEY}.pub": public, "authorized_keys": public}
+    return {**obj, "data": {name: base64.b64encode(content).decode() for name, content in files.items()}}
 
 
 class Failed(Exception):
@@ -335,7 +355,7 @@ class Runner:
             deadline = self.clock() + step.timeout_sec
             for obj in ordered:
                 applied.append(obj)  # before the call: a request that times out may still have created it
-                api.apply(obj)
+                api.apply(generated(obj))
                 if obj["metadata"]["name"] in step.background:
                     self._wait_started(api, obj, deadline, step.timeout_sec)
             succeeded = self._wait_finished(api, decides, deadline, step.timeout_sec)

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import yaml
 from helpers import config_errors, render_small
-from small_site import add_gpu_cluster, small_site
+from small_site import small_site
 
-from components.config import parse_site
 from components.runtimes import (
-    RUNTIME_KINDS,
     RAY,
+    RUNTIME_KINDS,
     TRAINER,
     kueue_frameworks,
     multikueue_rules,
@@ -19,7 +18,6 @@ from components.runtimes import (
     submitter_rules,
     team_rules,
 )
-from fabctl.verify.criteria import criteria, not_applicable
 from fabctl.verify.runner import FINISHED, _pod_selector
 
 TRAINER_CHART = "kubeflow-trainer"
@@ -224,35 +222,7 @@ def test_the_runtimes_containers_are_restricted(small_plan):
                and c["capabilities"] == {"drop": ["ALL"]} for c in contexts)
 
 
-# --- MPI where acceptance uses it: the NCCL check is a TrainJob of Trainer's MPI runtime, not an MPIJob ----------------
-
-def nccl_site(runtimes: bool | None = None):
-    site = small_site()
-    add_gpu_cluster(site, "gpu-train", training_nodes=2)
-    if runtimes is not None:
-        site["training"] = {"runtimes": runtimes}
-    return parse_site(site)
-
-
-def test_the_nccl_check_runs_as_an_mpi_trainjob():
-    check = next(c for c in criteria(nccl_site(), 1) if c.id == "01-nccl-under-load-gpu-train")
-    kinds = [(o["kind"], o["apiVersion"]) for o in check.steps[1].objects if o["apiVersion"].startswith("trainer.")]
-    assert (check.steps[1].decides, kinds) == (("TrainJob", "nccl-baseline"), [
-        ("TrainingRuntime", "trainer.kubeflow.org/v1alpha1"), ("TrainJob", "trainer.kubeflow.org/v1alpha1")])
-
-
-def test_the_nccl_runtime_is_openmpi_on_the_two_nodes():
-    check = next(c for c in criteria(nccl_site(), 1) if c.id == "01-nccl-under-load-gpu-train")
-    (runtime,) = [o for o in check.steps[1].objects if o["kind"] == "TrainingRuntime"]
-    assert runtime["spec"]["mlPolicy"] == {"numNodes": 2, "mpi": {
-        "numProcPerNode": 8, "mpiImplementation": "OpenMPI", "runLauncherAsNode": False, "sshAuthMountPath": "/etc/fab-mpi-ssh"}}
-
-
-def test_the_nccl_check_does_not_apply_without_trainer():
-    skipped = dict(not_applicable(nccl_site(runtimes=False), 1))
-    assert skipped["01-nccl-under-load-gpu-train"] == (
-        "the NCCL run is a TrainJob of Kubeflow Trainer's MPI runtime, and training.runtimes leaves Trainer out")
-
+# --- the runner reads a TrainJob's MPI launcher (phase 01's NCCL check runs without Trainer: test_verify_nccl.py) ---------
 
 def test_the_runner_reads_the_mpi_launchers_log_and_trainjob_conditions():
     assert (_pod_selector("TrainJob", "nccl-load"), FINISHED["TrainJob"]) == (

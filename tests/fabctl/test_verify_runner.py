@@ -4,13 +4,17 @@ turns what happened into an outcome per criterion."""
 
 from __future__ import annotations
 
+import base64
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from engines import engine
 from kube_stub import CORE, MPI, FakeApi, serve
 
+from fabctl.verify.model import GENERATE_ANNOTATION
 from fabctl.verify.model import Criterion, Judgement, Step
 from fabctl.verify.report import ERROR, FAIL, PASS, Outcome
 from fabctl.verify.runner import Runner, parse_results
@@ -266,3 +270,40 @@ def test_applies_what_a_background_job_mounts_before_starting_it(run, api):
         ("PATCH", f"/api/v1/namespaces/{nccl_ns}"), ("PATCH", f"/api/v1/namespaces/{nccl_ns}/configmaps/nccl-ssh"),
         ("PATCH", f"{team}/configmaps/warp-load-ca"), ("PATCH", warp), ("PATCH", mpijob),
     ]
+
+
+def keypair_secret(what: str = "ssh-keypair") -> dict[str, Any]:
+    """A Secret as phase 01's NCCL run renders it: no data, the runner asked to make it."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": "nccl-ssh-key", "namespace": NS, "annotations": {GENERATE_ANNOTATION: what}}}
+
+
+def test_fills_a_generated_secret_with_a_fresh_key_pair_at_each_apply(run, api, tmp_path):
+    """What the runner applies holds an ed25519 key pair that OpenSSH's ssh-keygen reads back to the same public key, which
+    is also the authorized key; each apply makes a new one, and the rendered Secret is left without data."""
+    keygen = engine("ssh-keygen")
+    api.groups["v1"] = [*CORE, {"name": "secrets", "kind": "Secret", "namespaced": True}]
+    secret = keypair_secret()
+    outcomes, _ = run(criterion(step(secret, job())), criterion(step(secret, job())))
+    assert [o.status for o in outcomes] == [PASS, PASS]
+    applied = [r.body for r in api.requests if r.method == "PATCH" and r.path == f"/api/v1/namespaces/{NS}/secrets/nccl-ssh-key"]
+    publics = []
+    for body in applied:
+        files = {name: base64.b64decode(value) for name, value in body["data"].items()}
+        assert sorted(files) == ["authorized_keys", "id_ed25519", "id_ed25519.pub"]
+        key = tmp_path / "id_ed25519"
+        key.write_bytes(files["id_ed25519"])
+        key.chmod(0o600)
+        derived = subprocess.run([str(keygen), "-y", "-f", str(key)], capture_output=True, text=True, check=True).stdout
+        assert derived.split()[:2] == files["id_ed25519.pub"].decode().split()[:2] == files["authorized_keys"].decode().split()[:2]
+        assert derived.startswith("ssh-ed25519 ")
+        publics.append(derived)
+    assert len(publics) == 2 and publics[0] != publics[1]
+    assert "data" not in secret
+
+
+def test_errors_when_a_secret_asks_for_what_the_runner_cannot_make(run, api):
+    api.groups["v1"] = [*CORE, {"name": "secrets", "kind": "Secret", "namespaced": True}]
+    (outcome,), _ = run(criterion(step(keypair_secret("tls-certificate"), job())))
+    assert (outcome.status, outcome.message) == (ERROR, (
+        f"Secret {NS}/nccl-ssh-key asks for fab.internal/verify-generate: tls-certificate; the runner makes ssh-keypair only"))

@@ -17,7 +17,7 @@ def acceptance_problems(site: SiteViews) -> Iterator[Problem]:
     if acceptance.team is not None and acceptance.team not in site.teams:
         yield (("acceptance", "team"), (f"{acceptance.team} is not a team of the site; name one of {', '.join(teams)}, or "
                                         "leave it out for the first"))
-    if acceptance.nccl_min_message_mib > acceptance.nccl_max_message_mib:
+    if acceptance.nccl_max_message_mib is not None and acceptance.nccl_min_message_mib > acceptance.nccl_max_message_mib:
         yield (("acceptance", "nccl_min_message_mib"), (f"{acceptance.nccl_min_message_mib} is above nccl_max_message_mib "
                                                         f"({acceptance.nccl_max_message_mib}); the smallest message must not exceed the largest"))
     yield from _serving_slo_problems(site)

@@ -6,7 +6,7 @@ the stack: the acceptance jobs are applied by `fabctl verify`, never by Pulumi.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints
 
@@ -104,22 +104,32 @@ class AcceptanceConfig(_Model):
     )
     nccl_max_reduction_percent: float = Field(
         20.0, gt=0, le=100, strict=True,
-        description="Largest allowed reduction, in percent of the baseline, of all_reduce_perf's average bus bandwidth "
-        "while warp loads AIStor (the design: NCCL alone, then under storage load, within a set bound). Defaults to 20.",
+        description="Largest allowed reduction, in percent of the baseline, of all_reduce_perf's bus bandwidth at its "
+        "largest message while warp loads AIStor (the design: NCCL alone, then under storage load, within a set bound). "
+        "Defaults to 20.",
     )
     nccl_min_busbw_gb_per_sec: float | None = Field(
         None, gt=0, le=10_000, strict=True,
-        description="Lowest allowed average bus bandwidth of the baseline run, in GB/s as all_reduce_perf reports it (what "
-        "the HCAs should reach: for example 40 per 400 Gb/s port). Defaults to none: only the reduction is judged.",
+        description="Lowest allowed bus bandwidth of the baseline run at all_reduce_perf's largest message (its "
+        "out-of-place busbw), in GB/s. Defaults to the published floor for the training nodes' GPU type and InfiniBand "
+        "rails (docs/acceptance.md, NCCL floors: 270 for H100 and H200 over 8 x 400 Gb/s); where none is published, the "
+        "NCCL check does not run until this is set.",
+    )
+    nccl_hca_link_gbit_per_sec: Literal[100, 200, 400, 800] = Field(
+        400,
+        description="InfiniBand link rate of the training nodes' HCAs, in Gb/s, one per GPU (EDR 100, HDR 200, NDR 400, "
+        "XDR 800): with the GPU type, it selects the published floor of the NCCL check. Defaults to 400 (NDR).",
     )
     nccl_min_message_mib: int = Field(
         64, ge=1, le=65_536, strict=True,
         description="Smallest all_reduce message, in MiB (all_reduce_perf -b). Defaults to 64.",
     )
-    nccl_max_message_mib: int = Field(
-        4096, ge=1, le=65_536, strict=True,
-        description="Largest all_reduce message, in MiB (all_reduce_perf -e); the sizes double from the smallest. Defaults "
-        "to 4096.",
+    nccl_max_message_mib: int | None = Field(
+        None, ge=1, le=65_536, strict=True,
+        description="Largest all_reduce message, in MiB (all_reduce_perf -e); the sizes double from the smallest, and the "
+        "bus bandwidth is read at the last. Defaults to 16384 (16 GiB, where the published floors are read), or, where "
+        "the training GPUs' memory (`gpu_types.<type>.memory_mib`) cannot hold all_reduce_perf's three buffers of it "
+        "plus 1 GiB, the largest size that fits, at least 8192 (else the NCCL check does not run until this is set).",
     )
     warp_concurrency: int = Field(
         16, ge=1, le=1024, strict=True,

@@ -12,7 +12,7 @@ pods of the NCCL check (`phase_01_nccl.MPI_EXCEPTION`). Jobs report figures as `
 (fabctl/verify/probe.py).
 
 Each phase's criteria are in its own module, `phase_0N.py`, whose `phase_0N(site)` lists them in report order (phase
-01's NCCL check, with its MPI TrainJob and storage load, is in `phase_01_nccl.py`); `blocks.py` holds what they share:
+01's NCCL check, MPI over built-in Jobs beside a storage load, is in `phase_01_nccl.py`; its storage baseline in `phase_01_storage.py`; phase 02's serving SLO in `phase_02_slo.py`); `blocks.py` holds what they share:
 the `Site` they read, and the objects, steps and verdict helpers (`_probe_step`, `_team_probe_step`, `_job`,
 `_kubectl_pod`, `_account`, `_figure`, `_ran`...). `PHASE_BUILDERS` below maps each phase to its list.
 
