@@ -309,7 +309,7 @@ def test_the_pull_request_tests_run_the_browser_and_engine_tests_in_debians_pack
     env = next(step for step in test["steps"] if step.get("run") == "make test")["env"]
     assert test["container"].endswith("-bookworm")
     assert installs == ["apt-get update -q && apt-get install -y -q --no-install-recommends chromium prometheus prometheus-alertmanager "
-                        "openjdk-17-jre-headless busybox"]
+                        "openjdk-17-jre-headless busybox openssh-client"]
     assert (env["FAB_REQUIRE_BROWSER"], env["FAB_REQUIRE_ENGINES"]) == ("1", "1")
 
 

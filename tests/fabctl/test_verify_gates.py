@@ -24,7 +24,11 @@ def everything() -> dict:
     raw["profiles"] = {"day": {}, "night": {"quotas": {"yield": {"gpu": {"gpus": 4}}}}}
     raw["active_profile"] = "day"
     raw["inference"]["routing"] = "inference-extension"
-    raw["acceptance"] = {"serving_loop": {"team": "yield", "model": "qwen3-8b", "revision": "r1"}}
+    raw["teams"]["yield"]["serving_loop"] = {
+        "training_images": ["registry.site-t.fab.internal/yield/train"],
+        "features": {"wafer": {"table": "yield.wafer_features", "sql": "SELECT wafer_id FROM yield.wafers"}}}
+    raw["acceptance"] = {"serving_loop": {"team": "yield", "model": "qwen3-8b", "features": "wafer",
+                                          "training_image": "registry.site-t.fab.internal/yield/train:1.0"}}
     return raw
 
 
