@@ -32,6 +32,11 @@ def with_models(base: Site, count: int) -> Site:
     }
     for profile in site.get("profiles", {}).values():
         profile.pop("replicas", None)
+    # What names a model by its key follows the generated ones: phase 03's run serves the first.
+    acceptance = site.get("acceptance", {})
+    acceptance.pop("serving_slo_models", None)
+    if acceptance.get("serving_loop"):
+        acceptance["serving_loop"]["model"] = "m-000"
     return site
 
 

@@ -117,11 +117,13 @@ def _strings(node: Any) -> list[str]:
 
 
 def acceptance_images(site: SiteConfig) -> list[str]:
-    """The images of the acceptance jobs `fabctl verify` runs on the site, over every phase (they are in no plan)."""
+    """The images of the acceptance jobs `fabctl verify` runs on the site, over every phase (they are in no plan): what
+    their containers pull. An image named in a job's arguments is not one of them: phase 03 hands the serving loop the
+    team's own training image, which is the team's to provide (as in `training.example_job`), not the registry's to mirror."""
     from fabctl.verify.criteria import PHASES, criteria
 
     return [reference for phase in PHASES for criterion in criteria(site, phase) for step in criterion.steps
-            for obj in step.objects for _, reference in image_references(obj.get("spec") or {})]
+            for obj in step.objects for path, reference in image_references(obj.get("spec") or {}) if path.endswith("image")]
 
 
 def _node_os_images(image: MirroredImage, node_os: list[str], arch: str) -> list[MirroredImage] | None:

@@ -52,7 +52,7 @@ NUMBERS = numeric_fields(SiteConfig)
 def numbers_site() -> dict[str, Any]:
     """The site with every optional part (full_site), and an entry in each mapping that holds numbers: a GPU type, a
     profile with replicas and quotas, notebook profiles, a model's canary, a peer's team training here, GPU notebooks
-    with a team's quota, Spark RAPIDS, Iceberg maintenance of a namespace, a Trino external catalog."""
+    with a team's quota, Spark RAPIDS, Iceberg maintenance of a namespace, a Trino external catalog, a model's own serving SLO and a serving-loop run to verify."""
     site = full_site()
     site["gpu"]["gpu-train"]["spark_rapids"] = {}
     site["gpu_types"] = {"b200": {"memory_mib": 183359, "product": "NVIDIA-B200"}}
@@ -65,6 +65,11 @@ def numbers_site() -> dict[str, Any]:
     site["inference"]["models"]["qwen3-8b"].update(revision="r1", canary={"revision": "r2"})
     site["federation"] = {"peers": {"site-u": {"remote_training": {"yield": {"gpu": {"gpus": 0, "borrowing_limit_gpus": 1}}}}},
                           "ranges": {"site-u": ["172.20.0.0/16"]}, "linked": ["site-u"]}
+    site["teams"]["yield"]["serving_loop"] = {
+        "training_images": ["registry.site-t.fab.internal/yield/train"],
+        "features": {"wafer": {"table": "yield.wafer_features", "sql": "SELECT wafer_id FROM yield.wafers"}}}
+    site["acceptance"] = {"serving_slo_models": {"qwen3-8b": {}}, "serving_loop": {
+        "team": "yield", "model": "qwen3-8b", "features": "wafer", "training_image": "registry.site-t.fab.internal/yield/train:1.0"}}
     return site
 
 

@@ -15,12 +15,13 @@ from fabctl.stackfile import SITE_KEY, read_stack_config, stack_file
 SECTIONS = ["At a glance", "Resources", "Capacity", "Completion checks", "Guards", "Access by team", "Changes"]
 
 
-@pytest.fixture
-def stack_report(plan, tmp_path):
+@pytest.fixture(scope="module")
+def stack_report(plan, tmp_path_factory):
+    """Each stack's page, written once for the module's tests (the page is only read)."""
     with contextlib.chdir(PROJECT_DIR):
         site = parse_site(read_stack_config(stack_file(PROJECT_DIR, plan.stack)).get(SITE_KEY))
     data = page_data(plan, site, Guards())
-    return write(data, tmp_path), data, site
+    return write(data, tmp_path_factory.mktemp(plan.stack)), data, site
 
 
 def test_a_stacks_report_has_every_section(stack_report, open_page):
