@@ -73,6 +73,10 @@ def _global_services(site: SiteConfig) -> bool:
     return site.global_services_enabled()
 
 
+def _remote_training(site: SiteConfig) -> bool:
+    return bool(site.remote_teams(linked_only=True))
+
+
 REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement(1, "01-gpus", "every GPU node recognises the GPUs the config gives it", per="<cluster>-<node>"),
     Requirement(1, "01-nccl-under-load", "multi-node NCCL all_reduce over InfiniBand (never sockets) reaches the floor for "
@@ -110,6 +114,9 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 "model-aware routing is on (`inference.routing: inference-extension`)", _inference_extension),
     Requirement(5, "05-global-services", "each client cluster reaches Polaris by its cluster-local name",
                 "global services are on (`global_services`)", _global_services, "<cluster>"),
+    Requirement(5, "05-remote-training", "a peer site's team that trains here is admitted in its namespace, as the peer's "
+                "contract (`training.remote_submission`) says", "a linked peer's teams train here "
+                "(`federation.peers.<site>.remote_training`)", _remote_training, "<peer>-<team>"),
 )
 """Every phase's required criteria, phase by phase in report order."""
 

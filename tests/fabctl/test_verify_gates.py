@@ -17,13 +17,15 @@ from fabctl.verify.report import INCOMPLETE, SKIPPED, WAIVED
 
 def everything() -> dict:
     """full_site() with every feature a conditional row checks: the metrics stack, profiles, GPU notebooks, model-aware
-    routing, a serving-loop run."""
+    routing, a serving-loop run, a peer's team training here."""
     raw = full_site()
     add_observability(raw, "remote-write")
     add_gpu_notebooks(raw)
     raw["profiles"] = {"day": {}, "night": {"quotas": {"yield": {"gpu": {"gpus": 4}}}}}
     raw["active_profile"] = "day"
     raw["inference"]["routing"] = "inference-extension"
+    raw["federation"] = {"peers": {"site-u": {"remote_training": {"yield": {"gpu": {"gpus": 0, "borrowing_limit_gpus": 1}}}}},
+                         "ranges": {"site-u": ["172.20.0.0/16"]}, "linked": ["site-u"]}
     raw["teams"]["yield"]["serving_loop"] = {
         "training_images": ["registry.site-t.fab.internal/yield/train"],
         "features": {"wafer": {"table": "yield.wafer_features", "sql": "SELECT wafer_id FROM yield.wafers"}}}

@@ -448,6 +448,40 @@ def test_without_multikueue_the_job_is_submitted_to_the_serving_gpu_cluster_and_
         True, "team yield's job, submitted to team-yield/training on gpu as the contract says, was admitted by ClusterQueue team-yield")
 
 
+def remote_site():
+    """The smallest site hosting a linked peer's team (site-u's yield), which borrows idle GPUs here."""
+    raw = small_site()
+    raw["federation"] = {"peers": {"site-u": {"remote_training": {"yield": {"gpu": {"gpus": 0, "borrowing_limit_gpus": 1}}}}},
+                         "ranges": {"site-u": ["172.20.0.0/16"]}, "linked": ["site-u"]}
+    return parse_site(raw)
+
+
+def test_a_peers_team_is_submitted_to_its_own_namespace_here():
+    site = remote_site()
+    (namespace,) = site.remote_teams(linked_only=True)
+    check = criterion(site, 5, "05-remote-training-site-u-yield")
+    (step,) = check.steps
+    submitted = next(o for o in step.objects if o["metadata"]["name"] == "submission-probe")
+    assert (step.cluster, submitted["metadata"]["namespace"]) == ("gpu", namespace)
+    assert submitted["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
+
+
+def test_fails_when_a_peers_team_is_admitted_by_another_queue():
+    site = remote_site()
+    (namespace,) = site.remote_teams(linked_only=True)
+    check = criterion(site, 5, "05-remote-training-site-u-yield")
+    assert check.judge({"0.placed": "team-yield"}) == (
+        False, f"site-u's team yield's job was admitted by ClusterQueue team-yield; {namespace} expected")
+
+
+def test_a_peers_team_admitted_in_its_namespace_passes():
+    site = remote_site()
+    (namespace,) = site.remote_teams(linked_only=True)
+    check = criterion(site, 5, "05-remote-training-site-u-yield")
+    assert check.judge({"0.placed": namespace}) == (
+        True, f"site-u's team yield's job, submitted to {namespace}/training on gpu, was admitted by ClusterQueue {namespace}")
+
+
 # --- config --------------------------------------------------------------------------------------------------------
 
 def test_fails_when_the_probes_team_is_not_a_team():

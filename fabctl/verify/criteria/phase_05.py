@@ -1,6 +1,7 @@
 """Phase 05, scale-out: capacity grows while the interfaces stay the same. A job submitted as the submission contract
 says is admitted (with MultiKueue, on a worker); with model-aware routing, the same URL and token answer; with global
-services, each client cluster reaches Polaris by its cluster-local name."""
+services, each client cluster reaches Polaris by its cluster-local name; a peer site's team that trains here is admitted
+in its namespace."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def phase_05(site: Site) -> list[Built]:
         out.append(inference_call(site, _first_model(site), "05-inference-extension", 5))
     if config.global_services_enabled():
         out.extend(polaris_global_service(site, cluster) for cluster in _polaris_clients(site))
+    out.extend(remote_training(site, namespace) for namespace in sorted(config.remote_teams(linked_only=True)))
     return out
 
 
@@ -54,8 +56,36 @@ def submission(site: Site) -> Criterion | tuple[str, str]:
     if team is None:
         return (cid, "no team has a GPU quota (training.quotas) to admit the job with")
     cluster, namespace, workers = site.submission_cluster(), team_namespace(team), sorted(multikueue.workers)
-    compute = site.compute()
-    contract = _contract_step(site, compute, cid, team)
+    contract = _contract_step(site, site.compute(), cid, team)
+    submit = _admission_step(site, cid, cluster, namespace)
+    cluster_name = config.cluster_name(cluster)
+
+    def judge(results: Mapping[str, str]) -> Judgement:
+        if "0.namespace" not in results:
+            return False, _ran(results, 0, "the contract checker")
+        said = (results.get("0.cluster"), results.get("0.namespace"), results.get("0.local_queue"))
+        if said != (cluster_name, namespace, LOCAL_QUEUE):
+            return False, (f"the submission contract gives team {team} cluster {said[0] or 'none'}, namespace {said[1] or 'none'} "
+                           f"and LocalQueue {said[2] or 'none'}; {cluster_name}, {namespace} and {LOCAL_QUEUE} expected")
+        placed = results.get("1.placed")
+        if placed is None:
+            return False, _ran(results, 1, "the admission checker")
+        if wrong := _placement(site, f"team {team}", namespace, cluster, placed):
+            return wrong
+        landed = f"ran on worker {placed}" if multikueue.enabled else f"was admitted by ClusterQueue {placed}"
+        return True, f"team {team}'s job, submitted to {namespace}/{LOCAL_QUEUE} on {cluster} as the contract says, {landed}"
+
+    title = (f"a job submitted to {namespace}/{LOCAL_QUEUE} on {cluster} as the contract says "
+             + ("lands on a MultiKueue worker" if multikueue.enabled else "is admitted by the team's ClusterQueue"))
+    bound = f"worker in {', '.join(workers)}" if multikueue.enabled else f"admitted by ClusterQueue {namespace}"
+    return Criterion(5, cid, title, (contract, submit), judge, f"contract ({cluster_name}, {namespace}, {LOCAL_QUEUE}); {bound}")
+
+
+def _admission_step(site: Site, cid: str, cluster: str, namespace: str) -> Step:
+    """On `cluster`, a Job submitted to `namespace` as the contract says (its LocalQueue and priority labels, suspended for
+    Kueue, as `training.example_job`) and a checker that waits for its Workload's placement (`placed`): with MultiKueue,
+    the worker it was dispatched to (`status.clusterName`); without, the ClusterQueue that admitted it
+    (`status.admission.clusterQueue`). The checker may list Workloads in that namespace and nothing else."""
     submitted = "submission-probe"
     container = restricted_container("probe", site.registry.image(versions.VERIFY_PROBE_IMAGE), PROBE_USER,
                                      command=["python", "-c", "print('FAB-RESULT ran=true')"],
@@ -67,7 +97,7 @@ def submission(site: Site) -> Criterion | tuple[str, str]:
     job = _job(submitted, namespace, cid, pod, site.acceptance.timeout_sec,
                labels={QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: DEFAULT_WORKLOAD_PRIORITY}, suspend=True)
     account = _dns("fab-verify", "submission")
-    where = ".status.clusterName" if multikueue.enabled else ".status.admission.clusterQueue"
+    where = ".status.clusterName" if site.config.training.multikueue.enabled else ".status.admission.clusterQueue"
     script = "\n".join([
         "set -eu",
         "placed=''",
@@ -82,34 +112,42 @@ def submission(site: Site) -> Criterion | tuple[str, str]:
         (namespace, [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list"]}]),
     ])
     checker = _job("submission-check", site.namespace, cid, _kubectl_pod(site, account, script), site.acceptance.timeout_sec + 60)
-    submit = Step(cluster, (job, *rbac, checker), ("Job", "submission-check"), site.acceptance.timeout_sec + 120, (submitted,))
-    cluster_name = config.cluster_name(cluster)
+    return Step(cluster, (job, *rbac, checker), ("Job", "submission-check"), site.acceptance.timeout_sec + 120, (submitted,))
+
+
+def _placement(site: Site, who: str, namespace: str, cluster: str, placed: str | None) -> Judgement | None:
+    """Why a job of `who` submitted to `namespace` on `cluster` was not placed as it should be, or None when it was."""
+    multikueue = site.config.training.multikueue
+    workers, timeout = sorted(multikueue.workers), site.acceptance.timeout_sec
+    if multikueue.enabled and placed not in workers:
+        return False, (f"{who}'s job was placed on {placed}; MultiKueue's workers are {', '.join(workers)}" if placed != "none"
+                       else f"{who}'s job was not dispatched to a MultiKueue worker within {timeout} s")
+    if not multikueue.enabled and placed != namespace:
+        return False, (f"{who}'s job was admitted by ClusterQueue {placed}; {namespace} expected" if placed != "none"
+                       else f"{who}'s job was not admitted within {timeout} s (its ClusterQueue {namespace} on {cluster})")
+    return None
+
+
+def remote_training(site: Site, namespace: str) -> Criterion:
+    """A job submitted by a peer site's team to its namespace here, as the peer's contract says (the stack output
+    `training.remote_submission`: this site's submission cluster, the namespace, the LocalQueue), is admitted: with
+    MultiKueue on a worker. Its GPU quota here may be borrowing only; the probe asks for none."""
+    remote = site.config.remote_teams(linked_only=True)[namespace]
+    cid = _dns("05-remote-training", remote.peer, remote.team)
+    cluster, who = site.submission_cluster(), f"{remote.peer}'s team {remote.team}"
 
     def judge(results: Mapping[str, str]) -> Judgement:
-        if "0.namespace" not in results:
-            return False, _ran(results, 0, "the contract checker")
-        said = (results.get("0.cluster"), results.get("0.namespace"), results.get("0.local_queue"))
-        if said != (cluster_name, namespace, LOCAL_QUEUE):
-            return False, (f"the submission contract gives team {team} cluster {said[0] or 'none'}, namespace {said[1] or 'none'} "
-                           f"and LocalQueue {said[2] or 'none'}; {cluster_name}, {namespace} and {LOCAL_QUEUE} expected")
-        placed = results.get("1.placed")
+        placed = results.get("0.placed")
         if placed is None:
-            return False, _ran(results, 1, "the admission checker")
-        if multikueue.enabled and placed not in workers:
-            return False, (f"team {team}'s job was placed on {placed}; MultiKueue's workers are {', '.join(workers)}"
-                           if placed != "none" else f"team {team}'s job was not dispatched to a MultiKueue worker within "
-                           f"{site.acceptance.timeout_sec} s")
-        if not multikueue.enabled and placed != namespace:
-            return False, (f"team {team}'s job was admitted by ClusterQueue {placed}; {namespace} expected" if placed != "none"
-                           else f"team {team}'s job was not admitted within {site.acceptance.timeout_sec} s (its ClusterQueue "
-                           f"{namespace} on {cluster})")
-        landed = f"ran on worker {placed}" if multikueue.enabled else f"was admitted by ClusterQueue {placed}"
-        return True, f"team {team}'s job, submitted to {namespace}/{LOCAL_QUEUE} on {cluster} as the contract says, {landed}"
+            return False, _ran(results, 0, "the admission checker")
+        if wrong := _placement(site, who, namespace, cluster, placed):
+            return wrong
+        landed = f"ran on worker {placed}" if site.config.training.multikueue.enabled else f"was admitted by ClusterQueue {placed}"
+        return True, f"{who}'s job, submitted to {namespace}/{LOCAL_QUEUE} on {cluster}, {landed}"
 
-    title = (f"a job submitted to {namespace}/{LOCAL_QUEUE} on {cluster} as the contract says "
-             + ("lands on a MultiKueue worker" if multikueue.enabled else "is admitted by the team's ClusterQueue"))
-    bound = f"worker in {', '.join(workers)}" if multikueue.enabled else f"admitted by ClusterQueue {namespace}"
-    return Criterion(5, cid, title, (contract, submit), judge, f"contract ({cluster_name}, {namespace}, {LOCAL_QUEUE}); {bound}")
+    return Criterion(5, cid, f"{who} trains here: a job submitted to {namespace}/{LOCAL_QUEUE} on {cluster} is admitted",
+                     (_admission_step(site, cid, cluster, namespace),), judge,
+                     "placed on a MultiKueue worker" if site.config.training.multikueue.enabled else f"admitted by ClusterQueue {namespace}")
 
 
 def _contract_step(site: Site, compute: str, cid: str, team: str) -> Step:
