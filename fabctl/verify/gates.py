@@ -73,6 +73,11 @@ def _global_services(site: SiteConfig) -> bool:
     return site.global_services_enabled()
 
 
+def _weights_over_ib(site: SiteConfig) -> bool:
+    inference = site.inference
+    return inference is not None and site.gpu[inference.cluster].infiniband.inference_weights_over_ib
+
+
 def _remote_training(site: SiteConfig) -> bool:
     return bool(site.remote_teams(linked_only=True))
 
@@ -114,6 +119,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 "model-aware routing is on (`inference.routing: inference-extension`)", _inference_extension),
     Requirement(5, "05-global-services", "each client cluster reaches Polaris by its cluster-local name",
                 "global services are on (`global_services`)", _global_services, "<cluster>"),
+    Requirement(5, "05-storage-over-ib", "an inference pod reaches AIStor's S3 over the IPoIB network the weights load over",
+                "weights load over InfiniBand (`gpu.<cluster>.infiniband.inference_weights_over_ib`)", _weights_over_ib, "<cluster>"),
     Requirement(5, "05-remote-training", "a peer site's team that trains here is admitted in its namespace, as the peer's "
                 "contract (`training.remote_submission`) says", "a linked peer's teams train here "
                 "(`federation.peers.<site>.remote_training`)", _remote_training, "<peer>-<team>"),

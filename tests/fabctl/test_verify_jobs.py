@@ -167,6 +167,7 @@ def test_objects_outside_the_acceptance_namespace_are_team_rbac_inference_airflo
         ("Role", "team-fdc"), ("RoleBinding", "team-fdc"),  # reading the MultiKueue job's Workload
         ("Role", "team-yield"), ("RoleBinding", "team-yield"),  # reading the serving loop's training Job and its Workload
         ("Role", "inference"), ("RoleBinding", "inference"),  # evicting one vLLM pod
+        ("ConfigMap", "inference"), ("Job", "inference"),  # the IPoIB probe, attached to the weights' network there
         ("Role", "airflow"), ("RoleBinding", "airflow"),  # reading the submission contract
         ("Job", "fab-verify-nccl-baseline"), ("Job", "fab-verify-nccl-load"),  # their own privileged namespaces
         ("Service", "fab-verify-nccl-baseline"), ("Service", "fab-verify-nccl-load"),  # the workers' names
@@ -480,6 +481,23 @@ def test_a_peers_team_admitted_in_its_namespace_passes():
     check = criterion(site, 5, "05-remote-training-site-u-yield")
     assert check.judge({"0.placed": namespace}) == (
         True, f"site-u's team yield's job, submitted to {namespace}/training on gpu, was admitted by ClusterQueue {namespace}")
+
+
+def test_the_ipoib_probe_runs_on_an_inference_node_attached_to_the_weights_network(complete):
+    (step,) = criterion(complete, 5, "05-storage-over-ib-gpu").steps
+    (job,) = [o for o in step.objects if o["kind"] == "Job"]
+    template = job["spec"]["template"]
+    assert (job["metadata"]["namespace"], template["metadata"]["annotations"], template["spec"]["nodeSelector"]) == (
+        "inference", {"k8s.v1.cni.cncf.io/networks": "ipoib-weights@ib0"}, {"fab.internal/gpu-pool": "inference"})
+    assert template["spec"]["containers"][0]["args"][:3] == ["tcp", str(complete.gpu["gpu"].infiniband.s3_ipoib_address), "9000"]
+
+
+def test_fails_when_the_object_store_does_not_answer_over_ipoib(complete):
+    check = criterion(complete, 5, "05-storage-over-ib-gpu")
+    address = complete.gpu["gpu"].infiniband.s3_ipoib_address
+    assert check.judge({"0.connect": "timeout"}) == (
+        False, f"gpu: {address}:9000 (gpu.gpu.infiniband.s3_ipoib_address) answered timeout over the IPoIB network "
+        "ipoib-weights; the weights cannot load over InfiniBand")
 
 
 # --- config --------------------------------------------------------------------------------------------------------

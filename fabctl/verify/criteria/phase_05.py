@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from components import versions
 from components.constants import AIRFLOW_NAMESPACE, TRAINING_SUBMISSION_CONFIG_MAP
 from components.constants import POLARIS_SERVICE
+from components.gpu import INFERENCE_NAMESPACE, IPOIB_NETWORK, POOL_LABEL, ipoib_enabled, toleration
 from components.kube import restricted_container, restricted_pod_security_context
 from components.kueue import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
 from fabctl.verify.criteria.blocks import (
@@ -38,6 +39,8 @@ def phase_05(site: Site) -> list[Built]:
     if config.global_services_enabled():
         out.extend(polaris_global_service(site, cluster) for cluster in _polaris_clients(site))
     out.extend(remote_training(site, namespace) for namespace in sorted(config.remote_teams(linked_only=True)))
+    if config.inference is not None and ipoib_enabled(config.gpu[config.inference.cluster], serves_inference=True):
+        out.append(weights_over_ib(site))
     return out
 
 
@@ -192,3 +195,33 @@ def polaris_global_service(site: Site, cluster: str) -> Criterion:
         return True, f"{cluster}: {host}:{port} connected through the ClusterMesh global service"
 
     return Criterion(5, cid, f"a pod on {cluster} reaches Polaris as {host}:{port}", (step,), judge, "handshake completes")
+
+
+def weights_over_ib(site: Site) -> Criterion:
+    """From a pod on an inference node of the serving cluster, in the inference namespace and attached to the IPoIB
+    network as vLLM's pods are (`k8s.v1.cni.cncf.io/networks: ipoib-weights@ib0`, the storage partition), a TCP handshake
+    with the object store's S3 port at its IPoIB address: the path the weights load over. IPoIB is invisible to Cilium, so
+    the partition is the only thing that admits it."""
+    config = site.config
+    assert config.inference is not None
+    cluster = config.inference.cluster
+    cid = _dns("05-storage-over-ib", cluster)
+    ib = config.gpu[cluster].infiniband
+    host, port = str(ib.s3_ipoib_address), config.storage.object_store.s3_port
+    step = _probe_step(site, cluster, cid, "weights-over-ib", ["tcp", host, str(port), str(PROBE_TIMEOUT_SEC)],
+                       namespace=INFERENCE_NAMESPACE, nodeSelector={POOL_LABEL: "inference"},
+                       tolerations=[toleration("inference")])
+    (job,) = [o for o in step.objects if o["kind"] == "Job"]
+    job["spec"]["template"]["metadata"]["annotations"] = {"k8s.v1.cni.cncf.io/networks": f"{IPOIB_NETWORK}@ib0"}
+
+    def judge(results: Mapping[str, str]) -> Judgement:
+        said = results.get("0.connect")
+        if said is None:
+            return False, f"{cluster}: " + _ran(results, 0, "the IPoIB probe")
+        if said != "ok":
+            return False, (f"{cluster}: {host}:{port} (gpu.{cluster}.infiniband.s3_ipoib_address) answered {said} over the IPoIB "
+                           f"network {IPOIB_NETWORK}; the weights cannot load over InfiniBand")
+        return True, f"{cluster}: an inference pod reached AIStor at {host}:{port} over IPoIB ({ib.partition_interface})"
+
+    return Criterion(5, cid, f"an inference pod on {cluster} reaches AIStor over InfiniBand (IPoIB, {host}:{port})", (step,),
+                     judge, "handshake completes")
