@@ -42,6 +42,7 @@ AIRFLOW_CHECK = textwrap.dedent('''
         "dags": {d: {"order": [t.task_id for t in dag.topological_sort()],
                      "access_control": {r: {k: sorted(v) for k, v in a.items()} for r, a in (dag.access_control or {}).items()},
                      "params": sorted(dag.params),
+                     "paused_upon_creation": dag.is_paused_upon_creation,
                      "feature_spec": dag.get_task("prepare_features").template_spec if "prepare_features" in dag.task_ids else None}
                  for d, dag in bag.dags.items()},
         "runs": {name: plan(bag.dags[d], params) for name, (d, params) in runs.items() if d in bag.dags},

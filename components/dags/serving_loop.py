@@ -113,6 +113,9 @@ def _build_dag(team: str) -> Any:
         description=f"Team {team}: features (Spark) -> training (GPU, method B) -> models bucket -> serving canary (docs/mlops.md)",
         schedule=None,
         catchup=False,
+        # Airflow pauses a new DAG unless told (core.dags_are_paused_at_creation): a paused DAG queues the team's triggered
+        # runs and never starts them. It has no schedule, so unpaused it runs only when triggered.
+        is_paused_upon_creation=False,
         max_active_runs=1,
         params=params,
         access_control=steps.access_control(loop["role"]),

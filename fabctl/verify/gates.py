@@ -189,7 +189,8 @@ def _message(planned: Planned) -> str:
 
 def plan(site: SiteConfig, phase: int, built: Sequence[Built]) -> PhasePlan:
     """What the phase's check does on the site with what the builders gave: run the criteria, and per criterion that
-    cannot run, INCOMPLETE (required), WAIVED (required, waived) or SKIPPED (not required, or nothing to check)."""
+    cannot run, INCOMPLETE (required), WAIVED (required, waived) or SKIPPED (not required, or nothing to check); a row
+    the phase requires on the site of which the builders made nothing is INCOMPLETE too."""
     waivers = {cid: reason for cid, reason in site.acceptance.waivers.items() if cid.startswith(f"{phase:02d}-")}
     run: list[Criterion] = []
     planned: list[Planned] = []
@@ -209,6 +210,11 @@ def plan(site: SiteConfig, phase: int, built: Sequence[Built]) -> PhasePlan:
                 planned.append(Planned(phase, cid, WAIVED, reason, waiver=waivers[cid]))
             else:
                 planned.append(Planned(phase, cid, INCOMPLETE, reason))
+    for row in required_rows(site, phase):  # a required row the builders made nothing of cannot pass by being absent
+        if not any(row.matches(p.id) for p in planned):
+            reason = f"the builders made no {row.ids} on this site (a bug: its row requires it here)"
+            status = WAIVED if row.family in waivers else INCOMPLETE
+            planned.append(Planned(phase, row.family, status, reason, waiver=waivers.get(row.family, "")))
     return PhasePlan(phase, run, planned, _waiver_errors(phase, waivers, planned))
 
 

@@ -352,7 +352,14 @@ def airflow_run(base_url: str, dag_id: str, timeout_sec: str, conf_json: str) ->
     conf = json.loads(conf_json)
     conf["revision"] = conf.get("revision") or run_slug(run_id)
     report(run_id=run_id, run=run_slug(run_id), revision=conf["revision"])
-    runs = f"{base_url}/api/v2/dags/{urllib.parse.quote(dag_id, safe='')}/dagRuns"
+    dag_url = f"{base_url}/api/v2/dags/{urllib.parse.quote(dag_id, safe='')}"
+    # A paused DAG takes the trigger (200) and never starts the run: said at once rather than after the timeout.
+    status, answer = http("GET", dag_url, headers=auth)
+    paused = json.loads(answer).get("is_paused") if status == 200 else None
+    report(paused="unknown" if paused is None else str(bool(paused)).lower())
+    if paused:
+        return
+    runs = f"{dag_url}/dagRuns"
     body = json.dumps({"dag_run_id": run_id, "logical_date": None, "conf": conf}).encode()
     status, answer = http("POST", runs, body, auth)
     report(trigger_status=status)
@@ -368,7 +375,8 @@ def airflow_run(base_url: str, dag_id: str, timeout_sec: str, conf_json: str) ->
         except OSError:  # a moment without the API server (a restart) during hours of training: ask again
             status, answer = 0, b"{}"
         state = json.loads(answer).get("state", "") if status == 200 else f"http-{status}"
-        if state in TERMINAL or time.monotonic() >= deadline:
+        # Refused (the session's token expired, the account lost the team's role): asking again changes nothing.
+        if state in TERMINAL or status in (401, 403) or time.monotonic() >= deadline:
             break
         time.sleep(POLL_SEC)
     report(state=state)

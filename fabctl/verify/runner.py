@@ -101,6 +101,10 @@ criterion reported (`<step>.<key>`): the runner puts the figure in its place jus
 step can follow what an earlier one started (phase 03's run id) while `--render` writes the placeholder itself."""
 
 
+FIGURE_VALUE = re.compile(r"[A-Za-z0-9._:-]{1,253}")
+"""What a figure must look like to be put in a later step (FIGURE): letters, digits and `._:-`, as run ids and names are."""
+
+
 def figure(step: int, key: str) -> str:
     """The placeholder of the figure `key` of step `step` (FIGURE)."""
     return f"{{{{figure {step}.{key}}}}}"
@@ -111,8 +115,11 @@ def with_figures(value: Any, results: Mapping[str, str], missing: list[str]) -> 
     figure; the keys of the figures not reported are added to `missing` (their placeholders stay)."""
     if isinstance(value, str):
         def fill(match: re.Match[str]) -> str:
-            if match.group(1) in results:
-                return results[match.group(1)]
+            found = results.get(match.group(1))
+            # A figure is read from a pod's log and goes into a later step's scripts and selectors: only a plain token
+            # (a run id, a name) is put there; anything else counts as not reported.
+            if found is not None and FIGURE_VALUE.fullmatch(found):
+                return found
             missing.append(match.group(1))
             return match.group(0)
 

@@ -448,6 +448,14 @@ def test_each_teams_dag_names_only_that_teams_role_in_its_access_control(loaded)
 
 
 @needs_airflow
+def test_each_teams_dag_is_not_paused_at_creation_so_that_its_triggered_runs_start(loaded):
+    """Airflow pauses a new DAG by default (core.dags_are_paused_at_creation): a team's trigger would queue a run that
+    never starts. The DAG has no schedule, so unpaused it runs only when triggered."""
+    assert {d: dag["paused_upon_creation"] for d, dag in loaded["dags"].items()} == {
+        "serving_loop_fdc": False, "serving_loop_wafermap": False}
+
+
+@needs_airflow
 def test_the_dags_plan_task_plans_a_run_of_its_own_team(loaded):
     assert loaded["runs"]["own"]["plan"]["namespace"] == "team-wafermap"
 

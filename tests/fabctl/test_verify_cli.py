@@ -18,9 +18,11 @@ from small_site import small_site
 
 from fabctl.cli import main
 from fabctl.stackfile import SITE_KEY
+from fabctl.verify import gates
 from fabctl.verify.model import Criterion, NotApplicable, Step
 
 NS = "fab-verify"
+REQUIRED = {f"0{phase}-{family}" for phase in range(1, 6) for family in ("nccl-under-load", "flow")}
 
 
 def job(name: str) -> dict[str, Any]:
@@ -49,12 +51,15 @@ def project(tmp_path: Path) -> Path:
 @pytest.fixture
 def jobs(monkeypatch) -> types.ModuleType:
     """The builders module the command imports, as a fake: one NCCL criterion, one flow with nothing to check. Its `build`
-    reads `criteria` and `skipped` when called, so that a test may replace either."""
+    reads `criteria`, `skipped` and `extra` (more criteria, none by default) when called, so that a test may replace any."""
     fake = types.ModuleType("fabctl.verify.criteria")
     fake.criteria = lambda site, phase: [nccl_criterion(phase)]
     fake.skipped = lambda site, phase: [NotApplicable(f"0{phase}-flow-s3-external", "its clients are outside the site's clusters")]
-    fake.build = lambda site, phase: [*fake.criteria(site, phase), *fake.skipped(site, phase)]
+    fake.extra = []
+    fake.build = lambda site, phase: [*fake.criteria(site, phase), *fake.skipped(site, phase), *fake.extra]
     monkeypatch.setitem(sys.modules, "fabctl.verify.criteria", fake)
+    # The phase requires what the fake builds, so that the command is tested apart from the real table's other rows.
+    monkeypatch.setattr(gates, "REQUIREMENTS", tuple(r for r in gates.REQUIREMENTS if r.family in REQUIRED))
     return fake
 
 
@@ -183,8 +188,8 @@ def test_fails_with_3_when_the_builders_crash(project, jobs, capsys):
         "error: the program crashed building phase 1's criteria for site-t (a bug, not your config):\nTraceback")
 
 
-CANNOT_RUN = ("01-s3-readwrite-gpu", "gpu has no training node under the active profile")
-"""A required criterion (phase 01 requires `01-s3-readwrite-<cluster>` on every site) that cannot run."""
+CANNOT_RUN = ("01-nccl-under-load-gpu-train", "gpu-train has 1 training node")
+"""A required criterion (phase 01 requires `01-nccl-under-load-<cluster>` on every site) that cannot run."""
 
 
 def with_waivers(project: Path, waivers: dict[str, str]) -> None:
@@ -194,41 +199,40 @@ def with_waivers(project: Path, waivers: dict[str, str]) -> None:
 
 
 def test_fails_with_4_when_a_required_criterion_did_not_run(project, jobs, api, tmp_path, capsys):
-    jobs.skipped = lambda site, phase: [CANNOT_RUN]
+    jobs.extra = [CANNOT_RUN]
     kubeconfig = tmp_path / "kubeconfig"
     with serve(api, kubeconfig, {"site-t-gpu": "gpu"}):
         status = verify(project, "--phase", "1", "--kubeconfig", str(kubeconfig))
     out = capsys.readouterr().out
     assert status == 4
-    assert out.splitlines()[0] == (
-        "incomplete 01-s3-readwrite-gpu: required by phase 01 and not run: gpu has no training node under the active "
-        "profile; make it runnable, or waive it with a reason in acceptance.waivers.01-s3-readwrite-gpu")
-    assert out.splitlines()[-1] == "site-t phase-01: INCOMPLETE: 1 passed, 0 failed, 0 errors, 1 incomplete, 0 waived, 0 skipped"
+    assert out.splitlines()[1] == (
+        "incomplete 01-nccl-under-load-gpu-train: required by phase 01 and not run: gpu-train has 1 training node; make it runnable, or waive it with a reason in acceptance.waivers.01-nccl-under-load-gpu-train")
+    assert out.splitlines()[-1] == "site-t phase-01: INCOMPLETE: 1 passed, 0 failed, 0 errors, 1 incomplete, 0 waived, 1 skipped"
 
 
 def test_a_failure_outranks_an_incomplete_phase(project, jobs, api, tmp_path):
     jobs.criteria = lambda site, phase: [nccl_criterion(phase, passes=False)]
-    jobs.skipped = lambda site, phase: [CANNOT_RUN]
+    jobs.extra = [CANNOT_RUN]
     kubeconfig = tmp_path / "kubeconfig"
     with serve(api, kubeconfig, {"site-t-gpu": "gpu"}):
         assert verify(project, "--phase", "1", "--kubeconfig", str(kubeconfig)) == 1
 
 
 def test_a_waived_criterion_lets_the_phase_pass_and_the_report_repeats_why(project, jobs, api, tmp_path, capsys):
-    with_waivers(project, {"01-s3-readwrite-gpu": "inference only until the training racks arrive (FAB-12)"})
-    jobs.skipped = lambda site, phase: [CANNOT_RUN]
+    with_waivers(project, {"01-nccl-under-load-gpu-train": "inference only until the training racks arrive (FAB-12)"})
+    jobs.extra = [CANNOT_RUN]
     kubeconfig, table = tmp_path / "kubeconfig", tmp_path / "verify.md"
     with serve(api, kubeconfig, {"site-t-gpu": "gpu"}):
         status = verify(project, "--phase", "1", "--kubeconfig", str(kubeconfig), "--markdown", str(table))
     assert status == 0
-    assert ("| 01-s3-readwrite-gpu | waived | - | - | waived: inference only until the training racks arrive (FAB-12) "
-            "(acceptance.waivers); not run because gpu has no training node under the active profile |") in table.read_text()
+    assert ("| 01-nccl-under-load-gpu-train | waived | - | - | waived: inference only until the training racks arrive (FAB-12) "
+            "(acceptance.waivers); not run because gpu-train has 1 training node |") in table.read_text()
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "site-t phase-01: PASSED: 1 passed, 0 failed, 0 errors, 0 incomplete, 1 waived, 0 skipped")
+        "site-t phase-01: PASSED: 1 passed, 0 failed, 0 errors, 0 incomplete, 1 waived, 1 skipped")
 
 
 def test_render_says_the_phase_would_be_incomplete_and_still_writes_the_jobs(project, jobs, tmp_path, capsys):
-    jobs.skipped = lambda site, phase: [CANNOT_RUN]
+    jobs.extra = [CANNOT_RUN]
     assert verify(project, "--phase", "1", "--render", "--out", str(tmp_path)) == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
         "phase-01 would be INCOMPLETE: a criterion it requires cannot run on site-t and is not waived (above)")
@@ -244,11 +248,11 @@ def test_fails_when_a_waiver_waives_a_criterion_that_runs(project, jobs, capsys)
 
 def test_fails_when_a_waiver_names_no_criterion_of_the_phase(project, jobs, capsys):
     with_waivers(project, {"01-nccl-under-load-gpu-9": "the fabric is being recabled this week"})
-    jobs.skipped = lambda site, phase: [CANNOT_RUN]
+    jobs.extra = [CANNOT_RUN]
     assert verify(project, "--phase", "1", "--render", "--out", "unused") == 2
     assert capsys.readouterr().err == (
         "error: fab-platform:site.acceptance.waivers.01-nccl-under-load-gpu-9: phase 01 has no criterion "
-        "01-nccl-under-load-gpu-9 on this site; the criteria that can be waived: 01-s3-readwrite-gpu\n")
+        "01-nccl-under-load-gpu-9 on this site; the criteria that can be waived: 01-nccl-under-load-gpu-train\n")
 
 
 def test_fails_when_a_waiver_waives_a_criterion_with_nothing_to_check(project, jobs, capsys):
@@ -265,9 +269,9 @@ def test_a_waiver_of_another_phase_is_not_judged_by_this_one(project, jobs, tmp_
 
 
 def test_fails_when_a_waiver_gives_no_reason(project, jobs, capsys):
-    with_waivers(project, {"01-s3-readwrite-gpu": "  ok  "})
+    with_waivers(project, {"01-nccl-under-load-gpu-train": "  ok  "})
     assert verify(project, "--phase", "1", "--render", "--out", "unused") == 2
-    assert capsys.readouterr().err.startswith("error: fab-platform:site.acceptance.waivers.01-s3-readwrite-gpu: ")
+    assert capsys.readouterr().err.startswith("error: fab-platform:site.acceptance.waivers.01-nccl-under-load-gpu-train: ")
 
 
 def test_fails_with_3_when_a_builder_makes_a_criterion_no_requirement_row_covers(project, jobs, capsys):

@@ -397,6 +397,47 @@ def test_the_recovery_role_is_confined_to_the_inference_namespace(complete):
     assert not [o for o in objects_ if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
 
 
+def notebooks_quota_check():
+    return criterion(notebooks_site(), 4, "04-gpu-notebooks")
+
+
+IN_FORCE = {"0.yield.spec_shares": "4", "0.yield.spec_whole": "0", "0.yield.status_shares": "4", "0.yield.status_whole": "0"}
+
+
+def test_the_notebooks_quota_is_read_by_an_account_that_may_get_those_quotas_only():
+    (step,) = notebooks_quota_check().steps
+    roles = [o for o in step.objects if o["kind"] in ("Role", "ClusterRole")]
+    assert [(r["kind"], r["metadata"]["namespace"], r["rules"]) for r in roles] == [("Role", "notebooks-yield", [
+        {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["get"], "resourceNames": ["notebooks"]}])]
+
+
+def test_the_notebooks_quota_script_reports_spec_and_status(tmp_path):
+    (step,) = notebooks_quota_check().steps
+    job = next(o for o in step.objects if o["kind"] == "Job")
+    script = job["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text("#!/bin/bash\ncase \"$*\" in *gpu\\\\.shared*) echo -n 4 ;; *) echo -n 0 ;; esac\n")
+    kubectl.chmod(0o755)
+    out = subprocess.run(["/bin/bash", "-c", script], capture_output=True, text=True, check=True,
+                         env={"PATH": f"{tmp_path}:/usr/bin:/bin"}).stdout
+    assert out.splitlines() == [f"FAB-RESULT {k[2:]}={v}" for k, v in IN_FORCE.items()]
+
+
+def test_notebooks_held_to_their_shares_pass():
+    assert notebooks_quota_check().judge(IN_FORCE) == (
+        True, "gpu: yield 4 nvidia.com/gpu.shared, no whole GPU, in force")
+
+
+def test_fails_when_a_notebook_quota_allows_a_whole_gpu():
+    assert notebooks_quota_check().judge({**IN_FORCE, "0.yield.spec_whole": "1", "0.yield.status_whole": "1"}) == (
+        False, "gpu: yield's whole-GPU quota is 1, 0 expected")
+
+
+def test_fails_when_the_notebook_quota_is_not_in_force_yet():
+    assert notebooks_quota_check().judge({**IN_FORCE, "0.yield.status_shares": "", "0.yield.status_whole": ""}) == (
+        False, "gpu: the quota of notebooks-yield is not in force yet (status.hard unset nvidia.com/gpu.shared, unset whole GPUs)")
+
+
 # --- phase 05 ------------------------------------------------------------------------------------------------------
 
 def test_the_submission_job_is_submitted_as_the_contract_says(complete):

@@ -43,8 +43,9 @@ gpu-trn-1:41:41 [0] NCCL INFO Using network Socket
 gpu-trn-1:41:60 [7] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [send] via NET/Socket/0
 """
 SIXTEEN_GIB = str(16 << 30)
-OK = {"1.busbw_gb_per_sec": "363.4", "1.largest_bytes": SIXTEEN_GIB, "1.transport": "ib",
-      "2.busbw_gb_per_sec": "330.0", "2.largest_bytes": SIXTEEN_GIB, "2.transport": "ib", "3.objects": "310"}
+OK = {"1.succeeded": "true", "1.busbw_gb_per_sec": "363.4", "1.largest_bytes": SIXTEEN_GIB, "1.transport": "ib",
+      "1.wrong_values": "0", "2.succeeded": "true", "2.busbw_gb_per_sec": "330.0", "2.largest_bytes": SIXTEEN_GIB,
+      "2.transport": "ib", "2.wrong_values": "0", "3.objects": "310"}
 
 
 def two_node_site(**acceptance: Any) -> dict[str, Any]:
@@ -88,13 +89,24 @@ def launcher_script(check, index: int = 1) -> str:
 
 def test_reads_the_out_of_place_busbw_of_the_largest_message_not_the_average(tmp_path):
     assert run(nccl_busbw_script("/tmp/nccl.log"), FIXTURE.read_text(), tmp_path) == (
-        f"FAB-RESULT largest_bytes={SIXTEEN_GIB}\nFAB-RESULT busbw_gb_per_sec=363.40\n")
+        f"FAB-RESULT largest_bytes={SIXTEEN_GIB}\nFAB-RESULT busbw_gb_per_sec=363.40\nFAB-RESULT wrong_values=0\n")
 
 
 def test_reports_no_figure_when_the_log_has_no_table(tmp_path):
     log = "\n".join(FIXTURE.read_text().splitlines()[:25])  # mpirun stopped before the first size
     assert run(nccl_busbw_script("/tmp/nccl.log"), log, tmp_path) == (
-        "FAB-RESULT largest_bytes=none\nFAB-RESULT busbw_gb_per_sec=none\n")
+        "FAB-RESULT largest_bytes=none\nFAB-RESULT busbw_gb_per_sec=none\nFAB-RESULT wrong_values=0\n")
+
+
+def test_counts_the_wrong_values_of_every_row(tmp_path):
+    """all_reduce_perf's #wrong columns (out of place, in place): a row with 3 wrong values in place is counted."""
+    rows = FIXTURE.read_text().splitlines()
+    (index, row) = next((i, r) for i, r in enumerate(rows) if r.split()[:1] == [str(64 << 20)])
+    fields = row.split()
+    assert fields[12] == "0"
+    rows[index] = row[:row.rindex(" 0")] + " 3"
+    out = run(nccl_busbw_script("/tmp/nccl.log"), "\n".join(rows) + "\n", tmp_path)
+    assert out.splitlines()[-1] == "FAB-RESULT wrong_values=3"
 
 
 def test_reads_the_transport_of_the_recorded_format(tmp_path):
@@ -127,7 +139,8 @@ def test_the_launcher_reports_its_figures_from_the_fixture_end_to_end(check, tmp
     script = launcher_script(check)
     after = script[script.index("rc=$?"):].replace("exit $rc", "exit 0")
     assert run(["rc=0", after], FIXTURE.read_text(), tmp_path) == (
-        f"FAB-RESULT largest_bytes={SIXTEEN_GIB}\nFAB-RESULT busbw_gb_per_sec=363.40\nFAB-RESULT transport=ib\n")
+        f"FAB-RESULT largest_bytes={SIXTEEN_GIB}\nFAB-RESULT busbw_gb_per_sec=363.40\nFAB-RESULT wrong_values=0\n"
+        "FAB-RESULT transport=ib\n")
 
 
 # --- the largest message ---------------------------------------------------------------------------------------------
@@ -231,6 +244,14 @@ def test_fails_when_no_floor_is_published_for_the_gpu_type():
                           "acceptance.nccl_min_busbw_gb_per_sec")
 
 
+def test_the_rails_are_the_hcas_nccl_may_use_where_the_site_names_them():
+    """Four HCAs on 8-GPU nodes are four rails: the 8-rail floor is not theirs."""
+    raw = two_node_site()
+    raw["gpu"]["gpu"].setdefault("infiniband", {})["nccl_hcas"] = ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+    assert build(raw) == (
+        f"no published floor for {H100} over 4 x 400 Gb/s InfiniBand (NDR); set acceptance.nccl_min_busbw_gb_per_sec")
+
+
 def test_fails_when_no_floor_is_published_for_the_link_rate():
     assert build(two_node_site(nccl_hca_link_gbit_per_sec=200)) == (
         f"no published floor for {H100} over 8 x 200 Gb/s InfiniBand (HDR); set acceptance.nccl_min_busbw_gb_per_sec")
@@ -289,6 +310,17 @@ def test_fails_when_the_storage_load_wrote_nothing(check):
 def test_fails_when_the_run_under_load_did_not_finish(check):
     results = {k: v for k, v in OK.items() if not k.startswith("2.")} | {"2.succeeded": "false"}
     assert check.judge(results) == (False, "gpu: the run under storage load did not finish (its job failed or timed out)")
+
+
+def test_fails_when_the_launcher_failed_though_it_printed_its_figures(check):
+    assert check.judge({**OK, "1.succeeded": "false"}) == (False, (
+        "gpu: the baseline run reported 363.4 GB/s but its launcher failed (mpirun or all_reduce_perf exited non-zero: "
+        "its log says why)"))
+
+
+def test_fails_when_all_reduce_perf_found_wrong_values(check):
+    assert check.judge({**OK, "2.wrong_values": "12"}) == (False, (
+        "gpu: the run under storage load reported 12 wrong values: all_reduce's results must be checked and right"))
 
 
 def test_fails_when_all_reduce_perf_lowered_the_largest_message(check):

@@ -268,6 +268,19 @@ def test_fails_when_another_cluster_queue_admitted_the_training(check):
         "expected")
 
 
+def test_a_finished_workload_whose_admission_kueue_cleared_counts_as_admitted_by_its_queue(check):
+    """kubernetes-sigs/kueue#8188: a finished Workload loses `status.admission`; it finished Succeeded from the team's
+    LocalQueue, so the team's ClusterQueue admitted it."""
+    cleared = {"1.cluster_queue": "", "1.admitted": "false", "1.finished": "Succeeded", "1.queue_name": "training"}
+    assert check.judge({**good(), **cleared})[0] is True
+
+
+def test_fails_when_a_cleared_workload_did_not_finish_from_the_teams_queue(check):
+    cleared = {"1.cluster_queue": "", "1.admitted": "false", "1.finished": "Succeeded", "1.queue_name": "other"}
+    assert check.judge({**good(), **cleared}) == (
+        False, f"the training Job of run {SLUG} was admitted by ClusterQueue none (admitted false); team-yield's quota expected")
+
+
 def test_fails_when_the_model_was_not_published(check):
     assert check.judge({**good(), "2.get_status": "404"}) == (
         False, f"s3://site-t-models/qwen/qwen3-8b/{SLUG}/metadata.json answered 404 to team yield's keys: the run did not "
@@ -348,6 +361,18 @@ def test_a_step_whose_figure_was_not_reported_is_not_applied(tmp_path):
     assert (results["1.succeeded"], results["1.missing"]) == ("false", "0.run")
 
 
+def test_a_figure_that_is_not_a_plain_token_is_not_put_in_a_later_step(tmp_path):
+    """A figure read from a pod's log goes into a later step's scripts and label selectors: a value with a quote or a
+    blank (a log that says more than a run id) is refused as if not reported."""
+    api = _follow_api()
+    api.logs["trigger-a"] = "FAB-RESULT run=x' -l 'app=other\n"
+    steps = (Step("gpu", (_job("trigger", "none"),), ("Job", "trigger"), 60),
+             Step("gpu", (_job("follow", figure(0, "run")),), ("Job", "follow"), 60))
+    results = _run(api, tmp_path, *steps)
+    assert not [r for r in api.requests if r.path.endswith("/jobs/follow")]
+    assert results["1.missing"] == "0.run"
+
+
 # --- the probe against local servers -------------------------------------------------------------------------------
 
 JWT = "eyJhbGciOiJIUzUxMiJ9.eyJzdWIiOiI3In0.c2ln"
@@ -358,8 +383,9 @@ class Airflow:
     (`/auth/login/keycloak` -> Keycloak's form -> `/auth/oauth-authorized/keycloak`, which sets the `_token` cookie) and
     the REST API v2 (trigger, the run's state, its task instances) for that token alone."""
 
-    def __init__(self, password: str = "s3cret", trigger_status: int = 200, states: tuple[str, ...] = ("running", "success")):
-        self.password, self.trigger_status, self.states = password, trigger_status, list(states)
+    def __init__(self, password: str = "s3cret", trigger_status: int = 200, states: tuple[str, ...] = ("running", "success"),
+                 paused: bool = False):
+        self.password, self.trigger_status, self.states, self.paused = password, trigger_status, list(states), paused
         self.triggered: list[dict[str, Any]] = []
         self.base = ""
 
@@ -383,6 +409,8 @@ class Airflow:
         if headers.get("Authorization") != f"Bearer {JWT}":
             return 401, {}, b'{"detail": "Not authenticated"}'
         runs = "/api/v2/dags/serving_loop_yield/dagRuns"
+        if method == "GET" and path == "/api/v2/dags/serving_loop_yield":
+            return 200, {}, json.dumps({"dag_id": "serving_loop_yield", "is_paused": self.paused}).encode()
         if method == "POST" and path == runs:
             self.triggered.append(json.loads(body))
             return self.trigger_status, {}, json.dumps({"detail": "exists"} if self.trigger_status != 200 else {}).encode()
@@ -455,8 +483,23 @@ def test_the_probe_signs_in_through_keycloak_triggers_as_the_member_and_follows_
     assert posted == {"dag_run_id": run_id, "logical_date": None,
                       "conf": {"model": "qwen3-8b", "features": "wafer", "serving_change": "commit", "revision": results["run"]}}
     assert {k: v for k, v in results.items() if k not in ("run_id", "run", "revision")} == {
-        "signin": "ok", "trigger_status": "200", "state": "success", **{f"task_{t}": "success" for t in TASKS}}
+        "signin": "ok", "paused": "false", "trigger_status": "200", "state": "success",
+        **{f"task_{t}": "success" for t in TASKS}}
     assert results["revision"] == results["run"]
+
+
+def test_the_probe_does_not_trigger_a_paused_dag():
+    airflow = Airflow(paused=True)
+    with local(airflow) as base:
+        results = probe(["airflow-run", base, "serving_loop_yield", "600", CONF],
+                        AIRFLOW_USERNAME="verify-yield", AIRFLOW_PASSWORD="s3cret")
+    assert (airflow.triggered, results["paused"], "trigger_status" in results) == ([], "true", False)
+
+
+def test_fails_when_the_dag_is_paused(check):
+    assert check.judge({**{k: v for k, v in good().items() if k.startswith("0.s")}, "0.paused": "true"}) == (
+        False, "serving_loop_yield is paused in Airflow: a trigger would queue a run that never starts; unpause it "
+        "(`airflow dags unpause serving_loop_yield`, or the toggle in Airflow's UI) and run the check again")
 
 
 def test_the_probe_reports_refused_credentials():
@@ -523,6 +566,8 @@ case "$*" in
   *"get jobs"*) echo -n job-uid-1 ;;
   *'uid=="job-uid-1"'*clusterQueue*) echo -n team-yield ;;
   *'uid=="job-uid-1"'*Admitted*) echo -n True ;;
+  *'uid=="job-uid-1"'*Finished*) echo -n Succeeded ;;
+  *'uid=="job-uid-1"'*queueName*) echo -n training ;;
   *"{.status.sync.status}"*) echo -n Synced ;;
   *"{.status.health.status}"*) echo -n Healthy ;;
   *".status.resources"*) printf 'Service/vllm-qwen3-8b-canary=Healthy\nDeployment/vllm-qwen3-8b-canary=Healthy\nDeployment/vllm-qwen3-8b=Healthy\n' ;;
@@ -542,7 +587,8 @@ def run_script(script: str, tmp_path: Path) -> tuple[dict[str, str], list[str]]:
 def test_the_admission_script_reads_the_workload_of_the_runs_training_job(check, tmp_path):
     script = container(check.steps[1])["args"][0].replace(figure(0, "run"), SLUG)
     results, calls = run_script(script, tmp_path)
-    assert results == {"job": "found", "cluster_queue": "team-yield", "admitted": "true"}
+    assert results == {"job": "found", "cluster_queue": "team-yield", "admitted": "true", "finished": "Succeeded",
+                       "queue_name": "training"}
     assert calls[0] == (f"-n team-yield get jobs -l fab.internal/run={SLUG},fab.internal/step=train -o "
                         "jsonpath={.items[0].metadata.uid}")
 

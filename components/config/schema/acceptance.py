@@ -117,8 +117,9 @@ class AcceptanceConfig(_Model):
     )
     nccl_hca_link_gbit_per_sec: Literal[100, 200, 400, 800] = Field(
         400,
-        description="InfiniBand link rate of the training nodes' HCAs, in Gb/s, one per GPU (EDR 100, HDR 200, NDR 400, "
-        "XDR 800): with the GPU type, it selects the published floor of the NCCL check. Defaults to 400 (NDR).",
+        description="InfiniBand link rate of the training nodes' HCAs, in Gb/s (EDR 100, HDR 200, NDR 400, XDR 800): with "
+        "the GPU type and the rails (the HCAs of gpu.<cluster>.infiniband.nccl_hcas, else one per GPU), it selects the "
+        "published floor of the NCCL check. Defaults to 400 (NDR).",
     )
     nccl_min_message_mib: int = Field(
         64, ge=1, le=65_536, strict=True,
@@ -216,8 +217,9 @@ class AcceptanceConfig(_Model):
     )
     serving_slo_num_prompts: int = Field(
         200, ge=10, le=100_000, strict=True,
-        description="Requests of each model's load test: the P90s are over this many. At half the team's rate a minute, the "
-        "run lasts at least twice this many minutes over the rate. Defaults to 200.",
+        description="Requests of each model's load test: the P90s are over this many. They are sent at half the team's rate, "
+        "and fewer where that would last beyond 240 s (the team's token, fetched once, lives 300 s: Keycloak's default). "
+        "Defaults to 200.",
     )
     serving_slo_input_tokens: int = Field(
         3000, ge=1, le=1_048_576, strict=True,
@@ -257,7 +259,8 @@ class AcceptanceConfig(_Model):
     serving_loop: ServingLoopRun | None = Field(
         None,
         description="The run of a team's serving-loop DAG that phase 03's check triggers and follows (docs/acceptance.md, "
-        "phase 03). Defaults to none: phase 03's check is skipped, with that reason.",
+        "phase 03). Defaults to none: phase 03's check cannot run, so phase 03 is INCOMPLETE unless "
+        "`waivers` names 03-serving-loop with a reason.",
     )
     waivers: dict[CriterionId, WaiverReason] = Field(
         default_factory=dict,

@@ -114,11 +114,13 @@ def nccl_under_load(site: Site, cluster: str) -> Criterion | tuple[str, str]:
                           "is read at; set acceptance.nccl_max_message_mib and acceptance.nccl_min_busbw_gb_per_sec"))
     assert largest is not None  # the config check keeps nccl_min_message_mib at most nccl_max_message_mib
     link = acceptance.nccl_hca_link_gbit_per_sec
-    rails = interconnect(link, slots)
+    # A rail per HCA port NCCL may use (gpu.<cluster>.infiniband.nccl_hcas), else one per GPU, as HGX nodes are cabled.
+    hcas = len(site.config.gpu[cluster].infiniband.nccl_hcas) or slots
+    rails = interconnect(link, hcas)
     if acceptance.nccl_min_busbw_gb_per_sec is not None:
         floor, origin = acceptance.nccl_min_busbw_gb_per_sec, "acceptance.nccl_min_busbw_gb_per_sec"
     else:
-        floors = [floor_for(t.product, link, slots) for t in gpu_types]
+        floors = [floor_for(t.product, link, hcas) for t in gpu_types]
         if None in floors:
             missing = next(t.product for t, f in zip(gpu_types, floors, strict=True) if f is None)
             return (cid, f"no published floor for {missing} over {rails}; set acceptance.nccl_min_busbw_gb_per_sec")
@@ -168,6 +170,13 @@ def nccl_under_load(site: Site, cluster: str) -> Criterion | tuple[str, str]:
                 shown = "no size" if size is None else f"{size:.0f} B"
                 return False, (f"{cluster}: {what} ended at {shown}, not at the {asked} B ({at}) asked: all_reduce_perf "
                                "lowers its largest message when the GPUs' memory cannot hold it")
+            if results.get(f"{step}.succeeded") != "true":
+                return False, (f"{cluster}: {what} reported {busbw:.1f} GB/s but its launcher failed (mpirun or "
+                               "all_reduce_perf exited non-zero: its log says why)")
+            wrong = _figure(results, f"{step}.wrong_values")
+            if wrong != 0:
+                shown = "no count of wrong values" if wrong is None else f"{wrong:.0f} wrong values"
+                return False, f"{cluster}: {what} reported {shown}: all_reduce's results must be checked and right"
             figures.append(busbw)
         written = _figure(results, "3.objects")
         if not written:
@@ -280,12 +289,13 @@ def nccl_busbw_script(log: str) -> list[str]:
     """Shell lines that report the out-of-place bus bandwidth of all_reduce_perf's largest message, and that size, from
     its table (nccl-tests src/common.cu at the pinned image's 2cbb968: per row `size count type redop root`, then
     `time algbw busbw #wrong` out of place and again in place; the header and summary lines start with `#`, NCCL's own
-    lines with the host name). The average (`# Avg bus bandwidth`) is not it: it mixes in the small messages."""
+    lines with the host name). The average (`# Avg bus bandwidth`) is not it: it mixes in the small messages. Also the
+    sum of the `#wrong` columns over every row (out of place and in place): values all_reduce_perf found wrong."""
     return [
         ("awk '!/^#/ && NF >= 13 && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && $5 ~ /^-?[0-9]+$/ && $8 ~ /^[0-9.]+$/ "
-         f"&& (size == \"\" || $1 + 0 >= size + 0) {{ size = $1; busbw = $8 }} "
+         f"{{ wrong += $9 + $13; if (size == \"\" || $1 + 0 >= size + 0) {{ size = $1; busbw = $8 }} }} "
          'END { print "FAB-RESULT largest_bytes=" (size == "" ? "none" : size); '
-         f'print "FAB-RESULT busbw_gb_per_sec=" (busbw == "" ? "none" : busbw) }}\' {log}'),
+         f'print "FAB-RESULT busbw_gb_per_sec=" (busbw == "" ? "none" : busbw); print "FAB-RESULT wrong_values=" wrong + 0 }}\' {log}'),
     ]
 
 

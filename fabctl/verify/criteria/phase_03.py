@@ -13,7 +13,7 @@ from components.constants import ARGOCD_NAMESPACE, polaris_secret, s3_secret
 from components.dags import serving_loop_steps
 from components.data_access import TRAINING
 from components.engines import airflow, spark
-from components.kueue import team_namespace
+from components.kueue import LOCAL_QUEUE, team_namespace
 from fabctl.verify.criteria.blocks import (
     Site,
     _account,
@@ -109,6 +109,9 @@ def serving_loop(site: Site) -> Criterion | tuple[str, str]:
         if signin != "ok":
             return False, (f"signing in to {airflow_url} through Keycloak with the account of Secret {secret} failed "
                            f"({signin})")
+        if results.get("0.paused") == "true":
+            return False, (f"{dag} is paused in Airflow: a trigger would queue a run that never starts; unpause it "
+                           f"(`airflow dags unpause {dag}`, or the toggle in Airflow's UI) and run the check again")
         status, run_id = results.get("0.trigger_status"), results.get("0.run_id", "?")
         if status == "409":
             return False, f"{dag} has a run {run_id} already (409): run the check again"
@@ -130,7 +133,8 @@ def serving_loop(site: Site) -> Criterion | tuple[str, str]:
             return False, _ran(results, 1, "the admission check")
         if results.get("1.job") != "found":
             return False, f"no training Job of run {slug} (label fab.internal/run={slug}) in {team_namespace(team)} on {submission}"
-        if queue != team_namespace(team) or results.get("1.admitted") != "true":
+        cleared = not queue and results.get("1.finished") == "Succeeded" and results.get("1.queue_name") == LOCAL_QUEUE
+        if not cleared and (queue != team_namespace(team) or results.get("1.admitted") != "true"):
             return False, (f"the training Job of run {slug} was admitted by ClusterQueue {queue or 'none'} (admitted "
                            f"{results.get('1.admitted')}); {team_namespace(team)}'s quota expected")
         published = results.get("2.get_status")
@@ -189,6 +193,11 @@ def _admission_step(site: Site, cid: str, cluster: str, team: str) -> Step:
          "==\\\"$uid\\\")]}$1{end}\"; }"),
         "echo \"FAB-RESULT cluster_queue=$(workload '{.status.admission.clusterQueue}')\"",
         "echo \"FAB-RESULT admitted=$(workload '{.status.conditions[?(@.type==\"Admitted\")].status}' | tr 'A-Z' 'a-z')\"",
+        # Kueue clears a finished Workload's admission (kubernetes-sigs/kueue#8188): then its Finished condition's reason
+        # and the LocalQueue it was queued in stand for it (a Job only runs once admitted; the LocalQueue's ClusterQueue is
+        # the team's).
+        "echo \"FAB-RESULT finished=$(workload '{.status.conditions[?(@.type==\"Finished\")].reason}')\"",
+        "echo \"FAB-RESULT queue_name=$(workload '{.spec.queueName}')\"",
     ])
     rbac = _account(site, account, cid, [
         (namespace, [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},

@@ -3,20 +3,16 @@ GPU quotas those of the profile in force, and vLLM's recovery from an eviction w
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
-from components import versions
 from components.config import names
 from components.data_access import team_prefix
 from components.gpu import INFERENCE_NAMESPACE
-from components.kube import restricted_container, restricted_pod_security_context
 from components.monitors import target_namespace
 from components.observability import PROMETHEUS_URL
 from components.serving import stable_labels
 from components.kueue import team_namespace
 from fabctl.verify.criteria.blocks import (
-    PROBE_USER,
     Site,
     _account,
     _dns,
@@ -213,9 +209,10 @@ def profile_in_force(site: Site) -> Criterion | tuple[str, str]:
 
 def gpu_notebooks_quota(site: Site) -> Criterion:
     """On the notebooks cluster, for each team with notebooks: its ResourceQuota `notebooks` caps its shares at the
-    configured count and its whole GPUs at zero, and a notebook asking for a whole GPU is refused. The refusal is a
-    server-side dry run (admission runs, nothing is created) of a pod requesting `nvidia.com/gpu: 1`, by an account that
-    may create pods in the notebook namespaces and get their quota, bound for the step only."""
+    configured count and its whole GPUs at zero, and the API server enforces it: the quota's `status.hard` (which the
+    quota controller sets once it tracks the namespace) says the same. Read by an account that may get those quotas and
+    nothing else: a pod created to be refused would need the right to create pods there, which mounts the namespaces'
+    Secrets."""
     cid = "04-gpu-notebooks"
     notebooks = site.config.compute.jupyterhub.gpu_notebooks
     assert notebooks is not None
@@ -225,50 +222,44 @@ def gpu_notebooks_quota(site: Site) -> Criterion:
     rbac = _account(site, account, cid, [
         (names.NOTEBOOKS_NAMESPACE(team), [
             {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["get"], "resourceNames": ["notebooks"]},
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]},
         ]) for team in quotas
     ])
     escaped = resource.replace(".", "\\.")
     lines = ["set -u"]
     for team in quotas:
         ns = names.NOTEBOOKS_NAMESPACE(team)
-        # Restricted as any notebook is (Pod Security would refuse it before the quota otherwise); never scheduled.
-        whole = json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "fab-verify-whole-gpu", "namespace": ns},
-                            "spec": {"securityContext": restricted_pod_security_context(), "containers": [restricted_container(
-                                "notebook", site.registry.image(versions.VERIFY_PROBE_IMAGE), PROBE_USER,
-                                resources={"requests": {"nvidia.com/gpu": "1", "cpu": "1", "memory": "1Gi"},
-                                           "limits": {"nvidia.com/gpu": "1", "cpu": "1", "memory": "1Gi"}})]}},
-                           separators=(",", ":"))
-        lines += [
-            f"echo \"FAB-RESULT {team}.shares=$(kubectl -n {ns} get resourcequota notebooks -o jsonpath='{{.spec.hard.requests\\.{escaped}}}')\"",
-            f"echo \"FAB-RESULT {team}.whole=$(kubectl -n {ns} get resourcequota notebooks -o jsonpath='{{.spec.hard.requests\\.nvidia\\.com/gpu}}')\"",
-            # exceeded quota: the ResourceQuota admission refused it (403 Forbidden); created: it was not refused
-            (f"if out=$(echo '{whole}' | kubectl create --dry-run=server -f - 2>&1); then r=created; "
-             "elif echo \"$out\" | grep -q 'exceeded quota'; then r=exceeded; else r=other; fi; "
-             f"echo \"FAB-RESULT {team}.whole_gpu_pod=$r\""),
-        ]
+        for where in ("spec", "status"):
+            lines += [
+                (f"echo \"FAB-RESULT {team}.{where}_shares=$(kubectl -n {ns} get resourcequota notebooks "
+                 f"-o jsonpath='{{.{where}.hard.requests\\.{escaped}}}')\""),
+                (f"echo \"FAB-RESULT {team}.{where}_whole=$(kubectl -n {ns} get resourcequota notebooks "
+                 f"-o jsonpath='{{.{where}.hard.requests\\.nvidia\\.com/gpu}}')\""),
+            ]
     job = _job("notebooks-quota", site.namespace, cid, _kubectl_pod(site, account, "\n".join(lines)), site.acceptance.timeout_sec)
 
     def judge(results: Mapping[str, str]) -> Judgement:
         first = next(iter(quotas))
-        if f"0.{first}.shares" not in results:
+        if f"0.{first}.spec_shares" not in results:
             return False, f"{cluster}: " + _ran(results, 0, "the quota reader")
         wrong = []
         for team, want in quotas.items():
-            shares, whole, pod = (results.get(f"0.{team}.{k}") for k in ("shares", "whole", "whole_gpu_pod"))
+            ns = names.NOTEBOOKS_NAMESPACE(team)
+            shares, whole = results.get(f"0.{team}.spec_shares"), results.get(f"0.{team}.spec_whole")
             if shares != str(want):
-                wrong.append(f"{team} may run {shares or 'no quota'} {resource} (compute.jupyterhub.gpu_notebooks.team_quotas says {want})")
+                wrong.append(f"{team} may run {shares or 'no quota of'} {resource} (compute.jupyterhub.gpu_notebooks.team_quotas says {want})")
             if whole != "0":
                 wrong.append(f"{team}'s whole-GPU quota is {whole or 'unset'}, 0 expected")
-            if pod != "exceeded":
-                wrong.append(f"a pod asking {names.NOTEBOOKS_NAMESPACE(team)} for a whole GPU was {pod}, not refused by the quota")
+            enforced = (results.get(f"0.{team}.status_shares"), results.get(f"0.{team}.status_whole"))
+            if enforced != (shares, whole):
+                wrong.append(f"the quota of {ns} is not in force yet (status.hard {enforced[0] or 'unset'} {resource}, "
+                             f"{enforced[1] or 'unset'} whole GPUs)")
         if wrong:
             return False, f"{cluster}: " + "; ".join(wrong)
-        return True, f"{cluster}: " + ", ".join(f"{t} {q}" for t, q in quotas.items()) + f" {resource}, no whole GPU"
+        return True, f"{cluster}: " + ", ".join(f"{t} {q}" for t, q in quotas.items()) + f" {resource}, no whole GPU, in force"
 
     return Criterion(4, cid, f"GPU notebooks on {cluster} are held to each team's shares, never a whole GPU",
                      (Step(cluster, (*rbac, job), ("Job", "notebooks-quota"), site.acceptance.timeout_sec),), judge,
-                     ", ".join(f"{t} == {q}" for t, q in quotas.items()) + "; whole GPU refused")
+                     ", ".join(f"{t} == {q}" for t, q in quotas.items()) + "; whole GPUs 0; in force")
 
 
 def vllm_recovery(site: Site) -> Criterion | tuple[str, str]:
