@@ -54,7 +54,7 @@ def check() -> Criterion:
     return slo(small_site())
 
 
-OK = {"0.token_status": "200", **{f"0.{k}": v for k, v in {
+OK = {"0.token_status": "200", "0.succeeded": "true", **{f"0.{k}": v for k, v in {
     "requests": "200", "errors": "0", "p50_ttft_ms": "123.42", "p90_ttft_ms": "184.64", "p50_itl_ms": "15.46",
     "p90_itl_ms": "18.04", "output_tokens_per_sec": "470.74", "peak_concurrency": "8"}.items()}}
 
@@ -62,7 +62,7 @@ OK = {"0.token_status": "200", **{f"0.{k}": v for k, v in {
 # --- the parser, on vLLM's result file ---------------------------------------------------------------------------------
 
 def test_the_parser_reads_vllms_result_file():
-    assert parsed("result.json") == {k: v for k, v in OK.items() if k != "0.token_status"}
+    assert parsed("result.json") == {k: v for k, v in OK.items() if k not in ("0.token_status", "0.succeeded")}
 
 
 def test_the_parser_counts_failed_requests_as_errors():
@@ -78,8 +78,13 @@ def test_the_parser_reports_a_missing_result(tmp_path):
 
 # --- the judge ---------------------------------------------------------------------------------------------------------
 
+def test_fails_when_the_load_tests_job_failed_after_reporting(check):
+    assert check.judge({**OK, "0.succeeded": "false"}) == (
+        False, "qwen3-8b: the load test reported its figures but its Job serving-slo-qwen3-8b failed (its log says why)")
+
+
 def test_passes_within_the_targets(check):
-    assert check.judge(parsed("result.json") | {"0.token_status": "200"}) == (
+    assert check.judge(parsed("result.json") | {"0.token_status": "200", "0.succeeded": "true"}) == (
         True, ("qwen3-8b: P90 time to first token 184.6 ms, inter-token latency 18.0 ms (P50 123.4 and 15.5 ms), "
                "470.7 output tokens/s, 0 of 200 requests failed (at most 8 at once; cap 8, paced at 5 a second)"))
     assert check.bound == "P90 TTFT <= 200 ms, P90 ITL <= 20 ms, errors <= 1 %"
@@ -97,7 +102,7 @@ def test_fails_when_the_p90_itl_is_above_the_target(check):
 
 def test_fails_when_requests_were_limited(check):
     """The recorded run with 23 failed requests (the gateway's 429s) is refused on its error rate."""
-    assert check.judge(parsed("result-limited.json") | {"0.token_status": "200"}) == (
+    assert check.judge(parsed("result-limited.json") | {"0.token_status": "200", "0.succeeded": "true"}) == (
         False, "qwen3-8b: 23 of 200 requests failed (11.5 %, a 429 of team yield's rate of 600 a minute counts), above 1 %")
 
 

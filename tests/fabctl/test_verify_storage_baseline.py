@@ -184,6 +184,14 @@ def test_fails_when_a_node_reports_no_figure(check):
                 "or timed out)"))
 
 
+def test_fails_when_the_job_failed_though_every_node_reported(check):
+    found = results({"gpu-trn-1": 10000, "gpu-trn-2": 10000}, {"gpu-trn-1": 15000, "gpu-trn-2": 15000},
+                    **{"1.succeeded": "false"})
+    assert check.judge(found) == (
+        False, ("gpu: warp reported its figures but its Job storage-baseline in team-yield failed (a pod exited non-zero: "
+                "its log says why)"))
+
+
 def test_fails_when_requests_failed(check):
     found = results({"gpu-trn-1": 10000, "gpu-trn-2": 10000}, {"gpu-trn-1": 15000, "gpu-trn-2": 15000},
                     **{"1.put_errors.gpu-trn-2": "3"})

@@ -118,6 +118,9 @@ def storage_baseline(site: Site, cluster: str) -> Criterion | NotApplicable:
             if missing:
                 return False, (f"{cluster}: no {f.op} figure from {', '.join(missing)}: "
                                + _ran(results, 1, f"warp (Job {JOB} in {team_namespace(team)})"))
+            if results.get("1.succeeded") != "true":
+                return False, (f"{cluster}: warp reported its figures but its Job {JOB} in {team_namespace(team)} failed (a "
+                               "pod exited non-zero: its log says why)")
             failed = [f"{n} {e:.0f}" for n in nodes if (e := _figure(results, f"1.{key}_errors.{n}"))]
             if failed:
                 return False, f"{cluster}: {f.op} requests failed, errors per node: {', '.join(failed)} (see the pods' logs)"

@@ -139,6 +139,8 @@ def model_slo(site: Site, model: str) -> Criterion:
         throughput = _figure(results, "0.output_tokens_per_sec")
         if requests is None or errors is None or ttft is None or itl is None or throughput is None:
             return False, _ran(results, 0, "the load test")
+        if results.get("0.succeeded") != "true":
+            return False, f"{model}: the load test reported its figures but its Job {name} failed (its log says why)"
         error_percent = errors / requests * 100 if requests else 100.0
         if error_percent > bound.max_error_percent:
             return False, (f"{model}: {int(errors)} of {int(requests)} requests failed ({error_percent:.1f} %, a 429 of "
