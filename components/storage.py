@@ -23,7 +23,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_minio as minio
 
-from components.config import AdoptConfig, MinioEndpoint, StorageConfig, names
+from components.config import AdoptConfig, MinioEndpoint, PolarisConfig, StorageConfig, names
 from components.constants import (
     AISTOR_METRICS_TOKEN_KEY,
     AISTOR_METRICS_TOKEN_SECRET,
@@ -65,6 +65,18 @@ from components.network import CrossClusterNetwork, GlobalService
 from components.object_store import METRICS_ENGINE, ObjectStore, metrics_token
 from components.polaris import Polaris, credential
 from components.providers import ClusterRef, NamespaceRef, SiteRef
+
+
+def polaris_global_service(polaris: PolarisConfig) -> GlobalService:
+    """Polaris's REST Service as a ClusterMesh global service, local-first (with `global_services`)."""
+    return GlobalService(POLARIS_SERVICE, polaris.namespace, ((POLARIS_PORT_NAME, polaris.port),), local_first=True)
+
+
+def clients_catalog_uri(domain: str, polaris: PolarisConfig, global_services: bool) -> str:
+    """The catalog URI the site's own clients call (Spark's `sparkConf`, the engines' POLARIS_URI). With global services,
+    Polaris's cluster-local name, pod to pod across the mesh; else its published name (its VIP), which stays for everything
+    outside the clusters and other sites in any case."""
+    return catalog_uri_at(polaris_global_service(polaris).host, polaris) if global_services else catalog_uri(domain, polaris)
 
 
 @dataclass(frozen=True)
@@ -163,15 +175,10 @@ class StorageCluster(pulumi.ComponentResource):
         """The host name of the internal S3 endpoint, which its certificate names; pods that reach the object store by
         another address (the IPoIB one) resolve this name to it, so TLS still verifies."""
         self._published_catalog_uri = catalog_uri(site.domain, storage.polaris)
-        self.polaris_global_service = GlobalService(
-            POLARIS_SERVICE, storage.polaris.namespace, ((POLARIS_PORT_NAME, storage.polaris.port),), local_first=True,
-        ) if args.network.global_services else None
+        self.polaris_global_service = polaris_global_service(storage.polaris) if args.network.global_services else None
         """Polaris's REST Service as a ClusterMesh global service (local-first), which the client clusters repeat; None
         without global services."""
-        # The site's own clients call Polaris by its cluster-local name when it is a global service, pod to pod across the
-        # mesh; the published name (its VIP) stays for everything outside the clusters and other sites.
-        self._catalog_uri = (catalog_uri_at(self.polaris_global_service.host, storage.polaris) if self.polaris_global_service
-                             else self._published_catalog_uri)
+        self._catalog_uri = clients_catalog_uri(site.domain, storage.polaris, args.network.global_services)
         self._grants: dict[tuple[str, str, str], k8s.core.v1.Secret] = {}
         self.metrics_credentials: list[pulumi.Resource] = []
         """What the AIStor monitor presents, in the object store's namespace (its token, the site CA), with `metrics`."""

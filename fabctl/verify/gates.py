@@ -78,6 +78,10 @@ def _weights_over_ib(site: SiteConfig) -> bool:
     return inference is not None and site.gpu[inference.cluster].infiniband.inference_weights_over_ib
 
 
+def _spark_rapids(site: SiteConfig) -> bool:
+    return any(spec.spark_rapids is not None for spec in site.gpu.values())
+
+
 def _remote_training(site: SiteConfig) -> bool:
     return bool(site.remote_teams(linked_only=True))
 
@@ -124,6 +128,9 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement(5, "05-remote-training", "a peer site's team that trains here is admitted in its namespace, as the peer's "
                 "contract (`training.remote_submission`) says", "a linked peer's teams train here "
                 "(`federation.peers.<site>.remote_training`)", _remote_training, "<peer>-<team>"),
+    Requirement(5, "05-spark-rapids", "the SparkApplication Airflow submits, admitted by Kueue in a team's namespace, runs a "
+                "query the RAPIDS plugin takes onto the GPU (Gpu operators in its plan) and gives the expected rows",
+                "Spark RAPIDS runs on a GPU cluster (`gpu.<cluster>.spark_rapids`)", _spark_rapids, "<cluster>"),
 )
 """Every phase's required criteria, phase by phase in report order."""
 

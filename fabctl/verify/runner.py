@@ -3,8 +3,8 @@ reading the report"), with the official `kubernetes` client and the kubeconfig c
 
 For each criterion, each step in order: its objects are applied with server-side apply (field manager `fabctl-verify`),
 what the workloads use first (namespaces, ConfigMaps, Secrets, accounts and roles, Services), then the `background`
-workloads, each started before the rest; the runner waits for the deciding Job, MPIJob, JobSet or TrainJob to finish, reads its
-pods' logs for `FAB-RESULT key=value` lines, and deletes everything it applied, whatever happened (failure, timeout,
+workloads, each started before the rest; the runner waits for the deciding Job, MPIJob, JobSet, TrainJob or SparkApplication to finish,
+reads its pods' logs for `FAB-RESULT key=value` lines, and deletes everything it applied, whatever happened (failure, timeout,
 Ctrl-C), last applied first. A step may follow what an earlier step of its criterion started: a `{{figure <step>.<key>}}`
 in its objects is replaced by that step's figure before it is applied (`FIGURE`), and a step whose figure was not
 reported is not applied. A namespace the steps use that does not exist is created at Pod Security `restricted` and
@@ -53,6 +53,12 @@ FINISHED: dict[str, tuple[str, str]] = {
     "TrainJob": ("Complete", "Failed"),
 }
 """Kind of a deciding object -> the conditions (status True) that say it succeeded or failed."""
+STATES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "SparkApplication": (frozenset({"COMPLETED"}), frozenset({"FAILED", "SUBMISSION_FAILED"})),
+}
+"""Kind of a deciding object that reports a state instead of conditions (`.status.applicationState.state`, the Spark
+operator's ApplicationStateType, api/v1beta2/sparkapplication_types.go at 2.5.2) -> the states that say it succeeded or
+failed. SUBMISSION_FAILED becomes FAILED unless the application retries; either ends a run that never retries."""
 
 OPERATORS = {
     "kubeflow.org": "the MPI Operator",
@@ -60,6 +66,7 @@ OPERATORS = {
     "trainer.kubeflow.org": "Kubeflow Trainer",
     "kueue.x-k8s.io": "Kueue",
     "monitoring.coreos.com": "the Prometheus operator",
+    "sparkoperator.k8s.io": "the Spark operator",
 }
 """API group -> what serves it, for the message when a criterion needs a kind the cluster does not serve."""
 
@@ -72,6 +79,8 @@ def _pod_selector(kind: str, name: str) -> str:
         return f"jobset.sigs.k8s.io/jobset-name={name}"
     if kind == "TrainJob":  # its JobSet is named as it is; the MPI launcher runs mpirun and prints what rank 0 reports
         return f"jobset.sigs.k8s.io/jobset-name={name},jobset.sigs.k8s.io/replicatedjob-name=launcher"
+    if kind == "SparkApplication":  # its driver prints the results (labels of the operator's pkg/common/spark.go)
+        return f"spark-role=driver,sparkoperator.k8s.io/app-name={name}"
     return f"batch.kubernetes.io/job-name={name}"
 
 
@@ -262,6 +271,10 @@ def parse_results(log: str) -> dict[str, str]:
 
 def _condition(status: Mapping[str, Any], kind: str) -> bool | None:
     """True when the object succeeded, False when it failed, None while it runs."""
+    if kind in STATES:
+        state = (status.get("applicationState") or {}).get("state")
+        done, broke = STATES[kind]
+        return False if state in broke else (True if state in done else None)
     succeeded, failed = FINISHED[kind]
     true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
     if failed in true:

@@ -16,8 +16,9 @@ from fabctl.verify.report import INCOMPLETE, SKIPPED, WAIVED
 
 def everything() -> dict:
     """full_site() with every feature a conditional row checks: the metrics stack, profiles, GPU notebooks, model-aware
-    routing, a serving-loop run, a peer's team training here."""
+    routing, a serving-loop run, a peer's team training here, Spark RAPIDS."""
     raw = full_site()
+    raw["gpu"]["gpu-train"]["spark_rapids"] = {}
     add_observability(raw, "remote-write")
     add_gpu_notebooks(raw)
     raw["profiles"] = {"day": {}, "night": {"quotas": {"yield": {"gpu": {"gpus": 4}}}}}

@@ -1,7 +1,7 @@
 """Phase 05, scale-out: capacity grows while the interfaces stay the same. A job submitted as the submission contract
 says is admitted (with MultiKueue, on a worker); with model-aware routing, the same URL and token answer; with global
 services, each client cluster reaches Polaris by its cluster-local name; a peer site's team that trains here is admitted
-in its namespace."""
+in its namespace; with Spark RAPIDS, the SparkApplication Airflow submits runs on the GPU (phase_05_rapids.py)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from fabctl.verify.criteria.blocks import (
     _training_placement,
 )
 from fabctl.verify.criteria.phase_02 import inference_call
+from fabctl.verify.criteria.phase_05_rapids import spark_rapids
 from fabctl.verify.model import Built, Criterion, Judgement, Step
 
 
@@ -41,6 +42,7 @@ def phase_05(site: Site) -> list[Built]:
     out.extend(remote_training(site, namespace) for namespace in sorted(config.remote_teams(linked_only=True)))
     if config.inference is not None and ipoib_enabled(config.gpu[config.inference.cluster], serves_inference=True):
         out.append(weights_over_ib(site))
+    out.extend(spark_rapids(site, cluster) for cluster in site.gpu_clusters() if config.gpu[cluster].spark_rapids is not None)
     return out
 
 
