@@ -30,8 +30,8 @@ log); the runner collects these lines into the step's results."""
 
 @dataclass(frozen=True)
 class Step:
-    """Objects applied together on one cluster; the step is done when `decides` (a Job, MPIJob, JobSet or TrainJob among them,
-    by kind and name) has finished. Objects in `background` (a load generator) run beside it and are deleted with it."""
+    """Objects applied together on one cluster; the step is done when `decides` (a Job, MPIJob, JobSet, TrainJob or
+    SparkApplication among them, by kind and name) has finished. Objects in `background` (a load generator) run beside it and are deleted with it."""
 
     cluster: str
     """Config key of the cluster the step runs on (its kubeconfig context is the cluster's, as for Pulumi)."""

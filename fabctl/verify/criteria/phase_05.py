@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from components import versions
 from components.constants import AIRFLOW_NAMESPACE, TRAINING_SUBMISSION_CONFIG_MAP
-from components.constants import POLARIS_SERVICE
+from components.storage import polaris_global_service as polaris_global_service_of
 from components.gpu import INFERENCE_NAMESPACE, IPOIB_NETWORK, POOL_LABEL, ipoib_enabled, toleration
 from components.kube import restricted_container, restricted_pod_security_context
 from components.kueue import DEFAULT_WORKLOAD_PRIORITY, LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, team_namespace
@@ -185,7 +185,7 @@ def polaris_global_service(site: Site, cluster: str) -> Criterion:
     which only the ClusterMesh global service answers there."""
     cid = _dns("05-global-services", cluster)
     polaris = site.config.storage.polaris
-    host, port = f"{POLARIS_SERVICE}.{polaris.namespace}.svc", polaris.port
+    host, port = polaris_global_service_of(polaris).host, polaris.port
     step = _probe_step(site, cluster, cid, "polaris-global", ["tcp", host, str(port), str(PROBE_TIMEOUT_SEC)])
 
     def judge(results: Mapping[str, str]) -> Judgement:
