@@ -130,7 +130,8 @@ remote_teams = site.remote_teams(linked_only=True)
 federation = SiteFederation(
     "federation",
     SiteFederationArgs(site=site_ref, config=site.federation, adopt=site.adopt, minio_provider=providers.minio, storage=storage,
-                       remote_teams=remote_teams),
+                       remote_teams=remote_teams,
+                       gold_consumers=frozenset(c for c in site.federation.consumers if site.replicates_gold(c))),
 )
 compute = ComputeCluster(
     "compute",

@@ -145,6 +145,9 @@ class SiteFederationArgs:
     """This site's data plane: the gold buckets, grants, principals; federation runs on its cluster."""
     remote_teams: dict[str, RemoteTeam]
     """Linked peers' teams that train on this site's GPU clusters, by namespace: each gets its own S3 keys (`remote_grant`)."""
+    gold_consumers: frozenset[str] = frozenset()
+    """The consumers this site's gold buckets are copied to (`replicate_gold`, on from phase 05 when unset:
+    SiteConfig.replicates_gold)."""
 
 
 class SiteFederation(pulumi.ComponentResource):
@@ -163,6 +166,7 @@ class SiteFederation(pulumi.ComponentResource):
         self._name, self._site, self._storage = name, site, args.storage
         federation = self._config = args.config
         self._adopt = args.adopt
+        self._gold_consumers = args.gold_consumers
         self.references = {
             other: pulumi.StackReference(f"{name}-{other}", stack_name=stack_name(federation.organization, other),
                                          opts=pulumi.ResourceOptions(parent=self))
@@ -178,7 +182,7 @@ class SiteFederation(pulumi.ComponentResource):
         replica_targets = {peer: self._replica(peer) for peer in peers}
         self._remote = {namespace: self._remote_trainer(team) for namespace, team in sorted(args.remote_teams.items())}
         mirrored = sorted(c for c, spec in federation.consumers.items()
-                          if (spec.replicate_gold or spec.replicate_models) and c in self.references)
+                          if (c in args.gold_consumers or spec.replicate_models) and c in self.references)
         if mirrored:
             ns = namespace(f"{name}-ns-{REPLICATION_NAMESPACE}", REPLICATION_NAMESPACE, pulumi.ResourceOptions(parent=self),
                            labels={ENGINE_LABEL: REPLICATION}, adopt=Adoption(args.adopt, self._storage_key),
@@ -363,7 +367,7 @@ class SiteFederation(pulumi.ComponentResource):
         )
         # Every run reads both Secrets' keys (and mounts the site CA), and the first may start as soon as the CronJob exists.
         after = [remote, local, *ca.resources()]
-        if spec.replicate_gold:
+        if consumer in self._gold_consumers:
             copies = [["mirror", "--overwrite", f"local/{bucket}", f"remote/$(REMOTE_BUCKET)/{bucket}"] for bucket in self._storage.buckets_of("gold")]
             self._copy_job(f"{self._name}-mirror-{consumer}", names.GOLD_COPY_JOB(consumer), "gold", consumer, copies, ca, after)
         if spec.replicate_models:

@@ -199,7 +199,7 @@ def metrics_scopes(site: SiteConfig) -> dict[str, MetricsScope]:
                 polaris=True, polaris_namespace=site.storage.polaris.namespace,
                 aistor=True, aistor_namespace=store.namespace, aistor_pod_labels=store.s3_pod_labels,
                 aistor_port=store.s3_port, aistor_tls=store.tls, s3_host=names.S3_HOST(site.domain), site_ca=site.ca_bundle is not None,
-                replicates_to=tuple(sorted(c for c, spec in consumers.items() if spec.replicate_gold or spec.replicate_models)),
+                replicates_to=tuple(sorted(c for c, spec in consumers.items() if site.replicates_gold(c) or spec.replicate_models)),
             )
         scope["gateways"] = tuple(sorted(gateways))
         scopes[key] = MetricsScope(**scope)

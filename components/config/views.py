@@ -166,6 +166,11 @@ class SiteViews(SiteSchema):
         """Whether KubeRay runs on the GPU clusters (`training.ray`, on from its roadmap phase when unset)."""
         return switched_on("ray", self.training.ray, self.phase)
 
+    def replicates_gold(self, consumer: str) -> bool:
+        """Whether this site's gold is copied to `consumer` (`federation.consumers.<consumer>.replicate_gold`, on from its
+        roadmap phase when unset)."""
+        return switched_on("gold-replication", self.federation.consumers[consumer].replicate_gold, self.phase)
+
     def global_services_enabled(self) -> bool:
         """Whether Polaris and the inference gateway are ClusterMesh global services (`global_services`, on from its roadmap
         phase when unset)."""
@@ -308,7 +313,7 @@ def credential_holders(site: SiteViews) -> dict[str, dict[str, list[str]]]:
     if site.inference is not None:
         holds(site.inference.cluster, "inference", catalog=False)
     federation = site.federation
-    replicating = any((spec.replicate_gold or spec.replicate_models) and name in federation.linked
+    replicating = any((site.replicates_gold(name) or spec.replicate_models) and name in federation.linked
                       for name, spec in federation.consumers.items())
     for cluster in site.keys_with_role("storage"):
         for grantee in ("polaris", "postgres-backup", *(["replication"] if replicating else [])):

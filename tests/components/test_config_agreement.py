@@ -133,7 +133,7 @@ def test_fails_when_gold_is_replicated_without_a_gold_bucket():
     raw = small_site()
     raw["federation"] = {"consumers": {"site-x": {}}, "ranges": {"site-x": ["10.200.0.0/16"]}}
     assert config_errors(raw) == [
-        "fab-platform:site.federation.consumers.site-x.replicate_gold: true (the default) copies this site's gold to site-x, "
+        "fab-platform:site.federation.consumers.site-x.replicate_gold: unset (on from phase 05) copies this site's gold to site-x, "
         "but storage.buckets has no bucket of class gold: add one, or set replicate_gold: false"
     ]
 
@@ -194,4 +194,4 @@ def test_the_full_site_with_a_gold_bucket_replicates():
     raw["federation"] = {"consumers": {"site-x": {}}, "ranges": {"site-x": ["10.200.0.0/16"]}}
     add_bucket(raw, "site-t-gold-2", "gold")
     raw["storage"]["polaris"]["gold_bucket"] = "site-t-gold"
-    assert parse_site(raw).federation.consumers["site-x"].replicate_gold is True
+    assert parse_site(raw).replicates_gold("site-x") is True

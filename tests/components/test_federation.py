@@ -164,6 +164,18 @@ def test_fails_when_a_linked_site_exports_nothing():
     ))
 
 
+def test_gold_is_replicated_from_phase_05_only_unless_the_stack_says_so(plan_b):
+    """Both seeds put gold replication in the last phase: site-b at phase 4, its consumer's replicate_gold unset (and
+    without the remote training that needs it), copies no gold; at phase 5 (its stack file) it does."""
+    config = stack_config("site-b")
+    site = config["fab-platform:site"]
+    site["phase"] = 4
+    site["federation"]["consumers"]["site-a"] = {}
+    plan = render_config("site-b", config, stack_references={"fab/fab-platform/site-a": SITE_A_EXPORTS})
+    assert [c["metadata"]["name"] for c in plan.objects("CronJob", "site-b-storage")] == []
+    assert [c["metadata"]["name"] for c in plan_b.objects("CronJob", "site-b-storage")] == ["gold-to-site-a"]
+
+
 def test_the_stack_reference_is_in_the_stacks_own_organization_by_default():
     config = stack_config("site-b")
     del config["fab-platform:site"]["federation"]["organization"]

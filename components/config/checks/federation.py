@@ -44,15 +44,18 @@ def federation_problems(site: SiteViews) -> Iterator[Problem]:
                     yield ("federation", "ranges", other, i), f"{cidr} overlaps {format_path(path)} ({own}) of this site"
     has_gold = any(bucket.data_class == "gold" for bucket in site.storage.buckets.values())
     for name, consumer in sorted(federation.consumers.items()):
-        if consumer.replicate_gold and not has_gold:
+        if site.replicates_gold(name) and not has_gold:
+            said = "true" if consumer.replicate_gold else "unset (on from phase 05)"
             yield ("federation", "consumers", name, "replicate_gold"), (
-                f"true (the default) copies this site's gold to {name}, but storage.buckets has no bucket of class gold: "
+                f"{said} copies this site's gold to {name}, but storage.buckets has no bucket of class gold: "
                 "add one, or set replicate_gold: false"
             )
         for i, team in enumerate(consumer.remote_training_teams):
             if team not in site.teams:
                 yield ("federation", "consumers", name, "remote_training_teams", i), f"{team!r} is not a team; teams: {', '.join(sorted(site.teams))}"
-            elif not consumer.replicate_gold:
+            # Before phase 05 remote training is refused as such (components/config/checks/phases.py), unless it is an
+            # early feature: then its gold must be replicated too.
+            elif not site.replicates_gold(name) and (site.phase >= 5 or "remote-training" in site.early_features):
                 yield ("federation", "consumers", name, "remote_training_teams", i), (
                     f"team {team!r} cannot train on {name}'s GPUs: no data is replicated there; remote GPUs are used only "
                     "for replicated (gold) data, so set replicate_gold"

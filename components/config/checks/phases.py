@@ -95,6 +95,12 @@ def _remote_training(site: SiteViews) -> Iterator[Use]:
                    f"gives {name}'s {', '.join(sorted(peer.remote_training))} GPU quota here")
 
 
+def _gold_replication(site: SiteViews) -> Iterator[Use]:
+    for name, consumer in sorted(site.federation.consumers.items()):
+        if consumer.replicate_gold:
+            yield ("federation", "consumers", name, "replicate_gold"), f"true copies this site's gold buckets to {name}"
+
+
 def _storage_over_ib(site: SiteViews) -> Iterator[Use]:
     serving = site.inference.cluster if site.inference is not None else None
     for key, spec in sorted(site.gpu.items()):
@@ -140,6 +146,7 @@ USES: dict[str, Callable[[SiteViews], Iterator[Use]]] = {
     "multikueue": _multikueue,
     "more-gpu-clusters": _more_gpu_clusters,
     "remote-training": _remote_training,
+    "gold-replication": _gold_replication,
     "storage-over-ib": _storage_over_ib,
     "spark-rapids": _spark_rapids,
     "batch-inference": _batch_inference,

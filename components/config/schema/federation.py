@@ -18,7 +18,12 @@ from components.config.schema.teams import TeamQuota
 class FederationConsumer(_Model):
     """A site that reads this site's gold tables (and, when asked, keeps its models for a warm standby)."""
 
-    replicate_gold: Flag = Field(True, description="Copy this site's gold buckets to the consumer. Defaults to true.")
+    replicate_gold: Flag | None = Field(
+        None,
+        description="Copy this site's gold buckets to the consumer (its replica bucket of this site). Gold replication is "
+        "a phase-05 feature (docs/roadmap.md): true before phase 05 needs `gold-replication` in early_features. Unset: on "
+        "from phase 05, off before (the consumer may still query this site's gold through its Trino catalog).",
+    )
     remote_training_teams: Annotated[list[DnsLabel], Unique] = Field(
         default_factory=list,
         description="Teams of this site that may train on the consumer's GPU clusters, on the gold replicated there and "

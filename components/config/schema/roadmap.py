@@ -45,6 +45,7 @@ FEATURES: dict[str, Feature] = {
     "multikueue": Feature(5, "MultiKueue dispatch"),
     "more-gpu-clusters": Feature(5, "a second GPU cluster"),
     "remote-training": Feature(5, "GPU training across sites"),
+    "gold-replication": Feature(5, "gold replication between sites (this site's gold buckets copied to its consumers)"),
     "storage-over-ib": Feature(5, "storage traffic over InfiniBand"),
     "spark-rapids": Feature(5, "Spark RAPIDS on a GPU cluster"),
     "inference-extension": Feature(5, "model-aware routing (an InferencePool and its endpoint picker per model)"),
