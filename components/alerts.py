@@ -29,6 +29,10 @@ QUOTA_EXHAUSTED_FOR = "30m"
 the quota's size, which the config sets, not about how fast to page)."""
 
 
+INFINIBAND_CONGESTED_FOR = "15m"
+"""How long an HCA port stays above the congestion threshold before it alerts: NCCL's collectives and checkpoint
+bursts stall ports for seconds to minutes; a quarter of an hour is contention that lasts (storage beside NCCL, a bad
+link or route)."""
 XID_WINDOW = "10m"
 """How long an XID alert fires after DCGM reports it: DCGM_FI_DEV_XID_ERRORS holds the last XID and never resets
 (NVIDIA/DCGM#277), so the rules look for a change of it, not for a value above 0."""
@@ -97,6 +101,24 @@ def gpu_rules(scope: MetricsScope) -> list[dict[str, Any]]:
             "than the site config gives it (gpu.<cluster>.nodes.<node>.gpus).",
             "gpus-lost",
             for_="10m",
+        ),
+    ]
+
+
+def infiniband_rules(scope: MetricsScope, alerts: AlertsConfig) -> list[dict[str, Any]]:
+    ticks = alerts.infiniband_xmit_wait_per_second
+    return [
+        _rule(
+            scope, "FabInfinibandPortCongested",
+            f"sum by (cluster, instance, device, port) (rate(node_infiniband_port_transmit_wait_total{{{_in(scope)}}}[5m])) > {ticks}",
+            "warning",
+            "InfiniBand port {{ $labels.device }}/{{ $labels.port }} of {{ $labels.instance }} is congested",
+            f"Cluster {scope.name}: HCA port {{{{ $labels.device }}}}/{{{{ $labels.port }}}} of {{{{ $labels.instance }}}} "
+            f"waited {{{{ $value | humanize }}}} ticks a second for flow-control credit (PortXmitWait, over 5 minutes) for "
+            f"{INFINIBAND_CONGESTED_FOR}; allowed: "
+            f"{ticks} (observability.alerts.infiniband_xmit_wait_per_second).",
+            "infiniband-port-congestion",
+            for_=INFINIBAND_CONGESTED_FOR,
         ),
     ]
 
@@ -229,6 +251,7 @@ def alert_rules(scope: MetricsScope, alerts: AlertsConfig) -> list[dict[str, Any
 
     if scope.gpu_nodes:
         group("gpu", gpu_rules(scope))
+        group("infiniband", infiniband_rules(scope, alerts))
     if scope.kueue:
         group("queues", queue_rules(scope, alerts))
     if scope.gateways:

@@ -253,10 +253,10 @@ def ipoib_enabled(config: GpuClusterConfig, serves_inference: bool) -> bool:
 
 
 def nccl_env(config: GpuClusterConfig) -> dict[str, str]:
-    """NCCL's settings on the cluster: the InfiniBand service level of its traffic, apart from storage's, and the HCAs it
+    """NCCL's settings on the cluster: the InfiniBand service level and traffic class of its traffic, apart from storage's, and the HCAs it
     may use where the site names them (`=` makes NCCL match the names exactly, not as prefixes)."""
     ib = config.infiniband
-    env = {"NCCL_IB_SL": str(ib.nccl_service_level)}
+    env = {"NCCL_IB_SL": str(ib.nccl_service_level), "NCCL_IB_TC": str(ib.nccl_traffic_class)}
     if ib.nccl_hcas:
         env["NCCL_IB_HCA"] = "=" + ",".join(ib.nccl_hcas)
     return env
@@ -277,10 +277,10 @@ def ipoib_pool_spec(config: GpuClusterConfig) -> dict[str, Any]:
 
 
 def infiniband_contract(config: GpuClusterConfig, ipoib: bool) -> dict[str, Any]:
-    """What the subnet manager (outside Kubernetes) must hold for the cluster: NCCL's service level, and the storage
-    partition with its own service level where weights load over IPoIB."""
+    """What the subnet manager (outside Kubernetes) must hold for the cluster: NCCL's service level and traffic class, and
+    the storage partition with its own service level (and bandwidth share, where set) where weights load over IPoIB."""
     ib = config.infiniband
-    contract: dict[str, Any] = {"nccl_service_level": ib.nccl_service_level}
+    contract: dict[str, Any] = {"nccl_service_level": ib.nccl_service_level, "nccl_traffic_class": ib.nccl_traffic_class}
     if ipoib:
         contract["storage_partition"] = {
             "partition_key": ib.ipoib_partition_key,
@@ -289,7 +289,19 @@ def infiniband_contract(config: GpuClusterConfig, ipoib: bool) -> dict[str, Any]
             "ipoib_range": str(ib.ipoib_range),
             "s3_ipoib_address": str(ib.s3_ipoib_address),
         }
+        if ib.storage_bandwidth_percent is not None:
+            contract["storage_partition"]["bandwidth_percent"] = ib.storage_bandwidth_percent
+            contract["storage_partition"]["opensm_qos"] = opensm_qos(ib.storage_qos_service_level, ib.storage_bandwidth_percent)
     return contract
+
+
+def opensm_qos(storage_level: int, percent: int) -> str:
+    """OpenSM's QoS lines (opensm.conf) that give storage's service level a virtual lane of its own (VL1, every other
+    service level, NCCL's among them, on VL0) and `percent` of a port under contention: low-priority VL arbitration
+    weights in that ratio (units of 64 bytes, at most 255 each), the high-priority table empty."""
+    sl2vl = ",".join("1" if level == storage_level else "0" for level in range(16))
+    return (f"qos TRUE\nqos_max_vls 2\nqos_sl2vl {sl2vl}\nqos_vlarb_high 0:0,1:0\n"
+            f"qos_vlarb_low 0:{2 * (100 - percent)},1:{2 * percent}\n")
 
 
 def gpu_operator_values() -> dict[str, Any]:

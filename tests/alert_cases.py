@@ -45,8 +45,8 @@ def humanize_duration(seconds: float) -> str:
 class Expect:
     """An expected alert: its labels from the expression, and what `$value` reads as in each template form."""
 
-    def __init__(self, labels: dict[str, str], value: str, humanized: str = "", printf: str = ""):
-        self.labels, self.value, self.humanized, self.printf = labels, value, humanized, printf
+    def __init__(self, labels: dict[str, str], value: str, humanized: str = "", printf: str = "", si: str = ""):
+        self.labels, self.value, self.humanized, self.printf, self.si = labels, value, humanized, printf, si
 
 
 def expand(template: str, labels: dict[str, str], expect: Expect) -> str:
@@ -60,6 +60,8 @@ def expand(template: str, labels: dict[str, str], expect: Expect) -> str:
             return expect.humanized
         if body == '$value | printf "%.1f"':
             return expect.printf
+        if body == "$value | humanize":
+            return expect.si
         raise ValueError(f"template {body!r}: not expanded by the cases (add it to alert_cases.expand)")
     return re.sub(r"{{(.*?)}}", one, template)
 
@@ -145,6 +147,38 @@ def gpus_lost(scope: MetricsScope, _: AlertsConfig) -> list[Case]:
         # No DCGM series of any configured node (the exporter or the nodes are gone): each is missing all its GPUs.
         every_node_gone,
     ]
+
+
+# --- InfiniBand: node-exporter's infiniband collector (the kube-prometheus-stack chart's node-exporter).
+
+def infiniband_port_congested(scope: MetricsScope, alerts: AlertsConfig) -> list[Case]:
+    ticks = alerts.infiniband_xmit_wait_per_second
+    node = next(iter(scope.gpu_nodes))
+
+    def port(device: str) -> dict[str, str]:
+        return {"cluster": scope.name, "instance": f"{node}:9100", "device": device, "port": "1", "job": "node-exporter",
+                "namespace": "monitoring", "pod": f"metrics-prometheus-node-exporter-{node}", "container": "node-exporter",
+                "service": "metrics-prometheus-node-exporter", "endpoint": "http-metrics"}
+
+    # mlx5_0: a quiet port (a tenth of the threshold) until minute 10, then twice the threshold until minute 40, then
+    # quiet again; mlx5_1 stays just under the threshold throughout.
+    quiet, busy = ticks * 6, ticks * 120
+    congested = quiet * 10 + busy * 30
+    values = f"0+{quiet}x10 {quiet * 10 + busy}+{busy}x29 {congested + quiet}+{quiet}x29"
+    fired = Expect({"cluster": scope.name, "instance": f"{node}:9100", "device": "mlx5_0", "port": "1"}, str(ticks * 2),
+                   si=humanize(ticks * 2))
+    return [Case([series("node_infiniband_port_transmit_wait_total", port("mlx5_0"), values),
+                  series("node_infiniband_port_transmit_wait_total", port("mlx5_1"), f"0+{ticks * 60 - 60}x70")],
+                 {"8m": [], "20m": [], "35m": [fired], "55m": []})]
+
+
+def humanize(value: float) -> str:
+    """Prometheus' `humanize` template function (template/template.go) for values >= 1: %.4g and an SI prefix."""
+    prefixes = ["", "k", "M", "G", "T", "P", "E", "Z", "Y"]
+    index = 0
+    while value >= 1000 and index < len(prefixes) - 1:
+        value, index = value / 1000, index + 1
+    return f"{value:.4g}{prefixes[index]}"
 
 
 # --- Queues: Kueue 0.19 (pkg/metrics); target labels of the program's ServiceMonitor.
@@ -307,6 +341,7 @@ CASES: dict[str, CaseBuilder] = {
     "FabGpuXidHardware": xid_hardware,
     "FabGpuXidError": xid_error,
     "FabGpusLost": gpus_lost,
+    "FabInfinibandPortCongested": infiniband_port_congested,
     "FabQueueStarved": queue_starved,
     "FabQuotaExhausted": quota_exhausted,
     "FabGateway5xx": gateway_5xx,

@@ -56,15 +56,15 @@ def test_rules_read_only_the_series_the_monitors_list(full_scopes):
 def test_each_cluster_gets_the_rules_of_what_runs_on_it(full_scopes):
     assert {key: sorted(rules_of(s)) for key, s in full_scopes.items()} == {
         "compute": ["FabCertificateExpiring", "FabGateway5xx", "FabQueueStarved", "FabQuotaExhausted"],
-        "gpu": ["FabCertificateExpiring", "FabGateway5xx", "FabGpuXidError", "FabGpuXidHardware", "FabGpusLost",
+        "gpu": ["FabCertificateExpiring", "FabGateway5xx", "FabGpuXidError", "FabGpuXidHardware", "FabGpusLost", "FabInfinibandPortCongested",
                 "FabQueueStarved", "FabQuotaExhausted", "FabRateLimitSaturated"],
-        "gpu-train": ["FabGpuXidError", "FabGpuXidHardware", "FabGpusLost", "FabQueueStarved", "FabQuotaExhausted"],
+        "gpu-train": ["FabGpuXidError", "FabGpuXidHardware", "FabGpusLost", "FabInfinibandPortCongested", "FabQueueStarved", "FabQuotaExhausted"],
         "storage": ["FabPostgresBackupTooOld"],
     }
 
 
 def test_a_cluster_without_gpus_gets_no_gpu_rules():
-    assert not {"FabGpuXidError", "FabGpuXidHardware", "FabGpusLost"} & set(rules_of(scope(kueue=True, gateways=("llm",))))
+    assert not {"FabGpuXidError", "FabGpuXidHardware", "FabGpusLost", "FabInfinibandPortCongested"} & set(rules_of(scope(kueue=True, gateways=("llm",))))
 
 
 def test_a_cluster_running_nothing_alerted_on_gets_no_prometheus_rule():

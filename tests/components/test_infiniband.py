@@ -9,6 +9,7 @@ from helpers import config_errors, render_small
 from small_site import IPOIB_RANGE, S3_IPOIB_ADDRESS, add_weights_over_ib, small_site
 
 from components.config import parse_site
+from components.gpu import infiniband_contract, nccl_env
 
 INFINIBAND = "fab-platform:site.gpu.gpu.infiniband"
 
@@ -57,10 +58,23 @@ def test_the_ipoib_network_sits_on_the_configured_partitions_child_interface():
 def test_the_stack_states_the_storage_partition_the_subnet_manager_must_hold():
     plan = render_small(ib_site(nccl_service_level=2, storage_qos_service_level=5))
     assert plan.outputs["infiniband"] == {"gpu": {
-        "nccl_service_level": 2,
+        "nccl_service_level": 2, "nccl_traffic_class": 0,
         "storage_partition": {"partition_key": "0x0a01", "interface": "ib0.8a01", "service_level": 5,
                               "ipoib_range": IPOIB_RANGE, "s3_ipoib_address": S3_IPOIB_ADDRESS},
     }}
+
+
+def test_the_stack_states_storages_bandwidth_share_as_opensm_qos():
+    site = parse_site(ib_site(nccl_service_level=0, storage_qos_service_level=5, storage_bandwidth_percent=30))
+    partition = infiniband_contract(site.gpu["gpu"], ipoib=True)["storage_partition"]
+    assert (partition["bandwidth_percent"], partition["opensm_qos"]) == (30, (
+        "qos TRUE\nqos_max_vls 2\nqos_sl2vl 0,0,0,0,0,1,0,0,0,0,0,0,0,0,0,0\nqos_vlarb_high 0:0,1:0\n"
+        "qos_vlarb_low 0:140,1:60\n"))
+
+
+def test_without_a_bandwidth_share_the_subnet_managers_arbitration_stands():
+    partition = infiniband_contract(parse_site(ib_site()).gpu["gpu"], ipoib=True)["storage_partition"]
+    assert "bandwidth_percent" not in partition and "opensm_qos" not in partition
 
 
 # NCCL's service level ----------------------------------------------------------------------------
@@ -72,8 +86,10 @@ def test_every_team_namespace_of_every_gpu_cluster_gets_its_clusters_nccl_servic
     found = {(cluster, obj["metadata"]["namespace"]): obj["data"] for cluster, obj, _ in plan.manifests()
              if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == "nccl"}
     assert found == {
-        ("site-t-gpu", "team-fdc"): {"NCCL_IB_SL": "0"}, ("site-t-gpu", "team-yield"): {"NCCL_IB_SL": "0"},
-        ("site-t-gpu-train", "team-fdc"): {"NCCL_IB_SL": "3"}, ("site-t-gpu-train", "team-yield"): {"NCCL_IB_SL": "3"},
+        ("site-t-gpu", "team-fdc"): {"NCCL_IB_SL": "0", "NCCL_IB_TC": "0"},
+        ("site-t-gpu", "team-yield"): {"NCCL_IB_SL": "0", "NCCL_IB_TC": "0"},
+        ("site-t-gpu-train", "team-fdc"): {"NCCL_IB_SL": "3", "NCCL_IB_TC": "0"},
+        ("site-t-gpu-train", "team-yield"): {"NCCL_IB_SL": "3", "NCCL_IB_TC": "0"},
     }
 
 
@@ -81,6 +97,35 @@ def test_training_jobs_load_the_nccl_settings_of_the_cluster_that_runs_them(smal
     job = yaml.safe_load(small_plan.outputs["training"]["example_job"])
     (container,) = job["spec"]["template"]["spec"]["containers"]
     assert {"configMapRef": {"name": "nccl"}} in container["envFrom"]
+
+
+def test_nccl_settings_carry_the_configured_traffic_class():
+    site = small_site()
+    site["gpu"]["gpu"]["infiniband"] = {"nccl_service_level": 3, "nccl_traffic_class": 106}
+    config = parse_site(site).gpu["gpu"]
+    assert nccl_env(config) == {"NCCL_IB_SL": "3", "NCCL_IB_TC": "106"}
+    assert infiniband_contract(config, ipoib=False) == {"nccl_service_level": 3, "nccl_traffic_class": 106}
+
+
+def test_fails_when_nccls_traffic_class_is_not_one():
+    site = small_site()
+    site["gpu"]["gpu"]["infiniband"] = {"nccl_traffic_class": 256}
+    assert config_errors(site) == [f"{INFINIBAND}.nccl_traffic_class: Input should be less than or equal to 255 (got 256)"]
+
+
+def test_fails_when_a_bandwidth_share_is_given_without_weights_over_infiniband():
+    site = small_site()
+    site["gpu"]["gpu"]["infiniband"] = {"storage_bandwidth_percent": 40}
+    assert config_errors(site) == [
+        (f"{INFINIBAND}.storage_bandwidth_percent: is set but inference_weights_over_ib is false, so nothing uses it (weights "
+         "load from the Ethernet S3 endpoint); remove it, or turn inference_weights_over_ib on")
+    ]
+
+
+def test_fails_when_storage_would_take_the_whole_port():
+    assert config_errors(ib_site(storage_bandwidth_percent=100)) == [
+        f"{INFINIBAND}.storage_bandwidth_percent: Input should be less than or equal to 99 (got 100)"
+    ]
 
 
 # Config: refused settings --------------------------------------------------------------------------

@@ -175,12 +175,12 @@ def test_nccl_settings_name_the_configured_hcas_exactly():
     site["gpu"]["gpu"]["infiniband"] = {"nccl_service_level": 3, "nccl_hcas": ["mlx5_0", "mlx5_1:1"]}
     (nccl,) = [obj for cluster, obj, _ in render_small(site).manifests()
                if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == "nccl" and cluster == "site-t-gpu"]
-    assert nccl["data"] == {"NCCL_IB_SL": "3", "NCCL_IB_HCA": "=mlx5_0,mlx5_1:1"}
+    assert nccl["data"] == {"NCCL_IB_SL": "3", "NCCL_IB_TC": "0", "NCCL_IB_HCA": "=mlx5_0,mlx5_1:1"}
 
 
 def test_nccl_names_no_hca_unless_configured(small_plan):
     (nccl,) = [obj for _, obj, _ in small_plan.manifests() if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == "nccl"]
-    assert nccl["data"] == {"NCCL_IB_SL": "0"}
+    assert nccl["data"] == {"NCCL_IB_SL": "0", "NCCL_IB_TC": "0"}
 
 
 def test_fails_when_an_hca_is_not_a_device_name():

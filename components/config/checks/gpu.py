@@ -100,6 +100,8 @@ _WEIGHTS_OVER_IB_NEEDS = {
     "storage_qos_service_level": "storage traffic on InfiniBand gets a service level of its own, apart from NCCL's",
 }
 """What loading weights over InfiniBand needs, and why."""
+_WEIGHTS_OVER_IB_MAY = ("storage_bandwidth_percent",)
+"""What loading weights over InfiniBand may set besides, and nothing else reads."""
 
 
 def _infiniband_problems(site: SiteViews, key: str) -> Iterator[Problem]:
@@ -108,7 +110,7 @@ def _infiniband_problems(site: SiteViews, key: str) -> Iterator[Problem]:
     ib = site.gpu[key].infiniband
     path = ("gpu", key, "infiniband")
     if not ib.inference_weights_over_ib:
-        for field in _WEIGHTS_OVER_IB_NEEDS:
+        for field in (*_WEIGHTS_OVER_IB_NEEDS, *_WEIGHTS_OVER_IB_MAY):
             if getattr(ib, field) is not None:
                 yield (*path, field), (
                     "is set but inference_weights_over_ib is false, so nothing uses it (weights load from the Ethernet S3 "

@@ -115,6 +115,13 @@ class InfinibandConfig(_Model):
         description="InfiniBand service level of NCCL traffic: NCCL_IB_SL in the ConfigMap `nccl` of every team namespace "
         "on the cluster, which training jobs load with envFrom. Defaults to 0, NCCL's own default.",
     )
+    nccl_traffic_class: int = Field(
+        0, ge=0, le=255, strict=True,
+        description="InfiniBand traffic class of NCCL traffic (the GRH's 8-bit Traffic Class field): NCCL_IB_TC in the "
+        "ConfigMap `nccl` of every team namespace on the cluster. It counts where packets carry a global route header "
+        "(routed InfiniBand, RoCE, where it is the DSCP and ECN byte); within one subnet the service level selects the "
+        "virtual lane. Defaults to 0, NCCL's own default.",
+    )
     nccl_hcas: Annotated[list[HcaPort], Unique] = Field(
         default_factory=list, max_length=32,
         description="The HCAs (optionally `:port`) NCCL may use on the training nodes, for example mlx5_0 and mlx5_1: "
@@ -153,6 +160,15 @@ class InfinibandConfig(_Model):
         description="InfiniBand service level of storage traffic: the subnet manager gives it to the storage partition "
         "(stack output `infiniband`). Differs from nccl_service_level, so storage never shares NCCL's virtual lane. "
         "Required while inference_weights_over_ib, unused otherwise.",
+    )
+
+    storage_bandwidth_percent: int | None = Field(
+        None, ge=1, le=99, strict=True,
+        description="Share of an InfiniBand port's bandwidth that storage traffic (storage_qos_service_level) gets while "
+        "NCCL's competes for the port: the subnet manager's VL arbitration weights, which the stack output `infiniband` "
+        "states with an OpenSM QoS snippet for the fabric team (the program cannot apply it). A share under contention, "
+        "not a hard cap: an idle port gives storage all of it. Only while inference_weights_over_ib. Defaults to none: "
+        "the subnet manager's own arbitration.",
     )
 
     @property

@@ -53,6 +53,13 @@ class AlertsConfig(_Model):
         description="The Polaris Postgres cluster's newest backup older than this alerts (a daily schedule plus margin). "
         "Defaults to 26.",
     )
+    infiniband_xmit_wait_per_second: int = Field(
+        50_000_000, ge=1, le=10_000_000_000, strict=True,
+        description="PortXmitWait ticks per second of an HCA port (node-exporter's infiniband collector, the dashboard's "
+        "InfiniBand port congestion), over 5 minutes and for 15, above which it alerts. A tick is the hardware's "
+        "(`perfquery -c` shows it; 8 bytes' time on NVIDIA's current ones, so 6.25e9 ticks a second is a 400 Gb/s port "
+        "that sends nothing): set it from the port's quiet baseline. Defaults to 50000000 (under 1 % of a 400 Gb/s port).",
+    )
 
 
 class ObservabilityConfig(_Model):
