@@ -2,8 +2,11 @@
 JupyterLab, Trino / Spark Connect"), while `compute.spark.connect` is on.
 
 One server per team, in the team's namespace `spark-team-<team>`: a long-running Spark driver with the Connect endpoint
-(`start-connect-server.sh`, in the foreground), on the interactive pool and in YuniKorn's interactive queue, as are the
-executors it starts (dynamic allocation, from none). It and its executors read the catalog and S3 as the team's own
+(`start-connect-server.sh`, in the foreground), on the interactive pool and in YuniKorn's interactive queue: a notebook waits
+on it, and every session of the team lives in it. The executors it starts (dynamic allocation, from none), the heavy part
+of a query, run in the pool `compute.spark.connect_executors_pool` names, by default batch (the batch pool, its
+PriorityClass and YuniKorn's batch queue), as the design delegates notebooks' heavy queries (their pod template, labelled
+with its pool, is what the policy pack checks). It and its executors read the catalog and S3 as the team's own
 principal (`s3-training`, `polaris-training`: the team's MinIO user and Polaris principal), never the Spark engine's:
 a query, or a UDF reading its executor's environment, gets what a member of the team may have anyway.
 
@@ -29,7 +32,7 @@ from components.constants import ENGINE_LABEL, TEAM_LABEL, TRAINING, polaris_sec
 from components.engines import _spark_packages as packages
 from components.engines import _spark_trust as jvm_trust
 from components.engines._spark_trust import SparkTrust
-from components.engines._base import INTERACTIVE, POOL_LABEL, EngineScope
+from components.engines._base import BATCH, INTERACTIVE, POOL_LABEL, POOLS, EngineScope, Pool
 from components.kube import WORKLOAD_SKIPS, checkov_skips, restricted_container, restricted_pod_security_context
 from components.providers import NamespaceRef
 from components.registry import UPSTREAM, Registry
@@ -43,8 +46,8 @@ CREDENTIALS = TRAINING
 
 
 def namespace_of(team: str) -> str:
-    """A team's Spark Connect namespace: interactive (the Spark engine's is batch), labelled as the team's, whose
-    credentials it reads."""
+    """A team's Spark Connect namespace: interactive (the Spark engine's is batch: the server's pool; the executors' is
+    their template's), labelled as the team's, whose credentials it reads."""
     return names.SPARK_CONNECT_NAMESPACE(team)
 
 
@@ -56,7 +59,20 @@ def url(team: str) -> str:
 REMOTE_ENV = "SPARK_REMOTE"
 """The variable PySpark's `SparkSession.builder.getOrCreate()` takes the Connect URL from."""
 QUEUE = "root.interactive"
+"""The server's YuniKorn queue."""
 QUEUE_ANNOTATION = "yunikorn.apache.org/queue"
+
+
+def queue(pool: Pool) -> str:
+    """The YuniKorn queue of a pool's Spark pods (spark.py `yunikorn_queues`: `root.batch`, `root.interactive`)."""
+    return f"root.{pool.name}"
+
+
+def executors_pool(spark: Any) -> Pool:
+    """The pool of the executors of the `compute.spark` section `spark` (`connect_executors_pool`)."""
+    return {pool.name: pool for pool in POOLS}[spark.connect_executors_pool]
+
+
 EXECUTOR_LABEL = "fab.internal/spark-connect"
 """Marks the server's own executors, the only other pods of its namespace that may reach it (its driver and block
 manager ports)."""
@@ -88,8 +104,8 @@ def _credentials() -> list[dict[str, Any]]:
     return [{"secretRef": {"name": s3_secret(CREDENTIALS)}}, {"secretRef": {"name": polaris_secret(CREDENTIALS)}}]
 
 
-def executor_template(registry: Registry = UPSTREAM, trust: SparkTrust = jvm_trust.NONE) -> dict[str, Any]:
-    """The executors' pod template: interactive pool and priority, restricted, the team's credentials, the Spark image
+def executor_template(registry: Registry = UPSTREAM, trust: SparkTrust = jvm_trust.NONE, pool: Pool = BATCH) -> dict[str, Any]:
+    """The executors' pod template: `pool`'s node selector, tolerations, PriorityClass and YuniKorn queue, restricted, the team's credentials, the Spark image
     from `registry` (and its pull Secret), with `trust` the site's CA in the JVM (engines/_spark_trust.py)."""
     volumes, mounts = _scratch()
     volumes, mounts = [*volumes, *jvm_trust.volumes(trust)], [*mounts, *jvm_trust.volume_mounts(trust)]
@@ -97,9 +113,13 @@ def executor_template(registry: Registry = UPSTREAM, trust: SparkTrust = jvm_tru
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"labels": {EXECUTOR_LABEL: "executor"}, "annotations": {QUEUE_ANNOTATION: QUEUE}},
+        # The queue is the executors' own: they carry `spark-app-selector` (the Spark application's id), so YuniKorn
+        # schedules them as an application of their own, apart from the server's pod.
+        "metadata": {"labels": {EXECUTOR_LABEL: "executor"}, "annotations": {QUEUE_ANNOTATION: queue(pool)}},
         "spec": {
-            **INTERACTIVE.placement(),
+            # Only here: Spark adds `spark.kubernetes.{,executor.}node.selector.*` to the template's node selector, and
+            # neither `server_conf` nor spark-defaults sets one; tolerations and PriorityClass have no Spark setting.
+            **pool.placement(),
             "securityContext": restricted_pod_security_context(runAsUser=SPARK_USER, fsGroup=SPARK_USER),
             # Spark sets the container's requests and limits (spark.executor.cores, .memory, .limit.cores).
             "containers": [restricted_container("spark-executor", registry.image(versions.SPARK_IMAGE), SPARK_USER, env=env,
@@ -112,7 +132,7 @@ def executor_template(registry: Registry = UPSTREAM, trust: SparkTrust = jvm_tru
 
 def server_conf(max_executors: int, namespace_: str, registry: Registry = UPSTREAM) -> dict[str, str]:
     """The server's Spark configuration beyond `spark-defaults`: Kubernetes executors in its namespace `namespace_` and the
-    interactive queue, the Spark image and the packages from `registry`."""
+    scheduler, the Spark image and the packages from `registry` (the executors' pool and queue are their pod template's)."""
     return {
         "spark.master": "k8s://https://kubernetes.default.svc:443",
         "spark.submit.deployMode": "client",
@@ -268,7 +288,8 @@ def packages_config_map(scope: EngineScope, namespace_: str, ns: pulumi.Resource
 def deploy(scope: EngineScope, spark: Any, team: str, ns: pulumi.Resource, operator: pulumi.Resource,
            scheduler: pulumi.Resource, defaults: pulumi.Input[str], defaults_config_map: str) -> None:
     """`team`'s Connect server (after the operator's chart, which makes the ServiceAccount its executors run as, and
-    YuniKorn's, `scheduler`: it and its executors are scheduled by YuniKorn in the interactive queue), running as its own
+    YuniKorn's, `scheduler`: it and its executors are scheduled by YuniKorn, it in the interactive queue, they in their
+    pool's), running as its own
     ServiceAccount, with the team's credentials and Spark defaults, its Service and its ingress rule; `spark` is the
     `compute.spark` section."""
     labels = {"app.kubernetes.io/name": NAME}
@@ -279,9 +300,11 @@ def deploy(scope: EngineScope, spark: Any, team: str, ns: pulumi.Resource, opera
                                  # the namespace must exist before anything is created in it
                                  data={"spark-defaults.conf": defaults}, opts=scope.after(ns))
     registry = scope.cluster.registry
+    pool = executors_pool(spark)
     template = k8s.core.v1.ConfigMap(
-        f"{prefix}-executor", metadata={"name": TEMPLATE_CONFIG_MAP, "namespace": name},
-        data={"executor.yaml": yamltext.dump(executor_template(registry, site_trust(scope)))},
+        # Labelled with the pool its pods run in, as a namespace is: the policy pack checks the template against it.
+        f"{prefix}-executor", metadata={"name": TEMPLATE_CONFIG_MAP, "namespace": name, "labels": {POOL_LABEL: pool.name}},
+        data={"executor.yaml": yamltext.dump(executor_template(registry, site_trust(scope), pool))},
         # the namespace must exist before anything is created in it
         opts=scope.after(ns),
     )

@@ -8,7 +8,8 @@ but a Spark 3.5 driver starts with `--properties-file` only and never reads its 
 `--load-spark-defaults` is behind the operator's LoadSparkDefaults gate, off; kubeflow/spark-operator#1183, #691); the
 operator's controller hands `sparkConf` to spark-submit as `--conf` (2.5.2 `sparkConfOption`), which the driver gets.
 With `compute.spark.connect`, a Spark Connect server per team for its members' notebooks (engines/_spark_connect.py)
-runs here too, in the interactive pool and queue, as the team's own principal. Spark is batch: the operator's chart has no values for drivers and executors, so their
+runs here too, the server in the interactive pool and queue, its executors in the batch pool and queue unless
+`compute.spark.connect_executors_pool` says interactive, as the team's own principal. Spark is batch: the operator's chart has no values for drivers and executors, so their
 pool, tolerations and PriorityClass are SparkApplication fields, handed out in `spark_application_template()`
 (Airflow submits from it).
 """

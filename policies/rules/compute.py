@@ -3,8 +3,10 @@ compute nodes with a local NVMe cache (DESIGN section 2, compute row).
 
 A compute workload is an engine's: a Helm release of an engine chart or an engine's custom resource (each with its
 class, batch or interactive, from the design: Spark and Airflow are batch; Trino, StarRocks, Superset and JupyterHub
-interactive, and Argo CD, whose UI and rollouts people wait on), or a pod template or CloudNativePG cluster in a
-namespace labelled with a pool (the engines' own namespaces). The pack reads where each chart and custom resource sets its
+interactive, and Argo CD, whose UI and rollouts people wait on), a pod template or CloudNativePG cluster in a
+namespace labelled with a pool (the engines' own namespaces), or a Pod template held in a ConfigMap labelled with a pool
+(the pods a driver starts from it at run time, such as Spark Connect's executors: their class is the ConfigMap's label,
+whatever its namespace's). The pack reads where each chart and custom resource sets its
 pods' node selector, tolerations and PriorityClass from `CHARTS` and `KINDS`, which it derives from the engines'
 declarations (components/engines, each `Engine`'s `charts` and `kinds`): those paths are the charts' and CRDs' own keys. A
 chart on a compute cluster that no engine declares, and that is not one of the platform's own (`PLATFORM_CHARTS`), fails
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
 from pulumi_policy import ReportViolation, StackValidationArgs
 
 from components.engines import ENGINES, POOL_LABEL  # POOL_LABEL: the compute pools' node label and taint key
@@ -100,6 +103,27 @@ def _pool_namespaces(resources: list[Any], compute: set[str]) -> dict[tuple[str,
             and label(obj, POOL_LABEL) is not None}
 
 
+def _template_pod(text: Any) -> Any:
+    """The spec of the Pod a ConfigMap value holds as YAML (UNKNOWN if the value is unknown), or None if it holds none."""
+    if text is UNKNOWN:
+        return UNKNOWN
+    try:
+        pod = yaml.safe_load(text) if isinstance(text, str) else None
+    except yaml.YAMLError:
+        return None
+    return pod.get("spec") if isinstance(pod, dict) and pod.get("kind") == "Pod" else None
+
+
+def templates(obj: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """(key, Pod spec) of every value of a ConfigMap (UNKNOWN for the whole data if it is unknown)."""
+    data = field(obj, "data")
+    if data is UNKNOWN:
+        yield "data", UNKNOWN
+        return
+    for key, text in sorted((data or {}).items()):
+        yield key, _template_pod(text)
+
+
 def workloads(resources: list[Any]) -> Iterator[Workload]:
     """Every compute workload of the stack, with its class."""
     compute = compute_providers(resources)
@@ -123,6 +147,11 @@ def workloads(resources: list[Any]) -> Iterator[Workload]:
         if obj["kind"] in KINDS:
             pool, pods = KINDS[obj["kind"]]
             yield Workload(where, cluster, pool, pods, obj, resource.urn, obj["kind"])
+            continue
+        if obj["kind"] == "ConfigMap" and (pool := label(obj, POOL_LABEL)) is not None:
+            for key, spec in templates(obj):
+                yield Workload(f"{where} (pod template {key})", cluster, pool, (POD_TEMPLATE,), spec, resource.urn,
+                               f"the template (its ConfigMap labelled {POOL_LABEL}={pool})")
             continue
         pool = namespaces.get((cluster, namespace_of(obj)))
         if pool is None:
@@ -180,11 +209,13 @@ def tolerates(tolerations: Any, pool: str) -> bool:
 
 @stack_rule("fab-compute-pool-placement",
             "Every compute workload selects (nodeSelector) and tolerates the node pool of its class: batch for Spark and "
-            "Airflow, interactive for Trino, StarRocks, Superset, JupyterHub and Argo CD.",
+            "Airflow, interactive for Trino, StarRocks, Superset, JupyterHub and Argo CD; a pod template in a ConfigMap "
+            "(Spark Connect's executors) that of the ConfigMap's pool label.",
             place=500,
             docs="every compute workload selects (`nodeSelector`) and tolerates the node pool of its class: batch for Spark and "
                  "Airflow, interactive for Trino, StarRocks, Superset, JupyterHub and Argo CD (engine charts' and CRDs' own "
-                 "keys; pod templates and Postgres clusters by their namespace's `fab.internal/compute-pool` label)")
+                 "keys; pod templates and Postgres clusters by their namespace's `fab.internal/compute-pool` label, Pod "
+                 "templates held in a ConfigMap, such as Spark Connect's executors', by the ConfigMap's)")
 def compute_pool_placement(args: StackValidationArgs, report: ReportViolation) -> None:
     """Unknown values: a chart name, node selector or tolerations that can't be known in preview fail closed."""
     for resource, chart in undeclared_charts(args.resources):

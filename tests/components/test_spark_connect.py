@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from helpers import render_small
+import yaml
+from helpers import config_errors, render_small
 from jupyter_hook import run_teams_hook
 from schemas import builtin_errors
 from small_site import small_site
@@ -92,13 +93,60 @@ def test_the_server_holds_no_engine_credentials(small_plan):
     assert not held & {"s3-spark", "polaris-spark"}
 
 
-def test_executors_run_in_the_interactive_pool_and_queue_marked_as_the_servers():
-    template = spark_connect.executor_template()
+def executor_template(plan, team: str = "yield") -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the ConfigMap `spark-connect-executor` of `team`'s namespace, the Pod template the server mounts from it)."""
+    (config_map,) = [c for c in plan.objects("ConfigMap", COMPUTE)
+                     if (c["metadata"]["namespace"], c["metadata"]["name"]) == (f"spark-team-{team}", "spark-connect-executor")]
+    return config_map, yaml.safe_load(config_map["data"]["executor.yaml"])
+
+
+def test_executors_run_in_the_batch_pool_and_queue_by_default(small_plan):
+    """The design delegates notebooks' heavy queries to batch: the old template put them beside the dashboards."""
+    _, template = executor_template(small_plan)
     assert template["metadata"] == {"labels": {"fab.internal/spark-connect": "executor"},
-                                    "annotations": {"yunikorn.apache.org/queue": "root.interactive"}}
-    assert template["spec"]["priorityClassName"] == "compute-interactive"
+                                    "annotations": {"yunikorn.apache.org/queue": "root.batch"}}
+    assert template["spec"]["nodeSelector"] == {"fab.internal/compute-pool": "batch"}
+    assert template["spec"]["priorityClassName"] == "compute-batch"
+    assert template["spec"]["tolerations"] == [
+        {"key": "fab.internal/compute-pool", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}]
+
+
+def test_the_executors_template_is_labelled_with_their_pool(small_plan):
+    config_map, _ = executor_template(small_plan)
+    assert config_map["metadata"]["labels"] == {"fab.internal/compute-pool": "batch"}
+
+
+def test_executors_pool_interactive_puts_them_beside_the_server():
+    site = small_site()
+    site["compute"]["spark"]["connect_executors_pool"] = "interactive"
+    plan = render_small(site)
+    config_map, template = executor_template(plan)
+    assert config_map["metadata"]["labels"] == {"fab.internal/compute-pool": "interactive"}
+    assert template["metadata"]["annotations"] == {"yunikorn.apache.org/queue": "root.interactive"}
+    assert (template["spec"]["nodeSelector"], template["spec"]["priorityClassName"]) == (
+        {"fab.internal/compute-pool": "interactive"}, "compute-interactive")
     assert template["spec"]["tolerations"] == [
         {"key": "fab.internal/compute-pool", "operator": "Equal", "value": "interactive", "effect": "NoSchedule"}]
+    assert server(plan)["spec"]["template"]["spec"]["nodeSelector"] == {"fab.internal/compute-pool": "interactive"}
+
+
+def test_fails_when_executors_pool_is_no_pool():
+    site = small_site()
+    site["compute"]["spark"]["connect_executors_pool"] = "gpu"
+    assert config_errors(site) == [
+        "fab-platform:site.compute.spark.connect_executors_pool: Input should be 'batch' or 'interactive' (got 'gpu')"]
+
+
+def test_no_spark_setting_overrides_the_templates_node_selector(small_plan):
+    """Spark adds `spark.kubernetes.node.selector.*` and `spark.kubernetes.executor.node.selector.*` (3.3+) to the template's
+    node selector, over its keys: the server's settings and spark-defaults set none, so the template decides."""
+    (defaults,) = [c for c in small_plan.objects("ConfigMap", COMPUTE)
+                   if (c["metadata"]["namespace"], c["metadata"]["name"]) == ("spark-team-yield", "spark-defaults")]
+    args = server(small_plan)["spec"]["template"]["spec"]["containers"][0]["args"]
+    keys = [a.split("=", 1)[0] for a in args[1::2]] + [line.split(" ", 1)[0] for line in
+                                                      defaults["data"]["spark-defaults.conf"].splitlines()]
+    assert "spark.kubernetes.executor.podTemplateFile" in keys
+    assert [k for k in keys if k.startswith(("spark.kubernetes.node.selector.", "spark.kubernetes.executor.node.selector."))] == []
 
 
 def test_executors_start_in_the_teams_namespace(small_plan):

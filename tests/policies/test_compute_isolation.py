@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import yaml
 from policy_fixtures import check, options, provider
 from pulumi_policy import PolicyResource
 from pulumi_policy.proxy import UNKNOWN_OBJECT_VALUE
@@ -56,6 +57,15 @@ def add_spark_application(resources: list[dict[str, Any]], edit: Callable[[dict[
     record.update(type=kind, name="compute-compaction", urn=record["urn"].rsplit("$", 1)[0] + f"${kind}::compute-compaction",
                   inputs=app, dependencies=[])
     resources.append(record)
+
+
+def edit_connect_executors(resources: list[dict[str, Any]], **pod: Any) -> None:
+    """Spark Connect's executor template of team yield (ConfigMap spark-connect-executor, labelled batch), its pod spec
+    updated with `pod`."""
+    data = find(resources, ":ConfigMap", "compute-spark-connect-yield-executor")["inputs"]["data"]
+    template = yaml.safe_load(data["executor.yaml"])
+    template["spec"].update(pod)
+    data["executor.yaml"] = yaml.safe_dump(template)
 
 
 POOL = "fab.internal/compute-pool"
@@ -166,6 +176,21 @@ def test_fails_when_an_engine_database_does_not_tolerate_its_pool(full_plan):
     )]
 
 
+def test_fails_when_spark_connect_executors_select_the_interactive_pool(full_plan):
+    """The executors' template is a ConfigMap the server mounts: the pack reads the pool of its pods from its label."""
+    assert violations(full_plan, lambda rs: edit_connect_executors(
+        rs, nodeSelector={POOL: "interactive"}, tolerations=INTERACTIVE_TOLERATION)) == [
+        ("fab-compute-pool-placement",
+         (f"ConfigMap spark-team-yield/spark-connect-executor (pod template executor.yaml) on {COMPUTE}: its pods select "
+          "fab.internal/compute-pool=interactive (nodeSelector); the template (its ConfigMap labelled "
+          "fab.internal/compute-pool=batch) is batch work, allowed: nodeSelector fab.internal/compute-pool=batch")),
+        ("fab-compute-pool-placement",
+         (f"ConfigMap spark-team-yield/spark-connect-executor (pod template executor.yaml) on {COMPUTE}: its pods do not "
+          f"tolerate the batch pool's taint (tolerations: [{INTERACTIVE_TAINT}]); the template (its ConfigMap labelled "
+          "fab.internal/compute-pool=batch) is batch work, allowed: a toleration of fab.internal/compute-pool=batch:NoSchedule")),
+    ]
+
+
 # fab-compute-priority-class ----------------------------------------------------------------------
 
 
@@ -213,6 +238,15 @@ def test_fails_when_a_spark_executor_runs_at_the_interactive_priority(full_plan)
         (f"SparkApplication spark/compaction on {COMPUTE}: its executor pods run at PriorityClass compute-interactive "
         "(labelled fab.internal/compute-pool=interactive) (spec.executor.priorityClassName); SparkApplication is batch work, "
         "allowed: compute-batch"),
+    )]
+
+
+def test_fails_when_spark_connect_executors_run_at_the_interactive_priority(full_plan):
+    assert violations(full_plan, lambda rs: edit_connect_executors(rs, priorityClassName="compute-interactive")) == [(
+        "fab-compute-priority-class",
+        (f"ConfigMap spark-team-yield/spark-connect-executor (pod template executor.yaml) on {COMPUTE}: its pods run at "
+         "PriorityClass compute-interactive (labelled fab.internal/compute-pool=interactive) (priorityClassName); the "
+         "template (its ConfigMap labelled fab.internal/compute-pool=batch) is batch work, allowed: compute-batch"),
     )]
 
 
@@ -332,4 +366,16 @@ def test_fails_closed_when_a_node_selector_is_unknown_in_preview():
                              "compute-trino", options(), provider("site-a-compute"), COMPUTE_COMPONENT, [], {})
     assert check(compute_pool_placement, [release]) == [
         f"Helm release compute-trino (chart trino) on site-a-compute: its worker pods: .worker.nodeSelector {FAILS_CLOSED}"
+    ]
+
+
+def test_fails_closed_when_a_pod_template_configmaps_data_is_unknown_in_preview():
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "data": UNKNOWN_OBJECT_VALUE,
+                  "metadata": {"name": "spark-connect-executor", "namespace": "spark-team-yield", "labels": {POOL: "batch"}}}
+    resource = PolicyResource("kubernetes:core/v1:ConfigMap", config_map,
+                              "urn:pulumi:s::p::kubernetes:core/v1:ConfigMap::compute-spark-connect-yield-executor",
+                              "compute-spark-connect-yield-executor", options(), provider("site-a-compute"), COMPUTE_COMPONENT, [], {})
+    assert check(compute_pool_placement, [resource]) == [
+        "ConfigMap spark-team-yield/spark-connect-executor (pod template data) on site-a-compute: its pods: .nodeSelector "
+        f"{FAILS_CLOSED}"
     ]

@@ -46,9 +46,18 @@ class SparkConfig(_Model):
     connect: Flag = Field(
         True,
         description="Run a Spark Connect server per team for its members' JupyterHub notebooks "
-        "(`sc://spark-connect.spark-team-<team>.svc.cluster.local:15002`, in the team's namespace `spark-team-<team>`), in the "
-        "interactive pool and queue, with the team's own S3 keys and Polaris principal; only the servers of the team's "
+        "(`sc://spark-connect.spark-team-<team>.svc.cluster.local:15002`, in the team's namespace `spark-team-<team>`): the "
+        "server (the driver notebooks talk to) in the interactive pool and queue, its executors where "
+        "`connect_executors_pool` says, with the team's own S3 keys and Polaris principal; only the servers of the team's "
         "members reach it (Spark Connect 3.5 has no authentication of its own). Defaults to true.",
+    )
+    connect_executors_pool: Literal["batch", "interactive"] = Field(
+        "batch",
+        description="Where each team's Spark Connect executors (the heavy part of a notebook's query) run: `batch` (the batch "
+        "pool, PriorityClass `compute-batch`, YuniKorn queue `root.batch`: a notebook's heavy query is batch work, as the "
+        "design delegates it) or `interactive` (the interactive pool, `compute-interactive`, `root.interactive`: quicker to "
+        "start on a site whose batch pool is busy, at the cost of the dashboards and ad-hoc queries beside them). The "
+        "server stays interactive either way. Defaults to batch.",
     )
     connect_max_executors: int = Field(
         8, ge=1, le=500, strict=True,
