@@ -82,7 +82,7 @@ def test_every_alert_is_labelled_with_its_clusters_name(full_scopes):
 
 def test_each_clusters_rule_is_named_by_its_key():
     (rule,) = alerts.alert_rules(GPU_SCOPE, DEFAULTS)
-    assert (rule["metadata"]["name"], [group["name"] for group in rule["spec"]["groups"]]) == ("fab-platform-alerts-c", ["fab-c-gpu"])
+    assert (rule["metadata"]["name"], [group["name"] for group in rule["spec"]["groups"]]) == ("fab-platform-alerts-c", ["fab-c-gpu", "fab-c-infiniband"])
 
 
 @pytest.fixture(scope="module")
@@ -153,5 +153,5 @@ def test_fails_when_the_webhook_url_is_written_in_plain_config():
     add_observability(site, alerts={"webhook_url": "https://alerts.site-t.fab.internal/hook?token=t0ken"})
     assert config_errors(site) == [(
         "fab-platform:site.observability.alerts.webhook_url: unknown key; allowed keys: backup_age_hours, "
-        "certificate_expiry_days, gateway_5xx_percent, queue_starvation_minutes, rate_limit_saturation_percent, "
-        "replication_lag_minutes")]
+        "certificate_expiry_days, gateway_5xx_percent, infiniband_xmit_wait_per_second, queue_starvation_minutes, "
+        "rate_limit_saturation_percent, replication_lag_minutes")]
