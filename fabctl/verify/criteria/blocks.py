@@ -265,3 +265,19 @@ def _client_env(site: Site, team: str) -> list[dict[str, Any]]:
 def served_name(site: Site, model: str) -> str:
     assert site.config.inference is not None
     return site.config.inference.models[model].served_name or model
+
+
+def _team_s3_keys_and_ca(site: Site, cid: str, namespace: str, config_map: str, key_env: dict[str, str]
+                         ) -> tuple[list[Manifest], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """What a warp pod of a team needs: the team's `s3-training` keys as environment variables (`key_env`: the variable's
+    name -> the Secret's key) and, where the site has a CA, a ConfigMap `config_map` holding it, mounted and named in
+    SSL_CERT_FILE. The (objects, volumes, mounts, env) to add to the step and the pod; the volumes start with /tmp."""
+    volumes, mounts = _scratch(("tmp", "/tmp"))
+    env = [{"name": name, "valueFrom": {"secretKeyRef": {"name": s3_secret(TRAINING), "key": key}}} for name, key in key_env.items()]
+    objects: list[Manifest] = []
+    if site.ca:
+        objects.append(_probe_config(site, config_map, namespace, cid))
+        volumes.append({"name": "ca", "configMap": {"name": config_map, "items": [{"key": "ca.crt", "path": "ca.crt"}]}})
+        mounts.append({"name": "ca", "mountPath": "/etc/fab-ca", "readOnly": True})
+        env.append({"name": "SSL_CERT_FILE", "value": "/etc/fab-ca/ca.crt"})
+    return objects, volumes, mounts, env

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from components import versions
-from components.constants import S3_ACCESS_KEY, S3_SECRET_KEY, s3_secret
-from components.data_access import TRAINING, s3_endpoint_internal, team_prefix
+from components.constants import S3_ACCESS_KEY, S3_SECRET_KEY
+from components.data_access import s3_endpoint_internal, team_prefix
 from components.gpu import RDMA_RESOURCE, nccl_env, toleration
 from components.kube import restricted_container, restricted_pod_security_context
 from components.kueue import team_namespace
@@ -21,10 +21,10 @@ from fabctl.verify.criteria.blocks import (
     _figure,
     _job,
     _meta,
-    _probe_config,
     _queued,
     _ran,
     _scratch,
+    _team_s3_keys_and_ca,
     _team_probe_step,
     _training_placement,
 )
@@ -391,16 +391,8 @@ def _warp(site: Site, cluster: str, cid: str, team: str) -> list[Manifest]:
     acceptance, store = site.acceptance, site.config.storage.object_store
     namespace = team_namespace(team)
     endpoint = s3_endpoint_internal(site.config.domain, store).split("://", 1)[1]
-    volumes, mounts = _scratch(("tmp", "/tmp"))
-    env = [
-        {"name": key, "valueFrom": {"secretKeyRef": {"name": s3_secret(TRAINING), "key": key}}} for key in (S3_ACCESS_KEY, S3_SECRET_KEY)
-    ]
-    objects: list[Manifest] = []
-    if site.ca:
-        objects.append(_probe_config(site, "warp-load-ca", namespace, cid))
-        volumes.append({"name": "ca", "configMap": {"name": "warp-load-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}})
-        mounts.append({"name": "ca", "mountPath": "/etc/fab-ca", "readOnly": True})
-        env.append({"name": "SSL_CERT_FILE", "value": "/etc/fab-ca/ca.crt"})
+    objects, volumes, mounts, env = _team_s3_keys_and_ca(
+        site, cid, namespace, "warp-load-ca", {S3_ACCESS_KEY: S3_ACCESS_KEY, S3_SECRET_KEY: S3_SECRET_KEY})
     container = restricted_container(
         "warp", site.registry.image(versions.VERIFY_WARP_IMAGE), PROBE_USER,
         args=["put", f"--host={endpoint}", *(["--tls"] if store.tls else []), f"--region={site.config.minio.region}",

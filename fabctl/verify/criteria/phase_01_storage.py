@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from components import versions
 from components.config.schema.acceptance import AcceptanceConfig
-from components.constants import S3_ACCESS_KEY, S3_SECRET_KEY, s3_secret
-from components.data_access import TRAINING, s3_endpoint_internal, team_prefix
+from components.constants import S3_ACCESS_KEY, S3_SECRET_KEY
+from components.data_access import s3_endpoint_internal, team_prefix
 from components.kube import restricted_container, restricted_pod_security_context
 from components.kueue import team_namespace
 from fabctl.verify.criteria.blocks import (
@@ -22,10 +22,9 @@ from fabctl.verify.criteria.blocks import (
     _figure,
     _job,
     _no_training_nodes,
-    _probe_config,
     _queued,
     _ran,
-    _scratch,
+    _team_s3_keys_and_ca,
     _team_probe_step,
     _training_placement,
 )
@@ -160,17 +159,10 @@ def _warp_job(site: Site, cid: str, team: str, nodes: list[str], timeout: int) -
     store = site.config.storage.object_store
     namespace = team_namespace(team)
     endpoint = s3_endpoint_internal(site.config.domain, store).split("://", 1)[1]
-    volumes, mounts = _scratch(("tmp", "/tmp"))
     # warp reads its keys from WARP_ACCESS_KEY and WARP_SECRET_KEY (cli/flags.go): they stay off its command line.
-    env = [{"name": f"WARP_{name}", "valueFrom": {"secretKeyRef": {"name": s3_secret(TRAINING), "key": key}}}
-           for name, key in (("ACCESS_KEY", S3_ACCESS_KEY), ("SECRET_KEY", S3_SECRET_KEY))]
-    env.append({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
-    objects: list[Manifest] = []
-    if site.ca:
-        objects.append(_probe_config(site, "storage-baseline-ca", namespace, cid))
-        volumes.append({"name": "ca", "configMap": {"name": "storage-baseline-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}})
-        mounts.append({"name": "ca", "mountPath": "/etc/fab-ca", "readOnly": True})
-        env.append({"name": "SSL_CERT_FILE", "value": "/etc/fab-ca/ca.crt"})
+    objects, volumes, mounts, env = _team_s3_keys_and_ca(
+        site, cid, namespace, "storage-baseline-ca", {"WARP_ACCESS_KEY": S3_ACCESS_KEY, "WARP_SECRET_KEY": S3_SECRET_KEY})
+    env.insert(2, {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
     container = restricted_container(
         "warp", site.registry.image(versions.VERIFY_WARP_IMAGE), PROBE_USER, command=["/bin/sh", "-c"],
         args=[warp_script(site, endpoint, team)], workingDir="/tmp", env=env, volumeMounts=mounts,
